@@ -1,0 +1,46 @@
+"""Test-wide guards: no test may reach past this machine's loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address: object) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    if not isinstance(address, tuple) or not address:
+        return False
+    host = address[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded(real):
+    def connect(self: socket.socket, address: object):  # type: ignore[no-untyped-def]
+        if not _is_local(address):
+            raise ConnectionRefusedError(f"tests may only connect to 127.0.0.1, not {address!r}")
+        return real(self, address)
+
+    return connect
+
+
+socket.socket.connect = _guarded(_real_connect)  # type: ignore[method-assign]
+socket.socket.connect_ex = _guarded(_real_connect_ex)  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real keys in a developer's shell must never reach a test."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
+                 "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
