@@ -1,0 +1,1 @@
+"""Channel adapters: one package per platform, each owning its SDK and rendering."""

@@ -1,0 +1,3 @@
+from adapters.console.adapter import ConsoleAdapter
+
+__all__ = ["ConsoleAdapter"]

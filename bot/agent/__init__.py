@@ -1,0 +1,1 @@
+"""The agent core: one run of the think -> act -> observe loop."""
