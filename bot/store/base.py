@@ -6,6 +6,7 @@ SQLite (``bot.store.sqlite``) is the implementation today; the same contract sui
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -76,6 +77,10 @@ class Store(Protocol):
 
     async def unanswered(self) -> list[InboundRecord]:
         """Inbound messages logged but never answered (the process died mid-run)."""
+        ...
+
+    async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
+        """Mark inbound rows answered without a turn (e.g. the sender was told it was not run)."""
         ...
 
     async def close(self) -> None: ...

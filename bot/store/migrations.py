@@ -1,0 +1,172 @@
+"""Ordered, named schema migrations for the SQLite store.
+
+``MIGRATIONS`` is append-only: never edit or reorder a migration that has shipped, add
+a new one at the end. ``PRAGMA user_version`` holds how many have been applied and the
+``migrations`` table records each one's name and when it ran. All pending migrations
+are applied in ONE transaction, so a database is either fully upgraded or untouched.
+
+A migration is plain SQL, split into statements with ``sqlite3.complete_statement``
+(so ``;`` inside strings, comments and trigger bodies is safe). Do not change
+``PRAGMA foreign_keys`` in a migration: it is a no-op inside a transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from typing import NamedTuple
+
+import aiosqlite
+
+from bot.errors import SchemaTooNewError, StoreCorruptError
+
+log = logging.getLogger(__name__)
+
+
+class Migration(NamedTuple):
+    name: str
+    sql: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        "0001_sessions_messages_inbound_usage",
+        """
+        CREATE TABLE sessions (
+            id          INTEGER PRIMARY KEY,
+            key         TEXT    NOT NULL,
+            created_at  REAL    NOT NULL,
+            archived_at REAL
+        );
+        -- at most one current session per key; archived sessions are kept forever
+        CREATE UNIQUE INDEX sessions_current_key ON sessions (key) WHERE archived_at IS NULL;
+
+        CREATE TABLE messages (
+            id         INTEGER PRIMARY KEY,
+            session_id INTEGER NOT NULL REFERENCES sessions (id),
+            run_id     TEXT    NOT NULL,
+            seq        INTEGER NOT NULL,  -- position within the turn
+            role       TEXT    NOT NULL,
+            parts      TEXT    NOT NULL,  -- JSON, bot.conversation.parts_to_json
+            created_at REAL    NOT NULL
+        );
+        CREATE INDEX messages_session_id ON messages (session_id, id);
+
+        CREATE TABLE inbound (
+            id          INTEGER PRIMARY KEY,
+            platform    TEXT NOT NULL,
+            account     TEXT NOT NULL,
+            chat_id     TEXT NOT NULL,
+            message_id  TEXT NOT NULL,
+            session_key TEXT NOT NULL,
+            payload     TEXT NOT NULL,  -- JSON InboundMessage, attachments without inline data
+            received_at REAL NOT NULL,
+            answered_at REAL,
+            UNIQUE (platform, account, chat_id, message_id)
+        );
+        CREATE INDEX inbound_unanswered ON inbound (id) WHERE answered_at IS NULL;
+
+        CREATE TABLE usage (
+            id                 INTEGER PRIMARY KEY,
+            session_id         INTEGER NOT NULL REFERENCES sessions (id),
+            run_id             TEXT    NOT NULL,
+            model              TEXT    NOT NULL,
+            input_tokens       INTEGER NOT NULL,
+            output_tokens      INTEGER NOT NULL,
+            cache_read_tokens  INTEGER NOT NULL,
+            cache_write_tokens INTEGER NOT NULL,
+            cost               REAL    NOT NULL,
+            created_at         REAL    NOT NULL
+        );
+        CREATE INDEX usage_session_id ON usage (session_id);
+        """,
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS migrations (
+    id         INTEGER PRIMARY KEY,  -- = the user_version this migration brings the file to
+    name       TEXT NOT NULL UNIQUE,
+    applied_at REAL NOT NULL
+)
+"""
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a script into complete statements, dropping empty and comment-only ones."""
+    statements: list[str] = []
+    buffer = ""
+    for piece in sql.split(";"):
+        buffer += piece + ";"
+        if sqlite3.complete_statement(buffer):
+            if _has_code(buffer):
+                statements.append(buffer.strip())
+            buffer = ""
+    if _has_code(buffer):
+        raise ValueError(f"incomplete SQL statement at the end of a migration: {buffer.strip()!r}")
+    return statements
+
+
+def _has_code(statement: str) -> bool:
+    lines = (line.split("--", 1)[0] for line in statement.splitlines())
+    return any(line.strip(" \t;") for line in lines)
+
+
+async def user_version(db: aiosqlite.Connection) -> int:
+    rows = list(await db.execute_fetchall("PRAGMA user_version"))
+    return int(rows[0][0])
+
+
+async def apply(db: aiosqlite.Connection, where: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Bring ``db`` up to ``len(migrations)``; return how many migrations were applied.
+
+    ``where`` names the file in errors. Raises ``SchemaTooNewError`` for a file written
+    by a newer chatgate and ``StoreCorruptError`` for a foreign SQLite database."""
+    known = len(migrations)
+    found = await user_version(db)
+    _check_not_newer(found, known, where)
+    if found == known:
+        return 0
+
+    await db.execute("BEGIN IMMEDIATE")
+    try:
+        found = await user_version(db)  # another process may have migrated meanwhile
+        _check_not_newer(found, known, where)
+        if found == 0 and await _has_foreign_tables(db):
+            raise StoreCorruptError(f"not a chatgate database or corrupt: {where}; move it away or set storage.path")
+        await db.execute(_CREATE_MIGRATIONS_TABLE)
+        for number, migration in enumerate(migrations[found:], start=found + 1):
+            log.info("applying migration %d %s to %s", number, migration.name, where)
+            for statement in split_statements(migration.sql):
+                await db.execute(statement)
+            await db.execute(
+                "INSERT INTO migrations (id, name, applied_at) VALUES (?, ?, ?)",
+                (number, migration.name, time.time()),
+            )
+        await db.execute(f"PRAGMA user_version = {known:d}")
+        await db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            await db.execute("ROLLBACK")
+        raise
+    return known - found
+
+
+def _check_not_newer(found: int, known: int, where: str) -> None:
+    if found > known:
+        raise SchemaTooNewError(
+            f"{where} has schema version {found}, written by a newer chatgate; this one knows up to "
+            f"version {known}: upgrade chatgate or set storage.path to another file"
+        )
+
+
+async def _has_foreign_tables(db: aiosqlite.Connection) -> bool:
+    rows = list(
+        await db.execute_fetchall(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'migrations'"
+        )
+    )
+    return bool(rows)

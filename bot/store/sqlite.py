@@ -1,0 +1,302 @@
+"""SQLiteStore: the Store port on aiosqlite, one file in WAL mode.
+
+    async with SQLiteStore(path) as store:     # opened and migrated on entry
+        ...
+    store = await open_store(path)              # where the lifetime is not one block
+    await store.close()                         # idempotent
+
+One connection serves everything; an ``asyncio.Lock`` makes each operation (and each
+write transaction as a whole) exclusive on it, so concurrent turns never interleave and
+a read never sees another writer's uncommitted rows. A write transaction, once started,
+runs to COMMIT or ROLLBACK even if its caller is cancelled (the caller still sees the
+cancellation), so a cancelled writer can never leave the connection mid-transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from bot.conversation import Message, Role, parts_from_json, parts_to_json
+from bot.errors import StoreCorruptError, StoreError
+from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
+from bot.store import migrations
+from bot.store.base import InboundRecord, Session, Turn, UsageTotals
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MEMORY = ":memory:"
+BUSY_TIMEOUT_MS = 5000
+
+# Constant SQL, so sqlite3's statement cache prepares each one once per connection.
+_CURRENT_SESSION = "SELECT id, key, created_at FROM sessions WHERE key = ? AND archived_at IS NULL"
+_ARCHIVE_SESSION = "UPDATE sessions SET archived_at = ? WHERE key = ? AND archived_at IS NULL"
+_INSERT_SESSION = "INSERT INTO sessions (key, created_at) VALUES (?, ?)"
+_HISTORY = "SELECT role, parts FROM messages WHERE session_id = ? ORDER BY id"
+_HISTORY_LAST = "SELECT role, parts FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT ?"
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, run_id, seq, role, parts, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+_INSERT_USAGE = (
+    "INSERT INTO usage (session_id, run_id, model, input_tokens, output_tokens, cache_read_tokens,"
+    " cache_write_tokens, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_USAGE_TOTALS = (
+    "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
+    " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
+    " COALESCE(SUM(cost), 0.0), COUNT(*) FROM usage WHERE session_id = ?"
+)
+_INSERT_INBOUND = (
+    "INSERT INTO inbound (platform, account, chat_id, message_id, session_key, payload, received_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (platform, account, chat_id, message_id) DO NOTHING"
+)
+_MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_at IS NULL"
+_UNANSWERED = "SELECT id, session_key, payload, received_at FROM inbound WHERE answered_at IS NULL ORDER BY id"
+
+
+class SQLiteStore:
+    """The Store port on one SQLite file (or ``":memory:"`` for tests)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def open(self) -> SQLiteStore:
+        """Connect, configure and migrate; closes the connection again if any step fails."""
+        if self._db is not None:
+            return self
+        db: aiosqlite.Connection | None = None
+        try:
+            if self._path != MEMORY:
+                _make_parent(Path(self._path))
+            db = await aiosqlite.connect(self._path, isolation_level=None)
+            await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+            mode = list(await db.execute_fetchall("PRAGMA journal_mode = WAL"))[0][0]
+            if mode != "wal" and self._path != MEMORY:
+                log.warning("store %s: journal_mode is %s, not wal (no shared memory on this filesystem?)",
+                            self._path, mode)
+            await db.execute("PRAGMA synchronous = NORMAL")
+            await db.execute("PRAGMA foreign_keys = ON")
+            applied = await migrations.apply(db, self._path)
+        except BaseException as exc:
+            if db is not None:
+                await db.close()
+            if isinstance(exc, (sqlite3.Error, OSError)):
+                raise _translate(exc, self._path) from exc
+            raise
+        self._db = db
+        log.info("store %s open (schema %d, %d migrations applied now)", self._path, migrations.SCHEMA_VERSION, applied)
+        return self
+
+    async def close(self) -> None:
+        """Wait for the operation in progress, then close. Safe to call twice."""
+        if self._db is None:
+            return
+        async with self._lock:
+            db, self._db = self._db, None
+            if db is not None:
+                await db.close()
+                log.info("store %s closed", self._path)
+
+    async def __aenter__(self) -> SQLiteStore:
+        return await self.open()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- the Store port --------------------------------------------------------------
+
+    async def record_inbound(self, msg: InboundMessage, session_key: str) -> int | None:
+        row = (msg.platform, msg.account, msg.chat_id, msg.message_id, session_key, inbound_to_json(msg), time.time())
+        async with self._lock:  # one statement: its own transaction
+            cursor = await self._conn().execute(_INSERT_INBOUND, row)
+        if cursor.rowcount != 1:
+            log.info("inbound %s:%s:%s is a redelivery", msg.platform, msg.chat_id, msg.message_id)
+            return None
+        return cursor.lastrowid
+
+    async def session(self, key: str, *, fresh: bool = False) -> Session:
+        if not fresh:
+            async with self._lock:
+                rows = list(await self._conn().execute_fetchall(_CURRENT_SESSION, (key,)))
+            if rows:
+                return Session(*rows[0])
+
+        async def create(db: aiosqlite.Connection) -> Session:
+            now = time.time()
+            if fresh:
+                await db.execute(_ARCHIVE_SESSION, (now, key))
+            else:  # re-check inside the write lock: another process may have made it
+                rows = list(await db.execute_fetchall(_CURRENT_SESSION, (key,)))
+                if rows:
+                    return Session(*rows[0])
+            cursor = await db.execute(_INSERT_SESSION, (key, now))
+            assert cursor.lastrowid is not None
+            log.info("session %s: new session %d%s", key, cursor.lastrowid, " (fresh)" if fresh else "")
+            return Session(cursor.lastrowid, key, now)
+
+        return await self._write(create)
+
+    async def history(self, session: Session, limit: int | None = None) -> list[Message]:
+        if limit is not None and limit < 0:
+            raise ValueError(f"history limit must be >= 0, not {limit}")
+        if limit == 0:
+            return []
+        async with self._lock:
+            if limit is None:
+                rows = list(await self._conn().execute_fetchall(_HISTORY, (session.id,)))
+            else:
+                rows = list(await self._conn().execute_fetchall(_HISTORY_LAST, (session.id, limit)))
+                rows.reverse()
+        return [Message(Role(role), parts_from_json(parts)) for role, parts in rows]
+
+    async def append_turn(self, turn: Turn) -> None:
+        now = time.time()
+        sid, run_id = turn.session.id, turn.run_id
+        message_rows = [
+            (sid, run_id, seq, str(m.role), parts_to_json(m.parts), now) for seq, m in enumerate(turn.messages)
+        ]
+        u = turn.usage
+        usage_row = (
+            sid, run_id, turn.model, u.input_tokens, u.output_tokens,
+            u.cache_read_tokens, u.cache_write_tokens, turn.cost, now,
+        )  # fmt: skip
+        answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids]
+
+        async def write(db: aiosqlite.Connection) -> None:
+            if message_rows:
+                await db.executemany(_INSERT_MESSAGE, message_rows)
+            await db.execute(_INSERT_USAGE, usage_row)
+            if answered_rows:
+                await db.executemany(_MARK_ANSWERED, answered_rows)
+
+        await self._write(write)
+        log.debug("session %s run %s: turn of %d messages stored", turn.session.key, run_id, len(message_rows))
+
+    async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
+        """Mark inbound rows answered without a turn (e.g. the sender was told it was not run)."""
+        now = time.time()
+        rows = [(now, inbound_id) for inbound_id in inbound_ids]
+        if not rows:
+            return
+
+        async def write(db: aiosqlite.Connection) -> None:
+            await db.executemany(_MARK_ANSWERED, rows)
+
+        await self._write(write)
+
+    async def usage(self, session: Session) -> UsageTotals:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_USAGE_TOTALS, (session.id,)))
+        i, o, cr, cw, cost, turns = rows[0]
+        return UsageTotals(i, o, cr, cw, float(cost), turns)
+
+    async def unanswered(self) -> list[InboundRecord]:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_UNANSWERED))
+        return [InboundRecord(id_, key, inbound_from_json(payload), received) for id_, key, payload, received in rows]
+
+    # -- internals -------------------------------------------------------------------
+
+    def _conn(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StoreError(f"store is not open: {self._path}")
+        return self._db
+
+    async def _write(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        """Run ``body`` in one IMMEDIATE transaction under the lock, shielded from cancellation."""
+        task = asyncio.ensure_future(self._transaction(body))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_log_abandoned_failure)
+            raise
+
+    async def _transaction(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        async with self._lock:
+            db = self._conn()
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                result = await body(db)
+                await db.execute("COMMIT")
+            except BaseException:
+                try:
+                    await db.execute("ROLLBACK")
+                except sqlite3.OperationalError:  # no transaction: BEGIN failed or COMMIT went through
+                    log.debug("store %s: nothing to roll back", self._path)
+                raise
+            return result
+
+
+async def open_store(path: str | os.PathLike[str]) -> SQLiteStore:
+    """Open (create, migrate) the store at ``path``; the caller must ``await store.close()``."""
+    return await SQLiteStore(path).open()
+
+
+def _make_parent(path: Path) -> None:
+    """Create the parent directory, private to this user when we create it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():  # conversations are private: the file (and its -wal/-shm) is 0600
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
+def _translate(exc: sqlite3.Error | OSError, path: str) -> StoreError:
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        return StoreCorruptError(f"not a chatgate database or corrupt: {path}; move it away or set storage.path")
+    return StoreError(f"cannot open database {path}: {exc}")
+
+
+def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("a store write whose caller was cancelled failed", exc_info=exc)
+
+
+# -- inbound payloads (shared with a future PostgreSQL store) ---------------------------
+
+
+def inbound_to_json(msg: InboundMessage) -> str:
+    """The message as JSON, attachments without their inline ``data``."""
+    stripped = replace(msg, attachments=tuple(replace(a, data=None) for a in msg.attachments))
+    return json.dumps(asdict(stripped), ensure_ascii=False, separators=(",", ":"))
+
+
+def inbound_from_json(raw: str) -> InboundMessage:
+    """Inverse of ``inbound_to_json``; keys a newer or older version wrote are ignored."""
+    d: dict[str, Any] = json.loads(raw)
+    d["chat_type"] = ChatType(d["chat_type"])
+    d["sender"] = Sender(**_known(Sender, d["sender"]))
+    d["attachments"] = tuple(
+        Attachment(**_known(Attachment, {**a, "kind": AttachmentKind(a["kind"])})) for a in d.get("attachments", ())
+    )
+    return InboundMessage(**_known(InboundMessage, d))
+
+
+def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}

@@ -1,0 +1,275 @@
+"""The Store contract: every implementation must pass this suite.
+
+Add an implementation by adding a factory to ``FACTORIES`` (a later PostgreSQL store
+would skip itself when no server is configured)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
+from bot.providers.base import Usage
+from bot.store.base import Session, Store, Turn, UsageTotals
+from bot.store.sqlite import SQLiteStore
+
+StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
+
+FACTORIES: dict[str, StoreFactory] = {
+    "sqlite-file": lambda tmp: SQLiteStore(tmp / "data" / "chatgate.db"),
+    "sqlite-memory": lambda tmp: SQLiteStore(":memory:"),
+}
+
+
+@pytest.fixture(params=sorted(FACTORIES))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    async with FACTORIES[request.param](tmp_path) as opened:
+        yield opened
+
+
+def inbound(message_id: str = "m1", *, chat_id: str = "c1", platform: str = "telegram", account: str = "bot1",
+            text: str = "hello", attachments: tuple[Attachment, ...] = ()) -> InboundMessage:  # fmt: skip
+    return InboundMessage(
+        platform=platform,
+        account=account,
+        chat_id=chat_id,
+        chat_type=ChatType.GROUP,
+        sender=Sender("u1", "Ada", "ada", is_bot=False),
+        text=text,
+        message_id=message_id,
+        thread_id="t9",
+        reply_to="m0",
+        attachments=attachments,
+        timestamp=1700000000.125,
+    )
+
+
+def turn(session: Session, run_id: str, *messages: Message, **kw: object) -> Turn:
+    return Turn(session=session, run_id=run_id, messages=messages, **kw)  # type: ignore[arg-type]
+
+
+# -- sessions ---------------------------------------------------------------------------
+
+
+async def test_session_is_created_once_per_key(store: Store) -> None:
+    a = await store.session("agent:main:telegram:dm:1")
+    again = await store.session("agent:main:telegram:dm:1")
+    other = await store.session("agent:main:telegram:dm:2")
+    assert a == again
+    assert a.key == "agent:main:telegram:dm:1"
+    assert other.id != a.id
+
+
+async def test_concurrent_first_use_of_a_key_makes_one_session(store: Store) -> None:
+    sessions = await asyncio.gather(*(store.session("k") for _ in range(20)))
+    assert len({s.id for s in sessions}) == 1
+
+
+async def test_fresh_session_keeps_old_history_reachable(store: Store) -> None:
+    old = await store.session("k")
+    await store.append_turn(turn(old, "r1", Message.user("before"), Message.assistant("old answer")))
+
+    new = await store.session("k", fresh=True)
+
+    assert new.id != old.id and new.key == old.key
+    assert await store.session("k") == new
+    assert await store.history(new) == []
+    assert [m.text for m in await store.history(old)] == ["before", "old answer"]
+
+
+async def test_fresh_on_an_unknown_key_creates_it(store: Store) -> None:
+    s = await store.session("never-seen", fresh=True)
+    assert await store.session("never-seen") == s
+
+
+async def test_fresh_twice_keeps_every_generation(store: Store) -> None:
+    generations = [await store.session("k")]
+    for i in range(2):
+        await store.append_turn(turn(generations[-1], f"r{i}", Message.user(f"gen {i}")))
+        generations.append(await store.session("k", fresh=True))
+    assert [[m.text for m in await store.history(s)] for s in generations] == [["gen 0"], ["gen 1"], []]
+
+
+# -- history ----------------------------------------------------------------------------
+
+
+async def test_history_is_in_order_and_limit_takes_the_last(store: Store) -> None:
+    s = await store.session("k")
+    for t in range(4):
+        await store.append_turn(turn(s, f"r{t}", Message.user(f"q{t}"), Message.assistant(f"a{t}")))
+
+    texts = [m.text for m in await store.history(s)]
+    assert texts == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"]
+    assert [m.text for m in await store.history(s, limit=3)] == ["a2", "q3", "a3"]
+    assert [m.text for m in await store.history(s, limit=100)] == texts
+    assert await store.history(s, limit=0) == []
+
+
+async def test_every_part_type_round_trips(store: Store) -> None:
+    s = await store.session("k")
+    messages = (
+        Message(Role.USER, (TextPart("look at this 🦊 — «ünïcode»"), ImagePart("image/png", "iVBORw0KGgo="))),
+        Message(
+            Role.ASSISTANT,
+            (
+                ThinkingPart("let me think", signature="sig-abc=="),
+                ThinkingPart("", redacted_data="opaque-blob"),
+                TextPart("calling a tool"),
+                ToolCall("call_1", "read_file", '{"path": "notes.md", "quote": "a \\"b\\""}'),
+            ),
+        ),
+        Message(Role.TOOL, (ToolResult("call_1", "no such file", is_error=True),)),
+        Message(Role.ASSISTANT, ()),
+    )
+    await store.append_turn(turn(s, "r1", *messages))
+    assert tuple(await store.history(s)) == messages
+
+
+async def test_tool_calls_and_results_stay_paired_in_order(store: Store) -> None:
+    s = await store.session("k")
+    calls = (ToolCall("a", "exec", '{"cmd": "ls"}'), ToolCall("b", "read_file", '{"path": "x"}'))
+    await store.append_turn(
+        turn(
+            s,
+            "r1",
+            Message.user("do two things"),
+            Message(Role.ASSISTANT, calls),
+            Message(Role.TOOL, (ToolResult("a", "x\ny"), ToolResult("b", "denied", is_error=True))),
+            Message(Role.ASSISTANT, (ToolCall("c", "exec", "{}"),)),
+            Message(Role.TOOL, (ToolResult("c", "ok"),)),
+            Message.assistant("done"),
+        )
+    )
+    history = await store.history(s)
+    assert [m.role for m in history] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    for i, m in enumerate(history):
+        if m.tool_calls:
+            results = history[i + 1].tool_results
+            assert [r.tool_call_id for r in results] == [c.id for c in m.tool_calls]
+    assert history[1].tool_calls == calls
+    assert history[2].tool_results[1].is_error is True
+
+
+async def test_sessions_do_not_share_history(store: Store) -> None:
+    a, b = await store.session("a"), await store.session("b")
+    await store.append_turn(turn(a, "r1", Message.user("for a")))
+    await store.append_turn(turn(b, "r2", Message.user("for b")))
+    assert [m.text for m in await store.history(a)] == ["for a"]
+    assert [m.text for m in await store.history(b)] == ["for b"]
+
+
+# -- inbound log ------------------------------------------------------------------------
+
+
+async def test_redelivery_is_recognised(store: Store) -> None:
+    first = await store.record_inbound(inbound("m1"), "k")
+    assert isinstance(first, int)
+    assert await store.record_inbound(inbound("m1", text="edited or not, same id"), "k") is None
+    assert len(await store.unanswered()) == 1
+
+
+async def test_same_message_id_elsewhere_is_a_new_message(store: Store) -> None:
+    ids = [
+        await store.record_inbound(inbound("m1", chat_id="c1"), "k1"),
+        await store.record_inbound(inbound("m1", chat_id="c2"), "k2"),
+        await store.record_inbound(inbound("m1", platform="slack"), "k3"),
+        await store.record_inbound(inbound("m1", account="bot2"), "k4"),  # another bot in the same chat
+    ]
+    assert None not in ids
+    assert len(set(ids)) == 4
+
+
+async def test_unanswered_rebuilds_the_message_without_inline_data(store: Store) -> None:
+    photo = Attachment(AttachmentKind.IMAGE, "cat.jpg", "image/jpeg", 3, path="/tmp/cat.jpg", data=b"\xff\xd8\xff",
+                       platform_file_id="AgAD")  # fmt: skip
+    original = inbound("m1", attachments=(photo,))
+    row_id = await store.record_inbound(original, "agent:main:telegram:group:c1")
+
+    [record] = await store.unanswered()
+
+    assert record.id == row_id
+    assert record.session_key == "agent:main:telegram:group:c1"
+    assert record.received_at > 0
+    assert record.message == replace(original, attachments=(replace(photo, data=None),))
+    assert isinstance(record.message.chat_type, ChatType)
+    assert isinstance(record.message.attachments[0].kind, AttachmentKind)
+
+
+async def test_answered_via_turn_or_mark_answered_leave_unanswered(store: Store) -> None:
+    s = await store.session("k")
+    a, b, c, d = [await store.record_inbound(inbound(f"m{i}"), "k") for i in range(4)]
+    assert None not in (a, b, c, d)
+    assert [r.id for r in await store.unanswered()] == [a, b, c, d]  # oldest first
+
+    await store.append_turn(turn(s, "r1", Message.user("m0 and m1"), inbound_ids=(a, b)))  # type: ignore[arg-type]
+    assert [r.id for r in await store.unanswered()] == [c, d]
+
+    await store.mark_answered([d])  # type: ignore[attr-defined, list-item]
+    await store.mark_answered([d])  # type: ignore[attr-defined, list-item]  # twice is harmless
+    await store.mark_answered([])
+    assert [r.id for r in await store.unanswered()] == [c]
+
+
+# -- usage ------------------------------------------------------------------------------
+
+
+async def test_usage_sums_tokens_cost_and_turns(store: Store) -> None:
+    s, other = await store.session("k"), await store.session("other")
+    assert await store.usage(s) == UsageTotals()
+
+    await store.append_turn(turn(s, "r1", Message.user("a"), usage=Usage(100, 20, 5, 7), cost=0.25, model="m1"))
+    await store.append_turn(turn(s, "r2", Message.user("b"), usage=Usage(50, 10, 0, 1), cost=0.125, model="m2"))
+    await store.append_turn(turn(other, "r3", Message.user("c"), usage=Usage(1, 1, 1, 1), cost=9.0))
+
+    totals = await store.usage(s)
+    assert totals == UsageTotals(150, 30, 5, 8, pytest.approx(0.375), 2)  # type: ignore[arg-type]
+    assert (await store.usage(other)).turns == 1
+
+
+# -- concurrency ------------------------------------------------------------------------
+
+SESSIONS, TURNS, PER_TURN = 50, 4, 3
+
+
+def _turn_messages(s: int, t: int) -> tuple[Message, ...]:
+    return (
+        Message.user(f"{s}:{t}:q"),
+        Message(Role.ASSISTANT, (ToolCall(f"{s}-{t}", "exec", "{}"),)),
+        Message(Role.TOOL, (ToolResult(f"{s}-{t}", f"{s}:{t}:r"),)),
+    )
+
+
+async def test_concurrent_writers_never_interleave_or_leak(store: Store) -> None:
+    sessions = await asyncio.gather(*(store.session(f"agent:main:test:dm:{s}") for s in range(SESSIONS)))
+    torn: list[int] = []
+
+    async def writer(s: int) -> None:  # one session's turns are sequential, as its lane runs them
+        for t in range(TURNS):
+            await store.append_turn(turn(sessions[s], f"run-{s}-{t}", *_turn_messages(s, t), usage=Usage(1, 1)))
+            await asyncio.sleep(0)
+
+    async def reader(s: int) -> None:  # a read never sees part of a turn
+        for _ in range(TURNS):
+            n = len(await store.history(sessions[s]))
+            if n % PER_TURN:
+                torn.append(n)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(writer(s) for s in range(SESSIONS)), *(reader(s) for s in range(0, SESSIONS, 5)))
+
+    assert torn == []
+    for s, session in enumerate(sessions):
+        expected = [m for t in range(TURNS) for m in _turn_messages(s, t)]
+        assert await store.history(session) == expected
+        assert (await store.usage(session)).turns == TURNS
+
+
+async def test_closing_twice_is_harmless(store: Store) -> None:
+    await store.close()
+    await store.close()
