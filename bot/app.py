@@ -1,0 +1,84 @@
+"""The running application: store, provider, agent, gateway and channels, as one lifecycle.
+
+    async with App(config, adapters) as app:
+        await app.wait()
+
+Entering opens everything in order and, if any step fails, closes what was opened;
+leaving stops the channels first (no new input), cancels runs, then closes the
+provider and the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from datetime import datetime, timezone
+from types import TracebackType
+
+from adapters.base import ChannelAdapter
+from bot.agent.events import EventBus
+from bot.agent.loop import Agent, AgentSettings
+from bot.config import Config
+from bot.gateway import Gateway
+from bot.providers import make_provider
+from bot.providers.base import Usage
+from bot.providers.pricing import cost as price_cost
+from bot.store.sqlite import SQLiteStore
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+class App:
+    def __init__(self, config: Config, adapters: Mapping[str, ChannelAdapter]) -> None:
+        self.config = config
+        self.adapters = dict(adapters)
+        self.events = EventBus()
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> App:
+        try:
+            await self._open()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _open(self) -> None:
+        cfg = self.config
+        self.store = await self._stack.enter_async_context(SQLiteStore(cfg.storage.path))
+        settings = cfg.provider_settings()
+        self.provider = make_provider(
+            cfg.agent.provider,
+            api_key=settings.api_key.get_secret_value(),
+            base_url=settings.base_url,
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
+            retry_after_cap=settings.retry_after_cap,
+        )
+        self._stack.push_async_callback(self.provider.aclose)
+        overrides = {model: price for model, price in cfg.pricing.items()}
+
+        def cost(model: str, usage: Usage) -> float:
+            return price_cost(model, usage, overrides)
+
+        agent = Agent(
+            AgentSettings(cfg.agent.id, cfg.agent.model, cfg.agent.max_tokens, cfg.agent.system_prompt),
+            self.provider, self.store, self.events, cost, _now,
+        )
+        self.gateway = Gateway(
+            agent, self.store, self.events, self.adapters, agent_id=cfg.agent.id,
+            dm_scope=cfg.agent.dm_scope, identity_links=cfg.agent.identity_links,
+        )
+        self._stack.push_async_callback(self.gateway.aclose)
+        for name, adapter in self.adapters.items():
+            await adapter.start(self.gateway.handle)
+            self._stack.push_async_callback(adapter.stop)
+            log.info("channel started: %s", name)

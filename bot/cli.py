@@ -1,0 +1,121 @@
+"""chatgate's command line: run | chat | check.
+
+Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from bot.errors import ChatgateError, ConfigError
+
+log = logging.getLogger("chatgate")
+
+SHUTDOWN_GRACE = 5.0  # seconds to stop channels, cancel runs and close the store
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chatgate", description="A self-hosted LLM assistant for chat platforms.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="start every enabled channel and serve until stopped")
+    run.add_argument("-c", "--config", required=True, help="path to config.yaml")
+    chat = sub.add_parser("chat", help="chat with the assistant in this terminal")
+    chat.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
+    check = sub.add_parser("check", help="validate a config file and show what would start")
+    check.add_argument("-c", "--config", required=True, help="path to config.yaml")
+    args = parser.parse_args(argv)
+
+    from bot.config import load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "check":
+        print(config.describe())
+        return 0
+    _setup_logging(config.logging.level if args.command == "run" else "WARNING")
+    try:
+        return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
+    except ConfigError as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 2
+    except ChatgateError as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 1
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _channels(config, *, interactive: bool):  # type: ignore[no-untyped-def]
+    """The adapters to start; platform SDKs are imported only for enabled channels."""
+    adapters = {}
+    for name in ("telegram", "discord", "slack"):
+        if getattr(config.channels, name).enabled:
+            raise ConfigError(f"channels.{name}.enabled", f"the {name} channel is not available in this version yet",
+                              "set it to false")
+    if config.channels.console.enabled and interactive:
+        from adapters.console import ConsoleAdapter
+
+        adapters["console"] = ConsoleAdapter()
+    if not adapters:
+        raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
+    return adapters
+
+
+async def _serve(config) -> int:  # type: ignore[no-untyped-def]
+    """`chatgate run`: serve until SIGINT or SIGTERM, then shut down within SHUTDOWN_GRACE."""
+    from bot.app import App
+
+    adapters = _channels(config, interactive=sys.stdin.isatty())
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, main_task.cancel)
+    app = App(config, adapters)
+    await app.__aenter__()
+    log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model, ",".join(adapters))
+    try:
+        await asyncio.Event().wait()  # until a signal cancels us
+    except asyncio.CancelledError:
+        log.info("shutting down")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await _close(app)
+    return 0
+
+
+async def _chat(config) -> int:  # type: ignore[no-untyped-def]
+    """`chatgate chat`: the terminal channel alone; Ctrl-C stops an answer, Ctrl-D leaves."""
+    from adapters.console import ConsoleAdapter
+    from bot.app import App
+
+    console = ConsoleAdapter()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, console.interrupt)
+    app = App(config, {"console": console})
+    await app.__aenter__()
+    try:
+        await console.closed.wait()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        print(file=sys.stdout)
+        await _close(app)
+    return 0
+
+
+async def _close(app) -> None:  # type: ignore[no-untyped-def]
+    try:
+        await asyncio.wait_for(app.__aexit__(None, None, None), SHUTDOWN_GRACE)
+    except TimeoutError:
+        log.warning("shutdown took longer than %.0f s; exiting anyway", SHUTDOWN_GRACE)

@@ -1,0 +1,202 @@
+"""`chatgate` as a user runs it: a real process on a pseudo-terminal, against the fake LLM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.llm_server import FakeLLM, Reply
+
+
+class Terminal:
+    """A chatgate process whose stdin/stdout is a pseudo-terminal we type into."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        master, slave = pty.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot", *args], stdin=slave, stdout=slave, stderr=slave,
+                                     cwd=cwd, env=env, start_new_session=True)
+        os.close(slave)
+        os.set_blocking(master, False)
+        self.fd = master
+        self.output = ""
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    async def expect(self, text: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never appeared; screen so far:\n{self.output}")
+            try:
+                self.output += os.read(self.fd, 65536).decode(errors="replace")
+            except (BlockingIOError, OSError):
+                await asyncio.sleep(0.02)
+
+    def drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            self.output += data.decode(errors="replace")
+
+    async def exit_code(self, timeout: float = 6.0) -> int:
+        deadline = time.monotonic() + timeout
+        while (code := self.proc.poll()) is None:
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise AssertionError(f"process still running after {timeout} s; screen:\n{self.output}")
+            self.drain()  # so the process never blocks on a full terminal
+            await asyncio.sleep(0.02)
+        self.drain()
+        return code
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.fd)
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL", "_TOKEN"))}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeLLM]:
+    async with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def chat_env(llm: FakeLLM) -> dict[str, str]:
+    return base_env(OPENAI_API_KEY="test-key", OPENAI_BASE_URL=llm.openai_base_url, CHATGATE_MODEL="fake-model")
+
+
+async def test_chat_streams_stops_and_exits(tmp_path: Path, llm: FakeLLM, chat_env: dict[str, str]) -> None:
+    term = Terminal(["chat"], tmp_path, chat_env)
+    try:
+        await term.expect("you › ")
+        term.type("hello\n")
+        await term.expect("echo: hello")
+
+        llm.script(Reply.text("once upon a time " * 40, delay=0.05))
+        term.type("tell me a story\n")
+        await term.expect("once upon")
+        term.proc.send_signal(signal.SIGINT)  # Ctrl-C stops the answer, not the program
+        await asyncio.wait_for(llm.requests[1].disconnected.wait(), 2.0)
+        await term.expect("Stopped.")
+        assert term.proc.poll() is None
+
+        term.type("/stop\n")
+        await term.expect("Nothing is running.")
+        term.type("\x04")  # Ctrl-D
+        assert await term.exit_code() == 0
+    finally:
+        term.close()
+    assert (tmp_path / "data" / "chatgate.db").exists()
+
+
+async def test_chat_history_survives_a_restart(tmp_path: Path, llm: FakeLLM, chat_env: dict[str, str]) -> None:
+    for text in ("my name is Ann", "what is my name?"):
+        term = Terminal(["chat"], tmp_path, chat_env)
+        try:
+            await term.expect("you › ")
+            term.type(text + "\n")
+            await term.expect(f"echo: {text}")
+            term.type("\x04")
+            assert await term.exit_code() == 0
+        finally:
+            term.close()
+    assert "my name is Ann" in str(llm.requests[1].body["messages"])
+
+
+async def test_chat_new_starts_fresh(tmp_path: Path, llm: FakeLLM, chat_env: dict[str, str]) -> None:
+    term = Terminal(["chat"], tmp_path, chat_env)
+    try:
+        await term.expect("you › ")
+        term.type("first\n")
+        await term.expect("echo: first")
+        term.type("/new\n")
+        await term.expect("Started a fresh conversation.")
+        term.type("second\n")
+        await term.expect("echo: second")
+    finally:
+        term.close()
+    assert "first" not in str(llm.requests[1].body["messages"])
+
+
+async def test_run_shuts_down_cleanly_on_sigterm(tmp_path: Path, llm: FakeLLM) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+agent: {{model: fake-model}}
+providers: {{openai: {{api_key: test-key, base_url: "{llm.openai_base_url}"}}}}
+channels: {{console: {{enabled: true}}}}
+""")
+    term = Terminal(["run", "-c", str(config)], tmp_path, base_env())
+    try:
+        await term.expect("you › ")
+        llm.script(Reply.hang())
+        term.type("are you there?\n")
+        await llm.wait_for_requests(1, timeout=5)
+        started = time.monotonic()
+        term.proc.send_signal(signal.SIGTERM)
+        assert await term.exit_code(timeout=6) == 0
+        assert time.monotonic() - started < 5
+        await asyncio.wait_for(llm.requests[0].disconnected.wait(), 2.0)  # the run's stream was closed
+    finally:
+        term.close()
+    assert "shutting down" in term.output
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, env=env or base_env(), capture_output=True,
+                          text=True, timeout=30, stdin=subprocess.DEVNULL)
+
+
+def test_check_masks_secrets(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("agent: {model: gpt-4o-mini}\n")
+    done = run_cli("check", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="sk-secret-value-1234567890"))
+    assert done.returncode == 0, done.stderr
+    assert "gpt-4o-mini" in done.stdout and "sk-secret-value" not in done.stdout
+
+
+@pytest.mark.parametrize(("yaml", "line"), [
+    ("agent: {modle: x}\n", 'agent.modle: unknown key (did you mean "model"?)'),
+    ("runs: {max_concurrent: lots}\n", "runs.max_concurrent: "),
+    ("channels: {telegram: {enabled: true}}\n", "channels.telegram.token: missing (set TELEGRAM_BOT_TOKEN)"),
+])
+def test_config_mistakes_exit_2_with_one_line(tmp_path: Path, yaml: str, line: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml)
+    done = run_cli("run", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"chatgate: {line}") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_chat_without_any_key_says_what_to_set(tmp_path: Path) -> None:
+    done = run_cli("chat", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "set OPENAI_API_KEY" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_enabled_channel_that_is_not_built_yet_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("channels: {discord: {enabled: true, token: abc}}\n")
+    done = run_cli("run", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
+    assert done.returncode == 2 and "channels.discord.enabled" in done.stderr, done.stderr
