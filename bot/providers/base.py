@@ -8,7 +8,7 @@ first event is yielded, and are reported through ``on_retry``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from enum import StrEnum
@@ -47,6 +47,10 @@ class StopReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one request. ``input_tokens`` is the whole prompt, cached parts included
+    (providers normalise to this); ``cache_read_tokens`` and ``cache_write_tokens`` are the
+    parts of it read from and written to the provider's prompt cache."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -106,8 +110,8 @@ OnRetry: TypeAlias = Callable[[RetryInfo], Awaitable[None] | None]
 class Provider(Protocol):
     name: str
 
-    def stream(self, request: ChatRequest, *, on_retry: OnRetry | None = None) -> AsyncIterator[StreamEvent]:
-        """Stream one assistant turn; cancelling the consumer closes the HTTP stream."""
+    def stream(self, request: ChatRequest, *, on_retry: OnRetry | None = None) -> AsyncGenerator[StreamEvent, None]:
+        """Stream one assistant turn; cancelling the consumer or ``aclose()`` closes the HTTP stream."""
         ...
 
     async def aclose(self) -> None: ...

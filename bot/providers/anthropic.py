@@ -1,0 +1,325 @@
+"""Anthropic Messages API, streamed as raw events; thinking blocks passed back verbatim.
+
+Imported only when this provider is chosen: it is the one module that imports ``anthropic``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import anthropic
+import httpx2
+import pydantic
+
+from bot.conversation import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.errors import ProviderError
+from bot.providers.base import (
+    ChatRequest,
+    Completed,
+    OnRetry,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+from bot.providers.failures import (
+    TransientError,
+    classify_status,
+    describe_cause,
+    malformed,
+    parse_retry_after,
+    scrub,
+)
+from bot.providers.retry import RetryPolicy, Sleep, retrying
+
+log = logging.getLogger(__name__)
+
+_STOP_REASONS = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    "refusal": StopReason.REFUSAL,
+}
+# error.type of an error event inside a 200 stream -> the status it stands for
+_ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+    "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+    "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
+}
+_MIN_THINKING_BUDGET = 1024  # the API refuses less
+_MALFORMED = (ValueError, KeyError, TypeError, AttributeError, pydantic.ValidationError)
+
+
+# ----------------------------------------------------------------------------- request
+
+
+def _tool_input(arguments: str) -> dict[str, Any]:
+    """The model's raw argument text as the API wants it back: an object, {} if unreadable."""
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _thinking_block(part: ThinkingPart) -> dict[str, Any] | None:
+    if part.redacted_data is not None:
+        return {"type": "redacted_thinking", "data": part.redacted_data}
+    if part.signature is None:  # not Anthropic's (or lost its signature): the API would refuse it
+        return None
+    return {"type": "thinking", "thinking": part.thinking, "signature": part.signature}
+
+
+def _block(part: Part) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text} if part.text else None  # empty text is refused
+    if isinstance(part, ImagePart):
+        return {"type": "image", "source": {"type": "base64", "media_type": part.media_type, "data": part.data}}
+    if isinstance(part, ToolCall):
+        return {"type": "tool_use", "id": part.id, "name": part.name, "input": _tool_input(part.arguments)}
+    if isinstance(part, ToolResult):
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_call_id, "is_error": part.is_error}
+        if part.content:
+            block["content"] = part.content
+        return block
+    return None
+
+
+def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Our conversation as Messages API turns. Thinking goes first in an assistant turn,
+    tool results first in a user turn; consecutive user turns are merged."""
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role is Role.ASSISTANT:
+            role = "assistant"
+            thinking = [_thinking_block(p) for p in message.parts if isinstance(p, ThinkingPart)]
+            rest = [_block(p) for p in message.parts if isinstance(p, (TextPart, ToolCall))]
+            blocks = [b for b in (*thinking, *rest) if b is not None]
+        else:
+            role = "user"
+            results = [_block(p) for p in message.tool_results]
+            rest = [_block(p) for p in message.parts if isinstance(p, (TextPart, ImagePart))]
+            blocks = [b for b in (*results, *rest) if b is not None]
+        if not blocks:
+            log.debug("anthropic: skipping a %s message with no content", role)
+            continue
+        if role == "user" and wire and wire[-1]["role"] == "user":
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": role, "content": blocks})
+    return wire
+
+
+def to_anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+
+
+def request_params(request: ChatRequest) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": to_anthropic_messages(request.messages),
+        "stream": True,
+    }
+    if request.system:
+        params["system"] = request.system
+    if request.tools:
+        params["tools"] = to_anthropic_tools(request.tools)
+    if request.thinking_budget:
+        budget = max(_MIN_THINKING_BUDGET, request.thinking_budget)
+        params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if request.max_tokens <= budget:  # the API needs room for the answer after thinking
+            params["max_tokens"] = budget + request.max_tokens
+        # temperature is left out: the API refuses it together with thinking
+    elif request.temperature is not None:
+        params["temperature"] = request.temperature
+    return params
+
+
+# ----------------------------------------------------------------------------- response
+
+
+class _Assembler:
+    """Turns raw message stream events into our events and the final message."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.blocks: dict[int, dict[str, Any]] = {}  # wire index -> block state, in arrival order
+        self.tool_count = 0
+        self.tokens = {"input_tokens": 0, "output_tokens": 0,
+                       "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        self.stop_reason: str | None = None
+        self.stopped = False
+
+    def feed(self, event: Any) -> list[StreamEvent]:
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            self.model = event.message.model or self.model
+            self._count(event.message.usage)
+        elif kind == "content_block_start":
+            return self._start(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            return self._delta(self.blocks.get(event.index), event.delta)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            self._count(event.usage)  # cumulative figures: they replace message_start's
+        elif kind == "message_stop":
+            self.stopped = True
+        return []
+
+    def _count(self, usage: Any) -> None:
+        for key in self.tokens:
+            value = getattr(usage, key, None)
+            if isinstance(value, int):
+                self.tokens[key] = value
+
+    def _start(self, index: int, block: Any) -> list[StreamEvent]:
+        kind = block.type
+        if kind == "text":
+            self.blocks[index] = {"kind": "text", "text": [block.text or ""]}
+            return [TextDelta(block.text)] if block.text else []
+        if kind == "thinking":
+            self.blocks[index] = {"kind": "thinking", "text": [block.thinking or ""],
+                                  "signature": [getattr(block, "signature", "") or ""]}
+            return [ThinkingDelta(block.thinking)] if block.thinking else []
+        if kind == "redacted_thinking":
+            self.blocks[index] = {"kind": "redacted", "data": block.data}
+            return []
+        if kind == "tool_use":
+            slot = self.tool_count
+            self.tool_count += 1
+            self.blocks[index] = {"kind": "tool", "slot": slot, "id": block.id, "name": block.name,
+                                  "json": [], "input": getattr(block, "input", None) or {}}
+            return [ToolCallDelta(index=slot, id=block.id, name=block.name, arguments="")]
+        log.debug("anthropic: ignoring a %s content block", kind)
+        return []
+
+    def _delta(self, state: dict[str, Any] | None, delta: Any) -> list[StreamEvent]:
+        kind = delta.type
+        if state is None:
+            raise ValueError(f"{kind} for a content block that never started")
+        if kind == "text_delta" and state["kind"] == "text":
+            state["text"].append(delta.text)
+            return [TextDelta(delta.text)] if delta.text else []
+        if kind == "thinking_delta" and state["kind"] == "thinking":
+            state["text"].append(delta.thinking)
+            return [ThinkingDelta(delta.thinking)] if delta.thinking else []
+        if kind == "signature_delta" and state["kind"] == "thinking":
+            state["signature"].append(delta.signature)
+        elif kind == "input_json_delta" and state["kind"] == "tool":
+            state["json"].append(delta.partial_json)
+            if delta.partial_json:
+                return [ToolCallDelta(index=state["slot"], id=None, name=None, arguments=delta.partial_json)]
+        return []
+
+    def finish(self, provider: str) -> Completed:
+        if not self.stopped:
+            raise TransientError("stream ended early", provider=provider,
+                                 detail="the stream closed before message_stop")
+        parts: list[Part] = []
+        for state in self.blocks.values():
+            if state["kind"] == "thinking":
+                parts.append(ThinkingPart("".join(state["text"]), signature="".join(state["signature"]) or None))
+            elif state["kind"] == "redacted":
+                parts.append(ThinkingPart("", redacted_data=state["data"]))
+            elif state["kind"] == "text" and "".join(state["text"]):
+                parts.append(TextPart("".join(state["text"])))
+            elif state["kind"] == "tool":
+                arguments = "".join(state["json"]) or json.dumps(state["input"])
+                parts.append(ToolCall(id=state["id"], name=state["name"], arguments=arguments))
+        t = self.tokens
+        usage = Usage(
+            # Anthropic's input_tokens leaves out cached tokens; Usage counts the whole prompt.
+            input_tokens=t["input_tokens"] + t["cache_read_input_tokens"] + t["cache_creation_input_tokens"],
+            output_tokens=t["output_tokens"],
+            cache_read_tokens=t["cache_read_input_tokens"],
+            cache_write_tokens=t["cache_creation_input_tokens"],
+        )
+        stop = _STOP_REASONS.get(self.stop_reason or "", StopReason.UNKNOWN)
+        return Completed(Message(Role.ASSISTANT, tuple(parts)), stop, usage, self.model)
+
+
+# ----------------------------------------------------------------------------- provider
+
+
+class AnthropicProvider:
+    """Streams the Messages API; our retry policy, typed errors, cancellable."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_after_cap: float = 60.0,
+        policy: RetryPolicy | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._secret = api_key
+        self._policy = policy or RetryPolicy(max_retries=max_retries, retry_after_cap=retry_after_cap)
+        self._sleep = sleep
+        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout,
+                                                max_retries=0)
+
+    async def __aenter__(self) -> AnthropicProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def stream(self, request: ChatRequest, *, on_retry: OnRetry | None = None) -> AsyncGenerator[StreamEvent, None]:
+        params = request_params(request)
+        return retrying(lambda: self._attempt(params, request.model), policy=self._policy,
+                        on_retry=on_retry, sleep=self._sleep)
+
+    async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
+        try:
+            stream = await self._client.messages.create(**params)
+        except (anthropic.AnthropicError, httpx2.HTTPError) as err:
+            raise self._failure(err) from None  # see failures.describe_cause
+        async with stream:  # closes the HTTP response on cancel, aclose or error
+            assembler = _Assembler(model)
+            try:
+                async for event in stream:
+                    for item in assembler.feed(event):
+                        yield item
+            except (anthropic.AnthropicError, httpx2.HTTPError) as err:
+                raise self._failure(err) from None
+            except _MALFORMED as err:
+                log.warning("anthropic: unreadable stream event", exc_info=True)
+                raise malformed(self.name, type(err).__name__) from err
+            yield assembler.finish(self.name)
+
+    def _failure(self, err: Exception) -> TransientError | ProviderError:
+        """The SDK's (or its transport's) exception as a retryable failure or our typed error."""
+        if isinstance(err, anthropic.APIResponseValidationError):
+            return malformed(self.name, "response does not match the schema")
+        if isinstance(err, anthropic.APIStatusError):
+            message = scrub(str(err.api_message or err.message), self._secret)
+            status = err.status_code
+            if status < 400:  # an error event inside a 200 stream: its type says what it is
+                status = _ERROR_TYPE_STATUS.get(str(err.type), 500)
+            return classify_status(status, message, provider=self.name, code=err.type,
+                                   retry_after=parse_retry_after(err.response.headers))
+        if isinstance(err, (anthropic.APITimeoutError, httpx2.TimeoutException)):
+            return TransientError("timeout", provider=self.name)
+        if isinstance(err, (anthropic.APIConnectionError, httpx2.TransportError)):
+            return TransientError("connection error", provider=self.name, detail=describe_cause(err, self._secret))
+        if isinstance(err, httpx2.HTTPError):
+            return malformed(self.name, describe_cause(err, self._secret))
+        return ProviderError(f"{self.name}: {describe_cause(err, self._secret)}", provider=self.name)

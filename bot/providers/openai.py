@@ -1,0 +1,293 @@
+"""OpenAI Chat Completions, and any compatible server (vLLM, Ollama, ...) via ``base_url``.
+
+Imported only when this provider is chosen: it is the one module that imports ``openai``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+import pydantic
+
+from bot.conversation import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall
+from bot.errors import ContextTooLongError, ProviderError
+from bot.providers.base import (
+    ChatRequest,
+    Completed,
+    OnRetry,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+from bot.providers.failures import (
+    TransientError,
+    classify_status,
+    describe_cause,
+    looks_like_context_overflow,
+    malformed,
+    parse_retry_after,
+    scrub,
+)
+from bot.providers.retry import RetryPolicy, Sleep, retrying
+
+log = logging.getLogger(__name__)
+
+_STOP_REASONS = {
+    "stop": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "length": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.CONTENT_FILTER,
+}
+_MALFORMED = (ValueError, KeyError, TypeError, AttributeError, pydantic.ValidationError)
+
+
+# ----------------------------------------------------------------------------- request
+
+
+def _image_url(part: ImagePart) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{part.data}"}}
+
+
+def _user_content(parts: Sequence[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+    """A plain string when there is only text: the most compatible form for local servers."""
+    if all(isinstance(p, TextPart) for p in parts):
+        return "".join(p.text for p in parts if isinstance(p, TextPart))
+    return [{"type": "text", "text": p.text} if isinstance(p, TextPart) else _image_url(p) for p in parts]
+
+
+def to_openai_messages(system: str, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """Our conversation in Chat Completions form. Thinking parts are dropped: Chat
+    Completions has no way to pass reasoning back."""
+    wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        if message.role is Role.ASSISTANT:
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text}
+            if message.tool_calls:
+                entry["content"] = message.text or None
+                entry["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in message.tool_calls
+                ]
+            wire.append(entry)
+            continue
+        # user and tool messages: one role=tool message per result, then any text/images
+        wire.extend({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content}
+                    for r in message.tool_results)
+        rest = [p for p in message.parts if isinstance(p, (TextPart, ImagePart))]
+        if rest or (message.role is Role.USER and not message.tool_results):
+            wire.append({"role": "user", "content": _user_content(rest)})
+    return wire
+
+
+def to_openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                               "parameters": t.parameters}} for t in tools]
+
+
+def _is_openai_host(base_url: str | None) -> bool:
+    host = urlsplit(base_url).hostname if base_url else "api.openai.com"
+    return host is not None and (host == "openai.com" or host.endswith(".openai.com"))
+
+
+# ----------------------------------------------------------------------------- response
+
+
+class _Assembler:
+    """Turns chat.completion.chunk objects into our events and the final message."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: list[dict[str, str]] = []  # by our index: id, name, arguments
+        self._slots: dict[int, int] = {}  # wire index -> our index
+        self.finish_reason: str | None = None
+        self.usage = Usage()
+
+    def feed(self, chunk: Any) -> list[StreamEvent]:
+        if getattr(chunk, "model", None):
+            self.model = chunk.model
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        events: list[StreamEvent] = []
+        for choice in chunk.choices or ():
+            if getattr(choice, "index", 0) != 0:
+                continue
+            delta = choice.delta
+            extra = getattr(delta, "model_extra", None) or {}
+            reasoning = extra.get("reasoning_content") or extra.get("reasoning")  # vLLM, Ollama, DeepSeek
+            if isinstance(reasoning, str) and reasoning:
+                self.thinking.append(reasoning)
+                events.append(ThinkingDelta(reasoning))
+            if delta.content:
+                self.text.append(delta.content)
+                events.append(TextDelta(delta.content))
+            for position, call in enumerate(delta.tool_calls or ()):
+                events.append(self._tool_delta(position, call))
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+        return events
+
+    def _tool_delta(self, position: int, call: Any) -> ToolCallDelta:
+        wire_index = call.index if isinstance(getattr(call, "index", None), int) else position
+        slot = self._slots.get(wire_index)
+        # Some servers number every call 0; a new id on a used index is a new call.
+        if slot is None or (call.id and self.calls[slot]["id"] and call.id != self.calls[slot]["id"]):
+            slot = len(self.calls)
+            self._slots[wire_index] = slot
+            self.calls.append({"id": "", "name": "", "arguments": ""})
+        entry = self.calls[slot]
+        fn = call.function
+        name = fn.name if fn is not None and fn.name else None
+        arguments = fn.arguments if fn is not None and fn.arguments else ""
+        is_new_id = bool(call.id) and not entry["id"]
+        if is_new_id:
+            entry["id"] = call.id
+        if name and not entry["name"]:
+            entry["name"] = name
+        entry["arguments"] += arguments
+        return ToolCallDelta(index=slot, id=call.id if is_new_id else None, name=name, arguments=arguments)
+
+    def finish(self, provider: str) -> Completed:
+        if self.finish_reason is None:
+            raise TransientError("stream ended early", provider=provider,
+                                 detail="the stream closed before a finish_reason")
+        parts: list[Part] = []
+        if self.thinking:
+            parts.append(ThinkingPart("".join(self.thinking)))
+        if self.text:
+            parts.append(TextPart("".join(self.text)))
+        parts.extend(ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in self.calls)
+        stop = _STOP_REASONS.get(self.finish_reason, StopReason.UNKNOWN)
+        if self.calls and stop is StopReason.END_TURN:  # e.g. Ollama says "stop" with tool calls
+            stop = StopReason.TOOL_USE
+        return Completed(Message(Role.ASSISTANT, tuple(parts)), stop, self.usage, self.model)
+
+
+def _usage(raw: Any) -> Usage:
+    details = getattr(raw, "prompt_tokens_details", None)
+    return Usage(
+        input_tokens=raw.prompt_tokens or 0,  # includes cached tokens, as Usage wants
+        output_tokens=raw.completion_tokens or 0,
+        cache_read_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
+        cache_write_tokens=(getattr(details, "cache_write_tokens", None) or 0) if details else 0,
+    )
+
+
+# ----------------------------------------------------------------------------- provider
+
+
+class OpenAIProvider:
+    """Streams Chat Completions; our retry policy, typed errors, cancellable."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_after_cap: float = 60.0,
+        policy: RetryPolicy | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._secret = api_key
+        self._policy = policy or RetryPolicy(max_retries=max_retries, retry_after_cap=retry_after_cap)
+        self._sleep = sleep
+        # Local servers need no key, but the SDK refuses an empty one.
+        self._client = openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url,
+                                          timeout=timeout, max_retries=0)
+        # api.openai.com wants max_completion_tokens (its reasoning models refuse max_tokens);
+        # vLLM, Ollama, llama.cpp and most proxies know max_tokens best, so they get that.
+        self._tokens_param = "max_completion_tokens" if _is_openai_host(base_url) else "max_tokens"
+
+    async def __aenter__(self) -> OpenAIProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def stream(self, request: ChatRequest, *, on_retry: OnRetry | None = None) -> AsyncGenerator[StreamEvent, None]:
+        params = self._params(request)
+        return retrying(lambda: self._attempt(params, request.model), policy=self._policy,
+                        on_retry=on_retry, sleep=self._sleep)
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_openai_messages(request.system, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            self._tokens_param: request.max_tokens,
+        }
+        if request.tools:
+            params["tools"] = to_openai_tools(request.tools)
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        return params
+
+    async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
+        try:
+            stream = await self._client.chat.completions.create(**params)
+        except openai.OpenAIError as err:
+            raise self._failure(err) from None  # see failures.describe_cause
+        async with stream:  # closes the HTTP response on cancel, aclose or error
+            assembler = _Assembler(model)
+            try:
+                async for chunk in stream:
+                    for event in assembler.feed(chunk):
+                        yield event
+            except openai.OpenAIError as err:
+                raise self._failure(err) from None
+            except _MALFORMED as err:
+                log.warning("openai: unreadable stream chunk", exc_info=True)
+                raise malformed(self.name, type(err).__name__) from err
+            yield assembler.finish(self.name)
+
+    def _failure(self, err: openai.OpenAIError) -> TransientError | ProviderError:
+        """The SDK's exception as a retryable failure or our typed error."""
+        if isinstance(err, openai.APIResponseValidationError):
+            return malformed(self.name, "response does not match the schema")
+        if isinstance(err, openai.APIStatusError):
+            message, code = _error_fields(err.body, err.message)
+            return classify_status(err.status_code, scrub(message, self._secret), provider=self.name,
+                                   code=code, retry_after=parse_retry_after(err.response.headers))
+        if isinstance(err, openai.APITimeoutError):
+            return TransientError("timeout", provider=self.name)
+        if isinstance(err, openai.APIConnectionError):
+            return TransientError("connection error", provider=self.name, detail=describe_cause(err, self._secret))
+        if isinstance(err, openai.APIError):  # an error object inside the stream
+            message, code = _error_fields(err.body, err.message)
+            message = scrub(message, self._secret)
+            if looks_like_context_overflow(code, message):
+                return ContextTooLongError(f"{self.name}: {message}", provider=self.name)
+            return TransientError("error in stream", provider=self.name, detail=message)
+        return ProviderError(f"{self.name}: {describe_cause(err, self._secret)}", provider=self.name)
+
+
+def _error_fields(body: object, fallback: str) -> tuple[str, str | None]:
+    """(message, code) from an OpenAI error body, which the SDK unwraps from {"error": ...}."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            code = inner.get("code")
+            return str(inner.get("message") or fallback), str(code) if code is not None else None
+    if isinstance(body, str) and body:
+        return body, None
+    return fallback, None
+

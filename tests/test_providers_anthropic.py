@@ -1,0 +1,159 @@
+"""Anthropic-only behaviour: Messages wire format, thinking blocks passed back verbatim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.errors import ContextTooLongError, ProviderUnavailableError
+from bot.providers.anthropic import AnthropicProvider, request_params, to_anthropic_messages
+from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec
+from tests.fakes.llm_server import Call, FakeLLM, Reply
+from tests.test_providers_contract import FAST, KEY, collect, request
+
+SIGNATURE = "EqQBCkYIBxgCKkD+signature/with+base64==" * 3
+
+
+@pytest.fixture
+async def llm() -> Any:
+    async with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+async def provider(llm: FakeLLM) -> Any:
+    async with AnthropicProvider(api_key=KEY, base_url=llm.anthropic_base_url, timeout=5, policy=FAST) as p:
+        yield p
+
+
+@pytest.mark.parametrize(("messages", "wire"), [
+    pytest.param((Message.user("hi"),), [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                 id="user text"),
+    pytest.param(
+        (Message.user("what is this?", ImagePart("image/jpeg", "/9j/4AAQ")),),
+        [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQ"}}]}],
+        id="image as base64 block"),
+    pytest.param(
+        (Message(Role.ASSISTANT, (TextPart("Checking."), ThinkingPart("why", signature="sig"),
+                                  ToolCall("toolu_1", "f", '{"a": [1, 2]}'),
+                                  ThinkingPart("", redacted_data="opaque"))),),
+        [{"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "why", "signature": "sig"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": [1, 2]}}]}],
+        id="thinking first, then text and tool_use"),
+    pytest.param(
+        (Message(Role.ASSISTANT, (ThinkingPart("from another model"), TextPart("hi"))),),
+        [{"role": "assistant", "content": [{"type": "text", "text": "hi"}]}],
+        id="unsigned thinking dropped"),
+    pytest.param(
+        (Message(Role.ASSISTANT, (ToolCall("toolu_1", "f", '{"a": tru'), ToolCall("toolu_2", "g", "[1]"))),),
+        [{"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+            {"type": "tool_use", "id": "toolu_2", "name": "g", "input": {}}]}],
+        id="unreadable arguments become {}"),
+    pytest.param(
+        (Message(Role.TOOL, (ToolResult("toolu_1", "18C"), ToolResult("toolu_2", "boom", is_error=True),
+                             ToolResult("toolu_3", ""))),
+         Message.user("thanks")),
+        [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": False, "content": "18C"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True, "content": "boom"},
+            {"type": "tool_result", "tool_use_id": "toolu_3", "is_error": False},
+            {"type": "text", "text": "thanks"}]}],
+        id="tool results as a user turn, merged with the next user turn"),
+    pytest.param((Message.user(""), Message.assistant("")), [], id="empty messages skipped"),
+])
+def test_messages_to_wire(messages: tuple[Message, ...], wire: list[dict[str, Any]]) -> None:
+    assert to_anthropic_messages(messages) == wire
+
+
+def test_params_system_tools_temperature() -> None:
+    tool = ToolSpec("f", "Does f.", {"type": "object"})
+    params = request_params(ChatRequest(model="claude-x", system="Be brief.", messages=(Message.user("hi"),),
+                                        tools=(tool,), temperature=0.3, max_tokens=500))
+    assert params["system"] == "Be brief." and params["max_tokens"] == 500 and params["temperature"] == 0.3
+    assert params["tools"] == [{"name": "f", "description": "Does f.", "input_schema": {"type": "object"}}]
+    assert "thinking" not in params
+    assert "system" not in request_params(ChatRequest(model="m", system="", messages=()))
+
+
+@pytest.mark.parametrize(("budget", "max_tokens", "sent_budget", "sent_max"), [
+    (2048, 8192, 2048, 8192),
+    (4000, 4096, 4000, 4096),
+    (4096, 1000, 4096, 5096),  # room for the answer after thinking
+    (100, 4096, 1024, 4096),  # the API's minimum budget
+])
+def test_thinking_budget(budget: int, max_tokens: int, sent_budget: int, sent_max: int) -> None:
+    params = request_params(ChatRequest(model="m", system="", messages=(Message.user("hi"),), temperature=0.5,
+                                        max_tokens=max_tokens, thinking_budget=budget))
+    assert params["thinking"] == {"type": "enabled", "budget_tokens": sent_budget}
+    assert params["max_tokens"] == sent_max and "temperature" not in params
+
+
+async def test_headers_and_path(provider: AnthropicProvider, llm: FakeLLM) -> None:
+    await collect(provider, request())
+    sent = llm.requests[0]
+    assert sent.path == "/v1/messages"
+    # anthropic 2.x sends the key as a Bearer token; older SDKs used x-api-key
+    assert f"Bearer {KEY}" == sent.headers.get("authorization") or sent.headers.get("x-api-key") == KEY
+    assert sent.headers["anthropic-version"]
+    assert sent.body["stream"] is True and sent.body["system"] == "You are terse."
+
+
+async def test_thinking_blocks_round_trip_verbatim(provider: AnthropicProvider, llm: FakeLLM) -> None:
+    llm.script(
+        Reply.thinking("I should look this up.\nCarefully: ünïcode, \"quotes\".", signature=SIGNATURE,
+                       redacted_data="EmwKAhgBEgy3va3pzix/LafPsn4a", calls=(Call("lookup", {"q": "x"}, id="toolu_9"),),
+                       chunk_size=3),
+        Reply.text("The answer is 4."),
+    )
+    first = ChatRequest(model="claude-test", system="", messages=(Message.user("2+2?"),), thinking_budget=2048)
+    events, done = await collect(provider, first)
+    thought = "I should look this up.\nCarefully: ünïcode, \"quotes\"."
+    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == thought
+    assert done.message.parts == (
+        ThinkingPart(thought, signature=SIGNATURE),
+        ThinkingPart("", redacted_data="EmwKAhgBEgy3va3pzix/LafPsn4a"),
+        ToolCall("toolu_9", "lookup", '{"q": "x"}'),
+    )
+    assert done.stop_reason is StopReason.TOOL_USE
+    assert llm.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+    follow_up = ChatRequest(model="claude-test", system="", thinking_budget=2048, messages=(
+        *first.messages, done.message, Message(Role.TOOL, (ToolResult("toolu_9", "x = 4"),))))
+    _, final = await collect(provider, follow_up)
+    assert final.message.text == "The answer is 4."
+    assert llm.requests[1].body["messages"][1] == {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": thought, "signature": SIGNATURE},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+        {"type": "tool_use", "id": "toolu_9", "name": "lookup", "input": {"q": "x"}},
+    ]}
+    assert llm.requests[1].body["messages"][2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_9", "is_error": False, "content": "x = 4"}]}
+    llm.assert_tool_pairing()
+
+
+async def test_tool_call_without_input_has_empty_object_arguments(provider: AnthropicProvider,
+                                                                  llm: FakeLLM) -> None:
+    llm.script(Reply.tool_calls([Call("now", "")]))
+    _, done = await collect(provider, request())
+    assert done.message.tool_calls[0].arguments == "{}"
+
+
+async def test_prompt_too_long_is_context_error(provider: AnthropicProvider, llm: FakeLLM) -> None:
+    llm.script(Reply.error(400, "context_length_exceeded"))
+    with pytest.raises(ContextTooLongError, match="prompt is too long"):
+        await collect(provider, request())
+
+
+async def test_overloaded_error_event_mid_stream_is_not_retried(provider: AnthropicProvider, llm: FakeLLM) -> None:
+    llm.script(Reply.text("some text then overload", error_after=1))
+    with pytest.raises(ProviderUnavailableError, match="529 overloaded"):
+        await collect(provider, request())
+    assert len(llm.requests) == 1

@@ -1,0 +1,164 @@
+"""OpenAI-only behaviour: the Chat Completions wire format and stream quirks of compatible servers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openai.types.chat import ChatCompletionChunk
+
+from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.errors import ContextTooLongError
+from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec
+from bot.providers.failures import TransientError
+from bot.providers.openai import OpenAIProvider, _Assembler, _is_openai_host, to_openai_messages
+from tests.fakes.llm_server import FakeLLM, Reply
+from tests.test_providers_contract import FAST, KEY, collect, request
+
+CALL = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
+
+
+@pytest.fixture
+async def llm() -> Any:
+    async with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+async def provider(llm: FakeLLM) -> Any:
+    async with OpenAIProvider(api_key=KEY, base_url=llm.openai_base_url, timeout=5, policy=FAST) as p:
+        yield p
+
+
+@pytest.mark.parametrize(("messages", "wire"), [
+    pytest.param((Message.user("hi"),), [{"role": "user", "content": "hi"}], id="user text as a plain string"),
+    pytest.param(
+        (Message.user("what is this?", ImagePart("image/png", "iVBORw0KGgo=")),),
+        [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}],
+        id="image as a data URI"),
+    pytest.param(
+        (Message(Role.ASSISTANT, (ThinkingPart("hmm", signature="s"), TextPart("Let me check."), CALL)),),
+        [{"role": "assistant", "content": "Let me check.", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}],
+        id="assistant tool calls, thinking dropped"),
+    pytest.param(
+        (Message(Role.ASSISTANT, (CALL,)),),
+        [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}],
+        id="tool calls without text have null content"),
+    pytest.param(
+        (Message(Role.TOOL, (ToolResult("call_1", "18C"), ToolResult("call_2", "boom", is_error=True))),),
+        [{"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+         {"role": "tool", "tool_call_id": "call_2", "content": "boom"}],
+        id="one tool message per result"),
+    pytest.param(
+        (Message(Role.TOOL, (ToolResult("call_1", "18C"), TextPart("[user interrupted]"))),),
+        [{"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+         {"role": "user", "content": "[user interrupted]"}],
+        id="text beside tool results follows them as a user message"),
+    pytest.param((Message(Role.ASSISTANT, (ThinkingPart("only thinking", signature="s"),)),),
+                 [{"role": "assistant", "content": ""}], id="thinking-only assistant keeps its turn"),
+])
+def test_messages_to_wire(messages: tuple[Message, ...], wire: list[dict[str, Any]]) -> None:
+    assert to_openai_messages("", messages) == wire
+
+
+def test_system_prompt_is_the_first_message() -> None:
+    assert to_openai_messages("Be brief.", (Message.user("hi"),))[0] == {"role": "system", "content": "Be brief."}
+
+
+@pytest.mark.parametrize(("base_url", "expected"), [
+    (None, True), ("https://api.openai.com/v1", True), ("https://eu.api.openai.com/v1", True),
+    ("http://localhost:11434/v1", False), ("http://vllm:8000/v1", False), ("https://openai.com.evil.test", False),
+])
+def test_openai_host_detection(base_url: str | None, expected: bool) -> None:
+    assert _is_openai_host(base_url) is expected
+
+
+async def test_request_body(provider: OpenAIProvider, llm: FakeLLM) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tool = ToolSpec("get_weather", "Weather for a city.", schema)
+    await collect(provider, request(tools=(tool,), temperature=0.2, max_tokens=256))
+    body = llm.requests[0].body
+    assert llm.requests[0].path == "/v1/chat/completions"
+    assert llm.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    # a compatible server (not api.openai.com) gets max_tokens, which vLLM and Ollama know best
+    assert body["max_tokens"] == 256 and "max_completion_tokens" not in body
+    assert body["temperature"] == 0.2
+    assert body["tools"] == [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather for a city.", "parameters": tool.parameters}}]
+    assert body["messages"][0] == {"role": "system", "content": "You are terse."}
+
+
+async def test_no_temperature_or_tools_unless_asked(provider: OpenAIProvider, llm: FakeLLM) -> None:
+    await collect(provider, request())
+    assert "temperature" not in llm.requests[0].body and "tools" not in llm.requests[0].body
+
+
+async def test_reasoning_content_of_compatible_servers_becomes_thinking(provider: OpenAIProvider,
+                                                                       llm: FakeLLM) -> None:
+    llm.script(Reply.thinking("step one, step two", text="42"))
+    events, done = await collect(provider, request())
+    assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == "step one, step two"
+    assert done.message.parts == (ThinkingPart("step one, step two"), TextPart("42"))
+
+
+async def test_context_too_long_error_in_stream(provider: OpenAIProvider, llm: FakeLLM) -> None:
+    llm.script(Reply.error(400, "context_length_exceeded"))
+    with pytest.raises(ContextTooLongError) as caught:
+        await collect(provider, request())
+    assert "maximum context length" in str(caught.value)
+    assert caught.value.user_message == ContextTooLongError.user_message
+
+
+# ----------------------------------------------------------------------------- assembler quirks
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> ChatCompletionChunk:
+    """Built the way the SDK builds streamed chunks: without validation."""
+    return ChatCompletionChunk.construct(
+        id="c", object="chat.completion.chunk", created=0, model="m",
+        choices=[{"index": 0, "delta": delta, "finish_reason": finish}])
+
+
+def test_calls_that_reuse_index_zero_with_new_ids_stay_apart() -> None:
+    """Some servers number every parallel call 0; a new id means a new call."""
+    a = _Assembler("m")
+    a.feed(chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}]}))
+    a.feed(chunk({"tool_calls": [{"index": 0, "id": "b", "function": {"name": "g", "arguments": '{"x": 1}'}}]},
+                 finish="tool_calls"))
+    done = a.finish("openai")
+    assert [(c.id, c.name, c.arguments) for c in done.message.tool_calls] == [("a", "f", "{}"), ("b", "g", '{"x": 1}')]
+
+
+def test_stop_with_tool_calls_means_tool_use() -> None:
+    a = _Assembler("m")
+    a.feed(chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}]}, "stop"))
+    assert a.finish("openai").stop_reason is StopReason.TOOL_USE
+
+
+def test_stream_without_finish_reason_is_transient() -> None:
+    a = _Assembler("m")
+    a.feed(chunk({"content": "half an ans"}))
+    with pytest.raises(TransientError, match="ended early"):
+        a.finish("openai")
+
+
+def test_unknown_finish_reason_is_unknown() -> None:
+    a = _Assembler("m")
+    a.feed(chunk({"content": "x"}, "something_new"))
+    assert a.finish("openai").stop_reason is StopReason.UNKNOWN
+
+
+async def test_max_completion_tokens_for_api_openai_com() -> None:
+    p = OpenAIProvider(api_key=KEY, base_url=None, timeout=1)
+    try:
+        params = p._params(ChatRequest(model="o4-mini", system="", messages=(Message.user("hi"),), max_tokens=99))
+    finally:
+        await p.aclose()
+    assert params["max_completion_tokens"] == 99 and "max_tokens" not in params
