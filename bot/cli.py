@@ -11,8 +11,14 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bot.errors import ChatgateError, ConfigError
+
+if TYPE_CHECKING:
+    from adapters.base import ChannelAdapter
+    from bot.app import App
+    from bot.config import Config
 
 log = logging.getLogger("chatgate")
 
@@ -55,9 +61,9 @@ def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
-def _channels(config, *, interactive: bool):  # type: ignore[no-untyped-def]
+def _channels(config: Config, *, interactive: bool) -> dict[str, ChannelAdapter]:
     """The adapters to start; platform SDKs are imported only for enabled channels."""
-    adapters = {}
+    adapters: dict[str, ChannelAdapter] = {}
     for name in ("telegram", "discord", "slack"):
         if getattr(config.channels, name).enabled:
             raise ConfigError(f"channels.{name}.enabled", f"the {name} channel is not available in this version yet",
@@ -71,7 +77,7 @@ def _channels(config, *, interactive: bool):  # type: ignore[no-untyped-def]
     return adapters
 
 
-async def _serve(config) -> int:  # type: ignore[no-untyped-def]
+async def _serve(config: Config) -> int:
     """`chatgate run`: serve until SIGINT or SIGTERM, then shut down within SHUTDOWN_GRACE."""
     from bot.app import App
 
@@ -95,7 +101,7 @@ async def _serve(config) -> int:  # type: ignore[no-untyped-def]
     return 0
 
 
-async def _chat(config) -> int:  # type: ignore[no-untyped-def]
+async def _chat(config: Config) -> int:
     """`chatgate chat`: the terminal channel alone; Ctrl-C stops an answer, Ctrl-D leaves."""
     from adapters.console import ConsoleAdapter
     from bot.app import App
@@ -114,7 +120,7 @@ async def _chat(config) -> int:  # type: ignore[no-untyped-def]
     return 0
 
 
-async def _close(app) -> None:  # type: ignore[no-untyped-def]
+async def _close(app: App) -> None:
     try:
         await asyncio.wait_for(app.__aexit__(None, None, None), SHUTDOWN_GRACE)
     except TimeoutError:
