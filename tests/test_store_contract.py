@@ -273,3 +273,23 @@ async def test_concurrent_writers_never_interleave_or_leak(store: Store) -> None
 async def test_closing_twice_is_harmless(store: Store) -> None:
     await store.close()
     await store.close()
+
+
+async def test_traces_are_stored_with_their_turn_and_read_back_in_order(store: Store) -> None:
+    from bot.tracing import Span, SpanKind, TraceRecord
+
+    session = await store.session("agent:main:test:dm:u1")
+    other = await store.session("agent:main:test:dm:u2")
+    for i, s in enumerate((session, other, session)):
+        record = TraceRecord(
+            f"run{i}", s.key, "main", 100.0 + i, 101.0 + i, "completed", "m", 10, 5, 0.01, 2, None,
+            (Span(SpanKind.LLM, "m", 100.0 + i, 12.5, 10, 5, 0.01), Span(SpanKind.TOOL, "read_file", 100.5 + i, 3.0,
+                                                                            is_error=True, preview="no such file")),
+        )
+        await store.append_turn(turn(s, f"run{i}", Message.user("hi"), trace=record))
+    assert [t.run_id for t in await store.traces()] == ["run0", "run1", "run2"]
+    assert [t.run_id for t in await store.traces(last=1)] == ["run2"]
+    mine = await store.traces(session.key)
+    assert [t.run_id for t in mine] == ["run0", "run2"]
+    assert mine[0].spans[1] == Span(SpanKind.TOOL, "read_file", 100.5, 3.0, is_error=True, preview="no such file")
+    assert mine[0].cost == 0.01 and mine[0].iterations == 2

@@ -13,6 +13,7 @@ from typing import Protocol
 from bot.conversation import Message
 from bot.messages import InboundMessage
 from bot.providers.base import Usage
+from bot.tracing import TraceRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ class Turn:
     cost: float = 0.0
     model: str = ""
     inbound_ids: tuple[int, ...] = ()
+    trace: TraceRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,10 @@ class Store(Protocol):
 
     async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
         """Mark inbound rows answered without a turn (e.g. the sender was told it was not run)."""
+        ...
+
+    async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
+        """The last ``last`` traces (of one session, or all), oldest first, with spans."""
         ...
 
     async def close(self) -> None: ...

@@ -82,6 +82,42 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX usage_session_id ON usage (session_id);
         """,
     ),
+    Migration(
+        "0002_traces_spans",
+        """
+        CREATE TABLE traces (
+            run_id        TEXT PRIMARY KEY,
+            session_key   TEXT    NOT NULL,
+            agent_id      TEXT    NOT NULL,
+            started_at    REAL    NOT NULL,
+            ended_at      REAL    NOT NULL,
+            status        TEXT    NOT NULL,
+            model         TEXT    NOT NULL,
+            input_tokens  INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cost          REAL    NOT NULL,
+            iterations    INTEGER NOT NULL,
+            error         TEXT
+        );
+        CREATE INDEX traces_session ON traces (session_key, started_at);
+        CREATE INDEX traces_started ON traces (started_at);
+
+        CREATE TABLE spans (
+            id            INTEGER PRIMARY KEY,
+            run_id        TEXT    NOT NULL REFERENCES traces (run_id),
+            kind          TEXT    NOT NULL,  -- llm | tool
+            name          TEXT    NOT NULL,
+            started_at    REAL    NOT NULL,
+            duration_ms   REAL    NOT NULL,
+            input_tokens  INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cost          REAL    NOT NULL,
+            is_error      INTEGER NOT NULL,
+            preview       TEXT    NOT NULL   -- at most 500 chars, scrubbed of secrets
+        );
+        CREATE INDEX spans_run ON spans (run_id, id);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

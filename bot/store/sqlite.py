@@ -33,6 +33,7 @@ from bot.errors import StoreCorruptError, StoreError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.store import migrations
 from bot.store.base import InboundRecord, Session, Turn, UsageTotals
+from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,24 @@ _USAGE_TOTALS = (
 _INSERT_INBOUND = (
     "INSERT INTO inbound (platform, account, chat_id, message_id, session_key, payload, received_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (platform, account, chat_id, message_id) DO NOTHING"
+)
+_INSERT_TRACE = (
+    "INSERT OR REPLACE INTO traces (run_id, session_key, agent_id, started_at, ended_at, status, model,"
+    " input_tokens, output_tokens, cost, iterations, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_SPAN = (
+    "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
+    " is_error, preview) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_TRACE_COLUMNS = (
+    "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
+    " iterations, error"
+)
+_LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
+_LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
+_SPANS = (
+    "SELECT kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview"
+    " FROM spans WHERE run_id = ? ORDER BY id"
 )
 _MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_at IS NULL"
 _UNANSWERED = "SELECT id, session_key, payload, received_at FROM inbound WHERE answered_at IS NULL ORDER BY id"
@@ -185,6 +204,7 @@ class SQLiteStore:
             u.cache_read_tokens, u.cache_write_tokens, turn.cost, now,
         )  # fmt: skip
         answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids]
+        t = turn.trace
 
         async def write(db: aiosqlite.Connection) -> None:
             if message_rows:
@@ -192,6 +212,15 @@ class SQLiteStore:
             await db.execute(_INSERT_USAGE, usage_row)
             if answered_rows:
                 await db.executemany(_MARK_ANSWERED, answered_rows)
+            if t is not None:
+                await db.execute(_INSERT_TRACE, (
+                    t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
+                    t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,
+                ))  # fmt: skip
+                await db.executemany(_INSERT_SPAN, [
+                    (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
+                     s.cost, int(s.is_error), s.preview) for s in t.spans
+                ])  # fmt: skip
 
         await self._write(write)
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, run_id, len(message_rows))
@@ -218,6 +247,23 @@ class SQLiteStore:
         async with self._lock:
             rows = list(await self._conn().execute_fetchall(_UNANSWERED))
         return [InboundRecord(id_, key, inbound_from_json(payload), received) for id_, key, payload, received in rows]
+
+    async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
+        async with self._lock:
+            db = self._conn()
+            if session_key is None:
+                rows = list(await db.execute_fetchall(_LAST_TRACES, (last,)))
+            else:
+                rows = list(await db.execute_fetchall(_LAST_SESSION_TRACES, (session_key, last)))
+            records = []
+            for row in reversed(rows):
+                spans = tuple(
+                    Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview)
+                    for kind, name, started, duration, i, o, cost, err, preview
+                    in await db.execute_fetchall(_SPANS, (row[0],))
+                )
+                records.append(TraceRecord(*row, spans=spans))
+        return records
 
     # -- internals -------------------------------------------------------------------
 

@@ -1,0 +1,138 @@
+"""The history pipeline: stored messages -> what the model is sent.
+
+Three pure stages, in order (seed 000, section 5):
+1. ``limit_turns``   keep the last N user turns with their assistant and tool messages;
+2. ``prune_tool_results``  when the history is large against the context window, trim
+   big tool results (soft), then clear old ones (hard), never in the protected zone;
+3. ``repair_pairing``  make every tool call have exactly one result right after it, so
+   a request is always valid after truncation, compaction or a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+
+MISSING_RESULT = "[Tool result missing -- session was compacted]"
+CLEARED_RESULT = "[Old tool result content cleared]"
+
+
+@dataclass(frozen=True, slots=True)
+class PruneSettings:
+    soft_trim_ratio: float = 0.3
+    hard_clear_ratio: float = 0.5
+    soft_trim_over: int = 4_000  # chars: results longer than this are soft-trimmed
+    keep_head: int = 1_500
+    keep_tail: int = 1_500
+    min_prunable_chars: int = 50_000  # hard clear only when tool results hold at least this much
+    keep_last_assistants: int = 3
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """A cheap, deterministic token estimate: ~4 characters per token, images ~1,000."""
+    chars = 0
+    images = 0
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, TextPart):
+                chars += len(p.text)
+            elif isinstance(p, ToolResult):
+                chars += len(p.content)
+            elif isinstance(p, ToolCall):
+                chars += len(p.name) + len(p.arguments)
+            elif isinstance(p, ThinkingPart):
+                chars += len(p.thinking)
+            elif isinstance(p, ImagePart):
+                images += 1
+    return chars // 4 + images * 1_000
+
+
+def limit_turns(messages: Sequence[Message], max_turns: int) -> list[Message]:
+    """The messages from the ``max_turns``-th last user message on."""
+    if max_turns <= 0:
+        return []
+    seen = 0
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role is Role.USER:
+            seen += 1
+            if seen == max_turns:
+                return list(messages[i:])
+    return list(messages)
+
+
+def prune_tool_results(messages: Sequence[Message], context_window: int,
+                       settings: PruneSettings = PruneSettings()) -> list[Message]:
+    """Two passes over tool results outside the protected zone (the first user message
+    and everything from the last ``keep_last_assistants`` assistant messages on)."""
+    out = list(messages)
+    if not out or context_window <= 0:
+        return out
+    ratio = estimate_tokens(out) / context_window
+    if ratio < settings.soft_trim_ratio:
+        return out
+    prunable = _prunable_indexes(out, settings.keep_last_assistants)
+    prunable_chars = sum(len(r.content) for i in prunable for r in out[i].tool_results)  # before trimming
+
+    for i in prunable:  # pass 1: soft trim, head and tail kept
+        out[i] = _map_results(out[i], lambda r: _soft_trim(r, settings))
+    ratio = estimate_tokens(out) / context_window
+    if ratio < settings.hard_clear_ratio:
+        return out
+    if prunable_chars < settings.min_prunable_chars:
+        return out
+
+    for i in prunable:  # pass 2: hard clear, oldest first, until under the threshold
+        out[i] = _map_results(out[i], lambda r: replace(r, content=CLEARED_RESULT))
+        if estimate_tokens(out) / context_window < settings.hard_clear_ratio:
+            break
+    return out
+
+
+def repair_pairing(messages: Sequence[Message]) -> list[Message]:
+    """Drop orphaned tool results, synthesise missing ones, keep results next to calls."""
+    out: list[Message] = []
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        if m.role is Role.TOOL:  # a result with no call right before it: orphan
+            i += 1
+            continue
+        calls = m.tool_calls if m.role is Role.ASSISTANT else ()
+        out.append(m)
+        i += 1
+        if not calls:
+            continue
+        found: dict[str, ToolResult] = {}
+        while i < len(messages) and messages[i].role is Role.TOOL:
+            for r in messages[i].tool_results:
+                found.setdefault(r.tool_call_id, r)
+            i += 1
+        results = tuple(found.get(c.id) or ToolResult(c.id, MISSING_RESULT, is_error=True) for c in calls)
+        out.append(Message(Role.TOOL, results))
+    return out
+
+
+def build_history(messages: Sequence[Message], *, max_turns: int, context_window: int,
+                  prune: PruneSettings = PruneSettings()) -> list[Message]:
+    return repair_pairing(prune_tool_results(limit_turns(messages, max_turns), context_window, prune))
+
+
+def _prunable_indexes(messages: list[Message], keep_last_assistants: int) -> list[int]:
+    assistants = [i for i, m in enumerate(messages) if m.role is Role.ASSISTANT]
+    protected_from = assistants[-keep_last_assistants] if len(assistants) >= keep_last_assistants > 0 else 0
+    first_user = next((i for i, m in enumerate(messages) if m.role is Role.USER), -1)
+    return [i for i, m in enumerate(messages[:protected_from]) if m.role is Role.TOOL and i != first_user]
+
+
+def _map_results(message: Message, fn) -> Message:  # type: ignore[no-untyped-def]
+    return Message(message.role, tuple(fn(p) if isinstance(p, ToolResult) else p for p in message.parts))
+
+
+def _soft_trim(result: ToolResult, s: PruneSettings) -> ToolResult:
+    content = result.content
+    if len(content) <= s.soft_trim_over or content == CLEARED_RESULT:
+        return result
+    cut = len(content) - s.keep_head - s.keep_tail
+    return replace(result, content=f"{content[:s.keep_head]}\n...[{cut:,} characters trimmed]...\n{content[-s.keep_tail:]}")
