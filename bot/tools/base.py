@@ -1,0 +1,95 @@
+"""The Tool port: a typed async function, its JSON schema, and the context it runs in.
+
+A tool is written as ``async def read_file(ctx: ToolContext, path: str, ...) -> str``
+and decorated with ``@tool(category=...)``: the signature becomes the JSON schema, the
+docstring's first paragraph the description (see ``bot.tools.schema``). A failure the
+model should read and react to is raised as ``ToolError``; anything else is a bug.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+from bot.errors import ChatgateError
+from bot.providers.base import ToolSpec
+from bot.tools.schema import schema_from_function
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what OpenAI and Anthropic both accept
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who a tool runs for and where: every tool call gets one."""
+
+    workspace: Path
+    session_key: str
+    run_id: str
+    agent_id: str
+    platform: str
+    chat_type: str  # "dm" | "group" (a bot.messages.ChatType is a str)
+    user_id: str
+
+
+class ToolCategory(StrEnum):
+    """What a tool touches; decides its default timeout."""
+
+    FILE = "file"
+    EXEC = "exec"
+    NETWORK = "network"
+    OTHER = "other"
+
+
+DEFAULT_TIMEOUTS: Mapping[ToolCategory, float] = MappingProxyType({
+    ToolCategory.FILE: 30.0,
+    ToolCategory.EXEC: 600.0,
+    ToolCategory.NETWORK: 120.0,
+    ToolCategory.OTHER: 60.0,
+})
+
+
+class ToolError(ChatgateError):
+    """A tool failed in a way the model should read (not a bug): the message is the result."""
+
+
+ToolFunction: TypeAlias = Callable[..., Awaitable[str]]  # (ctx: ToolContext, **arguments) -> str
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what the model is told (name, description, schema) and what runs.
+
+    ``function`` is called as ``await function(ctx, **arguments)`` with arguments that
+    passed the schema; ``spec`` is built once, here, never per call."""
+
+    name: str
+    description: str
+    category: ToolCategory
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+    function: ToolFunction = field(repr=False)
+    spec: ToolSpec = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"tool name {self.name!r} must match {_NAME.pattern}")
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"tool {self.name}: parameters must be a JSON schema of type 'object'")
+        object.__setattr__(self, "spec", ToolSpec(self.name, self.description, self.parameters))
+
+
+def tool(*, category: ToolCategory, name: str | None = None) -> Callable[[ToolFunction], Tool]:
+    """Turn a typed async function into a ``Tool``; the schema is built here, once.
+
+    ``name`` defaults to the function's name. Unsupported parameter types, a missing
+    docstring or a first parameter that is not ``ctx: ToolContext`` fail at import time.
+    """
+    def decorate(function: ToolFunction) -> Tool:
+        description, parameters = schema_from_function(function, context_type=ToolContext)
+        return Tool(name or function.__name__, description, ToolCategory(category), parameters, function)
+
+    return decorate
