@@ -1,15 +1,21 @@
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
-WORKDIR /app
 
+# The code (with the workspace templates) lives in /app; what the bot writes lives in
+# /srv/chatgate, whose data/ and workspaces/ are volumes, so a bind mount never hides
+# the templates.
+WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY bot ./bot
 COPY adapters ./adapters
 COPY workspaces/templates ./workspaces/templates
-RUN pip install . && useradd --create-home --uid 10001 chatgate \
-    && mkdir -p /app/data /app/workspaces && chown -R chatgate /app/data /app/workspaces
+RUN pip install -e . \
+    && useradd --create-home --uid 10001 chatgate \
+    && mkdir -p /srv/chatgate/data /srv/chatgate/workspaces \
+    && chown -R chatgate /srv/chatgate
 
 USER chatgate
-VOLUME ["/app/data", "/app/workspaces"]
+WORKDIR /srv/chatgate
+VOLUME ["/srv/chatgate/data", "/srv/chatgate/workspaces"]
 CMD ["chatgate", "run", "-c", "/config/config.yaml"]

@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from datetime import datetime, timezone
-from types import TracebackType
+from pathlib import Path
 
 from adapters.base import ChannelAdapter
 from bot.agent.events import EventBus
+from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.config import Config
 from bot.gateway import Gateway
@@ -25,12 +25,14 @@ from bot.providers import make_provider
 from bot.providers.base import Usage
 from bot.providers.pricing import cost as price_cost
 from bot.store.sqlite import SQLiteStore
+from bot.tools import builtin_registry
+from bot.tracing import Redactor
+from bot.workspace import Workspaces
 
 log = logging.getLogger(__name__)
 
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+# The templates that ship with chatgate: workspaces/templates/ beside the bot package.
+BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "workspaces" / "templates"
 
 
 class App:
@@ -69,10 +71,18 @@ class App:
         def cost(model: str, usage: Usage) -> float:
             return price_cost(model, usage, overrides)
 
-        agent = Agent(
-            AgentSettings(cfg.agent.id, cfg.agent.model, cfg.agent.max_tokens, cfg.agent.system_prompt),
-            self.provider, self.store, self.events, cost, _now,
+        a = cfg.agent
+        settings = AgentSettings(
+            agent_id=a.id, provider=a.provider, model=a.model, max_tokens=a.max_tokens,
+            max_iterations=a.max_iterations, context_window=a.context_window, max_message_chars=a.max_message_chars,
+            history_turns=a.history_turns, guard=GuardMode(a.input_guard), system_prompt=a.system_prompt,
         )
+        templates = cfg.workspace.templates or BUILTIN_TEMPLATES
+        if not templates.is_dir():
+            log.warning("workspace templates not found at %s; new workspaces start empty", templates)
+        workspaces = Workspaces(cfg.workspace.root, templates, cfg.workspace.group_scope)
+        agent = Agent(settings, self.provider, self.store, self.events, builtin_registry(), workspaces, cost,
+                      Redactor(cfg.secret_values()))
         self.gateway = Gateway(
             agent, self.store, self.events, self.adapters, agent_id=cfg.agent.id,
             dm_scope=cfg.agent.dm_scope, identity_links=cfg.agent.identity_links,

@@ -34,18 +34,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     chat.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     check = sub.add_parser("check", help="validate a config file and show what would start")
     check.add_argument("-c", "--config", required=True, help="path to config.yaml")
+    traces = sub.add_parser("traces", help="show what recent runs did and cost")
+    traces.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    traces.add_argument("--session", help="only this session key")
+    traces.add_argument("--last", type=int, default=20, help="how many runs (default 20)")
     args = parser.parse_args(argv)
 
     from bot.config import load_config
 
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, require_secrets=args.command != "traces")
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
     if args.command == "check":
         print(config.describe())
         return 0
+    if args.command == "traces":
+        return asyncio.run(_traces(config, args.session, args.last))
     _setup_logging(config.logging.level if args.command == "run" else "WARNING")
     try:
         return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
@@ -117,6 +123,18 @@ async def _chat(config: Config) -> int:
         loop.remove_signal_handler(signal.SIGINT)
         print(file=sys.stdout)
         await _close(app)
+    return 0
+
+
+async def _traces(config: Config, session: str | None, last: int) -> int:
+    from bot.store.sqlite import SQLiteStore
+    from bot.tracing import format_traces
+
+    if not config.storage.path.exists():
+        print(f"no database at {config.storage.path} yet")
+        return 0
+    async with SQLiteStore(config.storage.path) as store:
+        print(format_traces(await store.traces(session, last)))
     return 0
 
 

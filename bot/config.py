@@ -114,6 +114,8 @@ class AgentConfig(_Section):
     system_prompt: str | None = None
     dm_scope: Literal["per-user", "linked"] = "per-user"
     identity_links: dict[Name, tuple[Annotated[str, Field(pattern=r"^[a-z]+:.+$")], ...]] = {}
+    history_turns: Annotated[Int, Field(ge=1, le=10_000)] = 40
+    input_guard: Literal["off", "log", "warn", "block"] = "warn"
 
     @model_validator(mode="before")
     @classmethod
@@ -193,6 +195,8 @@ class StorageConfig(_Section):
 
 class WorkspaceConfig(_Section):
     root: Annotated[Path, BeforeValidator(lambda v: v or None)] = Path("workspaces")
+    templates: Path | None = None  # None: the templates that ship with chatgate
+    group_scope: Literal["per-group", "per-user"] = "per-group"
 
 
 class RunsConfig(_Section):
@@ -237,6 +241,21 @@ class Config(_Section):
     def provider_settings(self) -> ProviderConfig:
         """The settings of the provider ``agent.provider`` selects."""
         return getattr(self.providers, self.agent.provider)
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every secret that is set, for scrubbing logs and traces."""
+        found: list[str] = []
+
+        def walk(model: BaseModel) -> None:
+            for name in type(model).model_fields:
+                value = getattr(model, name)
+                if isinstance(value, SecretStr):
+                    found.append(value.get_secret_value())
+                elif isinstance(value, BaseModel):
+                    walk(value)
+
+        walk(self)
+        return tuple(v for v in found if v)
 
     @property
     def enabled_channels(self) -> tuple[str, ...]:
@@ -522,8 +541,11 @@ def _from_validation(exc: ValidationError, env_sources: Mapping[Loc, tuple[str, 
 # -------------------------------------------------------------------------- load
 
 
-def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """Read, expand and validate the config; raise ``ConfigError`` (one line) on the first mistake."""
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
+                require_secrets: bool = True) -> Config:
+    """Read, expand and validate the config; raise ``ConfigError`` (one line) on the first mistake.
+
+    ``require_secrets=False`` is for commands that only read the store (``chatgate traces``)."""
     env = os.environ if env is None else env
     used: dict[Loc, tuple[str, ...]] = {}
     from_file = path is not None or DEFAULT_PATH.is_file()
@@ -544,7 +566,8 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         raise _from_validation(exc, used) from None
     config._source = source
     config._env_sources = used
-    _require_secrets(config, used, from_file)
+    if require_secrets:
+        _require_secrets(config, used, from_file)
     return config
 
 

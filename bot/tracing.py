@@ -105,8 +105,9 @@ class TraceBuilder:
         self.spans.append(Span(SpanKind.LLM, model, started, (self.clock() - started) * 1000, usage.input_tokens,
                                usage.output_tokens, cost, is_error, self.redact.preview(preview)))
 
-    def tool(self, name: str, started: float, *, is_error: bool, output: str) -> None:
-        self.spans.append(Span(SpanKind.TOOL, name, started, (self.clock() - started) * 1000,
+    def tool(self, name: str, started: float, *, is_error: bool, output: str, seconds: float | None = None) -> None:
+        duration = (self.clock() - started) if seconds is None else seconds
+        self.spans.append(Span(SpanKind.TOOL, name, started, duration * 1000,
                                is_error=is_error, preview=self.redact.preview(output)))
 
     def finish(self, status: str, iterations: int, error: str | None = None) -> TraceRecord:

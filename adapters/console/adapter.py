@@ -69,10 +69,13 @@ class ConsoleAdapter:
             self._write(f"{reply.text[len(shown):]}\n")
         else:  # the final answer differs from what streamed (e.g. cleaned up): show it whole
             self._write(f"\n{BOT}{reply.text}\n")
+        self._answered()
+        return None
+
+    def _answered(self) -> None:
         self._pending = max(0, self._pending - 1)
         if not self._pending:
             self._write(YOU)
-        return None
 
     async def show(self, event: RunEvent, inbound: InboundMessage) -> None:
         if event.kind is EventKind.CHUNK:
@@ -81,6 +84,13 @@ class ConsoleAdapter:
                 self._write(BOT)
             self._streamed[event.run_id] += event.text
             self._write(event.text)
+        elif event.kind is EventKind.TOOL_CALL and event.tool is not None:
+            if self._streamed.pop(event.run_id, None) is not None:
+                self._write("\n")
+            self._write(f"  ⚙ {event.tool.name} {_short(event.tool.arguments)}\n")
+        elif event.kind is EventKind.COMPLETED and not event.text:  # silent: nothing will be sent
+            self._streamed.pop(event.run_id, None)
+            self._answered()
         elif event.kind is EventKind.RETRYING and event.retry is not None:
             self._write(f"\n(the model is busy: {event.retry.reason}; retrying in {event.retry.delay:.0f} s)\n")
         elif event.kind is EventKind.CANCELLED:
@@ -125,3 +135,8 @@ class ConsoleAdapter:
     def _write(self, text: str) -> None:
         self._out.write(text)
         self._out.flush()
+
+
+def _short(arguments: str, limit: int = 80) -> str:
+    flat = " ".join(arguments.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
 
+from bot.conversation import ToolCall
 from bot.providers.base import RetryInfo, Usage
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,12 @@ class RunEvent:
     kind: EventKind
     run_id: str
     session_key: str
-    text: str = ""  # chunk or thinking text, activity phase, final answer, error sentence
+    text: str = ""  # chunk or thinking text, activity phase, final answer, error sentence, tool preview
     retry: RetryInfo | None = None
     usage: Usage | None = None
+    tool: ToolCall | None = None  # tool.call and tool.result
+    is_error: bool = False  # tool.result
+    iteration: int = 0  # activity: which LLM call of the run
 
 
 Subscriber: TypeAlias = Callable[[RunEvent], Awaitable[None] | None]

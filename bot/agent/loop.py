@@ -1,8 +1,11 @@
-"""One run of the agent: history + new message -> provider -> answer, stored atomically.
+"""One run of the agent: think -> act -> observe, until the model answers.
 
-This is the first agent turn (no tools yet): setup, build messages, stream one LLM
-call, store the turn, return a ``RunResult``. Errors meant for users come back as a
-result with one human sentence; cancellation stores what was said so far and propagates.
+Phases (seed 000): setup (run id, trace, workspace, tool context) -> input checks
+(guard, truncation) -> messages (system prompt, history pipeline, the new user turn) ->
+the LLM loop (stream, tools, repeat) -> finalize (sanitize, NO_REPLY, store the turn
+atomically with its trace) -> events. Errors meant for users come back as a result with
+one human sentence; a cancellation stores what happened so far, with every unfinished
+tool call answered "Tool execution cancelled by user", and propagates.
 """
 
 from __future__ import annotations
@@ -10,26 +13,33 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
+from datetime import datetime, timezone
 from collections.abc import Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from bot.agent.events import EventBus, EventKind, RunEvent
-from bot.conversation import ImagePart, Message, Part, Role, TextPart
+from bot.agent.guard import REFUSAL, GuardMode, check_input
+from bot.agent.history import build_history
+from bot.agent.prompt import PromptInputs, build_system_prompt, context_file_names
+from bot.agent.silence import NoReplyHoldback, final_answer
+from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
 from bot.messages import AttachmentKind, ChatType, InboundMessage
-from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, Usage
+from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, Usage
 from bot.store.base import Session, Store, Turn
+from bot.tools.base import ToolContext
+from bot.tools.registry import RepeatDetector, ToolRegistry
+from bot.tracing import Redactor, TraceBuilder
+from bot.workspace import Workspaces, load_context_files
 
 log = logging.getLogger(__name__)
 
-HISTORY_LIMIT = 200  # messages; the history pipeline (turn limits, pruning) replaces this
-
-DEFAULT_SYSTEM_PROMPT = """\
-You are chatgate, a helpful, honest assistant chatting with people on {platform} in a {chat}.
-Answer clearly and briefly; use Markdown where it helps. If you do not know, say so.
-Current time: {now}."""
+HISTORY_LOAD = 400  # stored messages read per run; the pipeline then limits by turns
+CANCELLED_RESULT = "Tool execution cancelled by user"
+REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
 
 
 class RunStatus(StrEnum):
@@ -46,13 +56,15 @@ class RunRequest:
     session_key: str
     inbound: tuple[InboundMessage, ...]  # one, or several collected while busy
     inbound_ids: tuple[int, ...] = ()
+    max_iterations: int | None = None  # overrides the agent's setting for this run
+    person: str | None = None  # linked identity, for the workspace
 
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
     run_id: str
     status: RunStatus
-    text: str = ""  # the final answer, Markdown
+    text: str = ""  # the final answer, Markdown; empty when silent
     usage: Usage = Usage()
     cost: float = 0.0
     iterations: int = 0
@@ -62,23 +74,52 @@ class RunResult:
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
     agent_id: str
+    provider: str
     model: str
     max_tokens: int = 4096
-    system_prompt: str | None = None  # extra instructions appended to the default
+    max_iterations: int = 20
+    context_window: int = 128_000
+    max_message_chars: int = 32_768
+    history_turns: int = 40
+    guard: GuardMode = GuardMode.WARN
+    system_prompt: str | None = None  # extra instructions appended to the built prompt
+    owners: tuple[str, ...] = ()
 
 
-def user_message(inbound: tuple[InboundMessage, ...]) -> Message:
+@dataclass
+class _Run:
+    """What one run has produced so far; enough to store a valid turn at any moment."""
+
+    request: RunRequest
+    trace: TraceBuilder
+    new: list[Message] = field(default_factory=list)  # the turn: user, assistant, tool...
+    streamed: list[str] = field(default_factory=list)  # text of the LLM call in flight
+    pending: tuple[ToolCall, ...] = ()  # calls of the last assistant message without results
+    done: dict[str, ToolResult] = field(default_factory=dict)
+    iterations: int = 0
+
+    def close_pending(self, text: str) -> None:
+        """Answer every call still without a result, so the history stays valid."""
+        if self.pending:
+            self.new.append(Message(Role.TOOL, tuple(self.done.get(c.id) or ToolResult(c.id, text, is_error=True)
+                                                     for c in self.pending)))
+            self.pending = ()
+
+
+def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[InboundMessage], str]) -> Message:
     """The user turn the model sees: texts in order, senders named in groups, images inline."""
     parts: list[Part] = []
     texts: list[str] = []
     for msg in inbound:
-        text = msg.text
+        text = text_of(msg)
         if msg.chat_type is ChatType.GROUP:
             text = f"[{msg.sender.name or msg.sender.username or msg.sender.id}] {text}"
         texts.append(text)
         for att in msg.attachments:
             if att.kind is AttachmentKind.IMAGE and att.data is not None:
                 parts.append(ImagePart(att.mime_type or "image/jpeg", base64.b64encode(att.data).decode()))
+            elif att.path:
+                texts.append(f"[{att.kind.value} saved in the workspace: {att.path}]")
     return Message(Role.USER, (TextPart("\n\n".join(texts)), *parts))
 
 
@@ -89,72 +130,161 @@ class Agent:
         provider: Provider,
         store: Store,
         events: EventBus,
+        tools: ToolRegistry,
+        workspaces: Workspaces,
         cost: Callable[[str, Usage], float],
-        clock: Callable[[], str],
+        redactor: Redactor | None = None,
     ) -> None:
-        self._settings = settings
+        self.settings = settings
         self._provider = provider
         self._store = store
         self._events = events
+        self._tools = tools
+        self._workspaces = workspaces
         self._cost = cost
-        self._clock = clock
-
-    def system_prompt(self, inbound: InboundMessage) -> str:
-        chat = "direct chat" if inbound.chat_type is ChatType.DM else "group chat"
-        prompt = DEFAULT_SYSTEM_PROMPT.format(platform=inbound.platform, chat=chat, now=self._clock())
-        if self._settings.system_prompt:
-            prompt += "\n\n" + self._settings.system_prompt
-        return prompt
+        self._redactor = redactor or Redactor()
 
     async def run(self, request: RunRequest) -> RunResult:
-        emit = self._emitter(request)
-        await emit(EventKind.STARTED)
-        user = user_message(request.inbound)
-        history = await self._store.history(request.session, limit=HISTORY_LIMIT)
-        chat = ChatRequest(
-            model=self._settings.model,
-            system=self.system_prompt(request.inbound[-1]),
-            messages=(*history, user),
-            max_tokens=self._settings.max_tokens,
-        )
-
-        async def on_retry(info: RetryInfo) -> None:
-            await self._events.emit(RunEvent(EventKind.RETRYING, request.run_id, request.session_key, retry=info))
-
-        streamed: list[str] = []
+        s = self.settings
+        trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor)
+        run = _Run(request, trace)
+        last = request.inbound[-1]
+        await self._emit(request, EventKind.STARTED)
         try:
-            async with aclosing(self._provider.stream(chat, on_retry=on_retry)) as stream:
-                async for event in stream:
-                    if isinstance(event, TextDelta):
-                        streamed.append(event.text)
-                        await emit(EventKind.CHUNK, event.text)
-                    elif isinstance(event, Completed):
-                        completed = event
+            # Setup
+            workspace = await self._workspaces.prepare(last, person=request.person)
+            ctx = ToolContext(workspace, request.session_key, request.run_id, s.agent_id, last.platform,
+                              last.chat_type.value, last.sender.id)
+            # Input
+            verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
+                                           session_key=request.session_key) for m in request.inbound}
+            run.new.append(user_message(request.inbound, lambda m: verdicts[id(m)].text))
+            if any(v.blocked for v in verdicts.values()):
+                run.new.append(Message.assistant(REFUSAL))
+                return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
+            # Messages
+            system = self._system_prompt(request, last, workspace)
+            stored = await self._store.history(request.session, limit=HISTORY_LOAD)
+            history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
+            # Think -> act -> observe
+            limit = request.max_iterations or s.max_iterations
+            text = await self._loop(run, system, history, ctx, limit)
         except ProviderError as exc:
             log.warning("run failed session=%s run=%s: %s", request.session_key, request.run_id, exc)
-            await self._store.append_turn(Turn(request.session, request.run_id, (user,), inbound_ids=request.inbound_ids))
-            await emit(EventKind.FAILED, exc.user_message)
-            return RunResult(request.run_id, RunStatus.FAILED, error=exc.user_message, iterations=1)
+            run.close_pending(CANCELLED_RESULT)
+            return await self._finish(run, RunStatus.FAILED, error=exc.user_message)
         except asyncio.CancelledError:
-            partial = "".join(streamed)
-            kept = (user, Message.assistant(partial)) if partial else (user,)
-            await self._store.append_turn(Turn(request.session, request.run_id, kept, inbound_ids=request.inbound_ids))
-            await emit(EventKind.CANCELLED)
+            partial = "".join(run.streamed)
+            if partial:
+                run.new.append(Message.assistant(partial))
+            run.close_pending(CANCELLED_RESULT)
+            await self._finish(run, RunStatus.CANCELLED)
             raise
+        answer = final_answer(text, is_group=last.chat_type is ChatType.GROUP)  # sanitizes, then NO_REPLY
+        if answer is None:
+            return await self._finish(run, RunStatus.SILENT)
+        return await self._finish(run, RunStatus.COMPLETED, answer)
 
-        cost = self._cost(completed.model or self._settings.model, completed.usage)
-        await self._store.append_turn(
-            Turn(request.session, request.run_id, (user, completed.message), completed.usage, cost,
-                 completed.model or self._settings.model, request.inbound_ids)
-        )
-        text = completed.message.text.strip()
-        await self._events.emit(
-            RunEvent(EventKind.COMPLETED, request.run_id, request.session_key, text, usage=completed.usage)
-        )
-        return RunResult(request.run_id, RunStatus.COMPLETED, text, completed.usage, cost, iterations=1)
+    async def _loop(self, run: _Run, system: str, history: list[Message], ctx: ToolContext, limit: int) -> str:
+        """Call the model until it answers without tools; the answer's raw text."""
+        repeats = RepeatDetector()
+        specs = self._tools.specs()
+        while run.iterations < limit:
+            run.iterations += 1
+            await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
+            request = ChatRequest(self.settings.model, system, (*history, *run.new), specs, self.settings.max_tokens)
+            completed = await self._think(run, request)
+            run.new.append(completed.message)
+            calls = completed.message.tool_calls
+            if not calls:
+                return completed.message.text
+            run.pending, run.done = calls, {}
+            if (repeated := repeats.observe(calls)) is not None:
+                log.warning("repeated tool call %s stopped session=%s run=%s", repeated.name,
+                            run.request.session_key, run.request.run_id)
+                run.close_pending(REPEATED_RESULT)
+                return (f"I stopped because I was repeating the same step ({repeated.name}) "
+                        "without making progress. Tell me how you would like me to go on.")
+            await self._emit(run.request, EventKind.ACTIVITY, "tools", iteration=run.iterations)
+            await self._act(run, calls, ctx)
+        log.info("max iterations reached session=%s run=%s", run.request.session_key, run.request.run_id)
+        return (f"I reached the limit of {limit} steps for one request before finishing. "
+                "Ask me to continue if you want me to go on.")
 
-    def _emitter(self, request: RunRequest) -> Callable[..., object]:
-        async def emit(kind: EventKind, text: str = "") -> None:
-            await self._events.emit(RunEvent(kind, request.run_id, request.session_key, text))
+    async def _think(self, run: _Run, request: ChatRequest) -> Completed:
+        """One streamed LLM call: chunks out (NO_REPLY held back), a span in the trace."""
+        holdback = NoReplyHoldback()
+        run.streamed = []
+        started = time.time()
 
-        return emit
+        async def on_retry(info: RetryInfo) -> None:
+            await self._events.emit(RunEvent(EventKind.RETRYING, run.request.run_id, run.request.session_key,
+                                             retry=info))
+
+        completed: Completed | None = None
+        try:
+            async with aclosing(self._provider.stream(request, on_retry=on_retry)) as stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        run.streamed.append(event.text)
+                        if shown := holdback.feed(event.text):
+                            await self._emit(run.request, EventKind.CHUNK, shown)
+                    elif isinstance(event, ThinkingDelta):
+                        await self._emit(run.request, EventKind.THINKING, event.text)
+                    elif isinstance(event, Completed):
+                        completed = event
+        except ProviderError:
+            run.trace.llm(request.model, started, Usage(), 0.0, is_error=True)
+            raise
+        assert completed is not None, "a provider stream ends with Completed"
+        if rest := holdback.finish():
+            await self._emit(run.request, EventKind.CHUNK, rest)
+        run.streamed = []
+        model = completed.model or request.model
+        run.trace.llm(model, started, completed.usage, self._cost(model, completed.usage),
+                      preview=completed.message.text)
+        return completed
+
+    async def _act(self, run: _Run, calls: tuple[ToolCall, ...], ctx: ToolContext) -> None:
+        """Run the calls (concurrently when several), results in the calls' order."""
+        for call in calls:
+            await self._emit(run.request, EventKind.TOOL_CALL, tool=call)
+        started = time.time()
+
+        def finished(call: ToolCall, result: ToolResult, seconds: float) -> None:
+            run.trace.tool(call.name, started, is_error=result.is_error, output=result.content, seconds=seconds)
+
+        results = await self._tools.execute(calls, ctx, done=run.done, on_done=finished)
+        run.new.append(Message(Role.TOOL, tuple(results)))
+        run.pending = ()
+        for call, result in zip(calls, results, strict=True):
+            await self._emit(run.request, EventKind.TOOL_RESULT, self._redactor.preview(result.content), tool=call,
+                             is_error=result.is_error)
+
+    async def _finish(self, run: _Run, status: RunStatus, text: str = "", error: str | None = None) -> RunResult:
+        """Store the turn with its trace in one transaction, emit the end event, build the result."""
+        r, s = run.request, self.settings
+        record = run.trace.finish(status.value, run.iterations, error)
+        turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
+                    record)
+        if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
+            await asyncio.shield(self._store.append_turn(turn))
+        else:
+            await self._store.append_turn(turn)
+        kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
+            status, EventKind.COMPLETED)
+        await self._events.emit(RunEvent(kind, r.run_id, r.session_key, error or text, usage=run.trace.usage))
+        return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error)
+
+    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> str:  # type: ignore[no-untyped-def]
+        s = self.settings
+        names = context_file_names("full", last.chat_type)
+        return build_system_prompt(PromptInputs(
+            mode="full", agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
+            tools=self._tools.specs(), workspace=workspace, context_files=tuple(load_context_files(workspace, names)),
+            owner_ids=s.owners, now=datetime.now(timezone.utc), model=s.model, provider=s.provider, session_key=request.session_key,
+            extra_instructions=s.system_prompt,
+        ))
+
+    async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", **fields: object) -> None:
+        await self._events.emit(RunEvent(kind, request.run_id, request.session_key, text, **fields))  # type: ignore[arg-type]

@@ -1,0 +1,164 @@
+"""``NO_REPLY``: the model's way of saying nothing.
+
+An answer is silent only when, after sanitizing, it is nothing but the token (any case,
+with whitespace, Markdown emphasis, backticks, quotes and ``. ! , ; : …`` around it;
+repeating it changes nothing). Otherwise standalone occurrences are removed and the
+rest is sent: a trailing token with what surrounds it, a token alone on its line with
+its line, one inside a sentence with its spaces collapsed ("reply NO_REPLY when" ->
+"reply when"). Inside code (fenced or inline) the token is left alone, except as the
+very last thing in the answer (`` `NO_REPLY` `` at the end is the model signalling).
+
+While streaming, ``NoReplyHoldback`` shows only what can no longer change: nothing while
+the answer could still turn out silent, and never a tail that could still become a
+trailing token. What it releases, joined, equals ``strip_no_reply`` of the whole text.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.agent.sanitize import mask_code, sanitize, unmask_code
+
+NO_REPLY = "NO_REPLY"
+NOTHING_TO_ADD = "I don't have anything to add."
+
+_TOKEN = r"NO\\?_REPLY"
+_WRAP = "*_`'\"“”‘’~"
+_PUNCT = ".!,;:…"
+_W = re.escape(_WRAP)
+_P = re.escape(_PUNCT)
+_STANDALONE = rf"(?<![A-Za-z0-9])(?<![A-Za-z0-9]_){_TOKEN}(?!_*[A-Za-z0-9])"
+
+_SILENT = re.compile(rf"[\s{_W}{_P}]*(?:{_STANDALONE}[\s{_W}{_P}]*)+", re.I)
+_OCCURRENCE = re.compile(
+    rf"(?P<pre>[ \t]*)[{_W}]*{_STANDALONE}[{_W}]*(?P<punct>[{_P}]*)[{_W}]*(?P<post>[ \t]*)"
+    r"(?:(?P<nl>\r?\n)(?P<blank>[ \t]*\r?\n)?)?",
+    re.I,
+)
+_TRAILING = re.compile(rf"(?:\s*[{_W}]*{_STANDALONE}[{_W}{_P}]*)+\s*\Z", re.I)
+_PREFIXES = sorted({w[:k] for w in ("NO_REPLY", "NO\\_REPLY") for k in range(1, len(w))},
+                   key=len, reverse=True)
+# What could still grow into a trailing token: tokens, wrappers, punctuation, spaces,
+# and a started token at the very end.
+_TAIL = re.compile(
+    rf"(?:[\s{_W}]*{_STANDALONE}[{_W}{_P}]*)*[\s{_W}]*"
+    rf"(?:(?<![A-Za-z0-9])(?<![A-Za-z0-9]_)(?:{'|'.join(map(re.escape, _PREFIXES))}))?\Z",
+    re.I,
+)
+
+
+def is_silent(text: str) -> bool:
+    """True when the (sanitized) answer is only NO_REPLY, give or take punctuation."""
+    return _SILENT.fullmatch(text) is not None
+
+
+def _replace(m: re.Match[str]) -> str:
+    text, start, end = m.string, m.start(), m.end()
+    after = text[end:]
+    if not after.strip():
+        return ""  # trailing: goes with everything around it
+    line_start = start == 0 or text[start - 1] == "\n"
+    blank = m["blank"] or ""
+    if line_start and m["nl"]:  # alone on its line: the line goes
+        return "" if start == 0 or text[:start].endswith(("\n\n", "\n\r\n")) else blank
+    if line_start:
+        return ""
+    before = text[:start].rstrip()
+    punct = m["punct"] if before and before[-1] not in _PUNCT + "?" else ""
+    if m["nl"]:
+        return punct + m["nl"] + blank
+    return punct + (" " if m["pre"] or m["post"] else "")
+
+
+def strip_no_reply(text: str) -> str:
+    """Remove standalone NO_REPLY tokens from an answer that is not silent, then strip."""
+    text = _TRAILING.sub("", text)
+    masked, blocks = mask_code(text)
+    return unmask_code(_OCCURRENCE.sub(_replace, masked), blocks).strip()
+
+
+def final_answer(text: str, *, is_group: bool) -> str | None:
+    """What to deliver for a model's raw answer; None means stay silent.
+
+    A silent answer delivers nothing. An answer that sanitizes to nothing delivers
+    nothing in a group (nobody asked us specifically) and ``NOTHING_TO_ADD`` in a DM,
+    where silence would look like a crash.
+    """
+    clean = sanitize(text)
+    if is_silent(clean):
+        return None
+    clean = strip_no_reply(clean)
+    if clean:
+        return clean
+    return None if is_group else NOTHING_TO_ADD
+
+
+def _could_be_silent(text: str) -> bool:
+    """True while ``text`` is a prefix of some silent answer."""
+    rest = text
+    while True:
+        rest = rest.lstrip(" \t\r\n" + _WRAP + _PUNCT)
+        if not rest:
+            return True
+        m = re.match(_STANDALONE, rest, re.I)
+        if m is None:
+            upper = rest.upper()
+            return any(upper == p for p in _PREFIXES)
+        rest = rest[m.end():]
+
+
+class NoReplyHoldback:
+    """Filter for a streamed answer: ``feed`` returns what is safe to show now,
+    ``finish`` what is left once the stream has ended. Pure: no I/O, no clock."""
+
+    def __init__(self) -> None:
+        self._text = ""
+        self._shown = ""
+        self._stable_end = 0
+        self._maybe_silent = True
+
+    def feed(self, chunk: str) -> str:
+        self._text += chunk
+        if self._maybe_silent:
+            self._maybe_silent = _could_be_silent(self._text)
+            if self._maybe_silent:
+                return ""
+        end = self._stable()
+        if end == self._stable_end:
+            return ""
+        self._stable_end = end
+        return self._show(strip_no_reply(self._text[:end]))
+
+    def finish(self) -> str:
+        return self._show("" if is_silent(self._text) else strip_no_reply(self._text))
+
+    def _stable(self) -> int:
+        """Where the text that can no longer change ends: before a tail that could still
+        become a trailing token, and before the current line's first backtick (an inline
+        code span or a fence may be opening there, which changes what counts as code)."""
+        end = len(self._text)
+        while True:
+            tail = _TAIL.search(self._text, 0, end)
+            assert tail is not None  # the empty tail always matches
+            line_start = self._text.rfind("\n", 0, tail.start()) + 1
+            tick = self._text.find("`", line_start, tail.start())
+            if tick == -1:
+                return tail.start()
+            end = tick
+
+    def _show(self, view: str) -> str:
+        if not view.startswith(self._shown):  # what was shown cannot be taken back
+            return ""
+        new = view[len(self._shown):]
+        self._shown = view
+        return new
+
+
+__all__ = [
+    "NO_REPLY",
+    "NOTHING_TO_ADD",
+    "NoReplyHoldback",
+    "final_answer",
+    "is_silent",
+    "strip_no_reply",
+]
