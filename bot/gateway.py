@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from adapters.base import ChannelAdapter
-from bot.agent.events import EventBus, RunEvent
+from bot.agent.events import EventBus, Mailbox, RunEvent
 from bot.agent.loop import Agent, RunRequest, RunResult, RunStatus
 from bot.commands import HELP, Command, parse_command
 from bot.messages import InboundMessage, OutboundReply
@@ -22,6 +22,8 @@ from bot.session_keys import DmScope, key_for
 from bot.store.base import Store
 
 log = logging.getLogger(__name__)
+
+SHOW_DRAIN_TIMEOUT = 2.0  # seconds the final answer waits for progress still being shown
 
 
 @dataclass(slots=True)
@@ -60,7 +62,9 @@ class Gateway:
         self._lanes: dict[str, _Lane] = {}
         self._runs: dict[str, ActiveRun] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        events.subscribe(self._show)
+        # Progress goes to each adapter through its own mailbox: a slow platform never holds up a run.
+        self._views = {name: Mailbox(adapter.show, f"show {name}") for name, adapter in adapters.items()}
+        events.subscribe(self._route)
 
     def session_key(self, msg: InboundMessage) -> str:
         return str(key_for(msg, self._agent_id, dm_scope=self._dm_scope, identity_links=self._identity_links))
@@ -101,6 +105,8 @@ class Gateway:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        for view in self._views.values():
+            await view.aclose()
 
     async def _command(self, command: Command, msg: InboundMessage, key: str) -> bool:
         if command.name == "stop":
@@ -155,6 +161,7 @@ class Gateway:
             return RunResult(active.run_id, RunStatus.FAILED, error="Something went wrong on my side; please try again.")
 
     async def _deliver(self, msg: InboundMessage, result: RunResult) -> None:
+        await self._views[msg.platform].drain(SHOW_DRAIN_TIMEOUT)  # progress first, then the answer
         if result.status is RunStatus.COMPLETED and result.text:
             await self._reply(msg, result.text, result.run_id)
         elif result.status is RunStatus.FAILED and result.error:
@@ -168,8 +175,7 @@ class Gateway:
         except Exception:
             log.exception("sending reply failed platform=%s chat=%s run=%s", msg.platform, msg.chat_id, run_id)
 
-    async def _show(self, event: RunEvent) -> None:
+    def _route(self, event: RunEvent) -> None:
         active = self._runs.get(event.run_id)
-        if active is None:
-            return
-        await self._adapters[active.inbound.platform].show(event, active.inbound)
+        if active is not None:
+            self._views[active.inbound.platform].put(event, active.inbound)

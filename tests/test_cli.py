@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.llm_server import Call, FakeLLM, Reply
 
 
 class Terminal:
@@ -200,3 +200,23 @@ def test_enabled_channel_that_is_not_built_yet_is_refused(tmp_path: Path) -> Non
     config.write_text("channels: {discord: {enabled: true, token: abc}}\n")
     done = run_cli("run", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
     assert done.returncode == 2 and "channels.discord.enabled" in done.stderr, done.stderr
+
+
+async def test_traces_show_what_runs_did(tmp_path: Path, llm: FakeLLM, chat_env: dict[str, str]) -> None:
+    term = Terminal(["chat"], tmp_path, chat_env)
+    try:
+        await term.expect("you › ")
+        llm.script(Reply.tool_calls([Call("list_files", {"path": "."}, id="c1")]), Reply.text("There are six."))
+        term.type("count the files\n")
+        await term.expect("There are six.")
+        assert "⚙ list_files" in term.output
+        term.type("\x04")
+        assert await term.exit_code() == 0
+    finally:
+        term.close()
+    done = run_cli("traces", "--last", "5", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "completed" in lines[0] and "fake-model" in lines[0] and "2 it" in lines[0]
+    assert [line.split()[0] for line in lines[1:]] == ["llm", "tool", "llm"]
+    assert "list_files" in lines[2] and "AGENTS.md" in lines[2]  # the workspace was seeded

@@ -6,6 +6,8 @@ raises is logged and skipped, never breaking the run or the other subscribers.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -47,21 +49,83 @@ class RunEvent:
 Subscriber: TypeAlias = Callable[[RunEvent], Awaitable[None] | None]
 
 
+class Mailbox:
+    """An ordered queue with one worker that hands each item to an async handler.
+
+    Putting never waits, so a slow handler delays only its own mailbox; a handler that
+    raises is logged and the next item is handled. ``drain`` waits (bounded) until what
+    was put so far has been handled; ``aclose`` stops the worker."""
+
+    def __init__(self, handler: Callable[..., Awaitable[None]], name: str) -> None:
+        self._handler = handler
+        self._name = name
+        self._queue: asyncio.Queue[tuple[object, ...]] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+
+    def put(self, *item: object) -> None:
+        self._queue.put_nowait(item)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"mailbox {self._name}")
+
+    async def drain(self, timeout: float) -> bool:
+        """True when everything put so far was handled within ``timeout`` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._queue.join()
+        except TimeoutError:
+            log.warning("mailbox %s still has %d items after %.1f s", self._name, self._queue.qsize(), timeout)
+            return False
+        return True
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.wait({self._worker})
+
+    async def _work(self) -> None:
+        while True:
+            item = await self._queue.get()
+            try:
+                await self._handler(*item)
+            except Exception:
+                log.exception("mailbox %s: handler failed", self._name)
+            finally:
+                self._queue.task_done()
+
+
 class EventBus:
-    """Fan-out of run events to subscribers that cannot hurt the run."""
+    """Fan-out of run events to subscribers that cannot hurt the run.
+
+    A plain function is called inline (it must be quick); a coroutine function gets a
+    mailbox of its own, so a slow one never holds up the run or the other subscribers."""
 
     def __init__(self) -> None:
-        self._subscribers: list[Subscriber] = []
+        self._inline: list[Callable[[RunEvent], object]] = []
+        self._mailboxes: dict[Subscriber, Mailbox] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        self._subscribers.append(subscriber)
-        return lambda: self._subscribers.remove(subscriber)
+        if inspect.iscoroutinefunction(subscriber):
+            self._mailboxes[subscriber] = Mailbox(subscriber, getattr(subscriber, "__qualname__", "subscriber"))
+            return lambda: self._unsubscribe(subscriber)
+        self._inline.append(subscriber)
+        return lambda: self._inline.remove(subscriber)
 
     async def emit(self, event: RunEvent) -> None:
-        for subscriber in self._subscribers:
+        for subscriber in self._inline:
             try:
-                result = subscriber(event)
-                if result is not None:
-                    await result
+                subscriber(event)
             except Exception:
                 log.exception("event subscriber failed on %s run=%s", event.kind, event.run_id)
+        for mailbox in self._mailboxes.values():
+            mailbox.put(event)
+
+    async def aclose(self) -> None:
+        for mailbox in self._mailboxes.values():
+            await mailbox.aclose()
+
+    def _unsubscribe(self, subscriber: Subscriber) -> None:
+        mailbox = self._mailboxes.pop(subscriber)
+        task = asyncio.get_running_loop().create_task(mailbox.aclose())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
