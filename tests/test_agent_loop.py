@@ -248,3 +248,18 @@ async def test_cancel_mid_tool_keeps_history_valid(harness: Harness) -> None:
     assert trace.status == "cancelled"
     assert harness.kinds("run1")[-1] == "run.cancelled"
     await harness.run("next")  # the stored history is valid for the next request (pairing checked at teardown)
+
+
+async def test_post_run_hooks_run_after_the_turn_and_cannot_break_it(harness: Harness) -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def record(request: RunRequest, result) -> None:  # type: ignore[no-untyped-def]
+        history = await harness.store.history(request.session)
+        seen.append((result.status.value, history[-1].text))
+
+    async def broken_hook(request: RunRequest, result) -> None:  # type: ignore[no-untyped-def]
+        raise RuntimeError("hook bug")
+
+    harness.agent._post_run = (broken_hook, record)
+    result = await harness.run("hello")
+    assert result.text == "echo: hello" and seen == [("completed", "echo: hello")]  # the turn was stored first

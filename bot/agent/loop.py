@@ -15,7 +15,7 @@ import base64
 import logging
 import time
 from datetime import datetime, timezone
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 HISTORY_LOAD = 400  # stored messages read per run; the pipeline then limits by turns
 CANCELLED_RESULT = "Tool execution cancelled by user"
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
+
+
+PostRunHook = Callable[["RunRequest", "RunResult"], Awaitable[None]]
 
 
 class RunStatus(StrEnum):
@@ -134,6 +137,7 @@ class Agent:
         workspaces: Workspaces,
         cost: Callable[[str, Usage], float],
         redactor: Redactor | None = None,
+        post_run: Sequence[PostRunHook] = (),
     ) -> None:
         self.settings = settings
         self._provider = provider
@@ -143,8 +147,19 @@ class Agent:
         self._workspaces = workspaces
         self._cost = cost
         self._redactor = redactor or Redactor()
+        self._post_run = tuple(post_run)
 
     async def run(self, request: RunRequest) -> RunResult:
+        """One run, then the post-run hooks (e.g. compaction); a failing hook is logged."""
+        result = await self._run(request)
+        for hook in self._post_run:
+            try:
+                await hook(request, result)
+            except Exception:
+                log.exception("post-run hook failed session=%s run=%s", request.session_key, request.run_id)
+        return result
+
+    async def _run(self, request: RunRequest) -> RunResult:
         s = self.settings
         trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor)
         run = _Run(request, trace)
