@@ -163,18 +163,32 @@ class ConsoleChannel(_Section):
     enabled: bool = True
 
 
-class TelegramChannel(_Section):
+PlatformId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
+
+
+class AccessConfig(_Section):
+    """Who may talk to the bot on one platform (DESIGN section 5)."""
+
+    dm_policy: Literal["allowlist", "pairing", "open", "disabled"] = "allowlist"
+    allow_from: tuple[PlatformId, ...] = ()  # user ids allowed to DM (and, in allowlisted groups, to address)
+    group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    groups: tuple[PlatformId, ...] = ()  # chat ids of allowed groups; "*" allows every group
+    require_mention: bool = True
+    owners: tuple[PlatformId, ...] = ()  # user ids allowed admin commands (/stopall)
+
+
+class TelegramChannel(AccessConfig):
     enabled: bool = False
     token: Secret = _secret("TELEGRAM_BOT_TOKEN")
     base_url: Url = "https://api.telegram.org"
 
 
-class DiscordChannel(_Section):
+class DiscordChannel(AccessConfig):
     enabled: bool = False
     token: Secret = _secret("DISCORD_BOT_TOKEN")
 
 
-class SlackChannel(_Section):
+class SlackChannel(AccessConfig):
     enabled: bool = False
     bot_token: Secret = _secret("SLACK_BOT_TOKEN")
     app_token: Secret = _secret("SLACK_APP_TOKEN")
@@ -201,7 +215,11 @@ class WorkspaceConfig(_Section):
 
 class RunsConfig(_Section):
     max_concurrent: Annotated[Int, Field(ge=1)] = 16
+    max_per_group: Annotated[Int, Field(ge=1)] = 3
     queue_mode: Literal["collect", "followup", "interrupt"] = "collect"
+    debounce_ms: Annotated[Int, Field(ge=0, le=60_000)] = 500
+    max_queued: Annotated[Int, Field(ge=1, le=1000)] = 20
+    recover_max_age: Annotated[Float, Field(ge=0)] = 600.0  # seconds
 
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
