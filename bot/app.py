@@ -20,10 +20,13 @@ from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.config import Config
-from bot.gateway import Gateway
+from bot.access import Access, access_policies
+from bot.gateway import Gateway, GatewaySettings
 from bot.providers import make_provider
 from bot.providers.base import Usage
+from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
+from bot.runs import QueueMode, RunLimits
 from bot.store.sqlite import SQLiteStore
 from bot.tools import builtin_registry
 from bot.tracing import Redactor
@@ -66,7 +69,7 @@ class App:
             retry_after_cap=settings.retry_after_cap,
         )
         self._stack.push_async_callback(self.provider.aclose)
-        overrides = {model: price for model, price in cfg.pricing.items()}
+        overrides = {model: Price(p.input, p.output, p.cache_read, p.cache_write) for model, p in cfg.pricing.items()}
 
         def cost(model: str, usage: Usage) -> float:
             return price_cost(model, usage, overrides)
@@ -81,14 +84,20 @@ class App:
         if not templates.is_dir():
             log.warning("workspace templates not found at %s; new workspaces start empty", templates)
         workspaces = Workspaces(cfg.workspace.root, templates, cfg.workspace.group_scope)
-        agent = Agent(settings, self.provider, self.store, self.events, builtin_registry(), workspaces, cost,
+        agent = Agent(settings, self.provider, self.store, self.events, builtin_registry(exec_enabled=cfg.tools.exec.enabled), workspaces, cost,
                       Redactor(cfg.secret_values()))
+        r = cfg.runs
+        limits = RunLimits(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
+                           r.max_queued)
+        policies = access_policies(cfg.channels)
         self.gateway = Gateway(
-            agent, self.store, self.events, self.adapters, agent_id=cfg.agent.id,
-            dm_scope=cfg.agent.dm_scope, identity_links=cfg.agent.identity_links,
+            agent, self.store, self.store, self.events, self.adapters, Access(policies, self.store),
+            GatewaySettings(a.id, a.dm_scope, a.identity_links, limits, r.recover_max_age),
         )
         self._stack.push_async_callback(self.gateway.aclose)
+        self._stack.push_async_callback(self.events.aclose)
         for name, adapter in self.adapters.items():
             await adapter.start(self.gateway.handle)
             self._stack.push_async_callback(adapter.stop)
             log.info("channel started: %s", name)
+        await self.gateway.recover()

@@ -38,12 +38,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     traces.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
     traces.add_argument("--session", help="only this session key")
     traces.add_argument("--last", type=int, default=20, help="how many runs (default 20)")
+    pairing = sub.add_parser("pairing", help="approve people who asked to talk to the bot (dm_policy: pairing)")
+    pairing.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    pairing_sub = pairing.add_subparsers(dest="action", required=True)
+    pairing_sub.add_parser("list", help="pending codes and approved senders")
+    approve = pairing_sub.add_parser("approve", help="approve the sender of a code")
+    approve.add_argument("code")
+    revoke = pairing_sub.add_parser("revoke", help="take back an approval")
+    revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
     args = parser.parse_args(argv)
 
     from bot.config import load_config
 
     try:
-        config = load_config(args.config, require_secrets=args.command != "traces")
+        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing"))
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
@@ -52,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "traces":
         return asyncio.run(_traces(config, args.session, args.last))
+    if args.command == "pairing":
+        return asyncio.run(_pairing(config, args))
     _setup_logging(config.logging.level if args.command == "run" else "WARNING")
     try:
         return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
@@ -136,6 +146,41 @@ async def _traces(config: Config, session: str | None, last: int) -> int:
     async with SQLiteStore(config.storage.path) as store:
         print(format_traces(await store.traces(session, last)))
     return 0
+
+
+async def _pairing(config: Config, args: argparse.Namespace) -> int:
+    import time
+
+    from bot.store.sqlite import SQLiteStore
+
+    async with SQLiteStore(config.storage.path) as store:
+        now = time.time()
+        if args.action == "list":
+            pending = await store.pending_pairings(now)
+            approved = await store.approved_senders()
+            print("pending:" if pending else "pending: none")
+            for p in pending:
+                minutes = max(0, int((p.expires_at - now) // 60))
+                print(f"  {p.code}  {p.platform}:{p.user_id}  {p.user_name}  (expires in {minutes} min)")
+            print("approved:" if approved else "approved: none")
+            for a in approved:
+                print(f"  {a.platform}:{a.user_id}  {a.name}")
+            return 0
+        if args.action == "approve":
+            approved_code = await store.approve_pairing(args.code, now)
+            if approved_code is None:
+                print(f"chatgate: no pending code {args.code!r} (unknown or expired); see `chatgate pairing list`",
+                      file=sys.stderr)
+                return 1
+            print(f"approved {approved_code.platform}:{approved_code.user_id} ({approved_code.user_name})")
+            return 0
+        platform, _, user_id = args.sender.partition(":")
+        if not user_id or not await store.revoke_sender(platform, user_id):
+            print(f"chatgate: {args.sender!r} is not an approved sender; see `chatgate pairing list`",
+                  file=sys.stderr)
+            return 1
+        print(f"revoked {args.sender}")
+        return 0
 
 
 async def _close(app: App) -> None:

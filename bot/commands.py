@@ -1,12 +1,17 @@
-"""Chat commands: parsed here, handled by the gateway at once, even during a run."""
+"""Chat commands: parsed here, answered by the gateway at once, even during a run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+NAMES = ("stop", "stopall", "new", "reset", "status", "help", "start", "whoami")
+
 HELP = """\
-/stop – stop the current answer
+/stop – stop the current answer (and drop messages waiting behind it)
 /new – start a fresh conversation (the old one is kept)
+/status – model, context use, tokens and cost of this conversation
+/whoami – your id on this platform, for an allowlist
+/stopall – stop every run in this chat (owners)
 /help – this list"""
 
 
@@ -17,13 +22,27 @@ class Command:
 
 
 def parse_command(text: str, bot_username: str | None = None) -> Command | None:
-    """``/name[@bot] args`` -> Command; None for plain text or a command for another bot."""
+    """``/name[@bot] args`` -> Command for the commands we know; None for plain text, an
+    unknown command (the model sees it), or a command addressed to another bot."""
     if not text.startswith("/") or len(text) < 2:
         return None
     head, _, args = text[1:].partition(" ")
     name, _, target = head.partition("@")
-    if not name.isidentifier():
+    name = name.lower()
+    if name not in NAMES:
         return None
-    if target and (bot_username is None or target.lower() != bot_username.lower()):
+    if target and (bot_username is None or target.lower() != bot_username.lower().lstrip("@")):
         return None
-    return Command(name.lower(), args.strip())
+    return Command(name, args.strip())
+
+
+def status_text(*, model: str, context_tokens: int, context_window: int, input_tokens: int, output_tokens: int,
+                cost: float, turns: int, running: bool, queued: int) -> str:
+    share = context_tokens / context_window * 100 if context_window else 0.0
+    state = "a run is active" if running else "idle"
+    if queued:
+        state += f", {queued} message{'s' if queued != 1 else ''} waiting"
+    return (f"Model: {model}\n"
+            f"Context: ~{context_tokens:,} of {context_window:,} tokens ({share:.0f}%)\n"
+            f"This conversation: {turns} turns, {input_tokens:,} tokens in, {output_tokens:,} out, ${cost:.4f}\n"
+            f"Now: {state}")

@@ -170,7 +170,7 @@ class AccessConfig(_Section):
     """Who may talk to the bot on one platform (DESIGN section 5)."""
 
     dm_policy: Literal["allowlist", "pairing", "open", "disabled"] = "allowlist"
-    allow_from: tuple[PlatformId, ...] = ()  # user ids allowed to DM (and, in allowlisted groups, to address)
+    allow_from: tuple[PlatformId, ...] = ()  # user ids allowed to DM; members of an allowed group need not be listed
     group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
     groups: tuple[PlatformId, ...] = ()  # chat ids of allowed groups; "*" allows every group
     require_mention: bool = True
@@ -225,6 +225,14 @@ class RunsConfig(_Section):
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
+class ExecToolConfig(_Section):
+    enabled: bool = False  # the shell tool: off unless you trust every allowed user with a shell
+
+
+class ToolsConfig(_Section):
+    exec: ExecToolConfig = ExecToolConfig()
+
+
 class LoggingConfig(_Section):
     level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -241,6 +249,7 @@ class Config(_Section):
     storage: StorageConfig = StorageConfig()
     workspace: WorkspaceConfig = WorkspaceConfig()
     runs: RunsConfig = RunsConfig()
+    tools: ToolsConfig = ToolsConfig()
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")

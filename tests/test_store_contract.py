@@ -16,7 +16,7 @@ import pytest
 from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.providers.base import Usage
-from bot.store.base import Session, Store, Turn, UsageTotals
+from bot.store.base import ApprovedSender, OutboundLedger, PairingCode, PairingStore, Session, Store, Turn, UsageTotals
 from bot.store.sqlite import SQLiteStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
@@ -293,3 +293,91 @@ async def test_traces_are_stored_with_their_turn_and_read_back_in_order(store: S
     assert [t.run_id for t in mine] == ["run0", "run2"]
     assert mine[0].spans[1] == Span(SpanKind.TOOL, "read_file", 100.5, 3.0, is_error=True, preview="no such file")
     assert mine[0].cost == 0.01 and mine[0].iterations == 2
+
+
+# -- pairing (the PairingStore port) ----------------------------------------------------
+
+T0 = 1_700_000_000.0
+
+
+async def test_pairing_request_issues_a_code_and_reuses_it(store: PairingStore) -> None:
+    code = await store.pairing_request("telegram", "42", "Ada", now=T0)
+    assert code is not None
+    assert len(code.code) == 8 and not set(code.code) & set("0O1I")
+    assert code == PairingCode(code.code, "telegram", "42", "Ada", T0, T0 + 3600)
+    assert await store.pairing_request("telegram", "42", "Ada L.", now=T0 + 10) == code
+    assert await store.pending_pairings(T0 + 10) == [code]
+
+
+async def test_pairing_allows_three_pending_per_platform(store: PairingStore) -> None:
+    codes = [await store.pairing_request("telegram", u, u, now=T0 + i) for i, u in enumerate("abc")]
+    assert None not in codes and len({c.code for c in codes if c}) == 3
+    assert await store.pairing_request("telegram", "d", "d", now=T0 + 5) is None
+    assert await store.pairing_request("telegram", "a", "a", now=T0 + 5) == codes[0]  # the waiting keep theirs
+    assert await store.pairing_request("slack", "d", "d", now=T0 + 5) is not None
+    assert await store.pairing_request("telegram", "d", "d", now=T0 + 6, max_pending=4) is not None
+    pending = await store.pending_pairings(T0 + 6)
+    assert [(c.platform, c.user_id) for c in pending] == [
+        ("telegram", "a"), ("telegram", "b"), ("telegram", "c"), ("slack", "d"), ("telegram", "d"),
+    ]
+
+
+async def test_pairing_codes_expire(store: PairingStore) -> None:
+    old = await store.pairing_request("telegram", "42", "Ada", now=T0, ttl=60)
+    full = [await store.pairing_request("telegram", u, u, now=T0, ttl=60) for u in "ab"]
+    assert old is not None and None not in full
+    assert await store.pending_pairings(T0 + 60) == []
+    assert await store.approve_pairing(old.code, T0 + 60) is None
+    new = await store.pairing_request("telegram", "42", "Ada", now=T0 + 60)  # expired ones leave room
+    assert new is not None and new.code != old.code
+    assert await store.pending_pairings(T0 + 60) == [new]
+
+
+async def test_approving_is_case_insensitive_once_only_and_lets_the_sender_in(store: PairingStore) -> None:
+    code = await store.pairing_request("telegram", "42", "Ada", now=T0)
+    assert code is not None
+    assert not await store.is_approved("telegram", "42")
+    assert await store.approve_pairing("NOPE2345", T0) is None
+
+    assert await store.approve_pairing(code.code.lower(), T0 + 5) == code
+    assert await store.is_approved("telegram", "42")
+    assert not await store.is_approved("discord", "42")
+    assert await store.approve_pairing(code.code, T0 + 6) is None
+    assert await store.pending_pairings(T0 + 6) == []
+    assert await store.approved_senders() == [ApprovedSender("telegram", "42", "Ada", T0 + 5)]
+
+
+async def test_revoking_an_approval(store: PairingStore) -> None:
+    for platform, user, at in (("telegram", "42", T0), ("slack", "U1", T0 + 1), ("telegram", "7", T0 + 2)):
+        code = await store.pairing_request(platform, user, f"name {user}", now=at)
+        assert code is not None and await store.approve_pairing(code.code, at) is not None
+    assert [s.user_id for s in await store.approved_senders()] == ["42", "U1", "7"]
+    assert [s.user_id for s in await store.approved_senders("telegram")] == ["42", "7"]
+
+    assert await store.revoke_sender("telegram", "42") is True
+    assert await store.revoke_sender("telegram", "42") is False
+    assert await store.revoke_sender("telegram", "nobody") is False
+    assert not await store.is_approved("telegram", "42")
+    assert [s.user_id for s in await store.approved_senders()] == ["U1", "7"]
+    again = await store.pairing_request("telegram", "42", "Ada", now=T0 + 10)  # a fresh code after revoking
+    assert again is not None and await store.approve_pairing(again.code, T0 + 10) is not None
+    assert await store.is_approved("telegram", "42")
+
+
+async def test_concurrent_pairing_requests_respect_the_limit(store: PairingStore) -> None:
+    codes = await asyncio.gather(*(store.pairing_request("telegram", str(u), "x", now=T0) for u in range(10)))
+    assert sum(c is not None for c in codes) == 3
+
+
+# -- the outbound ledger (the OutboundLedger port) ------------------------------------------
+
+
+async def test_outbound_ledger_is_idempotent(store: OutboundLedger) -> None:
+    assert not await store.outbound_sent("run1", 0)
+    await store.record_outbound("run1", 0, "telegram", "c1", "501")
+    await store.record_outbound("run1", 0, "telegram", "c1", "999")  # a retry records nothing new
+    await store.record_outbound("run1", 1, "telegram", "c1", None)  # some platforms give no id
+    assert await store.outbound_sent("run1", 0)
+    assert await store.outbound_sent("run1", 1)
+    assert not await store.outbound_sent("run1", 2)
+    assert not await store.outbound_sent("run2", 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from bot.conversation import Message
+from bot.conversation import Message, parts_to_json
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.store import migrations, open_store
@@ -128,7 +128,9 @@ async def test_a_file_that_is_not_sqlite_is_named_in_the_error(db_path: Path, co
 
     assert str(caught.value) == f"not a chatgate database or corrupt: {db_path}; move it away or set storage.path"
     assert db_path.read_bytes() == content  # never overwritten
-    assert threading.active_count() == threads  # the connection's thread was stopped
+    async with asyncio.timeout(5):  # the connection's thread was stopped (it exits just after saying so)
+        while threading.active_count() != threads:
+            await asyncio.sleep(0.01)
 
 
 async def test_another_programs_sqlite_database_is_refused(db_path: Path) -> None:
@@ -237,3 +239,27 @@ async def test_a_cancelled_writer_still_completes_its_turn(db_path: Path) -> Non
                 await asyncio.sleep(0.01)
         assert len(await store.history(session)) == 5
         await store.append_turn(Turn(session, "r2", (Message.user("next"),)))  # no transaction left open
+
+
+async def test_a_schema_2_database_upgrades_to_3_and_keeps_its_data(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    async with aiosqlite.connect(db_path, isolation_level=None) as db:
+        assert await migrations.apply(db, str(db_path), MIGRATIONS[:2]) == 2
+    with sqlite3.connect(db_path) as conn:  # rows as a schema-2 chatgate wrote them
+        conn.execute("INSERT INTO sessions (id, key, created_at) VALUES (1, 'k', 1.0)")
+        conn.execute("INSERT INTO messages (session_id, run_id, seq, role, parts, created_at)"
+                     " VALUES (1, 'r1', 0, 'user', ?, 1.0)", (parts_to_json(Message.user("kept").parts),))  # fmt: skip
+    assert raw(db_path, "PRAGMA user_version") == [(2,)]
+
+    async with SQLiteStore(db_path) as store:
+        session = await store.session("k")
+        assert session == Session(1, "k", 1.0)
+        assert [m.text for m in await store.history(session)] == ["kept"]
+        code = await store.pairing_request("telegram", "42", "Ada", now=10.0)
+        assert code is not None and await store.approve_pairing(code.code, 11.0) is not None
+        await store.record_outbound("r1", 0, "telegram", "c1", "7")
+        assert await store.outbound_sent("r1", 0)
+
+    assert raw(db_path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert raw(db_path, "SELECT id, name FROM migrations WHERE id = 3") == [(3, "0003_pairing_outbound")]
+    assert raw(db_path, "SELECT platform, user_id FROM approved_senders") == [("telegram", "42")]

@@ -20,6 +20,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from bot.access import format_context
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.guard import REFUSAL, GuardMode, check_input
 from bot.agent.history import build_history
@@ -61,6 +62,7 @@ class RunRequest:
     inbound_ids: tuple[int, ...] = ()
     max_iterations: int | None = None  # overrides the agent's setting for this run
     person: str | None = None  # linked identity, for the workspace
+    context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +111,12 @@ class _Run:
             self.pending = ()
 
 
-def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[InboundMessage], str]) -> Message:
-    """The user turn the model sees: texts in order, senders named in groups, images inline."""
+def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[InboundMessage], str],
+                 context: tuple[InboundMessage, ...] = ()) -> Message:
+    """The user turn the model sees: group context first, then the texts in order, senders
+    named in groups, images inline."""
     parts: list[Part] = []
-    texts: list[str] = []
+    texts: list[str] = [format_context(context)] if context else []
     for msg in inbound:
         text = text_of(msg)
         if msg.chat_type is ChatType.GROUP:
@@ -173,7 +177,7 @@ class Agent:
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
                                            session_key=request.session_key) for m in request.inbound}
-            run.new.append(user_message(request.inbound, lambda m: verdicts[id(m)].text))
+            run.new.append(user_message(request.inbound, lambda m: verdicts[id(m)].text, request.context))
             if any(v.blocked for v in verdicts.values()):
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)

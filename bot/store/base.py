@@ -1,5 +1,9 @@
 """The Store port: sessions, their history, the inbound log and usage.
 
+Two small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
+``bot.access`` and ``chatgate pairing``) and ``OutboundLedger`` (which reply parts were
+delivered, for exactly-once sending). ``SQLiteStore`` implements all three.
+
 SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
 (tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
 """
@@ -90,3 +94,70 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PairingCode:
+    """A pairing request: ``code`` lets ``user_id`` on ``platform`` in once the owner approves it."""
+
+    code: str
+    platform: str
+    user_id: str
+    user_name: str
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovedSender:
+    platform: str
+    user_id: str
+    name: str
+    approved_at: float
+
+
+class PairingStore(Protocol):
+    """Pairing codes and the senders they let in.
+
+    Six methods, one over the house's five: they are one noun's life cycle (request,
+    list, approve, revoke, check, list approved), and splitting it would only make every
+    store implement two protocols. ``bot.access`` uses ``pairing_request`` and
+    ``is_approved``; the ``chatgate pairing`` commands use the rest."""
+
+    async def pairing_request(
+        self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3
+    ) -> PairingCode | None:
+        """The sender's unexpired code, else a new one; None when ``max_pending`` unexpired,
+        unapproved codes of this platform already wait."""
+        ...
+
+    async def pending_pairings(self, now: float) -> list[PairingCode]:
+        """Unexpired, unapproved codes, oldest first."""
+        ...
+
+    async def approve_pairing(self, code: str, now: float) -> PairingCode | None:
+        """Approve a pending code (any case); None when it is unknown, expired or used."""
+        ...
+
+    async def revoke_sender(self, platform: str, user_id: str) -> bool:
+        """Forget an approval; False when the sender was not approved."""
+        ...
+
+    async def is_approved(self, platform: str, user_id: str) -> bool: ...
+
+    async def approved_senders(self, platform: str | None = None) -> list[ApprovedSender]:
+        """Approved senders (of one platform, or all), in order of approval."""
+        ...
+
+
+class OutboundLedger(Protocol):
+    """Which parts of which run's reply were delivered: a part is sent at most once,
+    also when a run's delivery is retried after a crash or a platform error."""
+
+    async def outbound_sent(self, run_id: str, part: int) -> bool: ...
+
+    async def record_outbound(
+        self, run_id: str, part: int, platform: str, chat_id: str, platform_message_id: str | None
+    ) -> None:
+        """Note a delivered part; recording it again changes nothing."""
+        ...

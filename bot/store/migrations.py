@@ -118,6 +118,40 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX spans_run ON spans (run_id, id);
         """,
     ),
+    Migration(
+        "0003_pairing_outbound",
+        """
+        CREATE TABLE pairing_codes (
+            code        TEXT PRIMARY KEY,  -- 8 chars, upper case (bot.pairing)
+            platform    TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            user_name   TEXT NOT NULL,
+            created_at  REAL NOT NULL,
+            expires_at  REAL NOT NULL,
+            approved_at REAL              -- NULL while pending; a used code is kept
+        );
+        CREATE INDEX pairing_codes_pending ON pairing_codes (platform, user_id) WHERE approved_at IS NULL;
+
+        CREATE TABLE approved_senders (
+            platform    TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            name        TEXT NOT NULL,
+            approved_at REAL NOT NULL,
+            PRIMARY KEY (platform, user_id)
+        );
+
+        -- exactly-once delivery: one row per reply part that reached the platform
+        CREATE TABLE outbound (
+            run_id              TEXT    NOT NULL,
+            part                INTEGER NOT NULL,
+            platform            TEXT    NOT NULL,
+            chat_id             TEXT    NOT NULL,
+            platform_message_id TEXT,
+            sent_at             REAL    NOT NULL,
+            PRIMARY KEY (run_id, part)
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

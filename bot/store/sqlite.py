@@ -1,4 +1,4 @@
-"""SQLiteStore: the Store port on aiosqlite, one file in WAL mode.
+"""SQLiteStore: the Store, PairingStore and OutboundLedger ports on aiosqlite, one file in WAL mode.
 
     async with SQLiteStore(path) as store:     # opened and migrated on entry
         ...
@@ -32,7 +32,8 @@ from bot.conversation import Message, Role, parts_from_json, parts_to_json
 from bot.errors import StoreCorruptError, StoreError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.store import migrations
-from bot.store.base import InboundRecord, Session, Turn, UsageTotals
+from bot.pairing import new_code, normalize_code
+from bot.store.base import ApprovedSender, InboundRecord, PairingCode, Session, Turn, UsageTotals
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,41 @@ _SPANS = (
 )
 _MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_at IS NULL"
 _UNANSWERED = "SELECT id, session_key, payload, received_at FROM inbound WHERE answered_at IS NULL ORDER BY id"
+
+_CODE_COLUMNS = "code, platform, user_id, user_name, created_at, expires_at"
+_DROP_EXPIRED_CODES = "DELETE FROM pairing_codes WHERE approved_at IS NULL AND expires_at <= ?"
+_SENDER_CODE = (
+    f"SELECT {_CODE_COLUMNS} FROM pairing_codes"
+    " WHERE platform = ? AND user_id = ? AND approved_at IS NULL AND expires_at > ?"
+)
+_COUNT_PENDING = "SELECT COUNT(*) FROM pairing_codes WHERE platform = ? AND approved_at IS NULL AND expires_at > ?"
+_INSERT_CODE = (
+    f"INSERT INTO pairing_codes ({_CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING"
+)
+_PENDING_CODES = (
+    f"SELECT {_CODE_COLUMNS} FROM pairing_codes WHERE approved_at IS NULL AND expires_at > ? ORDER BY created_at, code"
+)
+_USE_CODE = (
+    "UPDATE pairing_codes SET approved_at = ? WHERE code = ? AND approved_at IS NULL AND expires_at > ?"
+    f" RETURNING {_CODE_COLUMNS}"
+)
+_APPROVE_SENDER = (
+    "INSERT INTO approved_senders (platform, user_id, name, approved_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (platform, user_id) DO UPDATE SET name = excluded.name, approved_at = excluded.approved_at"
+)
+_REVOKE_SENDER = "DELETE FROM approved_senders WHERE platform = ? AND user_id = ?"
+_IS_APPROVED = "SELECT 1 FROM approved_senders WHERE platform = ? AND user_id = ?"
+_APPROVED_ALL = "SELECT platform, user_id, name, approved_at FROM approved_senders ORDER BY approved_at, platform, user_id"
+_APPROVED_OF = (
+    "SELECT platform, user_id, name, approved_at FROM approved_senders WHERE platform = ?"
+    " ORDER BY approved_at, user_id"
+)
+_OUTBOUND_SENT = "SELECT 1 FROM outbound WHERE run_id = ? AND part = ?"
+_RECORD_OUTBOUND = (
+    "INSERT INTO outbound (run_id, part, platform, chat_id, platform_message_id, sent_at)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, part) DO NOTHING"
+)
+_CODE_ATTEMPTS = 8  # collisions among 32^8 codes: never, in practice
 
 
 class SQLiteStore:
@@ -264,6 +300,89 @@ class SQLiteStore:
                 )
                 records.append(TraceRecord(*row, spans=spans))
         return records
+
+    # -- the PairingStore port -------------------------------------------------------
+
+    async def pairing_request(
+        self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3
+    ) -> PairingCode | None:
+        async def request(db: aiosqlite.Connection) -> PairingCode | None:
+            await db.execute(_DROP_EXPIRED_CODES, (now,))  # housekeeping: spam never piles up
+            rows = list(await db.execute_fetchall(_SENDER_CODE, (platform, user_id, now)))
+            if rows:
+                return PairingCode(*rows[0])
+            pending = list(await db.execute_fetchall(_COUNT_PENDING, (platform, now)))[0][0]
+            if pending >= max_pending:
+                log.info("pairing %s:%s: no code, %d requests already pending", platform, user_id, pending)
+                return None
+            for _ in range(_CODE_ATTEMPTS):
+                code = PairingCode(new_code(), platform, user_id, name, now, now + ttl)
+                cursor = await db.execute(_INSERT_CODE, (
+                    code.code, code.platform, code.user_id, code.user_name, code.created_at, code.expires_at,
+                ))  # fmt: skip
+                if cursor.rowcount == 1:
+                    log.info("pairing %s:%s: new code (%d pending)", platform, user_id, pending + 1)
+                    return code
+            raise StoreError(f"could not draw an unused pairing code in {_CODE_ATTEMPTS} attempts")
+
+        return await self._write(request)
+
+    async def pending_pairings(self, now: float) -> list[PairingCode]:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_PENDING_CODES, (now,)))
+        return [PairingCode(*row) for row in rows]
+
+    async def approve_pairing(self, code: str, now: float) -> PairingCode | None:
+        wanted = normalize_code(code)
+
+        async def approve(db: aiosqlite.Connection) -> PairingCode | None:
+            rows = list(await db.execute_fetchall(_USE_CODE, (now, wanted, now)))
+            if not rows:
+                return None
+            found = PairingCode(*rows[0])
+            await db.execute(_APPROVE_SENDER, (found.platform, found.user_id, found.user_name, now))
+            return found
+
+        approved = await self._write(approve)
+        if approved is None:
+            log.info("pairing: approval of an unknown, expired or used code refused")
+        else:
+            log.info("pairing %s:%s: approved", approved.platform, approved.user_id)
+        return approved
+
+    async def revoke_sender(self, platform: str, user_id: str) -> bool:
+        async with self._lock:  # one statement: its own transaction
+            cursor = await self._conn().execute(_REVOKE_SENDER, (platform, user_id))
+        if cursor.rowcount:
+            log.info("pairing %s:%s: approval revoked", platform, user_id)
+        return cursor.rowcount > 0
+
+    async def is_approved(self, platform: str, user_id: str) -> bool:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_IS_APPROVED, (platform, user_id)))
+        return bool(rows)
+
+    async def approved_senders(self, platform: str | None = None) -> list[ApprovedSender]:
+        async with self._lock:
+            if platform is None:
+                rows = list(await self._conn().execute_fetchall(_APPROVED_ALL))
+            else:
+                rows = list(await self._conn().execute_fetchall(_APPROVED_OF, (platform,)))
+        return [ApprovedSender(*row) for row in rows]
+
+    # -- the OutboundLedger port (hot path: one statement each) -----------------------
+
+    async def outbound_sent(self, run_id: str, part: int) -> bool:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_OUTBOUND_SENT, (run_id, part)))
+        return bool(rows)
+
+    async def record_outbound(
+        self, run_id: str, part: int, platform: str, chat_id: str, platform_message_id: str | None
+    ) -> None:
+        row = (run_id, part, platform, chat_id, platform_message_id, time.time())
+        async with self._lock:
+            await self._conn().execute(_RECORD_OUTBOUND, row)
 
     # -- internals -------------------------------------------------------------------
 

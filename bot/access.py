@@ -1,0 +1,256 @@
+"""Who may talk to the bot: DM and group policies, pairing, owners, the bot-loop guard.
+
+``Access.check(msg)`` turns one inbound message into a ``Decision`` (DESIGN section 5):
+
+- **DMs** follow the platform's ``dm_policy``. ``disabled``: ignored. ``open``: run.
+  ``allowlist`` (the default): run when the sender is in ``allow_from`` or ``owners`` or
+  was approved by pairing; anyone else gets one polite notice naming their id, at most
+  once per hour (then silence). ``pairing``: the same, but a stranger gets a pairing code
+  to pass to the owner (``chatgate pairing approve CODE``); when too many codes are
+  pending they get a notice instead (at most once per hour).
+- **Groups** follow ``group_policy``. ``disabled``: ignored. ``allowlist`` (the default):
+  only chats listed in ``groups`` (``"*"`` for all). Messages in other groups get nothing
+  back, not even a notice. In an allowed group a message that does not address the bot
+  is kept as context (``CONTEXT``) when ``require_mention`` is on, else it runs. An
+  allowed group is allowed for all its members: ``allow_from`` does not apply there
+  (whoever may add people to the group decides who talks to the bot in it).
+- Whether a message *addresses* the bot is the adapter's call (``InboundMessage.addressed``):
+  a mention, a reply to the bot or a command for it do; ``@everyone``/``@here``/``@channel``
+  never do.
+- A platform with no policy in the mapping (the local console, a test channel) is the
+  local user's own: DMs run, groups are open with ``require_mention``, and its user is an
+  owner. ``access_policies(config.channels)`` gives every real platform its policy, so a
+  platform is never open by omission.
+- **Bot-loop guard**: messages from another bot (``sender.is_bot``) that would get an
+  answer count towards at most 20 per sliding minute per bot; the 21st starts a 5-minute
+  cooldown in which that bot is ignored. Our own messages (``bot_ids``) are always ignored.
+
+Notice and guard state lives in memory: a restart may send a stranger one more notice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from bot.config import AccessConfig, ChannelsConfig
+from bot.messages import ChatType, InboundMessage
+from bot.pairing import CODE_TTL, MAX_PENDING, pairing_reply
+from bot.store.base import PairingStore
+
+log = logging.getLogger(__name__)
+
+NOTICE_INTERVAL = 3600.0  # seconds between two notices to one sender
+BOT_WINDOW = 60.0  # seconds of the bot-loop guard's sliding window
+BOT_MAX_EXCHANGES = 20  # answered messages per window and bot
+BOT_COOLDOWN = 300.0  # seconds a looping bot is ignored
+_PRUNE_AT = 4096  # tracked senders before stale entries are dropped
+
+# The console and test channels have no policy: their one user is local and trusted.
+_LOCAL = AccessConfig(dm_policy="open", group_policy="open")
+
+
+class Action(StrEnum):
+    RUN = "run"  # hand it to commands / the dispatcher
+    IGNORE = "ignore"  # drop it, send nothing
+    CONTEXT = "context"  # an allowed group message that does not address the bot: keep it as context
+    PAIR = "pair"  # send ``reply`` (the pairing code), do not run
+    REFUSE = "refuse"  # send ``reply`` (a polite one-line notice), do not run
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    reply: str | None = None  # the text to send for PAIR and REFUSE
+    reason: str = ""  # for logs
+
+
+def access_policies(channels: ChannelsConfig) -> dict[str, AccessConfig]:
+    """Every platform that has access settings, enabled or not, by platform name."""
+    return {name: channel for name, channel in channels if isinstance(channel, AccessConfig)}
+
+
+class Access:
+    """The access policy of every platform; one instance per gateway."""
+
+    def __init__(
+        self,
+        policies: Mapping[str, AccessConfig],
+        store: PairingStore,
+        *,
+        bot_ids: Mapping[str, Collection[str]] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``bot_ids`` maps a platform to the bot's own user ids there: defence in depth
+        for adapters, which already drop the bot's own messages."""
+        self._policies = policies
+        self._store = store
+        self._bot_ids = bot_ids or {}
+        self._clock = clock
+        self._noticed: dict[tuple[str, str], float] = {}  # sender -> when last told
+        self._bot_windows: dict[tuple[str, str], deque[float]] = {}
+        self._bot_cooldowns: dict[tuple[str, str], float] = {}  # bot -> ignored until
+
+    def is_owner(self, msg: InboundMessage) -> bool:
+        """May this sender use admin commands? On a platform without a policy, yes (the local user)."""
+        policy = self._policies.get(msg.platform)
+        return policy is None or msg.sender.id in policy.owners
+
+    async def check(self, msg: InboundMessage) -> Decision:
+        now = self._clock()
+        sender = (msg.platform, msg.sender.id)
+        if msg.sender.id in self._bot_ids.get(msg.platform, ()):
+            decision = Decision(Action.IGNORE, reason="own message")
+        elif msg.sender.is_bot and self._bot_cooling(sender, now):
+            decision = Decision(Action.IGNORE, reason="bot in cooldown")
+        else:
+            policy = self._policies.get(msg.platform, _LOCAL)
+            if msg.chat_type is ChatType.DM:
+                decision = await self._dm(msg, policy, now)
+            else:
+                decision = _group(msg, policy)
+            if msg.sender.is_bot and decision.action in (Action.RUN, Action.PAIR, Action.REFUSE):
+                decision = self._count_bot(sender, now, decision)
+        log.debug("access %s:%s from %s: %s (%s)", msg.platform, msg.chat_id, msg.sender.id, decision.action,
+                  decision.reason)  # fmt: skip
+        return decision
+
+    # -- DMs ---------------------------------------------------------------------------
+
+    async def _dm(self, msg: InboundMessage, policy: AccessConfig, now: float) -> Decision:
+        mode = policy.dm_policy
+        if mode == "disabled":
+            return Decision(Action.IGNORE, reason="dm disabled")
+        if mode == "open":
+            return Decision(Action.RUN, reason="dm open")
+        uid = msg.sender.id
+        if uid in policy.allow_from or uid in policy.owners:
+            return Decision(Action.RUN, reason=f"dm {mode}: listed")
+        if await self._store.is_approved(msg.platform, uid):
+            return Decision(Action.RUN, reason=f"dm {mode}: approved by pairing")
+        if mode == "allowlist":
+            text = (f"Sorry, I only talk to people on my allowlist. "
+                    f"Your {msg.platform} id is {uid} — ask the owner to add it.")  # fmt: skip
+            return self._notice(msg, now, text, "dm allowlist: not listed")
+        code = await self._store.pairing_request(
+            msg.platform, uid, msg.sender.name or msg.sender.username or uid, now=now, ttl=CODE_TTL,
+            max_pending=MAX_PENDING,
+        )  # fmt: skip
+        if code is None:
+            text = "Sorry, I can't take new pairing requests right now; please try again later."
+            return self._notice(msg, now, text, "dm pairing: too many pending")
+        return Decision(Action.PAIR, pairing_reply(code.code, code.expires_at - now), "dm pairing: code issued")
+
+    def _notice(self, msg: InboundMessage, now: float, text: str, reason: str) -> Decision:
+        """REFUSE with ``text``, unless this sender was told something within the hour."""
+        key = (msg.platform, msg.sender.id)
+        last = self._noticed.get(key)
+        if last is not None and now - last < NOTICE_INTERVAL:
+            return Decision(Action.IGNORE, reason=f"{reason} (already told)")
+        if len(self._noticed) >= _PRUNE_AT:
+            self._noticed = {k: t for k, t in self._noticed.items() if now - t < NOTICE_INTERVAL}
+        self._noticed[key] = now
+        log.info("access %s: refused dm from %s, notice sent (%s)", msg.platform, msg.sender.id, reason)
+        return Decision(Action.REFUSE, text, reason)
+
+    # -- the bot-loop guard ------------------------------------------------------------
+
+    def _bot_cooling(self, bot: tuple[str, str], now: float) -> bool:
+        until = self._bot_cooldowns.get(bot)
+        if until is None:
+            return False
+        if now < until:
+            return True
+        del self._bot_cooldowns[bot]
+        log.info("access %s: bot %s is heard again after its cooldown", *bot)
+        return False
+
+    def _count_bot(self, bot: tuple[str, str], now: float, decision: Decision) -> Decision:
+        window = self._bot_windows.get(bot)
+        if window is None:
+            if len(self._bot_windows) >= _PRUNE_AT:
+                self._bot_windows = {k: w for k, w in self._bot_windows.items() if w and now - w[-1] < BOT_WINDOW}
+            window = self._bot_windows[bot] = deque()
+        while window and now - window[0] >= BOT_WINDOW:
+            window.popleft()
+        if len(window) >= BOT_MAX_EXCHANGES:
+            del self._bot_windows[bot]
+            self._bot_cooldowns[bot] = now + BOT_COOLDOWN
+            log.warning("access %s: bot %s sent more than %d messages in %.0f s; ignoring it for %.0f s",
+                        bot[0], bot[1], BOT_MAX_EXCHANGES, BOT_WINDOW, BOT_COOLDOWN)  # fmt: skip
+            return Decision(Action.IGNORE, reason="bot loop guard")
+        window.append(now)
+        return decision
+
+
+def _group(msg: InboundMessage, policy: AccessConfig) -> Decision:
+    mode = policy.group_policy
+    if mode == "disabled":
+        return Decision(Action.IGNORE, reason="groups disabled")
+    if mode == "allowlist" and msg.chat_id not in policy.groups and "*" not in policy.groups:
+        return Decision(Action.IGNORE, reason="group not allowed")
+    if policy.require_mention and not msg.addressed:
+        return Decision(Action.CONTEXT, reason=f"group {mode}: not addressed")
+    return Decision(Action.RUN, reason=f"group {mode}")
+
+
+# -- group context ------------------------------------------------------------------------
+
+ContextKey = tuple[str, str, str, str | None]  # platform, account, chat id, thread id
+
+
+class GroupContext:
+    """The messages of allowed groups that did not address the bot, kept until it is addressed.
+
+    ``remember`` keeps the last ``limit`` per chat and thread (and bot account); ``take``
+    returns them, oldest first, and forgets them. Held in memory, at most ``max_chats``
+    chats (the least recently used go first)."""
+
+    def __init__(self, limit: int = 50, *, max_chats: int = 1000) -> None:
+        self._limit = limit
+        self._max_chats = max_chats
+        self._chats: dict[ContextKey, deque[InboundMessage]] = {}
+
+    def remember(self, msg: InboundMessage) -> None:
+        key = _context_key(msg)
+        kept = self._chats.pop(key, None)  # re-inserted last: the dict is in order of use
+        if kept is None:
+            kept = deque(maxlen=self._limit)
+            while len(self._chats) >= self._max_chats:
+                del self._chats[next(iter(self._chats))]
+        kept.append(msg)
+        self._chats[key] = kept
+
+    def take(self, msg: InboundMessage) -> tuple[InboundMessage, ...]:
+        """The context of ``msg``'s chat and thread, which is cleared."""
+        return tuple(self._chats.pop(_context_key(msg), ()))
+
+
+def _context_key(msg: InboundMessage) -> ContextKey:
+    return (msg.platform, msg.account, msg.chat_id, msg.thread_id)
+
+
+def format_context(messages: Iterable[InboundMessage], *, max_chars: int = 1000) -> str:
+    """``Messages since your last reply:`` and one ``[Name] text`` line per message; "" for none.
+
+    A message's own line breaks are indented and names lose brackets and line breaks, so
+    no one can write a line that looks like another sender's."""
+    lines = [f"[{_name(m)}] {_body(m, max_chars)}" for m in messages]
+    return "\n".join(["Messages since your last reply:", *lines]) if lines else ""
+
+
+def _name(msg: InboundMessage) -> str:
+    name = msg.sender.name or msg.sender.username or msg.sender.id
+    return " ".join(name.replace("[", "(").replace("]", ")").split())
+
+
+def _body(msg: InboundMessage, max_chars: int) -> str:
+    text = msg.text.strip()
+    if len(text) > max_chars:
+        text = text[: max_chars - 1].rstrip() + "…"
+    files = [f"({a.kind}: {a.name})" for a in msg.attachments]
+    return "\n  ".join(" ".join([text, *files]).strip().splitlines())

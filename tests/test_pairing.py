@@ -1,0 +1,146 @@
+"""Pairing end to end: Access on a real SQLite store, time from a fake clock."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.access import Access, Action
+from bot.config import AccessConfig
+from bot.messages import ChatType, InboundMessage, Sender
+from bot.pairing import ALPHABET, CODE_LENGTH, new_code, normalize_code, pairing_reply
+from bot.store.sqlite import SQLiteStore
+
+CODE = re.compile(r"approve ([A-Z0-9]{8}) ")
+
+
+class Clock:
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[SQLiteStore]:
+    async with SQLiteStore(":memory:") as opened:
+        yield opened
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def access(store: SQLiteStore, clock: Clock) -> Access:
+    policies = {"telegram": AccessConfig(dm_policy="pairing", owners=("1",)), "discord": AccessConfig(dm_policy="pairing")}
+    return Access(policies, store, clock=clock)
+
+
+def dm(user: str, platform: str = "telegram") -> InboundMessage:
+    return InboundMessage(platform, "bot", user, ChatType.DM, Sender(user, f"User {user}"), "hello", "m1")
+
+
+async def code_for(access: Access, user: str, platform: str = "telegram") -> str:
+    decision = await access.check(dm(user, platform))
+    assert decision.action == Action.PAIR, decision
+    assert decision.reply is not None
+    found = CODE.search(decision.reply)
+    assert found, decision.reply
+    return found.group(1)
+
+
+async def test_unknown_sender_pairs_and_is_let_in_once_approved(access: Access, store: SQLiteStore,
+                                                                  clock: Clock) -> None:  # fmt: skip
+    code = await code_for(access, "42")
+    assert len(code) == CODE_LENGTH and set(code) <= set(ALPHABET)
+    assert await code_for(access, "42") == code  # same code on retry
+    [pending] = await store.pending_pairings(clock.now)
+    assert (pending.code, pending.user_id, pending.user_name) == (code, "42", "User 42")
+
+    clock.now += 600
+    assert (await access.check(dm("42"))).reply == pairing_reply(code, 3000)  # "50 more minutes"
+    assert await store.approve_pairing(code.lower(), clock.now) is not None
+
+    assert (await access.check(dm("42"))).action == Action.RUN
+    assert await store.pending_pairings(clock.now) == []
+    assert await store.approve_pairing(code, clock.now) is None  # a code is used once
+    assert (await access.check(dm("42", "discord"))).action == Action.PAIR  # approval is per platform
+
+
+async def test_revoked_sender_must_pair_again(access: Access, store: SQLiteStore, clock: Clock) -> None:
+    first = await code_for(access, "42")
+    await store.approve_pairing(first, clock.now)
+    assert (await access.check(dm("42"))).action == Action.RUN
+
+    assert await store.revoke_sender("telegram", "42") is True
+    assert await store.revoke_sender("telegram", "42") is False
+    second = await code_for(access, "42")
+    assert second != first
+
+
+async def test_a_code_expires_after_an_hour(access: Access, store: SQLiteStore, clock: Clock) -> None:
+    first = await code_for(access, "42")
+    clock.now += 3599
+    assert await code_for(access, "42") == first
+    clock.now += 1
+    assert await store.approve_pairing(first, clock.now) is None
+    second = await code_for(access, "42")
+    assert second != first
+    assert await store.approve_pairing(second, clock.now) is not None
+    assert (await access.check(dm("42"))).action == Action.RUN
+
+
+async def test_at_most_three_pending_per_platform(access: Access, store: SQLiteStore, clock: Clock) -> None:
+    codes = [await code_for(access, user) for user in ("a", "b", "c")]
+    full = await access.check(dm("d"))
+    assert full.action == Action.REFUSE and full.reply and "try again later" in full.reply
+    assert (await access.check(dm("d"))).action == Action.IGNORE  # told once
+    assert await code_for(access, "a") == codes[0]  # those waiting still get their code
+    await code_for(access, "d", "discord")  # another platform has its own three
+
+    await store.approve_pairing(codes[1], clock.now)
+    await code_for(access, "d")  # room again
+
+
+async def test_the_owner_and_approved_senders_never_get_a_code(access: Access, store: SQLiteStore,
+                                                                clock: Clock) -> None:  # fmt: skip
+    assert (await access.check(dm("1"))).action == Action.RUN
+    await store.approve_pairing(await code_for(access, "42"), clock.now)
+    assert (await access.check(dm("42"))).action == Action.RUN
+    assert [c.user_id for c in await store.pending_pairings(clock.now)] == []
+
+
+async def test_an_approved_sender_passes_an_allowlist_too(store: SQLiteStore, clock: Clock) -> None:
+    pairing = Access({"telegram": AccessConfig(dm_policy="pairing")}, store, clock=clock)
+    allowlist = Access({"telegram": AccessConfig(dm_policy="allowlist")}, store, clock=clock)
+    assert (await allowlist.check(dm("42"))).action == Action.REFUSE
+    await store.approve_pairing(await code_for(pairing, "42"), clock.now)
+    assert (await allowlist.check(dm("42"))).action == Action.RUN
+
+
+def test_codes_are_random_and_unambiguous() -> None:
+    codes = {new_code() for _ in range(200)}
+    assert len(codes) == 200
+    assert all(len(c) == 8 and not set(c) & set("0O1I") for c in codes)
+
+
+@pytest.mark.parametrize(
+    ("typed", "code"), [("abcd2345", "ABCD2345"), (" ABCD-2345 ", "ABCD2345"), ("abcd 2345\n", "ABCD2345")]
+)
+def test_normalize_code(typed: str, code: str) -> None:
+    assert normalize_code(typed) == code
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(3600, "1 hour"), (3599.5, "1 hour"), (3000, "50 more minutes"), (61, "2 more minutes"), (1, "1 more minute")],
+)
+def test_pairing_reply_says_how_long_the_code_is_valid(seconds: float, said: str) -> None:
+    assert pairing_reply("ABCD2345", seconds) == (
+        f"To talk to me, ask the owner to run: chatgate pairing approve ABCD2345 (valid for {said})."
+    )
