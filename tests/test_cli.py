@@ -220,3 +220,61 @@ async def test_traces_show_what_runs_did(tmp_path: Path, llm: FakeLLM, chat_env:
     assert "completed" in lines[0] and "fake-model" in lines[0] and "2 it" in lines[0]
     assert [line.split()[0] for line in lines[1:]] == ["llm", "tool", "llm"]
     assert "list_files" in lines[2] and "AGENTS.md" in lines[2]  # the workspace was seeded
+
+
+async def test_a_message_cut_off_by_a_crash_is_answered_once_after_restart(tmp_path: Path, llm: FakeLLM,
+                                                                          chat_env: dict[str, str]) -> None:
+    term = Terminal(["chat"], tmp_path, chat_env)
+    try:
+        await term.expect("you › ")
+        llm.script(Reply.hang())
+        term.type("are you there?\n")
+        await llm.wait_for_requests(1, timeout=5)
+        term.proc.kill()  # SIGKILL mid-run: no cleanup at all
+        term.proc.wait()
+    finally:
+        term.close()
+    term = Terminal(["chat"], tmp_path, chat_env)
+    try:
+        await term.expect("echo: are you there?")  # answered on start-up, nobody typed anything
+        term.type("\x04")
+        assert await term.exit_code() == 0
+    finally:
+        term.close()
+    assert term.output.count("echo: are you there?") == 1
+    assert len(llm.requests) == 2
+    term = Terminal(["chat"], tmp_path, chat_env)  # a third start answers nothing again
+    try:
+        await term.expect("you › ")
+        term.type("\x04")
+        assert await term.exit_code() == 0
+    finally:
+        term.close()
+    assert len(llm.requests) == 2
+
+
+async def test_a_message_too_old_to_recover_gets_a_note(tmp_path: Path, llm: FakeLLM) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+agent: {{model: fake-model}}
+providers: {{openai: {{api_key: test-key, base_url: "{llm.openai_base_url}"}}}}
+runs: {{recover_max_age: 0}}
+""")
+    term = Terminal(["chat", "-c", str(config)], tmp_path, base_env())
+    try:
+        await term.expect("you › ")
+        llm.script(Reply.hang())
+        term.type("what is the weather\n")
+        await llm.wait_for_requests(1, timeout=5)
+        term.proc.kill()
+        term.proc.wait()
+    finally:
+        term.close()
+    term = Terminal(["chat", "-c", str(config)], tmp_path, base_env())
+    try:
+        await term.expect("could answer your message (“what is the weather”). Please send it again.")
+        term.type("\x04")
+        assert await term.exit_code() == 0
+    finally:
+        term.close()
+    assert len(llm.requests) == 1

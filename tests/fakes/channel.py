@@ -43,10 +43,13 @@ class RecordingAdapter:
             self.events.append(event)
             self._new_reply.notify_all()
 
-    async def wait_for_event(self, kind: str, timeout: float = 5.0) -> RunEvent:
+    async def wait_for_event(self, kind: str, text: str | None = None, timeout: float = 5.0) -> RunEvent:
+        def match(e: RunEvent) -> bool:
+            return e.kind == kind and (text is None or e.text == text)
+
         async with self._new_reply:
-            await asyncio.wait_for(self._new_reply.wait_for(lambda: any(e.kind == kind for e in self.events)), timeout)
-        return next(e for e in self.events if e.kind == kind)
+            await asyncio.wait_for(self._new_reply.wait_for(lambda: any(map(match, self.events))), timeout)
+        return next(e for e in self.events if match(e))
 
     async def inject(self, msg: InboundMessage) -> None:
         assert self.handle is not None, "adapter not started"
