@@ -177,10 +177,22 @@ class AccessConfig(_Section):
     owners: tuple[PlatformId, ...] = ()  # user ids allowed admin commands (/stopall)
 
 
+class TelegramWebhook(_Section):
+    listen: str = "0.0.0.0"
+    port: Annotated[Int, Field(ge=1, le=65535)] = 8443
+    path: str = "/telegram"
+    url: str | None = None  # the public https URL Telegram posts to, e.g. https://bot.example.com/telegram
+    secret_token: Secret = _secret("TELEGRAM_WEBHOOK_SECRET")
+
+
 class TelegramChannel(AccessConfig):
     enabled: bool = False
     token: Secret = _secret("TELEGRAM_BOT_TOKEN")
-    base_url: Url = "https://api.telegram.org"
+    base_url: Url = "https://api.telegram.org"  # the Bot API server root; /bot<token> is derived
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook: TelegramWebhook = TelegramWebhook()
+    streaming: Literal["off", "edit"] = "off"
+    max_download_mb: Annotated[Float, Field(gt=0, le=2000)] = 20.0
 
 
 class DiscordChannel(AccessConfig):
@@ -624,6 +636,12 @@ def _require_secrets(config: Config, used: Mapping[Loc, tuple[str, ...]], from_f
     """The selected provider's key and the tokens of enabled channels must be set."""
     wanted = [loc for loc in _SECRETS if loc[:2] == ("providers", config.agent.provider)]
     wanted += [loc for loc in _SECRETS if loc[0] == "channels" and loc[1] in config.enabled_channels]
+    telegram = config.channels.telegram
+    if telegram.mode != "webhook":
+        wanted = [loc for loc in wanted if loc[:3] != ("channels", "telegram", "webhook")]
+    elif telegram.enabled and not telegram.webhook.url:
+        raise ConfigError("channels.telegram.webhook.url", "missing",
+                          "webhook mode needs the public https URL Telegram posts updates to")
     for loc in wanted:
         node: Any = config
         for part in loc:
