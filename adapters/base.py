@@ -34,3 +34,8 @@ class ChannelAdapter(Protocol):
     async def show(self, event: RunEvent, inbound: InboundMessage) -> None:
         """Show run progress (typing, streamed text, retry notices) for ``inbound``'s chat."""
         ...
+
+    async def wait_closed(self) -> None:
+        """Return when the adapter stops on its own (end of input); raise a
+        ``ChannelError`` when it cannot go on (a bad token, another poller)."""
+        ...

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from bot.errors import ChatgateError, ConfigError
@@ -106,15 +106,33 @@ async def _serve(config: Config) -> int:
     app = App(config, adapters)
     await app.__aenter__()
     log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model, ",".join(adapters))
+    code = 0
     try:
-        await asyncio.Event().wait()  # until a signal cancels us
+        await _first_closed(adapters.values())  # normally: until a signal cancels us
     except asyncio.CancelledError:
         log.info("shutting down")
+    except ChatgateError as exc:
+        log.error("%s", exc)
+        print(f"chatgate: {exc}", file=sys.stderr)
+        code = 1
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await _close(app)
-    return 0
+    return code
+
+
+async def _first_closed(adapters: Iterable[ChannelAdapter]) -> None:
+    """Wait until one channel stops on its own; re-raise why it stopped."""
+    waiters = [asyncio.create_task(a.wait_closed()) for a in adapters]
+    try:
+        done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for task in waiters:
+            task.cancel()
+        await asyncio.wait(waiters)
 
 
 async def _chat(config: Config) -> int:

@@ -2,6 +2,7 @@
 
 ChatgateError
 ├── ConfigError            a bad or missing config value; names the dotted key and the fix
+├── ChannelError           a channel cannot go on (bad token, another instance polling)
 ├── StoreError             the database cannot be used
 │   ├── StoreCorruptError  the file is not a usable SQLite database
 │   └── SchemaTooNewError  the file was written by a newer chatgate
@@ -32,6 +33,10 @@ class ConfigError(ChatgateError):
         self.fix = fix
         line = f"{key}: {problem}" if key else problem
         super().__init__(f"{line} ({fix})" if fix else line)
+
+
+class ChannelError(ChatgateError):
+    """A channel cannot go on; the message says why and what to do, in one line."""
 
 
 class StoreError(ChatgateError):

@@ -54,6 +54,9 @@ class ConsoleAdapter:
         if self._tasks:
             await asyncio.wait(self._tasks)
 
+    async def wait_closed(self) -> None:
+        await self.closed.wait()
+
     def interrupt(self) -> None:
         """Ctrl-C: stop the running answer, or remind how to leave."""
         if self._pending:

@@ -32,6 +32,9 @@ class RecordingAdapter:
     async def stop(self) -> None:
         self.stopped = True
 
+    async def wait_closed(self) -> None:
+        await asyncio.Event().wait()
+
     async def send(self, reply: OutboundReply) -> str | None:
         async with self._new_reply:
             self.sent.append(reply)
