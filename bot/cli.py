@@ -80,7 +80,9 @@ def _setup_logging(level: str) -> None:
 def _channels(config: Config, *, interactive: bool) -> dict[str, ChannelAdapter]:
     """The adapters to start; platform SDKs are imported only for enabled channels."""
     adapters: dict[str, ChannelAdapter] = {}
-    for name in ("telegram", "discord", "slack"):
+    if config.channels.telegram.enabled:
+        adapters["telegram"] = _telegram(config)
+    for name in ("discord", "slack"):
         if getattr(config.channels, name).enabled:
             raise ConfigError(f"channels.{name}.enabled", f"the {name} channel is not available in this version yet",
                               "set it to false")
@@ -91,6 +93,19 @@ def _channels(config: Config, *, interactive: bool) -> dict[str, ChannelAdapter]
     if not adapters:
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
     return adapters
+
+
+def _telegram(config: Config) -> ChannelAdapter:
+    from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
+
+    t = config.channels.telegram
+    assert t.token is not None  # load_config requires it for an enabled channel
+    secret = t.webhook.secret_token.get_secret_value() if t.webhook.secret_token else None
+    return TelegramAdapter(TelegramSettings(
+        token=t.token.get_secret_value(), base_url=t.base_url, mode=t.mode, webhook_listen=t.webhook.listen,
+        webhook_port=t.webhook.port, webhook_path=t.webhook.path, webhook_url=t.webhook.url, webhook_secret=secret,
+        streaming=t.streaming == "edit", max_download_bytes=int(t.max_download_mb * 1024 * 1024),
+    ))
 
 
 async def _serve(config: Config) -> int:

@@ -365,3 +365,28 @@ def load_context_files(
         files.append(ContextFile(name, f"{body}\n\n{marker}" if body else marker, True))
         budget = 0
     return files
+
+
+INBOX = "inbox"
+
+
+def save_upload(workspace: Path, name: str, data: bytes) -> str:
+    """Save a file the user sent into ``inbox/`` of the workspace (blocking: call it in a
+    thread). The name is sanitised and never overwrites: ``report.pdf``, ``report-2.pdf``...
+    Returns the path relative to the workspace."""
+    inbox = Path(workspace) / INBOX
+    inbox.mkdir(mode=0o700, exist_ok=True)
+    clean = _UNSAFE.sub("_", Path(name).name).lstrip(".-") or "file"
+    stem, dot, suffix = clean[:100].rpartition(".")
+    if not dot:
+        stem, suffix = clean[:100], ""
+    for n in range(1, 1000):
+        candidate = f"{stem}-{n}" if n > 1 else stem
+        target = inbox / (f"{candidate}.{suffix}" if suffix else candidate)
+        try:
+            with open(target, "xb") as f:  # exclusive: never overwrite
+                f.write(data)
+        except FileExistsError:
+            continue
+        return f"{INBOX}/{target.name}"
+    raise FileExistsError(f"too many files named {clean} in {inbox}")

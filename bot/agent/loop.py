@@ -17,7 +17,8 @@ import time
 from datetime import datetime, timezone
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from enum import StrEnum
 
 from bot.access import format_context
@@ -28,13 +29,13 @@ from bot.agent.prompt import PromptInputs, build_system_prompt, context_file_nam
 from bot.agent.silence import NoReplyHoldback, final_answer
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
-from bot.messages import AttachmentKind, ChatType, InboundMessage
+from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, Usage
 from bot.store.base import Session, Store, Turn
 from bot.tools.base import ToolContext
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tracing import Redactor, TraceBuilder
-from bot.workspace import Workspaces, load_context_files
+from bot.workspace import Workspaces, load_context_files, save_upload
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class _Run:
 def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[InboundMessage], str],
                  context: tuple[InboundMessage, ...] = ()) -> Message:
     """The user turn the model sees: group context first, then the texts in order, senders
-    named in groups, images inline."""
+    named in groups, images inline, saved files named."""
     parts: list[Part] = []
     texts: list[str] = [format_context(context)] if context else []
     for msg in inbound:
@@ -125,9 +126,28 @@ def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[Inbound
         for att in msg.attachments:
             if att.kind is AttachmentKind.IMAGE and att.data is not None:
                 parts.append(ImagePart(att.mime_type or "image/jpeg", base64.b64encode(att.data).decode()))
+            elif att.path and att.kind is AttachmentKind.VOICE:
+                texts.append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
             elif att.path:
                 texts.append(f"[{att.kind.value} saved in the workspace: {att.path}]")
-    return Message(Role.USER, (TextPart("\n\n".join(texts)), *parts))
+    return Message(Role.USER, (TextPart("\n\n".join(texts).strip()), *parts))
+
+
+async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> tuple[InboundMessage, ...]:
+    """Files that came with the messages (not images: those go to the model) saved in the
+    workspace's inbox; the messages point at them by path."""
+    if not any(a.data is not None and a.kind is not AttachmentKind.IMAGE for m in inbound for a in m.attachments):
+        return inbound
+
+    def save(att: Attachment) -> Attachment:
+        if att.data is None or att.kind is AttachmentKind.IMAGE:
+            return att
+        return replace(att, path=save_upload(workspace, att.name, att.data), data=None)
+
+    def save_all() -> tuple[InboundMessage, ...]:
+        return tuple(replace(m, attachments=tuple(map(save, m.attachments))) for m in inbound)
+
+    return await asyncio.to_thread(save_all)
 
 
 class Agent:
@@ -174,10 +194,11 @@ class Agent:
             workspace = await self._workspaces.prepare(last, person=request.person)
             ctx = ToolContext(workspace, request.session_key, request.run_id, s.agent_id, last.platform,
                               last.chat_type.value, last.sender.id)
+            inbound = await save_uploads(workspace, request.inbound)
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
-                                           session_key=request.session_key) for m in request.inbound}
-            run.new.append(user_message(request.inbound, lambda m: verdicts[id(m)].text, request.context))
+                                           session_key=request.session_key) for m in inbound}
+            run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, request.context))
             if any(v.blocked for v in verdicts.values()):
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
