@@ -8,16 +8,19 @@
 
 A ``Reply`` is dialect-neutral: the endpoint that receives it renders it. With an empty
 script the answer is ``"echo: " + last user text``. Standalone, for benchmarks and manual
-checks: ``python -m tests.fakes.llm_server --port 0`` prints the base URL and echoes.
+checks: ``python -m tests.fakes.llm_server --port 0`` prints the base URL and echoes
+(``--help``: a streamed default answer, and replies scripted over stdin for benchmarks).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import signal
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -506,22 +509,96 @@ class FakeLLM:
 # ----------------------------------------------------------------------------- standalone
 
 
-async def _serve(host: str, port: int) -> None:
+class _Standalone(FakeLLM):
+    """The server for another process: an optional default reply instead of the echo, and
+    with ``control`` replies scripted and requests reported as JSON lines on stdin/stdout."""
+
+    def __init__(self, *, default: Reply | None = None, control: bool = False, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.default, self.control = default, control
+        self.queued: deque[Reply] = deque()  # scripted over stdin
+
+    def report(self, **fields: Any) -> None:
+        if self.control:
+            sys.stdout.write(json.dumps(fields) + "\n")
+            sys.stdout.flush()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        # One reply handed over per request, so a default never jumps ahead of a scripted one.
+        reply = self.queued.popleft() if self.queued else self.default
+        if reply is not None:
+            self._script.append(reply)
+        return await super()._handle(request)
+
+    async def _respond(self, request: web.Request, received: Received) -> web.StreamResponse:
+        self.report(request=received.index, at=time.monotonic())
+        try:
+            return await super()._respond(request, received)
+        except (asyncio.CancelledError, ConnectionError):
+            if not self._stopping.is_set():
+                self.report(disconnected=received.index, at=time.monotonic())
+            raise
+
+
+def _reply_from_json(spec: dict[str, Any]) -> Reply:
+    """A ``Reply`` from its JSON form, ``dataclasses.asdict(reply)``."""
+    usage = spec.get("usage")
+    return Reply(**{**spec, "calls": tuple(Call(**c) for c in spec.get("calls", ())),
+                    "thoughts": tuple(Thought(**t) for t in spec.get("thoughts", ())),
+                    "usage": Tokens(**usage) if usage else None})
+
+
+async def _read_scripts(llm: _Standalone, stop: asyncio.Event) -> None:
+    """Each stdin line is a JSON list of replies to queue, acknowledged with ``{"scripted": n}``;
+    end of input stops the server (the controlling process has gone)."""
+    reader = asyncio.StreamReader(limit=1 << 20)
+    pipe, _ = await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                                  sys.stdin)
+    try:
+        while line := await reader.readline():
+            replies = [_reply_from_json(spec) for spec in json.loads(line)]
+            llm.queued.extend(replies)
+            llm.report(scripted=len(replies))
+    finally:
+        pipe.close()
+        stop.set()
+
+
+async def _serve(host: str, port: int, default: Reply | None, control: bool) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with FakeLLM(host=host, port=port) as llm:
+    async with _Standalone(host=host, port=port, default=default, control=control) as llm:
         print(llm.base_url, flush=True)
-        await stop.wait()
+        reader = asyncio.create_task(_read_scripts(llm, stop)) if control else None
+        try:
+            await stop.wait()
+        finally:
+            if reader is not None:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader  # raises what made it fail (bad input)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Fake OpenAI + Anthropic server answering with echoes.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on start)")
+    parser.add_argument("--tokens", type=int, default=0, metavar="N",
+                        help="instead of the echo, answer N tokens (\"tok \", one per chunk)")
+    parser.add_argument("--stream-seconds", type=float, default=0.0, metavar="S",
+                        help="with --tokens: spread the answer over S seconds (OpenAI: the N chunks and 4 "
+                             "framing events evenly; Anthropic has a few more events, so slightly longer)")
+    parser.add_argument("--control", action="store_true",
+                        help="read replies to script as JSON lines on stdin (a list of dataclasses.asdict(Reply)), "
+                             "report requests and disconnects as JSON lines with time.monotonic() on stdout; "
+                             "stop at end of input")
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.host, args.port))
+    default = None
+    if args.tokens > 0:
+        default = Reply.text("tok " * args.tokens, chunk_size=4, delay=args.stream_seconds / (args.tokens + 4))
+    asyncio.run(_serve(args.host, args.port, default, args.control))
 
 
 if __name__ == "__main__":
