@@ -1,0 +1,103 @@
+"""Telegram updates -> the normalised InboundMessage (pure functions over PTB objects).
+
+Private chats are DMs; groups and supergroups are groups; a forum topic is a thread
+(the General topic is not). In a group the bot is addressed by an @mention of its
+username, a reply to one of its messages, or a command (``/stop``, ``/stop@thisbot``;
+``/stop@otherbot`` is for someone else). The bot's own mention is stripped from the text.
+Edited messages, channel posts and service messages are not inbound messages at all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from telegram import Message, MessageEntity, Update
+
+from bot.messages import Attachment, ChatType, InboundMessage, Sender
+
+PLATFORM = "telegram"
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    id: int
+    username: str  # without "@"
+
+
+def message_of(update: Update) -> Message | None:
+    """The message an update carries, if it is one we answer (new messages only)."""
+    message = update.message
+    if message is None or message.from_user is None:
+        return None  # edits, channel posts, callbacks, anonymous admins ...
+    if message.text is None and message.caption is None and not (message.photo or message.document or message.voice):
+        return None  # service messages: joins, pins, topic changes ...
+    return message
+
+
+def chat_type_of(message: Message) -> ChatType | None:
+    kind = message.chat.type
+    if kind == "private":
+        return ChatType.DM
+    if kind in ("group", "supergroup"):
+        return ChatType.GROUP
+    return None
+
+
+def thread_of(message: Message) -> str | None:
+    """The forum topic, or None (plain groups, DMs and the General topic)."""
+    if message.chat.is_forum and message.is_topic_message and message.message_thread_id:
+        return str(message.message_thread_id)
+    return None
+
+
+def addressing(message: Message, bot: BotIdentity) -> tuple[bool, str]:
+    """(is the bot addressed, the text with its own mention removed)."""
+    text = message.text if message.text is not None else (message.caption or "")
+    entities = message.parse_entities() if message.text is not None else message.parse_caption_entities()
+    addressed = message.chat.type == "private"
+    mention = f"@{bot.username}".lower()
+    for entity, value in entities.items():
+        if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
+            _, _, target = value.partition("@")
+            if not target:
+                addressed = True
+            elif target.lower() == bot.username.lower():
+                addressed = True
+                text = value.partition("@")[0] + text[len(value):]
+            else:
+                return False, text  # a command for another bot
+        elif entity.type == MessageEntity.MENTION and value.lower() == mention:
+            addressed = True
+        elif entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot.id:
+            addressed = True
+    reply = message.reply_to_message
+    if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
+        addressed = True
+    cleaned = re.sub(rf"(?i)(?<![\w@]){re.escape(mention)}\b[,:]?", "", text)
+    if cleaned != text:
+        cleaned = re.sub(r"[ \t]{2,}", " ", cleaned)
+    return addressed, cleaned.strip()
+
+
+def to_inbound(message: Message, bot: BotIdentity, attachments: tuple[Attachment, ...] = ()) -> InboundMessage | None:
+    chat_type = chat_type_of(message)
+    user = message.from_user
+    if chat_type is None or user is None:
+        return None
+    addressed, text = addressing(message, bot)
+    reply = message.reply_to_message
+    return InboundMessage(
+        platform=PLATFORM,
+        account=str(bot.id),
+        chat_id=str(message.chat.id),
+        chat_type=chat_type,
+        sender=Sender(str(user.id), user.full_name, user.username, user.is_bot),
+        text=text,
+        message_id=str(message.message_id),
+        addressed=addressed,
+        thread_id=thread_of(message),
+        reply_to=str(reply.message_id) if reply is not None else None,
+        attachments=attachments,
+        timestamp=message.date.timestamp(),
+    )

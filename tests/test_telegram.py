@@ -1,0 +1,301 @@
+"""The Telegram channel end to end: the real python-telegram-bot against the fake Bot API,
+the real OpenAI SDK against the fake LLM, the whole App in between."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
+from bot.app import App
+from bot.config import load_config
+from bot.errors import ChannelError
+from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.telegram_html import utf16_len
+from tests.fakes.telegram_server import FakeTelegram
+
+GROUP = -1001234567890
+BOT_ID = 123456
+
+
+class Stack:
+    def __init__(self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram) -> None:
+        self.tmp_path, self.llm, self.tg = tmp_path, llm, tg
+        self.apps: list[App] = []
+
+    async def start(self, telegram: str = "", **settings: object) -> App:
+        path = self.tmp_path / "config.yaml"
+        path.write_text(f"""
+agent: {{model: fake-model}}
+providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}"}}}}
+storage: {{path: "{self.tmp_path / 'chatgate.db'}"}}
+workspace: {{root: "{self.tmp_path / 'workspaces'}"}}
+channels:
+  telegram: {{enabled: true, token: "{self.tg.token}", base_url: "{self.tg.api_root}",
+              dm_policy: open, group_policy: open {', ' + telegram if telegram else ''}}}
+""")
+        config = load_config(path, env={})
+        t = config.channels.telegram
+        adapter = TelegramAdapter(TelegramSettings(
+            token=self.tg.token, base_url=t.base_url, streaming=t.streaming == "edit",
+            max_download_bytes=int(t.max_download_mb * 1024 * 1024), **settings))  # type: ignore[arg-type]
+        app = App(config, {"telegram": adapter})
+        await app.__aenter__()
+        self.apps.append(app)
+        return app
+
+    async def stop(self) -> None:
+        while self.apps:
+            await self.apps.pop().__aexit__(None, None, None)
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    async with FakeLLM() as llm, FakeTelegram() as tg:
+        s = Stack(tmp_path, llm, tg)
+        try:
+            yield s
+        finally:
+            await s.stop()
+
+
+def llm_text(llm: FakeLLM, index: int = -1) -> str:
+    return json.dumps(llm.requests[index].body["messages"])
+
+
+async def test_dm_is_answered(stack: Stack) -> None:
+    await stack.start()
+    stack.tg.push(stack.tg.message(42, "hello there", user_id=42))
+    (sent,) = await stack.tg.wait_for_sent(1, timeout=5)
+    assert sent.chat_id == 42 and sent.plain == "echo: hello there" and sent.parse_mode == "HTML"
+    assert sent.reply_to is None  # DMs are not threaded as replies
+
+
+async def test_group_needs_a_mention_and_gets_a_reply(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    tg.push(tg.message(GROUP, "just chatting", user_id=7))
+    trigger = tg.push(tg.message(GROUP, "@chatgate_bot what time is it?", user_id=8))
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    assert sent.reply_to == trigger["message"]["message_id"]
+    assert "what time is it?" in sent.plain and "@chatgate_bot" not in llm_text(stack.llm)
+    assert "just chatting" in llm_text(stack.llm)  # the unaddressed message came along as context
+    await asyncio.sleep(0.2)
+    assert len(stack.llm.requests) == 1
+
+
+async def test_a_reply_to_the_bot_addresses_it(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    tg.push(tg.message(GROUP, "@chatgate_bot hi", user_id=8))
+    (first,) = await tg.wait_for_sent(1, timeout=5)
+    tg.push(tg.message(GROUP, "and another thing", user_id=8, reply_to_message=first.message))
+    await tg.wait_for_sent(2, timeout=5)
+    assert tg.sent[1].plain == "echo: [Alice] and another thing"  # senders are named in groups
+
+
+async def test_commands_for_this_bot_and_for_another(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    tg.push(tg.message(GROUP, "/stop@otherbot", user_id=8))
+    tg.push(tg.message(GROUP, "/stop@chatgate_bot", user_id=8))
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    assert sent.plain == "Nothing is running."
+    await asyncio.sleep(0.2)
+    assert len(tg.sent) == 1 and not stack.llm.requests
+
+
+async def test_stop_mid_answer_stops_typing_and_the_stream(stack: Stack) -> None:
+    await stack.start()
+    tg, llm = stack.tg, stack.llm
+    llm.script(Reply.hang())
+    tg.push(tg.message(42, "write an essay", user_id=42))
+    await llm.wait_for_requests(1, timeout=5)
+    await tg.wait_for(lambda: tg.actions, timeout=5)
+    tg.push(tg.message(42, "/stop", user_id=42))
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    assert sent.plain == "Stopped."
+    await asyncio.wait_for(llm.requests[0].disconnected.wait(), 2)
+    typing = len(tg.actions)
+    await asyncio.sleep(4.5)
+    assert len(tg.actions) == typing  # no more "typing…" after /stop
+
+
+async def test_topics_stay_in_their_topic(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    tg.push(tg.message(GROUP, "@chatgate_bot in a topic", user_id=8, is_forum=True, message_thread_id=5,
+                       is_topic_message=True))
+    tg.push(tg.message(GROUP, "@chatgate_bot in general", user_id=9, is_forum=True))
+    await tg.wait_for_sent(2, timeout=5)
+    by_text = {s.plain: s for s in tg.sent}
+    assert by_text["echo: [Alice] in a topic"].thread_id == 5
+    assert by_text["echo: [Alice] in general"].thread_id is None
+
+
+async def test_a_long_code_heavy_answer_arrives_whole(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    block = "```python\n" + "\n".join(f"print('line {i} 😀 <tag> & more')" for i in range(120)) + "\n```\n\n"
+    answer = ("Here is **the** plan 😀.\n\n" + block) * 4  # ~24,000 characters, code blocks over the limit
+    stack.llm.script(Reply.text(answer, chunk_size=500))
+    tg.push(tg.message(42, "show me", user_id=42))
+    await tg.wait_for(lambda: len(tg.sent) >= 2, timeout=10)
+    await asyncio.sleep(0.5)
+    texts = [s.plain or "" for s in tg.sent]
+    assert all(utf16_len(t) <= 4096 for t in texts) and 2 <= len(texts) <= 8
+    whole = "".join(texts)
+    assert whole.count("😀") == answer.count("😀") and whole.count("<tag> & more") == 480
+    assert all("<pre>" in (s.text or "") for s in tg.sent[1:])  # split code blocks are closed and reopened
+
+
+async def test_a_huge_answer_is_sent_as_a_file(stack: Stack) -> None:
+    await stack.start()
+    answer = "Summary first.\n\n" + "".join(f"{i}: " + "lorem ipsum dolor sit amet " * 40 + "\n\n"
+                                              for i in range(60))  # > 8 chunks
+    stack.llm.script(Reply.text(answer, chunk_size=5000))
+    stack.tg.push(stack.tg.message(42, "everything", user_id=42))
+    await stack.tg.wait_for(lambda: stack.tg.documents, timeout=10)
+    (doc,) = stack.tg.documents
+    assert doc.filename == "answer.md" and doc.data.decode() == answer.strip()
+    assert len(stack.tg.sent) == 2 and "Summary first." in (stack.tg.sent[0].plain or "")
+
+
+async def test_unparseable_html_is_resent_as_plain_text(stack: Stack) -> None:
+    await stack.start()
+    stack.tg.fail_next("sendMessage", status=400, description="Bad Request: can't parse entities: oops")
+    stack.llm.script(Reply.text("**bold** answer"))
+    stack.tg.push(stack.tg.message(42, "hi", user_id=42))
+    await stack.tg.wait_for_sent(1, timeout=5)
+    (sent,) = stack.tg.sent
+    assert sent.parse_mode is None and sent.text == "bold answer"
+
+
+async def test_no_reply_sends_nothing_and_stops_typing(stack: Stack) -> None:
+    await stack.start()
+    stack.llm.script(Reply.text("NO_REPLY", chunk_size=1))
+    stack.tg.push(stack.tg.message(GROUP, "@chatgate_bot psst", user_id=8))
+    await stack.llm.wait_for_requests(1, timeout=5)
+    await asyncio.sleep(0.5)
+    typing = len(stack.tg.actions)
+    await asyncio.sleep(4.5)
+    assert stack.tg.sent == [] and stack.tg.edits == [] and len(stack.tg.actions) == typing
+
+
+async def test_429_is_honoured(stack: Stack) -> None:
+    await stack.start()
+    stack.tg.fail_next("sendMessage", retry_after=1)
+    stack.tg.push(stack.tg.message(42, "hi", user_id=42))
+    await stack.tg.wait_for_sent(1, timeout=5)
+    tries = [c for c in stack.tg.calls if c.method == "sendMessage"]
+    assert len(tries) == 2 and tries[1].time - tries[0].time >= 0.95
+    assert len(stack.tg.sent) == 1
+
+
+async def test_streaming_edits_end_in_exactly_one_copy(stack: Stack) -> None:
+    await stack.start("streaming: edit")
+    answer = " ".join(f"word{i}" for i in range(60))
+    stack.llm.script(Reply.text(answer, chunk_size=8, delay=0.05))  # ~2.5 s of streaming
+    stack.tg.push(stack.tg.message(42, "stream it", user_id=42))
+    await stack.tg.wait_for(lambda: any(e.plain == answer for e in stack.tg.edits), timeout=10)
+    await asyncio.sleep(0.3)
+    assert len(stack.tg.sent) == 1  # the draft; the answer is its last edit, not a second message
+    assert stack.tg.sent[0].plain != answer
+    times = [stack.tg.sent[0].time] + [e.time for e in stack.tg.edits]
+    assert all(b - a >= 0.95 for a, b in zip(times, times[1:], strict=False))  # at most one edit a second
+
+
+async def test_webhook_checks_the_secret(stack: Stack, unused_tcp_port: int) -> None:
+    await stack.start(mode="webhook", webhook_listen="127.0.0.1", webhook_port=unused_tcp_port,
+                      webhook_path="/tg", webhook_url=f"http://127.0.0.1:{unused_tcp_port}/tg",
+                      webhook_secret="s3cret-token")
+    tg = stack.tg
+    assert tg.webhook is not None and tg.webhook.secret_token == "s3cret-token"
+    assert await tg.post_webhook_update(tg.message(42, "intruder", user_id=42), secret="wrong") == 403
+    assert await tg.post_webhook_update(tg.message(42, "friend", user_id=42)) == 200
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    assert sent.plain == "echo: friend" and len(stack.llm.requests) == 1
+
+
+async def test_a_photo_reaches_the_model_as_an_image(stack: Stack) -> None:
+    await stack.start()
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+    stack.tg.add_file("PHOTO-1", png, file_path="photos/p.jpg")
+    photo = [{"file_id": "PHOTO-1", "file_unique_id": "u1", "width": 90, "height": 90, "file_size": len(png)}]
+    stack.tg.push(stack.tg.message(42, None, user_id=42, photo=photo, caption="what is this?"))
+    await stack.tg.wait_for_sent(1, timeout=5)
+    content = stack.llm.requests[0].body["messages"][-1]["content"]
+    kinds = [part["type"] for part in content]
+    assert kinds == ["text", "image_url"] and content[0]["text"] == "what is this?"
+    assert content[1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+
+
+async def test_documents_are_saved_and_big_files_refused(stack: Stack, tmp_path: Path) -> None:
+    await stack.start("max_download_mb: 1")
+    tg = stack.tg
+    tg.add_file("DOC-1", b"quarterly numbers", file_path="documents/r.txt")
+    tg.push(tg.message(42, None, user_id=42, caption="read this",
+                       document={"file_id": "DOC-1", "file_unique_id": "d1", "file_name": "report.txt",
+                                 "mime_type": "text/plain", "file_size": 17}))
+    await tg.wait_for_sent(1, timeout=5)
+    assert (tmp_path / "workspaces" / "telegram-42" / "inbox" / "report.txt").read_bytes() == b"quarterly numbers"
+    assert "inbox/report.txt" in llm_text(stack.llm)
+    tg.push(tg.message(42, None, user_id=42, document={"file_id": "DOC-2", "file_unique_id": "d2",
+                                                       "file_name": "huge.zip", "file_size": 5 * 1024 * 1024}))
+    await tg.wait_for_sent(2, timeout=5)
+    assert "up to 1 MB" in (tg.sent[1].plain or "") and len(stack.llm.requests) == 1
+
+
+async def test_a_redelivered_update_runs_once(stack: Stack) -> None:
+    await stack.start()
+    update = stack.tg.push(stack.tg.message(42, "once", user_id=42))
+    await stack.tg.wait_for_sent(1, timeout=5)
+    await stack.stop()
+    stack.tg.redeliver(update)  # as after a restart with an unconfirmed offset
+    await stack.start()
+    await stack.tg.wait_for(lambda: not stack.tg.pending, timeout=5)
+    await asyncio.sleep(0.3)
+    assert len(stack.tg.sent) == 1 and len(stack.llm.requests) == 1
+
+
+async def test_commands_are_registered_only_when_they_changed(stack: Stack) -> None:
+    await stack.start()
+    await stack.stop()
+    await stack.start()
+    sets = [c for c in stack.tg.commands_calls if c.method == "setMyCommands"]
+    assert len(sets) == 1 and ("stop", "Stop the current answer") in sets[0].commands
+
+
+async def test_a_blocked_user_is_logged_once_and_nothing_breaks(stack: Stack, caplog) -> None:  # type: ignore[no-untyped-def]
+    await stack.start()
+    stack.tg.fail_next("sendMessage", status=403, times=2)
+    stack.tg.push(stack.tg.message(42, "one", user_id=42))
+    stack.tg.push(stack.tg.message(42, "two", user_id=42))
+    await stack.llm.wait_for_requests(2, timeout=5)
+    await asyncio.sleep(0.5)
+    assert caplog.text.count("refuses to deliver to chat 42") == 1
+
+
+async def test_a_migrated_group_is_followed(stack: Stack) -> None:
+    await stack.start()
+    stack.tg.fail_next("sendMessage", migrate_to_chat_id=-100999)
+    stack.tg.push(stack.tg.message(-555, "@chatgate_bot hi", user_id=8, chat_type="group"))
+    (sent,) = await stack.tg.wait_for_sent(1, timeout=5)
+    assert sent.chat_id == -100999
+
+
+async def test_conflict_and_bad_token_stop_the_channel_with_one_line(stack: Stack) -> None:
+    app = await stack.start()
+    stack.tg.conflict = True
+    with pytest.raises(ChannelError, match="another program is polling"):
+        await asyncio.wait_for(app.adapters["telegram"].wait_closed(), 40)
+    calls = len([c for c in stack.tg.calls if c.method == "getUpdates"])
+    await asyncio.sleep(0.5)
+    assert len([c for c in stack.tg.calls if c.method == "getUpdates"]) == calls  # no retry storm
+    bad = TelegramAdapter(TelegramSettings(token="999:WRONG", base_url=stack.tg.api_root))
+    with pytest.raises(ChannelError, match="refused the token"):
+        await bad.start(lambda msg: asyncio.sleep(0))
