@@ -13,6 +13,8 @@ import pytest
 from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
 from bot.app import App
 from bot.config import load_config
+from telegram.error import BadRequest
+
 from bot.errors import ChannelError
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.telegram_html import utf16_len
@@ -299,3 +301,54 @@ async def test_conflict_and_bad_token_stop_the_channel_with_one_line(stack: Stac
     bad = TelegramAdapter(TelegramSettings(token="999:WRONG", base_url=stack.tg.api_root))
     with pytest.raises(ChannelError, match="refused the token"):
         await bad.start(lambda msg: asyncio.sleep(0))
+
+
+async def test_an_album_arrives_as_one_message(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    for i in (1, 2):
+        tg.add_file(f"ALB-{i}", b"\xff\xd8jpeg" + bytes([i]), file_path=f"photos/{i}.jpg")
+        photo = [{"file_id": f"ALB-{i}", "file_unique_id": f"a{i}", "width": 9, "height": 9, "file_size": 6}]
+        tg.push(tg.message(42, None, user_id=42, photo=photo, media_group_id="album-7",
+                           caption="compare these" if i == 1 else None))
+    await tg.wait_for_sent(1, timeout=5)
+    await asyncio.sleep(0.3)
+    assert len(stack.llm.requests) == 1
+    content = stack.llm.requests[0].body["messages"][-1]["content"]
+    assert [p["type"] for p in content] == ["text", "image_url", "image_url"]
+    assert content[0]["text"] == "compare these"
+
+
+async def test_edits_service_messages_and_channel_posts_are_ignored(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    tg.push(tg.message(42, "edited text", user_id=42, edited=True))
+    tg.push(tg.message(GROUP, None, user_id=8, new_chat_members=[{"id": 9, "is_bot": False, "first_name": "Bo"}]))
+    tg.push(tg.message(-100777, "a channel post", channel_post=True))
+    tg.push(tg.message(42, "a real one", user_id=42))
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    await asyncio.sleep(0.3)
+    assert sent.plain == "echo: a real one" and len(stack.llm.requests) == 1
+
+
+async def test_a_send_retried_after_a_failure_mid_answer_sends_no_chunk_twice(stack: Stack) -> None:
+    app = await stack.start()
+    tg = stack.tg
+    courier = app.adapters["telegram"].courier  # type: ignore[attr-defined]
+    real, calls = courier.send_html, []
+
+    async def second_one_fails_once(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        if len(calls) == 2:
+            raise BadRequest("Something odd")  # the gateway will retry the whole reply
+        return await real(*args, **kwargs)
+
+    courier.send_html = second_one_fails_once
+    answer = "\n\n".join(f"Paragraph {i}: " + "words " * 300 for i in range(4))  # ~7,000 chars: 2 chunks
+    stack.llm.script(Reply.text(answer, chunk_size=2000))
+    tg.push(tg.message(42, "long please", user_id=42))
+    await tg.wait_for(lambda: len(tg.sent) >= 2, timeout=10)
+    await asyncio.sleep(1.5)
+    plains = [s.plain or "" for s in tg.sent]
+    assert len(plains) == 2 and plains[0].startswith("Paragraph 0") and "Paragraph 3" in plains[1]
+    assert len(calls) == 3  # chunk 1, chunk 2 (failed), chunk 2 again: chunk 1 was not repeated

@@ -93,6 +93,7 @@ class TelegramAdapter:
         self._identity: BotIdentity | None = None
         self._runs: dict[str, _Progress] = {}
         self._albums: dict[str, list[Message]] = {}
+        self._delivered: dict[tuple[str, int], tuple[int | None, int]] = {}  # (run, part) -> (first id, chunks sent)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed: asyncio.Future[None] | None = None
         self._updater = None  # PTB's webhook server, in webhook mode
@@ -276,15 +277,21 @@ class TelegramAdapter:
         chunks = chunk_html(render(reply.text)) or [render(reply.text.strip()) or "…"]
         if should_send_as_file(chunks):
             return await self._send_file(reply, thread, reply_to)
-        first: int | None = draft
-        for i, chunk in enumerate(chunks):
-            if i == 0 and draft is not None:  # the draft becomes the first chunk: no second copy
-                assert progress is not None
-                await asyncio.sleep(max(0.0, progress.last_edit + EDIT_EVERY - self._clock()))
-                await self.courier.edit_html(reply.chat_id, draft, chunk)
-                continue
-            sent = await self.courier.send_html(reply.chat_id, chunk, reply_to=reply_to if i == 0 else None,
-                                                thread_id=thread)
+        # A send retried after a failure mid-way goes on after the chunks already delivered.
+        key = (reply.run_id, reply.part)
+        first, done = self._delivered.pop(key, (draft, 0))
+        for i in range(done, len(chunks)):
+            try:
+                if i == 0 and draft is not None:  # the draft becomes the first chunk: no second copy
+                    assert progress is not None
+                    await asyncio.sleep(max(0.0, progress.last_edit + EDIT_EVERY - self._clock()))
+                    await self.courier.edit_html(reply.chat_id, draft, chunks[0])
+                    continue
+                sent = await self.courier.send_html(reply.chat_id, chunks[i], reply_to=reply_to if i == 0 else None,
+                                                    thread_id=thread)
+            except BaseException:
+                self._delivered[key] = (first, i)
+                raise
             if i == 0 and sent is not None:
                 first = sent.message_id
         return str(first) if first is not None else None
