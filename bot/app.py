@@ -16,11 +16,11 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from adapters.base import ChannelAdapter
+from bot.access import Access, access_policies
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.config import Config
-from bot.access import Access, access_policies
 from bot.gateway import Gateway, GatewaySettings
 from bot.providers import make_provider
 from bot.providers.base import Usage

@@ -78,7 +78,7 @@ class Gateway:
             if decision.action is Action.CONTEXT:
                 self._context.remember(msg)
             elif decision.reply:
-                await self._notice(msg, decision.reply, f"access-{inbound_id}")
+                await self._send(msg, decision.reply, f"access-{inbound_id}")
             log.debug("not run (%s: %s) session=%s", decision.action, decision.reason, key)
             await self._store.mark_answered((inbound_id,))
             return
@@ -95,7 +95,7 @@ class Gateway:
         for record in await self._store.unanswered():
             if now - record.received_at > self._settings.recover_max_age:
                 preview = " ".join(record.message.text.split())[:60]
-                await self._notice(record.message, "Sorry, I was restarted before I could answer your message"
+                await self._send(record.message, "Sorry, I was restarted before I could answer your message"
                                    f" (“{preview}”). Please send it again.", f"recover-{record.id}")
                 await self._store.mark_answered((record.id,))
             else:
@@ -120,7 +120,7 @@ class Gateway:
             self._spawn(self._refuse_busy(pending))
 
     async def _refuse_busy(self, pending: Pending) -> None:
-        await self._notice(pending.msg, BUSY, f"busy-{pending.inbound_id}")
+        await self._send(pending.msg, BUSY, f"busy-{pending.inbound_id}")
         await self._store.mark_answered((pending.inbound_id,))
 
     async def _execute(self, run: ActiveRun) -> None:
@@ -151,25 +151,25 @@ class Gateway:
             text = "Stopped." if stopped else "Nothing is running."
             if dropped:
                 text += f" {dropped} waiting message{'s' if dropped != 1 else ''} dropped."
-            await self._notice(msg, text, ref)
+            await self._send(msg, text, ref)
         elif command.name == "stopall":
             if not self._access.is_owner(msg):
                 if msg.chat_type is ChatType.DM:
-                    await self._notice(msg, "Only an owner can use /stopall.", ref)
+                    await self._send(msg, "Only an owner can use /stopall.", ref)
                 return
             count = await self.dispatcher.stop_chat(msg.platform, msg.chat_id)
-            await self._notice(msg, f"Stopped {count} run{'s' if count != 1 else ''}.", ref)
+            await self._send(msg, f"Stopped {count} run{'s' if count != 1 else ''}.", ref)
         elif command.name in ("new", "reset"):
             await self.dispatcher.stop(key)
             await self._store.session(key, fresh=True)
-            await self._notice(msg, "Started a fresh conversation. The old one is kept.", ref)
+            await self._send(msg, "Started a fresh conversation. The old one is kept.", ref)
         elif command.name == "status":
-            await self._notice(msg, await self._status(key), ref)
+            await self._send(msg, await self._status(key), ref)
         elif command.name == "whoami":
             where = "this DM" if msg.chat_type is ChatType.DM else f"chat {msg.chat_id}"
-            await self._notice(msg, f"Your {msg.platform} id is {msg.sender.id} ({where}).", ref)
+            await self._send(msg, f"Your {msg.platform} id is {msg.sender.id} ({where}).", ref)
         else:  # help, start
-            await self._notice(msg, HELP, ref)
+            await self._send(msg, HELP, ref)
 
     async def _status(self, key: str) -> str:
         s = self._agent.settings
@@ -190,9 +190,6 @@ class Gateway:
             await self._send(msg, result.text, result.run_id)
         elif result.status is RunStatus.FAILED and result.error:
             await self._send(msg, result.error, result.run_id)
-
-    async def _notice(self, msg: InboundMessage, text: str, ref: str) -> None:
-        await self._send(msg, text, ref)
 
     async def _send(self, msg: InboundMessage, text: str, run_id: str, part: int = 0) -> None:
         """Send one part exactly once: skipped if the ledger has it, retried if a send fails."""

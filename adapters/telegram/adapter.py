@@ -253,12 +253,12 @@ class TelegramAdapter:
             found.append((AttachmentKind.VOICE, v.file_id, v.mime_type or "audio/ogg", v.file_size,
                           f"voice-{message.message_id}.ogg"))
         limit = self.settings.max_download_bytes
-        for kind, _, _, size, name in found:
+        for _, _, _, size, name in found:
             if size is not None and size > limit:
                 raise _TooBig(f"“{name}” is {size / 1048576:.1f} MB; I can take files up to "
                               f"{limit / 1048576:.0f} MB.")
         out = []
-        for kind, file_id, mime, size, name in found:
+        for kind, file_id, mime, _, name in found:
             file = await self.bot.get_file(file_id)
             buffer = io.BytesIO()
             await file.download_to_memory(buffer)

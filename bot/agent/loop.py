@@ -14,12 +14,12 @@ import asyncio
 import base64
 import logging
 import time
-from datetime import datetime, timezone
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from datetime import datetime, timezone
 from enum import StrEnum
+from pathlib import Path
 
 from bot.access import format_context
 from bot.agent.events import EventBus, EventKind, RunEvent

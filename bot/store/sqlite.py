@@ -31,8 +31,8 @@ import aiosqlite
 from bot.conversation import Message, Role, parts_from_json, parts_to_json
 from bot.errors import StoreCorruptError, StoreError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
-from bot.store import migrations
 from bot.pairing import new_code, normalize_code
+from bot.store import migrations
 from bot.store.base import ApprovedSender, InboundRecord, PairingCode, Session, Turn, UsageTotals
 from bot.tracing import Span, SpanKind, TraceRecord
 

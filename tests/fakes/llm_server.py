@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -324,6 +325,11 @@ def last_user_text(body: Any) -> str:
     return ""
 
 
+def estimated_prompt_tokens(body: Any) -> int:
+    """The prompt tokens the fake reports when no usage is scripted: the messages' JSON / 4."""
+    return max(1, len(json.dumps((body or {}).get("messages", []))) // 4)
+
+
 def tool_pairing_problems(dialect: Dialect, body: Any) -> list[str]:
     """Every tool result follows the assistant call with its id; every call has a result."""
     problems: list[str] = []
@@ -470,7 +476,7 @@ class FakeLLM:
                     if dialect == "anthropic" else 'data: {"id": "chatcmpl-broken", "choices": [\n\n'
                 return web.Response(text=text, content_type="text/event-stream")
             return web.Response(text='{"id": "broken", ', content_type="application/json")
-        usage = reply.usage or Tokens(input=max(1, len(json.dumps(body.get("messages", []))) // 4),
+        usage = reply.usage or Tokens(input=estimated_prompt_tokens(body),
                                       output=max(1, (len(reply.content) + sum(len(c.arguments_json)
                                                                                 for c in reply.calls)) // 4))
         if not stream:
@@ -531,13 +537,33 @@ class _Standalone(FakeLLM):
         return await super()._handle(request)
 
     async def _respond(self, request: web.Request, received: Received) -> web.StreamResponse:
-        self.report(request=received.index, at=time.monotonic())
+        body = received.body if isinstance(received.body, dict) else {}
+        self.report(request=received.index, at=time.monotonic(), user=last_user_text(body),
+                    prompt_tokens=estimated_prompt_tokens(body))
+        request["index"] = received.index
         try:
             return await super()._respond(request, received)
         except (asyncio.CancelledError, ConnectionError):
             if not self._stopping.is_set():
                 self.report(disconnected=received.index, at=time.monotonic())
             raise
+
+    async def _stream(self, request: web.Request, reply: Reply, dialect: Dialect,
+                      frames: list[Frame]) -> web.StreamResponse:
+        if not self.control:
+            return await super()._stream(request, reply, dialect, frames)
+        watched = self._first_token(frames, request["index"])
+        return await super()._stream(request, reply, dialect, watched)  # type: ignore[arg-type]  # only iterated
+
+    def _first_token(self, frames: list[Frame], index: int) -> Iterator[Frame]:
+        """The frames, reporting ``first_token`` once the first content frame is written: the
+        stream loop asks for the next frame right after writing one."""
+        reported = False
+        for frame in frames:
+            yield frame
+            if frame[1] and not reported:
+                self.report(first_token=index, at=time.monotonic())
+                reported = True
 
 
 def _reply_from_json(spec: dict[str, Any]) -> Reply:
@@ -592,8 +618,10 @@ def main(argv: list[str] | None = None) -> None:
                              "framing events evenly; Anthropic has a few more events, so slightly longer)")
     parser.add_argument("--control", action="store_true",
                         help="read replies to script as JSON lines on stdin (a list of dataclasses.asdict(Reply)), "
-                             "report requests and disconnects as JSON lines with time.monotonic() on stdout; "
-                             "stop at end of input")
+                             "report as JSON lines on stdout, each with time.monotonic() as \"at\": requests "
+                             "({\"request\": n, \"user\": last user text, \"prompt_tokens\": the usage reported}), "
+                             "the first content chunk written ({\"first_token\": n}) and disconnects "
+                             "({\"disconnected\": n}); stop at end of input")
     args = parser.parse_args(argv)
     default = None
     if args.tokens > 0:

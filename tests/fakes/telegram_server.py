@@ -16,14 +16,17 @@ ids. Not modelled: MarkdownV2 validation (text is kept as sent), flood limits un
 injected, chats the bot cannot reach (inject "chat not found"). Times are ``time.monotonic()``.
 
 Standalone, for benchmarks: ``python -m tests.fakes.telegram_server --port 0`` prints the API
-root; ``POST /_control/push`` takes an Update or ``{"chat_id": .., "text": ..}``,
-``GET /_control/sent?since=N`` and ``GET /_control/calls?method=getUpdates&since=N`` list records.
+root; ``POST /_control/push`` takes an Update or ``{"chat_id": .., "text": ..}``, or a list of
+them, and answers with the time they were queued (``"at"``); ``GET /_control/sent?since=N``,
+``GET /_control/edits?since=N`` and ``GET /_control/calls?method=getUpdates&since=N`` list
+records, and with ``&wait=S`` hold the request up to S seconds until there is one.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import itertools
@@ -249,6 +252,7 @@ class FakeTelegram:
         app.router.add_post("/_control/push", self._control_push)
         app.router.add_get("/_control/sent", self._control_sent)
         app.router.add_get("/_control/calls", self._control_calls)
+        app.router.add_get("/_control/edits", self._control_edits)
         # handler_cancellation: a poller that goes away ends its long poll here too
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
@@ -664,21 +668,42 @@ class FakeTelegram:
     # ------------------------------------------------------------------ control API (standalone use)
 
     async def _control_push(self, request: web.Request) -> web.Response:
+        """Queues an Update, a ``{"chat_id": .., "text": .., ...}`` shortcut (``message``'s
+        arguments), or a list of them at once; ``"at"`` is when they were queued."""
         body = await request.json()
-        if "update_id" not in body:
-            names = {"message_id", *inspect.signature(build_message).parameters}
-            body = self.message(**{k: v for k, v in body.items() if k in names})
-        return self._body(True, result=self.push(body))
+        pushed = [self.push(self._control_update(b)) for b in (body if isinstance(body, list) else [body])]
+        result = pushed if isinstance(body, list) else pushed[0]
+        return web.json_response({"ok": True, "result": result, "at": time.monotonic()})
+
+    def _control_update(self, body: JSON) -> JSON:
+        if "update_id" in body:
+            return body
+        names = {"message_id", *inspect.signature(build_message).parameters}
+        return self.message(**{k: v for k, v in body.items() if k in names})
 
     async def _control_sent(self, request: web.Request) -> web.Response:
-        since = int(request.query.get("since", 0))
-        records = [{k: v for k, v in dataclasses.asdict(s).items() if k != "params"} for s in self.sent[since:]]
-        return self._body(True, result=records)
+        records = await self._control_since(request, lambda: self.sent)
+        return self._body(True, result=[{k: v for k, v in dataclasses.asdict(s).items() if k != "params"}
+                                        for s in records])
+
+    async def _control_edits(self, request: web.Request) -> web.Response:
+        records = await self._control_since(request, lambda: self.edits)
+        return self._body(True, result=[dataclasses.asdict(e) for e in records])
 
     async def _control_calls(self, request: web.Request) -> web.Response:
-        since, method = int(request.query.get("since", 0)), request.query.get("method")
-        calls = [dataclasses.asdict(c) for c in self.calls if method is None or c.method == method]
-        return self._body(True, result=calls[since:])
+        method = request.query.get("method")
+        records = await self._control_since(
+            request, lambda: [c for c in self.calls if method is None or c.method == method])
+        return self._body(True, result=[dataclasses.asdict(c) for c in records])
+
+    async def _control_since(self, request: web.Request, records: Callable[[], list[Any]]) -> list[Any]:
+        """``records()[since:]``; with ``wait=S``, first waits up to S seconds for one to exist
+        (a long poll, so a benchmark learns of a record as soon as it is made)."""
+        since, wait = int(request.query.get("since", 0)), float(request.query.get("wait", 0))
+        if wait > 0:
+            with contextlib.suppress(TimeoutError):
+                await self.wait_for(lambda: len(records()) > since, wait)
+        return records()[since:]
 
 
 # ----------------------------------------------------------------------------- standalone
