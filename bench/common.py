@@ -1,5 +1,15 @@
-"""What both benchmarks share: the fake LLM in a child process, the bot with a timing
-adapter, percentiles, a table, and the process's memory and CPU."""
+"""Process management for the benchmarks: the fake LLM and the fake Telegram Bot API in
+child processes, ``chatgate run`` in a third, what /proc says about a process, and
+percentiles and a table for the figures.
+
+    async with running_stack() as stack:              # both fakes, in a temp directory
+        bot = await stack.start_bot(runs={"max_concurrent": 200})  # returns at its first getUpdates
+        pushed_at, reply = await stack.ask(42, "hello")             # a DM, and its sendMessage record
+
+Every child is stopped when the ``async with`` ends, also on an exception or Ctrl-C.
+Times are ``time.monotonic()``, one clock for every process on the machine (Linux), so
+a time the fake Telegram records can be compared with one the fake LLM reports.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +21,59 @@ import resource
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
-from bot.agent.events import RunEvent
-from bot.app import App
-from bot.config import Config, load_config
-from bot.messages import InboundMessage, OutboundReply
-from tests.fakes.channel import RecordingAdapter
+import aiohttp
+
 from tests.fakes.llm_server import Reply
 
 ROOT = Path(__file__).resolve().parent.parent
-PLATFORM = "telegram"  # a real platform name, so its access policy (dm_policy: open) applies
 START_TIMEOUT = 10.0
+STOP_TIMEOUT = 10.0  # SIGTERM, then SIGKILL after this long
+TELEGRAM_TOKEN = "123456:BENCH-TOKEN"
+JSON = dict[str, Any]
+
+
+async def _spawn(module: str, *args: str, stdin: int | None = None, stdout: int | None = None,
+                 stderr: Any = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", module, *args, cwd=ROOT, stdin=stdin,
+                                                stdout=stdout, stderr=stderr, limit=1 << 22)
+
+
+async def _end(proc: asyncio.subprocess.Process | None) -> None:
+    """SIGTERM, and SIGKILL if it is still there after STOP_TIMEOUT."""
+    if proc is None or proc.returncode is not None:
+        return
+    proc.terminate()
+    try:
+        await asyncio.wait_for(proc.wait(), STOP_TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
+async def settle(done: Callable[[], bool], progress: Callable[[], object], *, quiet: float, timeout: float,
+                 interval: float = 0.02) -> bool:
+    """Polls until ``done()`` (True), or until ``progress()`` has not changed for ``quiet``
+    seconds or ``timeout`` seconds have passed (False)."""
+    deadline = time.monotonic() + timeout
+    last, changed_at = progress(), time.monotonic()
+    while not done():
+        now = time.monotonic()
+        if now > deadline or now - changed_at > quiet:
+            return False
+        await asyncio.sleep(interval)
+        if (current := progress()) != last:
+            last, changed_at = current, time.monotonic()
+    return True
+
+
+# ----------------------------------------------------------------------------- fake LLM
 
 
 class FakeLLMProcess:
@@ -36,14 +84,16 @@ class FakeLLMProcess:
             ... the bot at llm.openai_base_url ...
             seen = await llm.request(0); gone = await llm.disconnected(0)
 
-    With ``--control``, ``request`` and ``disconnected`` give the ``time.monotonic()`` at
-    which the fake saw request *n* arrive and its client go away (one clock for every
-    process on the machine)."""
+    With ``--control``, ``request``, ``first_token`` and ``disconnected`` give the
+    ``time.monotonic()`` at which the fake saw request *n* arrive, wrote its first content
+    chunk, and saw its client go away; ``reports`` holds every request's report (the last
+    user text and the prompt tokens the fake reports as usage)."""
 
     def __init__(self, *args: str) -> None:
         self.args = args
         self.base_url = ""
-        self._seen: dict[str, dict[int, float]] = {"request": {}, "disconnected": {}}
+        self.reports: list[JSON] = []  # by request index
+        self._seen: dict[str, dict[int, float]] = {"request": {}, "first_token": {}, "disconnected": {}}
         self._acks = 0
         self._changed = asyncio.Condition()
         self._proc: asyncio.subprocess.Process | None = None
@@ -59,9 +109,8 @@ class FakeLLMProcess:
         return self._proc.pid
 
     async def __aenter__(self) -> FakeLLMProcess:
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.fakes.llm_server", "--port", "0", *self.args, cwd=ROOT,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        self._proc = await _spawn("tests.fakes.llm_server", "--port", "0", *self.args,
+                                  stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         try:
             assert self._proc.stdout is not None
             self.base_url = (await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT)).decode().strip()
@@ -89,6 +138,11 @@ class FakeLLMProcess:
         await self._wait(lambda: index in self._seen["request"], timeout)
         return self._seen["request"][index]
 
+    async def first_token(self, index: int, timeout: float = 5.0) -> float:
+        """When the first content chunk of the answer to request ``index`` was written."""
+        await self._wait(lambda: index in self._seen["first_token"], timeout)
+        return self._seen["first_token"][index]
+
     async def disconnected(self, index: int, timeout: float = 2.0) -> float | None:
         """When the client of request ``index`` went away; None if it did not within ``timeout``."""
         try:
@@ -109,85 +163,268 @@ class FakeLLMProcess:
                 if "scripted" in report:
                     self._acks += 1
                 else:
-                    kind = "request" if "request" in report else "disconnected"
+                    kind = next(k for k in self._seen if k in report)
                     self._seen[kind][report[kind]] = report["at"]
+                    if kind == "request":
+                        self.reports.append(report)
                 self._changed.notify_all()
 
     async def _close(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.wait({self._reader})
-        if self._proc is not None and self._proc.returncode is None:
-            self._proc.terminate()
-            await self._proc.wait()
+        if self._proc is not None and self._proc.stdin is not None:
+            self._proc.stdin.close()  # with --control, end of input stops the fake
+        await _end(self._proc)
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
-    at: float  # time.monotonic()
-    text: str
+# ----------------------------------------------------------------------------- fake Telegram
 
 
-class TimingAdapter(RecordingAdapter):
-    """A RecordingAdapter that notes when each reply was handed to it and lets a caller
-    wait for the next reply or event in one chat. ``keep_events=False`` counts progress
-    events instead of keeping them, so a big run does not inflate the bot's memory."""
+class FakeTelegramProcess:
+    """``python -m tests.fakes.telegram_server`` in a child process, driven through its
+    control API. Every message the bot sends is fetched as soon as the fake records it
+    (a long poll) into ``sent`` and ``by_chat``: dicts with ``chat_id``, ``plain`` (the
+    text as the user sees it), ``message_id`` and ``time``."""
 
-    def __init__(self, platform: str = PLATFORM, *, keep_events: bool = True) -> None:
-        super().__init__(platform)
-        self.keep_events = keep_events
-        self.sent_at: list[float] = []
-        self.shown = 0
-        self._expected: dict[tuple[str, str], tuple[str | None, asyncio.Future[Seen]]] = {}
+    def __init__(self) -> None:
+        self.api_root = ""
+        self.sent: list[JSON] = []
+        self.by_chat: dict[int, list[JSON]] = defaultdict(list)
+        self._changed = asyncio.Condition()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._watcher: asyncio.Task[None] | None = None
 
-    def expect(self, chat_id: str, kind: str, text: str | None = None) -> asyncio.Future[Seen]:
-        """The next ``kind`` in the chat: ``"send"`` (a reply) or an event kind, with ``text`` if given."""
-        future: asyncio.Future[Seen] = asyncio.get_running_loop().create_future()
-        self._expected[(chat_id, kind)] = (text, future)
-        return future
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
 
-    async def send(self, reply: OutboundReply) -> str | None:
-        self.sent_at.append(self._mark(reply.chat_id, "send", reply.text))
-        return await super().send(reply)
+    async def __aenter__(self) -> FakeTelegramProcess:
+        self._proc = await _spawn("tests.fakes.telegram_server", "--port", "0", "--token", TELEGRAM_TOKEN,
+                                  stdout=asyncio.subprocess.PIPE)
+        try:
+            assert self._proc.stdout is not None
+            self.api_root = (await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT)).decode().strip()
+            if not self.api_root.startswith("http://"):
+                raise RuntimeError("the fake Telegram did not start (see its error above)")
+            self._http = aiohttp.ClientSession(self.api_root, timeout=aiohttp.ClientTimeout(total=None),
+                                               connector=aiohttp.TCPConnector(limit=0))
+            self._watcher = asyncio.create_task(self._watch(), name="fake telegram sent")
+        except BaseException:
+            await self._close()
+            raise
+        return self
 
-    async def show(self, event: RunEvent, inbound: InboundMessage) -> None:
-        self._mark(inbound.chat_id, event.kind, event.text)
-        self.shown += 1
-        if self.keep_events:
-            await super().show(event, inbound)
+    async def __aexit__(self, *exc: object) -> None:
+        await self._close()
 
-    def _mark(self, chat_id: str, kind: str, text: str) -> float:
-        now = time.monotonic()
-        wanted = self._expected.get((chat_id, kind))
-        if wanted is not None and wanted[0] in (None, text):
-            del self._expected[(chat_id, kind)]
-            if not wanted[1].done():
-                wanted[1].set_result(Seen(now, text))
-        return now
+    @staticmethod
+    def dm(chat_id: int, text: str) -> JSON:
+        """A private message from user ``chat_id`` (the fake builds the Update)."""
+        return {"chat_id": chat_id, "text": text}
+
+    async def push(self, *messages: JSON) -> float:
+        """Offers the messages to the bot's getUpdates at once; when the fake queued them."""
+        return float((await self._call("POST", "/_control/push", json=list(messages)))["at"])
+
+    async def sent_in(self, chat_id: int, count: int, timeout: float) -> list[JSON]:
+        """The chat's first ``count`` sent messages, once there are that many."""
+        await self._wait(lambda: len(self.by_chat[chat_id]) >= count, timeout)
+        return self.by_chat[chat_id][:count]
+
+    async def wait_sent(self, count: int, timeout: float) -> bool:
+        """True once ``count`` messages were sent in all, False after ``timeout`` seconds."""
+        try:
+            await self._wait(lambda: len(self.sent) >= count, timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def calls(self, method: str, since: int = 0, wait: float = 0.0) -> list[JSON]:
+        """API calls of ``method`` from number ``since`` on; ``wait`` holds until there is one."""
+        query = {"method": method, "since": since, "wait": wait}
+        return (await self._call("GET", "/_control/calls", params=query))["result"]
+
+    async def edits(self, since: int = 0) -> list[JSON]:
+        """Successful editMessageText calls: ``chat_id``, ``message_id``, ``plain``, ``time``."""
+        return (await self._call("GET", "/_control/edits", params={"since": since}))["result"]
+
+    async def _call(self, method: str, path: str, **kw: Any) -> JSON:
+        assert self._http is not None
+        async with self._http.request(method, path, **kw) as response:
+            body: JSON = await response.json()
+        if not body.get("ok"):
+            raise RuntimeError(f"fake Telegram {path}: {body}")
+        return body
+
+    async def _wait(self, ready: Callable[[], bool], timeout: float) -> None:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(ready)
+
+    async def _watch(self) -> None:
+        while True:
+            query = {"since": len(self.sent), "wait": 30}
+            records = (await self._call("GET", "/_control/sent", params=query))["result"]
+            async with self._changed:
+                for record in records:
+                    self.sent.append(record)
+                    self.by_chat[int(record["chat_id"])].append(record)
+                self._changed.notify_all()
+
+    async def _close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.wait({self._watcher})
+        if self._http is not None:
+            await self._http.close()
+        await _end(self._proc)
 
 
-def bot_config(tmp: Path, openai_base_url: str, extra: str = "") -> Config:
-    path = tmp / "config.yaml"
-    path.write_text(f"""
-agent: {{model: fake-model}}
-providers: {{openai: {{api_key: bench-key, base_url: "{openai_base_url}"}}}}
-storage: {{path: "{tmp / 'chatgate.db'}"}}
-workspace: {{root: "{tmp / 'workspaces'}"}}
-channels: {{{PLATFORM}: {{dm_policy: open}}}}
-{extra}
-""")
-    return load_config(path, env={})
+# ----------------------------------------------------------------------------- the bot
+
+
+class BotProcess:
+    """``python -m bot run -c CONFIG`` in a child process, its stderr in ``log``."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.config, self.log = config, log
+        self.started_at = 0.0  # time.monotonic() just before the process was created
+        self._proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    @property
+    def exited(self) -> int | None:
+        return None if self._proc is None else self._proc.returncode
+
+    async def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.started_at = time.monotonic()
+            self._proc = await _spawn("bot", "run", "-c", str(self.config), stdin=asyncio.subprocess.DEVNULL,
+                                      stdout=log, stderr=log)
+
+    async def stop(self) -> None:
+        await _end(self._proc)
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]) if self.log.exists() else ""
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def rss_mb(self) -> float:
+        return status_mb(self.pid, "VmRSS")
+
+    def peak_rss_mb(self) -> float:
+        return status_mb(self.pid, "VmHWM")
+
+
+# ----------------------------------------------------------------------------- the stack
+
+
+class Stack:
+    """Both fakes, and the bot started (and restarted with another config) against them.
+    The database and workspaces live in ``tmp`` and survive a restart."""
+
+    def __init__(self, tmp: Path, llm: FakeLLMProcess, tg: FakeTelegramProcess) -> None:
+        self.tmp, self.llm, self.tg = tmp, llm, tg
+        self.db = tmp / "chatgate.db"
+        self.workspaces = tmp / "workspaces"
+        self.bot: BotProcess | None = None
+        self.ready_at = 0.0  # when the bot last started polling: its first getUpdates reached the fake
+        self._starts = 0
+
+    def config(self, *, telegram: JSON | None = None, runs: JSON | None = None) -> Path:
+        """A config file for the fakes (JSON, which YAML reads)."""
+        config = {
+            "agent": {"model": "fake-model"},
+            "providers": {"openai": {"api_key": "bench-key", "base_url": self.llm.openai_base_url}},
+            "storage": {"path": str(self.db)},
+            "workspace": {"root": str(self.workspaces)},
+            "channels": {"console": {"enabled": False},
+                         "telegram": {"enabled": True, "token": TELEGRAM_TOKEN, "base_url": self.tg.api_root,
+                                      "dm_policy": "open", "group_policy": "open", "streaming": "off",
+                                      **(telegram or {})}},
+            "runs": runs or {},
+            "logging": {"level": "WARNING"},
+        }
+        self._starts += 1
+        path = self.tmp / f"config-{self._starts}.yaml"
+        path.write_text(json.dumps(config, indent=2))
+        return path
+
+    async def start_bot(self, *, telegram: JSON | None = None, runs: JSON | None = None,
+                        timeout: float = 15.0) -> BotProcess:
+        """(Re)starts the bot; returns once it polls (its ``ready_at``: that first getUpdates)."""
+        await self.stop_bot()
+        since = len(await self.tg.calls("getUpdates"))
+        self.bot = BotProcess(self.config(telegram=telegram, runs=runs), self.tmp / "bot.log")
+        await self.bot.start()
+        deadline = time.monotonic() + timeout
+        while not (polls := await self.tg.calls("getUpdates", since, wait=0.5)):
+            if self.bot.exited is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the bot did not start polling (exit code {self.bot.exited}):\n"
+                                   f"{self.bot.log_tail()}")
+        self.ready_at = float(polls[0]["time"])
+        return self.bot
+
+    async def stop_bot(self) -> None:
+        bot, self.bot = self.bot, None
+        if bot is not None:
+            await bot.stop()
+
+    async def ask(self, chat_id: int, text: str, timeout: float = 10.0) -> tuple[float, JSON]:
+        """Sends a DM and waits for the chat's next sent message: (when pushed, its record)."""
+        count = len(self.tg.by_chat[chat_id]) + 1
+        pushed_at = await self.tg.push(self.tg.dm(chat_id, text))
+        return pushed_at, (await self.tg.sent_in(chat_id, count, timeout))[-1]
 
 
 @asynccontextmanager
-async def running_bot(fake_args: Sequence[str], extra_config: str = "", *,
-                      keep_events: bool = True) -> AsyncIterator[tuple[FakeLLMProcess, App, TimingAdapter]]:
-    """The fake LLM in a child process, and the whole bot in this one, in a fresh directory."""
+async def running_stack(*llm_args: str) -> AsyncIterator[Stack]:
+    """The fake LLM (``--control`` and ``llm_args``) and the fake Telegram in child
+    processes, in a fresh directory; the bot is started with ``Stack.start_bot``."""
     with tempfile.TemporaryDirectory(prefix="chatgate-bench-") as tmp:
-        async with FakeLLMProcess(*fake_args) as llm:
-            channel = TimingAdapter(keep_events=keep_events)
-            async with App(bot_config(Path(tmp), llm.openai_base_url, extra_config), {PLATFORM: channel}) as app:
-                yield llm, app, channel
+        async with AsyncExitStack() as children:
+            llm = await children.enter_async_context(FakeLLMProcess("--control", *llm_args))
+            tg = await children.enter_async_context(FakeTelegramProcess())
+            stack = Stack(Path(tmp), llm, tg)
+            children.push_async_callback(stack.stop_bot)  # the bot goes first
+            yield stack
+
+
+# ----------------------------------------------------------------------------- /proc
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU time of this process (all its threads), or of another one."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def status_mb(pid: int | str, field: str) -> float:
+    """A memory line of /proc/PID/status (VmRSS: resident now, VmHWM: its peak), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (VmRSS)."""
+    return status_mb("self", "VmRSS")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
 
 # ----------------------------------------------------------------------------- figures
@@ -203,34 +440,13 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": rank(0.50), "p90": rank(0.90), "p99": rank(0.99), "max": ordered[-1]}
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Columns sized to fit; the first left-aligned, the others right-aligned."""
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], left: int = 1) -> str:
+    """Columns sized to fit; the first ``left`` left-aligned, the others right-aligned."""
     cells = [[str(c) for c in header], *[[str(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-                     for row in cells)
+    return "\n".join("  ".join(c.ljust(w) if i < left else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in cells)
 
 
 def verdict(value: float | None, goal: float) -> str:
     return "n/a" if value is None else ("met" if value < goal else "MISSED")
-
-
-def rss_mb() -> float:
-    """This process's resident memory now (VmRSS)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
-
-
-def cpu_seconds(pid: int | None = None) -> float:
-    """User + system CPU time of this process (all its threads), or of another one."""
-    if pid is None:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime

@@ -19,7 +19,8 @@ import logging
 import os
 import time
 
-from bench.common import cpu_seconds, peak_rss_mb, rss_mb, running_bot, table, verdict
+from bench.common import cpu_seconds, peak_rss_mb, rss_mb, table, verdict
+from bench.inprocess import running_bot
 from tests.fakes.channel import dm
 
 GOAL_WALL = 3.0  # seconds, with answers streamed over 2 s

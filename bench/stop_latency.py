@@ -20,7 +20,8 @@ import os
 import time
 from dataclasses import dataclass
 
-from bench.common import FakeLLMProcess, Seen, TimingAdapter, percentiles, running_bot, table, verdict
+from bench.common import FakeLLMProcess, percentiles, table, verdict
+from bench.inprocess import Seen, TimingAdapter, running_bot
 from tests.fakes.channel import dm
 from tests.fakes.llm_server import Call, Reply
 
