@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import json
 from typing import Any
 
 import pytest
 
 from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ContextTooLongError, ProviderUnavailableError
-from bot.providers.anthropic import AnthropicProvider, request_params, to_anthropic_messages
-from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec
-from tests.fakes.llm_server import Call, FakeLLM, Reply
+from bot.providers.anthropic import _MALFORMED, AnthropicProvider, _Assembler, request_params, to_anthropic_messages
+from bot.providers.base import ChatRequest, StopReason, TextDelta, ThinkingDelta, ToolCallDelta, ToolSpec, Usage
+from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
 from tests.test_providers_contract import FAST, KEY, collect, request
 
 SIGNATURE = "EqQBCkYIBxgCKkD+signature/with+base64==" * 3
@@ -157,3 +160,131 @@ async def test_overloaded_error_event_mid_stream_is_not_retried(provider: Anthro
     with pytest.raises(ProviderUnavailableError, match="529 overloaded"):
         await collect(provider, request())
     assert len(llm.requests) == 1
+
+
+# ----------------------------------------------------------------------------- the raw request path
+
+RICH = ChatRequest(
+    model="claude-test", system="Be brief.", thinking_budget=2048, max_tokens=1000,
+    tools=(ToolSpec("lookup", "Look a thing up.",
+                    {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),),
+    messages=(
+        Message.user("what is this?", ImagePart("image/jpeg", "/9j/4AAQ")),
+        Message(Role.ASSISTANT, (ThinkingPart("Let me see.\nünïcode", signature=SIGNATURE),
+                                 ThinkingPart("", redacted_data="EmwKAhgBEgy3va3pzix/LafPsn4a"),
+                                 TextPart("Checking."), ToolCall("toolu_1", "lookup", '{"q": "x"}'))),
+        Message(Role.TOOL, (ToolResult("toolu_1", "x = 4"), ToolResult("toolu_2", "", is_error=True))),
+        Message.user('and "quoted" text \u2014 thanks'),
+        Message(Role.ASSISTANT, (ThinkingPart("unsigned, from another model"), TextPart("You're welcome."))),
+        Message.user("one more"),
+    ),
+)
+
+# Where messages.create() spends its CPU: pydantic models for every event (and, in SDKs that
+# have it, the TypedDict transform of the request). The provider must not reach any of them.
+_SDK_SLOW_PATH = [("anthropic._base_client", "construct_type"), ("anthropic._base_client", "validate_type")]
+if importlib.util.find_spec("anthropic._utils._transform") is not None:  # older SDKs
+    _SDK_SLOW_PATH += [("anthropic._utils._transform", name) for name in (
+        "transform", "maybe_transform", "async_transform", "async_maybe_transform",
+        "_transform_recursive", "_async_transform_recursive")]
+
+
+def forbid_sdk_slow_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module_name, name in _SDK_SLOW_PATH:
+        module = importlib.import_module(module_name)
+        if not hasattr(module, name):
+            continue
+
+        def tripwire(*args: Any, _name: str = name, **kwargs: Any) -> Any:
+            raise AssertionError(f"anthropic SDK {_name} ran on the hot path")
+
+        monkeypatch.setattr(module, name, tripwire)
+
+
+async def sdk_create(provider: AnthropicProvider, request: ChatRequest) -> None:
+    """The request as messages.create sends it (what this provider did before)."""
+    stream = await provider._client.messages.create(**request_params(request))
+    async with stream:
+        async for _ in stream:
+            pass
+
+
+async def test_request_is_what_the_sdk_create_path_sent(provider: AnthropicProvider, llm: FakeLLM) -> None:
+    await sdk_create(provider, RICH)
+    await collect(provider, RICH)
+    via_sdk, ours = llm.requests
+    assert ours.path == via_sdk.path == "/v1/messages"
+    assert ours.body == via_sdk.body == json.loads(json.dumps(request_params(RICH)))
+    assert ours.headers == via_sdk.headers  # auth, version, SDK headers, timeouts, content-length
+
+
+async def test_temperature_is_sent_as_given(provider: AnthropicProvider, llm: FakeLLM) -> None:
+    """messages.create of anthropic 2.x has no temperature argument; the raw path sends the field."""
+    await collect(provider, request(temperature=0.3))
+    assert llm.requests[0].body["temperature"] == 0.3
+
+
+async def test_hot_path_skips_sdk_models(provider: AnthropicProvider, llm: FakeLLM,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    forbid_sdk_slow_path(monkeypatch)
+    with pytest.raises(AssertionError, match="hot path"):  # the tripwires do catch the SDK path
+        await sdk_create(provider, RICH)
+    llm.script(Reply.thinking("think", signature=SIGNATURE, redacted_data="opaque", text="Checking.",
+                              calls=(Call("lookup", {"q": "y"}, id="toolu_9"),),
+                              usage=Tokens(1200, 34, cache_read=800, cache_write=100)))
+    _, done = await collect(provider, RICH)
+    assert done.message.parts == (ThinkingPart("think", signature=SIGNATURE), ThinkingPart("", redacted_data="opaque"),
+                                  TextPart("Checking."), ToolCall("toolu_9", "lookup", '{"q": "y"}'))
+    assert done.usage == Usage(1200, 34, 800, 100) and done.stop_reason is StopReason.TOOL_USE
+
+
+# ----------------------------------------------------------------------------- assembler on dict events
+
+
+def feed_all(*events: dict[str, Any]) -> tuple[list[Any], _Assembler]:
+    a = _Assembler("m")
+    return [item for event in events for item in a.feed(event)], a
+
+
+def test_events_with_content_in_their_start_blocks() -> None:
+    """Blocks may arrive whole in content_block_start (text, thinking with its signature, tool input)."""
+    events, a = feed_all(
+        {"type": "message_start", "message": {"model": "claude-x", "usage": {
+            "input_tokens": 10, "cache_read_input_tokens": 5, "cache_creation_input_tokens": 0, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "thinking", "thinking": "t", "signature": "s1"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s2"}},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": "hi"}},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "server_tool_use", "id": "s"}},
+        {"type": "content_block_start", "index": 3,
+         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}},
+        {"type": "some_future_event"},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
+        {"type": "message_stop"},
+    )
+    assert events == [ThinkingDelta("t"), TextDelta("hi"), ToolCallDelta(0, "toolu_1", "f", "")]
+    done = a.finish("anthropic")
+    assert done.message.parts == (ThinkingPart("t", signature="s1s2"), TextPart("hi"),
+                                  ToolCall("toolu_1", "f", '{"a": 1}'))
+    assert done.usage == Usage(15, 9, 5, 0) and done.model == "claude-x"
+
+
+@pytest.mark.parametrize("event", [
+    pytest.param(["message_start"], id="not an object"),
+    pytest.param({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
+                 id="delta for a block that never started"),
+    pytest.param({"type": "content_block_start", "index": 0}, id="start without its block"),
+    pytest.param({"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking"}},
+                 id="redacted thinking without data"),
+    pytest.param({"type": "message_start", "message": "m"}, id="message not an object"),
+])
+def test_malformed_events_raise_what_the_provider_calls_malformed(event: Any) -> None:
+    with pytest.raises(_MALFORMED):
+        _Assembler("m").feed(event)
+
+
+def test_non_string_delta_is_malformed() -> None:
+    a = _Assembler("m")
+    a.feed({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+    with pytest.raises(TypeError, match="text_delta text is int"):
+        a.feed({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}})

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 from typing import Any
 
 import pytest
-from openai.types.chat import ChatCompletionChunk
 
 from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ContextTooLongError
-from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec
+from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec, Usage
 from bot.providers.failures import TransientError
-from bot.providers.openai import OpenAIProvider, _Assembler, _is_openai_host, to_openai_messages
-from tests.fakes.llm_server import FakeLLM, Reply
+from bot.providers.openai import _MALFORMED, OpenAIProvider, _Assembler, _is_openai_host, to_openai_messages
+from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
 from tests.test_providers_contract import FAST, KEY, collect, request
 
 CALL = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
@@ -116,14 +117,82 @@ async def test_context_too_long_error_in_stream(provider: OpenAIProvider, llm: F
     assert caught.value.user_message == ContextTooLongError.user_message
 
 
+# ----------------------------------------------------------------------------- the raw request path
+
+# Everything the history can hold: images, text beside thinking, parallel calls, results, ünïcode.
+RICH = ChatRequest(
+    model="gpt-test", system="Be brief.", temperature=0.2, max_tokens=300,
+    tools=(ToolSpec("get_weather", "Weather for a city.",
+                    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+           ToolSpec("now", "The time.", {"type": "object", "properties": {}})),
+    messages=(
+        Message.user("what is this?", ImagePart("image/png", "iVBORw0KGgo=")),
+        Message(Role.ASSISTANT, (ThinkingPart("hmm", signature="s"), TextPart("Let me check."), CALL,
+                                 ToolCall("call_2", "now", "{}"))),
+        Message(Role.TOOL, (ToolResult("call_1", "18C"), ToolResult("call_2", "boom", is_error=True),
+                            TextPart("[user interrupted]"))),
+        Message(Role.ASSISTANT, (ToolCall("call_3", "get_weather", '{"city": "Zürich"}'),)),
+        Message(Role.TOOL, (ToolResult("call_3", "12C"),)),
+        Message.assistant("It is 18C in Paris and 12C in Zürich."),
+        Message.user('thanks, "quoted" and ünïcode \u2014 ok?'),
+    ),
+)
+
+# Where the SDK's create() spends its CPU: the TypedDict transform of the request and
+# pydantic models for every chunk. The provider must not reach any of them.
+_SDK_SLOW_PATH = [("openai._utils._transform", name) for name in (
+    "transform", "maybe_transform", "async_transform", "async_maybe_transform",
+    "_transform_recursive", "_async_transform_recursive")] + [
+    ("openai._base_client", "construct_type"), ("openai._base_client", "validate_type")]
+
+
+def forbid_sdk_slow_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module, name in _SDK_SLOW_PATH:
+        def tripwire(*args: Any, _name: str = name, **kwargs: Any) -> Any:
+            raise AssertionError(f"openai SDK {_name} ran on the hot path")
+
+        monkeypatch.setattr(importlib.import_module(module), name, tripwire)
+
+
+async def sdk_create(provider: OpenAIProvider, request: ChatRequest) -> None:
+    """The request as chat.completions.create sends it (what this provider did before)."""
+    stream = await provider._client.chat.completions.create(**provider._params(request))
+    async with stream:
+        async for _ in stream:
+            pass
+
+
+async def test_request_is_what_the_sdk_create_path_sent(provider: OpenAIProvider, llm: FakeLLM) -> None:
+    await sdk_create(provider, RICH)
+    await collect(provider, RICH)
+    via_sdk, ours = llm.requests
+    assert ours.path == via_sdk.path == "/v1/chat/completions"
+    assert ours.body == via_sdk.body == json.loads(json.dumps(provider._params(RICH)))
+    assert ours.headers == via_sdk.headers  # auth, SDK headers, timeout, retry count, content-length
+
+
+async def test_hot_path_skips_sdk_transform_and_models(provider: OpenAIProvider, llm: FakeLLM,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    forbid_sdk_slow_path(monkeypatch)
+    with pytest.raises(AssertionError, match="transform"):  # the tripwires do catch the SDK path
+        await sdk_create(provider, RICH)
+    llm.script(Reply.thinking("think", text="Checking.", calls=(Call("now", {}, id="call_9"),),
+                              usage=Tokens(100, 7, cache_read=64)),
+               Reply.text("done"))
+    _, done = await collect(provider, RICH)
+    assert done.message.parts == (ThinkingPart("think"), TextPart("Checking."), ToolCall("call_9", "now", "{}"))
+    assert done.usage == Usage(100, 7, 64, 0) and done.stop_reason is StopReason.TOOL_USE
+    _, done = await collect(provider, RICH)
+    assert done.message.text == "done"
+
+
 # ----------------------------------------------------------------------------- assembler quirks
 
 
-def chunk(delta: dict[str, Any], finish: str | None = None) -> ChatCompletionChunk:
-    """Built the way the SDK builds streamed chunks: without validation."""
-    return ChatCompletionChunk.construct(
-        id="c", object="chat.completion.chunk", created=0, model="m",
-        choices=[{"index": 0, "delta": delta, "finish_reason": finish}])
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    """A chunk as the provider gets it: the parsed JSON of one SSE data line."""
+    return {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
 def test_calls_that_reuse_index_zero_with_new_ids_stay_apart() -> None:
@@ -153,6 +222,29 @@ def test_unknown_finish_reason_is_unknown() -> None:
     a = _Assembler("m")
     a.feed(chunk({"content": "x"}, "something_new"))
     assert a.finish("openai").stop_reason is StopReason.UNKNOWN
+
+
+@pytest.mark.parametrize("raw", [
+    pytest.param([1, 2], id="not an object"),
+    pytest.param({"choices": ["x"]}, id="choice not an object"),
+    pytest.param({"choices": [{"index": 0, "delta": "text"}]}, id="delta not an object"),
+    pytest.param({"choices": [{"index": 0, "delta": {"content": ["a", "b"]}}]}, id="content not a string"),
+    pytest.param({"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": "a", "function": {"name": "f", "arguments": 5}}]}}]}, id="arguments not a string"),
+    pytest.param({"choices": [], "usage": 12}, id="usage not an object"),
+])
+def test_malformed_chunks_raise_what_the_provider_calls_malformed(raw: Any) -> None:
+    with pytest.raises(_MALFORMED):
+        _Assembler("m").feed(raw)
+
+
+def test_usage_chunk_without_choices() -> None:
+    a = _Assembler("m")
+    a.feed(chunk({"content": "x"}, "stop"))
+    a.feed({"id": "c", "model": "m-2024", "choices": [], "usage": {
+        "prompt_tokens": 50, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 32}}})
+    done = a.finish("openai")
+    assert done.usage == Usage(50, 3, 32, 0) and done.model == "m-2024"
 
 
 async def test_max_completion_tokens_for_api_openai_com() -> None:

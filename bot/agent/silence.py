@@ -127,7 +127,10 @@ class NoReplyHoldback:
         if end == self._stable_end:
             return ""
         self._stable_end = end
-        return self._show(strip_no_reply(self._text[:end]))
+        view = self._text[:end]
+        # Hot path: most answers never mention the token; then stripping it changes nothing
+        # but the surrounding whitespace, and the regexes need not run on every chunk.
+        return self._show(strip_no_reply(view) if "reply" in view.lower() else view.strip())
 
     def finish(self) -> str:
         return self._show("" if is_silent(self._text) else strip_no_reply(self._text))

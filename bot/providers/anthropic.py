@@ -1,6 +1,11 @@
 """Anthropic Messages API, streamed as raw events; thinking blocks passed back verbatim.
 
 Imported only when this provider is chosen: it is the one module that imports ``anthropic``.
+
+The request goes through the SDK's low-level ``client.post``: its HTTP client, auth headers,
+timeouts, SSE handling (``ping`` skipped, ``error`` events raised as ``APIStatusError``) and
+exception classes, but not ``messages.create``, so each streamed event stays the plain dict
+the server sent instead of becoming a pydantic model.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from typing import Any
 
 import anthropic
 import httpx2
-import pydantic
 
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ProviderError
@@ -56,7 +60,14 @@ _ERROR_TYPE_STATUS = {
     "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
 }
 _MIN_THINKING_BUDGET = 1024  # the API refuses less
-_MALFORMED = (ValueError, KeyError, TypeError, AttributeError, pydantic.ValidationError)
+_MALFORMED = (ValueError, KeyError, TypeError, AttributeError)
+# Events as the parsed JSON the server sent: ``object`` is the one type the SDK hands back
+# untouched (its type coercion fails on a bare ``dict``: it wants ``Dict[K, V]``).
+_RAW_STREAM = anthropic.AsyncStream[object]
+# What ``messages.create`` names its call, so the SDK's OpenTelemetry span (when a tracer is
+# set up) looks the same. Request options the SDK has though its ``RequestOptions`` type does
+# not declare them, hence ``Any``.
+_MESSAGES_CALL: Any = {"span_name": "anthropic.messages.create", "span_route": "/v1/messages"}
 
 
 # ----------------------------------------------------------------------------- request
@@ -149,7 +160,7 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
 
 
 class _Assembler:
-    """Turns raw message stream events into our events and the final message."""
+    """Turns raw message stream events (parsed JSON dicts) into our events and the final message."""
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -160,65 +171,76 @@ class _Assembler:
         self.stop_reason: str | None = None
         self.stopped = False
 
-    def feed(self, event: Any) -> list[StreamEvent]:
-        kind = getattr(event, "type", None)
+    def feed(self, event: object) -> list[StreamEvent]:
+        if not isinstance(event, dict):
+            raise TypeError(f"an event is {type(event).__name__}, not an object")
+        kind = event.get("type")
+        if kind == "content_block_delta":  # the common case first
+            return self._delta(self.blocks.get(event["index"]), event["delta"])
+        if kind == "content_block_start":
+            return self._start(event["index"], event["content_block"])
         if kind == "message_start":
-            self.model = event.message.model or self.model
-            self._count(event.message.usage)
-        elif kind == "content_block_start":
-            return self._start(event.index, event.content_block)
-        elif kind == "content_block_delta":
-            return self._delta(self.blocks.get(event.index), event.delta)
+            message = event["message"]
+            model = message.get("model")
+            if model and isinstance(model, str):
+                self.model = model
+            self._count(message.get("usage"))
         elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason or self.stop_reason
-            self._count(event.usage)  # cumulative figures: they replace message_start's
+            self.stop_reason = event["delta"].get("stop_reason") or self.stop_reason
+            self._count(event.get("usage"))  # cumulative figures: they replace message_start's
         elif kind == "message_stop":
             self.stopped = True
         return []
 
-    def _count(self, usage: Any) -> None:
+    def _count(self, usage: dict[str, Any] | None) -> None:
+        if usage is None:
+            return
         for key in self.tokens:
-            value = getattr(usage, key, None)
+            value = usage.get(key)
             if isinstance(value, int):
                 self.tokens[key] = value
 
-    def _start(self, index: int, block: Any) -> list[StreamEvent]:
-        kind = block.type
+    def _start(self, index: int, block: dict[str, Any]) -> list[StreamEvent]:
+        kind = block["type"]
         if kind == "text":
-            self.blocks[index] = {"kind": "text", "text": [block.text or ""]}
-            return [TextDelta(block.text)] if block.text else []
+            text = block.get("text") or ""
+            self.blocks[index] = {"kind": "text", "text": [text]}
+            return [TextDelta(text)] if text else []
         if kind == "thinking":
-            self.blocks[index] = {"kind": "thinking", "text": [block.thinking or ""],
-                                  "signature": [getattr(block, "signature", "") or ""]}
-            return [ThinkingDelta(block.thinking)] if block.thinking else []
+            thinking = block.get("thinking") or ""
+            self.blocks[index] = {"kind": "thinking", "text": [thinking], "signature": [block.get("signature") or ""]}
+            return [ThinkingDelta(thinking)] if thinking else []
         if kind == "redacted_thinking":
-            self.blocks[index] = {"kind": "redacted", "data": block.data}
+            self.blocks[index] = {"kind": "redacted", "data": block["data"]}
             return []
         if kind == "tool_use":
             slot = self.tool_count
             self.tool_count += 1
-            self.blocks[index] = {"kind": "tool", "slot": slot, "id": block.id, "name": block.name,
-                                  "json": [], "input": getattr(block, "input", None) or {}}
-            return [ToolCallDelta(index=slot, id=block.id, name=block.name, arguments="")]
+            self.blocks[index] = {"kind": "tool", "slot": slot, "id": block["id"], "name": block["name"],
+                                  "json": [], "input": block.get("input") or {}}
+            return [ToolCallDelta(index=slot, id=block["id"], name=block["name"], arguments="")]
         log.debug("anthropic: ignoring a %s content block", kind)
         return []
 
-    def _delta(self, state: dict[str, Any] | None, delta: Any) -> list[StreamEvent]:
-        kind = delta.type
+    def _delta(self, state: dict[str, Any] | None, delta: dict[str, Any]) -> list[StreamEvent]:
+        kind = delta["type"]
         if state is None:
             raise ValueError(f"{kind} for a content block that never started")
         if kind == "text_delta" and state["kind"] == "text":
-            state["text"].append(delta.text)
-            return [TextDelta(delta.text)] if delta.text else []
+            text = _string(delta, "text")
+            state["text"].append(text)
+            return [TextDelta(text)] if text else []
         if kind == "thinking_delta" and state["kind"] == "thinking":
-            state["text"].append(delta.thinking)
-            return [ThinkingDelta(delta.thinking)] if delta.thinking else []
+            thinking = _string(delta, "thinking")
+            state["text"].append(thinking)
+            return [ThinkingDelta(thinking)] if thinking else []
         if kind == "signature_delta" and state["kind"] == "thinking":
-            state["signature"].append(delta.signature)
+            state["signature"].append(_string(delta, "signature"))
         elif kind == "input_json_delta" and state["kind"] == "tool":
-            state["json"].append(delta.partial_json)
-            if delta.partial_json:
-                return [ToolCallDelta(index=state["slot"], id=None, name=None, arguments=delta.partial_json)]
+            partial = _string(delta, "partial_json")
+            state["json"].append(partial)
+            if partial:
+                return [ToolCallDelta(index=state["slot"], id=None, name=None, arguments=partial)]
         return []
 
     def finish(self, provider: str) -> Completed:
@@ -246,6 +268,13 @@ class _Assembler:
         )
         stop = _STOP_REASONS.get(self.stop_reason or "", StopReason.UNKNOWN)
         return Completed(Message(Role.ASSISTANT, tuple(parts)), stop, usage, self.model)
+
+
+def _string(delta: dict[str, Any], key: str) -> str:
+    value = delta[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{delta.get('type')} {key} is {type(value).__name__}, not a string")
+    return value
 
 
 # ----------------------------------------------------------------------------- provider
@@ -289,7 +318,8 @@ class AnthropicProvider:
 
     async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
         try:
-            stream = await self._client.messages.create(**params)
+            stream = await self._client.post("/v1/messages", body=params, cast_to=object, stream=True,
+                                             stream_cls=_RAW_STREAM, options=_MESSAGES_CALL)
         except (anthropic.AnthropicError, httpx2.HTTPError) as err:
             raise self._failure(err) from None  # see failures.describe_cause
         async with stream:  # closes the HTTP response on cancel, aclose or error
