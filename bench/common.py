@@ -305,8 +305,10 @@ class BotProcess:
     async def start(self) -> None:
         with self.log.open("ab") as log:
             self.started_at = time.monotonic()
-            self._proc = await _spawn("bot", "run", "-c", str(self.config), stdin=asyncio.subprocess.DEVNULL,
-                                      stdout=log, stderr=log)
+            args = ("bot", "run", "-c", str(self.config))
+            if profile := os.environ.get("BENCH_PROFILE"):  # cProfile the bot: BENCH_PROFILE=/tmp/bot.prof
+                args = ("cProfile", "-o", profile, "-m", *args)
+            self._proc = await _spawn(*args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
 
     async def stop(self) -> None:
         await _end(self._proc)
