@@ -11,8 +11,9 @@ import pytest
 
 from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ContextTooLongError, ProviderUnavailableError
-from bot.providers.anthropic import _MALFORMED, AnthropicProvider, _Assembler, request_params, to_anthropic_messages
+from bot.providers.anthropic import AnthropicProvider, _Assembler, request_params, to_anthropic_messages
 from bot.providers.base import ChatRequest, StopReason, TextDelta, ThinkingDelta, ToolCallDelta, ToolSpec, Usage
+from bot.providers.streaming import MALFORMED
 from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
 from tests.test_providers_contract import FAST, KEY, collect, request
 
@@ -279,7 +280,7 @@ def test_events_with_content_in_their_start_blocks() -> None:
     pytest.param({"type": "message_start", "message": "m"}, id="message not an object"),
 ])
 def test_malformed_events_raise_what_the_provider_calls_malformed(event: Any) -> None:
-    with pytest.raises(_MALFORMED):
+    with pytest.raises(MALFORMED):
         _Assembler("m").feed(event)
 
 

@@ -12,7 +12,8 @@ from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, T
 from bot.errors import ContextTooLongError
 from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec, Usage
 from bot.providers.failures import TransientError
-from bot.providers.openai import _MALFORMED, OpenAIProvider, _Assembler, _is_openai_host, to_openai_messages
+from bot.providers.openai import OpenAIProvider, _Assembler, _is_openai_host, to_openai_messages
+from bot.providers.streaming import MALFORMED
 from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
 from tests.test_providers_contract import FAST, KEY, collect, request
 
@@ -234,7 +235,7 @@ def test_unknown_finish_reason_is_unknown() -> None:
     pytest.param({"choices": [], "usage": 12}, id="usage not an object"),
 ])
 def test_malformed_chunks_raise_what_the_provider_calls_malformed(raw: Any) -> None:
-    with pytest.raises(_MALFORMED):
+    with pytest.raises(MALFORMED):
         _Assembler("m").feed(raw)
 
 

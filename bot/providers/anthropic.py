@@ -10,10 +10,8 @@ the server sent instead of becoming a pydantic model.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator
 from typing import Any
 
 import anthropic
@@ -24,7 +22,6 @@ from bot.errors import ProviderError
 from bot.providers.base import (
     ChatRequest,
     Completed,
-    OnRetry,
     StopReason,
     StreamEvent,
     TextDelta,
@@ -41,7 +38,7 @@ from bot.providers.failures import (
     parse_retry_after,
     scrub,
 )
-from bot.providers.retry import RetryPolicy, Sleep, retrying
+from bot.providers.streaming import StreamingProvider
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +57,6 @@ _ERROR_TYPE_STATUS = {
     "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
 }
 _MIN_THINKING_BUDGET = 1024  # the API refuses less
-_MALFORMED = (ValueError, KeyError, TypeError, AttributeError)
 # Events as the parsed JSON the server sent: ``object`` is the one type the SDK hands back
 # untouched (its type coercion fails on a bare ``dict``: it wants ``Dict[K, V]``).
 _RAW_STREAM = anthropic.AsyncStream[object]
@@ -280,60 +276,24 @@ def _string(delta: dict[str, Any], key: str) -> str:
 # ----------------------------------------------------------------------------- provider
 
 
-class AnthropicProvider:
+class AnthropicProvider(StreamingProvider):
     """Streams the Messages API; our retry policy, typed errors, cancellable."""
 
     name = "anthropic"
+    sdk_errors = (anthropic.AnthropicError, httpx2.HTTPError)
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_after_cap: float = 60.0,
-        policy: RetryPolicy | None = None,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self._secret = api_key
-        self._policy = policy or RetryPolicy(max_retries=max_retries, retry_after_cap=retry_after_cap)
-        self._sleep = sleep
-        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout,
-                                                max_retries=0)
+    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        return request_params(request)
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def _open(self, params: dict[str, Any]) -> Any:
+        return await self._client.post("/v1/messages", body=params, cast_to=object, stream=True,
+                                       stream_cls=_RAW_STREAM, options=_MESSAGES_CALL)
 
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    def stream(self, request: ChatRequest, *, on_retry: OnRetry | None = None) -> AsyncGenerator[StreamEvent, None]:
-        params = request_params(request)
-        return retrying(lambda: self._attempt(params, request.model), policy=self._policy,
-                        on_retry=on_retry, sleep=self._sleep)
-
-    async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
-        try:
-            stream = await self._client.post("/v1/messages", body=params, cast_to=object, stream=True,
-                                             stream_cls=_RAW_STREAM, options=_MESSAGES_CALL)
-        except (anthropic.AnthropicError, httpx2.HTTPError) as err:
-            raise self._failure(err) from None  # see failures.describe_cause
-        async with stream:  # closes the HTTP response on cancel, aclose or error
-            assembler = _Assembler(model)
-            try:
-                async for event in stream:
-                    for item in assembler.feed(event):
-                        yield item
-            except (anthropic.AnthropicError, httpx2.HTTPError) as err:
-                raise self._failure(err) from None
-            except _MALFORMED as err:
-                log.warning("anthropic: unreadable stream event", exc_info=True)
-                raise malformed(self.name, type(err).__name__) from err
-            yield assembler.finish(self.name)
+    def _assembler(self, model: str) -> _Assembler:
+        return _Assembler(model)
 
     def _failure(self, err: Exception) -> TransientError | ProviderError:
         """The SDK's (or its transport's) exception as a retryable failure or our typed error."""

@@ -12,9 +12,8 @@ is sent as it is and chunks stay the plain dicts the server sent.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,7 +24,6 @@ from bot.errors import ContextTooLongError, ProviderError
 from bot.providers.base import (
     ChatRequest,
     Completed,
-    OnRetry,
     StopReason,
     StreamEvent,
     TextDelta,
@@ -43,7 +41,7 @@ from bot.providers.failures import (
     parse_retry_after,
     scrub,
 )
-from bot.providers.retry import RetryPolicy, Sleep, retrying
+from bot.providers.streaming import StreamingProvider
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +52,6 @@ _STOP_REASONS = {
     "length": StopReason.MAX_TOKENS,
     "content_filter": StopReason.CONTENT_FILTER,
 }
-_MALFORMED = (ValueError, KeyError, TypeError, AttributeError)
 # Chunks as the parsed JSON the server sent: ``object`` is the one type the SDK hands back
 # untouched (``AsyncStream[dict]`` would still copy every chunk through its type coercion).
 _RAW_STREAM = openai.AsyncStream[object]
@@ -205,45 +202,18 @@ def _usage(raw: dict[str, Any]) -> Usage:
 # ----------------------------------------------------------------------------- provider
 
 
-class OpenAIProvider:
+class OpenAIProvider(StreamingProvider):
     """Streams Chat Completions; our retry policy, typed errors, cancellable."""
 
     name = "openai"
+    sdk_errors = (openai.OpenAIError,)
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        retry_after_cap: float = 60.0,
-        policy: RetryPolicy | None = None,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self._secret = api_key
-        self._policy = policy or RetryPolicy(max_retries=max_retries, retry_after_cap=retry_after_cap)
-        self._sleep = sleep
-        # Local servers need no key, but the SDK refuses an empty one.
-        self._client = openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url,
-                                          timeout=timeout, max_retries=0)
+    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
         # api.openai.com wants max_completion_tokens (its reasoning models refuse max_tokens);
         # vLLM, Ollama, llama.cpp and most proxies know max_tokens best, so they get that.
         self._tokens_param = "max_completion_tokens" if _is_openai_host(base_url) else "max_tokens"
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    def stream(self, request: ChatRequest, *, on_retry: OnRetry | None = None) -> AsyncGenerator[StreamEvent, None]:
-        params = self._params(request)
-        return retrying(lambda: self._attempt(params, request.model), policy=self._policy,
-                        on_retry=on_retry, sleep=self._sleep)
+        # Local servers need no key, but the SDK refuses an empty one.
+        return openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url, timeout=timeout, max_retries=0)
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -259,24 +229,12 @@ class OpenAIProvider:
             params["temperature"] = request.temperature
         return params
 
-    async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
-        try:
-            stream = await self._client.post("/chat/completions", body=params, cast_to=object, stream=True,
-                                             stream_cls=_RAW_STREAM)
-        except openai.OpenAIError as err:
-            raise self._failure(err) from None  # see failures.describe_cause
-        async with stream:  # closes the HTTP response on cancel, aclose or error
-            assembler = _Assembler(model)
-            try:
-                async for chunk in stream:
-                    for event in assembler.feed(chunk):
-                        yield event
-            except openai.OpenAIError as err:
-                raise self._failure(err) from None
-            except _MALFORMED as err:
-                log.warning("openai: unreadable stream chunk", exc_info=True)
-                raise malformed(self.name, type(err).__name__) from err
-            yield assembler.finish(self.name)
+    async def _open(self, params: dict[str, Any]) -> Any:
+        return await self._client.post("/chat/completions", body=params, cast_to=object, stream=True,
+                                       stream_cls=_RAW_STREAM)
+
+    def _assembler(self, model: str) -> _Assembler:
+        return _Assembler(model)
 
     def _failure(self, err: openai.OpenAIError) -> TransientError | ProviderError:
         """The SDK's exception as a retryable failure or our typed error."""

@@ -1,0 +1,98 @@
+"""What the SDK-backed providers share: the retry policy, the client's lifetime, and
+one attempt — open the raw stream, feed every item to an assembler, map failures.
+
+A subclass says how to build its client and request body, how to open the stream, how
+to assemble the vendor's events, and which exceptions are the SDK's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Iterable
+from typing import Any, Protocol
+
+from bot.errors import ProviderError
+from bot.providers.base import ChatRequest, Completed, OnRetry, StreamEvent
+from bot.providers.failures import TransientError, malformed
+from bot.providers.retry import RetryPolicy, Sleep, retrying
+
+log = logging.getLogger(__name__)
+
+MALFORMED = (ValueError, KeyError, TypeError, AttributeError)  # a stream item we cannot read
+
+
+class Assembler(Protocol):
+    def feed(self, item: Any) -> Iterable[StreamEvent]: ...
+    def finish(self, provider: str) -> Completed: ...
+
+
+class StreamingProvider:
+    name: str
+    sdk_errors: tuple[type[BaseException], ...]
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        retry_after_cap: float = 60.0,
+        policy: RetryPolicy | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._secret = api_key
+        self._policy = policy or RetryPolicy(max_retries=max_retries, retry_after_cap=retry_after_cap)
+        self._sleep = sleep
+        self._client = self._make_client(api_key, base_url, timeout)
+
+    async def __aenter__(self) -> StreamingProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def stream(self, request: ChatRequest, *, on_retry: OnRetry | None = None) -> AsyncGenerator[StreamEvent, None]:
+        params = self._params(request)
+        return retrying(lambda: self._attempt(params, request.model), policy=self._policy,
+                        on_retry=on_retry, sleep=self._sleep)
+
+    async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
+        try:
+            stream = await self._open(params)
+        except self.sdk_errors as err:
+            raise self._failure(err) from None  # see failures.describe_cause
+        async with stream:  # closes the HTTP response on cancel, aclose or error
+            assembler = self._assembler(model)
+            try:
+                async for item in stream:
+                    for event in assembler.feed(item):
+                        yield event
+            except self.sdk_errors as err:
+                raise self._failure(err) from None
+            except MALFORMED as err:
+                log.warning("%s: unreadable stream item", self.name, exc_info=True)
+                raise malformed(self.name, type(err).__name__) from err
+            yield assembler.finish(self.name)
+
+    # -- what each vendor supplies ---------------------------------------------------------
+
+    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Any:
+        raise NotImplementedError
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _open(self, params: dict[str, Any]) -> Any:
+        """The SDK's raw stream of JSON items (an async context manager and iterator)."""
+        raise NotImplementedError
+
+    def _assembler(self, model: str) -> Assembler:
+        raise NotImplementedError
+
+    def _failure(self, err: Any) -> TransientError | ProviderError:
+        raise NotImplementedError
