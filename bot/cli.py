@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.errors import ChatgateError, ConfigError
@@ -62,7 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_traces(config, args.session, args.last))
     if args.command == "pairing":
         return asyncio.run(_pairing(config, args))
-    _setup_logging(config.logging.level if args.command == "run" else "WARNING")
+    if args.command == "run":
+        _setup_logging(config.logging.level)
+    else:  # the terminal is the conversation: logs go to a file beside the database
+        _setup_logging(config.logging.level, config.storage.path.parent / "chatgate.log")
     try:
         return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
     except ConfigError as exc:
@@ -73,8 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+def _setup_logging(level: str, file: Path | None = None) -> None:
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    if file is None:
+        logging.basicConfig(level=level, format=fmt, stream=sys.stderr)
+        return
+    file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    logging.basicConfig(level=level, format=fmt, filename=file)
 
 
 def _channels(config: Config, *, interactive: bool) -> dict[str, ChannelAdapter]:

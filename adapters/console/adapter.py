@@ -95,7 +95,7 @@ class ConsoleAdapter:
             self._streamed.pop(event.run_id, None)
             self._answered()
         elif event.kind is EventKind.RETRYING and event.retry is not None:
-            self._write(f"\n(the model is busy: {event.retry.reason}; retrying in {event.retry.delay:.0f} s)\n")
+            self._write(f"\n(the model did not answer ({event.retry.reason}); trying again in {event.retry.delay:.0f} s)\n")
         elif event.kind is EventKind.CANCELLED:
             if self._streamed.pop(event.run_id, None) is not None:
                 self._write(" [stopped]\n")
