@@ -353,3 +353,13 @@ async def test_a_send_retried_after_a_failure_mid_answer_sends_no_chunk_twice(st
     plains = [s.plain or "" for s in tg.sent]
     assert len(plains) == 2 and plains[0].startswith("Paragraph 0") and "Paragraph 3" in plains[1]
     assert len(calls) == 3  # chunk 1, chunk 2 (failed), chunk 2 again: chunk 1 was not repeated
+
+
+async def test_a_poll_that_goes_silent_is_abandoned_and_polling_goes_on(stack: Stack, caplog) -> None:  # type: ignore[no-untyped-def]
+    await stack.start(poll_timeout=1, watchdog_grace=1.0)
+    await stack.tg.wait_for_calls("getUpdates", 1, timeout=5)
+    stack.tg.fail_next("getUpdates", status=200, delay=30)  # the next poll hangs without an answer
+    await asyncio.sleep(1.2)
+    stack.tg.push(stack.tg.message(42, "still there?", user_id=42))
+    (sent,) = await stack.tg.wait_for_sent(1, timeout=8)
+    assert sent.plain == "echo: still there?" and "went silent" in caplog.text

@@ -39,7 +39,7 @@ from bot.messages import Attachment, AttachmentKind, InboundMessage, OutboundRep
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT = 30  # seconds Telegram holds a getUpdates open
-WATCHDOG = POLL_TIMEOUT + 30  # a poll silent for longer than this is abandoned and restarted
+WATCHDOG_GRACE = 30  # a poll silent for POLL_TIMEOUT + this is abandoned and restarted
 TYPING_EVERY = 4.0
 EDIT_EVERY = 1.0  # at most one draft edit per second per message
 ALBUM_WAIT = 0.8  # seconds to gather the parts of an album
@@ -60,6 +60,8 @@ class TelegramSettings:
     webhook_secret: str | None = None
     streaming: bool = False
     max_download_bytes: int = 20 * 1024 * 1024
+    poll_timeout: int = POLL_TIMEOUT
+    watchdog_grace: float = WATCHDOG_GRACE
 
 
 @dataclass
@@ -86,7 +88,8 @@ class TelegramAdapter:
         root = settings.base_url.rstrip("/")
         self.bot = Bot(settings.token, base_url=f"{root}/bot", base_file_url=f"{root}/file/bot",
                        request=HTTPXRequest(connection_pool_size=64, read_timeout=20, write_timeout=20),
-                       get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=POLL_TIMEOUT + 10))
+                       get_updates_request=HTTPXRequest(connection_pool_size=1,
+                                                        read_timeout=settings.poll_timeout + settings.watchdog_grace))
         self.courier = Courier(self.bot)
         self._clock = clock
         self._handle: Handler | None = None
@@ -155,13 +158,15 @@ class TelegramAdapter:
     async def _poll(self) -> None:
         offset: int | None = None
         backoff = 1.0
+        timeout = self.settings.poll_timeout
+        watchdog = timeout + self.settings.watchdog_grace
         while True:
             try:
-                async with asyncio.timeout(WATCHDOG):
-                    updates = await self.bot.get_updates(offset=offset, timeout=POLL_TIMEOUT,
+                async with asyncio.timeout(watchdog):
+                    updates = await self.bot.get_updates(offset=offset, timeout=timeout,
                                                          allowed_updates=["message"])
             except TimeoutError:
-                log.warning("telegram: a poll went silent for %d s; polling again", WATCHDOG)
+                log.warning("telegram: a poll went silent for %.0f s; polling again", watchdog)
                 continue
             except Conflict:
                 self._fail(ChannelError("channels.telegram: another program is polling with this bot token "
