@@ -175,3 +175,13 @@ def test_holdback_property(fragments: list[str], size: int) -> None:
         shown += part
         assert want.startswith(shown)
     assert shown + rest == want
+
+
+@given(st.text(alphabet="noNO_REPLYrepl \n\t*`.!xX9😀\\", max_size=30))
+@settings(max_examples=3000, database=None, deadline=None)
+def test_tail_start_scan_equals_the_regex(text: str) -> None:
+    from bot.agent.silence import _TAIL, tail_start
+
+    expected = _TAIL.search(text, 0, len(text))
+    assert expected is not None
+    assert tail_start(text, len(text)) == expected.start()

@@ -87,7 +87,9 @@ class TelegramAdapter:
         self.settings = settings
         root = settings.base_url.rstrip("/")
         self.bot = Bot(settings.token, base_url=f"{root}/bot", base_file_url=f"{root}/file/bot",
-                       request=HTTPXRequest(connection_pool_size=64, read_timeout=20, write_timeout=20),
+                       # Many chats answered at once queue for a connection instead of failing after 1 s.
+                       request=HTTPXRequest(connection_pool_size=64, read_timeout=20, write_timeout=20,
+                                            pool_timeout=60),
                        get_updates_request=HTTPXRequest(connection_pool_size=1,
                                                         read_timeout=settings.poll_timeout + settings.watchdog_grace))
         self.courier = Courier(self.bot)

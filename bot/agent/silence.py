@@ -107,6 +107,33 @@ def _could_be_silent(text: str) -> bool:
         rest = rest[m.end():]
 
 
+def tail_start(text: str, end: int) -> int:
+    """Where ``_TAIL`` matches ``text[:end]``: the suffix that could still grow into a
+    trailing token. Without "reply" in the text (nearly every answer) it is found by
+    scanning back from the end, instead of a regex search over the whole text on every
+    streamed chunk."""
+    if "reply" in text[:end].lower():
+        tail = _TAIL.search(text, 0, end)
+        assert tail is not None  # the empty tail always matches
+        return tail.start()
+    i = end
+    upper = text[max(0, end - len(_PREFIXES[0])):end].upper()
+    for prefix in _PREFIXES:  # an unfinished token at the very end, longest first
+        if upper.endswith(prefix) and _standalone_before(text, end - len(prefix)):
+            i = end - len(prefix)
+            break
+    while i > 0 and (text[i - 1].isspace() or text[i - 1] in _WRAP):
+        i -= 1
+    return i
+
+
+def _standalone_before(text: str, i: int) -> bool:
+    """The lookbehinds of ``_TAIL``: no letter or digit (or one followed by ``_``) before ``i``."""
+    if i > 0 and text[i - 1].isascii() and text[i - 1].isalnum():
+        return False
+    return not (i > 1 and text[i - 1] == "_" and text[i - 2].isascii() and text[i - 2].isalnum())
+
+
 class NoReplyHoldback:
     """Filter for a streamed answer: ``feed`` returns what is safe to show now,
     ``finish`` what is left once the stream has ended. Pure: no I/O, no clock."""
@@ -141,12 +168,11 @@ class NoReplyHoldback:
         code span or a fence may be opening there, which changes what counts as code)."""
         end = len(self._text)
         while True:
-            tail = _TAIL.search(self._text, 0, end)
-            assert tail is not None  # the empty tail always matches
-            line_start = self._text.rfind("\n", 0, tail.start()) + 1
-            tick = self._text.find("`", line_start, tail.start())
+            start = tail_start(self._text, end)
+            line_start = self._text.rfind("\n", 0, start) + 1
+            tick = self._text.find("`", line_start, start)
             if tick == -1:
-                return tail.start()
+                return start
             end = tick
 
     def _show(self, view: str) -> str:
