@@ -147,3 +147,17 @@ def parse_retry_after(headers: Mapping[str, str], *, now: Callable[[], float] = 
             when = when.replace(tzinfo=UTC)
         return max(0.0, when.timestamp() - now())
     return seconds if seconds >= 0 else None
+
+
+def refused_connection(err: BaseException) -> bool:
+    """True when a "timeout" was really a refused or failed connect. The aiohttp transport
+    reports every failed connect as a connect timeout; the cause chain says what it was."""
+    seen: BaseException | None = err
+    for _ in range(8):
+        seen = seen.__cause__ or seen.__context__ if seen is not None else None
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionError):
+            return True
+    return False
+

