@@ -25,13 +25,13 @@ from dataclasses import dataclass, replace
 from telegram import Bot, BotCommand, Message, Update
 from telegram.constants import ChatAction
 from telegram.error import Conflict, InvalidToken, NetworkError, TelegramError
-from telegram.request import HTTPXRequest
 
 from adapters.base import Handler
 from adapters.telegram.chunk import chunk_html, should_send_as_file
 from adapters.telegram.delivery import Courier
 from adapters.telegram.inbound import BotIdentity, message_of, to_inbound
 from adapters.telegram.render import render
+from adapters.telegram.transport import AiohttpRequest
 from bot.agent.events import EventKind, RunEvent
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, InboundMessage, OutboundReply
@@ -86,12 +86,10 @@ class TelegramAdapter:
     def __init__(self, settings: TelegramSettings, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         root = settings.base_url.rstrip("/")
+        updates_read = settings.poll_timeout + settings.watchdog_grace
         self.bot = Bot(settings.token, base_url=f"{root}/bot", base_file_url=f"{root}/file/bot",
-                       # Many chats answered at once queue for a connection instead of failing after 1 s.
-                       request=HTTPXRequest(connection_pool_size=64, read_timeout=20, write_timeout=20,
-                                            pool_timeout=60),
-                       get_updates_request=HTTPXRequest(connection_pool_size=1,
-                                                        read_timeout=settings.poll_timeout + settings.watchdog_grace))
+                       request=AiohttpRequest(pool_size=64),
+                       get_updates_request=AiohttpRequest(pool_size=1, read_timeout=updates_read))
         self.courier = Courier(self.bot)
         self._clock = clock
         self._handle: Handler | None = None

@@ -38,8 +38,8 @@ from bot.providers.failures import (
     describe_cause,
     looks_like_context_overflow,
     malformed,
-    refused_connection,
     parse_retry_after,
+    refused_connection,
     scrub,
 )
 from bot.providers.streaming import StreamingProvider
