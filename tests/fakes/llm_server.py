@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from tests.fakes.serving import serve
+
 Dialect = Literal["openai", "anthropic"]
 _ids = itertools.count(1)
 
@@ -418,16 +420,7 @@ class FakeLLM:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/messages", self._handle)
-        # handler_cancellation: a client that goes away cancels its handler, which is how
-        # we see a disconnect even while a reply hangs between chunks.
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None)
-        await self._runner.setup()
-        try:
-            await web.TCPSite(self._runner, self.host, self.port).start()
-            self.port = self._runner.addresses[0][1]
-        except BaseException:
-            await self._runner.cleanup()
-            raise
+        self._runner, self.port = await serve(app, self.host, self.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

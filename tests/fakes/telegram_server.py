@@ -42,6 +42,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.serving import serve
 from tests.fakes.telegram_html import EntityParseError, parse_html, trim, utf16_len
 from tests.fakes.telegram_objects import (JSON, Action, Call, CommandsCall, Document, Edit, Failure, Sent, StoredFile,
                                           Webhook, build_message, default_chat)
@@ -253,15 +254,7 @@ class FakeTelegram:
         app.router.add_get("/_control/sent", self._control_sent)
         app.router.add_get("/_control/calls", self._control_calls)
         app.router.add_get("/_control/edits", self._control_edits)
-        # handler_cancellation: a poller that goes away ends its long poll here too
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None)
-        await self._runner.setup()
-        try:
-            await web.TCPSite(self._runner, self.host, self.port).start()
-            self.port = self._runner.addresses[0][1]
-        except BaseException:
-            await self._runner.cleanup()
-            raise
+        self._runner, self.port = await serve(app, self.host, self.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
