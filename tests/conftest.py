@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import AsyncIterator
 
 import pytest
+
+from tests.fakes.llm_server import FakeLLM
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -44,3 +47,10 @@ def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
                  "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeLLM]:
+    """A fake OpenAI + Anthropic server on 127.0.0.1 for one test."""
+    async with FakeLLM() as server:
+        yield server

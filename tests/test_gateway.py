@@ -33,12 +33,6 @@ def provider(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture
 async def app(tmp_path: Path, llm: FakeLLM, provider: str) -> AsyncIterator[tuple[App, RecordingAdapter]]:
     channel = RecordingAdapter()
     async with App(make_config(tmp_path, llm, provider), {"test": channel}) as running:

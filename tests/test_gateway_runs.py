@@ -28,12 +28,6 @@ def tg_dm(text: str, user: str = "42") -> InboundMessage:
     return dm(text, user, platform="telegram")
 
 
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with FakeLLM() as server:
-        yield server
-
-
 AppFactory = Callable[..., "AsyncIterator[tuple[App, RecordingAdapter]]"]
 
 

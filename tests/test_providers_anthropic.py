@@ -21,12 +21,6 @@ SIGNATURE = "EqQBCkYIBxgCKkD+signature/with+base64==" * 3
 
 
 @pytest.fixture
-async def llm() -> Any:
-    async with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture
 async def provider(llm: FakeLLM) -> Any:
     async with AnthropicProvider(api_key=KEY, base_url=llm.anthropic_base_url, timeout=5, policy=FAST) as p:
         yield p

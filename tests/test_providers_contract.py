@@ -59,12 +59,6 @@ async def collect(provider: Provider, req: ChatRequest, **kw: Any) -> tuple[list
     return events, events[-1]
 
 
-@pytest.fixture
-async def llm() -> Any:
-    async with FakeLLM() as server:
-        yield server
-
-
 @pytest.fixture(params=["openai", "anthropic"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -22,12 +22,6 @@ from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens, tool_pairing_pr
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-async def llm() -> Any:
-    async with FakeLLM() as server:
-        yield server
-
-
 async def test_non_streamed_openai_reply_parses(llm: FakeLLM) -> None:
     llm.script(Reply.tool_calls([Call("f", {"a": 1}, id="call_7")], text="hi", usage=Tokens(30, 4, 10)))
     async with openai.AsyncOpenAI(api_key="k", base_url=llm.openai_base_url, max_retries=0) as client:

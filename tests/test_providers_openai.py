@@ -21,12 +21,6 @@ CALL = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
 
 
 @pytest.fixture
-async def llm() -> Any:
-    async with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture
 async def provider(llm: FakeLLM) -> Any:
     async with OpenAIProvider(api_key=KEY, base_url=llm.openai_base_url, timeout=5, policy=FAST) as p:
         yield p
