@@ -6,6 +6,16 @@ from dataclasses import dataclass
 
 NAMES = ("stop", "stopall", "new", "reset", "status", "help", "start", "whoami")
 
+# The commands a platform registers with its own menu (Telegram's command list, Slack's and
+# Discord's slash commands): (name, description). Adapters read it through bot.channels.
+MENU: tuple[tuple[str, str], ...] = (
+    ("stop", "Stop the current answer"),
+    ("new", "Start a fresh conversation"),
+    ("status", "Model, context and cost of this conversation"),
+    ("whoami", "Your id on this platform"),
+    ("help", "What I can do"),
+)
+
 HELP = """\
 /stop – stop the current answer (and drop messages waiting behind it)
 /new – start a fresh conversation (the old one is kept)

@@ -177,6 +177,15 @@ class AccessConfig(_Section):
     owners: tuple[PlatformId, ...] = ()  # user ids allowed admin commands (/stopall)
 
 
+class ChannelConfig(AccessConfig):
+    """The base of every platform's ``channels.<name>`` model: access keys plus ``enabled``."""
+
+    enabled: bool = False
+
+
+secret = _secret  # for channel config models: a secret field read from an env variable when left out
+
+
 class TelegramWebhook(_Section):
     listen: str = "0.0.0.0"
     port: Annotated[Int, Field(ge=1, le=65535)] = 8443

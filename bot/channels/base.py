@@ -1,0 +1,136 @@
+"""The channel port: what the core asks of a platform, and what a platform brings.
+
+A channel turns platform events into ``InboundMessage``s and hands each to the core's
+``Inbox``; the call returns once the message is stored, and only then may the channel
+confirm the event to the platform (Telegram's offset, Slack's ack). Everything a channel
+sends is already rendered in its ``dialect`` and split under its ``limits`` by the core's
+outbound pipeline (``bot.channels.outbound``); delivery (``bot.delivery``) owns retries,
+so a channel's ``send`` makes one attempt and raises ``SendFailed`` when it did not land.
+
+A platform package brings one ``ChannelSpec``: its name, its pydantic config model, a
+builder that imports the SDK only when called, and formatting hints for the prompt. The
+registry (``bot.channels.registry``) finds specs by name; nothing else in the core names a
+platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from bot.messages import Attachment, ChatType, InboundMessage
+
+if TYPE_CHECKING:
+    from bot.channels.markdown import Dialect
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where an answer goes: a chat, the thread in it, and the message it answers."""
+
+    chat_id: str
+    chat_type: ChatType = ChatType.DM
+    thread_id: str | None = None
+    reply_to: str | None = None  # the triggering message's platform id (groups reply to it)
+
+    @classmethod
+    def of(cls, msg: InboundMessage) -> Target:
+        return cls(msg.chat_id, msg.chat_type, msg.thread_id, msg.message_id)
+
+
+class Measure(StrEnum):
+    """How a platform counts a message's length."""
+
+    CHARS = "chars"  # code points of the text as sent (Discord, Slack)
+    UTF16 = "utf16"  # UTF-16 code units of the visible text (Telegram)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    chunk: int  # at most this many measured units per message
+    measure: Measure = Measure.CHARS
+    max_lines: int | None = None  # a softer cap on lines per message (Discord: ~17)
+    max_chunks: int = 8  # above this many messages the answer goes as a .md file
+    edit_every: float = 1.0  # seconds between edits of a streaming draft
+    status_every: float = 4.0  # seconds between refreshes of "typing…" (it expires on the platform)
+
+
+class Status(StrEnum):
+    """What a chat shows about a run, set by the core's progress and delivery."""
+
+    WORKING = "working"  # a run lives (refreshed every ``limits.status_every``)
+    DONE = "done"  # the answer was delivered
+    FAILED = "failed"  # the run failed or was stopped
+    SILENT = "silent"  # NO_REPLY: leave no trace
+
+
+class SendFailed(Exception):
+    """One send did not land. ``permanent`` sends are never retried (the chat is gone, the
+    bot was blocked, the request is malformed); others are retried by delivery, after
+    ``retry_after`` seconds when the platform said so."""
+
+    def __init__(self, detail: str, *, permanent: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.permanent = permanent
+        self.retry_after = retry_after
+
+
+class Inbox(Protocol):
+    async def __call__(self, msg: InboundMessage) -> None:
+        """Store ``msg`` and decide what to do with it; returns once it is stored (raises if it
+        could not be: the channel must then not confirm the event)."""
+        ...
+
+
+class Channel(Protocol):
+    name: str
+    limits: Limits
+    dialect: Dialect
+
+    async def start(self, inbox: Inbox) -> None:
+        """Connect and begin receiving; returns once connected (raises ``ChannelError``)."""
+
+    async def stop(self) -> None:
+        """Stop receiving and release connections; idempotent."""
+
+    async def wait_closed(self) -> None:
+        """Return when the channel ends on its own; raise ``ChannelError`` when it cannot go on."""
+
+    async def send(self, to: Target, text: str) -> str:
+        """Send one rendered chunk; the platform's message id."""
+
+    async def edit(self, to: Target, message_id: str, text: str) -> None:
+        """Replace a message's text with one rendered chunk."""
+
+    async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        """Send a file with a rendered caption; the platform's message id."""
+
+    async def status(self, to: Target, status: Status) -> None:
+        """Show run state: typing or a status line while WORKING, a reaction when it ends."""
+
+    async def fetch(self, attachment: Attachment, limit: int) -> bytes:
+        """Download an attachment of at most ``limit`` bytes (``SendFailed`` when bigger)."""
+
+
+class LiveDraft(Protocol):
+    """A platform's own streaming message (Slack's chat.startStream), used by progress
+    when a channel offers ``stream(to)`` and its streaming mode is ``native``."""
+
+    async def append(self, text: str) -> None: ...
+
+    async def close(self) -> str | None:
+        """End the stream; the id of the message it became (the answer's first chunk edits it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec:
+    """What a platform package registers. ``build`` imports the SDK; nothing else may."""
+
+    name: str
+    config: type[Any]  # a ChannelConfig subclass: the keys under channels.<name>
+    build: Callable[[Any], Channel]
+    hints: str = ""  # how to format answers here, for the system prompt
+    display: str = ""  # the platform's name in prose ("Telegram")
+    check: Callable[[Any], list[str]] | None = None  # problems `chatgate check` reports, as dotted-key lines

@@ -1,0 +1,41 @@
+"""Built-in channels by name, each an import path to its ``ChannelSpec``.
+
+A platform is one package under ``adapters/`` plus one line here. Specs are imported
+lazily (``spec(name)``): a spec module imports only pydantic and ``bot.channels``; its
+``build`` imports the platform SDK, so an SDK loads only when its channel is enabled.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+from bot.channels.base import ChannelSpec
+
+BUILTIN: dict[str, str] = {
+    "console": "adapters.console:SPEC",
+    "telegram": "adapters.telegram:SPEC",
+}
+
+
+def register(name: str, path: str) -> None:
+    """Add a channel (``"package.module:SPEC"``); a later registration of a name wins."""
+    BUILTIN[name] = path
+    spec.cache_clear()
+
+
+def names() -> tuple[str, ...]:
+    return tuple(BUILTIN)
+
+
+@cache
+def spec(name: str) -> ChannelSpec:
+    module, _, attr = BUILTIN[name].partition(":")
+    found = getattr(importlib.import_module(module), attr)
+    if not isinstance(found, ChannelSpec) or found.name != name:
+        raise TypeError(f"{BUILTIN[name]} is not the ChannelSpec of {name!r}")
+    return found
+
+
+def specs() -> tuple[ChannelSpec, ...]:
+    return tuple(spec(name) for name in BUILTIN)
