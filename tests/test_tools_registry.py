@@ -190,8 +190,10 @@ def test_timeouts_default_by_category_and_overridable() -> None:
     assert registry.timeouts[ToolCategory.EXEC] == 5 and registry.timeouts[ToolCategory.FILE] == 30
 
 
-def test_builtin_registry_has_the_file_tools() -> None:
-    assert builtin_registry().names() == ("read_file", "write_file", "list_files")
+def test_builtin_registry_has_the_file_and_memory_tools() -> None:
+    assert builtin_registry().names() == ("read_file", "write_file", "edit_file", "list_files", "search_files",
+                                          "memory_search", "memory_get")
+    assert builtin_registry(exec_enabled=True).names()[-1] == "exec"
 
 
 # -- execution ----------------------------------------------------------------------------

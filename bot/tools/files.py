@@ -1,8 +1,10 @@
-"""File tools: read, write and list files inside the session's workspace, and nowhere else.
+"""File tools: read, write and edit files inside the session's workspace, and nowhere else.
 
-Every path goes through ``bot.workspace.resolve_inside`` (symlinks followed, ``..`` and
+Every path goes through ``bot.tools.paths.confined`` (symlinks followed, ``..`` and
 absolute paths outside refused). The blocking work runs in a thread so a large file
-never stalls the event loop. Problems come back as ``ToolError`` sentences.
+never stalls the event loop. Problems come back as ``ToolError`` sentences. Writes and
+edits of one file are serialised (a lock per real path), so two edits in one step of
+the model cannot lose each other's change. Listing and searching live in ``find``.
 """
 
 from __future__ import annotations
@@ -10,49 +12,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import stat
 import tempfile
-from fnmatch import fnmatch
+import weakref
 from pathlib import Path
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
-from bot.workspace import OutsideWorkspaceError, resolve_inside
+from bot.tools.paths import SNIFF_BYTES, confined, human_size, looks_binary
 
 log = logging.getLogger(__name__)
 
-MAX_READ_BYTES = 10 * 1024 * 1024  # read_file refuses larger files
+MAX_READ_BYTES = 10 * 1024 * 1024  # read_file and edit_file refuse larger files
 MAX_READ_CHARS = 40_000  # read_file stops adding lines past this and says where to go on
 MAX_LINE_CHARS = 2_000  # longer lines (minified files) are cut
-MAX_LIST_ENTRIES = 500
-_SNIFF_BYTES = 8192
-_SKIP_DIRS = frozenset({".git"})  # listed, never walked into
+_LINE_BYTES = 2 * 1024 * 1024  # a big file's line is read up to this, the rest skipped
+_MAX_LINES_NAMED = 10  # edit_file names at most this many matching lines
+
+_locks: weakref.WeakValueDictionary[Path, asyncio.Lock] = weakref.WeakValueDictionary()
 
 
-def _resolve(ctx: ToolContext, path: str) -> Path:
-    try:
-        return resolve_inside(ctx.workspace, path)
-    except OutsideWorkspaceError:
-        raise ToolError(f"{path} is outside the workspace; use a path inside it (relative paths start there)") from None
-    except ValueError:  # e.g. an embedded NUL byte
-        raise ToolError(f"{path!r} is not a valid path") from None
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value = n / 1024
-    for unit in ("KB", "MB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GB"
+def _lock(target: Path) -> asyncio.Lock:
+    lock = _locks.get(target)
+    if lock is None:
+        lock = _locks[target] = asyncio.Lock()
+    return lock
 
 
 # -- read_file ---------------------------------------------------------------------------
 
 @tool(category=ToolCategory.FILE)
 async def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 2000) -> str:
-    """Read a text file from the workspace, with line numbers like `cat -n`.
+    """Read a text file from the workspace, with line numbers like `cat -n`. Long files come in
+    parts: the last line says which lines were shown and the offset to continue from.
 
     Args:
         path: File path, relative to the workspace.
@@ -63,10 +55,10 @@ async def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 2
         raise ToolError("offset must be 0 or more")
     if limit < 1:
         raise ToolError("limit must be at least 1")
-    return await asyncio.to_thread(_read, _resolve(ctx, path), path, offset, limit)
+    return await asyncio.to_thread(_read, confined(ctx, path), path, offset, limit)
 
 
-def _read(target: Path, shown: str, offset: int, limit: int) -> str:
+def _stat_file(target: Path, shown: str) -> os.stat_result:
     try:
         info = target.stat()
     except FileNotFoundError:
@@ -77,14 +69,35 @@ def _read(target: Path, shown: str, offset: int, limit: int) -> str:
         raise ToolError(f"{shown} is a directory; use list_files to see what is in it")
     if not stat.S_ISREG(info.st_mode):
         raise ToolError(f"{shown} is not a regular file")
+    return info
+
+
+def _load(target: Path, shown: str) -> bytes:
+    """The bytes of a regular text file of at most ``MAX_READ_BYTES``, or a ``ToolError``."""
+    info = _stat_file(target, shown)
     if info.st_size > MAX_READ_BYTES:
-        raise ToolError(f"{shown} is {_size(info.st_size)}; read_file reads files up to {_size(MAX_READ_BYTES)}")
+        raise ToolError(f"{shown} is {human_size(info.st_size)}; edit_file edits files up to "
+                        f"{human_size(MAX_READ_BYTES)} (write_file can replace it whole)")
     try:
         data = target.read_bytes()
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
-    if b"\0" in data[:_SNIFF_BYTES]:
-        raise ToolError(f"{shown} looks like a binary file ({_size(len(data))}); read_file reads text files only")
+    if looks_binary(data):
+        raise ToolError(f"{shown} looks like a binary file ({human_size(len(data))}); read_file reads text files only")
+    return data
+
+
+def read_range(target: Path, shown: str, offset: int, limit: int) -> str:
+    """Blocking: the numbered lines ``offset+1 .. offset+limit`` of ``target`` (already confined),
+    capped, with the closing note; a ``ToolError`` when it cannot be read. For other tools."""
+    return _read(target, shown, offset, limit)
+
+
+def _read(target: Path, shown: str, offset: int, limit: int) -> str:
+    size = _stat_file(target, shown).st_size
+    if size > MAX_READ_BYTES:
+        return _read_big(target, shown, size, offset, limit)
+    data = _load(target, shown)
     if not data:
         return f"{shown} is empty."
     lines = data.decode("utf-8", errors="replace").splitlines()
@@ -97,11 +110,11 @@ def _read(target: Path, shown: str, offset: int, limit: int) -> str:
     for number in range(offset, end):
         line = lines[number]
         if len(line) > MAX_LINE_CHARS:
-            line = f"{line[:MAX_LINE_CHARS]}… [line cut, {len(line):,} characters]"
+            line = _cut(line, f"{len(line):,} characters")
         if out and chars + len(line) > MAX_READ_CHARS:
             end = number
             break
-        out.append(f"{number + 1:6}\t{line}")
+        out.append(_numbered(number + 1, line))
         chars += len(line) + 8
     if offset == 0 and end == total:
         out.append(f"[{shown}: {total} lines]")
@@ -109,6 +122,49 @@ def _read(target: Path, shown: str, offset: int, limit: int) -> str:
         more = f"; continue with offset={end}" if end < total else ""
         out.append(f"[{shown}: lines {offset + 1}-{end} of {total}{more}]")
     return "\n".join(out)
+
+
+def _read_big(target: Path, shown: str, size: int, offset: int, limit: int) -> str:
+    """A file over ``MAX_READ_BYTES``: stream to the lines asked for, never holding it whole."""
+    out: list[str] = []
+    chars, number, more = 0, 0, False
+    try:
+        with open(target, "rb") as handle:
+            if looks_binary(handle.read(SNIFF_BYTES)):
+                raise ToolError(f"{shown} looks like a binary file ({human_size(size)}); read_file reads text files only")
+            handle.seek(0)
+            while raw := handle.readline(_LINE_BYTES):
+                long = len(raw) == _LINE_BYTES and not raw.endswith(b"\n")
+                while long and (rest := handle.readline(_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # skip the rest of a very long line
+                number += 1
+                if number <= offset:
+                    continue
+                line = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
+                if long or len(line) > MAX_LINE_CHARS:
+                    line = _cut(line, f"over {human_size(_LINE_BYTES)}" if long else f"{len(line):,} characters")
+                if (out and chars + len(line) > MAX_READ_CHARS) or len(out) == limit:
+                    more = True
+                    break
+                out.append(_numbered(number, line))
+                chars += len(line) + 8
+    except OSError as exc:
+        raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
+    if not out:
+        raise ToolError(f"offset {offset} is past the end: {shown} has {number} lines")
+    first, last = offset + 1, offset + len(out)
+    if not more:
+        return "\n".join([*out, f"[{shown}: lines {first}-{last}, the end of the file ({human_size(size)})]"])
+    return "\n".join([*out, f"[{shown}: lines {first}-{last} of a {human_size(size)} file; "
+                             f"continue with offset={last}]"])
+
+
+def _numbered(number: int, line: str) -> str:
+    return f"{number:6}\t{line}"
+
+
+def _cut(line: str, how_long: str) -> str:
+    return f"{line[:MAX_LINE_CHARS]}… [line cut, {how_long}]"
 
 
 # -- write_file --------------------------------------------------------------------------
@@ -121,8 +177,9 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: File path, relative to the workspace.
         content: The complete new content of the file.
     """
-    target = _resolve(ctx, path)
-    written, created = await asyncio.to_thread(_write, target, path, content.encode("utf-8"))
+    target = confined(ctx, path)
+    async with _lock(target):
+        written, created = await asyncio.to_thread(_write, target, path, content.encode("utf-8"))
     log.info("write_file %s (%d bytes) session=%s run=%s", path, written, ctx.session_key, ctx.run_id)
     return f"{'created' if created else 'wrote'} {path} ({written:,} bytes)"
 
@@ -153,77 +210,85 @@ def _write(target: Path, shown: str, data: bytes) -> tuple[int, bool]:
     return len(data), existing is None
 
 
-# -- list_files --------------------------------------------------------------------------
+# -- edit_file ---------------------------------------------------------------------------
 
 @tool(category=ToolCategory.FILE)
-async def list_files(ctx: ToolContext, path: str = ".", pattern: str | None = None) -> str:
-    """List files and folders in the workspace: folders end with `/`, files show their size.
+async def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+    """Replace exact text in a workspace file. old_text must match the file exactly (spaces and
+    line breaks included) and only once, unless replace_all is true; copy it from read_file's
+    output without the line numbers, with enough surrounding lines to be unique.
 
     Args:
-        path: Folder to list, relative to the workspace.
-        pattern: Optional glob such as `*.md`; when given, subfolders are searched too.
+        path: File path, relative to the workspace.
+        old_text: The exact text to replace.
+        new_text: The text to put in its place (may be empty to delete).
+        replace_all: Replace every occurrence instead of requiring exactly one.
     """
-    root = Path(os.path.realpath(ctx.workspace))
-    return await asyncio.to_thread(_list, _resolve(ctx, path), root, path, pattern)
+    if not old_text:
+        raise ToolError("old_text is empty; give the exact text to replace (write_file creates or overwrites files)")
+    if old_text == new_text:
+        raise ToolError("old_text and new_text are the same; nothing to change")
+    target = confined(ctx, path)
+    async with _lock(target):
+        summary = await asyncio.to_thread(_edit, target, path, old_text, new_text, replace_all)
+    log.info("edit_file %s session=%s run=%s", path, ctx.session_key, ctx.run_id)
+    return summary
 
 
-def _list(folder: Path, root: Path, shown: str, pattern: str | None) -> str:
-    if not folder.exists():
-        raise ToolError(f"no such folder: {shown}")
-    if not folder.is_dir():
-        raise ToolError(f"{shown} is a file, not a folder; use read_file to read it")
-    try:
-        entries, complete = _walk(folder, root, pattern) if pattern else _children(folder, root)
-    except OSError as exc:
-        raise ToolError(f"cannot list {shown}: {exc.strerror or exc}") from None
-    if not entries:
-        return f"no entries match {pattern!r} in {shown}" if pattern else f"the folder {shown} is empty"
-    if not complete:
-        entries.append(f"[listing stopped at {MAX_LIST_ENTRIES} entries; narrow it with path or pattern]")
-    return "\n".join(entries)
+def _edit(target: Path, shown: str, old: str, new: str, replace_all: bool) -> str:
+    # surrogateescape: bytes that are not UTF-8 come back out unchanged
+    text = _load(target, shown).decode("utf-8", errors="surrogateescape")
+    starts = _occurrences(text, old)
+    if not starts and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")  # the file has Windows line ends
+        starts = _occurrences(text, old)
+    if not starts:
+        raise ToolError(_no_match(text, old, shown))
+    lines = [text.count("\n", 0, i) + 1 for i in starts]
+    if len(starts) > 1 and not replace_all:
+        raise ToolError(f"old_text matches {len(starts)} places in {shown} ({_name_lines(lines)}); "
+                        "include more surrounding text so it matches exactly one, or set replace_all=true")
+    edited = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    _write(target, shown, edited.encode("utf-8", errors="surrogateescape"))
+    if len(starts) == 1:
+        return f"edited {shown}: replaced 1 occurrence at line {lines[0]}"
+    return f"edited {shown}: replaced {len(starts)} occurrences ({_name_lines(lines)})"
 
 
-def _children(folder: Path, root: Path) -> tuple[list[str], bool]:
-    with os.scandir(folder) as scan:
-        items = sorted(scan, key=lambda e: e.name.casefold())
-    lines = [_describe(entry, entry.name, root) for entry in items[:MAX_LIST_ENTRIES]]
-    return lines, len(items) <= MAX_LIST_ENTRIES
+def _occurrences(text: str, old: str) -> list[int]:
+    """Start offsets of the non-overlapping occurrences, the way ``str.replace`` sees them."""
+    found, at = [], text.find(old)
+    while at != -1:
+        found.append(at)
+        at = text.find(old, at + len(old))
+    return found
 
 
-def _walk(folder: Path, root: Path, pattern: str) -> tuple[list[str], bool]:
-    """Depth-first in sorted order, never following symlinked folders nor entering ``.git``."""
-    lines: list[str] = []
-
-    def visit(directory: str, prefix: str) -> bool:
-        try:
-            with os.scandir(directory) as scan:
-                items = sorted(scan, key=lambda e: e.name.casefold())
-        except OSError:
-            return True  # unreadable folder: skip it
-        for entry in items:
-            rel = f"{prefix}{entry.name}"
-            if fnmatch(rel if "/" in pattern else entry.name, pattern):
-                if len(lines) == MAX_LIST_ENTRIES:
-                    return False
-                lines.append(_describe(entry, rel, root))
-            descend = entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_DIRS
-            if descend and not visit(entry.path, f"{rel}/"):
-                return False
-        return True
-
-    return lines, visit(str(folder), "")
+def _name_lines(lines: list[int]) -> str:
+    shown = ", ".join(map(str, lines[:_MAX_LINES_NAMED]))
+    more = f" and {len(lines) - _MAX_LINES_NAMED} more" if len(lines) > _MAX_LINES_NAMED else ""
+    return f"line{'s' if len(lines) > 1 else ''} {shown}{more}"
 
 
-def _describe(entry: os.DirEntry[str], rel: str, root: Path) -> str:
-    if entry.is_symlink():
-        target = Path(os.path.realpath(entry.path))
-        if target != root and root not in target.parents:
-            return f"{rel} -> (outside the workspace)"
-        if not target.exists():
-            return f"{rel} -> (broken link)"
-    try:
-        if entry.is_dir():
-            return f"{rel}/"
-        return f"{rel}  {_size(entry.stat().st_size)}"
-    except OSError:
-        return f"{rel}  (unreadable)"
+def _no_match(text: str, old: str, shown: str) -> str:
+    """Found 0: say so, and why it may have missed when that can be seen."""
+    hint = "copy the text exactly as it is in the file (read_file shows it)"
+    if _LINE_NUMBER.match(old):
+        hint = "leave out the line numbers that read_file puts before each line"
+    else:
+        loose = _squeeze(old)
+        matching = [n for n, line in enumerate(text.splitlines(), 1) if loose and loose in _squeeze(line)]
+        if matching:
+            hint = (f"text like it, with different spaces or indentation, is at {_name_lines(matching)}; "
+                    "copy it exactly as read_file shows it")
+        elif loose and loose in _squeeze(text):
+            hint = "the text is there with different spaces, indentation or line breaks; copy it exactly"
+    return f"old_text was not found in {shown} (0 matches); {hint}"
+
+
+_LINE_NUMBER = re.compile(r"^\s*\d+\t")
+_SPACES = re.compile(r"\s+")
+
+
+def _squeeze(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()

@@ -1,0 +1,82 @@
+"""What the workspace tools share: the one confinement call, sizes in words, a text sniff,
+and the sorted walk that never leaves the workspace.
+
+Every tool that takes a path turns it into a real path through ``confined`` (and so
+through ``bot.workspace.resolve_inside``): when the workspace grows a stricter confined
+open, this is the one place to switch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from bot.tools.base import ToolContext, ToolError
+from bot.workspace import OutsideWorkspaceError, resolve_inside
+
+SNIFF_BYTES = 8192
+SKIP_DIRS = frozenset({".git"})  # listed, never walked into
+
+
+def confined(ctx: ToolContext, path: str) -> Path:
+    """``path`` resolved inside the session's workspace, or a ``ToolError`` the model reads."""
+    try:
+        return resolve_inside(ctx.workspace, path)
+    except OutsideWorkspaceError:
+        raise ToolError(f"{path} is outside the workspace; use a path inside it (relative paths start there)") from None
+    except ValueError:  # e.g. an embedded NUL byte
+        raise ToolError(f"{path!r} is not a valid path") from None
+
+
+def workspace_root(ctx: ToolContext) -> Path:
+    return Path(os.path.realpath(ctx.workspace))
+
+
+def human_size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KB", "MB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL byte in the first ``SNIFF_BYTES`` means binary (what git and grep do)."""
+    return b"\0" in head[:SNIFF_BYTES]
+
+
+def inside(root: Path, entry: os.DirEntry[str]) -> bool:
+    """Does ``entry`` (maybe a symlink) lead to the workspace or below it?"""
+    if not entry.is_symlink():
+        return True
+    target = Path(os.path.realpath(entry.path))
+    return target == root or root in target.parents
+
+
+def walk(folder: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """``(path relative to folder, entry)`` depth-first in case-insensitive name order.
+
+    Symlinked folders are yielded but never entered, ``.git`` is yielded but never
+    entered, unreadable folders are skipped. Links are not checked here: see ``inside``."""
+
+    def visit(directory: str, prefix: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        try:
+            with os.scandir(directory) as scan:
+                items = sorted(scan, key=lambda e: e.name.casefold())
+        except OSError:
+            return
+        for entry in items:
+            rel = f"{prefix}{entry.name}"
+            yield rel, entry
+            try:
+                descend = entry.is_dir(follow_symlinks=False) and entry.name not in SKIP_DIRS
+            except OSError:
+                descend = False
+            if descend:
+                yield from visit(entry.path, f"{rel}/")
+
+    return visit(str(folder), "")
