@@ -14,6 +14,7 @@ from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command
 from bot.tools.files import edit_file, read_file, write_file
 from bot.tools.find import list_files, search_files
 from bot.tools.memory import memory_get, memory_search
+from bot.tools.policy import ToolPolicy, ToolRules, policy_for
 from bot.tools.registry import MAX_OUTPUT_CHARS, RepeatDetector, ToolRegistry, canonical_call
 
 __all__ = [
@@ -27,10 +28,13 @@ __all__ = [
     "ToolCategory",
     "ToolContext",
     "ToolError",
+    "ToolPolicy",
+    "ToolRules",
     "ToolRegistry",
     "builtin_registry",
     "canonical_call",
     "exec_command",
+    "policy_for",
     "tool",
 ]
 
