@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bot.config import ToolsConfig
+
 from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command
 from bot.tools.files import edit_file, read_file, write_file
@@ -16,6 +18,7 @@ from bot.tools.find import list_files, search_files
 from bot.tools.memory import memory_get, memory_search
 from bot.tools.policy import ToolPolicy, ToolRules, policy_for
 from bot.tools.registry import MAX_OUTPUT_CHARS, RepeatDetector, ToolRegistry, canonical_call
+from bot.tools.web import WebFetchSettings, web_fetch_tool
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
@@ -30,11 +33,13 @@ __all__ = [
     "ToolError",
     "ToolPolicy",
     "ToolRules",
+    "WebFetchSettings",
     "ToolRegistry",
     "builtin_registry",
     "canonical_call",
     "exec_command",
     "policy_for",
+    "registry_from_config",
     "tool",
 ]
 
@@ -47,12 +52,25 @@ _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0
 
 
 def builtin_registry(
-    *, exec_enabled: bool = False, timeouts: Mapping[ToolCategory, float] | None = None,
+    *, exec_enabled: bool = False, web_fetch: WebFetchSettings | None = None,
+    timeouts: Mapping[ToolCategory, float] | None = None,
 ) -> ToolRegistry:
     """A new registry holding the built-in tools: the file tools (read, write, edit, list,
-    search), the memory tools, and ``exec`` only when ``exec_enabled`` (off by default: it
+    search), the memory tools, ``web_fetch`` only when given its settings, and ``exec``
+    only when ``exec_enabled`` (both off by default: one reaches the network, the other
     runs shell commands)."""
+    tools = FILE_TOOLS + MEMORY_TOOLS + ((web_fetch_tool(web_fetch),) if web_fetch is not None else ())
     if not exec_enabled:
-        return ToolRegistry(FILE_TOOLS + MEMORY_TOOLS, timeouts=timeouts)
+        return ToolRegistry(tools, timeouts=timeouts)
     limits = {ToolCategory.EXEC: _EXEC_REGISTRY_TIMEOUT, **(timeouts or {})}
-    return ToolRegistry(FILE_TOOLS + MEMORY_TOOLS + EXEC_TOOLS, timeouts=limits)
+    return ToolRegistry(tools + EXEC_TOOLS, timeouts=limits)
+
+
+def registry_from_config(config: ToolsConfig) -> ToolRegistry:
+    """The built-in registry as ``tools:`` in the config asks (exec and web_fetch switched
+    on there); the per-run policy is applied later, with ``ToolRegistry.restricted``."""
+    web = config.web_fetch
+    settings = WebFetchSettings(web.allow_private, web.max_bytes, web.timeout, web.max_chars) if web.enabled else None
+    # the registry's own limit must not cut web_fetch before its own timeout says what happened
+    timeouts = {ToolCategory.NETWORK: web.timeout + 5.0} if web.enabled else None
+    return builtin_registry(exec_enabled=config.exec.enabled, web_fetch=settings, timeouts=timeouts)
