@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +191,25 @@ async def test_read_streams_a_big_file_by_range(registry: ToolRegistry, ctx: Too
                                          "    52\tlast", "[big.log: lines 50-52, the end of the file (647 B)]"]
     past = await run(registry, ctx, "read_file", path="big.log", offset=60)
     assert past.is_error and "offset 60 is past the end: big.log has 52 lines" in past.content
+
+
+def test_open_regular_refuses_links_and_fifos_without_hanging(tmp_path: Path) -> None:
+    from bot.tools.paths import open_regular
+
+    (tmp_path / "real.txt").write_text("ok")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
+    os.mkfifo(tmp_path / "pipe")
+    with open_regular(tmp_path / "real.txt") as handle:
+        assert handle.read() == b"ok"
+    with pytest.raises(OSError):
+        open_regular(tmp_path / "link.txt")  # a link swapped in after the check is not followed
+    with pytest.raises(IsADirectoryError):
+        open_regular(tmp_path / "pipe")  # nor does a FIFO block the thread
+
+
+async def test_search_and_read_skip_fifos(registry: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    result = await run(registry, ctx, "search_files", pattern="buy")
+    assert result.content.splitlines() == ["notes.md:3: buy milk", "notes.md:4: buy bread"]
+    fifo = await run(registry, ctx, "read_file", path="pipe")
+    assert fifo.is_error and "pipe is not a regular file" in fifo.content

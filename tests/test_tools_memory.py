@@ -132,3 +132,12 @@ async def test_memory_get_reads_memory_and_nothing_else(registry: ToolRegistry, 
                                                         arguments: dict[str, Any], error: bool, expected: str) -> None:
     result = await run(registry, ctx, "memory_get", **arguments)
     assert result.is_error is error and expected in result.content, result.content
+
+
+async def test_search_reads_a_bounded_amount(registry: ToolRegistry, ctx: ToolContext, ws: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "MAX_MEMORY_BYTES", 80)  # MEMORY.md (62 B) fits, the notes do not
+    result = await run(registry, ctx, "memory_search", query="alice")
+    assert result.content.startswith("MEMORY.md:1-2 (score")
+    assert result.content.endswith("[not searched (over 2.0 MB each or 80 B in all): memory/2026-11-20.md, "
+                                   "memory/old/2025-01-01.md]")

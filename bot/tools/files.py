@@ -19,7 +19,7 @@ import weakref
 from pathlib import Path
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
-from bot.tools.paths import SNIFF_BYTES, confined, human_size, looks_binary
+from bot.tools.paths import SNIFF_BYTES, confined, human_size, looks_binary, open_regular
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,8 @@ def _load(target: Path, shown: str) -> bytes:
         raise ToolError(f"{shown} is {human_size(info.st_size)}; edit_file edits files up to "
                         f"{human_size(MAX_READ_BYTES)} (write_file can replace it whole)")
     try:
-        data = target.read_bytes()
+        with open_regular(target) as handle:
+            data = handle.read()
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
     if looks_binary(data):
@@ -129,7 +130,7 @@ def _read_big(target: Path, shown: str, size: int, offset: int, limit: int) -> s
     out: list[str] = []
     chars, number, more = 0, 0, False
     try:
-        with open(target, "rb") as handle:
+        with open_regular(target) as handle:
             if looks_binary(handle.read(SNIFF_BYTES)):
                 raise ToolError(f"{shown} looks like a binary file ({human_size(size)}); read_file reads text files only")
             handle.seek(0)

@@ -21,7 +21,7 @@ from pathlib import Path
 import regex
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
-from bot.tools.paths import confined, human_size, inside, looks_binary, walk, workspace_root
+from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, walk, workspace_root
 
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_RESULTS = 200  # the most matching lines one search may return
@@ -179,7 +179,7 @@ def _search(target: Path, root: Path, shown: str, compiled: regex.Pattern[str], 
                 found.stopped = f"over {human_size(MAX_SEARCH_BYTES)} read"
                 break
             budget -= size
-            with open(real, "rb") as handle:
+            with open_regular(real) as handle:
                 data = handle.read(MAX_SEARCH_FILE_BYTES + 1)
         except OSError:
             continue

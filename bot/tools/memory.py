@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.files import read_range
-from bot.tools.paths import confined, inside, looks_binary, walk, workspace_root
+from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, walk, workspace_root
 
 MEMORY_FILE = "MEMORY.md"
 MEMORY_DIR = "memory"
@@ -34,6 +34,7 @@ MAX_RESULTS = 20
 SNIPPET_CHARS = 800  # of one result's text
 MAX_MEMORY_FILES = 1000
 MAX_MEMORY_FILE_BYTES = 2 * 1024 * 1024  # bigger memory files are skipped, and said so
+MAX_MEMORY_BYTES = 32 * 1024 * 1024  # read in one search, all files together
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -168,12 +169,16 @@ def _search(root: Path, query: str, limit: int) -> str:
     chunks: list[Chunk] = []
     skipped: list[str] = []
     files = list(_memory_files(root))
+    budget = MAX_MEMORY_BYTES
     for rel, real in files:
         try:
-            if os.path.getsize(real) > MAX_MEMORY_FILE_BYTES:
+            size = os.path.getsize(real)
+            if size > MAX_MEMORY_FILE_BYTES or size > budget:
                 skipped.append(rel)
                 continue
-            data = Path(real).read_bytes()
+            budget -= size
+            with open_regular(real) as handle:
+                data = handle.read(MAX_MEMORY_FILE_BYTES)
         except OSError:
             continue
         if not looks_binary(data):
@@ -181,7 +186,8 @@ def _search(root: Path, query: str, limit: int) -> str:
     if not files:
         return "Memory is empty: there is no MEMORY.md and no memory/*.md yet."
     found = rank(chunks, query, limit)
-    notes = [f"[not searched, over {MAX_MEMORY_FILE_BYTES // (1024 * 1024)} MB: {', '.join(skipped)}]"] if skipped else []
+    notes = [f"[not searched (over {human_size(MAX_MEMORY_FILE_BYTES)} each or {human_size(MAX_MEMORY_BYTES)} in all): "
+             f"{', '.join(skipped[:20])}{' ...' if len(skipped) > 20 else ''}]"] if skipped else []
     if not found:
         return "\n".join([f"Nothing in memory matches {query!r} ({len(files)} files searched).", *notes])
     parts = [f"{c.path}:{c.start}-{c.end} (score {score:.2f})\n{snippet(c)}" for score, c in found]

@@ -9,8 +9,10 @@ open, this is the one place to switch.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from bot.tools.base import ToolContext, ToolError
 from bot.workspace import OutsideWorkspaceError, resolve_inside
@@ -27,6 +29,21 @@ def confined(ctx: ToolContext, path: str) -> Path:
         raise ToolError(f"{path} is outside the workspace; use a path inside it (relative paths start there)") from None
     except ValueError:  # e.g. an embedded NUL byte
         raise ToolError(f"{path!r} is not a valid path") from None
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """Open a (resolved) path for reading only if it is still a regular file: a symlink or a
+    FIFO swapped in after the path was checked makes this fail instead of being followed or
+    hanging the thread. Raises ``OSError`` (``IsADirectoryError`` for anything not regular)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(f"{path} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def workspace_root(ctx: ToolContext) -> Path:
