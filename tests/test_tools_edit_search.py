@@ -213,3 +213,18 @@ async def test_search_and_read_skip_fifos(registry: ToolRegistry, ctx: ToolConte
     assert result.content.splitlines() == ["notes.md:3: buy milk", "notes.md:4: buy bread"]
     fifo = await run(registry, ctx, "read_file", path="pipe")
     assert fifo.is_error and "pipe is not a regular file" in fifo.content
+
+
+async def test_search_follows_links_inside_and_stops_on_huge_trees(registry: ToolRegistry, ctx: ToolContext, ws: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    (ws / "alias.md").symlink_to(ws / "notes.md")
+    result = await run(registry, ctx, "search_files", pattern="call mum")
+    assert result.content.splitlines() == ["alias.md:5: call mum", "notes.md:5: call mum"]
+    monkeypatch.setattr(find, "MAX_WALK_ENTRIES", 2)
+    stopped = await run(registry, ctx, "search_files", pattern="call mum")
+    assert stopped.content == ("alias.md:5: call mum\n[search stopped early: over 2 files and folders looked at; "
+                               "narrow it with path, include or the pattern]")
+    listed = await run(registry, ctx, "list_files", pattern="*")
+    assert listed.content.splitlines() == ["alias.md  37 B", "link_out -> (outside the workspace)",
+                                           "[listing stopped after looking at 2 files and folders; narrow it with "
+                                           "path or pattern]"]

@@ -15,6 +15,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -30,7 +31,8 @@ MAX_SEARCH_CHARS = 20_000  # of output; lines stop being added past it
 MAX_MATCH_LINE_CHARS = 300  # a matching line is cut around its match to this
 MAX_SEARCH_FILE_BYTES = 5 * 1024 * 1024  # bigger files are skipped (and counted)
 MAX_SEARCH_BYTES = 100 * 1024 * 1024  # read in one search, all files together
-SEARCH_SECONDS = 10.0  # the pattern's time budget for one search
+SEARCH_SECONDS = 10.0  # the time budget of one search (walk and pattern)
+MAX_WALK_ENTRIES = 100_000  # files and folders one glob or search looks at
 
 
 # -- list_files --------------------------------------------------------------------------
@@ -58,7 +60,9 @@ def _list(folder: Path, root: Path, shown: str, pattern: str | None) -> str:
     if not entries:
         return f"no entries match {pattern!r} in {shown}" if pattern else f"the folder {shown} is empty"
     if not complete:
-        entries.append(f"[listing stopped at {MAX_LIST_ENTRIES} entries; narrow it with path or pattern]")
+        why = (f"at {MAX_LIST_ENTRIES} entries" if len(entries) >= MAX_LIST_ENTRIES
+               else f"after looking at {MAX_WALK_ENTRIES:,} files and folders")
+        entries.append(f"[listing stopped {why}; narrow it with path or pattern]")
     return "\n".join(entries)
 
 
@@ -71,7 +75,9 @@ def _children(folder: Path, root: Path) -> tuple[list[str], bool]:
 
 def _glob(folder: Path, root: Path, pattern: str) -> tuple[list[str], bool]:
     lines: list[str] = []
-    for rel, entry in walk(folder):
+    for seen, (rel, entry) in enumerate(walk(folder)):
+        if seen == MAX_WALK_ENTRIES:
+            return lines, False
         if fnmatch(rel if "/" in pattern else entry.name, pattern):
             if len(lines) == MAX_LIST_ENTRIES:
                 return lines, False
@@ -162,33 +168,50 @@ def _search(target: Path, root: Path, shown: str, compiled: regex.Pattern[str], 
     budget = MAX_SEARCH_BYTES
     prefix = "" if target == root else f"{target.relative_to(root).as_posix()}/"
     if target.is_dir():
-        candidates = ((f"{prefix}{rel}", rel, entry.path) for rel, entry in walk(target)
-                      if entry.is_file() and inside(root, entry))
+        candidates = ((f"{prefix}{rel}", rel, os.path.realpath(entry.path) if entry.is_symlink() else entry.path)
+                      for rel, entry in _capped(walk(target)) if entry.is_file() and inside(root, entry))
     else:
         name = target.relative_to(root).as_posix()
         candidates = iter([(name, target.name, str(target))])
-    for rel, below, real in candidates:
-        if include and not fnmatch(below if "/" in include else os.path.basename(below), include):
-            continue
-        try:
-            size = os.path.getsize(real)
-            if size > MAX_SEARCH_FILE_BYTES:
-                found.skipped_big += 1
-                continue
-            if size > budget:
-                found.stopped = f"over {human_size(MAX_SEARCH_BYTES)} read"
+    try:
+        for rel, below, real in candidates:
+            if time.monotonic() > deadline:
+                found.stopped = f"it took over {SEARCH_SECONDS:g} s"
                 break
-            budget -= size
-            with open_regular(real) as handle:
-                data = handle.read(MAX_SEARCH_FILE_BYTES + 1)
-        except OSError:
-            continue
-        if looks_binary(data):
-            continue
-        if not _search_text(data.decode("utf-8", errors="replace"), rel, compiled, found, deadline, limit):
-            found.stopped = f"the pattern took over {SEARCH_SECONDS:g} s"
-            break
+            if include and not fnmatch(below if "/" in include else os.path.basename(below), include):
+                continue
+            try:
+                size = os.path.getsize(real)
+                if size > MAX_SEARCH_FILE_BYTES:
+                    found.skipped_big += 1
+                    continue
+                if size > budget:
+                    found.stopped = f"over {human_size(MAX_SEARCH_BYTES)} read"
+                    break
+                budget -= size
+                with open_regular(real) as handle:
+                    data = handle.read(MAX_SEARCH_FILE_BYTES + 1)
+            except OSError:
+                continue
+            if looks_binary(data):
+                continue
+            if not _search_text(data.decode("utf-8", errors="replace"), rel, compiled, found, deadline, limit):
+                found.stopped = f"the pattern took over {SEARCH_SECONDS:g} s"
+                break
+    except _TooMany:
+        found.stopped = f"over {MAX_WALK_ENTRIES:,} files and folders looked at"
     return found
+
+
+def _capped(entries: Iterator[tuple[str, os.DirEntry[str]]]) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    for seen, item in enumerate(entries):
+        if seen == MAX_WALK_ENTRIES:
+            raise _TooMany
+        yield item
+
+
+class _TooMany(Exception):
+    """The walk passed ``MAX_WALK_ENTRIES``."""
 
 
 def _search_text(text: str, rel: str, compiled: regex.Pattern[str], found: _Found, deadline: float,

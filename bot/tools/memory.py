@@ -201,7 +201,7 @@ def _memory_files(root: Path) -> Iterable[tuple[str, str]]:
     top = root / MEMORY_FILE
     if top.is_file() and _within(root, top):
         count += 1
-        yield MEMORY_FILE, str(top)
+        yield MEMORY_FILE, os.path.realpath(top)
     folder = root / MEMORY_DIR
     if not folder.is_dir() or not _within(root, folder):
         return
@@ -210,7 +210,7 @@ def _memory_files(root: Path) -> Iterable[tuple[str, str]]:
             return
         if entry.name.endswith(".md") and entry.is_file() and inside(root, entry):
             count += 1
-            yield f"{MEMORY_DIR}/{rel}", entry.path
+            yield f"{MEMORY_DIR}/{rel}", os.path.realpath(entry.path)
 
 
 def _within(root: Path, path: Path) -> bool:
