@@ -5,7 +5,9 @@ with its language, masked links ``[text](<url>)`` (the angle brackets keep Disco
 embedding a preview), quotes as ``> `` lines, headings ``#``/``##``/``###`` (deeper ones as
 bold lines), lists as "• item" lines and tables as aligned code blocks. Every Markdown
 character of text is escaped with a backslash (Discord drops the backslash of any
-punctuation), except inside bare URLs, which Discord must still recognise.
+punctuation), as is a ``#``, ``>``, ``-`` or ``+`` that would open a line's block, except
+inside bare URLs, which Discord must still recognise. Italics use ``_``, which Discord
+does not apply inside a word ("un_believ_able" stays as it is); bold works anywhere.
 ``@everyone`` and ``@here`` get a zero-width space after the ``@``, a second line of
 defence behind the adapter's allowed mentions.
 
@@ -27,16 +29,22 @@ LIMITS = Limits(chunk=2000, measure=Measure.CHARS, max_lines=17)
 
 ZWSP = "\u200b"
 _URL = re.compile(r"https?://[^\s<>*~`|\\\[\]]+")
-_SPECIAL = re.compile(r"[\\*_~`|\[\]#]")
+_SPECIAL = re.compile(r"[\\*_~`|\[\]]|(?:^|(?<=\n))[ \t]*[#>+-]")
 _PINGS = re.compile(r"@(everyone|here)\b")
 _FENCE = re.compile(r"```([\w+#.-]*)\n")
 _LINK_END = re.compile(r"\]\(<([^<>\s]*)>\)")
 _HEADING = re.compile(r"#{1,3} ")
+_TEXT = re.compile(r"[^\\`h\[\]*_~\n]+")
 _TOGGLES = {"**": "b", "_": "i", "~~": "s"}
 
 
 def _escape(text: str) -> str:
-    return _SPECIAL.sub(r"\\\g<0>", text)
+    return _SPECIAL.sub(_backslash, text)
+
+
+def _backslash(match: re.Match[str]) -> str:
+    found = match.group(0)  # a Markdown character, or one that would open a line's block
+    return found[:-1] + "\\" + found[-1]
 
 
 def _code(code: str) -> str:
@@ -169,9 +177,11 @@ class _Reader:
                 else:
                     self.push(marker, tag, marker)
                 at += len(marker)
-            else:
-                atoms.extend(text_atoms(char))
-                at += 1
+            else:  # text up to the next character that may start markup
+                run = _TEXT.match(text, at + 1)
+                stop = run.end() if run is not None else at + 1
+                atoms.extend(text_atoms(text[at:stop]))
+                at = stop
 
     def code(self, opener: str, tag: str, closer: str, at: int) -> int:
         """Read a code span or block from ``at``; the index after its closer."""

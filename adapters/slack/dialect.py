@@ -8,7 +8,9 @@ as "• item" lines and tables as aligned code blocks.
 Slack has no escape for its formatting characters. Our own markers are written with a
 zero-width space on their outer side (``\\u200b*bold*\\u200b``): Slack then formats them
 even next to a letter or punctuation, and the splitter can tell them from an asterisk in
-text (zero-width spaces of the model's own text are dropped). ``& < >`` are escaped
+text (zero-width spaces of the model's own text are dropped). A backtick outside a code block
+(in text or inside inline code, which cannot hold one) is shown as "ˋ", the modifier
+letter that looks like it; otherwise it would open code. ``& < >`` are escaped
 everywhere. User mentions and channel links the model writes (``<@U123>``, ``<#C123>``)
 are kept; every other ``<...>`` is shown as text, so ``<!channel>``, ``<!here>``,
 ``<!everyone>`` and user-group pings never reach Slack as commands.
@@ -29,10 +31,12 @@ __all__ = ["LIMITS", "SLACK", "SlackDialect"]
 LIMITS = Limits(chunk=4000, measure=Measure.CHARS)
 
 ZWSP = "\u200b"
+GRAVE = "\u02cb"  # ˋ stands for a backtick outside code blocks: Slack has no escape for it
 _MENTION = re.compile(r"<[@#][UWCG][A-Z0-9]+(?:\|[^<>|\n]*)?>")
 _ENTITY = re.compile(r"&(?:amp|lt|gt);")
 _ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">"}
 _MARKERS = {"*": "b", "_": "i", "~": "s"}
+_TEXT = re.compile("[^&\u200b*_~`<>\n]+")
 _LINK = re.compile(r"<([^<>|\s]+)\|")
 
 
@@ -54,7 +58,7 @@ class SlackDialect:
     link_markup = False
 
     def text(self, text: str) -> str:
-        text = text.replace(ZWSP, "")
+        text = text.replace(ZWSP, "").replace("`", GRAVE)
         out: list[str] = []
         at = 0
         for match in _MENTION.finditer(text):  # a user or channel the model names stays one
@@ -80,9 +84,7 @@ class SlackDialect:
         return self._mark("~", inner)
 
     def code(self, code: str) -> str:
-        if "`" in code:  # Slack's inline code cannot hold a backtick: show it as text
-            return self.text(code)
-        return f"`{_esc(code)}`"
+        return f"`{_esc(code.replace('`', GRAVE))}`"
 
     def code_block(self, code: str, language: str) -> str:
         return f"```\n{_code(code)}\n```"
@@ -159,9 +161,11 @@ class _Reader:
             elif char == ">" and "a" in self.open:
                 self.pop(">", "a")
                 at += 1
-            else:
-                atoms.extend(text_atoms(char))
-                at += 1
+            else:  # text up to the next character that may start markup
+                run = _TEXT.match(text, at + 1)
+                stop = run.end() if run is not None else at + 1
+                atoms.extend(text_atoms(text[at:stop]))
+                at = stop
 
     def code(self, opener: str, tag: str, closer: str, at: int) -> int:
         """Read a code span or block from ``at``; the index after its closer."""
