@@ -30,7 +30,7 @@ LIMITS = Limits(chunk=2000, measure=Measure.CHARS, max_lines=17)
 ZWSP = "\u200b"
 _URL = re.compile(r"https?://[^\s<>*~`|\\\[\]]+")
 _SPECIAL = re.compile(r"[\\*_~`|\[\]]|(?:^|(?<=\n))[ \t]*[#>+-]")
-_PINGS = re.compile(r"@(everyone|here)\b")
+_PINGS = re.compile(r"@(everyone|here)")
 _FENCE = re.compile(r"```([\w+#.-]*)\n")
 _LINK_END = re.compile(r"\]\(<([^<>\s]*)>\)")
 _HEADING = re.compile(r"#{1,3} ")
@@ -178,7 +178,7 @@ class _Reader:
                     self.push(marker, tag, marker)
                 at += len(marker)
             else:  # text up to the next character that may start markup
-                run = _TEXT.match(text, at + 1)
+                run = _TEXT.match(text, at + 1) if char != "\n" else None
                 stop = run.end() if run is not None else at + 1
                 atoms.extend(text_atoms(text[at:stop]))
                 at = stop

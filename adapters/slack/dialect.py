@@ -162,7 +162,7 @@ class _Reader:
                 self.pop(">", "a")
                 at += 1
             else:  # text up to the next character that may start markup
-                run = _TEXT.match(text, at + 1)
+                run = _TEXT.match(text, at + 1) if char != "\n" else None
                 stop = run.end() if run is not None else at + 1
                 atoms.extend(text_atoms(text[at:stop]))
                 at = stop
