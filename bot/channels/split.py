@@ -61,15 +61,14 @@ _CHAR_ATOMS: dict[str, Atom] = {}  # one atom per distinct character: far fewer 
 def text_atoms(text: str) -> list[Atom]:
     """One text atom per character of ``text`` (which needs no escaping)."""
     cache = _CHAR_ATOMS
-    out: list[Atom] = []
-    for char in text:
-        atom = cache.get(char)
-        if atom is None:
-            atom = Atom(char, char)
-            if len(cache) < 65536:
-                cache[char] = atom
-        out.append(atom)
-    return out
+    try:
+        return [cache[char] for char in text]
+    except KeyError:
+        if len(cache) > 65536:
+            cache.clear()
+        for char in text:
+            cache.setdefault(char, Atom(char, char))
+        return [cache[char] for char in text]
 
 
 def measure(rendered: str, dialect: Dialect, limits: Limits) -> int:
@@ -109,18 +108,20 @@ class _Splitter:
         self.limit = limits.chunk
         self.max_lines = limits.max_lines
         self.chars = limits.measure is not Measure.UTF16  # markup counts, as sent
+        chars = [atom.char for atom in atoms]
         if self.chars:
             units = [len(atom.raw) for atom in atoms]
         else:
-            chars = [atom.char for atom in atoms]
             lengths = {char: utf16_len(char) for char in set(chars)}
             units = [lengths[char] for char in chars]
         self.ends = list(accumulate(units, initial=0))  # units in atoms[:k]
         self.text_ends = list(accumulate((len(atom.raw) if atom.char else 0 for atom in atoms), initial=0)) \
             if self.chars else self.ends  # the same, counting text only
-        self.text_at = [index for index, atom in enumerate(atoms) for _ in atom.char]  # atom of each plain char
-        self.text_before = list(accumulate((len(atom.char) for atom in atoms), initial=0))  # plain chars in atoms[:k]
-        self.plain = "".join(atom.char for atom in atoms)
+        self.plain = "".join(chars)
+        self.text_at = [index for index, char in enumerate(chars) if char]  # atom of each plain char
+        if len(self.text_at) != len(self.plain):  # some atoms show more than one character
+            self.text_at = [index for index, char in enumerate(chars) for _ in char]
+        self.text_before = list(accumulate(map(len, chars), initial=0))  # plain chars in atoms[:k]
         self.stacks = _stacks(atoms)
 
     def chunks(self) -> list[str]:
@@ -175,9 +176,9 @@ class _Splitter:
         while at < end:
             if "\n" in atoms[at].raw:
                 more = atoms[at].raw.count("\n")
-                if atoms[at].role is Role.CLOSE:  # a fence's last line, already counted as closing
-                    lines += more
-                elif lines + more + sum(atom.close.count("\n") for atom in stacks[at]) > self.max_lines:
+                closing = sum(atom.close.count("\n") for atom in stacks[at])
+                # a closing fence's line was counted as closing already, at the newline before it
+                if atoms[at].role is not Role.CLOSE and lines + more + closing > self.max_lines:
                     return max(at, start + 1)  # cut before the newline that starts one line too many
                 lines += more
             at += 1
