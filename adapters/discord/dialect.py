@@ -87,11 +87,11 @@ class DiscordDialect:
         return f"~~{inner}~~"
 
     def code(self, code: str) -> str:
-        code = _code(code)
+        code = self.code_text(code)
         return f"`{code}`" if "`" not in code else f"`` {code} ``"
 
     def code_block(self, code: str, language: str) -> str:
-        return f"```{language}\n{_code(code)}\n```"
+        return f"```{language}\n{self.code_text(code)}\n```"
 
     def link(self, inner: str, url: str) -> str:
         return f"[{inner}](<{_url(url)}>)"

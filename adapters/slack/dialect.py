@@ -87,7 +87,7 @@ class SlackDialect:
         return f"`{_esc(code.replace('`', GRAVE))}`"
 
     def code_block(self, code: str, language: str) -> str:
-        return f"```\n{_code(code)}\n```"
+        return f"```\n{self.code_text(code)}\n```"
 
     def link(self, inner: str, url: str) -> str:
         return f"<{_esc(url).replace('|', '%7C')}|{inner}>"

@@ -61,12 +61,12 @@ class TelegramDialect:
         return f"<s>{inner}</s>"
 
     def code(self, code: str) -> str:
-        return f"<code>{_esc(code)}</code>"
+        return f"<code>{self.code_text(code)}</code>"
 
     def code_block(self, code: str, language: str) -> str:
         if not language:
-            return f"<pre><code>{_esc(code)}</code></pre>"
-        return f'<pre><code class="language-{_attr(language)}">{_esc(code)}</code></pre>'
+            return f"<pre><code>{self.code_text(code)}</code></pre>"
+        return f'<pre><code class="language-{_attr(language)}">{self.code_text(code)}</code></pre>'
 
     def link(self, inner: str, url: str) -> str:
         return f'<a href="{_attr(url)}">{inner}</a>'
@@ -81,7 +81,7 @@ class TelegramDialect:
         return "• " if number is None else f"{number}. "
 
     def table(self, lines: list[str]) -> str:
-        return "<pre>" + _esc("\n".join(lines)) + "</pre>"
+        return "<pre>" + self.code_text("\n".join(lines)) + "</pre>"
 
     def tokens(self, rendered: str) -> list[Atom]:
         atoms: list[Atom] = []
