@@ -22,6 +22,7 @@ from bot.channels.split import Role
 from tests.test_telegram_render import assert_telegram_html
 
 DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, PLAIN]
+Z = "\u200b"
 
 CASES = [
     # (id, markdown, telegram, slack, discord, plain)
@@ -298,3 +299,16 @@ def outside_code(rendered: str) -> str:
         elif depth == 0:
             out.append(atom.raw)
     return "".join(out)
+
+
+def test_slack_link_text_holds_no_mention_markup() -> None:
+    rendered = render("[ask <@U123>](https://x.io) or <@U123>", SLACK)
+    assert rendered == "<https://x.io|ask &lt;@U123&gt;> or <@U123>"
+    assert SLACK.plain(rendered) == "ask <@U123> or <@U123>"
+
+
+def test_the_same_style_inside_itself_is_written_once() -> None:
+    assert render("*a *b* c*", TELEGRAM) == "<i>a b c</i>"
+    assert render("*a *b* c*", SLACK) == f"{Z}_a b c_{Z}"
+    assert render("*a *b* c*", DISCORD) == "_a b c_"
+

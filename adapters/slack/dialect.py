@@ -90,6 +90,7 @@ class SlackDialect:
         return f"```\n{self.code_text(code)}\n```"
 
     def link(self, inner: str, url: str) -> str:
+        inner = _MENTION.sub(lambda found: _esc(found.group(0)), inner)  # no <...> inside <...>
         return f"<{_esc(url).replace('|', '%7C')}|{inner}>"
 
     def quote(self, inner: str) -> str:
