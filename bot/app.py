@@ -77,7 +77,7 @@ class App:
         a = cfg.agent
         settings = AgentSettings(
             agent_id=a.id, provider=a.provider, model=a.model, max_tokens=a.max_tokens,
-            max_iterations=a.max_iterations, context_window=a.context_window, max_message_chars=a.max_message_chars,
+            max_iterations=a.max_iterations, context_window=a.window, max_message_chars=a.max_message_chars,
             history_turns=a.history_turns, guard=GuardMode(a.input_guard), system_prompt=a.system_prompt,
         )
         templates = cfg.workspace.templates or BUILTIN_TEMPLATES
