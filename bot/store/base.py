@@ -141,6 +141,10 @@ class SummaryStore(Protocol):
         ...
 
 
+class CompactingStore(Store, SummaryStore, Protocol):
+    """The Store and the SummaryStore on one object: what the agent core is given."""
+
+
 @dataclass(frozen=True, slots=True)
 class PairingCode:
     """A pairing request: ``code`` lets ``user_id`` on ``platform`` in once the owner approves it."""

@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -379,8 +379,14 @@ def tool_pairing_problems(dialect: Dialect, body: Any) -> list[str]:
 class FakeLLM:
     """The fake server. ``async with FakeLLM() as llm``; ``port=0`` picks a free port."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, model: str | None = None) -> None:
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, model: str | None = None,
+                 strict_pairing: bool = False, responder: Callable[[Any], Reply] | None = None) -> None:
+        """``strict_pairing``: a request with a broken tool call / result pairing is refused
+        with 400, as the real APIs do, and noted in ``pairing_problems``. ``responder``:
+        when the script is empty, the reply is ``responder(body)`` instead of the echo."""
         self.host, self.port, self.model = host, port, model
+        self.strict_pairing, self.responder = strict_pairing, responder
+        self.pairing_problems: list[str] = []
         self.requests: list[Received] = []
         self._script: deque[Reply] = deque()
         self._arrived = asyncio.Condition()
@@ -433,7 +439,12 @@ class FakeLLM:
             body: Any = await request.json()
         except ValueError:
             body = None
-        reply = self._script.popleft() if self._script else Reply.text("echo: " + last_user_text(body))
+        if self._script:
+            reply = self._script.popleft()
+        elif self.responder is not None:
+            reply = self.responder(body)
+        else:
+            reply = Reply.text("echo: " + last_user_text(body))
         received = Received(len(self.requests), request.path, {k.lower(): v for k, v in request.headers.items()},
                             body, reply)
         async with self._arrived:
@@ -453,6 +464,10 @@ class FakeLLM:
         body = received.body if isinstance(received.body, dict) else {}
         model = self.model or body.get("model") or "fake-model"
         stream = bool(body.get("stream"))
+        if self.strict_pairing and (problems := tool_pairing_problems(dialect, body)):
+            self.pairing_problems.extend(f"request {received.index}: {p}" for p in problems)
+            refusal = Reply.error(400, message="messages: " + "; ".join(problems))
+            return web.json_response(error_body(dialect, refusal), status=400)
         if reply.kind == "hang":
             await self._stopping.wait()
             return web.Response(status=503)
