@@ -365,3 +365,38 @@ async def test_300_turns_with_big_tool_outputs_never_break_pairing(tmp_path: Pat
         sizes = [len(json.dumps(r.body["messages"])) for r in turns]
         assert max(sizes[150:]) < 16_000 * 4  # bounded by the window, long after the first compaction
         assert responder.summaries >= 5
+
+
+async def test_next_request_tokens_counts_the_system_prompt_and_the_summary(h: Harness) -> None:
+    from bot import tokens
+
+    session = await h.store.session(h.key())
+    msg = h.inbound("x")
+    empty = await h.agent.next_request_tokens(session, msg)
+    assert empty > 500  # the system prompt and tool definitions, with no history at all
+    for i in range(3):
+        await h.run(f"turn {i}")
+    grown = await h.agent.next_request_tokens(session, msg)
+    history = await h.store.history(session)
+    assert grown - empty == tokens.count_messages(history, "fake-model")
+    await h.agent.compact(session, msg, run_id="c1")
+    compacted = await h.agent.next_request_tokens(session, msg)
+    kept = await h.store.history(session)
+    summary = await h.agent.last_compaction(session)
+    assert summary is not None
+    assert compacted - empty == tokens.count_messages([summary_message(summary.text), *kept], "fake-model")
+
+
+def test_status_and_compact_texts() -> None:
+    from bot.agent.compaction import CompactionResult, compact_reply
+    from bot.commands import HELP, MENU, NAMES, parse_command, status_text
+
+    text = status_text(model="m", context_tokens=12_345, context_window=100_000, input_tokens=5, output_tokens=6,
+                       cost=0.5, turns=3, running=False, queued=0, cache_read_tokens=4,
+                       last_compaction=(40_000, 2_000))
+    assert "Context: 12,345 of 100,000 tokens (12%)" in text
+    assert "Last compaction: 40,000 -> 2,000 tokens" in text and "(4 from cache)" in text
+    assert "compact" in NAMES and "compact" in dict(MENU) and "/compact" in HELP
+    assert parse_command("/compact") is not None
+    assert "12 messages" in compact_reply(CompactionResult(Outcome.COMPACTED, 12, 900, 100))
+    assert "unchanged" in compact_reply(CompactionResult(Outcome.FAILED))

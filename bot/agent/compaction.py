@@ -99,6 +99,18 @@ class CompactionResult:
 # --------------------------------------------------------------------------- pure parts
 
 
+def compact_reply(result: CompactionResult) -> str:
+    """What ``/compact`` answers."""
+    if result.outcome is Outcome.COMPACTED:
+        return (f"Compacted {result.messages} messages into a summary: context {result.tokens_before:,} -> "
+                f"{result.tokens_after:,} tokens. Nothing was deleted.")
+    if result.outcome is Outcome.BUSY:
+        return "A compaction of this conversation is already running."
+    if result.outcome is Outcome.NOT_NEEDED:
+        return "Nothing to compact yet."
+    return "Compaction failed; the conversation is unchanged. Try again later."
+
+
 def safe_cut(messages: Sequence[Message], want: int) -> int:
     """The index to cut at, at most ``want``: the kept part never starts with tool results
     (their call would be summarised away), so the cut moves earlier past them."""
