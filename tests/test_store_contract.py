@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
 
 import pytest
 
@@ -19,21 +18,17 @@ from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, S
 from bot.providers.base import Usage
 from bot.store.base import (
     ApprovedSender,
+    CompactingStore,
     OutboundLedger,
     PairingCode,
     PairingStore,
     Session,
     Store,
     Summary,
-    SummaryStore,
     Turn,
     UsageTotals,
 )
 from bot.store.sqlite import SQLiteStore
-
-class CompactingStore(Store, SummaryStore, Protocol):
-    """What compaction needs: the Store and the SummaryStore on one object."""
-
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
 

@@ -27,7 +27,7 @@ from bot.agent.compaction import CompactionResult, CompactionSettings, Compactor
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.guard import REFUSAL, GuardMode, check_input
 from bot.agent.history import build_history, repair_pairing
-from bot.agent.prompt import PromptInputs, PromptMode, build_system_prompt, context_file_names
+from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
 from bot.agent.silence import NoReplyHoldback, final_answer
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
@@ -240,7 +240,8 @@ class Agent:
         history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
         return [summary_message(summary.text), *history] if summary else history
 
-    async def _loop(self, run: _Run, system: str, history: list[Message], ctx: ToolContext, limit: int) -> str:
+    async def _loop(self, run: _Run, prompt: tuple[str, str], history: list[Message], ctx: ToolContext,
+                    limit: int) -> str:
         """Call the model until it answers without tools; the answer's raw text.
 
         ``base`` is what precedes the turn's messages from ``covered`` on: the history,
@@ -249,6 +250,8 @@ class Agent:
         repeats = RepeatDetector()
         specs = self._tools.specs()
         s = self.settings
+        system, volatile = prompt
+        whole_system = f"{system}\n\n{volatile}"  # what is counted: the volatile part is sent too
         base, covered = list(history), 0
         reported: tuple[int, int] | None = None  # (prompt tokens the provider reported, messages sent)
         may_compact = s.compaction.enabled
@@ -257,7 +260,7 @@ class Agent:
             await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
             messages = [*base, *run.new[covered:]]
             run.prompt_tokens = (reported[0] + tokens.count_messages(messages[reported[1]:], s.model) if reported
-                                 else tokens.count_request(system, messages, specs, s.model))
+                                 else tokens.count_request(whole_system, messages, specs, s.model))
             if may_compact and run.prompt_tokens >= s.compaction.trigger_ratio * s.context_window:
                 done = await self.compactor.compact_in_memory(messages, run.trace, run.request.session_key)
                 may_compact = done is not None  # one failure is enough for this run
@@ -268,8 +271,8 @@ class Agent:
                     else:
                         covered, base = covered + cut - len(base), [summary]
                     messages = repair_pairing([*base, *run.new[covered:]])
-                    run.prompt_tokens, reported = tokens.count_request(system, messages, specs, s.model), None
-            request = ChatRequest(s.model, system, tuple(messages), specs, s.max_tokens)
+                    run.prompt_tokens, reported = tokens.count_request(whole_system, messages, specs, s.model), None
+            request = ChatRequest(s.model, system, tuple(messages), specs, s.max_tokens, volatile=volatile)
             completed = await self._think(run, request)
             if completed.usage.input_tokens:
                 reported = (completed.usage.input_tokens, len(messages))
@@ -357,14 +360,15 @@ class Agent:
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
                          run.prompt_tokens)
 
-    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> str:  # type: ignore[no-untyped-def]
+    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> tuple[str, str]:  # type: ignore[no-untyped-def]
         return self._prompt("full", request.session_key, last, workspace)
 
     def _prompt(self, mode: PromptMode, session_key: str, last: InboundMessage, workspace: Path,
-                tools: tuple[ToolSpec, ...] | None = None) -> str:
+                tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:
+        """(stable, volatile) parts of the system prompt."""
         s = self.settings
         names = context_file_names(mode, last.chat_type)
-        return build_system_prompt(PromptInputs(
+        return build_prompt_parts(PromptInputs(
             mode=mode, agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
             tools=self._tools.specs() if tools is None else tools, workspace=workspace,
             context_files=tuple(load_context_files(workspace, names)), owner_ids=s.owners,
@@ -378,9 +382,9 @@ class Agent:
         """The tokens of the next request of this session as it stands: system prompt, tool
         definitions, summary and history (the new message not included)."""
         workspace = await self._workspaces.prepare(msg, person=person)
-        system = self._prompt("full", session.key, msg, workspace)
+        system, volatile = self._prompt("full", session.key, msg, workspace)
         history = await self._history(session)
-        return tokens.count_request(system, history, self._tools.specs(), self.settings.model)
+        return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), self.settings.model)
 
     async def last_compaction(self, session: Session) -> Summary | None:
         """The session's latest compaction (its tokens before and after), for /status."""
@@ -396,7 +400,7 @@ class Agent:
         flush_tools = tuple(t.spec for t in self._tools if t.category is ToolCategory.FILE)
         return await self.compactor.compact(
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
-            flush_prompt=lambda: self._prompt("minimal", session.key, msg, workspace, flush_tools))
+            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", session.key, msg, workspace, flush_tools)))
 
     async def compact_after(self, request: RunRequest, result: RunResult) -> CompactionResult | None:
         """After a run: compact when the session passed ``trigger_messages`` live messages
