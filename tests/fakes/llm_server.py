@@ -320,6 +320,11 @@ def stream_error_frame(dialect: Dialect) -> str:
 _CONTEXT_BLOCK = re.compile(r"\n\n<chatgate-context[^>]*>\n.*?\n</chatgate-context>", re.DOTALL)
 
 
+def without_context(text: str) -> str:
+    """``text`` without the runtime context chatgate appends to the newest user turn."""
+    return _CONTEXT_BLOCK.sub("", text)
+
+
 def last_user_text(body: Any) -> str:
     """The newest user text, without the runtime context chatgate appends to it."""
     for message in reversed((body or {}).get("messages") or []):
@@ -704,4 +709,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["Call", "FakeLLM", "PromptCache", "Received", "Reply", "Thought", "Tokens", "tool_pairing_problems"]
+__all__ = ["Call", "FakeLLM", "PromptCache", "without_context", "Received", "Reply", "Thought", "Tokens", "tool_pairing_problems"]
