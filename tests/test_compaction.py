@@ -400,3 +400,23 @@ def test_status_and_compact_texts() -> None:
     assert parse_command("/compact") is not None
     assert "12 messages" in compact_reply(CompactionResult(Outcome.COMPACTED, 12, 900, 100))
     assert "unchanged" in compact_reply(CompactionResult(Outcome.FAILED))
+
+
+async def test_history_reads_enough_pages_for_long_tool_turns(tmp_path: Path) -> None:
+    from bot.store.base import Turn
+
+    async for h in make_harness(tmp_path, "openai", history_turns=3, enabled=False):
+        session = await h.store.session(h.key())
+        for i in range(100):
+            await h.store.append_turn(Turn(session, f"old{i}", (Message.user(f"old {i}"), Message.assistant("ok"))))
+        for i in range(3):  # three turns of 2 + 2 * 8 messages: more than the first page holds
+            calls = []
+            for j in range(8):
+                calls += [Message(Role.ASSISTANT, (ToolCall(f"c{i}-{j}", "list_files", "{}"),)),
+                          Message(Role.TOOL, (ToolResult(f"c{i}-{j}", "x"),))]
+            await h.store.append_turn(Turn(session, f"new{i}", (Message.user(f"new {i}"), *calls,
+                                                                Message.assistant("done"))))
+        await h.run("now")
+        sent = json.dumps(h.llm.requests[-1].body["messages"])
+        assert all(f"new {i}" in sent for i in (0, 1, 2)), sent
+        assert '"old 99"' not in sent

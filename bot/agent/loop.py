@@ -41,7 +41,8 @@ from bot.workspace import Workspaces, load_context_files, save_upload
 
 log = logging.getLogger(__name__)
 
-HISTORY_LOAD = 400  # stored messages read per run; the pipeline then limits by turns
+HISTORY_LOAD = 400  # at most this many stored messages read per run; the pipeline then limits by turns
+HISTORY_PAGE = 4  # stored messages first read per turn sent (doubled while too few turns came back)
 CANCELLED_RESULT = "Tool execution cancelled by user"
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
 
@@ -236,7 +237,13 @@ class Agent:
         through the pipeline (limit turns, prune tool results, repair pairing)."""
         s = self.settings
         summary = await self._store.summary(session)
-        stored = await self._store.history(session, limit=HISTORY_LOAD)
+        limit = min(HISTORY_LOAD, max(16, s.history_turns * HISTORY_PAGE))
+        while True:  # read as little as gives history_turns turns: a long session costs no more
+            stored = await self._store.history(session, limit=limit)
+            if len(stored) < limit or limit >= HISTORY_LOAD or \
+                    sum(m.role is Role.USER for m in stored) >= s.history_turns:
+                break
+            limit = min(HISTORY_LOAD, limit * 2)
         history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
         return [summary_message(summary.text), *history] if summary else history
 
