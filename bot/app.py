@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bot.access import Access, access_policies
 from bot.agent.events import EventBus
+from bot.agent.compaction import CompactionSettings
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.channels import Channel
@@ -78,8 +79,9 @@ class App:
         a = cfg.agent
         settings = AgentSettings(
             agent_id=a.id, provider=a.provider, model=a.model, max_tokens=a.max_tokens,
-            max_iterations=a.max_iterations, context_window=a.context_window, max_message_chars=a.max_message_chars,
+            max_iterations=a.max_iterations, context_window=a.window, max_message_chars=a.max_message_chars,
             history_turns=a.history_turns, guard=GuardMode(a.input_guard), system_prompt=a.system_prompt,
+            compaction=CompactionSettings(**a.compaction.model_dump()),
         )
         templates = cfg.workspace.templates or BUILTIN_TEMPLATES
         if not templates.is_dir():

@@ -230,7 +230,8 @@ async def test_a_photo_reaches_the_model_as_an_image(stack: Stack) -> None:
     await stack.tg.wait_for_sent(1, timeout=5)
     content = stack.llm.requests[0].body["messages"][-1]["content"]
     kinds = [part["type"] for part in content]
-    assert kinds == ["text", "image_url"] and content[0]["text"] == "what is this?"
+    assert kinds == ["text", "image_url", "text"] and content[0]["text"] == "what is this?"
+    assert "chatgate-context" in content[2]["text"]  # the runtime context, after the cached prefix
     assert content[1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
 
 
@@ -313,7 +314,7 @@ async def test_an_album_arrives_as_one_message(stack: Stack) -> None:
     await asyncio.sleep(0.3)
     assert len(stack.llm.requests) == 1
     content = stack.llm.requests[0].body["messages"][-1]["content"]
-    assert [p["type"] for p in content] == ["text", "image_url", "image_url"]
+    assert [p["type"] for p in content] == ["text", "image_url", "image_url", "text"]
     assert content[0]["text"] == "compare these"
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, 
 from bot.channels import registry
 from bot.config.types import Float, Int, Loc, Name, Secret, Section, Url, secret
 from bot.errors import ConfigError
+from bot.providers.context import context_window_for
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 
@@ -23,12 +24,34 @@ _secret = secret
 
 
 
+def _flush_mode(value: Any) -> Any:
+    # `memory_flush: true` means the default places (DMs), `false` means never
+    if value is True:
+        return "dm"
+    if value is False:
+        return "off"
+    return value
+
+
+class CompactionConfig(Section):
+    """When and how a long session is summarised (bot.agent.compaction)."""
+
+    enabled: bool = True
+    trigger_ratio: Annotated[Float, Field(gt=0, lt=1)] = 0.75  # of the context window
+    trigger_messages: Annotated[Int, Field(ge=2)] = 50  # messages since the last summary
+    keep_last: Annotated[Int, Field(ge=0, le=100)] = 4  # newest messages never summarised
+    summary_max_tokens: Annotated[Int, Field(ge=64, le=32_768)] = 1024
+    # before summarising, let the model write durable facts to memory/YYYY-MM-DD.md:
+    # off | dm (DM workspaces only) | all (group workspaces too); true = dm, false = off
+    memory_flush: Annotated[Literal["off", "dm", "all"], BeforeValidator(_flush_mode)] = "dm"
+
+
 class AgentConfig(Section):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] = "main"
     provider: Literal["openai", "anthropic"] = "openai"
     model: Name = DEFAULT_MODELS["openai"]
     max_iterations: Annotated[Int, Field(ge=1, le=200)] = 20
-    context_window: Annotated[Int, Field(ge=1)] = 128_000
+    context_window: Annotated[Int, Field(ge=1)] | None = None  # None: the model's, from a table
     max_message_chars: Annotated[Int, Field(ge=1)] = 32_768
     max_tokens: Annotated[Int, Field(ge=1)] = 4096
     system_prompt: str | None = None
@@ -36,6 +59,7 @@ class AgentConfig(Section):
     identity_links: dict[Name, tuple[Annotated[str, Field(pattern=r"^[a-z]+:.+$")], ...]] = {}
     history_turns: Annotated[Int, Field(ge=1, le=10_000)] = 40
     input_guard: Literal["off", "log", "warn", "block"] = "warn"
+    compaction: CompactionConfig = CompactionConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -43,6 +67,11 @@ class AgentConfig(Section):
         if isinstance(data, dict) and "model" not in data and data.get("provider") in DEFAULT_MODELS:
             return {**data, "model": DEFAULT_MODELS[data["provider"]]}
         return data
+
+    @property
+    def window(self) -> int:
+        """The context window in use: ``context_window`` when set, else the model's."""
+        return context_window_for(self.model, self.context_window)
 
 
 class ProviderConfig(Section):
@@ -149,12 +178,11 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _fits(self) -> Config:
-        if self.agent.max_tokens >= self.agent.context_window:
-            raise ConfigError(
-                "agent.max_tokens",
-                f"must be less than agent.context_window ({self.agent.context_window}), "
-                f"got {self.agent.max_tokens}",
-            )
+        a = self.agent
+        if a.max_tokens >= a.window:
+            window = (f"agent.context_window ({a.window})" if a.context_window is not None
+                      else f"the context window of {a.model} ({a.window}; set agent.context_window to change it)")
+            raise ConfigError("agent.max_tokens", f"must be less than {window}, got {a.max_tokens}")
         return self
 
     def provider_settings(self) -> ProviderConfig:
@@ -185,7 +213,7 @@ class Config(Section):
         a, p = self.agent, self.provider_settings()
         lines = [
             f"config     {self._source}",
-            f"agent      {a.id}: up to {a.max_iterations} iterations, context window {a.context_window} "
+            f"agent      {a.id}: up to {a.max_iterations} iterations, context window {a.window} "
             f"tokens, answers up to {a.max_tokens} tokens, dm_scope {a.dm_scope}"
             + (f", system_prompt {len(a.system_prompt)} chars" if a.system_prompt else ""),
             f"provider   {a.provider}, model {a.model}",
