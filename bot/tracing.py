@@ -47,6 +47,8 @@ class Span:
     cost: float = 0.0
     is_error: bool = False
     preview: str = ""  # at most PREVIEW_CHARS, scrubbed
+    cache_read_tokens: int = 0  # parts of input_tokens read from / written to the prompt cache
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,8 @@ class TraceRecord:
     iterations: int = 0
     error: str | None = None
     spans: tuple[Span, ...] = ()
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class Redactor:
@@ -104,7 +108,8 @@ class TraceBuilder:
         self.usage += usage
         self.cost += cost
         self.spans.append(Span(SpanKind.LLM, model, started, (self.clock() - started) * 1000, usage.input_tokens,
-                               usage.output_tokens, cost, is_error, self.redact.preview(preview)))
+                               usage.output_tokens, cost, is_error, self.redact.preview(preview),
+                               usage.cache_read_tokens, usage.cache_write_tokens))
 
     def tool(self, name: str, started: float, *, is_error: bool, output: str, seconds: float | None = None) -> None:
         duration = (self.clock() - started) if seconds is None else seconds
@@ -117,12 +122,13 @@ class TraceBuilder:
         self.usage += usage
         self.cost += cost
         self.spans.append(Span(SpanKind.AGENT, session_key, started, seconds * 1000, usage.input_tokens,
-                               usage.output_tokens, cost, is_error, self.redact.preview(output)))
+                               usage.output_tokens, cost, is_error, self.redact.preview(output),
+                               usage.cache_read_tokens, usage.cache_write_tokens))
 
     def finish(self, status: str, iterations: int, error: str | None = None) -> TraceRecord:
         return TraceRecord(self.run_id, self.session_key, self.agent_id, self.started_at, self.clock(), status,
                            self.model, self.usage.input_tokens, self.usage.output_tokens, self.cost, iterations,
-                           error, tuple(self.spans))
+                           error, tuple(self.spans), self.usage.cache_read_tokens, self.usage.cache_write_tokens)
 
 
 def format_traces(traces: Iterable[TraceRecord]) -> str:
@@ -132,15 +138,24 @@ def format_traces(traces: Iterable[TraceRecord]) -> str:
         when = datetime.fromtimestamp(t.started_at).strftime("%Y-%m-%d %H:%M:%S")
         seconds = t.ended_at - t.started_at
         lines.append(f"{when}  {t.status:<9}  {seconds:6.2f} s  {t.input_tokens:>7} in {t.output_tokens:>6} out"
+                     f"{_cached(t.cache_read_tokens, t.cache_write_tokens)}"
                      f"  ${t.cost:.4f}  {t.iterations} it  {t.model}  {t.session_key}  run {t.run_id[:8]}")
         if t.error:
             lines.append(f"    error: {t.error}")
         for s in t.spans:
             if s.kind is not SpanKind.TOOL:
-                detail = f"{s.input_tokens:>7} in {s.output_tokens:>6} out  ${s.cost:.4f}"
+                detail = (f"{s.input_tokens:>7} in {s.output_tokens:>6} out"
+                          f"{_cached(s.cache_read_tokens, s.cache_write_tokens)}  ${s.cost:.4f}")
             else:
                 detail = "error" if s.is_error else "ok"
             preview = s.preview.replace("\n", " ")[:80]
             lines.append(f"    {s.kind.value:<4} {s.name:<24} {s.duration_ms:8.0f} ms  {detail}"
                          + (f"  {preview}" if preview else ""))
     return "\n".join(lines) if lines else "no traces yet"
+
+
+def _cached(read: int, write: int) -> str:
+    """The prompt-cache part of a token count, when there is one."""
+    if not read and not write:
+        return ""
+    return f" ({read} cached" + (f", {write} to cache)" if write else ")")

@@ -112,7 +112,8 @@ async def test_children_run_at_once_with_read_only_tools_and_the_minimal_prompt(
         assert "working on one task" in system
     parent_system = spawning.llm.requests[0].body["messages"][0]["content"]
     assert PERSONA_REMINDER in parent_system
-    assert sorted(r.body["messages"][-1]["content"] for r in children) == ["task A", "task B", "task C"]
+    # the task is the child's user message (the runtime context follows it)
+    assert sorted(r.body["messages"][-1]["content"].split("\n")[0] for r in children) == ["task A", "task B", "task C"]
     results = await spawning.results()
     assert sorted(r.content for r in results) == ["answer 0", "answer 1", "answer 2"]
     for n in (1, 2, 3):  # each child has its own session, with its task and answer

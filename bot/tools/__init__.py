@@ -8,8 +8,7 @@ unless asked for: ``builtin_registry(exec_enabled=True)``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from bot.config import ToolsConfig
+from typing import TYPE_CHECKING
 
 from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command
@@ -19,6 +18,9 @@ from bot.tools.memory import memory_get, memory_search
 from bot.tools.policy import ToolPolicy, ToolRules, policy_for
 from bot.tools.registry import MAX_OUTPUT_CHARS, RepeatDetector, ToolRegistry, canonical_call
 from bot.tools.web import WebFetchSettings, web_fetch_tool
+
+if TYPE_CHECKING:
+    from bot.config.schema import ToolsConfig
 
 __all__ = [
     "DEFAULT_TIMEOUTS",

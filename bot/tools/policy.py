@@ -19,8 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
-from bot.config import AccessConfig, ToolRulesConfig, ToolsConfig
+if TYPE_CHECKING:  # the config is only read here; importing its schema would import the channel registry
+    from bot.config.schema import ToolsConfig
+    from bot.config.types import AccessConfig, ToolRulesConfig
 
 
 @dataclass(frozen=True, slots=True)

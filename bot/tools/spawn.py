@@ -25,12 +25,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
-from bot.agent.prompt import PromptInputs, build_system_prompt, context_file_names
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers.base import Provider, Usage
 from bot.session_keys import parse_key
@@ -39,7 +37,7 @@ from bot.tools.base import SubAgentRun, Tool, ToolCategory, ToolContext, ToolErr
 from bot.tools.policy import ToolPolicy, ToolRules
 from bot.tools.registry import ToolRegistry
 from bot.tracing import Redactor
-from bot.workspace import Workspaces, load_context_files
+from bot.workspace import Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +57,8 @@ class _ChildAgent(Agent):
     """An Agent whose system prompt is the minimal one (identity, tools, safety, workspace,
     time, AGENTS.md and TOOLS.md): no persona, no memory, no bootstrap."""
 
-    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace: Path) -> str:
-        s = self.settings
-        names = context_file_names("minimal", last.chat_type)
-        return build_system_prompt(PromptInputs(
-            mode="minimal", agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
-            tools=self._tools.specs(), workspace=workspace, context_files=tuple(load_context_files(workspace, names)),
-            owner_ids=s.owners, now=datetime.now(timezone.utc), model=s.model, provider=s.provider,
-            session_key=request.session_key,
-        ))
+    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace: Path) -> tuple[str, str]:
+        return self._prompt("minimal", request.session_key, last, workspace)
 
 
 class SubAgents:
