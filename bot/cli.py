@@ -56,8 +56,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
+    if args.command in ("run", "chat", "check") and config.tools.exec.enabled:
+        from bot.tools.sandbox import require_sandbox
+
+        try:
+            require_sandbox(config.exec_settings())  # bubblewrap missing or crippled: stop now
+        except ConfigError as exc:
+            print(f"chatgate: {exc}", file=sys.stderr)
+            return 2
     if args.command == "check":
         print(config.describe())
+        for warning in config.warnings():
+            print(f"warning: {warning}", file=sys.stderr)
         return 0
     if args.command == "traces":
         return asyncio.run(_traces(config, args.session, args.last))

@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -44,6 +44,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from bot.errors import ConfigError
+
+if TYPE_CHECKING:
+    from bot.tools.sandbox import ExecSettings
 
 DEFAULT_PATH = Path("config.yaml")
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
@@ -248,6 +251,9 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 class ExecToolConfig(_Section):
     enabled: bool = False  # the shell tool: off unless you trust every allowed user with a shell
+    sandbox: Literal["bwrap", "none"] = "bwrap"  # none: the command can read what the bot can
+    network: bool = False  # only under bwrap
+    owners_only: bool = True  # only the channels' owners may have commands run
 
 
 class ToolsConfig(_Section):
@@ -274,6 +280,7 @@ class Config(_Section):
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")
+    _source_path: Path | None = PrivateAttr(None)
     _env_sources: dict[Loc, tuple[str, ...]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
@@ -304,6 +311,27 @@ class Config(_Section):
 
         walk(self)
         return tuple(v for v in found if v)
+
+    def private_paths(self) -> tuple[Path, ...]:
+        """What a sandboxed command must never see: this config file, the database's folder and
+        the workspace root (a command gets its own workspace, nothing above it)."""
+        paths = [self.storage.path.parent, self.workspace.root]
+        if self._source_path is not None:
+            paths.insert(0, self._source_path)
+        return tuple(p.absolute() for p in paths)
+
+    def exec_settings(self) -> ExecSettings:
+        """``tools.exec`` as the exec tool takes it (``builtin_registry(exec_settings=...)``)."""
+        from bot.tools.sandbox import ExecSettings
+
+        e = self.tools.exec
+        return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
+                            private=self.private_paths())
+
+    def owner_ids(self) -> tuple[str, ...]:
+        """Every channel's owners as ``platform:user_id`` (``AgentSettings.owners``, the prompt)."""
+        return tuple(f"{name}:{uid}" for name in ChannelsConfig.model_fields
+                     for uid in getattr(getattr(self.channels, name), "owners", ()))
 
     @property
     def enabled_channels(self) -> tuple[str, ...]:
@@ -342,7 +370,19 @@ class Config(_Section):
             f"runs       up to {self.runs.max_concurrent} at once, queue_mode {self.runs.queue_mode}",
             f"logging    {self.logging.level}, {self.logging.format}",
         ]
+        e = self.tools.exec
+        if e.enabled:
+            lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
+                             f"{'owners only' if e.owners_only else 'every allowed user'}")
         return "\n".join(lines)
+
+    def warnings(self) -> list[str]:
+        """Choices that are allowed but unsafe, for ``chatgate check``."""
+        found = []
+        if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
+            found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
+                         "file, database, environment and every workspace (set it to bwrap)")
+        return found
 
     def _mask(self, loc: Loc, secret: SecretStr | None) -> str:
         if secret is None:
@@ -613,6 +653,7 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     except ValidationError as exc:
         raise _from_validation(exc, used) from None
     config._source = source
+    config._source_path = Path(source) if from_file else None
     config._env_sources = used
     if require_secrets:
         _require_secrets(config, used, from_file)

@@ -64,6 +64,7 @@ class RunRequest:
     max_iterations: int | None = None  # overrides the agent's setting for this run
     person: str | None = None  # linked identity, for the workspace
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
+    sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +194,7 @@ class Agent:
             # Setup
             workspace = await self._workspaces.prepare(last, person=request.person)
             ctx = ToolContext(workspace, request.session_key, request.run_id, s.agent_id, last.platform,
-                              last.chat_type.value, last.sender.id)
+                              last.chat_type.value, last.sender.id, request.sender_is_owner)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
