@@ -338,7 +338,10 @@ class Config(_Section):
         return tuple(name for name in ChannelsConfig.model_fields if getattr(self.channels, name).enabled)
 
     def describe(self) -> str:
-        """What would start, for ``chatgate check``; every secret is masked."""
+        """What would start, for ``chatgate check``; every secret is masked, and so are the
+        credentials of URLs (``user:pass@``, token path segments, ``?token=``)."""
+        from bot.tracing import mask_url
+
         a, p = self.agent, self.provider_settings()
         lines = [
             f"config     {self._source}",
@@ -346,7 +349,7 @@ class Config(_Section):
             f"tokens, answers up to {a.max_tokens} tokens, dm_scope {a.dm_scope}"
             + (f", system_prompt {len(a.system_prompt)} chars" if a.system_prompt else ""),
             f"provider   {a.provider}, model {a.model}",
-            f"           base_url {p.base_url}",
+            f"           base_url {mask_url(p.base_url)}",
             f"           api_key {self._mask(('providers', a.provider, 'api_key'), p.api_key)}",
             f"           timeout {p.timeout:g}s, {p.max_retries} retries, Retry-After cap {p.retry_after_cap:g}s",
         ]
@@ -358,7 +361,7 @@ class Config(_Section):
                 if field == "enabled":
                     continue
                 loc = ("channels", name, field)
-                shown = self._mask(loc, value) if loc in _SECRETS else value
+                shown = self._mask(loc, value) if loc in _SECRETS else _shown(value, mask_url)
                 details.append(f"{field} {shown}")
             channels.append(f"{name} ({', '.join(details)})" if details else name)
         lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
@@ -391,6 +394,16 @@ class Config(_Section):
         shown = f"{value[:3]}…{value[-4:]}" if len(value) >= 20 else "(set)"
         names = self._env_sources.get(loc)
         return f"{shown} from {', '.join(names)}" if names else shown
+
+
+def _shown(value: Any, mask_url: Any) -> Any:
+    """A channel setting as ``check`` prints it: URLs (also inside a section) masked."""
+    if isinstance(value, str) and "://" in value:
+        return mask_url(value)
+    if isinstance(value, BaseModel):
+        inner = ", ".join(f"{k} {_shown(v, mask_url)}" for k, v in value if not isinstance(v, SecretStr) and v is not None)
+        return f"({inner})"
+    return value
 
 
 # ---------------------------------------------------------------- model introspection
