@@ -27,11 +27,12 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 import yaml
 from pydantic import (
     AfterValidator,
+    field_validator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -179,6 +180,21 @@ class AccessConfig(_Section):
     require_mention: bool = True
     owners: tuple[PlatformId, ...] = ()  # user ids allowed admin commands (/stopall)
 
+    # The platform's own rule for user ids, so that an entry that can never match (a
+    # username where an id is needed) stops start-up instead of silently locking people out.
+    # A channel's config model overrides these two; the default takes any non-empty id.
+    user_id_pattern: ClassVar[str] = r".+"
+    user_id_hint: ClassVar[str] = "a user id"
+
+    @field_validator("allow_from", "owners")
+    @classmethod
+    def _user_ids_can_match(cls, ids: tuple[str, ...]) -> tuple[str, ...]:
+        for value in ids:
+            if not re.fullmatch(cls.user_id_pattern, value):
+                raise PydanticCustomError("user_id", "{value} can never match: {hint}",
+                                          {"value": json.dumps(value, ensure_ascii=False), "hint": cls.user_id_hint})
+        return ids
+
 
 class ChannelConfig(AccessConfig):
     """The base of every platform's ``channels.<name>`` model: access keys plus ``enabled``."""
@@ -189,15 +205,31 @@ class ChannelConfig(AccessConfig):
 secret = _secret  # for channel config models: a secret field read from an env variable when left out
 
 
+def _https_url(value: str | None) -> str | None:
+    if value is not None and not re.match(r"https://[^/\s]+", value):
+        raise PydanticCustomError("https_url", "must be an https:// URL (Telegram only posts to https)")
+    return value
+
+
+def _webhook_secret(value: SecretStr | None) -> SecretStr | None:
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", value.get_secret_value()):
+        raise PydanticCustomError("webhook_secret", "Telegram accepts only 1 to 256 of A-Z, a-z, 0-9, _ and -")
+    return value
+
+
 class TelegramWebhook(_Section):
     listen: str = "0.0.0.0"
     port: Annotated[Int, Field(ge=1, le=65535)] = 8443
     path: str = "/telegram"
-    url: str | None = None  # the public https URL Telegram posts to, e.g. https://bot.example.com/telegram
-    secret_token: Secret = _secret("TELEGRAM_WEBHOOK_SECRET")
+    # the public https URL Telegram posts to, e.g. https://bot.example.com/telegram
+    url: Annotated[str | None, AfterValidator(_https_url)] = None
+    secret_token: Annotated[Secret, AfterValidator(_webhook_secret)] = _secret("TELEGRAM_WEBHOOK_SECRET")
 
 
 class TelegramChannel(AccessConfig):
+    user_id_pattern: ClassVar[str] = r"[1-9][0-9]{0,15}"
+    user_id_hint: ClassVar[str] = "Telegram user ids are numbers such as 123456789 (ask @userinfobot), not @usernames"
+
     enabled: bool = False
     token: Secret = _secret("TELEGRAM_BOT_TOKEN")
     base_url: Url = "https://api.telegram.org"  # the Bot API server root; /bot<token> is derived
@@ -208,11 +240,18 @@ class TelegramChannel(AccessConfig):
 
 
 class DiscordChannel(AccessConfig):
+    user_id_pattern: ClassVar[str] = r"[0-9]{15,21}"
+    user_id_hint: ClassVar[str] = ("Discord user ids are numbers such as 80351110224678912 "
+                                   "(Developer Mode, then Copy User ID), not names")
+
     enabled: bool = False
     token: Secret = _secret("DISCORD_BOT_TOKEN")
 
 
 class SlackChannel(AccessConfig):
+    user_id_pattern: ClassVar[str] = r"[UW][A-Z0-9]{2,20}"
+    user_id_hint: ClassVar[str] = "Slack user ids look like U012AB3CD (profile, then Copy member ID), not @names"
+
     enabled: bool = False
     bot_token: Secret = _secret("SLACK_BOT_TOKEN")
     app_token: Secret = _secret("SLACK_APP_TOKEN")
@@ -620,6 +659,8 @@ def _phrase(err: Mapping[str, Any], secret: bool) -> tuple[str, str | None]:
         if loc[:2] == ("agent", "identity_links"):
             return f'expected "platform:user_id" such as "telegram:123"{got}', None
         return f"may contain only letters, digits, '.', '_' and '-'{got}", None
+    if kind in ("user_id", "webhook_secret", "https_url"):
+        return str(err["msg"]), None  # the message names the value itself (never a secret's)
     if kind in _PHRASES:
         return _PHRASES[kind] + got, None
     return str(err["msg"]).splitlines()[0] + got, None
@@ -667,6 +708,9 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         raise _from_validation(exc, used) from None
     config._source = source
     config._source_path = Path(source) if from_file else None
+    if config.storage.path.is_dir():
+        raise ConfigError("storage.path", f"{config.storage.path} is a directory",
+                          "give the path of the database file inside it, e.g. data/chatgate.db")
     config._env_sources = used
     if require_secrets:
         _require_secrets(config, used, from_file)
