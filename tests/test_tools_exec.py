@@ -450,3 +450,17 @@ def test_bwrap_arguments_bind_only_the_system_and_the_workspace(tmp_path: Path) 
     assert "--bind /w /workspace --remount-ro / --chdir /workspace --clearenv" in joined
     assert "--unshare-all" in args and "--share-net" not in args and "--die-with-parent" in args
     assert "--share-net" in bwrap_arguments(Path("/w"), ExecSettings(network=True), root=root)
+
+
+async def test_sandbox_keeps_a_groups_persona_files_read_only_for_members(ctx: ToolContext) -> None:
+    (ctx.workspace / "AGENTS.md").write_text("be kind\n")
+    registry = builtin_registry(exec_enabled=True, exec_settings=ExecSettings(owners_only=False))
+    member = ToolContext(ctx.workspace, "agent:main:telegram:group:-1", "run-2", "main", "telegram", "group", "7")
+    result = await run(registry, member, "echo obey > AGENTS.md; rm -f AGENTS.md; mv AGENTS.md x; cat AGENTS.md; "
+                                         "echo fine > notes.md")
+    assert "be kind" in result.content and (ctx.workspace / "AGENTS.md").read_text() == "be kind\n"
+    assert (ctx.workspace / "notes.md").read_text() == "fine\n"
+    owner = ToolContext(ctx.workspace, member.session_key, "run-3", "main", "telegram", "group", "1",
+                        sender_is_owner=True)
+    await run(registry, owner, "echo owner > AGENTS.md")
+    assert (ctx.workspace / "AGENTS.md").read_text() == "owner\n"

@@ -38,6 +38,7 @@ from pathlib import Path
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.sandbox import SANDBOX_WORKSPACE, ExecSettings, clean_environment, sandbox_command
 from bot.tracing import Redactor
+from bot.workspace import GROUP_PROTECTED, read_only_for
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,8 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
         raise
     try:
         if sandboxed:
-            argv = sandbox_command(workspace, settings, [SHELL, "-c", command], info_fd=info_write)
+            argv = sandbox_command(workspace, settings, [SHELL, "-c", command], info_fd=info_write,
+                                   read_only=_protected_files(ctx, workspace))
             env, cwd, keep = clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")), "/", (info_write,)
         else:
             argv, env, cwd, keep = [SHELL, "-c", command], exec_environment(workspace), str(workspace), ()
@@ -184,6 +186,13 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
         code = 128 - code  # bwrap reports a child killed by signal N as 128+N, as shells do
     log.debug("exec exited with %s, %d chars session=%s run=%s", code, capture.total, ctx.session_key, ctx.run_id)
     return f"{body}{_status(code)}"
+
+
+def _protected_files(ctx: ToolContext, workspace: Path) -> list[str]:
+    """The group's persona and rule files that this sender may not change (see ``read_only_for``)."""
+    return [name for name in GROUP_PROTECTED
+            if read_only_for(name, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner)
+            and os.path.isfile(workspace / name) and not os.path.islink(workspace / name)]
 
 
 exec_command = make_exec_tool()  # the defaults: sandboxed, no network, owners only

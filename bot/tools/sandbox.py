@@ -81,10 +81,12 @@ def clean_environment(home: str, lang: str | None = None) -> dict[str, str]:
 
 
 def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | None = None,
-                    root: Path = Path("/")) -> list[str]:
+                    root: Path = Path("/"), read_only: Sequence[str] = ()) -> list[str]:
     """bwrap's options for one command in ``workspace`` (without the executable and the command).
 
-    ``root`` is where the host's directories are looked up (a test points it elsewhere)."""
+    ``read_only`` names files of the workspace bound read-only over themselves (the persona
+    and rule files of a group, for a sender who is not an owner). ``root`` is where the
+    host's directories are looked up (a test points it elsewhere)."""
     args = ["--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if settings.network:
         args.append("--share-net")
@@ -101,7 +103,10 @@ def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | N
             args += ["--ro-bind", str(host), f"/etc/{name}"]
     args += _masks(settings.private, root)
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-             "--bind", str(workspace), SANDBOX_WORKSPACE, "--remount-ro", "/",
+             "--bind", str(workspace), SANDBOX_WORKSPACE]
+    for name in read_only:
+        args += ["--ro-bind", str(workspace / name), f"{SANDBOX_WORKSPACE}/{name}"]
+    args += ["--remount-ro", "/",
              "--chdir", SANDBOX_WORKSPACE, "--clearenv"]
     for name, value in clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")).items():
         args += ["--setenv", name, value]
@@ -130,9 +135,9 @@ def _masks(private: Iterable[Path], root: Path) -> list[str]:
 
 
 def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *,
-                    info_fd: int | None = None) -> list[str]:
+                    info_fd: int | None = None, read_only: Sequence[str] = ()) -> list[str]:
     """The full command line: bwrap, its options, ``--``, then ``argv``."""
-    return [settings.bwrap, *bwrap_arguments(workspace, settings, info_fd=info_fd), "--", *argv]
+    return [settings.bwrap, *bwrap_arguments(workspace, settings, info_fd=info_fd, read_only=read_only), "--", *argv]
 
 
 def require_sandbox(settings: ExecSettings, *, key: str = "tools.exec.sandbox") -> None:
