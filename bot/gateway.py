@@ -221,7 +221,8 @@ class Gateway:
                 session = await self._store.session(run.session_key)
                 context = self._context.take(last) if last.chat_type is ChatType.GROUP else ()
                 request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in batch), ids,
-                                     context=context, reply=reply)
+                                     context=context, reply=reply,
+                                     sender_is_owner=all(self._access.is_owner(p.msg) for p in batch))
                 result = await self._agent.run(request)
             except Exception:  # the agent turns its own failures into results: this is the store or a bug
                 log.exception("run failed outside the agent session=%s run=%s", run.session_key, run.run_id)

@@ -14,14 +14,13 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from enum import StrEnum
 from pathlib import Path
 
-from bot.access import format_context
 from bot import tokens
 from bot.agent.compaction import CompactionResult, CompactionSettings, Compactor, should_compact, summary_message
 from bot.agent.events import EventBus, EventKind, RunEvent
@@ -29,6 +28,7 @@ from bot.agent.guard import REFUSAL, GuardMode, check_input
 from bot.agent.history import build_history, repair_pairing
 from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
 from bot.agent.silence import NoReplyHoldback, final_answer
+from bot.agent.transcript import context_block, group_turn
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
@@ -72,6 +72,7 @@ class RunRequest:
     person: str | None = None  # linked identity, for the workspace
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
     reply: Reply | None = None  # without it the run stores no answer and settles its messages
+    sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,24 +126,29 @@ class _Run:
 
 
 def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[InboundMessage], str],
-                 context: tuple[InboundMessage, ...] = ()) -> Message:
-    """The user turn the model sees: group context first, then the texts in order, senders
-    named in groups, images inline, saved files named."""
+                 context: tuple[InboundMessage, ...] = (), *, owners: Collection[str] = (),
+                 dropped_context: int = 0) -> Message:
+    """The user turn the model sees. In a group every message (the context first, then the
+    addressed ones) is a header naming its sender and its text quoted line by line (see
+    ``bot.agent.transcript``), so no member can write a line that passes for another's;
+    in a DM the texts as they are. Images go inline, saved files are named."""
     parts: list[Part] = []
-    texts: list[str] = [format_context(context)] if context else []
+    notes: dict[int, list[str]] = {}
     for msg in inbound:
-        text = clean_text(text_of(msg))
-        if msg.chat_type is ChatType.GROUP:
-            text = f"[{msg.sender.name or msg.sender.username or msg.sender.id}] {text}"
-        texts.append(text)
+        notes[id(msg)] = []
         for att in msg.attachments:
             if att.kind is AttachmentKind.IMAGE and att.data is not None:
                 parts.append(ImagePart(att.mime_type or "image/jpeg", base64.b64encode(att.data).decode()))
             elif att.path and att.kind is AttachmentKind.VOICE:
-                texts.append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
+                notes[id(msg)].append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
             elif att.path:
-                texts.append(f"[{att.kind.value} saved in the workspace: {att.path}]")
-    return Message(Role.USER, (TextPart("\n\n".join(texts).strip()), *parts))
+                notes[id(msg)].append(f"[{att.kind.value} saved in the workspace: {att.path}]")
+    if inbound and inbound[-1].chat_type is ChatType.GROUP:
+        block = context_block(context, owners, dropped=dropped_context)
+        text = group_turn(inbound, text_of, lambda m: notes[id(m)], owners, block)
+    else:
+        text = "\n\n".join(part for m in inbound for part in (text_of(m), *notes[id(m)]))
+    return Message(Role.USER, (TextPart(clean_text(text.strip())), *parts))
 
 
 async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> tuple[InboundMessage, ...]:
@@ -221,12 +227,17 @@ class Agent:
             # Setup
             workspace = await self._workspaces.prepare(last, person=request.person)
             ctx = ToolContext(workspace, request.session_key, request.run_id, s.agent_id, last.platform,
-                              last.chat_type.value, last.sender.id)
+                              last.chat_type.value, last.sender.id, request.sender_is_owner)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
                                            session_key=request.session_key) for m in inbound}
-            run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, request.context))
+            # the group context is scanned too: in block mode the lines that hit are left out
+            context = tuple(m for m in request.context
+                            if not check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
+                                               session_key=request.session_key).blocked)
+            run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, context, owners=s.owners,
+                                        dropped_context=len(request.context) - len(context)))
             if any(v.blocked for v in verdicts.values()):
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)

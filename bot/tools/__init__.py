@@ -2,7 +2,8 @@
 
 ``builtin_registry()`` gives a fresh registry with the built-in tools; extras register
 on it the same way (``registry.register(my_tool)``). The ``exec`` shell tool is off
-unless asked for: ``builtin_registry(exec_enabled=True)``.
+unless asked for: ``builtin_registry(exec_enabled=True, exec_settings=...)`` (sandboxed and for
+owners only unless the settings say otherwise; see ``bot.tools.sandbox``).
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command
+from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command, make_exec_tool
 from bot.tools.files import list_files, read_file, write_file
+from bot.tools.sandbox import ExecSettings, require_sandbox
 from bot.tools.registry import MAX_OUTPUT_CHARS, RepeatDetector, ToolRegistry, canonical_call
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
     "EXEC_TOOLS",
+    "ExecSettings",
     "FILE_TOOLS",
     "MAX_OUTPUT_CHARS",
     "RepeatDetector",
@@ -28,6 +31,8 @@ __all__ = [
     "builtin_registry",
     "canonical_call",
     "exec_command",
+    "make_exec_tool",
+    "require_sandbox",
     "tool",
 ]
 
@@ -40,10 +45,13 @@ _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0
 
 def builtin_registry(
     *, exec_enabled: bool = False, timeouts: Mapping[ToolCategory, float] | None = None,
+    exec_settings: ExecSettings | None = None,
 ) -> ToolRegistry:
     """A new registry holding the built-in tools: read_file, write_file, list_files, and
-    ``exec`` only when ``exec_enabled`` (off by default: it runs shell commands)."""
+    ``exec`` only when ``exec_enabled`` (off by default: it runs shell commands), built for
+    ``exec_settings`` (default: bubblewrap sandbox, no network, owners only)."""
     if not exec_enabled:
         return ToolRegistry(FILE_TOOLS, timeouts=timeouts)
     limits = {ToolCategory.EXEC: _EXEC_REGISTRY_TIMEOUT, **(timeouts or {})}
-    return ToolRegistry(FILE_TOOLS + EXEC_TOOLS, timeouts=limits)
+    shell = exec_command if exec_settings is None else make_exec_tool(exec_settings)
+    return ToolRegistry((*FILE_TOOLS, shell), timeouts=limits)

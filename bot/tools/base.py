@@ -34,6 +34,7 @@ class ToolContext:
     platform: str
     chat_type: str  # "dm" | "group" (a bot.messages.ChatType is a str)
     user_id: str
+    sender_is_owner: bool = False  # every message of the run comes from an owner (gates exec)
 
 
 class ToolCategory(StrEnum):

@@ -1,8 +1,12 @@
 """File tools: read, write and list files inside the session's workspace, and nowhere else.
 
-Every path goes through ``bot.workspace.resolve_inside`` (symlinks followed, ``..`` and
-absolute paths outside refused). The blocking work runs in a thread so a large file
-never stalls the event loop. Problems come back as ``ToolError`` sentences.
+Every path is walked with ``bot.workspace.locate`` (``O_NOFOLLOW`` from the workspace's
+descriptor, symlinks followed by hand and only inside); read_file and write_file open the
+file through the folder's descriptor, list_files lists the folder it found. ``..`` and
+absolute paths outside are refused, over-long paths are errors naming the relative path.
+In a group, the persona and rule files are read-only unless the sender is an owner.
+The blocking work runs in a thread so a large file never stalls the event loop.
+Problems come back as ``ToolError`` sentences.
 """
 
 from __future__ import annotations
@@ -11,12 +15,12 @@ import asyncio
 import logging
 import os
 import stat
-import tempfile
+import secrets
 from fnmatch import fnmatch
 from pathlib import Path
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
-from bot.workspace import OutsideWorkspaceError, resolve_inside
+from bot.workspace import Located, OutsideWorkspaceError, PathTooLongError, locate, read_only_for
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +32,27 @@ _SNIFF_BYTES = 8192
 _SKIP_DIRS = frozenset({".git"})  # listed, never walked into
 
 
-def _resolve(ctx: ToolContext, path: str) -> Path:
+def _locate(workspace: Path, path: str, *, make_parents: bool = False) -> Located:
+    """``bot.workspace.locate`` with its refusals as sentences (never the host path)."""
     try:
-        return resolve_inside(ctx.workspace, path)
+        return locate(workspace, path, make_parents=make_parents)
     except OutsideWorkspaceError:
-        raise ToolError(f"{path} is outside the workspace; use a path inside it (relative paths start there)") from None
-    except ValueError:  # e.g. an embedded NUL byte
-        raise ToolError(f"{path!r} is not a valid path") from None
+        raise ToolError(f"{_shown(path)} is outside the workspace; use a path inside it (relative paths start there)") from None
+    except PathTooLongError as exc:
+        raise ToolError(f"{exc}; use shorter names") from None
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {_shown(path)}") from None
+    except (NotADirectoryError, FileExistsError):
+        raise ToolError(f"cannot create {_shown(path)}: a part of its path is a file, not a folder") from None
+    except ValueError:  # an embedded NUL byte
+        raise ToolError(f"{_shown(path)!r} is not a valid path") from None
+    except OSError as exc:
+        raise ToolError(f"cannot open {_shown(path)}: {exc.strerror or 'error'}") from None
+
+
+def _shown(path: str) -> str:
+    """The model's own path, cut when it is very long (an error must stay readable)."""
+    return path if len(path) <= 120 else f"{path[:80]}…{path[-30:]}"
 
 
 def _size(n: int) -> str:
@@ -63,26 +81,31 @@ async def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 2
         raise ToolError("offset must be 0 or more")
     if limit < 1:
         raise ToolError("limit must be at least 1")
-    return await asyncio.to_thread(_read, _resolve(ctx, path), path, offset, limit)
+    return await asyncio.to_thread(_read, ctx.workspace, path, offset, limit)
 
 
-def _read(target: Path, shown: str, offset: int, limit: int) -> str:
-    try:
-        info = target.stat()
-    except FileNotFoundError:
-        raise ToolError(f"no such file: {shown}") from None
-    except OSError as exc:
-        raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{shown} is a directory; use list_files to see what is in it")
+def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
+    shown = _shown(path)
+    with _locate(workspace, path) as loc:
+        try:
+            fd = os.open(loc.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=loc.parent)
+        except FileNotFoundError:
+            raise ToolError(f"no such file: {shown}") from None
+        except OSError as exc:
+            raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
+    info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{shown} is a directory; use list_files to see what is in it")
         raise ToolError(f"{shown} is not a regular file")
-    if info.st_size > MAX_READ_BYTES:
-        raise ToolError(f"{shown} is {_size(info.st_size)}; read_file reads files up to {_size(MAX_READ_BYTES)}")
-    try:
-        data = target.read_bytes()
-    except OSError as exc:
-        raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_READ_BYTES:
+            raise ToolError(f"{shown} is {_size(info.st_size)}; read_file reads files up to {_size(MAX_READ_BYTES)}")
+        try:
+            data = handle.read()
+        except OSError as exc:
+            raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
     if b"\0" in data[:_SNIFF_BYTES]:
         raise ToolError(f"{shown} looks like a binary file ({_size(len(data))}); read_file reads text files only")
     if not data:
@@ -121,35 +144,45 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: File path, relative to the workspace.
         content: The complete new content of the file.
     """
-    target = _resolve(ctx, path)
-    written, created = await asyncio.to_thread(_write, target, path, content.encode("utf-8"))
-    log.info("write_file %s (%d bytes) session=%s run=%s", path, written, ctx.session_key, ctx.run_id)
-    return f"{'created' if created else 'wrote'} {path} ({written:,} bytes)"
+    written, created = await asyncio.to_thread(_write, ctx, path, content.encode("utf-8"))
+    log.info("write_file %s (%d bytes) session=%s run=%s", _shown(path), written, ctx.session_key, ctx.run_id)
+    return f"{'created' if created else 'wrote'} {_shown(path)} ({written:,} bytes)"
 
 
-def _write(target: Path, shown: str, data: bytes) -> tuple[int, bool]:
-    if target.is_dir():
-        raise ToolError(f"{shown} is a directory; give a file path")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        existing = target.stat().st_mode if target.exists() else None
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except (FileExistsError, NotADirectoryError):
-        raise ToolError(f"cannot create {shown}: a part of its path is a file, not a folder") from None
-    except OSError as exc:
-        raise ToolError(f"cannot write {shown}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, stat.S_IMODE(existing) if existing is not None else 0o644)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise ToolError(f"cannot write {shown}: {exc.strerror or exc}") from None
-        raise
+def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[int, bool]:
+    shown = _shown(path)
+    with _locate(ctx.workspace, path, make_parents=True) as loc:
+        if read_only_for(loc.relative, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner):
+            raise ToolError(f"{loc.relative} is read-only in this group: only an owner may change it; "
+                            "tell the user so instead of working around it")
+        try:
+            existing = os.stat(loc.name, dir_fd=loc.parent, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            existing = None
+        except OSError as exc:
+            raise ToolError(f"cannot write {shown}: {exc.strerror or 'error'}") from None
+        if loc.name == "." or (existing is not None and stat.S_ISDIR(existing)):
+            raise ToolError(f"{shown} is a directory; give a file path")
+        tmp = f".chatgate-{secrets.token_hex(6)}.tmp"  # short: the name itself may be NAME_MAX long
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=loc.parent)
+        except OSError as exc:
+            raise ToolError(f"cannot write {shown}: {exc.strerror or 'error'}") from None
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+                os.fchmod(handle.fileno(), stat.S_IMODE(existing) if existing is not None else 0o644)
+            os.replace(tmp, loc.name, src_dir_fd=loc.parent, dst_dir_fd=loc.parent)
+        except BaseException as exc:
+            try:
+                os.unlink(tmp, dir_fd=loc.parent)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise ToolError(f"cannot write {shown}: {exc.strerror or 'error'}") from None
+            raise
     return len(data), existing is None
 
 
@@ -164,7 +197,13 @@ async def list_files(ctx: ToolContext, path: str = ".", pattern: str | None = No
         pattern: Optional glob such as `*.md`; when given, subfolders are searched too.
     """
     root = Path(os.path.realpath(ctx.workspace))
-    return await asyncio.to_thread(_list, _resolve(ctx, path), root, path, pattern)
+
+    def listing() -> str:
+        with _locate(ctx.workspace, path) as loc:  # confined and checked the same way as reads
+            folder = root / loc.relative
+        return _list(folder, root, _shown(path), pattern)
+
+    return await asyncio.to_thread(listing)
 
 
 def _list(folder: Path, root: Path, shown: str, pattern: str | None) -> str:
