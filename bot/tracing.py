@@ -55,6 +55,7 @@ _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\
 class SpanKind(StrEnum):
     LLM = "llm"
     TOOL = "tool"
+    AGENT = "agent"  # a sub-agent run; its tokens and cost count in its parent's run
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +191,15 @@ class TraceBuilder:
         self.spans.append(Span(SpanKind.TOOL, name, started, duration * 1000,
                                is_error=is_error, preview=self.redact.preview(output)))
 
+    def sub_agent(self, session_key: str, started: float, usage: Usage, cost: float, *, is_error: bool,
+                  output: str, seconds: float) -> None:
+        """A sub-agent's run as a span of this run; its tokens and cost are added to this run's."""
+        self.usage += usage
+        self.cost += cost
+        self.spans.append(Span(SpanKind.AGENT, session_key, started, seconds * 1000, usage.input_tokens,
+                               usage.output_tokens, cost, is_error, self.redact.preview(output),
+                               usage.cache_read_tokens, usage.cache_write_tokens))
+
     def finish(self, status: str, iterations: int, error: str | None = None) -> TraceRecord:
         return TraceRecord(self.run_id, self.session_key, self.agent_id, self.started_at, self.clock(), status,
                            self.model, self.usage.input_tokens, self.usage.output_tokens, self.cost, iterations,
@@ -209,7 +219,7 @@ def format_traces(traces: Iterable[TraceRecord]) -> str:
         if t.error:
             lines.append(f"    error: {strip_controls(t.error)}")
         for s in t.spans:
-            if s.kind is SpanKind.LLM:
+            if s.kind is not SpanKind.TOOL:
                 detail = (f"{s.input_tokens:>7} in {s.output_tokens:>6} out"
                           f"{_cached(s.cache_read_tokens, s.cache_write_tokens)}  ${s.cost:.4f}")
             else:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, create_model, model_validator
 
 from bot.channels import registry
-from bot.config.types import Float, Int, Loc, Name, Secret, Section, Url, secret
+from bot.config.types import Float, Int, Loc, Name, Secret, Section, ToolPattern, ToolRulesConfig, Url, secret
 from bot.errors import ConfigError
 from bot.providers.context import context_window_for
 
@@ -155,8 +155,20 @@ class ExecToolConfig(Section):
     owners_only: bool = True  # only the channels' owners may have commands run
 
 
-class ToolsConfig(Section):
+class WebFetchConfig(Section):
+    enabled: bool = False  # the web_fetch tool: fetches public http(s) pages as text
+    allow_private: bool = False  # also private, loopback, link-local and metadata addresses (SSRF!)
+    max_bytes: Annotated[Int, Field(ge=1024, le=50_000_000)] = 2_000_000  # of the response body
+    timeout: Annotated[Float, Field(gt=0, le=300)] = 20.0  # seconds for the whole fetch, redirects included
+    max_chars: Annotated[Int, Field(ge=500, le=200_000)] = 20_000  # of the text given to the model
+
+
+class ToolsConfig(ToolRulesConfig):
+    """``allow``/``deny`` apply everywhere; a group's ``tools`` narrow them further."""
+
+    owners_only: tuple[ToolPattern, ...] = ("exec",)  # offered only to the platform's owners
     exec: ExecToolConfig = ExecToolConfig()
+    web_fetch: WebFetchConfig = WebFetchConfig()
 
 
 class LoggingConfig(Section):
