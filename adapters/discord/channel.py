@@ -331,9 +331,12 @@ class DiscordChannel:
         if status is not Status.WORKING or (to.reply_to and to.reply_to in self._deferred):
             return  # a deferred slash command already shows "thinking…"
         try:
+            dest = self._where(to)
             assert self.client is not None
-            await _attempt(self.client.http.send_typing(self._where(to).id))
-        except SendFailed as exc:
+            # Bounded: discord.py retries a 5xx for ~25 s, and a late "typing…" is worse than none.
+            async with asyncio.timeout(self.limits.status_every):
+                await _attempt(self.client.http.send_typing(dest.id))
+        except (SendFailed, TimeoutError) as exc:
             log.debug("discord: typing failed in %s: %s", to.chat_id, exc)
 
     async def fetch(self, attachment: Attachment, limit: int) -> bytes:
@@ -368,7 +371,7 @@ class _Client(discord.Client):
         super().__init__(**options)
         self.channel = channel
 
-    async def on_ready(self) -> None:
+    async def on_connect(self) -> None:  # READY (on_ready waits ~2 s more for guilds to stream in)
         self.channel._connected(self)
 
     async def on_resumed(self) -> None:

@@ -426,10 +426,8 @@ class FakeDiscord:
         r.add_get("/gateway", self._gateway)
         r.add_get(f"{api}/users/@me", self._me)
         r.add_get(f"{api}/oauth2/applications/@me", self._application)
-        r.add_get(f"{api}/gateway", lambda _: self._json({"url": self.gateway_url}))
-        r.add_get(f"{api}/gateway/bot", lambda _: self._json({
-            "url": self.gateway_url, "shards": 1,
-            "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}}))
+        r.add_get(f"{api}/gateway", self._get_gateway)
+        r.add_get(f"{api}/gateway/bot", self._get_gateway)
         r.add_get(api + "/channels/{cid}", self._get_channel)
         r.add_post(api + "/channels/{cid}/messages", self._create_message)
         r.add_patch(api + "/channels/{cid}/messages/{mid}", self._edit_message)
@@ -531,6 +529,11 @@ class FakeDiscord:
             "bot_require_code_grant": False, "owner": self.user(1, "owner"), "verify_key": "00" * 32, "flags": 0,
             "team": None, "summary": ""})
 
+    async def _get_gateway(self, request: web.Request) -> web.Response:
+        limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
+        bot = request.path.endswith("/bot")
+        return self._json({"url": self.gateway_url, **({"shards": 1, "session_start_limit": limit} if bot else {})})
+
     async def _get_channel(self, request: web.Request) -> web.Response:
         chan = self.channels.get(int(request.match_info["cid"]))
         if chan is None:
@@ -616,10 +619,20 @@ class FakeDiscord:
         body = await request.json()
         iid, token = int(request.match_info["iid"]), request.match_info["token"]
         self.callbacks.append((iid, body))
+        original = None
         if body.get("type") in (4, 5):
             data = body.get("data") or {}
-            self.originals[token] = self._bot_message(self._interaction_channel(token), data.get("content", ""), None)
-        return web.Response(status=204)
+            original = self._bot_message(self._interaction_channel(token), data.get("content", ""), None)
+            self.originals[token] = original
+        if request.query.get("with_response") not in ("1", "true"):
+            return web.Response(status=204)
+        resource: JSON = {"type": body.get("type")}
+        if original is not None:
+            resource["message"] = original
+        return self._json({"interaction": {
+            "id": str(iid), "type": 2, "response_message_id": original and original["id"],
+            "response_message_loading": body.get("type") == 5, "response_message_ephemeral": False},
+            "resource": resource})
 
     def _interaction_channel(self, token: str) -> int:
         iid = int(token.removeprefix("itoken-"))
