@@ -54,7 +54,7 @@ def config(dc: FakeDiscord, **keys: Any) -> DiscordConfig:
 @asynccontextmanager
 async def running(dc: FakeDiscord, keys: dict[str, Any] | None = None, **options: Any
                   ) -> AsyncIterator[tuple[DiscordChannel, Inbox]]:
-    channel = DiscordChannel(config(dc, **(keys or {})), dialect=None, **options)
+    channel = DiscordChannel(config(dc, **(keys or {})), **options)
     inbox = Inbox()
     await asyncio.wait_for(channel.start(inbox), 10)
     try:
@@ -282,7 +282,7 @@ async def test_typing_while_working_and_nothing_after(dc: FakeDiscord) -> None:
 
 
 async def test_refused_token_is_one_line_naming_the_key(dc: FakeDiscord) -> None:
-    channel = DiscordChannel(config(dc, token="wrong"), dialect=None)
+    channel = DiscordChannel(config(dc, token="wrong"))
     with pytest.raises(ChannelError) as refused:
         await channel.start(Inbox())
     assert str(refused.value) == TOKEN_REFUSED and str(refused.value).startswith("channels.discord.token:")

@@ -18,9 +18,8 @@ HINTS = (
 
 def build(config: Any) -> Channel:
     from adapters.discord.channel import DiscordChannel
-    from adapters.discord.dialect import DIALECT
 
-    return DiscordChannel(config, DIALECT)
+    return DiscordChannel(config)
 
 
 SPEC = ChannelSpec("discord", DiscordConfig, build, hints=HINTS, display="Discord", check=problems)

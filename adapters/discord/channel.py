@@ -25,7 +25,7 @@ import asyncio
 import io
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -34,14 +34,17 @@ import discord
 from adapters.discord import endpoints
 from adapters.discord.commands import build_tree, sync
 from adapters.discord.config import DiscordConfig, group_allowed
+from adapters.discord.dialect import DISCORD
+from adapters.discord.dialect import LIMITS as DIALECT_LIMITS
 from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, to_inbound, where_of
-from bot.channels import Inbox, Limits, Measure, SendFailed, Status, Target
+from bot.channels import Inbox, SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
 log = logging.getLogger(__name__)
 
-LIMITS = Limits(chunk=2000, measure=Measure.CHARS, max_lines=17, max_chunks=8, edit_every=1.0, status_every=8.0)
+# The dialect's 2,000 characters and 17 lines; typing lasts ~10 s on Discord, so refresh every 8.
+LIMITS = replace(DIALECT_LIMITS, status_every=8.0)
 # The model may write @everyone or <@id>: nobody is pinged but the person a reply answers.
 QUIET = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
 MAX_RATELIMIT_WAIT = 30.0  # discord.py waits out shorter 429s itself; longer ones go back to delivery
@@ -66,7 +69,7 @@ class DiscordChannel:
     name = PLATFORM
     limits = LIMITS
 
-    def __init__(self, config: DiscordConfig, dialect: Any, *, heartbeat_timeout: float = 60.0,
+    def __init__(self, config: DiscordConfig, dialect: Any = DISCORD, *, heartbeat_timeout: float = 60.0,
                  answer_wait: float = 600.0, backoff: tuple[float, float] = (1.0, 60.0)) -> None:
         self.config = config
         self.dialect = dialect
