@@ -163,6 +163,25 @@ async def test_threads_and_forum_posts_are_thread_sessions(dc: FakeDiscord) -> N
         assert sent.payload["message_reference"]["message_id"] == int(msgs["old"].message_id)
 
 
+async def test_a_guild_the_cache_lacks_is_still_a_guild(dc: FakeDiscord) -> None:
+    guild = dc.add_guild(channels={"general": 0}, threads={"t": "general"}, announce=False)
+    async with running(dc, {"guilds": [guild.id]}) as (_, inbox):
+        dc.say(guild.channel("general"), USER, f"<@{dc.bot_id}> hi", mentions=[dc.bot_id])
+        dc.say(guild.channel("t"), USER, f"<@{dc.bot_id}> in a thread", mentions=[dc.bot_id])
+        first, second = await inbox.wait(2)
+        assert (first.chat_type, first.chat_id, first.thread_id) == (
+            ChatType.GROUP, str(guild.channel("general")), None)  # never mistaken for a DM
+        assert (second.chat_type, second.chat_id, second.thread_id) == (
+            ChatType.GROUP, str(guild.channel("general")), str(guild.channel("t")))
+    other = dc.add_guild("elsewhere", channels={"general": 0}, announce=False)
+    async with running(dc, {"guilds": [guild.id]}) as (_, inbox):
+        dc.say(other.channel("general"), USER, f"<@{dc.bot_id}> hi", mentions=[dc.bot_id])
+        dc.dm(USER, "dm")
+        [msg] = await inbox.wait(1)
+        await asyncio.sleep(0.1)
+        assert [m.text for m in inbox.messages] == ["dm"]  # a guild not allowed stays out
+
+
 async def test_replies_to_the_bot_are_addressed(dc: FakeDiscord) -> None:
     guild = dc.add_guild(channels={"general": 0})
     general = guild.channel("general")
@@ -184,7 +203,7 @@ async def test_bots_and_webhooks_are_ignored_unless_allowed(dc: FakeDiscord) -> 
             dc.say(general, 7, f"<@{dc.bot_id}> bot", mentions=[dc.bot_id], bot=True)
             dc.say(general, 8, f"<@{dc.bot_id}> hook", mentions=[dc.bot_id], webhook=True)
             dc.say(general, USER, f"<@{dc.bot_id}> human", mentions=[dc.bot_id])
-            msgs = await inbox.wait(len(expected))
+            await inbox.wait(len(expected))
             await asyncio.sleep(0.1)
             assert [m.text for m in inbox.messages] == expected
 
@@ -396,3 +415,17 @@ async def test_slash_command_where_the_bot_is_not_allowed_gets_nothing(dc: FakeD
         dc.slash("help", guild.channel("general"), USER)
         await asyncio.sleep(0.3)
         assert not inbox.messages and not dc.callbacks
+
+
+async def test_a_burst_never_blocks_the_gateway(dc: FakeDiscord, caplog: pytest.LogCaptureFixture) -> None:
+    dc.heartbeat_ms = 100
+    users = 50
+    with caplog.at_level(logging.WARNING, logger="discord"):
+        async with running(dc, heartbeat_timeout=3.0) as (channel, inbox):
+            for i in range(1000):
+                dc.dm(10_000 + i % users, f"message {i}")
+            msgs = await inbox.wait(1000, timeout=30)
+            assert sorted(int(m.text.split()[1]) for m in msgs) == list(range(1000))
+            await asyncio.gather(*(channel.status(Target.of(m), Status.WORKING) for m in msgs[:users]))
+            assert len(dc.identifies) == 1 and not dc.resumes  # the connection was never given up
+    assert not [r.getMessage() for r in caplog.records if "blocked" in r.getMessage() or "behind" in r.getMessage()]

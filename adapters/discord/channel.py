@@ -218,8 +218,8 @@ class DiscordChannel:
         if str(message.author.id) == self._bot_id:
             return
         facts = facts_of(message)
-        if message.guild is not None and (facts.where is None or (facts.where is Where.THREAD
-                                                                   and facts.parent_id is None)):
+        if facts.guild_id is not None and (facts.where is None or (facts.where is Where.THREAD
+                                                                    and facts.parent_id is None)):
             channel = await self._channel(message.channel.id)  # a thread the cache did not know
             if channel is None:
                 return

@@ -139,12 +139,11 @@ def facts_of(message: Any, channel: Any | None = None) -> Facts:
     """Read a discord.py ``Message``; ``channel`` is its channel when the cache did not know it
     (a thread fetched over REST)."""
     channel = channel if channel is not None else message.channel
-    guild_id = getattr(message, "guild", None) and str(message.guild.id)
-    if guild_id is None and getattr(channel, "guild", None) is not None:
-        guild_id = str(channel.guild.id)
+    # A guild the cache does not hold yet leaves message.guild None; the channel still knows it.
+    guild = getattr(message, "guild", None) or getattr(channel, "guild", None)
+    raw_guild = guild.id if guild is not None else getattr(channel, "guild_id", None)
+    guild_id = str(raw_guild) if raw_guild is not None else None
     kind = getattr(getattr(channel, "type", None), "value", None)
-    if guild_id is None and kind is None and getattr(message, "guild_id", None) is None:
-        kind = 1  # a DM channel discord.py only knows by id
     parent = getattr(channel, "parent_id", None)
     author = message.author
     ref = message.reference

@@ -178,6 +178,7 @@ class FakeDiscord:
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._dm_channels: dict[int, int] = {}  # user id -> DM channel id
+        self._hidden: set[int] = set()  # guilds never announced to the bot
 
     # ------------------------------------------------------------------ addresses
 
@@ -209,10 +210,12 @@ class FakeDiscord:
     # ------------------------------------------------------------------ world
 
     def add_guild(self, name: str = "Guild", *, channels: dict[str, int] | None = None,
-                  threads: dict[str, str] | None = None, guild_id: int | None = None) -> Guild:
+                  threads: dict[str, str] | None = None, guild_id: int | None = None,
+                  announce: bool = True) -> Guild:
         """A guild with channels (name -> Discord channel type: 0 text, 5 announcement, 15 forum)
         and threads (name -> parent channel name; a thread in a forum is a forum post).
-        Dispatched as GUILD_CREATE when the bot is connected, else sent after READY."""
+        Dispatched as GUILD_CREATE when the bot is connected, else sent after READY; with
+        ``announce`` false never (a guild still streaming in: the bot's cache lacks it)."""
         gid = guild_id or self.next_id()
         guild = Guild(gid, name, {})
         chans, thrs = [], []
@@ -242,7 +245,9 @@ class FakeDiscord:
             "premium_tier": 0, "preferred_locale": "en-US", "afk_timeout": 300, "verification_level": 0,
             "default_message_notifications": 0, "explicit_content_filter": 0, "mfa_level": 0, "nsfw_level": 0,
             "system_channel_flags": 0, "premium_progress_bar_enabled": False}
-        if self._session is not None:
+        if not announce:
+            self._hidden.add(gid)
+        elif self._session is not None:
             self.dispatch("GUILD_CREATE", self.guilds[gid])
         return guild
 
@@ -714,12 +719,13 @@ class FakeDiscord:
         session = _Session(f"session-{next(self._ids)}", intents)
         self._sessions[session.id] = session
         self._session = conn.session = session
-        ready = {"v": 10, "user": self.bot_user, "guilds": [{"id": str(g), "unavailable": True} for g in self.guilds],
+        shown = [g for g in self.guilds if g not in self._hidden]
+        ready = {"v": 10, "user": self.bot_user, "guilds": [{"id": str(g), "unavailable": True} for g in shown],
                  "session_id": session.id, "resume_gateway_url": self.gateway_url, "shard": [0, 1],
                  "application": {"id": str(self.app_id), "flags": 0}}
         self.dispatch("READY", ready)
-        for guild in self.guilds.values():
-            self.dispatch("GUILD_CREATE", guild)
+        for gid in shown:
+            self.dispatch("GUILD_CREATE", self.guilds[gid])
 
     async def _resume(self, conn: _Conn, data: JSON) -> None:
         self.resumes.append(data)
