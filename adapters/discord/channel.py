@@ -73,6 +73,7 @@ class DiscordChannel:
                  answer_wait: float = 600.0, backoff: tuple[float, float] = (1.0, 60.0)) -> None:
         self.config = config
         self.dialect = dialect
+        self.streaming = config.streaming  # read by the core's progress: "edit" edits one draft
         self.heartbeat_timeout = heartbeat_timeout  # a connection silent this long is closed and resumed
         self.answer_wait = answer_wait  # a deferred slash command nobody answers is withdrawn after this
         self.backoff = backoff
