@@ -27,7 +27,8 @@ Standalone, for benchmarks: ``python -m tests.fakes.discord_server --port 0`` pr
 API base and gateway URL, with a guild and channels ready; ``POST /_control/say`` takes
 ``{"channel_id", "user_id", "text", "mention": bool}`` (or a list) and answers with the
 time they were dispatched; ``GET /_control/sent?since=N[&wait=S]`` lists sent messages;
-``POST /_control/drop`` drops the gateway connection.
+``POST /_control/drop`` drops the gateway connection; ``GET /_control/state`` counts
+identifies, resumes, live connections, typing calls and edits.
 """
 
 from __future__ import annotations
@@ -446,6 +447,7 @@ class FakeDiscord:
         r.add_post("/_control/say", self._control_say)
         r.add_get("/_control/sent", self._control_sent)
         r.add_post("/_control/drop", self._control_drop)
+        r.add_get("/_control/state", self._control_state)
         self._runner, self.port = await serve(app, self.host, self.port)
         return self
 
@@ -486,7 +488,9 @@ class FakeDiscord:
 
     @staticmethod
     def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-        base = {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "4", "X-RateLimit-Reset-After": "1.0",
+        # Rate-limit headers as Discord sends them, with room to spare: the fake limits only when
+        # a test injects a 429 (``fail_next``).
+        base = {"X-RateLimit-Limit": "1000", "X-RateLimit-Remaining": "999", "X-RateLimit-Reset-After": "1.0",
                 "X-RateLimit-Bucket": "fakebucket", "Via": "1.1 google"}
         # discord.py parses a body only when the type is exactly "application/json" (no charset).
         return web.Response(body=json.dumps(data).encode(), status=status,
@@ -765,6 +769,10 @@ class FakeDiscord:
     async def _control_drop(self, _: web.Request) -> web.Response:
         self.drop()
         return web.json_response({"at": time.monotonic()})
+
+    async def _control_state(self, _: web.Request) -> web.Response:
+        return web.json_response({"identifies": len(self.identifies), "resumes": len(self.resumes),
+                                  "live": self.live, "typing": len(self.typing), "edits": len(self.edits)})
 
 
 async def _main() -> None:
