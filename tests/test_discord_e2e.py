@@ -12,14 +12,12 @@ from typing import Any
 
 import pytest
 
-from bot.channels import registry
 from tests.fakes.discord_server import FakeDiscord, Guild, Sent
 from tests.fakes.llm_server import FakeLLM, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 USER = 4242
-pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif("discord" not in registry.BUILTIN, reason="the discord channel is not registered")]
+pytestmark = pytest.mark.timeout(60)
 
 
 class Bot:
@@ -55,8 +53,8 @@ class Bot:
             return
         try:
             await self.dc.wait_connected(connected + 1, timeout=20)
-            # Start-up recovery must be over before a live message arrives (see the lead's note:
-            # a message stored while recovery scans is run twice).
+            # Start-up recovery must be over before a live message arrives: a message stored
+            # while it scans is run twice (test_a_message_during_start_up_is_answered_once).
             async with asyncio.timeout(20):
                 while self.log.read_text(errors="replace").count("chatgate running") < self.starts:
                     await asyncio.sleep(0.05)
@@ -216,3 +214,14 @@ async def test_a_refused_token_stops_with_one_line(bot: Bot) -> None:
     code = await asyncio.wait_for(bot.proc.wait(), 15)
     lines = [line for line in bot.log.read_text().splitlines() if "channels.discord.token" in line]
     assert code != 0 and lines, bot.tail()
+
+
+@pytest.mark.xfail(strict=False, reason="core: App starts the channels before Gateway.recover() lists the "
+                   "unanswered messages, so a message stored in between is run by both")
+async def test_a_message_during_start_up_is_answered_once(bot: Bot) -> None:
+    dc = bot.dc
+    await bot.start(connect=False)
+    await dc.wait_connected(1, timeout=20)
+    dc.dm(USER, "right away")  # before start-up recovery has run
+    await sent_settled(dc, 1, quiet=2.0)
+    assert [s.content for s in dc.sent] == ["echo: right away"] and len(bot.llm.requests) == 1
