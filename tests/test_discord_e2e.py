@@ -133,10 +133,23 @@ async def test_a_long_answer_with_a_code_block_is_chunked(bot: Bot) -> None:
     dc.dm(USER, "write a lot")
     sent = await sent_settled(dc, 3)
     assert 3 <= len(sent) <= 8 and not any(s.files for s in sent)
-    assert all(len(s.content) <= 2000 for s in sent)
+    assert all(len(s.content) <= 2000 and s.content.count("\n") + 1 <= 17 for s in sent)
     assert all(s.content.count("```") % 2 == 0 for s in sent)  # code blocks closed and reopened
     assert "line_39 = 39 * 2" in "".join(s.content for s in sent)
     assert len(bot.llm.requests) == 1
+
+
+async def test_an_answer_above_eight_messages_arrives_as_a_file(bot: Bot) -> None:
+    dc, llm = bot.dc, bot.llm
+    answer = "\n\n".join(f"Paragraph {i}. " + "Words and more words. " * 40 for i in range(30))
+    llm.script(Reply.text(answer, chunk_size=2000))
+    await bot.start()
+    mention(dc, bot.guild.channel("general"), "write a book")
+    sent = await sent_settled(dc, 1, quiet=1.0)
+    assert len(sent) <= 2  # a short summary, and the file
+    [(name, data)] = sent[-1].files
+    assert name.endswith(".md") and b"Paragraph 29." in data
+    assert all(s.payload["allowed_mentions"] == {"parse": [], "replied_user": True} for s in sent)
 
 
 async def test_the_model_can_never_ping_anyone(bot: Bot) -> None:
