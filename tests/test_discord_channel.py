@@ -12,7 +12,7 @@ import pytest
 
 from adapters.discord.channel import TOKEN_REFUSED, DiscordChannel
 from adapters.discord.config import DiscordConfig
-from bot.channels import SendFailed, Status, Target
+from bot.channels import Backoff, SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
 from tests.fakes.discord_server import MESSAGE_CONTENT, FakeDiscord
@@ -313,7 +313,7 @@ async def test_refused_content_intent_is_one_line_then_dms_and_mentions_go_on(
     dc.refuse_intents = MESSAGE_CONTENT
     guild = dc.add_guild(channels={"general": 0})
     with caplog.at_level(logging.INFO):
-        async with running(dc, {"guilds": [guild.id], "require_mention": False}, backoff=(0.05, 0.1)) as (ch, inbox):
+        async with running(dc, {"guilds": [guild.id], "require_mention": False}, backoff=Backoff(0.05, 2.0, 0.1)) as (ch, inbox):
             dc.say(guild.channel("general"), USER, f"<@{dc.bot_id}> still here?", mentions=[dc.bot_id])
             dc.dm(USER, "and DMs?")
             msgs = await inbox.wait(2)
@@ -357,7 +357,7 @@ async def test_silent_gateway_is_noticed_and_reestablished(dc: FakeDiscord) -> N
 
 
 async def test_supervisor_builds_a_new_client_when_discord_py_gives_up(dc: FakeDiscord) -> None:
-    async with running(dc, backoff=(0.05, 0.1)) as (channel, inbox):
+    async with running(dc, backoff=Backoff(0.05, 2.0, 0.1)) as (channel, inbox):
         first = channel.client
         assert first is not None and first.ws is not None
         await first.ws.close(code=4011)  # a close code discord.py does not reconnect after

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
-import random
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,7 +36,7 @@ from adapters.discord.config import DiscordConfig, group_allowed
 from adapters.discord.dialect import DISCORD
 from adapters.discord.dialect import LIMITS as DIALECT_LIMITS
 from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, to_inbound, where_of
-from bot.channels import Inbox, SendFailed, Status, Target
+from bot.channels import Backoff, Inbox, SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
@@ -70,7 +69,7 @@ class DiscordChannel:
     limits = LIMITS
 
     def __init__(self, config: DiscordConfig, dialect: Any = DISCORD, *, heartbeat_timeout: float = 60.0,
-                 answer_wait: float = 600.0, backoff: tuple[float, float] = (1.0, 60.0)) -> None:
+                 answer_wait: float = 600.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0)) -> None:
         self.config = config
         self.dialect = dialect
         self.streaming = config.streaming  # read by the core's progress: "edit" edits one draft
@@ -195,7 +194,7 @@ class DiscordChannel:
             attempt += 1
             while not self._stopping:
                 if attempt:
-                    delay = _delay(attempt, *self.backoff)
+                    delay = self.backoff.delay(attempt)
                     log.warning("discord: the gateway connection ended (%s); reconnecting in %.1f s", reason, delay)
                     await asyncio.sleep(delay)
                 try:
@@ -407,8 +406,3 @@ async def _quietly(call: Any) -> None:
         await call
     except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
         log.debug("discord: withdrawing a deferred reply failed: %s", exc)
-
-
-def _delay(attempt: int, first: float, cap: float) -> float:
-    """Exponential backoff with full jitter (to be replaced by the core's one backoff helper)."""
-    return random.uniform(first / 2, min(cap, first * 2 ** max(0, attempt - 1)))
