@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from bot.channels import ChannelConfig, Float, Secret, Url, secret
@@ -48,12 +48,10 @@ class DiscordConfig(ChannelConfig):
     # Derived, not a key: the adapter has already applied guilds/channels (see the module doc).
     groups: tuple[str, ...] = Field(default=("*",), exclude=True)
 
-    @model_validator(mode="before")
+    @field_validator("groups", mode="before")
     @classmethod
-    def _no_groups_key(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "groups" in data:
-            raise PydanticCustomError("extra_forbidden", "unknown key (Discord uses guilds and channels)")
-        return data
+    def _not_a_key(cls, value: Any) -> Any:
+        raise PydanticCustomError("groups_key", "not a Discord key: list server ids in guilds, channel ids in channels")
 
     @property
     def max_download_bytes(self) -> int:
