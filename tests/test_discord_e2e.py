@@ -238,3 +238,22 @@ async def test_a_message_during_start_up_is_answered_once(bot: Bot) -> None:
     dc.dm(USER, "right away")  # before start-up recovery has run
     await sent_settled(dc, 1, quiet=2.0)
     assert [s.content for s in dc.sent] == ["echo: right away"] and len(bot.llm.requests) == 1
+
+
+async def test_files_are_fetched_only_for_messages_that_run(bot: Bot) -> None:
+    dc, llm = bot.dc, bot.llm
+    await bot.start(dm_policy="allowlist", allow_from=[str(USER)])
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+    stranger = USER + 1
+    dc.dm(stranger, "take this", attachments=[dc.attachment("secret.pdf", b"%PDF-1.4 x", "application/pdf")])
+    dc.dm(USER, "look", attachments=[dc.attachment("cat.png", png, "image/png"),
+                                     dc.attachment("notes.txt", b"remember the milk", "text/plain")])
+    await llm.wait_for_requests(1, timeout=15)
+    await asyncio.sleep(1.0)
+    downloads = [path for _, path in dc.requests if path.startswith("/attachments")]
+    body = json.dumps(llm.requests[0].body)
+    assert "image" in body and "notes.txt" in body
+    assert (bot.tmp / "workspaces" / f"discord-{USER}" / "inbox" / "notes.txt").read_bytes() == b"remember the milk"
+    assert any(path.endswith("/notes.txt") for path in downloads)
+    assert not any("secret.pdf" in path for path in downloads)  # the stranger's file was never fetched
+    assert len(llm.requests) == 1

@@ -60,7 +60,7 @@ def _latency(label: str, latencies: list[float], cpu: float) -> list[Figure]:
     return [
         Figure(NAME, f"{label}: gateway event to answer, median ({n} msgs)", p["p50"] * 1000, "ms", Goal("<", 15)),
         Figure(NAME, f"{label}: gateway event to answer, p99", p["p99"] * 1000, "ms", Goal("<", 50)),
-        Figure(NAME, f"{label}: bot CPU per message", cpu * 1000 / n, "ms", Goal("<", 5)),
+        Figure(NAME, f"{label}: bot CPU per message", cpu * 1000 / n, "ms", Goal("<", 3)),
     ]
 
 

@@ -169,7 +169,7 @@ class FakeDiscord:
         self.identifies: list[JSON] = []
         self.resumes: list[JSON] = []
         self.connections = 0
-        self.requests: list[tuple[str, str]] = []  # (method, path) of every REST call
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every REST call and download
         self.files: dict[str, bytes] = {}
         self._ids = itertools.count(1)
         self._failures: dict[str, list[Failure]] = {}
@@ -464,9 +464,11 @@ class FakeDiscord:
     async def _middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                           ) -> web.StreamResponse:
         path = request.path
-        if not path.startswith("/api/"):
+        if path.startswith("/_control/"):
             return await handler(request)
         self.requests.append((request.method, path.removeprefix("/api/v10")))
+        if not path.startswith("/api/"):
+            return await handler(request)
         if not path.startswith("/api/v10/interactions/") and "/webhooks/" not in path:
             if request.headers.get("Authorization") != f"Bot {self.token}":
                 return self._error(401, 0, "401: Unauthorized")
