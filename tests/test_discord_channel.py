@@ -230,6 +230,26 @@ async def test_attachments_are_metadata_fetched_on_demand_and_capped(dc: FakeDis
             await channel.fetch(gone, 1000)
 
 
+async def test_stop_lets_a_message_being_stored_finish(dc: FakeDiscord) -> None:
+    release = asyncio.Event()
+    stored: list[str] = []
+
+    async def slow_inbox(msg: InboundMessage) -> None:
+        await release.wait()
+        stored.append(msg.text)
+
+    channel = DiscordChannel(config(dc))
+    await asyncio.wait_for(channel.start(slow_inbox), 10)
+    dc.dm(USER, "in the middle of a shutdown")
+    await eventually(lambda: channel._tasks)  # noqa: SLF001 - the event is with the inbox now
+    stopping = asyncio.create_task(channel.stop())
+    await asyncio.sleep(0.2)
+    assert not stopping.done()
+    release.set()
+    await asyncio.wait_for(stopping, 5)
+    assert stored == ["in the middle of a shutdown"]
+
+
 # ---------------------------------------------------------------------------- outbound
 
 

@@ -48,6 +48,7 @@ LIMITS = replace(DIALECT_LIMITS, status_every=8.0)
 QUIET = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
 MAX_RATELIMIT_WAIT = 30.0  # discord.py waits out shorter 429s itself; longer ones go back to delivery
 INBOUND_AT_ONCE = 64
+STORE_GRACE = 5.0  # seconds stop() lets messages being handed to the inbox finish
 _PERMANENT_CODES = {50035, 50006, 50007, 50013, 50001, 10003, 10008, 10013}
 TOKEN_REFUSED = ("channels.discord.token: Discord refused the token (copy it again from the Developer Portal, "
                  "Bot page, into DISCORD_BOT_TOKEN)")
@@ -123,6 +124,8 @@ class DiscordChannel:
         if self._supervisor is not None:
             self._supervisor.cancel()
             await asyncio.gather(self._supervisor, return_exceptions=True)
+        if self._tasks:  # messages being stored: the gateway will not send them again
+            await asyncio.wait(self._tasks, timeout=STORE_GRACE)
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -247,6 +250,13 @@ class DiscordChannel:
 
     async def _take(self, msg: InboundMessage) -> None:
         assert self._inbox is not None
+        # discord.py runs each event in a task it does not keep: own it, so stop() waits for it.
+        task = asyncio.current_task()
+        if task is not None and task not in self._tasks:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if self._stopping:
+            return
         async with self._inbound:
             try:
                 await self._inbox(msg)
