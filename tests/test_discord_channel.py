@@ -362,11 +362,12 @@ async def test_dropped_gateway_resumes_and_missed_events_arrive_once(dc: FakeDis
 
 async def test_silent_gateway_is_noticed_and_reestablished(dc: FakeDiscord) -> None:
     dc.heartbeat_ms = 200
-    async with running(dc, heartbeat_timeout=1.0) as (_, inbox):
+    async with running(dc, heartbeat_timeout=1.0) as (channel, inbox):
         dc.dm(USER, "one")
-        await inbox.wait(1)
+        [first] = await inbox.wait(1)
         connections = dc.connections
         dc.silence()  # open, but no ACK and no event from now on
+        await channel.send(Target.of(first), "an answer in flight")  # REST goes on meanwhile
         dc.dm(USER, "two")
         await dc.wait_for(lambda: dc.connections > connections and dc.live, timeout=10)
         msgs = await inbox.wait(2)
@@ -374,6 +375,7 @@ async def test_silent_gateway_is_noticed_and_reestablished(dc: FakeDiscord) -> N
         dc.dm(USER, "three")
         await inbox.wait(3)
         assert len(dc.resumes) >= 1
+        assert [s.content for s in dc.sent] == ["an answer in flight"] and len(inbox.messages) == 3
 
 
 async def test_supervisor_builds_a_new_client_when_discord_py_gives_up(dc: FakeDiscord) -> None:

@@ -257,3 +257,13 @@ async def test_files_are_fetched_only_for_messages_that_run(bot: Bot) -> None:
     assert any(path.endswith("/notes.txt") for path in downloads)
     assert not any("secret.pdf" in path for path in downloads)  # the stranger's file was never fetched
     assert len(llm.requests) == 1
+
+
+async def test_a_file_over_the_cap_is_refused_without_downloading(bot: Bot) -> None:
+    dc = bot.dc
+    await bot.start(max_download_mb=1)
+    dc.dm(USER, "big one", attachments=[dc.attachment("huge.zip", b"PK" + b"\x00" * 100, "application/zip",
+                                                      size=30 * 1024 * 1024)])
+    [sent] = await sent_settled(dc, 1)
+    assert "huge.zip" in sent.content and not bot.llm.requests
+    assert not [path for _, path in dc.requests if path.startswith("/attachments")]
