@@ -196,6 +196,9 @@ async def test_stop_ends_a_streaming_run(bot: Bot, how: str) -> None:
     edits = len(dc.edits)
     await asyncio.sleep(2)
     assert len(dc.edits) == edits  # the draft no longer moves
+    draft = [e for e in dc.edits if e.message_id == dc.sent[0].message_id]
+    assert all(b.at - a.at >= 0.9 for a, b in zip(draft, draft[1:]))  # at most one edit a second
+    assert all(e.payload["allowed_mentions"] == {"parse": [], "replied_user": True} for e in dc.edits)
 
 
 async def test_a_run_in_flight_is_delivered_once_across_a_reconnect(bot: Bot) -> None:

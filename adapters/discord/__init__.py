@@ -9,10 +9,10 @@ from adapters.discord.config import DiscordConfig, problems
 from bot.channels import Channel, ChannelSpec
 
 HINTS = (
-    "Discord renders Markdown itself: **bold**, *italic*, __underline__, ~~strike~~, `code`, fenced code "
-    "blocks with a language, > quotes, - lists and headings up to ###. It has no tables: put tabular data in "
-    "a code block. Links as [text](url). Keep answers short; long ones are split into several messages. "
-    "Never mention @everyone, @here or roles: nobody is pinged by the bot anyway."
+    "Discord renders Markdown itself: **bold**, _italic_, ~~strike~~, `code`, fenced code blocks with a "
+    "language, > quotes, lists and headings up to ###. It has no tables: for tabular data use a list, or a "
+    "code block no wider than about 60 characters. A message holds 2000 characters; longer answers are "
+    "split, so prefer short ones. Nobody is ever pinged: do not write @everyone, @here or role mentions."
 )
 
 
