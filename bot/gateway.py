@@ -82,6 +82,7 @@ class Gateway:
         self._inbound = asyncio.Semaphore(MAX_INBOUND)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
         events.subscribe(self._route)
 
     def session_key(self, msg: InboundMessage) -> str:
@@ -95,13 +96,17 @@ class Gateway:
         if inbound_id is None:
             log.info("redelivered message ignored session=%s message=%s", key, msg.message_id)
             return
+        if self._early is not None:
+            self._early.add(inbound_id)
         self._spawn(self._process(msg, key, inbound_id, time.time()), f"inbound {inbound_id}")
 
     async def recover(self) -> None:
         """Start-up: first deliver what is owed, then decide again what was never answered."""
         await self._delivery.resume()
-        for record in await self._store.unanswered():
-            if record.message.platform not in self._channels:
+        unanswered = await self._store.unanswered()
+        early, self._early = self._early or set(), None  # channels start first: these are being decided
+        for record in unanswered:
+            if record.message.platform not in self._channels or record.id in early:
                 continue
             log.info("recovering unanswered message session=%s inbound=%s", record.session_key, record.id)
             self._spawn(self._process(record.message, record.session_key, record.id, record.received_at,
@@ -120,6 +125,14 @@ class Gateway:
 
     async def _process(self, msg: InboundMessage, key: str, inbound_id: int, received: float, *,
                        recovered: bool = False) -> None:
+        try:
+            await self._decide(msg, key, inbound_id, received, recovered=recovered)
+        except Exception:  # a full disk, a file where the inbox should be, a store error: one sentence
+            log.exception("inbound %s failed before its run session=%s", inbound_id, key)
+            await self._notice(msg, FAILED, (inbound_id,), "failed", failed=True)
+
+    async def _decide(self, msg: InboundMessage, key: str, inbound_id: int, received: float, *,
+                      recovered: bool = False) -> None:
         command = parse_command(msg.text)
         async with self._inbound:
             if command is not None and command.name in URGENT:  # never behind a download
