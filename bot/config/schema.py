@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, create_model, model_validator
 
@@ -17,6 +17,9 @@ from bot.channels import registry
 from bot.config.types import Float, Int, Loc, Name, Secret, Section, ToolPattern, ToolRulesConfig, Url, secret
 from bot.errors import ConfigError
 from bot.providers.context import context_window_for
+
+if TYPE_CHECKING:
+    from bot.tools.sandbox import ExecSettings
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 
@@ -147,6 +150,9 @@ class DeliveryConfig(Section):
 
 class ExecToolConfig(Section):
     enabled: bool = False  # the shell tool: off unless you trust every allowed user with a shell
+    sandbox: Literal["bwrap", "none"] = "bwrap"  # none: the command can read what the bot can
+    network: bool = False  # only under bwrap
+    owners_only: bool = True  # only the channels' owners may have commands run
 
 
 class WebFetchConfig(Section):
@@ -186,6 +192,7 @@ class Config(Section):
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")
+    _source_path: Path | None = PrivateAttr(None)
     _env_sources: dict[Loc, tuple[str, ...]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
@@ -216,12 +223,44 @@ class Config(Section):
         walk(self)
         return tuple(v for v in found if v)
 
+    def private_paths(self) -> tuple[Path, ...]:
+        """What a sandboxed command must never see: this config file, the database's folder and
+        the workspace root (a command gets its own workspace, nothing above it)."""
+        paths = [self.storage.path.parent, self.workspace.root]
+        if self._source_path is not None:
+            paths.insert(0, self._source_path)
+        return tuple(p.absolute() for p in paths)
+
+    def exec_settings(self) -> ExecSettings:
+        """``tools.exec`` as the exec tool takes it (``builtin_registry(exec_settings=...)``)."""
+        from bot.tools.sandbox import ExecSettings
+
+        e = self.tools.exec
+        return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
+                            private=self.private_paths())
+
+    def owner_ids(self) -> tuple[str, ...]:
+        """Every channel's owners as ``platform:user_id`` (``AgentSettings.owners``, the prompt)."""
+        return tuple(f"{name}:{uid}" for name in ChannelsConfig.model_fields
+                     for uid in getattr(getattr(self.channels, name), "owners", ()))
+
+    def warnings(self) -> list[str]:
+        """Choices that are allowed but unsafe, for ``chatgate check``."""
+        found = []
+        if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
+            found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
+                         "file, database, environment and every workspace (set it to bwrap)")
+        return found
+
     @property
     def enabled_channels(self) -> tuple[str, ...]:
         return tuple(name for name in ChannelsConfig.model_fields if getattr(self.channels, name).enabled)
 
     def describe(self) -> str:
-        """What would start, for ``chatgate check``; every secret is masked."""
+        """What would start, for ``chatgate check``; every secret is masked, and so are the
+        credentials of URLs (``user:pass@``, token path segments, ``?token=``)."""
+        from bot.tracing import mask_url
+
         a, p = self.agent, self.provider_settings()
         lines = [
             f"config     {self._source}",
@@ -229,7 +268,7 @@ class Config(Section):
             f"tokens, answers up to {a.max_tokens} tokens, dm_scope {a.dm_scope}"
             + (f", system_prompt {len(a.system_prompt)} chars" if a.system_prompt else ""),
             f"provider   {a.provider}, model {a.model}",
-            f"           base_url {p.base_url}",
+            f"           base_url {mask_url(p.base_url)}",
             f"           api_key {self._mask(('providers', a.provider, 'api_key'), p.api_key)}",
             f"           timeout {p.timeout:g}s, {p.max_retries} retries, Retry-After cap {p.retry_after_cap:g}s",
         ]
@@ -241,7 +280,7 @@ class Config(Section):
                 if field == "enabled":
                     continue
                 loc = ("channels", name, field)
-                shown = self._mask(loc, value) if loc in SECRETS else value
+                shown = self._mask(loc, value) if loc in SECRETS else _shown(value, mask_url)
                 details.append(f"{field} {shown}")
             channels.append(f"{name} ({', '.join(details)})" if details else name)
         lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
@@ -254,6 +293,10 @@ class Config(Section):
             f"delivery   failed sends retried for {self.delivery.retry_for:g}s",
             f"logging    {self.logging.level}, {self.logging.format}",
         ]
+        e = self.tools.exec
+        if e.enabled:
+            lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
+                             f"{'owners only' if e.owners_only else 'every allowed user'}")
         return "\n".join(lines)
 
     def _mask(self, loc: Loc, secret: SecretStr | None) -> str:
@@ -263,6 +306,16 @@ class Config(Section):
         shown = f"{value[:3]}…{value[-4:]}" if len(value) >= 20 else "(set)"
         names = self._env_sources.get(loc)
         return f"{shown} from {', '.join(names)}" if names else shown
+
+
+def _shown(value: Any, mask_url: Any) -> Any:
+    """A channel setting as ``check`` prints it: URLs (also inside a section) masked."""
+    if isinstance(value, str) and "://" in value:
+        return mask_url(value)
+    if isinstance(value, BaseModel):
+        inner = ", ".join(f"{k} {_shown(v, mask_url)}" for k, v in value if not isinstance(v, SecretStr) and v is not None)
+        return f"({inner})"
+    return value
 
 
 # ---------------------------------------------------------------- model introspection

@@ -7,10 +7,20 @@ Platform packages build their ``channels.<name>`` model from these (through
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 Loc = tuple[str | int, ...]
@@ -39,11 +49,18 @@ def _check_url(value: str) -> str:
     return value  # passed to the SDK exactly as written
 
 
+def _https_url(value: str | None) -> str | None:
+    if value is not None and not re.match(r"https://[^/\s]+", value):
+        raise PydanticCustomError("https_url", "must be an https:// URL")
+    return value
+
+
 Int = Annotated[int, _no_bool("int_type")]
 Float = Annotated[float, _no_bool("float_type")]
 Secret = Annotated[SecretStr | None, BeforeValidator(_secret_text)]
 Name = Annotated[str, Field(min_length=1)]
 Url = Annotated[str, AfterValidator(_check_url)]
+HttpsUrl = Annotated[str | None, AfterValidator(_https_url)]  # a public URL a platform posts to
 
 
 def _secret(env: str) -> Any:
@@ -110,6 +127,21 @@ class AccessConfig(Section):
     groups: tuple[Annotated[GroupConfig, BeforeValidator(_group_entry)], ...] = ()
     require_mention: bool = True
     owners: tuple[PlatformId, ...] = ()  # user ids allowed admin commands (/stopall)
+
+    # The platform's rule for user ids, so that an entry that can never match (a username
+    # where an id is needed) stops start-up instead of silently locking people out. A
+    # channel's config model overrides these two; the default takes any non-empty id.
+    user_id_pattern: ClassVar[str] = r".+"
+    user_id_hint: ClassVar[str] = "not a user id on this platform"
+
+    @field_validator("allow_from", "owners")
+    @classmethod
+    def _user_ids_can_match(cls, ids: tuple[str, ...]) -> tuple[str, ...]:
+        for value in ids:
+            if not re.fullmatch(cls.user_id_pattern, value):
+                raise PydanticCustomError("user_id", "{value} can never match: {hint}",
+                                          {"value": json.dumps(value, ensure_ascii=False), "hint": cls.user_id_hint})
+        return ids
 
     @model_validator(mode="after")
     def _groups_once(self) -> AccessConfig:

@@ -53,6 +53,7 @@ class ToolContext:
     platform: str
     chat_type: str  # "dm" | "group" (a bot.messages.ChatType is a str)
     user_id: str
+    sender_is_owner: bool = False  # every message of the run comes from an owner (gates exec)
     on_sub_agent: Callable[[SubAgentRun], None] | None = field(default=None, compare=False, repr=False)
     tool_policy: ToolPolicy | None = None
 

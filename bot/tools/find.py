@@ -49,9 +49,14 @@ async def list_files(ctx: ToolContext, path: str = ".", pattern: str | None = No
 
 
 def _list(folder: Path, root: Path, shown: str, pattern: str | None) -> str:
-    if not folder.exists():
+    try:
+        exists, is_dir = folder.exists(), folder.is_dir()
+    except OSError as exc:  # e.g. a name too long: say so with the model's own (relative) path
+        short = shown if len(shown) <= 120 else f"{shown[:80]}…{shown[-30:]}"
+        raise ToolError(f"cannot list {short}: {exc.strerror or 'error'}") from None
+    if not exists:
         raise ToolError(f"no such folder: {shown}")
-    if not folder.is_dir():
+    if not is_dir:
         raise ToolError(f"{shown} is a file, not a folder; use read_file to read it")
     try:
         entries, complete = _glob(folder, root, pattern) if pattern else _children(folder, root)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from bot.tools.base import ToolContext, ToolError
-from bot.workspace import OutsideWorkspaceError, resolve_inside
+from bot.workspace import OutsideWorkspaceError, PathTooLongError, resolve_inside
 
 SNIFF_BYTES = 8192
 SKIP_DIRS = frozenset({".git"})  # listed, never walked into
@@ -23,12 +23,17 @@ SKIP_DIRS = frozenset({".git"})  # listed, never walked into
 
 def confined(ctx: ToolContext, path: str) -> Path:
     """``path`` resolved inside the session's workspace, or a ``ToolError`` the model reads."""
+    shown = path if len(path) <= 120 else f"{path[:80]}…{path[-30:]}"
     try:
         return resolve_inside(ctx.workspace, path)
     except OutsideWorkspaceError:
-        raise ToolError(f"{path} is outside the workspace; use a path inside it (relative paths start there)") from None
+        raise ToolError(f"{shown} is outside the workspace; use a path inside it (relative paths start there)") from None
+    except PathTooLongError as exc:
+        raise ToolError(f"{exc}; use shorter names") from None
     except ValueError:  # e.g. an embedded NUL byte
-        raise ToolError(f"{path!r} is not a valid path") from None
+        raise ToolError(f"{shown!r} is not a valid path") from None
+    except OSError as exc:  # a name or path too long for the system: never the host path
+        raise ToolError(f"cannot use {shown}: {exc.strerror or 'error'}") from None
 
 
 def open_regular(path: Path | str) -> BinaryIO:
