@@ -131,7 +131,7 @@ def test_config_keys_are_the_contract() -> None:
     assert keys == {"enabled", "token", "api_base", "gateway_url", "dm_policy", "allow_from", "group_policy",
                     "guilds", "channels", "require_mention", "owners", "streaming", "allow_bots", "max_download_mb"}
     config = cfg()
-    assert (config.api_base, config.gateway_url, config.groups) == (
+    assert (config.api_base, config.gateway_url, tuple(g.id for g in config.groups)) == (
         "https://discord.com/api/v10", "wss://gateway.discord.gg/", ("*",))
     with pytest.raises(ValidationError, match="not a Discord key"):
         cfg(groups=["1"])
