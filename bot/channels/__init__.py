@@ -17,7 +17,6 @@ from bot.messages import Target
 from bot.config.types import ChannelConfig, Float, GroupConfig, HttpsUrl, Int, Secret, Section, Url, secret
 
 __all__ = [
-    "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "Inbox", "Int",
-    "Limits", "LiveDraft",
+    "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "HttpsUrl", "Inbox", "Int", "Limits", "LiveDraft",
     "Measure", "Secret", "Section", "SendFailed", "Status", "Target", "Url", "secret",
 ]
