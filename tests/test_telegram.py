@@ -95,7 +95,9 @@ async def test_a_reply_to_the_bot_addresses_it(stack: Stack) -> None:
     (first,) = await tg.wait_for_sent(1, timeout=5)
     tg.push(tg.message(GROUP, "and another thing", user_id=8, reply_to_message=first.message))
     await tg.wait_for_sent(2, timeout=5)
-    assert tg.sent[1].plain == "echo: [Alice] and another thing"  # senders are named in groups
+    # senders are named in groups: a header, then the text quoted (a blockquote once rendered)
+    assert tg.sent[1].plain == 'echo: Messages to you:\nfrom "Alice" (id telegram:8):\n\nand another thing'
+
 
 
 async def test_commands_for_this_bot_and_for_another(stack: Stack) -> None:
@@ -133,9 +135,9 @@ async def test_topics_stay_in_their_topic(stack: Stack) -> None:
                        is_topic_message=True))
     tg.push(tg.message(GROUP, "@chatgate_bot in general", user_id=9, is_forum=True))
     await tg.wait_for_sent(2, timeout=5)
-    by_text = {s.plain: s for s in tg.sent}
-    assert by_text["echo: [Alice] in a topic"].thread_id == 5
-    assert by_text["echo: [Alice] in general"].thread_id is None
+    by_text = {s.plain.rsplit("\n", 1)[-1]: s for s in tg.sent}  # the message's own text, after its header
+    assert by_text["in a topic"].thread_id == 5
+    assert by_text["in general"].thread_id is None
 
 
 async def test_a_long_code_heavy_answer_arrives_whole(stack: Stack) -> None:
