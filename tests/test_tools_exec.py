@@ -347,6 +347,7 @@ async def test_sandbox_cannot_print_the_bots_keys(bot: Bot) -> None:
     assert "PATH=" in out and "HOME=/workspace" in out  # the commands ran
     for secret in (KEY, TOKEN, "Zq7Zq7", "AAHAAH"):
         assert secret not in out
+    assert "bwrap\x00--args" in out and str(bot.tmp_path) not in out  # bwrap's own command line hides the host paths
 
 
 async def test_sandbox_cannot_read_the_config_the_database_or_another_workspace(bot: Bot) -> None:
