@@ -16,7 +16,8 @@ Under bubblewrap (``tools.exec.sandbox: bwrap``) a command sees:
   ipc/uts/cgroup namespaces, no capabilities, its own session (no terminal to steal);
 - a clean environment: ``PATH``, ``HOME=/workspace`` and ``LANG``, nothing inherited;
   bwrap itself is started with that environment too, because bwrap's own init process is
-  pid 1 in the sandbox and its ``/proc/1/environ`` is readable there.
+  pid 1 in the sandbox and its ``/proc/1/environ`` is readable there; its options come
+  through ``--args FD``, so its ``/proc/1/cmdline`` shows no host path either.
 
 The whole sandbox dies with its pid 1: bwrap reports that process's host pid on
 ``--info-fd`` and killing it makes the kernel kill every process of the namespace,
