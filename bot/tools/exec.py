@@ -93,12 +93,14 @@ class OutputCapture:
         return f"{self._head}\n[… {cut:,} of {self.total:,} characters cut …]\n{self._tail}"
 
 
-_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together, then the exit code.
+_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together, then the exit code.{where}
 
     Args:
         command: The shell command line, e.g. `ls -la` or `python3 script.py`.
         timeout: Seconds before the command is killed (at most 600).
     """
+_SANDBOXED = (" It runs in a sandbox: the workspace is mounted at /workspace (the current folder) and is "
+              "the only place that keeps files; /tmp is emptied after each command; {network}.")
 
 
 def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
@@ -110,7 +112,9 @@ def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
                             "say so to the user instead of trying another way")
         return await run_command(ctx, command, timeout, settings)
 
-    exec.__doc__ = _DESCRIPTION
+    network = "the network is reachable" if settings.network else "there is no network"
+    where = _SANDBOXED.format(network=network) if settings.sandbox == "bwrap" else ""
+    exec.__doc__ = _DESCRIPTION.format(where=where)
     return tool(category=ToolCategory.EXEC, name="exec")(exec)
 
 
