@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bot.access import Access, access_policies
 from bot.agent.events import EventBus
+from bot.agent.compaction import CompactionSettings
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.channels import Channel
@@ -78,14 +79,15 @@ class App:
         a = cfg.agent
         settings = AgentSettings(
             agent_id=a.id, provider=a.provider, model=a.model, max_tokens=a.max_tokens,
-            max_iterations=a.max_iterations, context_window=a.context_window, max_message_chars=a.max_message_chars,
+            max_iterations=a.max_iterations, context_window=a.window, max_message_chars=a.max_message_chars,
             history_turns=a.history_turns, guard=GuardMode(a.input_guard), system_prompt=a.system_prompt,
+            compaction=CompactionSettings(**a.compaction.model_dump()), owners=cfg.owner_ids(),
         )
         templates = cfg.workspace.templates or BUILTIN_TEMPLATES
         if not templates.is_dir():
             log.warning("workspace templates not found at %s; new workspaces start empty", templates)
         workspaces = Workspaces(cfg.workspace.root, templates, cfg.workspace.group_scope)
-        agent = Agent(settings, self.provider, self.store, self.events, builtin_registry(exec_enabled=cfg.tools.exec.enabled), workspaces, cost,
+        agent = Agent(settings, self.provider, self.store, self.events, builtin_registry(exec_enabled=cfg.tools.exec.enabled, exec_settings=cfg.exec_settings()), workspaces, cost,
                       Redactor(cfg.secret_values()))
         r = cfg.runs
         limits = RunLimits(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.events import EventBus, EventKind, RunEvent
-from bot.agent.history import build_history, estimate_tokens
+from bot.agent.compaction import compact_reply
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
 from bot.channels.base import Channel, SendFailed, Status
 from bot.channels.outbound import answer_for
@@ -197,11 +197,18 @@ class Gateway:
     # -- running -----------------------------------------------------------------------
 
     async def _execute(self, run: ActiveRun) -> None:
-        """Run one batch and hand its answer to delivery (the dispatcher owns this task)."""
-        last = run.batch[-1].msg
+        """Run one batch and hand its answer to delivery, then compact the session if it grew
+        past its limits (the dispatcher owns this task: /stop cancels either)."""
+        compacts = tuple(p for p in run.batch if _is_compact(p.msg))
+        batch = tuple(p for p in run.batch if p not in compacts)
+        if compacts:  # /compact runs in the session's lane, like a run
+            await self._compact(run.session_key, compacts)
+        if not batch:
+            return
+        last = batch[-1].msg
         channel = self._channels[last.platform]
         target = Target.of(last)
-        ids = tuple(p.inbound_id for p in run.batch)
+        ids = tuple(p.inbound_id for p in batch)
         streaming = getattr(channel, "streaming", "off")
         async with Progress(channel, target, streaming) as progress:  # type: ignore[arg-type]
             self._progress[run.run_id] = progress
@@ -213,8 +220,9 @@ class Gateway:
             try:
                 session = await self._store.session(run.session_key)
                 context = self._context.take(last) if last.chat_type is ChatType.GROUP else ()
-                request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in run.batch), ids,
-                                     context=context, reply=reply)
+                request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in batch), ids,
+                                     context=context, reply=reply,
+                                     sender_is_owner=all(self._access.is_owner(p.msg) for p in batch))
                 result = await self._agent.run(request)
             except Exception:  # the agent turns its own failures into results: this is the store or a bug
                 log.exception("run failed outside the agent session=%s run=%s", run.session_key, run.run_id)
@@ -224,6 +232,13 @@ class Gateway:
             finally:
                 del self._progress[run.run_id]
         self._finish(channel, target, result)
+        await self._agent.compact_after(request, result)
+
+    async def _compact(self, key: str, batch: tuple[Pending, ...]) -> None:
+        msg = batch[-1].msg
+        session = await self._store.session(key)
+        result = await self._agent.compact(session, msg, run_id=f"compact-{batch[-1].inbound_id}")
+        await self._notice(msg, compact_reply(result), tuple(p.inbound_id for p in batch), "compact")
 
     def _finish(self, channel: Channel, target: Target, result: RunResult) -> None:
         if result.answer is not None:
@@ -264,7 +279,10 @@ class Gateway:
             await self._store.session(key, fresh=True)
             text = "Started a fresh conversation. The old one is kept."
         elif command.name == "status":
-            text = await self._status(key)
+            text = await self._status(key, msg)
+        elif command.name == "compact":
+            self._submit(key, Pending(msg, inbound_id))  # in the session's lane, after its run
+            return
         elif command.name == "whoami":
             where = "this DM" if msg.chat_type is ChatType.DM else f"chat {msg.chat_id}"
             text = f"Your {msg.platform} id is {msg.sender.id} ({where})."
@@ -272,16 +290,17 @@ class Gateway:
             text = HELP
         await self._notice(msg, text, ids, "cmd")
 
-    async def _status(self, key: str) -> str:
+    async def _status(self, key: str, msg: InboundMessage) -> str:
         s = self._agent.settings
         session = await self._store.session(key)
-        history = build_history(await self._store.history(session, limit=400), max_turns=s.history_turns,
-                                context_window=s.context_window)
+        tokens = await self._agent.next_request_tokens(session, msg)
+        last = await self._agent.last_compaction(session)
         usage = await self._store.usage(session)
-        return status_text(model=s.model, context_tokens=estimate_tokens(history), context_window=s.context_window,
+        return status_text(model=s.model, context_tokens=tokens, context_window=s.context_window,
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
                            turns=usage.turns, running=self.dispatcher.active(key) is not None,
-                           queued=self.dispatcher.queued(key))
+                           queued=self.dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
+                           last_compaction=(last.tokens_before, last.tokens_after) if last else None)
 
     # -- sending -----------------------------------------------------------------------
 
@@ -311,6 +330,11 @@ class Gateway:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("%s failed", task.get_name(), exc_info=exc)
+
+
+def _is_compact(msg: InboundMessage) -> bool:
+    command = parse_command(msg.text)
+    return command is not None and command.name == "compact"
 
 
 async def _quietly(step: Awaitable[None]) -> None:

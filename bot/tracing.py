@@ -55,6 +55,7 @@ _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\
 class SpanKind(StrEnum):
     LLM = "llm"
     TOOL = "tool"
+    AGENT = "agent"  # a sub-agent run; its tokens and cost count in its parent's run
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,8 @@ class Span:
     cost: float = 0.0
     is_error: bool = False
     preview: str = ""  # at most PREVIEW_CHARS, scrubbed
+    cache_read_tokens: int = 0  # parts of input_tokens read from / written to the prompt cache
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,8 @@ class TraceRecord:
     iterations: int = 0
     error: str | None = None
     spans: tuple[Span, ...] = ()
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 def mask_url(url: str) -> str:
@@ -178,17 +183,27 @@ class TraceBuilder:
         self.usage += usage
         self.cost += cost
         self.spans.append(Span(SpanKind.LLM, model, started, (self.clock() - started) * 1000, usage.input_tokens,
-                               usage.output_tokens, cost, is_error, self.redact.preview(preview)))
+                               usage.output_tokens, cost, is_error, self.redact.preview(preview),
+                               usage.cache_read_tokens, usage.cache_write_tokens))
 
     def tool(self, name: str, started: float, *, is_error: bool, output: str, seconds: float | None = None) -> None:
         duration = (self.clock() - started) if seconds is None else seconds
         self.spans.append(Span(SpanKind.TOOL, name, started, duration * 1000,
                                is_error=is_error, preview=self.redact.preview(output)))
 
+    def sub_agent(self, session_key: str, started: float, usage: Usage, cost: float, *, is_error: bool,
+                  output: str, seconds: float) -> None:
+        """A sub-agent's run as a span of this run; its tokens and cost are added to this run's."""
+        self.usage += usage
+        self.cost += cost
+        self.spans.append(Span(SpanKind.AGENT, session_key, started, seconds * 1000, usage.input_tokens,
+                               usage.output_tokens, cost, is_error, self.redact.preview(output),
+                               usage.cache_read_tokens, usage.cache_write_tokens))
+
     def finish(self, status: str, iterations: int, error: str | None = None) -> TraceRecord:
         return TraceRecord(self.run_id, self.session_key, self.agent_id, self.started_at, self.clock(), status,
                            self.model, self.usage.input_tokens, self.usage.output_tokens, self.cost, iterations,
-                           error, tuple(self.spans))
+                           error, tuple(self.spans), self.usage.cache_read_tokens, self.usage.cache_write_tokens)
 
 
 def format_traces(traces: Iterable[TraceRecord]) -> str:
@@ -198,16 +213,25 @@ def format_traces(traces: Iterable[TraceRecord]) -> str:
         when = datetime.fromtimestamp(t.started_at).strftime("%Y-%m-%d %H:%M:%S")
         seconds = t.ended_at - t.started_at
         lines.append(f"{when}  {t.status:<9}  {seconds:6.2f} s  {t.input_tokens:>7} in {t.output_tokens:>6} out"
+                     f"{_cached(t.cache_read_tokens, t.cache_write_tokens)}"
                      f"  ${t.cost:.4f}  {t.iterations} it  {strip_controls(t.model)}  {strip_controls(t.session_key)}"
                      f"  run {strip_controls(t.run_id[:8])}")
         if t.error:
             lines.append(f"    error: {strip_controls(t.error)}")
         for s in t.spans:
-            if s.kind is SpanKind.LLM:
-                detail = f"{s.input_tokens:>7} in {s.output_tokens:>6} out  ${s.cost:.4f}"
+            if s.kind is not SpanKind.TOOL:
+                detail = (f"{s.input_tokens:>7} in {s.output_tokens:>6} out"
+                          f"{_cached(s.cache_read_tokens, s.cache_write_tokens)}  ${s.cost:.4f}")
             else:
                 detail = "error" if s.is_error else "ok"
             preview = strip_controls(s.preview.replace("\n", " ").replace("\t", " "))[:80]
             lines.append(f"    {s.kind.value:<4} {strip_controls(s.name):<24} {s.duration_ms:8.0f} ms  {detail}"
                          + (f"  {preview}" if preview else ""))
     return "\n".join(lines) if lines else "no traces yet"
+
+
+def _cached(read: int, write: int) -> str:
+    """The prompt-cache part of a token count, when there is one."""
+    if not read and not write:
+        return ""
+    return f" ({read} cached" + (f", {write} to cache)" if write else ")")

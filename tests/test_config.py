@@ -76,6 +76,12 @@ MISTAKES = [
      "providers.openai.timeout: must be more than 0, got 0", True),
     ("answer cap above the window", "agent:\n  context_window: 8000\n  max_tokens: 8000\n", KEY,
      "agent.max_tokens: must be less than agent.context_window (8000), got 8000", True),
+    ("answer cap above the model's window", "agent:\n  model: gpt-4\n  max_tokens: 9000\n", KEY,
+     "agent.max_tokens: must be less than the context window of gpt-4 (8192; set agent.context_window", False),
+    ("compaction ratio range", "agent:\n  compaction:\n    trigger_ratio: 1.5\n", KEY,
+     "agent.compaction.trigger_ratio: must be less than 1, got 1.5", True),
+    ("compaction unknown key", "agent:\n  compaction:\n    ratio: 0.5\n", KEY,
+     "agent.compaction.ratio: unknown key", False),
     ("empty model", "agent:\n  model: ''\n", KEY, "agent.model: must not be empty", True),
     ("bad agent id", "agent:\n  id: my agent\n", KEY, "agent.id: may contain only", False),
     ("base_url without scheme", "providers:\n  openai:\n    base_url: localhost:8000/v1\n", KEY,
@@ -223,7 +229,10 @@ def test_defaults(write) -> None:
     config = load_config(write(""), env=KEY)
     a, o, an = config.agent, config.providers.openai, config.providers.anthropic
     assert (a.id, a.provider, a.model, a.max_iterations) == ("main", "openai", "gpt-4o-mini", 20)
-    assert (a.context_window, a.max_message_chars, a.max_tokens) == (128000, 32768, 4096)
+    assert (a.context_window, a.window, a.max_message_chars, a.max_tokens) == (None, 128000, 32768, 4096)
+    c = a.compaction
+    assert (c.enabled, c.trigger_ratio, c.trigger_messages, c.keep_last, c.summary_max_tokens, c.memory_flush) == (
+        True, 0.75, 50, 4, 1024, "dm")
     assert (a.system_prompt, a.dm_scope, a.identity_links) == (None, "per-user", {})
     assert (o.base_url, o.timeout, o.max_retries, o.retry_after_cap) == ("https://api.openai.com/v1", 120.0, 3, 60.0)
     assert (an.base_url, an.timeout, an.max_retries, an.retry_after_cap) == ("https://api.anthropic.com", 120.0, 3, 60.0)

@@ -15,7 +15,7 @@ from bot.config import Config, load_config
 from bot.channels import SendFailed, Target
 from bot.messages import ChatType, InboundMessage, Sender
 from tests.fakes.channel import RecordingAdapter, dm
-from tests.fakes.llm_server import Call, FakeLLM, Reply
+from tests.fakes.llm_server import Call, FakeLLM, Reply, without_context
 from tests.procs import all_dead, marker, pids_running
 
 
@@ -71,7 +71,7 @@ OPEN = "channels: {telegram: {dm_policy: open, group_policy: open}}"
 
 
 def user_texts(llm: FakeLLM, index: int) -> list[str]:
-    return [m["content"] for m in llm.requests[index].body["messages"] if m["role"] == "user"]
+    return [without_context(m["content"]) for m in llm.requests[index].body["messages"] if m["role"] == "user"]
 
 
 # -- queue modes ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.conversation import ToolCall, ToolResult
-from bot.tools import ToolContext, ToolRegistry, builtin_registry, files
+from bot.tools import ToolContext, ToolRegistry, builtin_registry, files, find
 
 
 @pytest.fixture
@@ -130,8 +130,9 @@ async def test_read_size_cap_empty_file_and_long_lines(registry: ToolRegistry, c
     wide = await run(registry, ctx, "read_file", path="wide.txt")
     assert "a" * 2000 + "… [line cut, 3,000 characters]" in wide.content and "     2\tb" in wide.content
     monkeypatch.setattr(files, "MAX_READ_BYTES", 10)
-    big = await run(registry, ctx, "read_file", path="wide.txt")
-    assert big.is_error and big.content == "wide.txt is 2.9 KB; read_file reads files up to 10 B"
+    big = await run(registry, ctx, "read_file", path="wide.txt")  # over the cap: streamed, not refused
+    assert not big.is_error and "     2\tb" in big.content
+    assert big.content.endswith("[wide.txt: lines 1-2, the end of the file (2.9 KB)]")
 
 
 async def test_read_stops_at_the_character_budget(registry: ToolRegistry, ctx: ToolContext, ws: Path,
@@ -152,8 +153,8 @@ async def test_file_io_runs_off_the_event_loop(registry: ToolRegistry, ctx: Tool
             return real(*args)
         return wrapper
 
-    for name in ("_read", "_write", "_list"):
-        monkeypatch.setattr(files, name, recording(getattr(files, name)))
+    for module, name in ((files, "_read"), (files, "_write"), (find, "_list")):
+        monkeypatch.setattr(module, name, recording(getattr(module, name)))
     await run(registry, ctx, "read_file", path="notes.md")
     await run(registry, ctx, "write_file", path="n.txt", content="x")
     await run(registry, ctx, "list_files")

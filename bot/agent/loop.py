@@ -21,25 +21,28 @@ from datetime import datetime, timezone
 from enum import StrEnum
 from pathlib import Path
 
+from bot import tokens
+from bot.agent.compaction import CompactionResult, CompactionSettings, Compactor, should_compact, summary_message
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.guard import REFUSAL, GuardMode, check_input
-from bot.agent.history import build_history
-from bot.agent.prompt import PromptInputs, build_system_prompt, context_file_names
+from bot.agent.history import build_history, repair_pairing
+from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
 from bot.agent.silence import NoReplyHoldback, final_answer
 from bot.agent.transcript import context_block, group_turn
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
-from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, Usage
-from bot.store.base import Session, Store, Turn
-from bot.tools.base import ToolContext
+from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
+from bot.store.base import CompactingStore, Session, Summary, Turn
+from bot.tools.base import ToolCategory, ToolContext
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tracing import Redactor, TraceBuilder
 from bot.workspace import Workspaces, load_context_files, save_upload
 
 log = logging.getLogger(__name__)
 
-HISTORY_LOAD = 400  # stored messages read per run; the pipeline then limits by turns
+HISTORY_LOAD = 400  # at most this many stored messages read per run; the pipeline then limits by turns
+HISTORY_PAGE = 4  # stored messages first read per turn sent (doubled while too few turns came back)
 CANCELLED_RESULT = "Tool execution cancelled by user"
 FAILED = "Something went wrong on my side while answering (it has been logged). Please try again."
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
@@ -81,6 +84,7 @@ class RunResult:
     cost: float = 0.0
     iterations: int = 0
     error: str | None = None  # one sentence for the user when status is failed
+    prompt_tokens: int = 0  # the last request's prompt (provider-reported where given), for compaction
     answer: Answer | None = None  # stored with the turn, for delivery
 
 
@@ -97,6 +101,7 @@ class AgentSettings:
     guard: GuardMode = GuardMode.WARN
     system_prompt: str | None = None  # extra instructions appended to the built prompt
     owners: tuple[str, ...] = ()
+    compaction: CompactionSettings = CompactionSettings()
 
 
 @dataclass
@@ -110,6 +115,7 @@ class _Run:
     pending: tuple[ToolCall, ...] = ()  # calls of the last assistant message without results
     done: dict[str, ToolResult] = field(default_factory=dict)
     iterations: int = 0
+    prompt_tokens: int = 0  # of the last request sent
 
     def close_pending(self, text: str) -> None:
         """Answer every call still without a result, so the history stays valid."""
@@ -177,7 +183,7 @@ class Agent:
         self,
         settings: AgentSettings,
         provider: Provider,
-        store: Store,
+        store: CompactingStore,
         events: EventBus,
         tools: ToolRegistry,
         workspaces: Workspaces,
@@ -194,6 +200,8 @@ class Agent:
         self._cost = cost
         self._redactor = redactor or Redactor()
         self._post_run = tuple(post_run)
+        self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
+                                   max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction)
 
     async def workspace(self, msg: InboundMessage, person: str | None = None) -> Path:
         """The ready workspace of the message's session (files are saved there before a run)."""
@@ -235,8 +243,7 @@ class Agent:
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
             system = self._system_prompt(request, last, workspace)
-            stored = await self._store.history(request.session, limit=HISTORY_LOAD)
-            history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
+            history = await self._history(request.session)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
             text = await self._loop(run, system, history, ctx, limit)
@@ -260,15 +267,58 @@ class Agent:
             return await self._finish(run, RunStatus.SILENT)
         return await self._finish(run, RunStatus.COMPLETED, answer)
 
-    async def _loop(self, run: _Run, system: str, history: list[Message], ctx: ToolContext, limit: int) -> str:
-        """Call the model until it answers without tools; the answer's raw text."""
+    async def _history(self, session: Session) -> list[Message]:
+        """What the next request starts with: the summary (if any), then the live history
+        through the pipeline (limit turns, prune tool results, repair pairing)."""
+        s = self.settings
+        summary = await self._store.summary(session)
+        limit = min(HISTORY_LOAD, max(16, s.history_turns * HISTORY_PAGE))
+        while True:  # read as little as gives history_turns turns: a long session costs no more
+            stored = await self._store.history(session, limit=limit)
+            if len(stored) < limit or limit >= HISTORY_LOAD or \
+                    sum(m.role is Role.USER for m in stored) >= s.history_turns:
+                break
+            limit = min(HISTORY_LOAD, limit * 2)
+        history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
+        return [summary_message(summary.text), *history] if summary else history
+
+    async def _loop(self, run: _Run, prompt: tuple[str, str], history: list[Message], ctx: ToolContext,
+                    limit: int) -> str:
+        """Call the model until it answers without tools; the answer's raw text.
+
+        ``base`` is what precedes the turn's messages from ``covered`` on: the history,
+        until a mid-loop compaction replaces its oldest part (and maybe the turn's) with a
+        summary, in memory only."""
         repeats = RepeatDetector()
         specs = self._tools.specs()
+        s = self.settings
+        system, volatile = prompt
+        whole_system = f"{system}\n\n{volatile}"  # what is counted: the volatile part is sent too
+        base, covered = list(history), 0
+        reported: tuple[int, int] | None = None  # (prompt tokens the provider reported, messages sent)
+        may_compact = s.compaction.enabled
         while run.iterations < limit:
             run.iterations += 1
             await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
-            request = ChatRequest(self.settings.model, system, (*history, *run.new), specs, self.settings.max_tokens)
+            messages = [*base, *run.new[covered:]]
+            run.prompt_tokens = (reported[0] + tokens.count_messages(messages[reported[1]:], s.model) if reported
+                                 else tokens.count_request(whole_system, messages, specs, s.model))
+            if may_compact and run.prompt_tokens >= s.compaction.trigger_ratio * s.context_window:
+                done = await self.compactor.compact_in_memory(messages, run.trace, run.request.session_key)
+                may_compact = done is not None  # one failure is enough for this run
+                if done is not None:
+                    summary, cut = done
+                    if cut <= len(base):
+                        base = [summary, *base[cut:]]
+                    else:
+                        covered, base = covered + cut - len(base), [summary]
+                    messages = repair_pairing([*base, *run.new[covered:]])
+                    run.prompt_tokens, reported = tokens.count_request(whole_system, messages, specs, s.model), None
+            request = ChatRequest(s.model, system, tuple(messages), specs, s.max_tokens, volatile=volatile)
             completed = await self._think(run, request)
+            if completed.usage.input_tokens:
+                reported = (completed.usage.input_tokens, len(messages))
+                run.prompt_tokens = completed.usage.input_tokens
             run.new.append(completed.message)
             calls = completed.message.tool_calls
             if not calls:
@@ -354,17 +404,62 @@ class Agent:
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
         await self._events.emit(RunEvent(kind, r.run_id, r.session_key, error or text, usage=run.trace.usage))
-        return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error, answer)
+        return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
+                         run.prompt_tokens, answer)
 
-    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> str:  # type: ignore[no-untyped-def]
+    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+        return self._prompt("full", request.session_key, last, workspace)
+
+    def _prompt(self, mode: PromptMode, session_key: str, last: InboundMessage, workspace: Path,
+                tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:
+        """(stable, volatile) parts of the system prompt."""
         s = self.settings
-        names = context_file_names("full", last.chat_type)
-        return build_system_prompt(PromptInputs(
-            mode="full", agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
-            tools=self._tools.specs(), workspace=workspace, context_files=tuple(load_context_files(workspace, names)),
-            owner_ids=s.owners, now=datetime.now(timezone.utc), model=s.model, provider=s.provider, session_key=request.session_key,
+        names = context_file_names(mode, last.chat_type)
+        return build_prompt_parts(PromptInputs(
+            mode=mode, agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
+            tools=self._tools.specs() if tools is None else tools, workspace=workspace,
+            context_files=tuple(load_context_files(workspace, names)), owner_ids=s.owners,
+            now=datetime.now(timezone.utc), model=s.model, provider=s.provider, session_key=session_key,
             extra_instructions=s.system_prompt,
         ))
+
+    # -- context: what the gateway calls for /status, /compact and after a run -----------
+
+    async def next_request_tokens(self, session: Session, msg: InboundMessage, *, person: str | None = None) -> int:
+        """The tokens of the next request of this session as it stands: system prompt, tool
+        definitions, summary and history (the new message not included)."""
+        workspace = await self._workspaces.prepare(msg, person=person)
+        system, volatile = self._prompt("full", session.key, msg, workspace)
+        history = await self._history(session)
+        return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), self.settings.model)
+
+    async def last_compaction(self, session: Session) -> Summary | None:
+        """The session's latest compaction (its tokens before and after), for /status."""
+        return await self._store.summary(session)
+
+    async def compact(self, session: Session, msg: InboundMessage, *, run_id: str,
+                      person: str | None = None) -> CompactionResult:
+        """Flush memory and summarise the session now (``/compact``, and ``compact_after``). Skipped when one is already running for the session; never
+        raises but for cancellation, so run it in the session's lane where /stop reaches it."""
+        workspace = await self._workspaces.prepare(msg, person=person)
+        ctx = ToolContext(workspace, session.key, run_id, self.settings.agent_id, msg.platform, msg.chat_type.value,
+                          msg.sender.id)
+        flush_tools = tuple(t.spec for t in self._tools if t.category is ToolCategory.FILE)
+        return await self.compactor.compact(
+            session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
+            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", session.key, msg, workspace, flush_tools)))
+
+    async def compact_after(self, request: RunRequest, result: RunResult) -> CompactionResult | None:
+        """After a run: compact when the session passed ``trigger_messages`` live messages
+        or its last prompt passed ``trigger_ratio`` of the window; None when not needed."""
+        s = self.settings
+        if not s.compaction.enabled or result.status is RunStatus.CANCELLED:
+            return None
+        live = await self._store.live_count(request.session)
+        if not should_compact(live, result.prompt_tokens, s.context_window, s.compaction):
+            return None
+        return await self.compact(request.session, request.inbound[-1], run_id=f"{request.run_id}-compact",
+                                  person=request.person)
 
     async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", **fields: object) -> None:
         await self._events.emit(RunEvent(kind, request.run_id, request.session_key, text, **fields))  # type: ignore[arg-type]

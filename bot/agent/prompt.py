@@ -1,14 +1,17 @@
 """The system prompt: a pure function of ``PromptInputs``, built from small sections.
 
 Full mode (main runs), in this order: identity, first-run bootstrap, persona (SOUL.md,
-IDENTITY.md), tools, safety, workspace, owner, current time, channel formatting,
-workspace files (AGENTS.md, USER.md, TOOLS.md, MEMORY.md — MEMORY.md in DMs only), extra
-instructions, runtime, persona reminder. Minimal mode (sub-agents, memory flush):
-identity, tools, safety, workspace, current time, workspace files (AGENTS.md and
-TOOLS.md only), runtime. Each section is a function returning its text or "" (skipped).
+IDENTITY.md), tools, safety, workspace, owner, channel formatting, workspace files
+(AGENTS.md, USER.md, TOOLS.md, MEMORY.md — MEMORY.md in DMs only), extra instructions,
+persona reminder; then the volatile part: runtime, current time. Minimal mode
+(sub-agents, memory flush): identity, tools, safety, workspace, workspace files
+(AGENTS.md and TOOLS.md only); runtime, current time. Each section is a function
+returning its text or "" (skipped).
 
-Everything but the time is cached: the text before and after the time section is
-memoised on the hashable inputs, so a turn costs a dict lookup and one join.
+Stable first, volatile last, for prompt caching: ``build_prompt_parts`` gives the two
+apart, so providers can cache the stable part (Anthropic ``cache_control``, OpenAI's
+automatic prefix cache) and send the volatile part after the cached prefix. Everything
+but the time is memoised on the hashable inputs: a turn costs a dict lookup and a join.
 """
 
 from __future__ import annotations
@@ -286,13 +289,10 @@ def reminder_section(p: PromptInputs) -> str:
 
 
 Section = Callable[[PromptInputs], str]
-# the sections around the time, which is the only part that changes from turn to turn
-BEFORE_TIME: tuple[Section, ...] = (
+# the same text turn after turn (a prompt cache can hold it); runtime and time come after
+STABLE: tuple[Section, ...] = (
     identity_section, bootstrap_section, persona_section, tools_section, safety_section,
-    workspace_section, owner_section,
-)
-AFTER_TIME: tuple[Section, ...] = (
-    formatting_section, context_section, extra_section, runtime_section, reminder_section,
+    workspace_section, owner_section, formatting_section, context_section, extra_section, reminder_section,
 )
 
 
@@ -329,10 +329,17 @@ class _Static:
 def _static_parts(static: _Static) -> tuple[str, str]:
     p = static.inputs
     log.debug("building system prompt for %s (%s mode)", p.session_key, p.mode)
-    return _join(BEFORE_TIME, p) + "\n\n", "\n\n" + _join(AFTER_TIME, p)
+    return _join(STABLE, p), runtime_section(p)
+
+
+def build_prompt_parts(inputs: PromptInputs) -> tuple[str, str]:
+    """(stable, volatile): the part that stays the same turn after turn, and the runtime
+    and current time that follow it."""
+    stable, runtime = _static_parts(_Static(inputs))
+    return stable, runtime + "\n\n" + time_section(inputs.now)
 
 
 def build_system_prompt(inputs: PromptInputs) -> str:
     """The system prompt for one request; the same inputs always give the same text."""
-    before, after = _static_parts(_Static(inputs))
-    return before + time_section(inputs.now) + after
+    stable, volatile = build_prompt_parts(inputs)
+    return stable + "\n\n" + volatile

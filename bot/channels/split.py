@@ -46,6 +46,7 @@ class Atom(NamedTuple):
 
 
 _Stack = tuple[Atom, ...]  # open formatting, outermost first
+_OPEN, _CLOSE = Role.OPEN, Role.CLOSE
 _BREAKS: tuple[tuple[str, ...], ...] = (("\n\n",), ("\n",), (". ", "! ", "? "), (" ",))
 
 
@@ -60,15 +61,14 @@ _CHAR_ATOMS: dict[str, Atom] = {}  # one atom per distinct character: far fewer 
 def text_atoms(text: str) -> list[Atom]:
     """One text atom per character of ``text`` (which needs no escaping)."""
     cache = _CHAR_ATOMS
-    out: list[Atom] = []
-    for char in text:
-        atom = cache.get(char)
-        if atom is None:
-            atom = Atom(char, char)
-            if len(cache) < 65536:
-                cache[char] = atom
-        out.append(atom)
-    return out
+    try:
+        return [cache[char] for char in text]
+    except KeyError:
+        if len(cache) > 65536:
+            cache.clear()
+        for char in text:
+            cache.setdefault(char, Atom(char, char))
+        return [cache[char] for char in text]
 
 
 def measure(rendered: str, dialect: Dialect, limits: Limits) -> int:
@@ -108,11 +108,20 @@ class _Splitter:
         self.limit = limits.chunk
         self.max_lines = limits.max_lines
         self.chars = limits.measure is not Measure.UTF16  # markup counts, as sent
-        units = [len(atom.raw) for atom in atoms] if self.chars else [utf16_len(atom.char) for atom in atoms]
+        chars = [atom.char for atom in atoms]
+        if self.chars:
+            units = [len(atom.raw) for atom in atoms]
+        else:
+            lengths = {char: utf16_len(char) for char in set(chars)}
+            units = [lengths[char] for char in chars]
         self.ends = list(accumulate(units, initial=0))  # units in atoms[:k]
-        self.text_at = [index for index, atom in enumerate(atoms) for _ in atom.char]  # atom of each plain char
-        self.text_before = list(accumulate((len(atom.char) for atom in atoms), initial=0))  # plain chars in atoms[:k]
-        self.plain = "".join(atom.char for atom in atoms)
+        self.text_ends = list(accumulate((len(atom.raw) if atom.char else 0 for atom in atoms), initial=0)) \
+            if self.chars else self.ends  # the same, counting text only
+        self.plain = "".join(chars)
+        self.text_at = [index for index, char in enumerate(chars) if char]  # atom of each plain char
+        if len(self.text_at) != len(self.plain):  # some atoms show more than one character
+            self.text_at = [index for index, char in enumerate(chars) for _ in char]
+        self.text_before = list(accumulate(map(len, chars), initial=0))  # plain chars in atoms[:k]
         self.stacks = _stacks(atoms)
 
     def chunks(self) -> list[str]:
@@ -135,34 +144,45 @@ class _Splitter:
             first_text += 1
         while True:
             stop = max(bisect.bisect_right(self.ends, self.ends[start] + budget) - 1, first_text + 1)
-            stop = self.line_cap(start, stop)
-            if stop >= len(atoms):
-                cut = len(atoms)
-            else:
-                best = self.best_cut(self.text_before[start], self.text_before[stop])
-                cut = _settle(atoms, stop if best is None else best, start)
+            cut = self.cut(start, stop)
             chunk = _assemble(list(stack) + atoms[start:cut])
             over = len(chunk) - self.limit if self.chars else 0
             if over <= 0:
                 return chunk, cut
-            if stop <= first_text + 1:  # even one unit with its formatting does not fit: drop the markup
+            if stop <= first_text + 1:  # not one unit fits with its formatting: text without markup
+                stop = max(bisect.bisect_right(self.text_ends, self.text_ends[start] + self.limit) - 1, first_text + 1)
+                cut = self.cut(start, stop)
                 return "".join(atom.raw for atom in atoms[start:cut] if atom.char).strip(), cut
             budget -= over
 
+    def cut(self, start: int, stop: int) -> int:
+        """Where the chunk from ``start`` ends, at most at ``stop``: the best break before it."""
+        stop = self.line_cap(start, stop)
+        if stop >= len(self.atoms):
+            return len(self.atoms)
+        best = self.best_cut(self.text_before[start], self.text_before[stop])
+        return _settle(self.atoms, stop if best is None else best, start)
+
     def line_cap(self, start: int, stop: int) -> int:
-        """``stop`` brought back so that the chunk holds at most ``max_lines`` lines."""
+        """``stop`` brought back so that the chunk, as sent, holds at most ``max_lines`` lines
+        (the newlines of reopened and closing fences count: they are lines on screen)."""
         if self.max_lines is None:
             return stop
-        plain, lo = self.plain, self.text_before[start]
-        hi = self.text_before[min(stop, len(self.atoms))]
-        while lo < hi and plain[lo].isspace():
-            lo += 1
-        at = lo - 1
-        for _ in range(self.max_lines):
-            at = plain.find("\n", at + 1, hi)
-            if at < 0:
-                return stop
-        return max(self.text_at[at], start + 1)  # cut before the newline that starts one line too many
+        atoms, stacks = self.atoms, self.stacks
+        lines = 1 + sum(atom.raw.count("\n") for atom in stacks[start])
+        at, end = start, min(stop, len(atoms))
+        while at < end and atoms[at].char.isspace():  # whitespace is trimmed at the start
+            at += 1
+        while at < end:
+            if "\n" in atoms[at].raw:
+                more = atoms[at].raw.count("\n")
+                closing = sum(atom.close.count("\n") for atom in stacks[at])
+                # a closing fence's line was counted as closing already, at the newline before it
+                if atoms[at].role is not Role.CLOSE and lines + more + closing > self.max_lines:
+                    return max(at, start + 1)  # cut before the newline that starts one line too many
+                lines += more
+            at += 1
+        return stop
 
     def best_cut(self, lo: int, hi: int) -> int | None:
         """Atom index just after the best break in plain[lo:hi], or None to cut hard.
@@ -213,16 +233,17 @@ def _stacks(atoms: list[Atom]) -> list[_Stack]:
     stack: _Stack = ()
     for atom in atoms:
         stacks.append(stack)
-        if atom.role is Role.OPEN or atom.role is Role.CLOSE:
+        if atom.role:
             stack = _apply(stack, atom)
     stacks.append(stack)
     return stacks
 
 
 def _apply(stack: _Stack, atom: Atom) -> _Stack:
-    if atom.role is Role.OPEN:
+    role = atom.role
+    if role == _OPEN:
         return (*stack, atom)
-    if atom.role is Role.CLOSE:
+    if role == _CLOSE:
         for depth in range(len(stack) - 1, -1, -1):  # lenient: close up to the matching tag
             if stack[depth].tag == atom.tag:
                 return stack[:depth]
@@ -248,7 +269,8 @@ def _assemble(atoms: list[Atom]) -> str:
             out.pop()  # an empty pair, e.g. formatting that opened right at the cut
         else:
             out.append(atom)
-        stack = _apply(stack, atom)
+        if atom.role:
+            stack = _apply(stack, atom)
     while out and out[-1].role in (Role.OPEN, Role.PREFIX):
         if out[-1].role is Role.OPEN:
             stack = stack[:-1]
@@ -266,7 +288,7 @@ def _trim(atoms: list[Atom]) -> list[Atom]:
     drop: set[int] = set()
     in_pre = 0
     for index, atom in enumerate(atoms):
-        if atom.role is not Role.TEXT:
+        if atom.role:
             if atom.tag == "pre":
                 in_pre += 1 if atom.role is Role.OPEN else -1 if atom.role is Role.CLOSE else 0
             continue
@@ -275,7 +297,7 @@ def _trim(atoms: list[Atom]) -> list[Atom]:
         drop.add(index)
     for index in range(len(atoms) - 1, -1, -1):
         atom = atoms[index]
-        if atom.role is not Role.TEXT:
+        if atom.role:
             continue
         if not atom.char.isspace():
             break

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
 from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, create_model, model_validator
 
 from bot.channels import registry
-from bot.config.types import Float, Int, Loc, Name, Secret, Section, Url, secret
+from bot.config.types import Float, Int, Loc, Name, Secret, Section, ToolPattern, ToolRulesConfig, Url, secret
 from bot.errors import ConfigError
+from bot.providers.context import context_window_for
 
 if TYPE_CHECKING:
     from bot.tools.sandbox import ExecSettings
@@ -26,12 +27,34 @@ _secret = secret
 
 
 
+def _flush_mode(value: Any) -> Any:
+    # `memory_flush: true` means the default places (DMs), `false` means never
+    if value is True:
+        return "dm"
+    if value is False:
+        return "off"
+    return value
+
+
+class CompactionConfig(Section):
+    """When and how a long session is summarised (bot.agent.compaction)."""
+
+    enabled: bool = True
+    trigger_ratio: Annotated[Float, Field(gt=0, lt=1)] = 0.75  # of the context window
+    trigger_messages: Annotated[Int, Field(ge=2)] = 50  # messages since the last summary
+    keep_last: Annotated[Int, Field(ge=0, le=100)] = 4  # newest messages never summarised
+    summary_max_tokens: Annotated[Int, Field(ge=64, le=32_768)] = 1024
+    # before summarising, let the model write durable facts to memory/YYYY-MM-DD.md:
+    # off | dm (DM workspaces only) | all (group workspaces too); true = dm, false = off
+    memory_flush: Annotated[Literal["off", "dm", "all"], BeforeValidator(_flush_mode)] = "dm"
+
+
 class AgentConfig(Section):
     id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] = "main"
     provider: Literal["openai", "anthropic"] = "openai"
     model: Name = DEFAULT_MODELS["openai"]
     max_iterations: Annotated[Int, Field(ge=1, le=200)] = 20
-    context_window: Annotated[Int, Field(ge=1)] = 128_000
+    context_window: Annotated[Int, Field(ge=1)] | None = None  # None: the model's, from a table
     max_message_chars: Annotated[Int, Field(ge=1)] = 32_768
     max_tokens: Annotated[Int, Field(ge=1)] = 4096
     system_prompt: str | None = None
@@ -39,6 +62,7 @@ class AgentConfig(Section):
     identity_links: dict[Name, tuple[Annotated[str, Field(pattern=r"^[a-z]+:.+$")], ...]] = {}
     history_turns: Annotated[Int, Field(ge=1, le=10_000)] = 40
     input_guard: Literal["off", "log", "warn", "block"] = "warn"
+    compaction: CompactionConfig = CompactionConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -46,6 +70,11 @@ class AgentConfig(Section):
         if isinstance(data, dict) and "model" not in data and data.get("provider") in DEFAULT_MODELS:
             return {**data, "model": DEFAULT_MODELS[data["provider"]]}
         return data
+
+    @property
+    def window(self) -> int:
+        """The context window in use: ``context_window`` when set, else the model's."""
+        return context_window_for(self.model, self.context_window)
 
 
 class ProviderConfig(Section):
@@ -126,8 +155,20 @@ class ExecToolConfig(Section):
     owners_only: bool = True  # only the channels' owners may have commands run
 
 
-class ToolsConfig(Section):
+class WebFetchConfig(Section):
+    enabled: bool = False  # the web_fetch tool: fetches public http(s) pages as text
+    allow_private: bool = False  # also private, loopback, link-local and metadata addresses (SSRF!)
+    max_bytes: Annotated[Int, Field(ge=1024, le=50_000_000)] = 2_000_000  # of the response body
+    timeout: Annotated[Float, Field(gt=0, le=300)] = 20.0  # seconds for the whole fetch, redirects included
+    max_chars: Annotated[Int, Field(ge=500, le=200_000)] = 20_000  # of the text given to the model
+
+
+class ToolsConfig(ToolRulesConfig):
+    """``allow``/``deny`` apply everywhere; a group's ``tools`` narrow them further."""
+
+    owners_only: tuple[ToolPattern, ...] = ("exec",)  # offered only to the platform's owners
     exec: ExecToolConfig = ExecToolConfig()
+    web_fetch: WebFetchConfig = WebFetchConfig()
 
 
 class LoggingConfig(Section):
@@ -156,12 +197,11 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _fits(self) -> Config:
-        if self.agent.max_tokens >= self.agent.context_window:
-            raise ConfigError(
-                "agent.max_tokens",
-                f"must be less than agent.context_window ({self.agent.context_window}), "
-                f"got {self.agent.max_tokens}",
-            )
+        a = self.agent
+        if a.max_tokens >= a.window:
+            window = (f"agent.context_window ({a.window})" if a.context_window is not None
+                      else f"the context window of {a.model} ({a.window}; set agent.context_window to change it)")
+            raise ConfigError("agent.max_tokens", f"must be less than {window}, got {a.max_tokens}")
         return self
 
     def provider_settings(self) -> ProviderConfig:
@@ -224,7 +264,7 @@ class Config(Section):
         a, p = self.agent, self.provider_settings()
         lines = [
             f"config     {self._source}",
-            f"agent      {a.id}: up to {a.max_iterations} iterations, context window {a.context_window} "
+            f"agent      {a.id}: up to {a.max_iterations} iterations, context window {a.window} "
             f"tokens, answers up to {a.max_tokens} tokens, dm_scope {a.dm_scope}"
             + (f", system_prompt {len(a.system_prompt)} chars" if a.system_prompt else ""),
             f"provider   {a.provider}, model {a.model}",
