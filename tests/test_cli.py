@@ -212,11 +212,12 @@ def test_chat_without_any_key_says_what_to_set(tmp_path: Path) -> None:
     assert "set OPENAI_API_KEY" in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_enabled_channel_that_is_not_built_yet_is_refused(tmp_path: Path) -> None:
+def test_an_enabled_channel_without_its_token_is_refused_before_start(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
-    config.write_text("channels: {discord: {enabled: true, token: abc}}\n")
+    config.write_text("channels: {discord: {enabled: true}}\n")
     done = run_cli("run", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
-    assert done.returncode == 2 and "channels.discord.enabled" in done.stderr, done.stderr
+    assert done.returncode == 2 and "channels.discord.token: missing (set DISCORD_BOT_TOKEN)" in done.stderr, \
+        done.stderr
 
 
 async def test_traces_show_what_runs_did(tmp_path: Path, llm: FakeLLM, chat_env: dict[str, str]) -> None:

@@ -35,6 +35,7 @@ from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMe
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext
+from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tracing import Redactor, TraceBuilder
 from bot.workspace import Workspaces, load_context_files, save_upload
@@ -45,6 +46,7 @@ HISTORY_LOAD = 400  # at most this many stored messages read per run; the pipeli
 HISTORY_PAGE = 4  # stored messages first read per turn sent (doubled while too few turns came back)
 CANCELLED_RESULT = "Tool execution cancelled by user"
 FAILED = "Something went wrong on my side while answering (it has been logged). Please try again."
+TOO_MANY_CALLS = "Not run: at most {n} tool calls run per step; make this call again in the next step."
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
 
 
@@ -73,6 +75,7 @@ class RunRequest:
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
     reply: Reply | None = None  # without it the run stores no answer and settles its messages
     sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
+    tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,8 @@ class AgentSettings:
     system_prompt: str | None = None  # extra instructions appended to the built prompt
     owners: tuple[str, ...] = ()
     compaction: CompactionSettings = CompactionSettings()
+    max_tool_calls_per_step: int = 16  # calls of one step beyond this get an error result, not run
+    prompt_mode: PromptMode = "full"  # sub-agents: "minimal"
 
 
 @dataclass
@@ -113,6 +118,7 @@ class _Run:
     new: list[Message] = field(default_factory=list)  # the turn: user, assistant, tool...
     streamed: list[str] = field(default_factory=list)  # text of the LLM call in flight
     pending: tuple[ToolCall, ...] = ()  # calls of the last assistant message without results
+    tools: ToolRegistry | None = None  # the tools this run may use (the agent's, narrowed by policy)
     done: dict[str, ToolResult] = field(default_factory=dict)
     iterations: int = 0
     prompt_tokens: int = 0  # of the last request sent
@@ -226,8 +232,13 @@ class Agent:
         try:
             # Setup
             workspace = await self._workspaces.prepare(last, person=request.person)
+            run.tools = self._tools.restricted(request.tool_policy)
             ctx = ToolContext(workspace, request.session_key, request.run_id, s.agent_id, last.platform,
-                              last.chat_type.value, last.sender.id, request.sender_is_owner)
+                              last.chat_type.value, last.sender.id, request.sender_is_owner,
+                              on_sub_agent=lambda c: run.trace.sub_agent(
+                                  c.session_key, c.started, c.usage, c.cost, is_error=c.status == "failed",
+                                  output=c.text, seconds=c.seconds),
+                              tool_policy=request.tool_policy)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
@@ -242,7 +253,7 @@ class Agent:
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
-            system = self._system_prompt(request, last, workspace)
+            system = self._prompt(s.prompt_mode, request.session_key, last, workspace, run.tools.specs())
             history = await self._history(request.session)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
@@ -290,7 +301,8 @@ class Agent:
         until a mid-loop compaction replaces its oldest part (and maybe the turn's) with a
         summary, in memory only."""
         repeats = RepeatDetector()
-        specs = self._tools.specs()
+        tools = run.tools or self._tools
+        specs = tools.specs()
         s = self.settings
         system, volatile = prompt
         whole_system = f"{system}\n\n{volatile}"  # what is counted: the volatile part is sent too
@@ -379,7 +391,11 @@ class Agent:
         def finished(call: ToolCall, result: ToolResult, seconds: float) -> None:
             run.trace.tool(call.name, started, is_error=result.is_error, output=result.content, seconds=seconds)
 
-        results = await self._tools.execute(calls, ctx, done=run.done, on_done=finished)
+        tools = run.tools or self._tools
+        allowed, extra = calls[:self.settings.max_tool_calls_per_step], calls[self.settings.max_tool_calls_per_step:]
+        results = await tools.execute(allowed, ctx, done=run.done, on_done=finished)
+        results += [ToolResult(c.id, TOO_MANY_CALLS.format(n=self.settings.max_tool_calls_per_step), is_error=True)
+                    for c in extra]
         run.new.append(Message(Role.TOOL, tuple(results)))
         run.pending = ()
         for call, result in zip(calls, results, strict=True):
@@ -395,8 +411,9 @@ class Agent:
             answer = await r.reply(error or text, status is RunStatus.FAILED)
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         settle = answer is None and status is not RunStatus.CANCELLED
+        last = r.inbound[-1]
         turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
-                    record, answer, settle)
+                    record, answer, settle, f"{last.platform}:{last.sender.id}")
         if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
             await asyncio.shield(self._store.append_turn(turn))
         else:
@@ -406,9 +423,6 @@ class Agent:
         await self._events.emit(RunEvent(kind, r.run_id, r.session_key, error or text, usage=run.trace.usage))
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
                          run.prompt_tokens, answer)
-
-    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-        return self._prompt("full", request.session_key, last, workspace)
 
     def _prompt(self, mode: PromptMode, session_key: str, last: InboundMessage, workspace: Path,
                 tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:

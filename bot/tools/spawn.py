@@ -53,14 +53,6 @@ class SpawnLimits:
     max_iterations: int = 10  # of one sub-agent run
 
 
-class _ChildAgent(Agent):
-    """An Agent whose system prompt is the minimal one (identity, tools, safety, workspace,
-    time, AGENTS.md and TOOLS.md): no persona, no memory, no bootstrap."""
-
-    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace: Path) -> tuple[str, str]:
-        return self._prompt("minimal", request.session_key, last, workspace)
-
-
 class SubAgents:
     """Runs the sub-agents of every run in the process: one instance per app."""
 
@@ -104,8 +96,10 @@ class SubAgents:
         person = parent.peer if parent.platform is None else None  # a linked DM: the workspace is the person's
         message = InboundMessage(ctx.platform, "spawn", chat_id, chat_type, Sender(ctx.user_id, "main agent"), task,
                                  f"{ctx.run_id}:sub:{n}", thread_id=parent.thread)
-        settings = replace(self.settings, max_iterations=min(self.settings.max_iterations, self.limits.max_iterations))
-        agent = _ChildAgent(settings, self._provider,
+        # the minimal prompt: identity, tools, safety, workspace, time, AGENTS.md and TOOLS.md
+        settings = replace(self.settings, max_iterations=min(self.settings.max_iterations, self.limits.max_iterations),
+                           prompt_mode="minimal")
+        agent = Agent(settings, self._provider,
                             self._store, self._events, self.child_tools(policy), self._workspaces, self._cost,
                             self._redactor)
         async with self._slots:
