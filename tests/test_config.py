@@ -326,6 +326,7 @@ def test_good_ids_and_webhook_settings_pass(write) -> None:
                                ), env=KEY)
     assert config.channels.telegram.owners == ("123456789",)
     assert config.owner_ids() == ("telegram:123456789",)
+    assert "Discord user ids are numbers" in error_of(write("channels: {discord: {owners: ['@me']}}\n"), KEY)
     local = load_config(write("channels:\n  telegram:\n    base_url: http://127.0.0.1:8081\n"
                               "    webhook: {url: 'http://127.0.0.1:8443/t'}\n"), env=KEY)  # a self-hosted Bot API
     assert local.channels.telegram.webhook.url == "http://127.0.0.1:8443/t"
