@@ -14,7 +14,7 @@ key here, it is derived. Everything else (``dm_policy``, ``allow_from``, ``owner
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -37,6 +37,10 @@ WsUrl = Annotated[str, AfterValidator(_check_ws_url)]
 
 
 class DiscordConfig(ChannelConfig):
+    user_id_pattern: ClassVar[str] = r"[0-9]{1,21}"  # snowflakes
+    user_id_hint: ClassVar[str] = ("Discord user ids are numbers such as 80351110224678912 "
+                                   "(Developer Mode, then Copy User ID), not names")
+
     token: Secret = secret("DISCORD_BOT_TOKEN")
     api_base: Url = API_BASE  # discord.py's REST route base, version included; a proxy or a test server
     gateway_url: WsUrl = GATEWAY_URL  # the gateway discord.py connects (and resumes) to
