@@ -16,7 +16,7 @@ from bot.config import load_config
 from telegram.error import BadRequest
 
 from bot.errors import ChannelError
-from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.llm_server import FakeLLM, Reply, without_context
 from tests.fakes.telegram_html import utf16_len
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -231,7 +231,8 @@ async def test_a_photo_reaches_the_model_as_an_image(stack: Stack) -> None:
     photo = [{"file_id": "PHOTO-1", "file_unique_id": "u1", "width": 90, "height": 90, "file_size": len(png)}]
     stack.tg.push(stack.tg.message(42, None, user_id=42, photo=photo, caption="what is this?"))
     await stack.tg.wait_for_sent(1, timeout=5)
-    content = stack.llm.requests[0].body["messages"][-1]["content"]
+    content = [p for p in stack.llm.requests[0].body["messages"][-1]["content"]
+               if p["type"] != "text" or without_context(p["text"])]  # the runtime context left out
     kinds = [part["type"] for part in content]
     assert kinds == ["text", "image_url"] and content[0]["text"] == "what is this?"
     assert content[1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
@@ -315,7 +316,8 @@ async def test_an_album_arrives_as_one_message(stack: Stack) -> None:
     await tg.wait_for_sent(1, timeout=5)
     await asyncio.sleep(0.3)
     assert len(stack.llm.requests) == 1
-    content = stack.llm.requests[0].body["messages"][-1]["content"]
+    content = [p for p in stack.llm.requests[0].body["messages"][-1]["content"]
+               if p["type"] != "text" or without_context(p["text"])]  # the runtime context left out
     assert [p["type"] for p in content] == ["text", "image_url", "image_url"]
     assert content[0]["text"] == "compare these"
 
