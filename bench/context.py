@@ -29,7 +29,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,7 +183,7 @@ def tokens_startup() -> tuple[float, float]:
     return float(out[0]), float(out[1])
 
 
-async def main_async(turns: int, rounds: int, only_breakpoints: Callable[[], None] | None = None) -> dict[str, Any]:
+async def main_async(turns: int, rounds: int) -> dict[str, Any]:
     with_c = await conversation(turns, compaction=True)
     without = await conversation(turns, compaction=False)
     original = anthropic_provider.add_cache_breakpoints
