@@ -7,7 +7,7 @@ Anthropic prompt-cache simulation: prompt tokens are the request's JSON / 4 (too
 and messages), cache reads the longest prefix ending at a ``cache_control`` breakpoint (or
 up to 20 blocks before one) that an earlier request wrote.
 
-    python -m bench.context [--turns 300] [--rounds 20]
+    python -m bench.context [--turns 300] [--rounds 60]
 
 1. 300 turns of one DM conversation; every third turn the model calls a tool that returns
    ~20 KB, then answers. Prompt tokens per turn with compaction (defaults: 50 messages or
@@ -218,7 +218,7 @@ async def main_async(turns: int, rounds: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.context", description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     r = asyncio.run(main_async(args.turns, args.rounds))
