@@ -444,3 +444,18 @@ async def test_history_reads_enough_pages_for_long_tool_turns(tmp_path: Path) ->
         sent = json.dumps(h.llm.requests[-1].body["messages"])
         assert all(f"new {i}" in sent for i in (0, 1, 2)), sent
         assert '"old 99"' not in sent
+
+
+async def test_a_failing_mid_loop_summary_does_not_fail_the_run(tmp_path: Path) -> None:
+    class Failing(Responder):
+        def __call__(self, body: dict[str, Any]) -> Reply:
+            if kind_of(body) == "summary":
+                self.summaries += 1
+                return Reply.error(500)
+            return super().__call__(body)
+
+    responder = Failing(tool_every=1, calls=3)
+    async for h in make_harness(tmp_path, "anthropic", window=12_000, responder=responder, trigger_messages=1_000):
+        _, result = await h.run("turn 3")
+        assert result.status is RunStatus.COMPLETED and result.text == "done with the tool"
+        assert responder.summaries == 1  # tried once in this run, then went on uncompacted
