@@ -15,13 +15,14 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from adapters.base import ChannelAdapter
 from bot.access import Access, access_policies
 from bot.agent.events import EventBus
 from bot.agent.compaction import CompactionSettings
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
+from bot.channels import Channel
 from bot.config import Config
+from bot.delivery import Delivery, DeliverySettings
 from bot.gateway import Gateway, GatewaySettings
 from bot.providers import make_provider
 from bot.providers.base import Usage
@@ -40,9 +41,9 @@ BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "workspaces" / "tem
 
 
 class App:
-    def __init__(self, config: Config, adapters: Mapping[str, ChannelAdapter]) -> None:
+    def __init__(self, config: Config, channels: Mapping[str, Channel]) -> None:
         self.config = config
-        self.adapters = dict(adapters)
+        self.channels = dict(channels)
         self.events = EventBus()
         self._stack = AsyncExitStack()
 
@@ -92,14 +93,17 @@ class App:
         limits = RunLimits(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
         policies = access_policies(cfg.channels)
+        downloads = {name: int(getattr(getattr(cfg.channels, name, None), "max_download_mb", 20) * 1024 * 1024)
+                     for name in self.channels}
+        self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
         self.gateway = Gateway(
-            agent, self.store, self.store, self.events, self.adapters, Access(policies, self.store),
-            GatewaySettings(a.id, a.dm_scope, a.identity_links, limits, r.recover_max_age),
+            agent, self.store, self.events, self.channels, Access(policies, self.store), self.delivery,
+            GatewaySettings(a.id, a.dm_scope, a.identity_links, limits, r.recover_max_age, downloads),
         )
         self._stack.push_async_callback(self.gateway.aclose)
         self._stack.push_async_callback(self.events.aclose)
-        for name, adapter in self.adapters.items():
-            await adapter.start(self.gateway.handle)
-            self._stack.push_async_callback(adapter.stop)
+        for name, channel in self.channels.items():
+            await channel.start(self.gateway.handle)
+            self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
         await self.gateway.recover()

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from bot.errors import ChatgateError, ConfigError
 
 if TYPE_CHECKING:
-    from adapters.base import ChannelAdapter
     from bot.app import App
+    from bot.channels import Channel
     from bot.config import Config
 
 log = logging.getLogger("chatgate")
@@ -86,35 +86,19 @@ def _setup_logging(level: str, file: Path | None = None) -> None:
     logging.basicConfig(level=level, format=fmt, filename=file)
 
 
-def _channels(config: Config, *, interactive: bool) -> dict[str, ChannelAdapter]:
-    """The adapters to start; platform SDKs are imported only for enabled channels."""
-    adapters: dict[str, ChannelAdapter] = {}
-    if config.channels.telegram.enabled:
-        adapters["telegram"] = _telegram(config)
-    for name in ("discord", "slack"):
-        if getattr(config.channels, name).enabled:
-            raise ConfigError(f"channels.{name}.enabled", f"the {name} channel is not available in this version yet",
-                              "set it to false")
-    if config.channels.console.enabled and interactive:
-        from adapters.console import ConsoleAdapter
+def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
+    """The enabled channels, built through the registry: an SDK is imported only when its
+    channel is enabled. The terminal joins only when there is one."""
+    from bot.channels import registry
 
-        adapters["console"] = ConsoleAdapter()
-    if not adapters:
+    channels: dict[str, Channel] = {}
+    for name in config.enabled_channels:
+        if name == "console" and not interactive:
+            continue
+        channels[name] = registry.spec(name).build(getattr(config.channels, name))
+    if not channels:
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
-    return adapters
-
-
-def _telegram(config: Config) -> ChannelAdapter:
-    from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
-
-    t = config.channels.telegram
-    assert t.token is not None  # load_config requires it for an enabled channel
-    secret = t.webhook.secret_token.get_secret_value() if t.webhook.secret_token else None
-    return TelegramAdapter(TelegramSettings(
-        token=t.token.get_secret_value(), base_url=t.base_url, mode=t.mode, webhook_listen=t.webhook.listen,
-        webhook_port=t.webhook.port, webhook_path=t.webhook.path, webhook_url=t.webhook.url, webhook_secret=secret,
-        streaming=t.streaming == "edit", max_download_bytes=int(t.max_download_mb * 1024 * 1024),
-    ))
+    return channels
 
 
 async def _serve(config: Config) -> int:
@@ -146,7 +130,7 @@ async def _serve(config: Config) -> int:
     return code
 
 
-async def _first_closed(adapters: Iterable[ChannelAdapter]) -> None:
+async def _first_closed(adapters: Iterable[Channel]) -> None:
     """Wait until one channel stops on its own; re-raise why it stopped."""
     waiters = [asyncio.create_task(a.wait_closed()) for a in adapters]
     try:
@@ -161,16 +145,16 @@ async def _first_closed(adapters: Iterable[ChannelAdapter]) -> None:
 
 async def _chat(config: Config) -> int:
     """`chatgate chat`: the terminal channel alone; Ctrl-C stops an answer, Ctrl-D leaves."""
-    from adapters.console import ConsoleAdapter
     from bot.app import App
+    from bot.channels import registry
 
-    console = ConsoleAdapter()
+    console = registry.spec("console").build(config.channels.console)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, console.interrupt)
+    loop.add_signal_handler(signal.SIGINT, console.interrupt)  # type: ignore[attr-defined]
     app = App(config, {"console": console})
     await app.__aenter__()
     try:
-        await console.closed.wait()
+        await console.wait_closed()
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         print(file=sys.stdout)

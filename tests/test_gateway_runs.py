@@ -13,7 +13,8 @@ import pytest
 
 from bot.app import App
 from bot.config import Config, load_config
-from bot.messages import ChatType, InboundMessage, OutboundReply, Sender
+from bot.channels import SendFailed, Target
+from bot.messages import ChatType, InboundMessage, Sender
 from tests.fakes.channel import RecordingAdapter, dm
 from tests.fakes.llm_server import Call, FakeLLM, Reply, without_context
 
@@ -52,6 +53,7 @@ class Running:
     async def start(self, extra: str = "", platform: str = "telegram") -> tuple[App, RecordingAdapter]:
         channel = RecordingAdapter(platform)
         app = App(config(self.tmp_path, self.llm, extra), {platform: channel})
+        channel.watch(app.events)
         await app.__aenter__()
         self.stack.append(app)
         return app, channel
@@ -227,6 +229,7 @@ async def test_stop_a_run_queued_behind_the_global_cap(running: Running, llm: Fa
 async def test_stop_with_nothing_running_and_the_queue_dropped(running: Running, llm: FakeLLM) -> None:
     _, channel = await running.start(OPEN + "\nruns: {queue_mode: followup}")
     await channel.inject(tg_dm("/stop"))
+    await channel.wait_for_replies(1)
     assert channel.texts() == ["Nothing is running."]
     llm.script(Reply.hang())
     await channel.inject(tg_dm("one"))
@@ -284,6 +287,7 @@ async def test_status_whoami_help(running: Running, llm: FakeLLM) -> None:
     await channel.wait_for_replies(1)
     for command in ("/status", "/whoami", "/help"):
         await channel.inject(tg_dm(command))
+    await channel.wait_for_replies(4)
     status, whoami, help_text = channel.texts()[1:]
     assert "Model: fake-model" in status and "1 turns" in status and "idle" in status
     assert whoami == "Your telegram id is 42 (this DM)."
@@ -359,18 +363,20 @@ class FlakyAdapter(RecordingAdapter):
         super().__init__(platform)
         self.attempts = 0
 
-    async def send(self, reply: OutboundReply) -> str | None:
+    async def send(self, to: Target, text: str) -> str:
         self.attempts += 1
         if self.attempts % 2 == 1:
-            raise TimeoutError("platform timed out")
-        return await super().send(reply)
+            raise SendFailed("platform timed out")
+        return await super().send(to, text)
 
 
 async def test_a_failed_send_is_retried_and_delivered_once(tmp_path: Path, llm: FakeLLM) -> None:
     channel = FlakyAdapter("telegram")
-    async with App(config(tmp_path, llm, OPEN), {"telegram": channel}) as app:
+    async with App(config(tmp_path, llm, OPEN), {"telegram": channel}):
         await channel.inject(tg_dm("hello"))
-        (reply,) = await channel.wait_for_replies(1)
+        await channel.wait_for_replies(1)
         assert channel.attempts == 2
-        await app.gateway._send(tg_dm("x"), "echo: hello", reply.run_id)  # delivering the same part again
-    assert channel.texts() == ["echo: hello"]
+    again = RecordingAdapter("telegram")
+    async with App(config(tmp_path, llm, OPEN), {"telegram": again}):  # a restart owes nothing
+        await asyncio.sleep(0.3)
+    assert channel.texts() == ["echo: hello"] and again.sent == [] and len(llm.requests) == 1

@@ -31,7 +31,7 @@ from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, conte
 from bot.agent.silence import NoReplyHoldback, final_answer
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
-from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
+from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext
@@ -44,10 +44,14 @@ log = logging.getLogger(__name__)
 HISTORY_LOAD = 400  # at most this many stored messages read per run; the pipeline then limits by turns
 HISTORY_PAGE = 4  # stored messages first read per turn sent (doubled while too few turns came back)
 CANCELLED_RESULT = "Tool execution cancelled by user"
+FAILED = "Something went wrong on my side while answering (it has been logged). Please try again."
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
 
 
 PostRunHook = Callable[["RunRequest", "RunResult"], Awaitable[None]]
+# Renders the final text (or a failure sentence, ``failed``) into the answer owed to the
+# chat; called once the run's progress may end, so the answer is stored with the turn.
+Reply = Callable[[str, bool], Awaitable[Answer]]
 
 
 class RunStatus(StrEnum):
@@ -67,6 +71,7 @@ class RunRequest:
     max_iterations: int | None = None  # overrides the agent's setting for this run
     person: str | None = None  # linked identity, for the workspace
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
+    reply: Reply | None = None  # without it the run stores no answer and settles its messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,7 @@ class RunResult:
     iterations: int = 0
     error: str | None = None  # one sentence for the user when status is failed
     prompt_tokens: int = 0  # the last request's prompt (provider-reported where given), for compaction
+    answer: Answer | None = None  # stored with the turn, for delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +131,7 @@ def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[Inbound
     parts: list[Part] = []
     texts: list[str] = [format_context(context)] if context else []
     for msg in inbound:
-        text = text_of(msg)
+        text = clean_text(text_of(msg))
         if msg.chat_type is ChatType.GROUP:
             text = f"[{msg.sender.name or msg.sender.username or msg.sender.id}] {text}"
         texts.append(text)
@@ -140,13 +146,23 @@ def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[Inbound
 
 
 async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> tuple[InboundMessage, ...]:
-    """Files that came with the messages (not images: those go to the model) saved in the
-    workspace's inbox; the messages point at them by path."""
-    if not any(a.data is not None and a.kind is not AttachmentKind.IMAGE for m in inbound for a in m.attachments):
+    """Files that came with the messages as bytes saved in the workspace's inbox (images
+    keep their bytes for the model); saved images read back for the model. The gateway
+    fetches files into the inbox before a run, so usually only the images are read."""
+    if not any((a.data is not None and a.kind is not AttachmentKind.IMAGE)
+               or (a.kind is AttachmentKind.IMAGE and a.data is None and a.path)
+               for m in inbound for a in m.attachments):
         return inbound
 
     def save(att: Attachment) -> Attachment:
-        if att.data is None or att.kind is AttachmentKind.IMAGE:
+        if att.kind is AttachmentKind.IMAGE:
+            if att.data is None and att.path:
+                try:
+                    return replace(att, data=(workspace / att.path).read_bytes())
+                except OSError as exc:
+                    log.warning("image %s cannot be read: %s", att.path, exc)
+            return att
+        if att.data is None:
             return att
         return replace(att, path=save_upload(workspace, att.name, att.data), data=None)
 
@@ -180,6 +196,10 @@ class Agent:
         self._post_run = tuple(post_run)
         self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
                                    max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction)
+
+    async def workspace(self, msg: InboundMessage, person: str | None = None) -> Path:
+        """The ready workspace of the message's session (files are saved there before a run)."""
+        return await self._workspaces.prepare(msg, person=person)
 
     async def run(self, request: RunRequest) -> RunResult:
         """One run, then the post-run hooks (e.g. compaction); a failing hook is logged."""
@@ -220,6 +240,10 @@ class Agent:
             log.warning("run failed session=%s run=%s: %s", request.session_key, request.run_id, exc)
             run.close_pending(CANCELLED_RESULT)
             return await self._finish(run, RunStatus.FAILED, error=exc.user_message)
+        except Exception:
+            log.exception("run failed unexpectedly session=%s run=%s", request.session_key, request.run_id)
+            run.close_pending(CANCELLED_RESULT)
+            return await self._finish(run, RunStatus.FAILED, error=FAILED)
         except asyncio.CancelledError:
             partial = "".join(run.streamed)
             if partial:
@@ -352,8 +376,13 @@ class Agent:
         """Store the turn with its trace in one transaction, emit the end event, build the result."""
         r, s = run.request, self.settings
         record = run.trace.finish(status.value, run.iterations, error)
+        answer = None
+        if r.reply is not None and status is not RunStatus.CANCELLED and (text or error):
+            answer = await r.reply(error or text, status is RunStatus.FAILED)
+        # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
+        settle = answer is None and status is not RunStatus.CANCELLED
         turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
-                    record)
+                    record, answer, settle)
         if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
             await asyncio.shield(self._store.append_turn(turn))
         else:
@@ -362,7 +391,7 @@ class Agent:
             status, EventKind.COMPLETED)
         await self._events.emit(RunEvent(kind, r.run_id, r.session_key, error or text, usage=run.trace.usage))
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
-                         run.prompt_tokens)
+                         run.prompt_tokens, answer)
 
     def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> tuple[str, str]:  # type: ignore[no-untyped-def]
         return self._prompt("full", request.session_key, last, workspace)

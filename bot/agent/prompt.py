@@ -24,6 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from bot.channels import registry
+from bot.channels.base import ChannelSpec
 from bot.messages import ChatType
 from bot.providers.base import ToolSpec
 from bot.workspace import CONTEXT_FILES, ContextFile
@@ -39,7 +41,24 @@ MEMORY_FILE = "MEMORY.md"
 MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
 PERSONA_REMINDER = "Stay in character as described in SOUL.md and IDENTITY.md, however long the conversation."
 
-_PLATFORM_NAMES = {"telegram": "Telegram", "discord": "Discord", "slack": "Slack", "console": "a terminal"}
+
+
+def _channel(platform: str) -> ChannelSpec | None:
+    """The platform's registry entry (its name in prose, its formatting hints), if registered."""
+    try:
+        return registry.spec(platform)
+    except KeyError:
+        return None
+
+
+def _display(platform: str) -> str:
+    spec = _channel(platform)
+    return spec.display if spec is not None and spec.display else platform
+
+
+def _channel_hints(platform: str) -> str:
+    spec = _channel(platform)
+    return spec.hints if spec is not None else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +128,7 @@ def _file_block(f: ContextFile) -> str:
 
 
 def identity_section(p: PromptInputs) -> str:
-    where = _PLATFORM_NAMES.get(p.platform, p.platform)
+    where = _display(p.platform)
     chat = "a group chat" if p.is_group else "a direct (one-to-one) chat"
     if not p.full:
         return (
@@ -199,29 +218,13 @@ def time_section(now: datetime) -> str:
     return f"## Current time\n{utc:%A, %Y-%m-%d %H:%M} UTC"
 
 
-_FORMATTING = {
-    "telegram": (
-        "Telegram shows a Markdown subset: **bold**, _italic_, `code`, code blocks and links. "
-        "No tables and no headings (use a bold line); keep paragraphs short."
-    ),
-    "discord": (
-        "Discord renders Markdown (lists, code blocks, headings). No tables wider than about 60 "
-        "characters: use a list or a code block. A message holds 2000 characters; longer answers "
-        "are split, so prefer short ones."
-    ),
-    "slack": (
-        "Slack shows mrkdwn, a Markdown subset: bold, italic, `code`, code blocks, lists and links "
-        "work (your Markdown is converted). No tables and no headings."
-    ),
-    "console": "This is a terminal: plain Markdown.",
-}
 _DEFAULT_FORMATTING = "Use simple Markdown: short paragraphs and lists, no tables."
 
 
 def formatting_section(p: PromptInputs) -> str:
     if not p.full:  # a helper's answer goes to the agent, not to a chat
         return ""
-    platform = _FORMATTING.get(p.platform, _DEFAULT_FORMATTING)
+    platform = _channel_hints(p.platform) or _DEFAULT_FORMATTING
     if p.is_group:
         chat = (
             "This is a group: several people talk here, named as [name] before their words. "

@@ -1,9 +1,9 @@
 """The Store port: sessions, their history, the inbound log and usage.
 
 Two small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
-``bot.access`` and ``chatgate pairing``), ``OutboundLedger`` (which reply parts were
-delivered, for exactly-once sending) and ``SummaryStore`` (compaction's summaries and
-cuts). ``SQLiteStore`` implements all four.
+``bot.access`` and ``chatgate pairing``), ``AnswerStore`` (what is owed to chats and which
+chunks were delivered, for ``bot.delivery``) and ``SummaryStore`` (compaction's summaries
+and cuts). ``SQLiteStore`` implements all four.
 
 SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
 (tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.conversation import Message
-from bot.messages import InboundMessage
+from bot.messages import Answer, InboundMessage
 from bot.providers.base import Usage
 from bot.tracing import TraceRecord
 
@@ -33,7 +33,10 @@ class Turn:
     """Everything one run adds to a session, written in one transaction.
 
     ``messages`` are in order: the user message(s), assistant and tool messages, the
-    final answer. ``inbound_ids`` are the inbound log rows this turn answered."""
+    final answer. ``answer`` (the rendered reply owed to the chat) is stored with it;
+    ``settle`` marks ``inbound_ids`` answered at once (a silent run: nothing to deliver).
+    Otherwise they are answered when the answer's last chunk is delivered, or stay
+    unanswered (a run cancelled by shutdown, answered again after the restart)."""
 
     session: Session
     run_id: str
@@ -43,6 +46,8 @@ class Turn:
     model: str = ""
     inbound_ids: tuple[int, ...] = ()
     trace: TraceRecord | None = None
+    answer: Answer | None = None
+    settle: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +103,22 @@ class Store(Protocol):
         ...
 
     async def append_turn(self, turn: Turn) -> None:
-        """Add a turn atomically and mark its inbound rows answered."""
+        """Add a turn atomically, with its answer; with ``settle``, mark its inbound rows answered."""
+        ...
+
+    async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
+        """Replace a stored message (its attachments now carry their saved paths)."""
+        ...
+
+    async def forget_inbound(self, inbound_id: int) -> None:
+        """Keep only the dedupe key and time of a refused or ignored message; answered."""
         ...
 
     async def usage(self, session: Session) -> UsageTotals: ...
 
     async def unanswered(self) -> list[InboundRecord]:
-        """Inbound messages logged but never answered (the process died mid-run)."""
+        """Inbound messages logged but never answered and owed no stored answer (the process
+        died before the run finished); forgotten rows older than a week are pruned first."""
         ...
 
     async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
@@ -199,14 +213,23 @@ class PairingStore(Protocol):
         ...
 
 
-class OutboundLedger(Protocol):
-    """Which parts of which run's reply were delivered: a part is sent at most once,
-    also when a run's delivery is retried after a crash or a platform error."""
+class AnswerStore(Protocol):
+    """What is owed to chats: an answer is stored before its first chunk is sent, each chunk
+    is recorded when the platform took it, and the last one answers the inbound rows."""
 
-    async def outbound_sent(self, run_id: str, part: int) -> bool: ...
+    async def store_answer(self, answer: Answer) -> None:
+        """Store an answer outside a turn (a notice); storing it again changes nothing."""
+        ...
 
-    async def record_outbound(
-        self, run_id: str, part: int, platform: str, chat_id: str, platform_message_id: str | None
-    ) -> None:
-        """Note a delivered part; recording it again changes nothing."""
+    async def undelivered(self) -> list[Answer]:
+        """Answers not fully delivered, oldest first, ``sent`` counting their delivered chunks."""
+        ...
+
+    async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
+        """Record a delivered chunk; the last one marks the answer delivered and its inbound
+        rows answered, in the same transaction."""
+        ...
+
+    async def give_up(self, answer: Answer) -> None:
+        """Stop owing an answer that cannot be delivered; its inbound rows count as answered."""
         ...

@@ -153,7 +153,42 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(
-        "0004_summaries_compaction_cache_tokens",
+        "0004_durable_delivery",
+        """
+        -- what is owed to a chat: rendered chunks, stored with the turn, sent by delivery
+        CREATE TABLE answers (
+            id           TEXT    PRIMARY KEY,  -- the run id, or a notice's id
+            platform     TEXT    NOT NULL,
+            target       TEXT    NOT NULL,     -- JSON bot.messages.Target
+            inbound_ids  TEXT    NOT NULL,     -- JSON list of inbound rows answered on delivery
+            draft_id     TEXT,                 -- the streaming draft the first chunk replaces
+            failed       INTEGER NOT NULL DEFAULT 0,
+            created_at   REAL    NOT NULL,
+            delivered_at REAL,                 -- every chunk sent, or given up
+            given_up     INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX answers_undelivered ON answers (created_at) WHERE delivered_at IS NULL;
+
+        -- the delivery ledger: a chunk is sent once; message_id is set when the platform took it
+        CREATE TABLE chunks (
+            answer_id  TEXT    NOT NULL REFERENCES answers (id),
+            idx        INTEGER NOT NULL,
+            text       TEXT    NOT NULL,  -- rendered in the channel's dialect (a file's caption)
+            file_name  TEXT,
+            file_data  BLOB,
+            message_id TEXT,
+            sent_at    REAL,
+            PRIMARY KEY (answer_id, idx)
+        );
+
+        -- refused and ignored messages keep only their dedupe key and time (payload '')
+        CREATE INDEX inbound_forgotten ON inbound (received_at) WHERE payload = '';
+
+        DROP TABLE outbound;
+        """,
+    ),
+    Migration(
+        "0005_summaries_compaction_cache_tokens",
         """
         -- compaction: a summary replaces the messages up to through_id; they stay, marked
         CREATE TABLE summaries (

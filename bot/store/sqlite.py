@@ -1,4 +1,4 @@
-"""SQLiteStore: the Store, PairingStore and OutboundLedger ports on aiosqlite, one file in WAL mode.
+"""SQLiteStore: the Store, PairingStore and AnswerStore ports on aiosqlite, one file in WAL mode.
 
     async with SQLiteStore(path) as store:     # opened and migrated on entry
         ...
@@ -30,8 +30,9 @@ import aiosqlite
 
 from bot.conversation import Message, Role, parts_from_json, parts_to_json
 from bot.errors import StoreCorruptError, StoreError
-from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
+from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.pairing import new_code, normalize_code
+from bot.store import answers as sql_answers
 from bot.store import migrations
 from bot.store.base import (
     ApprovedSender,
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MEMORY = ":memory:"
+FORGOTTEN_KEPT = 7 * 86400.0  # seconds a refused or ignored message's dedupe key is kept
 BUSY_TIMEOUT_MS = 5000
 
 # Constant SQL, so sqlite3's statement cache prepares each one once per connection.
@@ -134,11 +136,6 @@ _APPROVED_ALL = "SELECT platform, user_id, name, approved_at FROM approved_sende
 _APPROVED_OF = (
     "SELECT platform, user_id, name, approved_at FROM approved_senders WHERE platform = ?"
     " ORDER BY approved_at, user_id"
-)
-_OUTBOUND_SENT = "SELECT 1 FROM outbound WHERE run_id = ? AND part = ?"
-_RECORD_OUTBOUND = (
-    "INSERT INTO outbound (run_id, part, platform, chat_id, platform_message_id, sent_at)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, part) DO NOTHING"
 )
 _CODE_ATTEMPTS = 8  # collisions among 32^8 codes: never, in practice
 
@@ -294,7 +291,8 @@ class SQLiteStore:
             sid, run_id, turn.model, u.input_tokens, u.output_tokens,
             u.cache_read_tokens, u.cache_write_tokens, turn.cost, now,
         )  # fmt: skip
-        answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids]
+        answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids] if turn.settle else []
+        answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
         t = turn.trace
 
         async def write(db: aiosqlite.Connection) -> None:
@@ -303,6 +301,9 @@ class SQLiteStore:
             await db.execute(_INSERT_USAGE, usage_row)
             if answered_rows:
                 await db.executemany(_MARK_ANSWERED, answered_rows)
+            if answer is not None:
+                await db.execute(sql_answers.INSERT_ANSWER, answer[0])
+                await db.executemany(sql_answers.INSERT_CHUNK, answer[1])
             if t is not None:
                 await db.execute(_INSERT_TRACE, (
                     t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
@@ -336,9 +337,27 @@ class SQLiteStore:
         return UsageTotals(i, o, cr, cw, float(cost), turns)
 
     async def unanswered(self) -> list[InboundRecord]:
+        week_ago = time.time() - FORGOTTEN_KEPT
+
+        async def prune(db: aiosqlite.Connection) -> None:
+            await db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,))
+
+        await self._write(prune)
+        owed = {i for answer in await self.undelivered() for i in answer.inbound_ids}
         async with self._lock:
             rows = list(await self._conn().execute_fetchall(_UNANSWERED))
-        return [InboundRecord(id_, key, inbound_from_json(payload), received) for id_, key, payload, received in rows]
+        return [InboundRecord(id_, key, inbound_from_json(payload), received)
+                for id_, key, payload, received in rows if id_ not in owed and payload]
+
+    async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
+        row = (inbound_to_json(msg), inbound_id)
+        async with self._lock:
+            await self._conn().execute(sql_answers.UPDATE_INBOUND, row)
+
+    async def forget_inbound(self, inbound_id: int) -> None:
+        row = (time.time(), inbound_id)
+        async with self._lock:
+            await self._conn().execute(sql_answers.FORGET_INBOUND, row)
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
         async with self._lock:
@@ -427,19 +446,47 @@ class SQLiteStore:
                 rows = list(await self._conn().execute_fetchall(_APPROVED_OF, (platform,)))
         return [ApprovedSender(*row) for row in rows]
 
-    # -- the OutboundLedger port (hot path: one statement each) -----------------------
+    # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
 
-    async def outbound_sent(self, run_id: str, part: int) -> bool:
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_OUTBOUND_SENT, (run_id, part)))
-        return bool(rows)
+    async def store_answer(self, answer: Answer) -> None:
+        row, chunks = sql_answers.answer_rows(answer)
 
-    async def record_outbound(
-        self, run_id: str, part: int, platform: str, chat_id: str, platform_message_id: str | None
-    ) -> None:
-        row = (run_id, part, platform, chat_id, platform_message_id, time.time())
+        async def write(db: aiosqlite.Connection) -> None:
+            await db.execute(sql_answers.INSERT_ANSWER, row)
+            await db.executemany(sql_answers.INSERT_CHUNK, chunks)
+
+        await self._write(write)
+
+    async def undelivered(self) -> list[Answer]:
         async with self._lock:
-            await self._conn().execute(_RECORD_OUTBOUND, row)
+            db = self._conn()
+            rows = list(await db.execute_fetchall(sql_answers.UNDELIVERED))
+            return [sql_answers.answer_from(row, list(await db.execute_fetchall(sql_answers.CHUNKS_OF, (row[0],))))
+                    for row in rows]
+
+    async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
+        now = time.time()
+        last = index == len(answer.chunks) - 1
+
+        async def write(db: aiosqlite.Connection) -> None:
+            await db.execute(sql_answers.CHUNK_SENT, (message_id, now, answer.id, index))
+            if last:
+                await self._settle_answer(db, answer, now, given_up=False)
+
+        await self._write(write)
+
+    async def give_up(self, answer: Answer) -> None:
+        now = time.time()
+
+        async def write(db: aiosqlite.Connection) -> None:
+            await self._settle_answer(db, answer, now, given_up=True)
+
+        await self._write(write)
+
+    @staticmethod
+    async def _settle_answer(db: aiosqlite.Connection, answer: Answer, now: float, *, given_up: bool) -> None:
+        await db.execute(sql_answers.ANSWER_DONE, (now, int(given_up), answer.id))
+        await db.executemany(_MARK_ANSWERED, [(now, inbound_id) for inbound_id in answer.inbound_ids])
 
     # -- internals -------------------------------------------------------------------
 
@@ -505,7 +552,8 @@ def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
 def inbound_to_json(msg: InboundMessage) -> str:
     """The message as JSON, attachments without their inline ``data``."""
     stripped = replace(msg, attachments=tuple(replace(a, data=None) for a in msg.attachments))
-    return json.dumps(asdict(stripped), ensure_ascii=False, separators=(",", ":"))
+    # ASCII JSON: text with lone surrogates (invalid UTF-8) is stored escaped, not lost
+    return json.dumps(asdict(stripped), separators=(",", ":"))
 
 
 def inbound_from_json(raw: str) -> InboundMessage:
