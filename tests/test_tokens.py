@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot import tokens
-from bot.conversation import Message, Role, TextPart, ToolCall, ToolResult
+from bot.conversation import Message, Role, ToolCall, ToolResult
 from bot.providers.base import ToolSpec
 
 
