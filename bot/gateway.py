@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bot.access import Access, Action, GroupContext
@@ -33,10 +33,12 @@ from bot.channels.outbound import answer_for
 from bot.channels.progress import Progress
 from bot.commands import HELP, Command, parse_command, status_text
 from bot.delivery import Delivery
+from bot.limits import PersonLimits, budget_line
 from bot.messages import Answer, ChatType, InboundMessage, Target
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
-from bot.session_keys import DmScope, key_for
+from bot.session_keys import DmScope, GroupScope, key_for
 from bot.store.base import AnswerStore, Store
+from bot.tools.policy import ToolPolicy
 from bot.workspace import save_upload
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,8 @@ class GatewaySettings:
     limits: RunLimits = RunLimits()
     recover_max_age: float = 600.0
     max_download: Mapping[str, int] | None = None  # platform -> bytes
+    tool_policy: Callable[[InboundMessage, bool], ToolPolicy] | None = None  # (message, sender is owner)
+    group_scope: GroupScope = "per-group"  # per-user: a session per member in groups
 
 
 class GatewayStore(Store, AnswerStore):
@@ -63,7 +67,8 @@ class GatewayStore(Store, AnswerStore):
 
 class Gateway:
     def __init__(self, agent: Agent, store: GatewayStore, events: EventBus, channels: Mapping[str, Channel],
-                 access: Access, delivery: Delivery, settings: GatewaySettings) -> None:
+                 access: Access, delivery: Delivery, settings: GatewaySettings,
+                 limits: PersonLimits | None = None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -71,19 +76,23 @@ class Gateway:
         self._access = access
         self._delivery = delivery
         self._settings = settings
+        self._limits = limits if limits is not None and limits.active else None
         self._context = GroupContext()
         self.dispatcher = Dispatcher(self._execute, settings.limits, on_queued=self._queued,
                                      on_discard=self._discarded)
         self._progress: dict[str, Progress] = {}
+        self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
         self._lanes: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # per session: decided in arrival order
         self._inbound = asyncio.Semaphore(MAX_INBOUND)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
         events.subscribe(self._route)
 
     def session_key(self, msg: InboundMessage) -> str:
         s = self._settings
-        return str(key_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links))
+        return str(key_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
+                           group_scope=s.group_scope))
 
     async def handle(self, msg: InboundMessage) -> None:
         """The channels' inbox: returns once ``msg`` is stored (raises if it could not be)."""
@@ -92,13 +101,17 @@ class Gateway:
         if inbound_id is None:
             log.info("redelivered message ignored session=%s message=%s", key, msg.message_id)
             return
+        if self._early is not None:
+            self._early.add(inbound_id)
         self._spawn(self._process(msg, key, inbound_id, time.time()), f"inbound {inbound_id}")
 
     async def recover(self) -> None:
         """Start-up: first deliver what is owed, then decide again what was never answered."""
         await self._delivery.resume()
-        for record in await self._store.unanswered():
-            if record.message.platform not in self._channels:
+        unanswered = await self._store.unanswered()
+        early, self._early = self._early or set(), None  # channels start first: these are being decided
+        for record in unanswered:
+            if record.message.platform not in self._channels or record.id in early:
                 continue
             log.info("recovering unanswered message session=%s inbound=%s", record.session_key, record.id)
             self._spawn(self._process(record.message, record.session_key, record.id, record.received_at,
@@ -117,6 +130,14 @@ class Gateway:
 
     async def _process(self, msg: InboundMessage, key: str, inbound_id: int, received: float, *,
                        recovered: bool = False) -> None:
+        try:
+            await self._decide(msg, key, inbound_id, received, recovered=recovered)
+        except Exception:  # a full disk, a file where the inbox should be, a store error: one sentence
+            log.exception("inbound %s failed before its run session=%s", inbound_id, key)
+            await self._notice(msg, FAILED, (inbound_id,), "failed", failed=True)
+
+    async def _decide(self, msg: InboundMessage, key: str, inbound_id: int, received: float, *,
+                      recovered: bool = False) -> None:
         command = parse_command(msg.text)
         async with self._inbound:
             if command is not None and command.name in URGENT:  # never behind a download
@@ -131,6 +152,8 @@ class Gateway:
                         return
                     if command is not None:
                         await self._command(command, msg, key, inbound_id)
+                        return
+                    if not await self._within_limits(msg, inbound_id):
                         return
                     if recovered and time.time() - received > self._settings.recover_max_age:
                         preview = " ".join(msg.text.split())[:60]
@@ -158,6 +181,21 @@ class Gateway:
         await self._store.forget_inbound(inbound_id)  # refused or ignored: only the dedupe key stays
         if decision.reply:
             await self._notice(msg, decision.reply, (), "access")
+        return False
+
+    async def _within_limits(self, msg: InboundMessage, inbound_id: int) -> bool:
+        """The person's rate and daily budgets (owners exempt); over one, the message is
+        answered with one sentence (once per window, then quietly) and not run."""
+        if self._limits is None or self._access.is_owner(msg):
+            return True
+        refusal = await self._limits.check(f"{msg.platform}:{msg.sender.id}")
+        if refusal is None:
+            return True
+        log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)
+        if refusal.text:
+            await self._notice(msg, refusal.text, (inbound_id,), "limit")
+        else:
+            await self._store.mark_answered((inbound_id,))
         return False
 
     async def _fetch(self, msg: InboundMessage, inbound_id: int, key: str) -> InboundMessage | None:
@@ -220,8 +258,10 @@ class Gateway:
             try:
                 session = await self._store.session(run.session_key)
                 context = self._context.take(last) if last.chat_type is ChatType.GROUP else ()
+                owner = all(self._access.is_owner(p.msg) for p in batch)
+                policy = self._settings.tool_policy(last, owner) if self._settings.tool_policy else None
                 request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in batch), ids,
-                                     context=context, reply=reply)
+                                     context=context, reply=reply, sender_is_owner=owner, tool_policy=policy)
                 result = await self._agent.run(request)
             except Exception:  # the agent turns its own failures into results: this is the store or a bug
                 log.exception("run failed outside the agent session=%s run=%s", run.session_key, run.run_id)
@@ -230,7 +270,11 @@ class Gateway:
                 return
             finally:
                 del self._progress[run.run_id]
+                self._extra.pop(run.run_id, None)
         self._finish(channel, target, result)
+        if self._limits is not None:
+            self._limits.spent(f"{last.platform}:{last.sender.id}", result.usage.input_tokens + result.usage.output_tokens,
+                               result.cost)
         await self._agent.compact_after(request, result)
 
     async def _compact(self, key: str, batch: tuple[Pending, ...]) -> None:
@@ -295,11 +339,15 @@ class Gateway:
         tokens = await self._agent.next_request_tokens(session, msg)
         last = await self._agent.last_compaction(session)
         usage = await self._store.usage(session)
+        today = ""
+        if self._limits is not None:
+            tokens, spent = await self._limits.today(f"{msg.platform}:{msg.sender.id}")
+            today = "\n" + budget_line(self._limits.settings, tokens, spent)
         return status_text(model=s.model, context_tokens=tokens, context_window=s.context_window,
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
                            turns=usage.turns, running=self.dispatcher.active(key) is not None,
                            queued=self.dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
-                           last_compaction=(last.tokens_before, last.tokens_after) if last else None)
+                           last_compaction=(last.tokens_before, last.tokens_after) if last else None) + today
 
     # -- sending -----------------------------------------------------------------------
 
@@ -309,6 +357,19 @@ class Gateway:
         channel = self._channels[msg.platform]
         answer_id = f"{kind}-{msg.platform}-{msg.chat_id}-{msg.message_id}"
         answer = answer_for(channel, answer_id, Target.of(msg), text, inbound_ids=inbound_ids, failed=failed)
+        await self._store.store_answer(answer)
+        self._delivery.push(answer)
+
+    async def send(self, run_id: str, text: str) -> None:
+        """The ``message`` tool's Messenger: an extra message to the chat the run serves, stored
+        and delivered like any answer, before the run's final answer."""
+        run = self.dispatcher.registry.get(run_id)
+        if run is None:
+            raise LookupError(run_id)
+        last = run.batch[-1].msg
+        channel = self._channels[last.platform]
+        self._extra[run_id] = n = self._extra.get(run_id, 0) + 1
+        answer = answer_for(channel, f"{run_id}-message-{n}", Target.of(last), text)
         await self._store.store_answer(answer)
         self._delivery.push(answer)
 

@@ -116,6 +116,19 @@ MISTAKES = [
     ("duplicate key", "agent:\n  model: a\n  model: b\n", KEY,
      'config.yaml: YAML error at line 3, column 3: duplicate key "model" (first at line 2) (remove one of them)', True),
     ("python tag", "agent: !!python/object:os.system {}\n", KEY, "(remove the tag; plain YAML only)", False),
+    ("telegram owner by username", "channels:\n  telegram:\n    owners: ['@alice']\n", KEY,
+     'channels.telegram.owners: "@alice" can never match: Telegram user ids are numbers such as 123456789 '
+     "(ask @userinfobot), not @usernames", True),
+    ("telegram allow_from name", "channels:\n  telegram:\n    allow_from: [42, bob]\n", KEY,
+     'channels.telegram.allow_from: "bob" can never match', False),
+    ("webhook secret with spaces", "channels:\n  telegram:\n    webhook: {secret_token: 'not ok!'}\n", KEY,
+     "channels.telegram.webhook.secret_token: Telegram accepts only 1 to 256 of A-Z, a-z, 0-9, _ and -", True),
+    ("webhook secret too long", f"channels:\n  telegram:\n    webhook: {{secret_token: {'a' * 257}}}\n", KEY,
+     "channels.telegram.webhook.secret_token: Telegram accepts only 1 to 256", False),
+    ("webhook url not https", "channels:\n  telegram:\n    webhook: {url: 'http://bot.example.com/t'}\n", KEY,
+     "channels.telegram.webhook.url: must be an https:// URL", True),
+    ("storage path is a directory", "storage:\n  path: .\n", KEY,
+     "storage.path: . is a directory (give the path of the database file inside it, e.g. data/chatgate.db)", True),
 ]
 
 
@@ -303,6 +316,19 @@ def test_base_url_is_passed_through_unchanged(write, url) -> None:
 
 
 # ---------------------------------------------------------------- example, describe, frozen
+
+
+def test_good_ids_and_webhook_settings_pass(write) -> None:
+    config = load_config(write("channels:\n  telegram:\n    owners: [123456789]\n    allow_from: ['42']\n"
+                               "    webhook: {url: 'https://bot.example.com/t', secret_token: A-z_09}\n"
+                               ), env=KEY)
+    assert config.channels.telegram.owners == ("123456789",)
+    assert config.owner_ids() == ("telegram:123456789",)
+
+
+def test_a_secret_that_breaks_the_rule_is_never_echoed(write) -> None:
+    message = error_of(write("channels: {telegram: {webhook: {secret_token: 'hunter 2'}}}\n"), KEY)
+    assert "hunter" not in message
 
 
 def test_example_file_loads_and_matches_the_defaults(tmp_path, monkeypatch) -> None:

@@ -95,7 +95,7 @@ async def test_a_reply_to_the_bot_addresses_it(stack: Stack) -> None:
     (first,) = await tg.wait_for_sent(1, timeout=5)
     tg.push(tg.message(GROUP, "and another thing", user_id=8, reply_to_message=first.message))
     await tg.wait_for_sent(2, timeout=5)
-    assert tg.sent[1].plain == "echo: [Alice] and another thing"  # senders are named in groups
+    assert tg.sent[1].plain.endswith('from "Alice" (id telegram:8):\n\nand another thing')  # senders are named in groups
 
 
 async def test_commands_for_this_bot_and_for_another(stack: Stack) -> None:
@@ -133,9 +133,9 @@ async def test_topics_stay_in_their_topic(stack: Stack) -> None:
                        is_topic_message=True))
     tg.push(tg.message(GROUP, "@chatgate_bot in general", user_id=9, is_forum=True))
     await tg.wait_for_sent(2, timeout=5)
-    by_text = {s.plain: s for s in tg.sent}
-    assert by_text["echo: [Alice] in a topic"].thread_id == 5
-    assert by_text["echo: [Alice] in general"].thread_id is None
+    by_text = {(s.plain or "").rsplit("\n", 1)[-1]: s for s in tg.sent}
+    assert by_text["in a topic"].thread_id == 5
+    assert by_text["in general"].thread_id is None
 
 
 async def test_a_long_code_heavy_answer_arrives_whole(stack: Stack) -> None:
@@ -212,7 +212,7 @@ async def test_streaming_edits_end_in_exactly_one_copy(stack: Stack) -> None:
 
 async def test_webhook_checks_the_secret(stack: Stack, unused_tcp_port: int) -> None:
     await stack.start(f'mode: webhook, webhook: {{listen: 127.0.0.1, port: {unused_tcp_port}, path: /tg, '
-                      f'url: "http://127.0.0.1:{unused_tcp_port}/tg", secret_token: s3cret-token}}')
+                      f'url: "https://127.0.0.1:{unused_tcp_port}/tg", secret_token: s3cret-token}}')
     tg = stack.tg
     assert tg.webhook is not None and tg.webhook.secret_token == "s3cret-token"
     assert await tg.post_webhook_update(tg.message(42, "intruder", user_id=42), secret="wrong") == 403
@@ -361,3 +361,14 @@ async def test_a_poll_that_goes_silent_is_abandoned_and_polling_goes_on(stack: S
     stack.tg.push(stack.tg.message(42, "still there?", user_id=42))
     (sent,) = await stack.tg.wait_for_sent(1, timeout=8)
     assert sent.plain == "echo: still there?" and "went silent" in caplog.text
+
+
+async def test_an_anonymous_admin_is_a_person_not_a_bot(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    tg.push(tg.message(GROUP, "@chatgate_bot hello from the admins", anonymous_admin=True))
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    assert "hello from the admins" in (sent.plain or "")
+    user = stack.llm.requests[0].body["messages"][-1]["content"]
+    assert f"telegram:{GROUP}" in json.dumps(user)  # the group speaks, not the placeholder bot
+

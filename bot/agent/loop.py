@@ -14,14 +14,13 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from enum import StrEnum
 from pathlib import Path
 
-from bot.access import format_context
 from bot import tokens
 from bot.agent.compaction import CompactionResult, CompactionSettings, Compactor, should_compact, summary_message
 from bot.agent.events import EventBus, EventKind, RunEvent
@@ -29,12 +28,14 @@ from bot.agent.guard import REFUSAL, GuardMode, check_input
 from bot.agent.history import build_history, repair_pairing
 from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
 from bot.agent.silence import NoReplyHoldback, final_answer
+from bot.agent.transcript import context_block, group_turn
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext
+from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tracing import Redactor, TraceBuilder
 from bot.workspace import Workspaces, load_context_files, save_upload
@@ -45,6 +46,7 @@ HISTORY_LOAD = 400  # at most this many stored messages read per run; the pipeli
 HISTORY_PAGE = 4  # stored messages first read per turn sent (doubled while too few turns came back)
 CANCELLED_RESULT = "Tool execution cancelled by user"
 FAILED = "Something went wrong on my side while answering (it has been logged). Please try again."
+TOO_MANY_CALLS = "Not run: at most {n} tool calls run per step; make this call again in the next step."
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
 
 
@@ -72,6 +74,8 @@ class RunRequest:
     person: str | None = None  # linked identity, for the workspace
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
     reply: Reply | None = None  # without it the run stores no answer and settles its messages
+    sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
+    tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +105,8 @@ class AgentSettings:
     system_prompt: str | None = None  # extra instructions appended to the built prompt
     owners: tuple[str, ...] = ()
     compaction: CompactionSettings = CompactionSettings()
+    max_tool_calls_per_step: int = 16  # calls of one step beyond this get an error result, not run
+    prompt_mode: PromptMode = "full"  # sub-agents: "minimal"
 
 
 @dataclass
@@ -112,6 +118,7 @@ class _Run:
     new: list[Message] = field(default_factory=list)  # the turn: user, assistant, tool...
     streamed: list[str] = field(default_factory=list)  # text of the LLM call in flight
     pending: tuple[ToolCall, ...] = ()  # calls of the last assistant message without results
+    tools: ToolRegistry | None = None  # the tools this run may use (the agent's, narrowed by policy)
     done: dict[str, ToolResult] = field(default_factory=dict)
     iterations: int = 0
     prompt_tokens: int = 0  # of the last request sent
@@ -125,24 +132,29 @@ class _Run:
 
 
 def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[InboundMessage], str],
-                 context: tuple[InboundMessage, ...] = ()) -> Message:
-    """The user turn the model sees: group context first, then the texts in order, senders
-    named in groups, images inline, saved files named."""
+                 context: tuple[InboundMessage, ...] = (), *, owners: Collection[str] = (),
+                 dropped_context: int = 0) -> Message:
+    """The user turn the model sees. In a group every message (the context first, then the
+    addressed ones) is a header naming its sender and its text quoted line by line (see
+    ``bot.agent.transcript``), so no member can write a line that passes for another's;
+    in a DM the texts as they are. Images go inline, saved files are named."""
     parts: list[Part] = []
-    texts: list[str] = [format_context(context)] if context else []
+    notes: dict[int, list[str]] = {}
     for msg in inbound:
-        text = clean_text(text_of(msg))
-        if msg.chat_type is ChatType.GROUP:
-            text = f"[{msg.sender.name or msg.sender.username or msg.sender.id}] {text}"
-        texts.append(text)
+        notes[id(msg)] = []
         for att in msg.attachments:
             if att.kind is AttachmentKind.IMAGE and att.data is not None:
                 parts.append(ImagePart(att.mime_type or "image/jpeg", base64.b64encode(att.data).decode()))
             elif att.path and att.kind is AttachmentKind.VOICE:
-                texts.append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
+                notes[id(msg)].append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
             elif att.path:
-                texts.append(f"[{att.kind.value} saved in the workspace: {att.path}]")
-    return Message(Role.USER, (TextPart("\n\n".join(texts).strip()), *parts))
+                notes[id(msg)].append(f"[{att.kind.value} saved in the workspace: {att.path}]")
+    if inbound and inbound[-1].chat_type is ChatType.GROUP:
+        block = context_block(context, owners, dropped=dropped_context)
+        text = group_turn(inbound, text_of, lambda m: notes[id(m)], owners, block)
+    else:
+        text = "\n\n".join(part for m in inbound for part in (text_of(m), *notes[id(m)]))
+    return Message(Role.USER, (TextPart(clean_text(text.strip())), *parts))
 
 
 async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> tuple[InboundMessage, ...]:
@@ -220,18 +232,28 @@ class Agent:
         try:
             # Setup
             workspace = await self._workspaces.prepare(last, person=request.person)
+            run.tools = self._tools.restricted(request.tool_policy)
             ctx = ToolContext(workspace, request.session_key, request.run_id, s.agent_id, last.platform,
-                              last.chat_type.value, last.sender.id)
+                              last.chat_type.value, last.sender.id, request.sender_is_owner,
+                              on_sub_agent=lambda c: run.trace.sub_agent(
+                                  c.session_key, c.started, c.usage, c.cost, is_error=c.status == "failed",
+                                  output=c.text, seconds=c.seconds),
+                              tool_policy=request.tool_policy)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
                                            session_key=request.session_key) for m in inbound}
-            run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, request.context))
+            # the group context is scanned too: in block mode the lines that hit are left out
+            context = tuple(m for m in request.context
+                            if not check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
+                                               session_key=request.session_key).blocked)
+            run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, context, owners=s.owners,
+                                        dropped_context=len(request.context) - len(context)))
             if any(v.blocked for v in verdicts.values()):
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
-            system = self._system_prompt(request, last, workspace)
+            system = self._prompt(s.prompt_mode, request.session_key, last, workspace, run.tools.specs())
             history = await self._history(request.session)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
@@ -279,7 +301,8 @@ class Agent:
         the whole turn, until a mid-loop compaction makes ``base`` a summary of the oldest
         ~70 % plus the rest (in memory only; the turn is stored whole)."""
         repeats = RepeatDetector()
-        specs = self._tools.specs()
+        tools = run.tools or self._tools
+        specs = tools.specs()
         s = self.settings
         system, volatile = prompt
         whole_system = f"{system}\n\n{volatile}"  # what is counted: the volatile part is sent too
@@ -365,7 +388,11 @@ class Agent:
         def finished(call: ToolCall, result: ToolResult, seconds: float) -> None:
             run.trace.tool(call.name, started, is_error=result.is_error, output=result.content, seconds=seconds)
 
-        results = await self._tools.execute(calls, ctx, done=run.done, on_done=finished)
+        tools = run.tools or self._tools
+        allowed, extra = calls[:self.settings.max_tool_calls_per_step], calls[self.settings.max_tool_calls_per_step:]
+        results = await tools.execute(allowed, ctx, done=run.done, on_done=finished)
+        results += [ToolResult(c.id, TOO_MANY_CALLS.format(n=self.settings.max_tool_calls_per_step), is_error=True)
+                    for c in extra]
         run.new.append(Message(Role.TOOL, tuple(results)))
         run.pending = ()
         for call, result in zip(calls, results, strict=True):
@@ -381,8 +408,9 @@ class Agent:
             answer = await r.reply(error or text, status is RunStatus.FAILED)
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         settle = answer is None and status is not RunStatus.CANCELLED
+        last = r.inbound[-1]
         turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
-                    record, answer, settle)
+                    record, answer, settle, f"{last.platform}:{last.sender.id}")
         if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
             await asyncio.shield(self._store.append_turn(turn))
         else:
@@ -392,9 +420,6 @@ class Agent:
         await self._events.emit(RunEvent(kind, r.run_id, r.session_key, error or text, usage=run.trace.usage))
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
                          run.prompt_tokens, answer)
-
-    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-        return self._prompt("full", request.session_key, last, workspace)
 
     def _prompt(self, mode: PromptMode, session_key: str, last: InboundMessage, workspace: Path,
                 tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:
