@@ -389,6 +389,22 @@ async def test_supervisor_builds_a_new_client_when_discord_py_gives_up(dc: FakeD
         assert msg.text == "back"
 
 
+async def test_a_gateway_down_at_start_does_not_hold_up_start(dc: FakeDiscord) -> None:
+    dc.gateway_down = True
+    channel = DiscordChannel(config(dc), start_wait=0.3)
+    inbox = Inbox()
+    try:
+        await asyncio.wait_for(channel.start(inbox), 5)  # returns: the other channels can start
+        assert channel.connections == 0
+        dc.gateway_down = False
+        await dc.wait_connected(1, timeout=15)
+        dc.dm(USER, "finally")
+        [msg] = await inbox.wait(1)
+        assert msg.text == "finally" and channel.connections == 1
+    finally:
+        await channel.stop()
+
+
 async def test_slash_commands_synced_once_across_reconnects_and_restarts(dc: FakeDiscord) -> None:
     async with running(dc) as (channel, _):
         assert channel.commands_written == 1

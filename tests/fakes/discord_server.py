@@ -154,6 +154,7 @@ class FakeDiscord:
         self.host, self.port = host, port
         self.heartbeat_ms = heartbeat_ms
         self.refuse_intents = refuse_intents  # intent bits the portal has not enabled (close 4014)
+        self.gateway_down = False  # the gateway refuses connections (503) while REST works
         self.guilds: dict[int, JSON] = {}
         self.channels: dict[int, JSON] = {}  # id -> channel object (guild channels, threads, DMs)
         self.messages: dict[int, JSON] = {}  # id -> message (every message the fake knows)
@@ -683,7 +684,9 @@ class FakeDiscord:
 
     # ------------------------------------------------------------------ gateway
 
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+    async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        if self.gateway_down:
+            return web.Response(status=503, text="upstream connect error")
         ws = web.WebSocketResponse(autoping=True, max_msg_size=0)
         await ws.prepare(request)
         conn = _Conn(ws, request.transport, request.query.get("compress") == "zlib-stream")
