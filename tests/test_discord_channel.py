@@ -269,6 +269,10 @@ async def test_send_errors_map_to_send_failed(dc: FakeDiscord) -> None:
         with pytest.raises(SendFailed) as limited:
             await channel.send(to, "later")
         assert not limited.value.permanent and limited.value.retry_after == 120
+        dc.fail_next("POST messages", 429, retry_after=0.1, via=False)  # Cloudflare's, not Discord's
+        with pytest.raises(SendFailed) as edge:
+            await channel.send(to, "edge")
+        assert not edge.value.permanent and edge.value.retry_after
         dc.fail_next("POST messages", 403, code=50007, message="Cannot send messages to this user")
         with pytest.raises(SendFailed) as blocked:
             await channel.send(to, "blocked")
@@ -356,6 +360,7 @@ async def test_dropped_gateway_resumes_and_missed_events_arrive_once(dc: FakeDis
         await asyncio.sleep(0.2)
         assert [m.text for m in inbox.messages] == ["before", "while away", "after"]
         assert len(dc.identifies) == 1 and len(dc.resumes) == 1
+        assert dc.compressed == dc.connections == 2  # zlib-stream, as discord.py asks for it
         await channel.send(Target.of(msgs[2]), "answered")  # REST never depended on the socket
         assert [s.content for s in dc.sent] == ["answered"]
 

@@ -170,6 +170,7 @@ class FakeDiscord:
         self.identifies: list[JSON] = []
         self.resumes: list[JSON] = []
         self.connections = 0
+        self.compressed = 0  # connections that asked for zlib-stream
         self.requests: list[tuple[str, str]] = []  # (method, path) of every REST call and download
         self.files: dict[str, bytes] = {}
         self._ids = itertools.count(1)
@@ -692,6 +693,7 @@ class FakeDiscord:
         conn = _Conn(ws, request.transport, request.query.get("compress") == "zlib-stream")
         self._conns.append(conn)
         self.connections += 1
+        self.compressed += conn.zlib is not None
         try:
             conn.send({"op": 10, "d": {"heartbeat_interval": self.heartbeat_ms}, "s": None, "t": None})
             async for frame in ws:
