@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.events import EventBus, EventKind, RunEvent
-from bot.agent.history import build_history, estimate_tokens
+from bot.agent.compaction import compact_reply
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
 from bot.channels.base import Channel, SendFailed, Status
 from bot.channels.outbound import answer_for
@@ -37,6 +37,7 @@ from bot.messages import Answer, ChatType, InboundMessage, Target
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
 from bot.session_keys import DmScope, key_for
 from bot.store.base import AnswerStore, Store
+from bot.tools.policy import ToolPolicy
 from bot.workspace import save_upload
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class GatewaySettings:
     limits: RunLimits = RunLimits()
     recover_max_age: float = 600.0
     max_download: Mapping[str, int] | None = None  # platform -> bytes
+    tool_policy: Callable[[InboundMessage, bool], ToolPolicy] | None = None  # (message, sender is owner)
 
 
 class GatewayStore(Store, AnswerStore):
@@ -75,10 +77,12 @@ class Gateway:
         self.dispatcher = Dispatcher(self._execute, settings.limits, on_queued=self._queued,
                                      on_discard=self._discarded)
         self._progress: dict[str, Progress] = {}
+        self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
         self._lanes: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # per session: decided in arrival order
         self._inbound = asyncio.Semaphore(MAX_INBOUND)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
         events.subscribe(self._route)
 
     def session_key(self, msg: InboundMessage) -> str:
@@ -92,13 +96,17 @@ class Gateway:
         if inbound_id is None:
             log.info("redelivered message ignored session=%s message=%s", key, msg.message_id)
             return
+        if self._early is not None:
+            self._early.add(inbound_id)
         self._spawn(self._process(msg, key, inbound_id, time.time()), f"inbound {inbound_id}")
 
     async def recover(self) -> None:
         """Start-up: first deliver what is owed, then decide again what was never answered."""
         await self._delivery.resume()
-        for record in await self._store.unanswered():
-            if record.message.platform not in self._channels:
+        unanswered = await self._store.unanswered()
+        early, self._early = self._early or set(), None  # channels start first: these are being decided
+        for record in unanswered:
+            if record.message.platform not in self._channels or record.id in early:
                 continue
             log.info("recovering unanswered message session=%s inbound=%s", record.session_key, record.id)
             self._spawn(self._process(record.message, record.session_key, record.id, record.received_at,
@@ -117,6 +125,14 @@ class Gateway:
 
     async def _process(self, msg: InboundMessage, key: str, inbound_id: int, received: float, *,
                        recovered: bool = False) -> None:
+        try:
+            await self._decide(msg, key, inbound_id, received, recovered=recovered)
+        except Exception:  # a full disk, a file where the inbox should be, a store error: one sentence
+            log.exception("inbound %s failed before its run session=%s", inbound_id, key)
+            await self._notice(msg, FAILED, (inbound_id,), "failed", failed=True)
+
+    async def _decide(self, msg: InboundMessage, key: str, inbound_id: int, received: float, *,
+                      recovered: bool = False) -> None:
         command = parse_command(msg.text)
         async with self._inbound:
             if command is not None and command.name in URGENT:  # never behind a download
@@ -197,11 +213,18 @@ class Gateway:
     # -- running -----------------------------------------------------------------------
 
     async def _execute(self, run: ActiveRun) -> None:
-        """Run one batch and hand its answer to delivery (the dispatcher owns this task)."""
-        last = run.batch[-1].msg
+        """Run one batch and hand its answer to delivery, then compact the session if it grew
+        past its limits (the dispatcher owns this task: /stop cancels either)."""
+        compacts = tuple(p for p in run.batch if _is_compact(p.msg))
+        batch = tuple(p for p in run.batch if p not in compacts)
+        if compacts:  # /compact runs in the session's lane, like a run
+            await self._compact(run.session_key, compacts)
+        if not batch:
+            return
+        last = batch[-1].msg
         channel = self._channels[last.platform]
         target = Target.of(last)
-        ids = tuple(p.inbound_id for p in run.batch)
+        ids = tuple(p.inbound_id for p in batch)
         streaming = getattr(channel, "streaming", "off")
         async with Progress(channel, target, streaming) as progress:  # type: ignore[arg-type]
             self._progress[run.run_id] = progress
@@ -213,8 +236,10 @@ class Gateway:
             try:
                 session = await self._store.session(run.session_key)
                 context = self._context.take(last) if last.chat_type is ChatType.GROUP else ()
-                request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in run.batch), ids,
-                                     context=context, reply=reply)
+                owner = all(self._access.is_owner(p.msg) for p in batch)
+                policy = self._settings.tool_policy(last, owner) if self._settings.tool_policy else None
+                request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in batch), ids,
+                                     context=context, reply=reply, sender_is_owner=owner, tool_policy=policy)
                 result = await self._agent.run(request)
             except Exception:  # the agent turns its own failures into results: this is the store or a bug
                 log.exception("run failed outside the agent session=%s run=%s", run.session_key, run.run_id)
@@ -223,7 +248,15 @@ class Gateway:
                 return
             finally:
                 del self._progress[run.run_id]
+                self._extra.pop(run.run_id, None)
         self._finish(channel, target, result)
+        await self._agent.compact_after(request, result)
+
+    async def _compact(self, key: str, batch: tuple[Pending, ...]) -> None:
+        msg = batch[-1].msg
+        session = await self._store.session(key)
+        result = await self._agent.compact(session, msg, run_id=f"compact-{batch[-1].inbound_id}")
+        await self._notice(msg, compact_reply(result), tuple(p.inbound_id for p in batch), "compact")
 
     def _finish(self, channel: Channel, target: Target, result: RunResult) -> None:
         if result.answer is not None:
@@ -264,7 +297,10 @@ class Gateway:
             await self._store.session(key, fresh=True)
             text = "Started a fresh conversation. The old one is kept."
         elif command.name == "status":
-            text = await self._status(key)
+            text = await self._status(key, msg)
+        elif command.name == "compact":
+            self._submit(key, Pending(msg, inbound_id))  # in the session's lane, after its run
+            return
         elif command.name == "whoami":
             where = "this DM" if msg.chat_type is ChatType.DM else f"chat {msg.chat_id}"
             text = f"Your {msg.platform} id is {msg.sender.id} ({where})."
@@ -272,16 +308,17 @@ class Gateway:
             text = HELP
         await self._notice(msg, text, ids, "cmd")
 
-    async def _status(self, key: str) -> str:
+    async def _status(self, key: str, msg: InboundMessage) -> str:
         s = self._agent.settings
         session = await self._store.session(key)
-        history = build_history(await self._store.history(session, limit=400), max_turns=s.history_turns,
-                                context_window=s.context_window)
+        tokens = await self._agent.next_request_tokens(session, msg)
+        last = await self._agent.last_compaction(session)
         usage = await self._store.usage(session)
-        return status_text(model=s.model, context_tokens=estimate_tokens(history), context_window=s.context_window,
+        return status_text(model=s.model, context_tokens=tokens, context_window=s.context_window,
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
                            turns=usage.turns, running=self.dispatcher.active(key) is not None,
-                           queued=self.dispatcher.queued(key))
+                           queued=self.dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
+                           last_compaction=(last.tokens_before, last.tokens_after) if last else None)
 
     # -- sending -----------------------------------------------------------------------
 
@@ -291,6 +328,19 @@ class Gateway:
         channel = self._channels[msg.platform]
         answer_id = f"{kind}-{msg.platform}-{msg.chat_id}-{msg.message_id}"
         answer = answer_for(channel, answer_id, Target.of(msg), text, inbound_ids=inbound_ids, failed=failed)
+        await self._store.store_answer(answer)
+        self._delivery.push(answer)
+
+    async def send(self, run_id: str, text: str) -> None:
+        """The ``message`` tool's Messenger: an extra message to the chat the run serves, stored
+        and delivered like any answer, before the run's final answer."""
+        run = self.dispatcher.registry.get(run_id)
+        if run is None:
+            raise LookupError(run_id)
+        last = run.batch[-1].msg
+        channel = self._channels[last.platform]
+        self._extra[run_id] = n = self._extra.get(run_id, 0) + 1
+        answer = answer_for(channel, f"{run_id}-message-{n}", Target.of(last), text)
         await self._store.store_answer(answer)
         self._delivery.push(answer)
 
@@ -311,6 +361,11 @@ class Gateway:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("%s failed", task.get_name(), exc_info=exc)
+
+
+def _is_compact(msg: InboundMessage) -> bool:
+    command = parse_command(msg.text)
+    return command is not None and command.name == "compact"
 
 
 async def _quietly(step: Awaitable[None]) -> None:

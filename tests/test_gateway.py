@@ -11,7 +11,7 @@ import pytest
 from bot.app import App
 from bot.config import Config, load_config
 from tests.fakes.channel import RecordingAdapter, dm
-from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.llm_server import FakeLLM, Reply, without_context
 
 
 def make_config(tmp_path: Path, llm: FakeLLM, provider: str) -> Config:
@@ -49,9 +49,10 @@ def user_texts(llm: FakeLLM, index: int) -> list[str]:
             continue
         content = m["content"]
         if isinstance(content, str):
-            texts.append(content)
+            texts.append(without_context(content))
         else:
-            texts.extend(block["text"] for block in content if block.get("type") == "text")
+            texts.extend(text for block in content if block.get("type") == "text"
+                         if (text := without_context(block["text"])))
     return texts
 
 

@@ -16,7 +16,18 @@ import pytest
 from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
-from bot.store.base import AnswerStore, ApprovedSender, PairingCode, PairingStore, Session, Store, Turn, UsageTotals
+from bot.store.base import (
+    AnswerStore,
+    ApprovedSender,
+    CompactingStore,
+    PairingCode,
+    PairingStore,
+    Session,
+    Store,
+    Summary,
+    Turn,
+    UsageTotals,
+)
 from bot.store.sqlite import SQLiteStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
@@ -295,6 +306,68 @@ async def test_traces_are_stored_with_their_turn_and_read_back_in_order(store: S
     assert [t.run_id for t in mine] == ["run0", "run2"]
     assert mine[0].spans[1] == Span(SpanKind.TOOL, "read_file", 100.5, 3.0, is_error=True, preview="no such file")
     assert mine[0].cost == 0.01 and mine[0].iterations == 2
+
+
+async def test_traces_keep_cache_tokens(store: Store) -> None:
+    from bot.tracing import Span, SpanKind, TraceRecord
+
+    session = await store.session("agent:main:test:dm:u1")
+    span = Span(SpanKind.LLM, "claude-x", 100.0, 12.5, 1000, 5, 0.01, cache_read_tokens=900, cache_write_tokens=40)
+    record = TraceRecord("run-c", session.key, "main", 100.0, 101.0, "completed", "claude-x", 1000, 5, 0.01, 1,
+                         None, (span,), cache_read_tokens=900, cache_write_tokens=40)
+    await store.append_turn(turn(session, "run-c", Message.user("hi"), trace=record))
+    [back] = await store.traces(session.key)
+    assert back == record
+
+
+# -- summaries (the SummaryStore port) --------------------------------------------------
+
+
+async def _numbered(store: Store, session: Session, count: int) -> None:
+    for i in range(count):
+        await store.append_turn(turn(session, f"run{i}", Message.user(f"u{i}"), Message.assistant(f"a{i}")))
+
+
+async def test_a_summary_and_its_cut_hide_old_messages_but_keep_them(store: CompactingStore) -> None:
+    session = await store.session("agent:main:test:dm:u1")
+    await _numbered(store, session, 5)  # 10 messages
+    live = await store.live_messages(session)
+    assert [m.message.text for m in live] == [f"{r}{i}" for i in range(5) for r in "ua"]
+    assert await store.live_count(session) == 10 and await store.summary(session) is None
+    summary = Summary("they said hello", live[5].id, 6, 400, 120, "run-compact", 1700000000.0)
+    assert await store.save_summary(session, summary) is True
+    assert await store.summary(session) == summary
+    assert [m.text for m in await store.history(session)] == ["u3", "a3", "u4", "a4"]
+    assert [m.message.text for m in await store.live_messages(session, limit=2)] == ["u4", "a4"]
+    assert await store.live_count(session) == 4
+    await _numbered(store, session, 1)
+    assert [m.text for m in await store.history(session, limit=3)] == ["a4", "u0", "a0"]
+    assert await store.usage(session) == UsageTotals(turns=6)  # compaction deletes nothing
+
+
+async def test_a_stale_summary_is_refused_and_changes_nothing(store: CompactingStore) -> None:
+    session = await store.session("agent:main:test:dm:u1")
+    await _numbered(store, session, 4)
+    live = await store.live_messages(session)
+    newer = Summary("newer", live[5].id, 6, 100, 10)
+    assert await store.save_summary(session, newer)
+    assert await store.save_summary(session, Summary("older", live[3].id, 4, 100, 10)) is False
+    assert await store.save_summary(session, Summary("same", live[5].id, 6, 100, 10)) is False
+    assert (await store.summary(session)).text == "newer"  # type: ignore[union-attr]
+    assert await store.live_count(session) == 2
+
+
+async def test_summaries_belong_to_their_session(store: CompactingStore) -> None:
+    one = await store.session("agent:main:test:dm:u1")
+    two = await store.session("agent:main:test:dm:u2")
+    await _numbered(store, one, 2)
+    await _numbered(store, two, 2)
+    cut = (await store.live_messages(one))[-1].id
+    assert await store.save_summary(one, Summary("one", cut, 4, 10, 1))
+    assert await store.summary(two) is None
+    assert len(await store.history(two)) == 4
+    fresh = await store.session(one.key, fresh=True)
+    assert await store.summary(fresh) is None
 
 
 # -- pairing (the PairingStore port) ----------------------------------------------------

@@ -95,7 +95,7 @@ async def test_a_reply_to_the_bot_addresses_it(stack: Stack) -> None:
     (first,) = await tg.wait_for_sent(1, timeout=5)
     tg.push(tg.message(GROUP, "and another thing", user_id=8, reply_to_message=first.message))
     await tg.wait_for_sent(2, timeout=5)
-    assert tg.sent[1].plain == "echo: [Alice] and another thing"  # senders are named in groups
+    assert tg.sent[1].plain.endswith('from "Alice" (id telegram:8):\n\nand another thing')  # senders are named in groups
 
 
 async def test_commands_for_this_bot_and_for_another(stack: Stack) -> None:
@@ -133,9 +133,9 @@ async def test_topics_stay_in_their_topic(stack: Stack) -> None:
                        is_topic_message=True))
     tg.push(tg.message(GROUP, "@chatgate_bot in general", user_id=9, is_forum=True))
     await tg.wait_for_sent(2, timeout=5)
-    by_text = {s.plain: s for s in tg.sent}
-    assert by_text["echo: [Alice] in a topic"].thread_id == 5
-    assert by_text["echo: [Alice] in general"].thread_id is None
+    by_text = {(s.plain or "").rsplit("\n", 1)[-1]: s for s in tg.sent}
+    assert by_text["in a topic"].thread_id == 5
+    assert by_text["in general"].thread_id is None
 
 
 async def test_a_long_code_heavy_answer_arrives_whole(stack: Stack) -> None:
@@ -212,7 +212,7 @@ async def test_streaming_edits_end_in_exactly_one_copy(stack: Stack) -> None:
 
 async def test_webhook_checks_the_secret(stack: Stack, unused_tcp_port: int) -> None:
     await stack.start(f'mode: webhook, webhook: {{listen: 127.0.0.1, port: {unused_tcp_port}, path: /tg, '
-                      f'url: "http://127.0.0.1:{unused_tcp_port}/tg", secret_token: s3cret-token}}')
+                      f'url: "https://127.0.0.1:{unused_tcp_port}/tg", secret_token: s3cret-token}}')
     tg = stack.tg
     assert tg.webhook is not None and tg.webhook.secret_token == "s3cret-token"
     assert await tg.post_webhook_update(tg.message(42, "intruder", user_id=42), secret="wrong") == 403
@@ -230,7 +230,8 @@ async def test_a_photo_reaches_the_model_as_an_image(stack: Stack) -> None:
     await stack.tg.wait_for_sent(1, timeout=5)
     content = stack.llm.requests[0].body["messages"][-1]["content"]
     kinds = [part["type"] for part in content]
-    assert kinds == ["text", "image_url"] and content[0]["text"] == "what is this?"
+    assert kinds == ["text", "image_url", "text"] and content[0]["text"] == "what is this?"
+    assert "chatgate-context" in content[2]["text"]  # the runtime context, after the cached prefix
     assert content[1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
 
 
@@ -313,7 +314,7 @@ async def test_an_album_arrives_as_one_message(stack: Stack) -> None:
     await asyncio.sleep(0.3)
     assert len(stack.llm.requests) == 1
     content = stack.llm.requests[0].body["messages"][-1]["content"]
-    assert [p["type"] for p in content] == ["text", "image_url", "image_url"]
+    assert [p["type"] for p in content] == ["text", "image_url", "image_url", "text"]
     assert content[0]["text"] == "compare these"
 
 

@@ -32,16 +32,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.config.types import AccessConfig, ChannelConfig, Float, Int, Loc, Name, Secret, Section, Url, secret
+from bot.config.types import (
+    AccessConfig,
+    ChannelConfig,
+    Float,
+    GroupConfig,
+    Int,
+    Loc,
+    Name,
+    Secret,
+    Section,
+    ToolRulesConfig,
+    Url,
+    secret,
+)
 
 _LAZY = {
     "Config": "schema", "ChannelsConfig": "schema", "AgentConfig": "schema", "DEFAULT_MODELS": "schema",
-    "ProviderConfig": "schema", "dotted": "schema",
+    "ProviderConfig": "schema", "dotted": "schema", "ToolsConfig": "schema", "WebFetchConfig": "schema",
     "load_config": "loading", "DEFAULT_PATH": "loading",
 }
 
-__all__ = ["AccessConfig", "ChannelConfig", "Float", "Int", "Loc", "Name", "Secret", "Section", "Url", "secret",
-           *_LAZY]
+__all__ = ["AccessConfig", "ChannelConfig", "Float", "GroupConfig", "Int", "Loc", "Name", "Secret", "Section",
+           "ToolRulesConfig", "Url", "secret", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -155,6 +155,10 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     except ValidationError as exc:
         raise from_validation(exc, used) from None
     config._source = source
+    config._source_path = Path(source) if from_file else None
+    if config.storage.path.is_dir():
+        raise ConfigError("storage.path", f"{config.storage.path} is a directory",
+                          "give the path of the database file inside it, e.g. data/chatgate.db")
     config._env_sources = used
     if require_secrets:
         _require_secrets(config, used, from_file)

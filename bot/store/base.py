@@ -1,8 +1,9 @@
 """The Store port: sessions, their history, the inbound log and usage.
 
 Two small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
-``bot.access`` and ``chatgate pairing``) and ``AnswerStore`` (what is owed to chats and
-which chunks were delivered, for ``bot.delivery``). ``SQLiteStore`` implements all three.
+``bot.access`` and ``chatgate pairing``), ``AnswerStore`` (what is owed to chats and which
+chunks were delivered, for ``bot.delivery``) and ``SummaryStore`` (compaction's summaries
+and cuts). ``SQLiteStore`` implements all four.
 
 SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
 (tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
@@ -60,6 +61,27 @@ class UsageTotals:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message with its store id, the handle a compaction cuts at."""
+
+    id: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A compaction: ``text`` stands for the session's messages up to ``through_id``."""
+
+    text: str
+    through_id: int
+    messages: int  # how many messages it replaced (the previous summary's included)
+    tokens_before: int  # the history's tokens before and after
+    tokens_after: int
+    run_id: str = ""
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class InboundRecord:
     id: int
     session_key: str
@@ -77,7 +99,7 @@ class Store(Protocol):
         ...
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        """The session's messages in order; with ``limit``, only the last ``limit``."""
+        """The session's live (not compacted) messages in order; with ``limit``, the last ``limit``."""
         ...
 
     async def append_turn(self, turn: Turn) -> None:
@@ -108,6 +130,33 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class SummaryStore(Protocol):
+    """Compaction's side of the store: the live messages with their ids, the current
+    summary, and saving a summary together with its cut."""
+
+    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
+        """Like ``Store.history``, with each message's id."""
+        ...
+
+    async def live_count(self, session: Session) -> int:
+        """How many messages are not compacted."""
+        ...
+
+    async def summary(self, session: Session) -> Summary | None:
+        """The latest summary of the session, or None."""
+        ...
+
+    async def save_summary(self, session: Session, summary: Summary) -> bool:
+        """In one transaction: store the summary and mark the session's messages up to
+        ``summary.through_id`` compacted (kept, never deleted). False, and nothing
+        changed, when a summary through that id or a later one exists already."""
+        ...
+
+
+class CompactingStore(Store, SummaryStore, Protocol):
+    """The Store and the SummaryStore on one object: what the agent core is given."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,6 +187,33 @@ MIGRATIONS: tuple[Migration, ...] = (
         DROP TABLE outbound;
         """,
     ),
+    Migration(
+        "0005_summaries_compaction_cache_tokens",
+        """
+        -- compaction: a summary replaces the messages up to through_id; they stay, marked
+        CREATE TABLE summaries (
+            id            INTEGER PRIMARY KEY,
+            session_id    INTEGER NOT NULL REFERENCES sessions (id),
+            run_id        TEXT    NOT NULL,
+            text          TEXT    NOT NULL,
+            through_id    INTEGER NOT NULL,  -- the last messages.id the summary covers
+            messages      INTEGER NOT NULL,  -- how many messages it replaced
+            tokens_before INTEGER NOT NULL,
+            tokens_after  INTEGER NOT NULL,
+            created_at    REAL    NOT NULL
+        );
+        CREATE INDEX summaries_session ON summaries (session_id, id);
+
+        ALTER TABLE messages ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX messages_live ON messages (session_id, id) WHERE compacted = 0;
+
+        -- prompt-cache tokens of runs and LLM calls, for chatgate traces
+        ALTER TABLE traces ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE traces ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE spans ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE spans ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

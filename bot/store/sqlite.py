@@ -34,7 +34,16 @@ from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMe
 from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
 from bot.store import migrations
-from bot.store.base import ApprovedSender, InboundRecord, PairingCode, Session, Turn, UsageTotals
+from bot.store.base import (
+    ApprovedSender,
+    InboundRecord,
+    PairingCode,
+    Session,
+    StoredMessage,
+    Summary,
+    Turn,
+    UsageTotals,
+)
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -49,8 +58,19 @@ BUSY_TIMEOUT_MS = 5000
 _CURRENT_SESSION = "SELECT id, key, created_at FROM sessions WHERE key = ? AND archived_at IS NULL"
 _ARCHIVE_SESSION = "UPDATE sessions SET archived_at = ? WHERE key = ? AND archived_at IS NULL"
 _INSERT_SESSION = "INSERT INTO sessions (key, created_at) VALUES (?, ?)"
-_HISTORY = "SELECT role, parts FROM messages WHERE session_id = ? ORDER BY id"
-_HISTORY_LAST = "SELECT role, parts FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT ?"
+_HISTORY = "SELECT id, role, parts FROM messages WHERE session_id = ? AND compacted = 0 ORDER BY id"
+_HISTORY_LAST = (
+    "SELECT id, role, parts FROM messages WHERE session_id = ? AND compacted = 0 ORDER BY id DESC LIMIT ?"
+)
+_LIVE_COUNT = "SELECT COUNT(*) FROM messages WHERE session_id = ? AND compacted = 0"
+_SUMMARY_COLUMNS = "text, through_id, messages, tokens_before, tokens_after, run_id, created_at"
+_LAST_SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"
+_SUMMARY_THROUGH = "SELECT MAX(through_id) FROM summaries WHERE session_id = ?"
+_INSERT_SUMMARY = (
+    "INSERT INTO summaries (session_id, run_id, text, through_id, messages, tokens_before, tokens_after, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_MARK_COMPACTED = "UPDATE messages SET compacted = 1 WHERE session_id = ? AND id <= ? AND compacted = 0"
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, run_id, seq, role, parts, created_at) VALUES (?, ?, ?, ?, ?, ?)"
 )
@@ -69,21 +89,22 @@ _INSERT_INBOUND = (
 )
 _INSERT_TRACE = (
     "INSERT OR REPLACE INTO traces (run_id, session_key, agent_id, started_at, ended_at, status, model,"
-    " input_tokens, output_tokens, cost, iterations, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_SPAN = (
     "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
-    " is_error, preview) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " is_error, preview, cache_read_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _TRACE_COLUMNS = (
     "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
-    " iterations, error"
+    " iterations, error, cache_read_tokens, cache_write_tokens"
 )
 _LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
 _LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
 _SPANS = (
-    "SELECT kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview"
-    " FROM spans WHERE run_id = ? ORDER BY id"
+    "SELECT kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
+    " cache_read_tokens, cache_write_tokens FROM spans WHERE run_id = ? ORDER BY id"
 )
 _MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_at IS NULL"
 _UNANSWERED = "SELECT id, session_key, payload, received_at FROM inbound WHERE answered_at IS NULL ORDER BY id"
@@ -213,17 +234,51 @@ class SQLiteStore:
         return await self._write(create)
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
+        return [Message(Role(role), parts_from_json(parts)) for _, role, parts in await self._live(session, limit)]
+
+    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
+        return [StoredMessage(id_, Message(Role(role), parts_from_json(parts)))
+                for id_, role, parts in await self._live(session, limit)]
+
+    async def _live(self, session: Session, limit: int | None) -> list[Any]:
         if limit is not None and limit < 0:
             raise ValueError(f"history limit must be >= 0, not {limit}")
         if limit == 0:
             return []
         async with self._lock:
             if limit is None:
-                rows = list(await self._conn().execute_fetchall(_HISTORY, (session.id,)))
-            else:
-                rows = list(await self._conn().execute_fetchall(_HISTORY_LAST, (session.id, limit)))
-                rows.reverse()
-        return [Message(Role(role), parts_from_json(parts)) for role, parts in rows]
+                return list(await self._conn().execute_fetchall(_HISTORY, (session.id,)))
+            rows = list(await self._conn().execute_fetchall(_HISTORY_LAST, (session.id, limit)))
+        rows.reverse()
+        return rows
+
+    async def live_count(self, session: Session) -> int:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_LIVE_COUNT, (session.id,)))
+        return int(rows[0][0])
+
+    async def summary(self, session: Session) -> Summary | None:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_LAST_SUMMARY, (session.id,)))
+        return Summary(*rows[0]) if rows else None
+
+    async def save_summary(self, session: Session, summary: Summary) -> bool:
+        s = summary
+        row = (session.id, s.run_id, s.text, s.through_id, s.messages, s.tokens_before, s.tokens_after,
+               s.created_at or time.time())
+
+        async def write(db: aiosqlite.Connection) -> bool:
+            done = list(await db.execute_fetchall(_SUMMARY_THROUGH, (session.id,)))[0][0]
+            if done is not None and done >= s.through_id:
+                return False
+            await db.execute(_INSERT_SUMMARY, row)
+            await db.execute(_MARK_COMPACTED, (session.id, s.through_id))
+            return True
+
+        saved = await self._write(write)
+        log.info("session %s: summary through message %d %s", session.key, s.through_id,
+                 "saved" if saved else "not saved (a later one exists)")
+        return saved
 
     async def append_turn(self, turn: Turn) -> None:
         now = time.time()
@@ -252,11 +307,12 @@ class SQLiteStore:
             if t is not None:
                 await db.execute(_INSERT_TRACE, (
                     t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
-                    t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,
+                    t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
+                    t.cache_write_tokens,
                 ))  # fmt: skip
                 await db.executemany(_INSERT_SPAN, [
                     (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
-                     s.cost, int(s.is_error), s.preview) for s in t.spans
+                     s.cost, int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens) for s in t.spans
                 ])  # fmt: skip
 
         await self._write(write)
@@ -313,11 +369,12 @@ class SQLiteStore:
             records = []
             for row in reversed(rows):
                 spans = tuple(
-                    Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview)
-                    for kind, name, started, duration, i, o, cost, err, preview
+                    Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview, cr, cw)
+                    for kind, name, started, duration, i, o, cost, err, preview, cr, cw
                     in await db.execute_fetchall(_SPANS, (row[0],))
                 )
-                records.append(TraceRecord(*row, spans=spans))
+                records.append(TraceRecord(*row[:12], spans=spans, cache_read_tokens=row[12],
+                                           cache_write_tokens=row[13]))
         return records
 
     # -- the PairingStore port -------------------------------------------------------
