@@ -70,7 +70,7 @@ class DiscordChannel:
     limits = LIMITS
 
     def __init__(self, config: DiscordConfig, dialect: Any = DISCORD, *, heartbeat_timeout: float = 60.0,
-                 answer_wait: float = 600.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0),
+                 answer_wait: float = 60.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0),
                  start_wait: float = 30.0) -> None:
         self.config = config
         self.dialect = dialect
