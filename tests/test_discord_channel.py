@@ -63,6 +63,10 @@ async def running(dc: FakeDiscord, keys: dict[str, Any] | None = None, **options
         await channel.stop()
 
 
+def mention(dc: FakeDiscord, channel: int, text: str, user: int = USER) -> dict[str, Any]:
+    return dc.say(channel, user, f"<@{dc.bot_id}> {text}", mentions=[dc.bot_id])
+
+
 async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
     async with asyncio.timeout(timeout):
         while not (result := check()):
@@ -105,25 +109,34 @@ async def test_mention_in_a_channel_is_addressed_and_answered_as_a_reply(dc: Fak
         assert all(s.payload["allowed_mentions"] == PING_NOBODY for s in dc.sent)
 
 
-async def test_unaddressed_and_everyone_messages_are_not_addressed(dc: FakeDiscord) -> None:
+async def test_without_the_content_intent_only_messages_for_the_bot_arrive(dc: FakeDiscord) -> None:
     guild = dc.add_guild(channels={"general": 0})
     general = guild.channel("general")
-    async with running(dc, {"guilds": [guild.id]}) as (_, inbox):
+    async with running(dc, {"guilds": [guild.id]}) as (channel, inbox):
+        mine = await channel.send(Target(str(general), ChatType.GROUP), "I said something")
         dc.say(general, USER, "just chatting")
         dc.say(general, USER, "@everyone lunch!", mention_everyone=True)
         dc.say(general, USER, "<@&77> role ping", mention_roles=[77])
-        msgs = await inbox.wait(3)
-        # Without the Message Content intent Discord withholds the text of messages not for the bot.
-        assert [(m.addressed, m.text) for m in msgs] == [(False, ""), (False, ""), (False, "")]
+        dc.say(general, USER, "a reply with the ping off", reply_to=int(mine), ping=False)
+        dc.say(general, USER, "a reply that pings", reply_to=int(mine))
+        mention(dc, general, "and a mention")
+        msgs = await inbox.wait(2)
+        await asyncio.sleep(0.2)
+        # Discord withholds the text of the others: they carry nothing to read, so nothing arrives.
+        assert [(m.addressed, m.text) for m in inbox.messages] == [
+            (True, "a reply that pings"), (True, "and a mention")]
+        assert msgs[0].reply_to == mine
         assert dc.identifies[0]["intents"] & MESSAGE_CONTENT == 0
 
 
 async def test_ambient_messages_keep_their_text_with_the_content_intent(dc: FakeDiscord) -> None:
     guild = dc.add_guild(channels={"general": 0})
     async with running(dc, {"guilds": [guild.id], "require_mention": False}) as (_, inbox):
-        dc.say(guild.channel("general"), USER, "@everyone lunch!", mention_everyone=True)
-        [msg] = await inbox.wait(1)
-        assert (msg.addressed, msg.text) == (False, "@everyone lunch!")
+        general = guild.channel("general")
+        dc.say(general, USER, "@everyone lunch!", mention_everyone=True)
+        dc.say(general, USER, "<@&77> role ping", mention_roles=[77])
+        msgs = await inbox.wait(2)
+        assert [(m.addressed, m.text) for m in msgs] == [(False, "@everyone lunch!"), (False, "<@&77> role ping")]
         assert dc.identifies[0]["intents"] & MESSAGE_CONTENT
 
 

@@ -72,6 +72,11 @@ def test_where_a_message_lands(case: str, given: Facts, chat: str, thread: str |
     ("a thread-created notice", facts(message_type=18), False, False),
     ("a reply", facts(message_type=19), False, True),
     ("a channel kind we do not serve", facts(where=None), False, False),
+    ("nothing to read (withheld text, a sticker)", facts(content=""), False, False),
+    ("a mention and nothing else: the core decides", facts(content=f"<@{BOT}>", mentions=((BOT, "c"),)), False,
+     True),
+    ("a file without text", facts(content="", attachments=(
+        Attachment(AttachmentKind.DOCUMENT, "a.txt", platform_file_id="u"),)), False, True),
 ])
 def test_what_is_not_an_inbound_message(case: str, given: Facts, allow_bots: bool, kept: bool) -> None:
     assert (to_inbound(given, BOT, allow_bots=allow_bots) is not None) is kept, case

@@ -291,11 +291,15 @@ class FakeDiscord:
 
     def message(self, channel_id: int, user_id: int, text: str, *, name: str | None = None,
                 mentions: list[int] = (), mention_everyone: bool = False, mention_roles: list[int] = (),
-                reply_to: int | None = None, attachments: list[JSON] = (), bot: bool = False,
+                reply_to: int | None = None, ping: bool = True, attachments: list[JSON] = (), bot: bool = False,
                 webhook: bool = False, message_type: int = 0) -> JSON:
         """A user's message as MESSAGE_CREATE carries it (not dispatched: ``dispatch`` or ``say``).
-        Without the Message Content intent, guild messages that neither mention the bot nor are
-        replies to it arrive with empty content, as on Discord."""
+        A reply mentions its author unless ``ping`` is false (Discord's "@ON" toggle). Without the
+        Message Content intent, guild messages that do not mention the bot arrive with empty
+        content (and no attachments), as on Discord."""
+        replied = self.messages.get(reply_to) if reply_to is not None else None
+        if replied is not None and ping and int(replied["author"]["id"]) not in mentions:
+            mentions = [*mentions, int(replied["author"]["id"])]
         chan = self.channels[channel_id]
         mid = self.next_id()
         msg: JSON = {
@@ -367,8 +371,9 @@ class FakeDiscord:
         if session is None:
             raise RuntimeError("no gateway session yet: the bot has not identified")
         if event == "MESSAGE_CREATE" and not session.intents & MESSAGE_CONTENT and "guild_id" in data:
-            addressed = any(m["id"] == str(self.bot_id) for m in data["mentions"]) or (
-                data.get("referenced_message", {}).get("author", {}).get("id") == str(self.bot_id))
+            # Content only where the bot is mentioned (a reply that pings it counts, one that does not
+            # ping does not), as Discord does without the Message Content intent.
+            addressed = any(m["id"] == str(self.bot_id) for m in data["mentions"])
             if not addressed and data["author"]["id"] != str(self.bot_id):
                 data = {**data, "content": "", "attachments": [], "embeds": []}
         payload = {"op": 0, "t": event, "s": len(session.log) + 1, "d": data}
