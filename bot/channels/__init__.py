@@ -17,6 +17,7 @@ from bot.messages import Target
 from bot.config.types import ChannelConfig, Float, GroupConfig, Int, Secret, Section, Url, secret
 
 __all__ = [
-    "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "Inbox", "Int", "Limits", "LiveDraft",
+    "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "Inbox", "Int",
+    "Limits", "LiveDraft",
     "Measure", "Secret", "Section", "SendFailed", "Status", "Target", "Url", "secret",
 ]
