@@ -318,15 +318,25 @@ async def test_an_update_is_not_confirmed_while_the_database_is_locked(bot: Bot)
     assert "could not be stored" in bot.tail(200)
 
 
-async def test_an_unexpected_error_sends_one_sentence_stops_typing_and_is_not_rerun(bot: Bot) -> None:
+@pytest.mark.parametrize("broken", ["inbox", "workspace"])
+async def test_an_unexpected_error_sends_one_sentence_stops_typing_and_is_not_rerun(bot: Bot, broken: str) -> None:
+    """``inbox``: a regular file where the workspace's inbox should be, so saving the upload
+    fails before the run; ``workspace``: a regular file where the workspace should be, so the
+    run itself cannot set up."""
     tg, llm = bot.tg, bot.llm
     workspace = bot.workspaces / f"telegram-{DM_USER}"
-    workspace.mkdir(parents=True)
-    (workspace / "inbox").write_text("a regular file where the inbox directory should be")
-    tg.add_file("DOC-1", b"quarterly numbers", file_path="documents/r.txt")
+    if broken == "inbox":
+        workspace.mkdir(parents=True)
+        (workspace / "inbox").write_text("a regular file where the inbox directory should be")
+        tg.add_file("DOC-1", b"quarterly numbers", file_path="documents/r.txt")
+        update = tg.message(DM_USER, None, user_id=DM_USER, caption="read this",
+                            document={"file_id": "DOC-1", "file_name": "report.txt", "file_size": 17})
+    else:
+        bot.workspaces.mkdir()
+        workspace.write_text("a regular file where the workspace directory should be")
+        update = tg.message(DM_USER, "hello", user_id=DM_USER)
     await bot.start()
-    tg.push(tg.message(DM_USER, None, user_id=DM_USER, caption="read this",
-                       document={"file_id": "DOC-1", "file_name": "report.txt", "file_size": 17}))
+    tg.push(update)
     answer = await answered_once(bot, DM_USER, timeout=10, quiet=0.5)
     assert (answer.plain or "").startswith(FAILED_SENTENCE) and (answer.plain or "").count(".") <= 2
     typing = len(tg.actions)
