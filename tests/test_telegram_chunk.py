@@ -8,9 +8,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.telegram.chunk import TELEGRAM_LIMIT, chunk_html, should_send_as_file, text_length, utf16_len
-from adapters.telegram.render import html_to_text, render
-from tests.test_telegram_render import assert_telegram_html
+from adapters.telegram.dialect import LIMITS, TELEGRAM, TELEGRAM_LIMIT, html_to_text
+from bot.channels import Limits, Measure
+from bot.channels.split import measure, split, too_many, utf16_len
+from tests.test_telegram_render import assert_telegram_html, render
+
+
+def chunk_html(html: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
+    return split(html, TELEGRAM, Limits(chunk=limit, measure=Measure.UTF16))
+
+
+def text_length(html: str) -> int:
+    return measure(html, TELEGRAM, LIMITS)
+
+
+def should_send_as_file(chunks: list[str], max_chunks: int = LIMITS.max_chunks) -> bool:
+    return too_many(chunks, Limits(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16, max_chunks=max_chunks))
 
 PY = '<pre><code class="language-python">'
 

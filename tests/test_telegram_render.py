@@ -8,7 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.telegram.render import HR, TABLE_MAX_WIDTH, html_to_text, render, to_plain
+from adapters.telegram.dialect import TELEGRAM, html_to_text
+from bot.channels import markdown
+from bot.channels.markdown import HR, TABLE_MAX_WIDTH
+
+
+def render(text: str) -> str:
+    return markdown.render(text, TELEGRAM)
+
+
+def to_plain(text: str) -> str:
+    return TELEGRAM.plain(render(text))
+
 
 try:  # the fake Bot API's TDLib-like parser, when present: a second, independent opinion
     from tests.fakes.telegram_html import parse_html as telegram_parse_html

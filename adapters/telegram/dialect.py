@@ -1,0 +1,119 @@
+"""Telegram's dialect: the HTML subset Telegram accepts with ``parse_mode=HTML``.
+
+Pure: no SDK. Only ``b i s code pre a blockquote`` are written; every ``< > &`` of content
+is escaped. A few Telegram entity rules shape the output: entities inside ``code``/``pre``
+are not possible (only escaped text goes there), a link cannot contain inline code (the
+walker gives it as plain text), and blockquotes cannot nest (the walker flattens them).
+
+Telegram counts a message's length in UTF-16 code units of its text after entity
+parsing: tags count nothing, ``&lt;`` counts one, 😀 counts two (``LIMITS``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from bot.channels import Limits, Measure
+from bot.channels.split import Atom, Role
+
+__all__ = ["LIMITS", "TELEGRAM", "TELEGRAM_LIMIT", "TelegramDialect", "html_to_text"]
+
+TELEGRAM_LIMIT = 4096
+LIMITS = Limits(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16)
+
+_PIECES = re.compile(r"<[^>]*>|&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[a-zA-Z][a-zA-Z0-9]*);|[^<&]+|[<&]")
+_TAG_NAME = re.compile(r"</?\s*([a-zA-Z][a-zA-Z0-9-]*)")
+_TAG = re.compile(r"<[^>]*>")
+_CHARS: dict[str, Atom] = {}  # one atom per distinct character: far fewer objects
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _attr(text: str) -> str:
+    return _esc(text).replace('"', "&quot;")
+
+
+def html_to_text(html_text: str) -> str:
+    """Strip tags and unescape entities: the plain-text fallback for a rendered chunk."""
+    return html.unescape(_TAG.sub("", html_text))
+
+
+class TelegramDialect:
+    name = "telegram"
+    hr = "———"
+    link_markup = True
+
+    def text(self, text: str) -> str:
+        return _esc(text)
+
+    def code_text(self, code: str) -> str:
+        return _esc(code)
+
+    def bold(self, inner: str) -> str:
+        return f"<b>{inner}</b>"
+
+    def italic(self, inner: str) -> str:
+        return f"<i>{inner}</i>"
+
+    def strike(self, inner: str) -> str:
+        return f"<s>{inner}</s>"
+
+    def code(self, code: str) -> str:
+        return f"<code>{_esc(code)}</code>"
+
+    def code_block(self, code: str, language: str) -> str:
+        if not language:
+            return f"<pre><code>{_esc(code)}</code></pre>"
+        return f'<pre><code class="language-{_attr(language)}">{_esc(code)}</code></pre>'
+
+    def link(self, inner: str, url: str) -> str:
+        return f'<a href="{_attr(url)}">{inner}</a>'
+
+    def quote(self, inner: str) -> str:
+        return f"<blockquote>{inner}</blockquote>"
+
+    def heading(self, inner: str, level: int) -> str:
+        return f"<b>{inner}</b>"
+
+    def item(self, number: int | None) -> str:
+        return "• " if number is None else f"{number}. "
+
+    def table(self, lines: list[str]) -> str:
+        return "<pre>" + _esc("\n".join(lines)) + "</pre>"
+
+    def tokens(self, rendered: str) -> list[Atom]:
+        atoms: list[Atom] = []
+        chars = _CHARS
+        for match in _PIECES.finditer(rendered):
+            piece = match.group(0)
+            if piece.startswith("<") and piece.endswith(">") and len(piece) > 2:
+                name = _TAG_NAME.match(piece)
+                if name is not None:
+                    tag = name.group(1).lower()
+                    if piece.startswith("</"):
+                        atoms.append(Atom(piece, "", tag, Role.CLOSE))
+                    else:
+                        atoms.append(Atom(piece, "", tag, Role.OPEN, f"</{tag}>"))
+                    continue
+            if piece.startswith("&") and len(piece) > 1:
+                char = html.unescape(piece)
+                if len(char) == 1:  # else not an entity Telegram knows: leave it as text
+                    atoms.append(Atom(piece, char))
+                    continue
+            for char in piece:
+                atom = chars.get(char)
+                if atom is None:
+                    atom = Atom(char, char)
+                    if len(chars) < 65536:
+                        chars[char] = atom
+                atoms.append(atom)
+        return atoms
+
+    def plain(self, rendered: str) -> str:
+        return html_to_text(rendered)
+
+
+TELEGRAM = TelegramDialect()

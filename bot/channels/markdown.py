@@ -1,0 +1,364 @@
+"""Model Markdown -> a platform's message format: one walker, a ``Dialect`` per platform.
+
+The Markdown is parsed once by markdown-it-py (CommonMark plus GFM tables and
+strikethrough) and its syntax tree is walked here; a dialect supplies the atoms (how bold,
+a link, a code block, a quote ... are written, and how text is escaped), so Telegram HTML,
+Slack mrkdwn, Discord Markdown and the terminal's plain text share every decision about
+structure: lists become "• item" / "3. item" lines, headings bold lines (or the dialect's
+own), nested quotes are flattened into one, tables are laid out as aligned monospace lines,
+raw HTML is shown as text, and only ``http(s):``, ``tg:`` and ``mailto:`` links are kept
+(any other link keeps its text and loses the link).
+
+A dialect also reads its own output back as atoms (``Dialect.tokens``) for the splitter
+(``bot.channels.split``), and turns a rendered chunk back into plain text (``plain``) for
+a fallback when a platform refuses the markup.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import unicodedata
+from typing import TYPE_CHECKING, Protocol
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
+
+if TYPE_CHECKING:
+    from bot.channels.split import Atom
+
+__all__ = ["HR", "PLAIN", "TABLE_MAX_WIDTH", "Dialect", "PlainDialect", "language_of", "render", "safe_url",
+           "to_plain"]
+
+
+class Dialect(Protocol):
+    """A platform's atoms. Every method returns text in the dialect, ready to send.
+
+    ``inner`` arguments are already rendered (escaped) by the walker; ``code`` arguments are
+    raw and escaped by the dialect (``code_text``). ``link_markup`` says whether formatting
+    may appear inside a link's text (else the walker gives the link plain, escaped text).
+    """
+
+    name: str
+    hr: str  # a horizontal rule's line
+    link_markup: bool
+
+    def text(self, text: str) -> str:
+        """Escape plain text so that it shows as it is."""
+        ...
+
+    def code_text(self, code: str) -> str:
+        """Escape text inside code (inline or block)."""
+        ...
+
+    def bold(self, inner: str) -> str: ...
+
+    def italic(self, inner: str) -> str: ...
+
+    def strike(self, inner: str) -> str: ...
+
+    def code(self, code: str) -> str:
+        """Inline code from raw text."""
+        ...
+
+    def code_block(self, code: str, language: str) -> str:
+        """A code block from raw text; ``language`` is "" or a word like ``python``."""
+        ...
+
+    def link(self, inner: str, url: str) -> str:
+        """A link; ``url`` passed the allow-list."""
+        ...
+
+    def quote(self, inner: str) -> str:
+        """A block quote around rendered blocks (quotes inside quotes are flattened)."""
+        ...
+
+    def heading(self, inner: str, level: int) -> str: ...
+
+    def item(self, number: int | None) -> str:
+        """A list item's marker: a bullet (``number`` None) or a number, with its space."""
+        ...
+
+    def table(self, lines: list[str]) -> str:
+        """A table laid out as aligned monospace ``lines`` (raw text, not escaped)."""
+        ...
+
+    def tokens(self, rendered: str) -> list[Atom]:
+        """Read rendered text back as atoms for the splitter."""
+        ...
+
+    def plain(self, rendered: str) -> str:
+        """A rendered chunk as the plain text a reader would see."""
+        ...
+
+
+def _accept_every_link(url: str) -> bool:
+    # markdown-it would leave `[x](javascript:...)` unparsed, showing the raw Markdown;
+    # we take every link token and apply our own allow-list in `safe_url` instead.
+    return True
+
+
+_MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+_MD.validateLink = _accept_every_link  # type: ignore[method-assign]
+
+_SAFE_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
+_SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*):")
+_LANGUAGE = re.compile(r"[\w+#.-]+")
+_STYLES = ("strong", "em", "s")
+_LISTS = ("bullet_list", "ordered_list")
+_PRE_BLOCKS = ("fence", "code_block", "table")
+
+HR = "———"
+TABLE_MAX_WIDTH = 60  # characters of a table line before columns are narrowed and wrapped
+TABLE_MIN_COLUMN = 6
+
+
+def render(markdown: str, dialect: Dialect) -> str:
+    """Render model Markdown in ``dialect``: only its own markup, everything else escaped."""
+    root = SyntaxTreeNode(_MD.parse(markdown))
+    return _Walker(dialect).blocks(root.children, in_quote=False).strip("\n")
+
+
+def to_plain(markdown: str) -> str:
+    """Markdown as the plain text a user would read (the terminal's rendering)."""
+    return render(markdown, PLAIN)
+
+
+def safe_url(url: object) -> str | None:
+    """The URL if its scheme is allowed, else None (relative links have no scheme)."""
+    if not isinstance(url, str):
+        return None
+    url = url.strip()
+    match = _SCHEME.match(url)
+    if match is None or match.group(1).lower() not in _SAFE_SCHEMES:
+        return None
+    return url
+
+
+def language_of(info: str) -> str:
+    """The language word of a fence's info string ("" when there is none)."""
+    match = _LANGUAGE.match(info.strip())
+    return match.group(0) if match else ""
+
+
+class _Walker:
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+
+    # --- blocks -------------------------------------------------------------------------
+
+    def blocks(self, nodes: list[SyntaxTreeNode], in_quote: bool) -> str:
+        return "\n\n".join(part for node in nodes if (part := self.block(node, in_quote)))
+
+    def block(self, node: SyntaxTreeNode, in_quote: bool) -> str:
+        d, kind = self.d, node.type
+        if kind == "paragraph":
+            return self.inline(node.children[0]) if node.children else ""
+        if kind == "heading":
+            inner = self.inline(node.children[0]) if node.children else ""
+            return d.heading(inner, int(node.tag[1:])) if inner else ""
+        if kind == "blockquote":
+            inner = self.blocks(node.children, in_quote=True)
+            return inner if in_quote or not inner else d.quote(inner)
+        if kind in _LISTS:
+            return "\n".join(self.list_lines(node, 0, in_quote))
+        if kind in ("fence", "code_block"):
+            return d.code_block(node.content.rstrip("\n"), language_of(node.info))
+        if kind == "hr":
+            return d.hr
+        if kind == "table":
+            lines = table_lines(node)
+            return d.table(lines) if lines else ""
+        if kind == "html_block":
+            return d.text(node.content.strip("\n"))
+        return d.text(node.content)  # an unknown leaf block from a future markdown-it: as text
+
+    def list_lines(self, node: SyntaxTreeNode, depth: int, in_quote: bool) -> list[str]:
+        """One line per item line: "• item" / "3. item", nested lists 2 spaces deeper."""
+        ordered = node.type == "ordered_list"
+        start = int(str(node.attrs.get("start", 1))) if ordered else 1
+        indent = "  " * depth
+        lines: list[str] = []
+        for number, item in enumerate(node.children, start):
+            marker = self.d.item(number if ordered else None)
+            first = True
+            for child in item.children:
+                if child.type in _LISTS or child.type in _PRE_BLOCKS:
+                    if first:  # an item that opens with a sub-list or a code block
+                        lines.append(indent + marker.rstrip())
+                        first = False
+                    if child.type in _LISTS:
+                        lines.extend(self.list_lines(child, depth + 1, in_quote))
+                    else:  # code keeps its own indentation: no prefix inside a code block
+                        lines.append(self.block(child, in_quote))
+                    continue
+                text = self.block(child, in_quote)
+                if not text:
+                    continue
+                for line in text.split("\n"):
+                    lines.append(indent + (marker if first else " " * len(marker)) + line)
+                    first = False
+            if first:
+                lines.append(indent + marker.rstrip())
+        return lines
+
+    # --- inline -------------------------------------------------------------------------
+
+    def inline(self, node: SyntaxTreeNode, in_link: bool = False, styles: frozenset[str] = frozenset()) -> str:
+        d = self.d
+        out: list[str] = []
+        for child in node.children:
+            kind = child.type
+            if kind == "text":
+                out.append(d.text(child.content))
+            elif kind in ("softbreak", "hardbreak"):
+                out.append("\n")
+            elif kind == "code_inline":
+                out.append(d.text(child.content) if in_link else d.code(child.content))
+            elif kind in _STYLES:
+                inner = self.inline(child, in_link, styles | {kind})
+                if not inner or kind in styles:  # empty, or the same style inside itself
+                    out.append(inner)
+                else:
+                    out.append(d.bold(inner) if kind == "strong" else d.italic(inner) if kind == "em"
+                               else d.strike(inner))
+            elif kind == "link":
+                href = safe_url(child.attrs.get("href"))
+                inner = self.inline(child, True, styles)
+                if href is None or in_link:
+                    out.append(inner)
+                else:
+                    inner = inner if d.link_markup else d.text(plain_of(child))
+                    out.append(d.link(inner or d.text(href), href))
+            elif kind == "image":
+                alt = d.text(plain_of(child) or "image")
+                src = safe_url(child.attrs.get("src"))
+                out.append(alt if src is None or in_link else d.link(alt, src))
+            else:  # html_inline and anything unknown: shown as text
+                out.append(d.text(child.content))
+        return "".join(out)
+
+
+def plain_of(node: SyntaxTreeNode) -> str:
+    """Plain text of inline content (table cells, image alt text, link text)."""
+    parts: list[str] = []
+    for child in node.children:
+        if child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif child.children:
+            parts.append(plain_of(child))
+        else:
+            parts.append(child.content)
+    return "".join(parts)
+
+
+# --- tables -------------------------------------------------------------------------------
+
+def width(text: str) -> int:
+    """Monospace columns: East Asian wide characters and most emoji take two."""
+    columns = 0
+    for char in text:
+        if unicodedata.combining(char) or char in "\u200d\ufe0f":
+            continue
+        columns += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+    return columns
+
+
+def _pad(text: str, columns: int, align: str) -> str:
+    gap = max(0, columns - width(text))
+    if align == "right":
+        return " " * gap + text
+    if align == "center":
+        return " " * (gap // 2) + text + " " * (gap - gap // 2)
+    return text + " " * gap
+
+
+def table_lines(node: SyntaxTreeNode) -> list[str]:
+    """A table as aligned lines of plain text, at most TABLE_MAX_WIDTH wide when it can be."""
+    rows: list[list[str]] = []
+    aligns: list[str] = []
+    for section in node.children:  # thead, tbody
+        for row in section.children:
+            cells = [" ".join(plain_of(cell.children[0]).split()) if cell.children else ""
+                     for cell in row.children]
+            if not aligns:
+                aligns = [str(cell.attrs.get("style", "")).removeprefix("text-align:")
+                          for cell in row.children]
+            rows.append(cells)
+    if not rows:
+        return []
+    columns = max(len(row) for row in rows)
+    rows = [row + [""] * (columns - len(row)) for row in rows]
+    aligns += [""] * (columns - len(aligns))
+    widths = [max(width(row[i]) for row in rows) for i in range(columns)]
+    budget = TABLE_MAX_WIDTH - 3 * (columns - 1)
+    while sum(widths) > budget and max(widths) > TABLE_MIN_COLUMN:
+        widths[widths.index(max(widths))] -= 1  # narrow the widest column, then wrap it
+    lines: list[str] = []
+    for index, row in enumerate(rows):
+        wrapped = [textwrap.wrap(cell, max(1, w)) or [""] for cell, w in zip(row, widths)]
+        for n in range(max(len(cell) for cell in wrapped)):
+            parts = [_pad(cell[n] if n < len(cell) else "", w, align)
+                     for cell, w, align in zip(wrapped, widths, aligns)]
+            lines.append(" | ".join(parts).rstrip())
+        if index == 0:
+            lines.append("-+-".join("-" * w for w in widths))
+    return lines
+
+
+# --- the terminal's dialect: plain text ---------------------------------------------------
+
+class PlainDialect:
+    """Readable text without markup: code blocks as their lines, tables aligned, links
+    followed by their address, quotes behind "│ "."""
+
+    name = "plain"
+    hr = HR
+    link_markup = False
+
+    def text(self, text: str) -> str:
+        return text
+
+    def code_text(self, code: str) -> str:
+        return code
+
+    def bold(self, inner: str) -> str:
+        return inner
+
+    def italic(self, inner: str) -> str:
+        return inner
+
+    def strike(self, inner: str) -> str:
+        return inner
+
+    def code(self, code: str) -> str:
+        return code
+
+    def code_block(self, code: str, language: str) -> str:
+        return code
+
+    def link(self, inner: str, url: str) -> str:
+        return url if inner in (url, url.removeprefix("mailto:")) else f"{inner} ({url})"
+
+    def quote(self, inner: str) -> str:
+        return "\n".join("│ " + line if line else "│" for line in inner.split("\n"))
+
+    def heading(self, inner: str, level: int) -> str:
+        return inner
+
+    def item(self, number: int | None) -> str:
+        return "• " if number is None else f"{number}. "
+
+    def table(self, lines: list[str]) -> str:
+        return "\n".join(lines)
+
+    def tokens(self, rendered: str) -> list[Atom]:
+        from bot.channels.split import text_atoms
+
+        return text_atoms(rendered)
+
+    def plain(self, rendered: str) -> str:
+        return rendered
+
+
+PLAIN = PlainDialect()

@@ -1,0 +1,283 @@
+"""Split a rendered answer into messages that each fit a platform's limits.
+
+Pure functions. The dialect reads its rendered text back as atoms (``Dialect.tokens``):
+markup that opens or closes formatting, a line prefix (a quote's "> ", a heading's "# "),
+or one unit of text (a character, a whole escape such as ``&lt;`` or ``\\*``, a mention),
+so a split never falls inside a tag, an entity, an escape, a surrogate pair or a markup
+token. ``Limits.measure`` says what a message's length is: UTF-16 units of the visible
+text (Telegram: markup is free) or characters as sent (Slack, Discord: markup counts).
+
+Each chunk takes as much as fits and then backs off to the best break in that window: a
+blank line, else a line break, else a sentence end, else a space, else it cuts where it
+must; with ``Limits.max_lines`` the window also ends after that many lines. A chunk does
+not end on a heading cut off from its section. Formatting open at a break is closed at
+the end of the chunk and reopened, the same (a link's address, a fence's language), at the
+start of the next one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from enum import IntEnum
+from itertools import accumulate
+from typing import TYPE_CHECKING, NamedTuple
+
+from bot.channels.base import Limits, Measure
+
+if TYPE_CHECKING:
+    from bot.channels.markdown import Dialect
+
+__all__ = ["Atom", "Role", "measure", "render_chunks", "split", "text_atoms", "too_many", "utf16_len"]
+
+
+class Role(IntEnum):
+    TEXT = 0  # visible text
+    OPEN = 1  # opens formatting; ``close`` is the markup that ends it at a cut
+    CLOSE = 2  # closes the innermost open formatting with the same tag
+    PREFIX = 3  # markup that belongs to what follows it (a line's "> " or "# ")
+
+
+class Atom(NamedTuple):
+    raw: str  # as it appears in the rendered text
+    char: str = ""  # the text it shows ("" for markup)
+    tag: str = ""  # markup: "b", "i", "s", "code", "pre", "a", "quote", "h" ... ("" for text)
+    role: Role = Role.TEXT
+    close: str = ""  # for an opener: the markup that closes it
+
+
+_Stack = tuple[Atom, ...]  # open formatting, outermost first
+_BREAKS: tuple[tuple[str, ...], ...] = (("\n\n",), ("\n",), (". ", "! ", "? "), (" ",))
+
+
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units: characters outside the BMP count two."""
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+
+
+_CHAR_ATOMS: dict[str, Atom] = {}  # one atom per distinct character: far fewer objects
+
+
+def text_atoms(text: str) -> list[Atom]:
+    """One text atom per character of ``text`` (which needs no escaping)."""
+    cache = _CHAR_ATOMS
+    out: list[Atom] = []
+    for char in text:
+        atom = cache.get(char)
+        if atom is None:
+            atom = Atom(char, char)
+            if len(cache) < 65536:
+                cache[char] = atom
+        out.append(atom)
+    return out
+
+
+def measure(rendered: str, dialect: Dialect, limits: Limits) -> int:
+    """A rendered message's length as the platform counts it."""
+    if limits.measure is Measure.UTF16:
+        return sum(utf16_len(atom.char) for atom in dialect.tokens(rendered))
+    return len(rendered)
+
+
+def too_many(chunks: list[str], limits: Limits) -> bool:
+    """Too many messages to read comfortably: send the answer as a .md file instead."""
+    return len(chunks) > limits.max_chunks
+
+
+def render_chunks(markdown: str, dialect: Dialect, limits: Limits) -> list[str]:
+    """Render model Markdown in ``dialect`` and split it under ``limits``."""
+    from bot.channels.markdown import render
+
+    return split(render(markdown, dialect), dialect, limits)
+
+
+def split(rendered: str, dialect: Dialect, limits: Limits) -> list[str]:
+    """Split rendered text into well-formed chunks of at most ``limits.chunk`` units.
+
+    Returns no chunks when the text holds nothing visible.
+    """
+    limit = limits.chunk
+    if limit < 2:
+        raise ValueError("limit must be at least 2 units (one emoji)")
+    atoms = dialect.tokens(rendered)
+    return _Splitter(atoms, limits).chunks()
+
+
+class _Splitter:
+    def __init__(self, atoms: list[Atom], limits: Limits) -> None:
+        self.atoms = atoms
+        self.limit = limits.chunk
+        self.max_lines = limits.max_lines
+        self.chars = limits.measure is not Measure.UTF16  # markup counts, as sent
+        units = [len(atom.raw) for atom in atoms] if self.chars else [utf16_len(atom.char) for atom in atoms]
+        self.ends = list(accumulate(units, initial=0))  # units in atoms[:k]
+        self.text_at = [index for index, atom in enumerate(atoms) for _ in atom.char]  # atom of each plain char
+        self.text_before = list(accumulate((len(atom.char) for atom in atoms), initial=0))  # plain chars in atoms[:k]
+        self.plain = "".join(atom.char for atom in atoms)
+        self.stacks = _stacks(atoms)
+
+    def chunks(self) -> list[str]:
+        atoms = self.atoms
+        chunks: list[str] = []
+        start = 0
+        while start < len(atoms):
+            chunk, cut = self.one(start)
+            if chunk:
+                chunks.append(chunk)
+            start = cut
+        return chunks
+
+    def one(self, start: int) -> tuple[str, int]:
+        """The chunk that starts at ``atoms[start]`` and the index where the next one starts."""
+        atoms, stack = self.atoms, self.stacks[start]
+        budget = self.limit - (sum(len(atom.raw) for atom in stack) if self.chars else 0)
+        first_text = start
+        while first_text < len(atoms) and not atoms[first_text].char:
+            first_text += 1
+        while True:
+            stop = max(bisect.bisect_right(self.ends, self.ends[start] + budget) - 1, first_text + 1)
+            stop = self.line_cap(start, stop)
+            if stop >= len(atoms):
+                cut = len(atoms)
+            else:
+                best = self.best_cut(self.text_before[start], self.text_before[stop])
+                cut = _settle(atoms, stop if best is None else best, start)
+            chunk = _assemble(list(stack) + atoms[start:cut])
+            over = len(chunk) - self.limit if self.chars else 0
+            if over <= 0:
+                return chunk, cut
+            if stop <= first_text + 1:  # even one unit with its formatting does not fit: drop the markup
+                return "".join(atom.raw for atom in atoms[start:cut] if atom.char).strip(), cut
+            budget -= over
+
+    def line_cap(self, start: int, stop: int) -> int:
+        """``stop`` brought back so that the chunk holds at most ``max_lines`` lines."""
+        if self.max_lines is None:
+            return stop
+        plain, lo = self.plain, self.text_before[start]
+        hi = self.text_before[min(stop, len(self.atoms))]
+        while lo < hi and plain[lo].isspace():
+            lo += 1
+        at = lo - 1
+        for _ in range(self.max_lines):
+            at = plain.find("\n", at + 1, hi)
+            if at < 0:
+                return stop
+        return max(self.text_at[at], start + 1)  # cut before the newline that starts one line too many
+
+    def best_cut(self, lo: int, hi: int) -> int | None:
+        """Atom index just after the best break in plain[lo:hi], or None to cut hard.
+
+        A break only counts when visible text precedes it in the window, so that every chunk
+        carries something, and when the chunk would not end on a heading cut off from its
+        section. Its whitespace may run past the window: it is trimmed anyway.
+        """
+        plain, text_at = self.plain, self.text_at
+        first = lo
+        while first < hi and plain[first].isspace():
+            first += 1
+        for separators in _BREAKS:
+            width = len(separators[0])
+            slack = width - len(separators[0].rstrip())
+            end = hi + slack
+            while (found := max(plain.rfind(sep, first, end) for sep in separators)) > first:
+                if not self.ends_with_heading(first, found + width - slack):
+                    return text_at[found + width - 1] + 1  # just after the break's last character
+                end = found + width - 1
+        return None
+
+    def ends_with_heading(self, first: int, end: int) -> bool:
+        """Is plain[first:end] a block of text whose last block is a heading (a bold line)?"""
+        plain, text_at, atoms = self.plain, self.text_at, self.atoms
+        while end > first and plain[end - 1].isspace():
+            end -= 1
+        line = max(first, plain.rfind("\n", first, end) + 1)
+        if end <= line or not (line == first or plain.endswith("\n\n", first, line)):
+            return False
+        before, after = text_at[line] - 1, text_at[end - 1] + 1
+        if before < 0:
+            return False
+        if atoms[before].role is Role.PREFIX:
+            return atoms[before].tag == "h"
+        if atoms[before].tag != "b" or atoms[before].role is not Role.OPEN:
+            return False
+        while after < len(atoms) and atoms[after].role is Role.CLOSE:
+            if atoms[after].tag == "b":
+                return True
+            after += 1
+        return False
+
+
+def _stacks(atoms: list[Atom]) -> list[_Stack]:
+    """stacks[k]: the formatting open just before atoms[k] (one more entry for the end)."""
+    stacks: list[_Stack] = []
+    stack: _Stack = ()
+    for atom in atoms:
+        stacks.append(stack)
+        if atom.role is Role.OPEN or atom.role is Role.CLOSE:
+            stack = _apply(stack, atom)
+    stacks.append(stack)
+    return stacks
+
+
+def _apply(stack: _Stack, atom: Atom) -> _Stack:
+    if atom.role is Role.OPEN:
+        return (*stack, atom)
+    if atom.role is Role.CLOSE:
+        for depth in range(len(stack) - 1, -1, -1):  # lenient: close up to the matching tag
+            if stack[depth].tag == atom.tag:
+                return stack[:depth]
+    return stack
+
+
+def _settle(atoms: list[Atom], cut: int, start: int) -> int:
+    """Move a cut so closing markup stays behind it and opening markup goes ahead of it."""
+    while cut < len(atoms) and atoms[cut].role is Role.CLOSE:
+        cut += 1
+    while cut - 1 > start and atoms[cut - 1].role in (Role.OPEN, Role.PREFIX):
+        cut -= 1
+    return cut
+
+
+def _assemble(atoms: list[Atom]) -> str:
+    """Reopened markup + the chunk's atoms, trimmed, empty pairs dropped, open markup closed."""
+    kept = _trim(atoms)
+    out: list[Atom] = []
+    stack: _Stack = ()
+    for atom in kept:
+        if atom.role is Role.CLOSE and out and out[-1].tag == atom.tag and out[-1].role is Role.OPEN:
+            out.pop()  # an empty pair, e.g. formatting that opened right at the cut
+        else:
+            out.append(atom)
+        stack = _apply(stack, atom)
+    while out and out[-1].role in (Role.OPEN, Role.PREFIX):
+        if out[-1].role is Role.OPEN:
+            stack = stack[:-1]
+        out.pop()
+    if not any(atom.char for atom in out):
+        return ""
+    return "".join(atom.raw for atom in out) + "".join(atom.close for atom in reversed(stack))
+
+
+def _trim(atoms: list[Atom]) -> list[Atom]:
+    """Drop whitespace at both ends of the text, looking through markup.
+
+    At the start, inside a code block only line breaks go: a code line keeps its indentation.
+    """
+    drop: set[int] = set()
+    in_pre = 0
+    for index, atom in enumerate(atoms):
+        if atom.role is not Role.TEXT:
+            if atom.tag == "pre":
+                in_pre += 1 if atom.role is Role.OPEN else -1 if atom.role is Role.CLOSE else 0
+            continue
+        if not atom.char.isspace() or (in_pre > 0 and atom.char not in "\r\n"):
+            break
+        drop.add(index)
+    for index in range(len(atoms) - 1, -1, -1):
+        atom = atoms[index]
+        if atom.role is not Role.TEXT:
+            continue
+        if not atom.char.isspace():
+            break
+        drop.add(index)
+    return [atom for index, atom in enumerate(atoms) if index not in drop]
