@@ -293,6 +293,15 @@ async def test_reactions_lifecycle_in_channels(slack: FakeSlack, start: Start) -
     assert sum(1 for op in slack.reaction_log if op[0] == "add" and op[3] == "eyes") == 3
 
 
+async def test_no_reaction_on_a_command_or_button_id(slack: FakeSlack, start: Start) -> None:
+    channel, _ = await start("socket")
+    for reply_to in ("cmd:123.4.abc", "action:99.1"):
+        target = Target("C1", ChatType.GROUP, "5.000001", reply_to)
+        await channel.status(target, Status.WORKING)
+        await channel.status(target, Status.DONE)
+    assert not slack.called("reactions.add") and not slack.called("reactions.remove")
+
+
 async def test_assistant_thread_status_set_and_cleared(slack: FakeSlack, start: Start) -> None:
     clock = Clock()
     channel, _ = await start("socket", clock=clock)

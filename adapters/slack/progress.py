@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -37,6 +38,12 @@ THINKING = "is thinking…"
 STATUS_REFRESH = 60.0  # Slack clears an assistant status by itself after ~2 minutes
 STREAM_ROLLOVER = 270.0  # a fresh stream before Slack's ~5-minute limit
 _FORGET = 4096  # ended runs remembered, so that a late WORKING does not resurrect them
+_TS = re.compile(r"^\d+\.\d+$")
+
+
+def is_ts(value: str | None) -> bool:
+    """A Slack message ts (what a reaction can go on); not a slash command's or a button's id."""
+    return value is not None and _TS.match(value) is not None
 
 
 @dataclass
@@ -98,7 +105,7 @@ class StatusBoard:
                 shown.set_at = now
                 return
             shown.assistant = False  # not an assistant thread (or no assistant:write): react instead
-        if not shown.reacted and to.reply_to:
+        if not shown.reacted and is_ts(to.reply_to):
             shown.reacted = await self._call("reactions.add", channel=to.chat_id, timestamp=to.reply_to, name=WORKING)
 
     async def _end(self, to: Target, shown: _Shown, status: Status) -> None:
@@ -107,7 +114,7 @@ class StatusBoard:
                 await self._call("assistant.threads.setStatus", channel_id=to.chat_id, thread_ts=to.thread_id,
                                  status="")
             return
-        if not to.reply_to:
+        if not is_ts(to.reply_to):
             return
         if shown.reacted:
             await self._call("reactions.remove", channel=to.chat_id, timestamp=to.reply_to, name=WORKING)
