@@ -22,7 +22,9 @@ signing secret (or a wrong one, or a stale timestamp) and posts it to the bot.
 
 Standalone, for benchmarks: ``python -m tests.fakes.slack_server --port 0`` prints its root;
 ``POST /_control/push`` (a body for Socket Mode) or ``POST /_control/post?url=...`` (signed to
-the bot), ``GET /_control/posts?since=N&wait=S`` list what the bot posted.
+the bot; both answer with the ``time.monotonic()`` they started at), ``GET
+/_control/posts?since=N&wait=S`` lists what the bot posted (and streamed), ``GET
+/_control/state`` counts sockets, connections opened, auth.test calls and acks.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ class FakeSlack:
         app.router.add_post("/_control/push", self._control_push)
         app.router.add_post("/_control/post", self._control_post)
         app.router.add_get("/_control/posts", self._control_posts)
+        app.router.add_get("/_control/state", self._control_state)
         self._runner, self.port = await serve(app, self.host, self.port)
         return self
 
@@ -517,6 +520,10 @@ class FakeSlack:
         statuses = [(await self.post_event(request.query["url"], p))[0]
                     for p in (body if isinstance(body, list) else [body])]
         return web.json_response({"at": at, "statuses": statuses})
+
+    async def _control_state(self, request: web.Request) -> web.Response:
+        return web.json_response({"sockets": len(self.sockets), "connections_opened": self.connections_opened,
+                                  "auth_tests": len(self.called("auth.test")), "acks": len(self.acks)})
 
     async def _control_posts(self, request: web.Request) -> web.Response:
         since, wait = int(request.query.get("since", 0)), float(request.query.get("wait", 0))
