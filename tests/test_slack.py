@@ -158,10 +158,24 @@ async def test_forged_and_stale_requests_are_refused(slack: FakeSlack, start: St
     assert (await slack.post_event(url(channel), body, bad_signature=True))[0] == 401
     assert (await slack.post_event(url(channel), body, stale=True))[0] == 401
     assert (await slack.post_event(url(channel), slack.command("/stop", "D1"), bad_signature=True))[0] == 401
+    click = {"type": "block_actions", "user": {"id": "U1"}, "channel": {"id": "D1"}, "container": {},
+             "actions": [{"action_id": "chatgate_stop", "value": "", "action_ts": "1.1"}]}
+    assert (await slack.post_event(url(channel), click, stale=True))[0] == 401
     assert inbox.messages == []
     status, text = await slack.post_event(url(channel), {"type": "url_verification", "challenge": "abc123",
                                                          "token": "x"})
     assert status == 200 and "abc123" in text
+
+
+async def test_socket_mode_reconnects_when_slack_asks(slack: FakeSlack, start: Start) -> None:
+    channel, inbox = await start("socket")
+    first = slack.sockets[0]
+    await slack.refresh()
+    await slack.wait_for(lambda: slack.connections_opened == 2 and slack.sockets and slack.sockets[-1] is not first,
+                         what="a new connection")
+    await slack.wait_for(lambda: first not in slack.sockets, what="the old connection closed")
+    await slack.wait_for_ack(await slack.push(slack.event(slack.message("D1", "still there?"))))
+    assert [m.text for m in inbox.messages] == ["still there?"]
 
 
 async def test_ignored_events_are_acked_but_not_stored(slack: FakeSlack, start: Start) -> None:
@@ -382,10 +396,13 @@ async def test_native_stream_rolls_over_and_recovers(slack: FakeSlack, start: St
 
 async def test_stream_only_when_native_and_in_a_thread(slack: FakeSlack, start: Start) -> None:
     channel, _ = await start("socket", streaming="edit")
-    assert channel.stream(Target("D1", reply_to="1.1")) is None
+    assert channel.stream(Target("D1", ChatType.DM, "1.000001", "1.000002")) is None
     native, _ = await start("http")
-    assert native.stream(Target("C1", ChatType.GROUP)) is None  # a top-level channel reply: no thread
-    assert native.stream(Target("D1", reply_to="1.1")) is not None  # under the DM message
+    assert native.stream(Target("C1", ChatType.GROUP, None, "1.000001")) is None  # reply_in_thread: false
+    assert native.stream(Target("D1", ChatType.DM, None, "1.000001")) is None  # a top-level DM
+    draft = native.stream(Target("D1", ChatType.DM, "1.000001", "1.000002"))  # an assistant thread
+    assert draft is not None
+    assert await draft.close() is None and not slack.called("chat.startStream")  # nothing streamed, nothing shown
 
 
 # ------------------------------------------------------------------------- start-up

@@ -351,16 +351,15 @@ class SlackChannel:
             log.info("slack: removing the Stop button in %s failed: %s", to.chat_id, exc)
 
     def stream(self, to: Target) -> SlackStream | None:
-        """A native stream in the thread of ``to`` (a DM's message gets one under it); None when
-        ``streaming`` is not ``native``."""
-        if self.config.streaming != "native":
-            return None
-        thread = to.thread_id or (to.reply_to if to.chat_type is ChatType.DM else None)
-        if thread is None:
+        """A native stream in the thread of ``to``; None when ``streaming`` is not ``native`` or
+        the answer does not go in a thread (a top-level DM, or a channel reply with
+        ``reply_in_thread: false``): Slack streams only in threads, and a stream under the
+        user's message would split the answer between the thread and the chat."""
+        if self.config.streaming != "native" or not to.thread_id:
             return None
         sender = self._senders.get((to.chat_id, to.reply_to or ""))
         recipient = sender if to.chat_type is ChatType.GROUP and sender else None
-        return SlackStream(self.client, channel=to.chat_id, thread_ts=thread, recipient=recipient,
+        return SlackStream(self.client, channel=to.chat_id, thread_ts=to.thread_id, recipient=recipient,
                            every=self.limits.edit_every, clock=self._clock,
                            on_post=lambda: self._participated(to.chat_id, to.thread_id))
 

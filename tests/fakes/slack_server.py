@@ -230,6 +230,12 @@ class FakeSlack:
         await self.sockets[-1].send_str(json.dumps(envelope))
         return envelope_id
 
+    async def refresh(self, reason: str = "refresh_requested") -> None:
+        """Slack's periodic ``disconnect`` message: the client should open a new connection."""
+        for ws in list(self.sockets):
+            await ws.send_str(json.dumps({"type": "disconnect", "reason": reason,
+                                          "debug_info": {"host": "fake"}}))
+
     async def wait_for_ack(self, envelope_id: str, timeout: float = 5.0) -> JSON:
         deadline = time.monotonic() + timeout
         while True:
