@@ -27,12 +27,13 @@ from telegram.constants import ChatAction
 from telegram.error import Conflict, InvalidToken, NetworkError, TelegramError
 
 from adapters.base import Handler
-from adapters.telegram.chunk import chunk_html, should_send_as_file
 from adapters.telegram.delivery import Courier
+from adapters.telegram.dialect import LIMITS, TELEGRAM
 from adapters.telegram.inbound import BotIdentity, message_of, to_inbound
-from adapters.telegram.render import render
 from adapters.telegram.transport import AiohttpRequest
 from bot.agent.events import EventKind, RunEvent
+from bot.channels.markdown import render
+from bot.channels.split import render_chunks, too_many
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, InboundMessage, OutboundReply
 
@@ -279,8 +280,8 @@ class TelegramAdapter:
         thread = int(reply.thread_id) if reply.thread_id else None
         # Telegram group ids are negative: there we answer as a reply to the trigger.
         reply_to = int(reply.reply_to) if reply.reply_to and reply.chat_id.startswith("-") else None
-        chunks = chunk_html(render(reply.text)) or [render(reply.text.strip()) or "…"]
-        if should_send_as_file(chunks):
+        chunks = render_chunks(reply.text, TELEGRAM, LIMITS) or [render(reply.text.strip(), TELEGRAM) or "…"]
+        if too_many(chunks, LIMITS):
             return await self._send_file(reply, thread, reply_to)
         # A send retried after a failure mid-way goes on after the chunks already delivered.
         key = (reply.run_id, reply.part)
@@ -315,7 +316,7 @@ class TelegramAdapter:
 
     async def _send_file(self, reply: OutboundReply, thread: int | None, reply_to: int | None) -> str | None:
         summary = reply.text.strip().split("\n\n", 1)[0][:300]
-        note = render(f"{summary}\n\n_The full answer is long, so it is attached as a file._")
+        note = render(f"{summary}\n\n_The full answer is long, so it is attached as a file._", TELEGRAM)
         sent = await self.courier.send_html(reply.chat_id, note, reply_to=reply_to, thread_id=thread)
         document = reply.text.encode()
         await self.courier.call(reply.chat_id, lambda c: self.bot.send_document(
@@ -360,7 +361,7 @@ class TelegramAdapter:
             if progress.draft is not None and wait > 0:
                 await asyncio.sleep(wait)
             text = progress.text
-            chunks = chunk_html(render(text))
+            chunks = render_chunks(text, TELEGRAM, LIMITS)
             if not chunks:  # nothing visible yet (e.g. an empty code block so far)
                 return
             html = chunks[0]

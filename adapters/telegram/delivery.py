@@ -19,7 +19,7 @@ from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter
 
-from adapters.telegram.render import html_to_text
+from adapters.telegram.dialect import html_to_text
 
 log = logging.getLogger(__name__)
 

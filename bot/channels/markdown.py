@@ -27,8 +27,8 @@ from markdown_it.tree import SyntaxTreeNode
 if TYPE_CHECKING:
     from bot.channels.split import Atom
 
-__all__ = ["HR", "PLAIN", "TABLE_MAX_WIDTH", "Dialect", "PlainDialect", "language_of", "render", "safe_url",
-           "to_plain"]
+__all__ = ["HR", "PLAIN", "TABLE_MAX_WIDTH", "Dialect", "PlainDialect", "language_of", "quote_lines", "render",
+           "safe_url", "table_lines", "to_plain", "width"]
 
 
 class Dialect(Protocol):
@@ -237,6 +237,27 @@ class _Walker:
             else:  # html_inline and anything unknown: shown as text
                 out.append(d.text(child.content))
         return "".join(out)
+
+
+def quote_lines(inner: str, prefix: str = "> ", fence: str = "```") -> str:
+    """Prefix every line of ``inner`` with ``prefix``, except the lines of its code blocks
+    (from a line that starts with ``fence`` to the next): a quote marker inside a code block
+    would be code."""
+    lines = inner.split("\n")
+    out: list[str] = []
+    in_code = False
+    for index, line in enumerate(lines):
+        if line.startswith(fence):
+            in_code = not in_code  # code never holds a fence: dialects break it up
+            out.append(line)
+        elif in_code:
+            out.append(line)
+        elif not line and (index + 1 < len(lines) and lines[index + 1].startswith(fence)
+                           or index and lines[index - 1].startswith(fence)):
+            out.append(line)  # the blank line around a code block ends the quote
+        else:
+            out.append(prefix + line)
+    return "\n".join(out)
 
 
 def plain_of(node: SyntaxTreeNode) -> str:

@@ -46,6 +46,7 @@ class Atom(NamedTuple):
 
 
 _Stack = tuple[Atom, ...]  # open formatting, outermost first
+_OPEN, _CLOSE = Role.OPEN, Role.CLOSE
 _BREAKS: tuple[tuple[str, ...], ...] = (("\n\n",), ("\n",), (". ", "! ", "? "), (" ",))
 
 
@@ -108,7 +109,12 @@ class _Splitter:
         self.limit = limits.chunk
         self.max_lines = limits.max_lines
         self.chars = limits.measure is not Measure.UTF16  # markup counts, as sent
-        units = [len(atom.raw) for atom in atoms] if self.chars else [utf16_len(atom.char) for atom in atoms]
+        if self.chars:
+            units = [len(atom.raw) for atom in atoms]
+        else:
+            chars = [atom.char for atom in atoms]
+            lengths = {char: utf16_len(char) for char in set(chars)}
+            units = [lengths[char] for char in chars]
         self.ends = list(accumulate(units, initial=0))  # units in atoms[:k]
         self.text_at = [index for index, atom in enumerate(atoms) for _ in atom.char]  # atom of each plain char
         self.text_before = list(accumulate((len(atom.char) for atom in atoms), initial=0))  # plain chars in atoms[:k]
@@ -213,16 +219,17 @@ def _stacks(atoms: list[Atom]) -> list[_Stack]:
     stack: _Stack = ()
     for atom in atoms:
         stacks.append(stack)
-        if atom.role is Role.OPEN or atom.role is Role.CLOSE:
+        if atom.role:
             stack = _apply(stack, atom)
     stacks.append(stack)
     return stacks
 
 
 def _apply(stack: _Stack, atom: Atom) -> _Stack:
-    if atom.role is Role.OPEN:
+    role = atom.role
+    if role == _OPEN:
         return (*stack, atom)
-    if atom.role is Role.CLOSE:
+    if role == _CLOSE:
         for depth in range(len(stack) - 1, -1, -1):  # lenient: close up to the matching tag
             if stack[depth].tag == atom.tag:
                 return stack[:depth]
@@ -248,7 +255,8 @@ def _assemble(atoms: list[Atom]) -> str:
             out.pop()  # an empty pair, e.g. formatting that opened right at the cut
         else:
             out.append(atom)
-        stack = _apply(stack, atom)
+        if atom.role:
+            stack = _apply(stack, atom)
     while out and out[-1].role in (Role.OPEN, Role.PREFIX):
         if out[-1].role is Role.OPEN:
             stack = stack[:-1]
@@ -266,7 +274,7 @@ def _trim(atoms: list[Atom]) -> list[Atom]:
     drop: set[int] = set()
     in_pre = 0
     for index, atom in enumerate(atoms):
-        if atom.role is not Role.TEXT:
+        if atom.role:
             if atom.tag == "pre":
                 in_pre += 1 if atom.role is Role.OPEN else -1 if atom.role is Role.CLOSE else 0
             continue
@@ -275,7 +283,7 @@ def _trim(atoms: list[Atom]) -> list[Atom]:
         drop.add(index)
     for index in range(len(atoms) - 1, -1, -1):
         atom = atoms[index]
-        if atom.role is not Role.TEXT:
+        if atom.role:
             continue
         if not atom.char.isspace():
             break

@@ -1,0 +1,288 @@
+"""One Markdown walker, every dialect: one table row per construct, rendered four ways.
+
+Each row gives the Markdown and what Telegram (HTML), Slack (mrkdwn), Discord (Markdown)
+and the terminal (plain text) get. Every rendering must also read back losslessly as
+atoms (the splitter relies on it) and give the same plain text as the terminal's, but for
+what a dialect deliberately writes differently (noted per row).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.discord.dialect import DISCORD
+from adapters.slack.dialect import SLACK
+from adapters.telegram.dialect import TELEGRAM
+from bot.channels.markdown import PLAIN, Dialect, quote_lines, render, safe_url, to_plain
+from tests.test_telegram_render import assert_telegram_html
+
+DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, PLAIN]
+
+CASES = [
+    # (id, markdown, telegram, slack, discord, plain)
+    ('bold', '**bold** and __bold__',
+     '<b>bold</b> and <b>bold</b>',
+     '\u200b*bold*\u200b and \u200b*bold*\u200b',
+     '**bold** and **bold**',
+     'bold and bold'),
+    ('italic', '*it* and _it_',
+     '<i>it</i> and <i>it</i>',
+     '\u200b_it_\u200b and \u200b_it_\u200b',
+     '_it_ and _it_',
+     'it and it'),
+    ('strike', '~~gone~~',
+     '<s>gone</s>',
+     '\u200b~gone~\u200b',
+     '~~gone~~',
+     'gone'),
+    ('nested emphasis', '**a *b* ~~c~~**',
+     '<b>a <i>b</i> <s>c</s></b>',
+     '\u200b*a \u200b_b_\u200b \u200b~c~\u200b*\u200b',
+     '**a _b_ ~~c~~**',
+     'a b c'),
+    ('bold inside a word', 'un**believ**able',
+     'un<b>believ</b>able',
+     'un\u200b*believ*\u200bable',
+     'un**believ**able',
+     'unbelievable'),
+    ('inline code', 'run `x < y && z`',
+     'run <code>x &lt; y &amp;&amp; z</code>',
+     'run `x &lt; y &amp;&amp; z`',
+     'run `x < y && z`',
+     'run x < y && z'),
+    ('inline code with a backtick', '``a`b``',
+     '<code>a`b</code>',
+     '`aˋb`',
+     '`` a`b ``',
+     'a`b'),
+    ('code block with language', '```python\nif a < b:\n    pass\n```',
+     '<pre><code class="language-python">if a &lt; b:\n    pass</code></pre>',
+     '```\nif a &lt; b:\n    pass\n```',
+     '```python\nif a < b:\n    pass\n```',
+     'if a < b:\n    pass'),
+    ('code block holding a fence', '````\n```\nx\n```\n````',
+     '<pre><code>```\nx\n```</code></pre>',
+     '```\n`\u200b`\u200b`\nx\n`\u200b`\u200b`\n```',
+     '```\n`\u200b`\u200b`\nx\n`\u200b`\u200b`\n```',
+     '```\nx\n```'),
+    ('link', '[a & b](https://x.io/?q=1&r=2)',
+     '<a href="https://x.io/?q=1&amp;r=2">a &amp; b</a>',
+     '<https://x.io/?q=1&amp;r=2|a &amp; b>',
+     '[a & b](<https://x.io/?q=1&r=2>)',
+     'a & b (https://x.io/?q=1&r=2)'),
+    ('link with formatting', '[**a** `b`](https://x.io)',
+     '<a href="https://x.io"><b>a</b> b</a>',
+     '<https://x.io|a b>',
+     '[**a** b](<https://x.io>)',
+     'a b (https://x.io)'),
+    ('autolink', '<https://x.io/a>',
+     '<a href="https://x.io/a">https://x.io/a</a>',
+     '<https://x.io/a|https://x.io/a>',
+     '[https://x.io/a](<https://x.io/a>)',
+     'https://x.io/a'),
+    ('javascript link refused', '[click](javascript:alert(1))',
+     'click',
+     'click',
+     'click',
+     'click'),
+    ('relative link refused', '[docs](/docs/index.html)',
+     'docs',
+     'docs',
+     'docs',
+     'docs'),
+    ('image', '![a cat](https://i.io/cat.png)',
+     '<a href="https://i.io/cat.png">a cat</a>',
+     '<https://i.io/cat.png|a cat>',
+     '[a cat](<https://i.io/cat.png>)',
+     'a cat (https://i.io/cat.png)'),
+    ('quote', '> quoted\n> more',
+     '<blockquote>quoted\nmore</blockquote>',
+     '> quoted\n> more',
+     '> quoted\n> more',
+     '│ quoted\n│ more'),
+    ('nested quote flattened', '> a\n>\n> > b',
+     '<blockquote>a\n\nb</blockquote>',
+     '> a\n> \n> b',
+     '> a\n> \n> b',
+     '│ a\n│\n│ b'),
+    ('quote holding code', '> see\n>\n> ```sh\n> ls\n> ```',
+     '<blockquote>see\n\n<pre><code class="language-sh">ls</code></pre></blockquote>',
+     '> see\n\n```\nls\n```',
+     '> see\n\n```sh\nls\n```',
+     '│ see\n│\n│ ls'),
+    ('heading', '# Title\ntext',
+     '<b>Title</b>\n\ntext',
+     '\u200b*Title*\u200b\n\ntext',
+     '# Title\n\ntext',
+     'Title\n\ntext'),
+    ('deep heading', '#### Four',
+     '<b>Four</b>',
+     '\u200b*Four*\u200b',
+     '**Four**',
+     'Four'),
+    ('bullet list', '- a\n- b\n  - c',
+     '• a\n• b\n  • c',
+     '• a\n• b\n  • c',
+     '• a\n• b\n  • c',
+     '• a\n• b\n  • c'),
+    ('ordered list', '3. c\n4. d',
+     '3. c\n4. d',
+     '3. c\n4. d',
+     '3. c\n4. d',
+     '3. c\n4. d'),
+    ('horizontal rule', 'a\n\n---\n\nb',
+     'a\n\n———\n\nb',
+     'a\n\n———\n\nb',
+     'a\n\n———\n\nb',
+     'a\n\n———\n\nb'),
+    ('table', '| Name | Qty |\n|:--|--:|\n| apple | 3 |',
+     '<pre>Name  | Qty\n------+----\napple |   3</pre>',
+     '```\nName  | Qty\n------+----\napple |   3\n```',
+     '```\nName  | Qty\n------+----\napple |   3\n```',
+     'Name  | Qty\n------+----\napple |   3'),
+    ('raw html block', '<script>alert(1)</script>',
+     '&lt;script&gt;alert(1)&lt;/script&gt;',
+     '&lt;script&gt;alert(1)&lt;/script&gt;',
+     '<script>alert(1)</script>',
+     '<script>alert(1)</script>'),
+    ('raw inline html', 'x <b>y</b>',
+     'x &lt;b&gt;y&lt;/b&gt;',
+     'x &lt;b&gt;y&lt;/b&gt;',
+     'x <b>y</b>',
+     'x <b>y</b>'),
+    ('comparison and ampersand', 'a < b && c > d',
+     'a &lt; b &amp;&amp; c &gt; d',
+     'a &lt; b &amp;&amp; c &gt; d',
+     'a < b && c > d',
+     'a < b && c > d'),
+    ('markdown characters in text', '2\\*3 \\_x\\_ a|b \\[n\\] \\#tag \\`q\\` ~x~',
+     '2*3 _x_ a|b [n] #tag `q` ~x~',
+     '2*3 _x_ a|b [n] #tag ˋqˋ ~x~',
+     '2\\*3 \\_x\\_ a\\|b \\[n\\] #tag \\`q\\` \\~x\\~',
+     '2*3 _x_ a|b [n] #tag `q` ~x~'),
+    ('bare url', 'see https://x.io/a_b_c now',
+     'see https://x.io/a_b_c now',
+     'see https://x.io/a_b_c now',
+     'see https://x.io/a_b_c now',
+     'see https://x.io/a_b_c now'),
+    ('mentions and pings', 'hi <@U123> in <#C9> <!here> <!channel> <!everyone> @everyone @here',
+     'hi &lt;@U123&gt; in &lt;#C9&gt; &lt;!here&gt; &lt;!channel&gt; &lt;!everyone&gt; @everyone @here',
+     'hi <@U123> in <#C9> &lt;!here&gt; &lt;!channel&gt; &lt;!everyone&gt; @everyone @here',
+     'hi <@U123> in <#C9> <!here> <!channel> <!everyone> @\u200beveryone @\u200bhere',
+     'hi <@U123> in <#C9> <!here> <!channel> <!everyone> @everyone @here'),
+    ('emoji', '😀 👨\u200d👩\u200d👧 ✅',
+     '😀 👨\u200d👩\u200d👧 ✅',
+     '😀 👨\u200d👩\u200d👧 ✅',
+     '😀 👨\u200d👩\u200d👧 ✅',
+     '😀 👨\u200d👩\u200d👧 ✅'),
+    ('empty', '',
+     '',
+     '',
+     '',
+     ''),
+]
+
+
+@pytest.mark.parametrize(("markdown", "telegram", "slack", "discord", "plain"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_render_in_every_dialect(markdown: str, telegram: str, slack: str, discord: str, plain: str) -> None:
+    assert render(markdown, TELEGRAM) == telegram
+    assert render(markdown, SLACK) == slack
+    assert render(markdown, DISCORD) == discord
+    assert render(markdown, PLAIN) == plain == to_plain(markdown)
+    assert_telegram_html(telegram)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_atoms_read_back_the_rendering(case: tuple[str, ...], dialect: Dialect) -> None:
+    rendered = render(case[1], dialect)
+    atoms = dialect.tokens(rendered)
+    assert "".join(atom.raw for atom in atoms) == rendered
+    assert dialect.plain(rendered) == "".join(atom.char for atom in atoms)
+
+
+# What a reader sees, dialect by dialect, for rows where it is not the terminal's text.
+SEEN = [
+    (SLACK, "markdown characters in text", "2*3 _x_ a|b [n] #tag ˋqˋ ~x~"),  # Slack cannot escape a backtick
+    (SLACK, "inline code with a backtick", "aˋb"),
+    (DISCORD, "mentions and pings", "hi <@U123> in <#C9> <!here> <!channel> <!everyone> @\u200beveryone @\u200bhere"),
+    (TELEGRAM, "link", "a & b"),  # a link's address is not part of its text
+    (SLACK, "quote", "quoted\nmore"),  # quote markers are markup
+    (DISCORD, "table", "Name  | Qty\n------+----\napple |   3"),
+    (SLACK, "code block holding a fence", "`\u200b`\u200b`\nx\n`\u200b`\u200b`"),
+]
+
+
+@pytest.mark.parametrize(("dialect", "case_id", "seen"), SEEN, ids=[f"{s[0].name}-{s[1]}" for s in SEEN])
+def test_plain_is_what_a_reader_sees(dialect: Dialect, case_id: str, seen: str) -> None:
+    markdown = next(c[1] for c in CASES if c[0] == case_id)
+    assert dialect.plain(render(markdown, dialect)) == seen
+
+
+URLS = [
+    ("https://x.io", "https://x.io"), ("  http://x.io  ", "http://x.io"), ("tg://user?id=1", "tg://user?id=1"),
+    ("mailto:a@b.c", "mailto:a@b.c"), ("HTTPS://X.IO", "HTTPS://X.IO"), ("javascript:alert(1)", None),
+    ("JavaScript:x", None), ("data:text/html,x", None), ("vbscript:x", None), ("/relative", None),
+    ("x.io", None), ("", None), (None, None),
+]
+
+
+@pytest.mark.parametrize(("url", "safe"), URLS)
+def test_link_allow_list(url: object, safe: str | None) -> None:
+    assert safe_url(url) == safe
+
+
+QUOTES = [
+    ("a\nb", "> a\n> b"),
+    ("a\n\n```\ncode\n```\n\nb", "> a\n\n```\ncode\n```\n\n> b"),
+    ("```py\n> not a quote\n```", "```py\n> not a quote\n```"),
+    ("a\n\nb", "> a\n> \n> b"),
+]
+
+
+@pytest.mark.parametrize(("inner", "quoted"), QUOTES)
+def test_quote_lines_leave_code_alone(inner: str, quoted: str) -> None:
+    assert quote_lines(inner) == quoted
+
+
+def test_slack_never_sends_a_broadcast_or_group_ping() -> None:
+    rendered = render("<!channel> <!here|here> <!everyone> <!subteam^S1|@team> **<!here>** [x](https://a.io/<!here>)",
+                      SLACK)
+    assert "<!" not in rendered
+    assert rendered.count("&lt;!") == 6
+
+
+def test_discord_everyone_and_here_are_neutralised_everywhere_but_code() -> None:
+    rendered = render("@everyone **@here** [@everyone](https://x.io) `@here`\n\n```\n@everyone\n```", DISCORD)
+    assert re.findall(r"@(?:everyone|here)", rendered.replace("`@here`", "").replace("```\n@everyone\n```", "")) == []
+    assert "`@here`" in rendered and "```\n@everyone\n```" in rendered  # code is shown, never pings
+
+
+def test_discord_keeps_urls_linkable() -> None:
+    rendered = render("see https://x.io/a_b*c and **https://y.io/~u**", DISCORD)
+    assert "https://x.io/a_b" in rendered and "https://y.io/" in rendered
+    assert DISCORD.plain(rendered) == "see https://x.io/a_b*c and https://y.io/~u"
+
+
+MARKDOWNISH = st.lists(st.sampled_from(
+    list("ab c*_~`#>-+1.|[]()<>&!\\\"':/@\n ") + ["😀", "```", "```py\n", "    ", "https://x.io/a_b", "javascript:",
+                                                  "| a | b |\n|---|---|\n", "&amp;", "<b>", "</b>", "\n\n", "<@U1>",
+                                                  "<!here>", "@everyone", "\u200b", "**", "~~"]),
+    max_size=80).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(MARKDOWNISH)
+def test_any_markdown_reads_back_in_every_dialect(markdown: str) -> None:
+    for dialect in DIALECTS:
+        rendered = render(markdown, dialect)
+        atoms = dialect.tokens(rendered)
+        assert "".join(atom.raw for atom in atoms) == rendered, dialect.name
+        assert not (set(rendered) & set("\ud800\udfff")), dialect.name
+    assert "<!" not in render(markdown, SLACK)
+    assert not re.search(r"@(everyone|here)", re.sub(r"`[^`]*`|```[\s\S]*?```", "", render(markdown, DISCORD)))
