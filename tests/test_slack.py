@@ -10,6 +10,7 @@ import pytest
 
 from adapters.slack.channel import SlackChannel
 from adapters.slack.config import SlackConfig
+from adapters.slack.dialect import SLACK
 from bot.channels import SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
@@ -71,7 +72,7 @@ async def start(slack: FakeSlack) -> AsyncIterator[Start]:
             "enabled": True, "mode": mode, "bot_token": slack.bot_token, "app_token": slack.app_token,
             "signing_secret": slack.signing_secret, "base_url": slack.base_url,
             "http": {"listen": "127.0.0.1", "port": 0}, **keys})
-        channel = SlackChannel(config, dialect=None, **({"clock": clock} if clock else {}))
+        channel = SlackChannel(config, SLACK, **({"clock": clock} if clock else {}))
         inbox = Inbox()
         await channel.start(inbox)
         channels.append(channel)
@@ -416,3 +417,20 @@ async def test_refused_tokens_and_missing_scopes_name_the_key(slack: FakeSlack, 
     slack.scopes = "chat:write,app_mentions:read,im:history,users:read"
     with pytest.raises(ChannelError, match=r"lacks the scope reactions:write"):
         await start("http")
+
+
+async def test_rendered_answer_goes_as_mrkdwn_chunks(slack: FakeSlack, start: Start) -> None:
+    from bot.channels.split import render_chunks
+
+    channel, _ = await start("socket")
+    answer = "Use `a < b && c > d` and see [the docs](https://x.io/?a=1&b=2); <!channel> stays text.\n\n" + \
+        "\n\n".join(f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 20 for i in range(30))
+    chunks = render_chunks(answer, channel.dialect, channel.limits)
+    assert len(chunks) > 1
+    target = Target("C1", ChatType.GROUP, "3.000001", "3.000001")
+    for chunk in chunks:
+        await channel.send(target, chunk)
+    posts = slack.posts
+    assert len(posts) == len(chunks) and all(len(p.text) <= 4000 and p.thread_ts == "3.000001" for p in posts)
+    assert posts[0].text.startswith("Use `a &lt; b &amp;&amp; c &gt; d` and see <https://x.io/?a=1&amp;b=2|the docs>;")
+    assert "&lt;!channel&gt;" in posts[0].text and "<!channel>" not in posts[0].text

@@ -166,3 +166,12 @@ def test_spec_imports_no_sdk() -> None:
             "print(sorted(m for m in sys.modules if m.startswith(('slack_bolt', 'slack_sdk'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_build_gives_a_channel_with_the_mrkdwn_dialect() -> None:
+    import adapters.slack as slack
+    from adapters.slack.dialect import SLACK
+
+    channel = slack.SPEC.build(SlackConfig.model_validate({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1"}))
+    assert channel.dialect is SLACK and channel.name == "slack"
+    assert (channel.limits.chunk, channel.limits.measure) == (4000, "chars")

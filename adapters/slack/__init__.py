@@ -20,9 +20,9 @@ HINTS = ("Slack shows your answer as Slack mrkdwn converted from your Markdown: 
 
 def build(config: SlackConfig) -> SlackChannel:
     from adapters.slack.channel import SlackChannel
-    from adapters.slack.dialect import DIALECT
+    from adapters.slack.dialect import SLACK
 
-    return SlackChannel(config, DIALECT)
+    return SlackChannel(config, SLACK)
 
 
 SPEC = ChannelSpec("slack", SlackConfig, build, hints=HINTS, display="Slack", check=check)

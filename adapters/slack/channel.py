@@ -15,6 +15,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import inbound
 from adapters.slack.config import SlackConfig
+from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
 from adapters.slack.errors import error_code, send_failed
 from adapters.slack.inbound import STOP_BUTTON, Me, Options
 from adapters.slack.progress import SlackStream, StatusBoard
@@ -38,7 +40,7 @@ from bot.messages import Attachment, ChatType, InboundMessage
 
 log = logging.getLogger(__name__)
 
-LIMITS = Limits(chunk=4000, max_chunks=8, edit_every=1.0, status_every=10.0)
+LIMITS = replace(DIALECT_LIMITS, max_chunks=8, edit_every=1.0, status_every=10.0)
 COMMANDS = ("stop", "new", "status", "help")
 NEEDED_SCOPES = ("chat:write", "app_mentions:read", "im:history", "reactions:write", "users:read")
 PARTICIPATION = 24 * 3600.0  # seconds a thread the bot answered in stays addressed
