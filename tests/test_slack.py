@@ -434,3 +434,15 @@ async def test_rendered_answer_goes_as_mrkdwn_chunks(slack: FakeSlack, start: St
     assert len(posts) == len(chunks) and all(len(p.text) <= 4000 and p.thread_ts == "3.000001" for p in posts)
     assert posts[0].text.startswith("Use `a &lt; b &amp;&amp; c &gt; d` and see <https://x.io/?a=1&amp;b=2|the docs>;")
     assert "&lt;!channel&gt;" in posts[0].text and "<!channel>" not in posts[0].text
+
+
+async def test_names_looked_up_together_cached_and_never_hold_the_ack(slack: FakeSlack, start: Start) -> None:
+    channel, inbox = await start("socket")
+    slack.add_user("U2", "bob", "Bob")
+    body = slack.event(slack.message("D1", "ask <@U2> and <@U404>"))
+    await slack.wait_for_ack(await slack.push(body))
+    await slack.wait_for_ack(await slack.push(slack.event(slack.message("D1", "again <@U2>"))))
+    first, second = inbox.messages
+    assert (first.text, first.sender.name) == ("ask @Bob and @U404", "Alice")  # an unknown user stays an id
+    assert (second.text, second.sender.name) == ("again @Bob", "Alice")
+    assert sorted(p["user"] for p in slack.called("users.info")) == ["U1", "U2", "U404"]  # cached after once

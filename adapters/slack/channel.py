@@ -45,6 +45,7 @@ COMMANDS = ("stop", "new", "status", "help")
 NEEDED_SCOPES = ("chat:write", "app_mentions:read", "im:history", "reactions:write", "users:read")
 PARTICIPATION = 24 * 3600.0  # seconds a thread the bot answered in stays addressed
 NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
+MAX_LOOKUPS = 10  # users looked up for one message; the others stay ids
 SECTION = 3000  # Slack's limit on one section block's text
 _REMEMBERED = 4096
 
@@ -274,21 +275,32 @@ class SlackChannel:
         return found[-1] if found else None
 
     async def _lookup(self, users: list[str]) -> dict[str, str]:
+        """Display names of ``users`` (cached); the lookups run together and whatever has not
+        answered within ``NAME_LOOKUP`` seconds stays an id, so the ack keeps Slack's 3 s."""
         names = {u: self._names[u] for u in users if u in self._names}
-        for user in users:
-            if user in names:
-                continue
-            try:
-                info = await asyncio.wait_for(self.client.users_info(user=user), NAME_LOOKUP)
-                person = info.get("user") or {}
-                profile = person.get("profile") or {}
-                name = profile.get("display_name") or profile.get("real_name") or person.get("name") or ""
-            except (SlackApiError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-                log.debug("slack: users.info %s failed: %s", user, exc)
-                continue
-            names[user] = str(name)
-            _bounded_put(self._names, user, str(name))
+        missing = list(dict.fromkeys(u for u in users if u not in names))[:MAX_LOOKUPS]
+        if not missing:
+            return names
+        tasks = {asyncio.ensure_future(self._name_of(u)): u for u in missing}
+        done, pending = await asyncio.wait(tasks, timeout=NAME_LOOKUP)
+        for task in pending:
+            task.cancel()
+        for task in done:
+            name = task.result()
+            if name is not None:
+                names[tasks[task]] = name
+                _bounded_put(self._names, tasks[task], name)
         return names
+
+    async def _name_of(self, user: str) -> str | None:
+        try:
+            info = await self.client.users_info(user=user)
+        except (SlackApiError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            log.debug("slack: users.info %s failed: %s", user, exc)
+            return None
+        person = info.get("user") or {}
+        profile = person.get("profile") or {}
+        return str(profile.get("display_name") or profile.get("real_name") or person.get("name") or "")
 
     # -- outbound ----------------------------------------------------------------------
 
