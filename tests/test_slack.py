@@ -372,8 +372,7 @@ async def test_native_stream_rolls_over_and_recovers(slack: FakeSlack, start: St
     mention = slack.message("C1", "<@UBOT> tell me a long story")
     await slack.wait_for_ack(await slack.push(slack.event(mention)))
     target = Target.of(inbox.messages[0])
-    draft = channel.stream(target)
-    assert draft is not None
+    draft = await channel.stream(target)
     await draft.append("Once ")
     clock.now += 10
     await draft.append("upon a time")
@@ -395,15 +394,27 @@ async def test_native_stream_rolls_over_and_recovers(slack: FakeSlack, start: St
     assert streams[2].state == "stopped"
 
 
-async def test_stream_only_when_native_and_in_a_thread(slack: FakeSlack, start: Start) -> None:
-    channel, _ = await start("socket", streaming="edit")
-    assert channel.stream(Target("D1", ChatType.DM, "1.000001", "1.000002")) is None
-    native, _ = await start("http")
-    assert native.stream(Target("C1", ChatType.GROUP, None, "1.000001")) is None  # reply_in_thread: false
-    assert native.stream(Target("D1", ChatType.DM, None, "1.000001")) is None  # a top-level DM
-    draft = native.stream(Target("D1", ChatType.DM, "1.000001", "1.000002"))  # an assistant thread
-    assert draft is not None
-    assert await draft.close() is None and not slack.called("chat.startStream")  # nothing streamed, nothing shown
+async def test_no_thread_no_stream_but_a_draft_with_the_stop_button(slack: FakeSlack, start: Start) -> None:
+    clock = Clock()
+    channel, inbox = await start("http", clock=clock)
+    dm = Target("D1", ChatType.DM, None, "1.000001")  # a top-level DM: Slack streams only in threads
+    await channel.status(dm, Status.WORKING)
+    draft = await channel.stream(dm)
+    await draft.append("Hello")
+    clock.now += 0.2
+    await draft.append(" **there**, friend")  # within a second: shown by a later edit
+    [post] = slack.posts
+    assert post.thread_ts is None and post.text == "Hello" and post.blocks is not None
+    clock.now += 1
+    await asyncio.sleep(1.1)
+    assert slack.messages[("D1", post.ts)].text == "Hello \u200b*there*\u200b, friend"
+    assert await draft.close() == post.ts and not slack.called("chat.startStream")
+    await channel.edit(dm, post.ts, "Hello there, friend.")  # the answer replaces the draft
+    await channel.status(dm, Status.DONE)
+    final = slack.messages[("D1", post.ts)]
+    assert (final.text, final.blocks) == ("Hello there, friend.", None)
+    assert await (await channel.stream(Target("D1", ChatType.DM, "1.000001", "1.000002"))).close() is None
+    assert not slack.called("chat.startStream")  # nothing streamed, nothing shown
 
 
 # ------------------------------------------------------------------------- start-up

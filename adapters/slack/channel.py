@@ -33,8 +33,8 @@ from adapters.slack.config import SlackConfig
 from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
 from adapters.slack.errors import error_code, send_failed
 from adapters.slack.inbound import STOP_BUTTON, Me, Options
-from adapters.slack.progress import SlackStream, StatusBoard
-from bot.channels import Inbox, Limits, SendFailed, Status, Target
+from adapters.slack.progress import EditDraft, SlackStream, StatusBoard
+from bot.channels import Inbox, LiveDraft, SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage
 
@@ -309,8 +309,8 @@ class SlackChannel:
         if to.thread_id:
             params["thread_ts"] = to.thread_id
         key = StatusBoard.key(to)
-        button = (self.config.streaming == "edit" and self._status is not None and self._status.is_live(to)
-                  and key not in self._buttons)
+        button = self.config.streaming != "off" and self._status is not None and self._status.is_live(to) \
+            and key not in self._buttons
         if button:
             params["blocks"] = stop_blocks(text, to.thread_id)
         try:
@@ -364,13 +364,14 @@ class SlackChannel:
         except (SlackApiError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             log.info("slack: removing the Stop button in %s failed: %s", to.chat_id, exc)
 
-    def stream(self, to: Target) -> SlackStream | None:
-        """A native stream in the thread of ``to``; None when ``streaming`` is not ``native`` or
-        the answer does not go in a thread (a top-level DM, or a channel reply with
-        ``reply_in_thread: false``): Slack streams only in threads, and a stream under the
-        user's message would split the answer between the thread and the chat."""
-        if self.config.streaming != "native" or not to.thread_id:
-            return None
+    async def stream(self, to: Target) -> LiveDraft:
+        """Slack's own streaming message in the thread of ``to``. Slack streams only in
+        threads: an answer that goes to the chat itself (a top-level DM, or a channel reply
+        with ``reply_in_thread: false``) gets a draft message edited at most every
+        ``limits.edit_every`` instead (with the Stop button), not a stream under the user's
+        message that would split the answer between the thread and the chat."""
+        if not to.thread_id:
+            return EditDraft(self, to)
         sender = self._senders.get((to.chat_id, to.reply_to or ""))
         recipient = sender if to.chat_type is ChatType.GROUP and sender else None
         return SlackStream(self.client, channel=to.chat_id, thread_ts=to.thread_id, recipient=recipient,

@@ -28,7 +28,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.errors import error_code
-from bot.channels import Status, Target
+from bot.channels import Channel, SendFailed, Status, Target
+from bot.channels.split import render_chunks
 from bot.messages import ChatType
 
 log = logging.getLogger(__name__)
@@ -222,8 +223,7 @@ class SlackStream:
                 raise
 
     async def close(self) -> str | None:
-        if self._later is not None:
-            self._later.cancel()
+        await _settle(self._later, self._lock)
         await self._flush()
         async with self._lock:
             self._closed = True
@@ -238,3 +238,64 @@ class SlackStream:
                 except (SlackApiError, OSError, asyncio.TimeoutError) as exc:
                     log.info("slack: deleting a stream continuation in %s failed: %s", self._channel, exc)
         return self._messages[0] if self._messages else None
+
+
+class EditDraft:
+    """A ``LiveDraft`` where Slack cannot stream (no thread): one message, sent once and
+    edited at most every ``limits.edit_every`` seconds with the first chunk of the Markdown
+    so far, rendered in the channel's dialect."""
+
+    def __init__(self, channel: Channel, to: Target, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._channel, self._to, self._clock = channel, to, clock
+        self._raw = ""
+        self._shown = ""
+        self._ts: str | None = None
+        self._last = float("-inf")
+        self._lock = asyncio.Lock()
+        self._later: asyncio.Task[None] | None = None
+        self._broken = False
+        self._closed = False
+
+    async def append(self, text: str) -> None:
+        self._raw += text
+        wait = self._channel.limits.edit_every - (self._clock() - self._last)
+        if wait <= 0:
+            await self._flush()
+        elif self._later is None or self._later.done():
+            self._later = asyncio.create_task(self._flush_after(wait))
+
+    async def _flush_after(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            chunks = render_chunks(self._raw, self._channel.dialect, self._channel.limits) if self._raw.strip() else []
+            if self._broken or self._closed or not chunks or chunks[0] == self._shown:
+                return
+            self._last = self._clock()
+            try:
+                if self._ts is None:
+                    self._ts = await self._channel.send(self._to, chunks[0])
+                else:
+                    await self._channel.edit(self._to, self._ts, chunks[0])
+            except SendFailed as exc:
+                log.info("slack: draft in %s failed (%s); it stays as it is", self._to.chat_id, exc)
+                self._broken = True
+                return
+            self._shown = chunks[0]
+
+    async def close(self) -> str | None:
+        self._closed = True
+        await _settle(self._later, self._lock)
+        return self._ts
+
+
+async def _settle(later: asyncio.Task[None] | None, lock: asyncio.Lock) -> None:
+    """End a delayed flush: cancelled while it waits, awaited while its request is in flight
+    (a request cut off half way could leave a message nobody knows the ts of)."""
+    if later is None or later.done():
+        return
+    if not lock.locked():
+        later.cancel()
+    await asyncio.wait({later})
