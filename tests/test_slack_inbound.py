@@ -134,6 +134,11 @@ def test_slash_command_and_stop_button() -> None:
 # ------------------------------------------------------------------------ config
 
 
+def test_required_secrets_follow_the_mode() -> None:
+    assert SlackConfig().required_secrets() == ("bot_token", "app_token")
+    assert SlackConfig(mode="http").required_secrets() == ("bot_token", "signing_secret")
+
+
 def test_config_channels_key_is_read_as_groups() -> None:
     config = SlackConfig.model_validate({"channels": ["C1", "*"]})
     assert config.groups == ("C1", "*") and config.channels == ("C1", "*")

@@ -44,6 +44,10 @@ class SlackConfig(ChannelConfig):
     command_prefix: str = ""  # slash commands become /<prefix>stop ... when a workspace has /stop taken
     max_download_mb: Annotated[Float, Field(gt=0, le=1000)] = 20.0
 
+    def required_secrets(self) -> tuple[str, ...]:
+        """The secrets this mode needs (the core's loader asks when the channel is enabled)."""
+        return ("bot_token", "app_token") if self.mode == "socket" else ("bot_token", "signing_secret")
+
     @property
     def channels(self) -> tuple[str, ...]:
         """The allowed channel ids, as written under ``channels.slack.channels``."""
