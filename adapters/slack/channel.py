@@ -81,6 +81,7 @@ class SlackChannel:
         if config.bot_token is None:
             raise ChannelError("channels.slack.bot_token: missing (set SLACK_BOT_TOKEN)")
         self.config, self.dialect, self._clock = config, dialect, clock
+        self.streaming = config.streaming  # read by the core's progress: native | edit | off
         self._options = Options(reply_in_thread=config.reply_in_thread,
                                 allowed_bots=frozenset(config.allow_from))
         self._inbox: Inbox | None = None
