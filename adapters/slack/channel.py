@@ -33,7 +33,7 @@ from adapters.slack.config import SlackConfig
 from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
 from adapters.slack.errors import error_code, send_failed
 from adapters.slack.inbound import STOP_BUTTON, Me, Options
-from adapters.slack.progress import EditDraft, SlackStream, StatusBoard
+from adapters.slack.progress import STREAM_ROLLOVER, EditDraft, SlackStream, StatusBoard
 from bot.channels import Inbox, LiveDraft, SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage
@@ -77,11 +77,13 @@ class SlackChannel:
     name = "slack"
     limits = LIMITS
 
-    def __init__(self, config: SlackConfig, dialect: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: SlackConfig, dialect: Any, *, clock: Callable[[], float] = time.monotonic,
+                 stream_rollover: float = STREAM_ROLLOVER) -> None:
         if config.bot_token is None:
             raise ChannelError("channels.slack.bot_token: missing (set SLACK_BOT_TOKEN)")
         self.config, self.dialect, self._clock = config, dialect, clock
         self.streaming = config.streaming  # read by the core's progress: native | edit | off
+        self._rollover = stream_rollover  # seconds before a fresh stream (tests shorten it)
         self._options = Options(reply_in_thread=config.reply_in_thread,
                                 allowed_bots=frozenset(config.allow_from))
         self._inbox: Inbox | None = None
@@ -376,7 +378,7 @@ class SlackChannel:
         sender = self._senders.get((to.chat_id, to.reply_to or ""))
         recipient = sender if to.chat_type is ChatType.GROUP and sender else None
         return SlackStream(self.client, channel=to.chat_id, thread_ts=to.thread_id, recipient=recipient,
-                           every=self.limits.edit_every, clock=self._clock,
+                           every=self.limits.edit_every, rollover=self._rollover, clock=self._clock,
                            on_post=lambda: self._participated(to.chat_id, to.thread_id))
 
     async def fetch(self, attachment: Attachment, limit: int) -> bytes:
