@@ -457,3 +457,16 @@ async def test_names_looked_up_together_cached_and_never_hold_the_ack(slack: Fak
     assert (first.text, first.sender.name) == ("ask @Bob and @U404", "Alice")  # an unknown user stays an id
     assert (second.text, second.sender.name) == ("again @Bob", "Alice")
     assert sorted(p["user"] for p in slack.called("users.info")) == ["U1", "U2", "U404"]  # cached after once
+
+
+async def test_a_refresh_cut_off_mid_request_leaves_no_stale_eyes(slack: FakeSlack, start: Start) -> None:
+    channel, _ = await start("socket")
+    target = Target("C1", ChatType.GROUP, "4.000001", "4.000001")
+    slack.delay["reactions.add"] = 0.3
+    refresh = asyncio.ensure_future(channel.status(target, Status.WORKING))
+    await slack.wait_for(lambda: slack.called("reactions.add"), what="reactions.add in flight")
+    refresh.cancel()  # the run ended: progress cancels its status task
+    await asyncio.sleep(0.4)  # ... but Slack added the reaction anyway
+    slack.delay.clear()
+    await channel.status(target, Status.SILENT)
+    assert slack.reactions[("C1", "4.000001")] == set()

@@ -97,17 +97,21 @@ class StatusBoard:
             await self._end(to, shown, status)
 
     async def _working(self, to: Target, shown: _Shown) -> None:
+        # What is shown is recorded before the request: a refresh cancelled while its request
+        # is in flight (the run ended) may still land, and the ending must then undo it.
         now = self._clock()
         if shown.assistant:
             if shown.set_at and now - shown.set_at < STATUS_REFRESH:
                 return
+            shown.set_at = now
             if await self._call("assistant.threads.setStatus", channel_id=to.chat_id, thread_ts=to.thread_id,
                                 status=THINKING):
-                shown.set_at = now
                 return
-            shown.assistant = False  # not an assistant thread (or no assistant:write): react instead
+            shown.assistant, shown.set_at = False, 0.0  # not an assistant thread (or no assistant:write): react
         if not shown.reacted and is_ts(to.reply_to):
-            shown.reacted = await self._call("reactions.add", channel=to.chat_id, timestamp=to.reply_to, name=WORKING)
+            shown.reacted = True
+            shown.reacted = await self._call("reactions.add", channel=to.chat_id, timestamp=to.reply_to,
+                                             name=WORKING)
 
     async def _end(self, to: Target, shown: _Shown, status: Status) -> None:
         if shown.assistant:

@@ -109,6 +109,8 @@ class FakeSlack:
         self.sockets: list[web.WebSocketResponse] = []
         self.connections_opened = 0
         self._failures: dict[str, deque[Failure]] = {}
+        self.delay: dict[str, float] = {}  # method -> seconds to wait before answering (and acting)
+        self._slow: set[asyncio.Future[web.Response]] = set()
         self._ts = itertools.count(1)
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -314,6 +316,16 @@ class FakeSlack:
         token = request.headers.get("Authorization", "").removeprefix("Bearer ") or str(params.pop("token", ""))
         self.calls.append((method, params))
         self._changed.set()
+        if self.delay.get(method):  # a slow call lands even when the client has gone away meanwhile
+            task = asyncio.ensure_future(self._answer(method, params, token, self.delay[method]))
+            self._slow.add(task)
+            task.add_done_callback(self._slow.discard)
+            return await asyncio.shield(task)
+        return await self._answer(method, params, token)
+
+    async def _answer(self, method: str, params: JSON, token: str, delay: float = 0.0) -> web.Response:
+        if delay:
+            await asyncio.sleep(delay)
         headers: dict[str, str] = {}
         failures = self._failures.get(method)
         if failures:
