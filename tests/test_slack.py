@@ -470,3 +470,13 @@ async def test_a_refresh_cut_off_mid_request_leaves_no_stale_eyes(slack: FakeSla
     slack.delay.clear()
     await channel.status(target, Status.SILENT)
     assert slack.reactions[("C1", "4.000001")] == set()
+
+
+async def test_an_ending_without_working_seen_still_clears(slack: FakeSlack, start: Start) -> None:
+    """After a restart, delivery may end a run this process never showed as working."""
+    channel, _ = await start("socket")
+    slack.reactions[("C1", "6.000001")] = {"eyes"}  # left by the process before the restart
+    await channel.status(Target("C1", ChatType.GROUP, "6.000001", "6.000001"), Status.DONE)
+    assert slack.reactions[("C1", "6.000001")] == {"white_check_mark"}
+    await channel.status(Target("D1", ChatType.DM, "7.000001", "7.000002"), Status.DONE)
+    assert slack.statuses == [("D1", "7.000001", "")]

@@ -91,8 +91,9 @@ class StatusBoard:
         shown = self._shown.pop(key, None)
         if self.live.get((to.chat_id, to.thread_id)) == key[1]:
             del self.live[(to.chat_id, to.thread_id)]
-        if shown is None:
-            shown = _Shown(assistant=to.chat_type is ChatType.DM and to.thread_id is not None)
+        if shown is None:  # not seen working here (a restart delivered a stored answer): undo what may be shown
+            assistant = to.chat_type is ChatType.DM and to.thread_id is not None
+            shown = _Shown(assistant=assistant, reacted=not assistant, set_at=1.0 if assistant else 0.0)
         async with shown.lock:
             await self._end(to, shown, status)
 
@@ -114,10 +115,8 @@ class StatusBoard:
                                              name=WORKING)
 
     async def _end(self, to: Target, shown: _Shown, status: Status) -> None:
-        if shown.assistant:
-            if shown.set_at:
-                await self._call("assistant.threads.setStatus", channel_id=to.chat_id, thread_ts=to.thread_id,
-                                 status="")
+        if shown.assistant and (not shown.set_at or await self._call(
+                "assistant.threads.setStatus", channel_id=to.chat_id, thread_ts=to.thread_id, status="")):
             return
         if not is_ts(to.reply_to):
             return
