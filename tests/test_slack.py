@@ -480,3 +480,13 @@ async def test_an_ending_without_working_seen_still_clears(slack: FakeSlack, sta
     assert slack.reactions[("C1", "6.000001")] == {"white_check_mark"}
     await channel.status(Target("D1", ChatType.DM, "7.000001", "7.000002"), Status.DONE)
     assert slack.statuses == [("D1", "7.000001", "")]
+
+
+async def test_an_edit_removes_a_button_left_before_a_restart(slack: FakeSlack, start: Start) -> None:
+    channel, _ = await start("socket", streaming="edit")
+    target = Target("C1", ChatType.GROUP, "8.000001", "8.000001")
+    await channel.status(target, Status.WORKING)
+    draft = await channel.send(target, "draft")
+    restarted, _ = await start("socket", streaming="edit")
+    await restarted.edit(target, draft, "the answer")  # delivery after the restart: chunk 1 replaces the draft
+    assert (slack.messages[("C1", draft)].text, slack.messages[("C1", draft)].blocks) == ("the answer", None)

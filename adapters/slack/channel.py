@@ -327,7 +327,9 @@ class SlackChannel:
         return ts
 
     async def edit(self, to: Target, message_id: str, text: str) -> None:
-        params: dict[str, Any] = {"channel": to.chat_id, "ts": message_id, "text": text}
+        # blocks always: Slack keeps a message's blocks when an update leaves them out, and a
+        # Stop button left on a draft by a process before a restart must go too
+        params: dict[str, Any] = {"channel": to.chat_id, "ts": message_id, "text": text, "blocks": []}
         key = StatusBoard.key(to)
         if self._buttons.get(key, ("",))[0] == message_id:
             self._buttons[key] = (message_id, text)
