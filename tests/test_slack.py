@@ -456,7 +456,9 @@ async def test_names_looked_up_together_cached_and_never_hold_the_ack(slack: Fak
     first, second = inbox.messages
     assert (first.text, first.sender.name) == ("ask @Bob and @U404", "Alice")  # an unknown user stays an id
     assert (second.text, second.sender.name) == ("again @Bob", "Alice")
-    assert sorted(p["user"] for p in slack.called("users.info")) == ["U1", "U2", "U404"]  # cached after once
+    await slack.wait_for_ack(await slack.push(slack.event(slack.message("D1", "and <@U404>"))))
+    assert inbox.messages[2].text == "and @U404"
+    assert sorted(p["user"] for p in slack.called("users.info")) == ["U1", "U2", "U404"]  # each asked once
 
 
 async def test_a_refresh_cut_off_mid_request_leaves_no_stale_eyes(slack: FakeSlack, start: Start) -> None:
@@ -490,3 +492,14 @@ async def test_an_edit_removes_a_button_left_before_a_restart(slack: FakeSlack, 
     restarted, _ = await start("socket", streaming="edit")
     await restarted.edit(target, draft, "the answer")  # delivery after the restart: chunk 1 replaces the draft
     assert (slack.messages[("C1", draft)].text, slack.messages[("C1", draft)].blocks) == ("the answer", None)
+
+
+async def test_top_level_dm_eyes_then_nothing_or_x(slack: FakeSlack, start: Start) -> None:
+    channel, _ = await start("socket")
+    for ts, ending in (("11.000001", Status.DONE), ("12.000001", Status.FAILED)):
+        target = Target("D1", ChatType.DM, None, ts)
+        await channel.status(target, Status.WORKING)
+        assert slack.reactions[("D1", ts)] == {"eyes"}
+        await channel.status(target, ending)
+    assert slack.reactions[("D1", "11.000001")] == set() and slack.reactions[("D1", "12.000001")] == {"x"}
+    assert not slack.statuses  # not an assistant thread: no status line

@@ -296,9 +296,13 @@ class SlackChannel:
         return names
 
     async def _name_of(self, user: str) -> str | None:
+        """The name to show; "" (kept: no name) when Slack refuses, None (asked again) when unreachable."""
         try:
             info = await self.client.users_info(user=user)
-        except (SlackApiError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        except SlackApiError as exc:
+            log.debug("slack: users.info %s refused: %s", user, error_code(exc))
+            return "" if exc.response.status_code != 429 else None
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             log.debug("slack: users.info %s failed: %s", user, exc)
             return None
         person = info.get("user") or {}

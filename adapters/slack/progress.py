@@ -3,8 +3,8 @@
 In an assistant thread (a DM with the app, in a thread) the status line is set with
 ``assistant.threads.setStatus`` while the run lives and cleared when it ends. Elsewhere
 the triggering message gets ``eyes`` while the run lives, replaced by ``white_check_mark``
-when answered or ``x`` when it failed or was stopped, and removed when the answer is
-silent. A run that ended is never shown as working again (a late refresh is dropped).
+when answered (in channels; in a DM the answer is enough) or ``x`` when it failed or was
+stopped, and removed when the answer is silent. A run that ended is never shown as working again (a late refresh is dropped).
 
 ``SlackStream`` is the port's ``LiveDraft`` on chat.startStream/appendStream/stopStream
 (slack_sdk's ``chat_stream``): text is appended at most every ``every`` seconds, a fresh
@@ -123,6 +123,8 @@ class StatusBoard:
         if shown.reacted:
             await self._call("reactions.remove", channel=to.chat_id, timestamp=to.reply_to, name=WORKING)
         final = {Status.DONE: DONE, Status.FAILED: FAILED}.get(status)
+        if final == DONE and to.chat_type is ChatType.DM:
+            return  # in a DM the answer itself shows it is done: no check mark on every message
         if final:
             await self._call("reactions.add", channel=to.chat_id, timestamp=to.reply_to, name=final)
 
