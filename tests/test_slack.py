@@ -67,7 +67,8 @@ Start = Callable[..., Awaitable[tuple[SlackChannel, Inbox]]]
 async def start(slack: FakeSlack) -> AsyncIterator[Start]:
     channels: list[SlackChannel] = []
 
-    async def go(mode: str = "socket", clock: Callable[[], float] | None = None, **keys: Any) -> tuple[SlackChannel, Inbox]:
+    async def go(mode: str = "socket", clock: Callable[[], float] | None = None,
+                 **keys: Any) -> tuple[SlackChannel, Inbox]:
         config = SlackConfig.model_validate({
             "enabled": True, "mode": mode, "bot_token": slack.bot_token, "app_token": slack.app_token,
             "signing_secret": slack.signing_secret, "base_url": slack.base_url,

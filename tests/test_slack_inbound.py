@@ -106,7 +106,8 @@ def test_app_mention_and_message_of_one_ts_are_the_same_message() -> None:
 
 
 def test_files_are_metadata_only() -> None:
-    files = [{"id": "F1", "name": "a.png", "mimetype": "image/png", "size": 10, "url_private": "https://files.slack.com/a"},
+    files = [{"id": "F1", "name": "a.png", "mimetype": "image/png", "size": 10,
+              "url_private": "https://files.slack.com/a"},
              {"id": "F2", "name": "b.pdf", "mimetype": "application/pdf", "size": 20,
               "url_private": "https://files.slack.com/b", "url_private_download": "https://files.slack.com/b?dl"},
              {"id": "F3", "mode": "tombstone"}]
@@ -177,6 +178,7 @@ def test_build_gives_a_channel_with_the_mrkdwn_dialect() -> None:
     import adapters.slack as slack
     from adapters.slack.dialect import SLACK
 
-    channel = slack.SPEC.build(SlackConfig.model_validate({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1"}))
+    config = SlackConfig.model_validate({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1"})
+    channel = slack.SPEC.build(config)
     assert channel.dialect is SLACK and channel.name == "slack"
     assert (channel.limits.chunk, channel.limits.measure) == (4000, "chars")

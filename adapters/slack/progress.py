@@ -4,13 +4,15 @@ In an assistant thread (a DM with the app, in a thread) the status line is set w
 ``assistant.threads.setStatus`` while the run lives and cleared when it ends. Elsewhere
 the triggering message gets ``eyes`` while the run lives, replaced by ``white_check_mark``
 when answered (in channels; in a DM the answer is enough) or ``x`` when it failed or was
-stopped, and removed when the answer is silent. A run that ended is never shown as working again (a late refresh is dropped).
+stopped, and removed when the answer is silent. A run that ended is never shown as
+working again (a late refresh is dropped).
 
 ``SlackStream`` is the port's ``LiveDraft`` on chat.startStream/appendStream/stopStream
 (slack_sdk's ``chat_stream``): text is appended at most every ``every`` seconds, a fresh
 stream is started before Slack's ~5-minute stream limit and when Slack says the message
 is no longer streaming; on close the continuation messages are deleted and the first
-one's ts is returned (the answer's first chunk replaces it).
+one's ts is returned (the answer's first chunk replaces it). ``EditDraft`` stands in where
+Slack cannot stream (outside threads): one message, edited at most every second.
 """
 
 from __future__ import annotations
