@@ -407,8 +407,8 @@ async def test_no_thread_no_stream_but_a_draft_with_the_stop_button(slack: FakeS
     [post] = slack.posts
     assert post.thread_ts is None and post.text == "Hello" and post.blocks is not None
     clock.now += 1
-    await asyncio.sleep(1.1)
-    assert slack.messages[("D1", post.ts)].text == "Hello \u200b*there*\u200b, friend"
+    await slack.wait_for(lambda: slack.messages[("D1", post.ts)].text == "Hello \u200b*there*\u200b, friend",
+                         what="the delayed edit")
     assert await draft.close() == post.ts and not slack.called("chat.startStream")
     await channel.edit(dm, post.ts, "Hello there, friend.")  # the answer replaces the draft
     await channel.status(dm, Status.DONE)
