@@ -10,6 +10,12 @@ COPY pyproject.toml README.md ./
 COPY bot ./bot
 COPY adapters ./adapters
 COPY workspaces/templates ./workspaces/templates
+# bubblewrap: the sandbox of the exec tool (tools.exec.sandbox: bwrap). It needs user
+# namespaces: run the container with --security-opt seccomp=unconfined (and, on hosts
+# with AppArmor, --security-opt apparmor=unconfined); see the README.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 RUN pip install -e . \
     && useradd --create-home --uid 10001 chatgate \
     && mkdir -p /srv/chatgate/data /srv/chatgate/workspaces \

@@ -229,6 +229,11 @@ class FakeTelegramProcess:
         """Offers the messages to the bot's getUpdates at once; when the fake queued them."""
         return float((await self._call("POST", "/_control/push", json=list(messages)))["at"])
 
+    async def fail_for(self, method: str, seconds: float, status: int = 502) -> float:
+        """Every call of ``method`` fails with ``status`` for ``seconds`` (an outage); when it ends."""
+        body = {"method": method, "seconds": seconds, "status": status}
+        return float((await self._call("POST", "/_control/fail", json=body))["until"])
+
     async def sent_in(self, chat_id: int, count: int, timeout: float) -> list[JSON]:
         """The chat's first ``count`` sent messages, once there are that many."""
         await self._wait(lambda: len(self.by_chat[chat_id]) >= count, timeout)

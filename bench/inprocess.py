@@ -16,8 +16,8 @@ from pathlib import Path
 from bench.common import FakeLLMProcess
 from bot.agent.events import RunEvent
 from bot.app import App
+from bot.channels import Target
 from bot.config import Config, load_config
-from bot.messages import InboundMessage, OutboundReply
 from tests.fakes.channel import RecordingAdapter
 
 PLATFORM = "telegram"  # a real platform name, so its access policy (dm_policy: open) applies
@@ -47,15 +47,16 @@ class TimingAdapter(RecordingAdapter):
         self._expected[(chat_id, kind)] = (text, future)
         return future
 
-    async def send(self, reply: OutboundReply) -> str | None:
-        self.sent_at.append(self._mark(reply.chat_id, "send", reply.text))
-        return await super().send(reply)
+    async def send(self, to: Target, text: str) -> str:
+        self.sent_at.append(self._mark(to.chat_id, "send", text))
+        return await super().send(to, text)
 
-    async def show(self, event: RunEvent, inbound: InboundMessage) -> None:
-        self._mark(inbound.chat_id, event.kind, event.text)
+    async def _record_event(self, event: RunEvent) -> None:
+        chat_id = event.session_key.rsplit(":", 1)[-1]  # DMs: the session key ends with the user (= chat) id
+        self._mark(chat_id, event.kind, event.text)
         self.shown += 1
         if self.keep_events:
-            await super().show(event, inbound)
+            await super()._record_event(event)
 
     def _mark(self, chat_id: str, kind: str, text: str) -> float:
         now = time.monotonic()
@@ -87,5 +88,7 @@ async def running_bot(fake_args: Sequence[str], extra_config: str = "", *,
     with tempfile.TemporaryDirectory(prefix="chatgate-bench-") as tmp:
         async with FakeLLMProcess(*fake_args) as llm:
             channel = TimingAdapter(keep_events=keep_events)
-            async with App(bot_config(Path(tmp), llm.openai_base_url, extra_config), {PLATFORM: channel}) as app:
+            app = App(bot_config(Path(tmp), llm.openai_base_url, extra_config), {PLATFORM: channel})
+            channel.watch(app.events)
+            async with app:
                 yield llm, app, channel

@@ -29,7 +29,7 @@ GOAL_DISCONNECT_MS = 100.0
 GOAL_STOPPED_MS = 300.0
 TIMEOUT = 10.0
 # max_concurrent 1 lets the queued phase hold the one slot; the other phases run one at a time anyway.
-CONFIG = "tools: {exec: {enabled: true}}\nruns: {max_concurrent: 1}"
+CONFIG = "tools: {exec: {enabled: true, owners_only: false}}\nruns: {max_concurrent: 1}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,7 +191,7 @@ def _group(msg: InboundMessage, policy: AccessConfig) -> Decision:
     mode = policy.group_policy
     if mode == "disabled":
         return Decision(Action.IGNORE, reason="groups disabled")
-    if mode == "allowlist" and msg.chat_id not in policy.groups and "*" not in policy.groups:
+    if mode == "allowlist" and policy.group(msg.chat_id) is None:
         return Decision(Action.IGNORE, reason="group not allowed")
     if policy.require_mention and not msg.addressed:
         return Decision(Action.CONTEXT, reason=f"group {mode}: not addressed")

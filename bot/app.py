@@ -15,12 +15,14 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from adapters.base import ChannelAdapter
 from bot.access import Access, access_policies
 from bot.agent.events import EventBus
+from bot.agent.compaction import CompactionSettings
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
+from bot.channels import Channel
 from bot.config import Config
+from bot.delivery import Delivery, DeliverySettings
 from bot.gateway import Gateway, GatewaySettings
 from bot.providers import make_provider
 from bot.providers.base import Usage
@@ -28,7 +30,9 @@ from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
 from bot.runs import QueueMode, RunLimits
 from bot.store.sqlite import SQLiteStore
-from bot.tools import builtin_registry
+from bot.tools import policy_for, registry_from_config
+from bot.tools.message import message_tool
+from bot.tools.spawn import SubAgents, spawn_tool
 from bot.tracing import Redactor
 from bot.workspace import Workspaces
 
@@ -39,9 +43,9 @@ BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "workspaces" / "tem
 
 
 class App:
-    def __init__(self, config: Config, adapters: Mapping[str, ChannelAdapter]) -> None:
+    def __init__(self, config: Config, channels: Mapping[str, Channel]) -> None:
         self.config = config
-        self.adapters = dict(adapters)
+        self.channels = dict(channels)
         self.events = EventBus()
         self._stack = AsyncExitStack()
 
@@ -77,27 +81,37 @@ class App:
         a = cfg.agent
         settings = AgentSettings(
             agent_id=a.id, provider=a.provider, model=a.model, max_tokens=a.max_tokens,
-            max_iterations=a.max_iterations, context_window=a.context_window, max_message_chars=a.max_message_chars,
+            max_iterations=a.max_iterations, context_window=a.window, max_message_chars=a.max_message_chars,
             history_turns=a.history_turns, guard=GuardMode(a.input_guard), system_prompt=a.system_prompt,
+            compaction=CompactionSettings(**a.compaction.model_dump()), owners=cfg.owner_ids(),
         )
         templates = cfg.workspace.templates or BUILTIN_TEMPLATES
         if not templates.is_dir():
             log.warning("workspace templates not found at %s; new workspaces start empty", templates)
         workspaces = Workspaces(cfg.workspace.root, templates, cfg.workspace.group_scope)
-        agent = Agent(settings, self.provider, self.store, self.events, builtin_registry(exec_enabled=cfg.tools.exec.enabled), workspaces, cost,
-                      Redactor(cfg.secret_values()))
+        redactor = Redactor(cfg.secret_values())
+        tools = registry_from_config(cfg.tools, cfg.exec_settings())
+        tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor)))
+        agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor)
         r = cfg.runs
         limits = RunLimits(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
         policies = access_policies(cfg.channels)
+        downloads = {name: int(getattr(getattr(cfg.channels, name, None), "max_download_mb", 20) * 1024 * 1024)
+                     for name in self.channels}
+        self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
         self.gateway = Gateway(
-            agent, self.store, self.store, self.events, self.adapters, Access(policies, self.store),
-            GatewaySettings(a.id, a.dm_scope, a.identity_links, limits, r.recover_max_age),
+            agent, self.store, self.events, self.channels, Access(policies, self.store), self.delivery,
+            GatewaySettings(a.id, a.dm_scope, a.identity_links, limits, r.recover_max_age, downloads,
+                            lambda msg, owner: policy_for(cfg.tools, policies.get(msg.platform), platform=msg.platform,
+                                                          chat_type=msg.chat_type.value, chat_id=msg.chat_id,
+                                                          is_owner=owner)),
         )
+        tools.register(message_tool(self.gateway))  # after spawn: sub-agents never get it
         self._stack.push_async_callback(self.gateway.aclose)
         self._stack.push_async_callback(self.events.aclose)
-        for name, adapter in self.adapters.items():
-            await adapter.start(self.gateway.handle)
-            self._stack.push_async_callback(adapter.stop)
+        for name, channel in self.channels.items():
+            await channel.start(self.gateway.handle)
+            self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
         await self.gateway.recover()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Iterable, Sequence
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING
 from bot.errors import ChatgateError, ConfigError
 
 if TYPE_CHECKING:
-    from adapters.base import ChannelAdapter
     from bot.app import App
+    from bot.channels import Channel
     from bot.config import Config
 
 log = logging.getLogger("chatgate")
@@ -56,17 +57,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
+    if args.command in ("run", "chat", "check") and config.tools.exec.enabled:
+        from bot.tools.sandbox import require_sandbox
+
+        try:
+            require_sandbox(config.exec_settings())  # bubblewrap missing or crippled: stop now
+        except ConfigError as exc:
+            print(f"chatgate: {exc}", file=sys.stderr)
+            return 2
     if args.command == "check":
         print(config.describe())
+        for warning in config.warnings():
+            print(f"warning: {warning}", file=sys.stderr)
         return 0
     if args.command == "traces":
         return asyncio.run(_traces(config, args.session, args.last))
     if args.command == "pairing":
         return asyncio.run(_pairing(config, args))
+    secrets = config.secret_values()
     if args.command == "run":
-        _setup_logging(config.logging.level)
+        _setup_logging(config.logging.level, secrets=secrets)
     else:  # the terminal is the conversation: logs go to a file beside the database
-        _setup_logging(config.logging.level, config.storage.path.parent / "chatgate.log")
+        _setup_logging(config.logging.level, config.storage.path.parent / "chatgate.log", secrets=secrets)
     try:
         return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
     except ConfigError as exc:
@@ -77,44 +89,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _setup_logging(level: str, file: Path | None = None) -> None:
-    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[str] = ()) -> logging.Handler:
+    """One handler on the root logger (stderr, or ``file`` created 0600), and the Redactor
+    on every root handler: no record reaches a log with a configured secret or a known key."""
+    from bot.tracing import Redactor, install_log_redaction
+
     if file is None:
-        logging.basicConfig(level=level, format=fmt, stream=sys.stderr)
-        return
-    file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    logging.basicConfig(level=level, format=fmt, filename=file)
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    else:
+        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        os.chmod(file, 0o600)  # an older log may have been created with the umask's mode
+        handler = logging.FileHandler(file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level)
+    install_log_redaction(Redactor(secrets), root)
+    return handler
 
 
-def _channels(config: Config, *, interactive: bool) -> dict[str, ChannelAdapter]:
-    """The adapters to start; platform SDKs are imported only for enabled channels."""
-    adapters: dict[str, ChannelAdapter] = {}
-    if config.channels.telegram.enabled:
-        adapters["telegram"] = _telegram(config)
-    for name in ("discord", "slack"):
-        if getattr(config.channels, name).enabled:
-            raise ConfigError(f"channels.{name}.enabled", f"the {name} channel is not available in this version yet",
-                              "set it to false")
-    if config.channels.console.enabled and interactive:
-        from adapters.console import ConsoleAdapter
+def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
+    """The enabled channels, built through the registry: an SDK is imported only when its
+    channel is enabled. The terminal joins only when there is one."""
+    from bot.channels import registry
 
-        adapters["console"] = ConsoleAdapter()
-    if not adapters:
+    channels: dict[str, Channel] = {}
+    for name in config.enabled_channels:
+        if name == "console" and not interactive:
+            continue
+        channels[name] = registry.spec(name).build(getattr(config.channels, name))
+    if not channels:
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
-    return adapters
-
-
-def _telegram(config: Config) -> ChannelAdapter:
-    from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
-
-    t = config.channels.telegram
-    assert t.token is not None  # load_config requires it for an enabled channel
-    secret = t.webhook.secret_token.get_secret_value() if t.webhook.secret_token else None
-    return TelegramAdapter(TelegramSettings(
-        token=t.token.get_secret_value(), base_url=t.base_url, mode=t.mode, webhook_listen=t.webhook.listen,
-        webhook_port=t.webhook.port, webhook_path=t.webhook.path, webhook_url=t.webhook.url, webhook_secret=secret,
-        streaming=t.streaming == "edit", max_download_bytes=int(t.max_download_mb * 1024 * 1024),
-    ))
+    return channels
 
 
 async def _serve(config: Config) -> int:
@@ -146,7 +153,7 @@ async def _serve(config: Config) -> int:
     return code
 
 
-async def _first_closed(adapters: Iterable[ChannelAdapter]) -> None:
+async def _first_closed(adapters: Iterable[Channel]) -> None:
     """Wait until one channel stops on its own; re-raise why it stopped."""
     waiters = [asyncio.create_task(a.wait_closed()) for a in adapters]
     try:
@@ -161,16 +168,16 @@ async def _first_closed(adapters: Iterable[ChannelAdapter]) -> None:
 
 async def _chat(config: Config) -> int:
     """`chatgate chat`: the terminal channel alone; Ctrl-C stops an answer, Ctrl-D leaves."""
-    from adapters.console import ConsoleAdapter
     from bot.app import App
+    from bot.channels import registry
 
-    console = ConsoleAdapter()
+    console = registry.spec("console").build(config.channels.console)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, console.interrupt)
+    loop.add_signal_handler(signal.SIGINT, console.interrupt)  # type: ignore[attr-defined]
     app = App(config, {"console": console})
     await app.__aenter__()
     try:
-        await console.closed.wait()
+        await console.wait_closed()
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         print(file=sys.stdout)
@@ -194,6 +201,7 @@ async def _pairing(config: Config, args: argparse.Namespace) -> int:
     import time
 
     from bot.store.sqlite import SQLiteStore
+    from bot.tracing import strip_controls as clean  # names and ids come from strangers
 
     async with SQLiteStore(config.storage.path) as store:
         now = time.time()
@@ -203,10 +211,11 @@ async def _pairing(config: Config, args: argparse.Namespace) -> int:
             print("pending:" if pending else "pending: none")
             for p in pending:
                 minutes = max(0, int((p.expires_at - now) // 60))
-                print(f"  {p.code}  {p.platform}:{p.user_id}  {p.user_name}  (expires in {minutes} min)")
+                print(f"  {p.code}  {clean(p.platform)}:{clean(p.user_id)}  {clean(p.user_name)}  "
+                      f"(expires in {minutes} min)")
             print("approved:" if approved else "approved: none")
             for a in approved:
-                print(f"  {a.platform}:{a.user_id}  {a.name}")
+                print(f"  {clean(a.platform)}:{clean(a.user_id)}  {clean(a.name)}")
             return 0
         if args.action == "approve":
             approved_code = await store.approve_pairing(args.code, now)
@@ -214,7 +223,8 @@ async def _pairing(config: Config, args: argparse.Namespace) -> int:
                 print(f"chatgate: no pending code {args.code!r} (unknown or expired); see `chatgate pairing list`",
                       file=sys.stderr)
                 return 1
-            print(f"approved {approved_code.platform}:{approved_code.user_id} ({approved_code.user_name})")
+            print(f"approved {clean(approved_code.platform)}:{clean(approved_code.user_id)} "
+                  f"({clean(approved_code.user_name)})")
             return 0
         platform, _, user_id = args.sender.partition(":")
         if not user_id or not await store.revoke_sender(platform, user_id):

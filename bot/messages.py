@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (which no UTF-8 store or API accepts) as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 class ChatType(StrEnum):
@@ -62,15 +75,43 @@ class InboundMessage:
 
 
 @dataclass(frozen=True, slots=True)
-class OutboundReply:
-    """What the gateway asks an adapter to deliver: Markdown, rendered by the adapter.
+class Target:
+    """Where an answer goes: a chat, the thread in it, and the message it answers."""
 
-    ``run_id`` and ``part`` identify the reply for exactly-once delivery."""
-
-    platform: str
     chat_id: str
-    text: str
-    run_id: str
-    part: int = 0
+    chat_type: ChatType = ChatType.DM
     thread_id: str | None = None
-    reply_to: str | None = None
+    reply_to: str | None = None  # the triggering message's platform id (groups reply to it)
+
+    @classmethod
+    def of(cls, msg: InboundMessage) -> Target:
+        return cls(msg.chat_id, msg.chat_type, msg.thread_id, msg.message_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One message of an answer, already rendered in the channel's dialect; with
+    ``file_name`` it is a file whose caption is ``text``."""
+
+    text: str
+    file_name: str | None = None
+    file_data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What is owed to a chat: rendered chunks, stored before the first is sent.
+
+    ``inbound_ids`` are answered once the last chunk is delivered. ``draft_id`` is a
+    streaming draft the first chunk replaces. ``failed`` marks a failure notice (the chat
+    shows the run failed). ``sent`` counts the chunks already delivered (a resumed answer)."""
+
+    id: str
+    platform: str
+    target: Target
+    chunks: tuple[Chunk, ...]
+    inbound_ids: tuple[int, ...] = ()
+    draft_id: str | None = None
+    failed: bool = False
+    sent: int = 0
+    created_at: float = field(default_factory=time.time)

@@ -1,4 +1,18 @@
-"""Per-user workspaces: where a session's files live, and the fence around them."""
+"""Per-user workspaces: where a session's files live, and the fence around them.
+
+The fence: ``locate`` walks a path one component at a time from the workspace's directory
+descriptor, opening each folder with ``O_NOFOLLOW`` and following a symlink only by reading
+it and walking its target the same way, inside the workspace. What it returns is an open
+descriptor of the folder that holds the file and the file's name in there, so the tool
+opens the file with ``dir_fd`` and ``O_NOFOLLOW`` too: nothing is checked by path and then
+used by path, and a symlink swapped in between the check and the use (by a command
+running in the same workspace) makes the open fail instead of leading outside.
+``resolve_inside`` remains for code that only needs a path (listing, seeding).
+
+In a group workspace the files that shape the bot (``GROUP_PROTECTED``: AGENTS.md, SOUL.md,
+IDENTITY.md, TOOLS.md) are read-only to the model unless the sender is an owner:
+``read_only_for`` says so for a located path.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +36,135 @@ log = logging.getLogger(__name__)
 
 class OutsideWorkspaceError(PermissionError):
     """A path that resolves (symlinks followed) to somewhere outside the workspace."""
+
+
+class PathTooLongError(ValueError):
+    """A path, or one of its names, longer than the filesystem takes; ``relative`` is safe to show."""
+
+    def __init__(self, relative: str) -> None:
+        self.relative = relative
+        shown = relative if len(relative) <= 80 else f"{relative[:60]}…{relative[-16:]}"
+        super().__init__(f"the path {shown} is too long")
+
+
+MAX_LINKS = 40  # symlinks followed in one walk, as the kernel allows
+NAME_MAX = 255  # bytes in one name
+PATH_MAX = 4096  # bytes in a whole path
+GROUP_PROTECTED = ("AGENTS.md", "SOUL.md", "IDENTITY.md", "TOOLS.md")
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """Where a path inside a workspace leads: ``name`` in the open folder ``parent``.
+
+    ``relative`` is the POSIX path from the workspace (``.`` for the workspace itself,
+    whose ``parent`` is the workspace and ``name`` ``.``). Close it (it is a context manager)."""
+
+    parent: int
+    name: str
+    relative: str
+
+    def __enter__(self) -> Located:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.parent)
+
+
+def locate(workspace: Path, user_path: str, *, make_parents: bool = False) -> Located:
+    """Walk ``user_path`` (relative to the workspace, or absolute inside it) with ``O_NOFOLLOW``.
+
+    Symlinks are followed by hand, each target walked inside the workspace; ``..`` above the
+    workspace, an absolute path elsewhere and a link leading out raise ``OutsideWorkspaceError``.
+    A missing folder raises ``FileNotFoundError`` unless ``make_parents`` (then it is created,
+    0700); a file where a folder should be, ``NotADirectoryError``; a name or path the
+    filesystem cannot take, ``PathTooLongError``. No error text holds the host path."""
+    if "\0" in user_path:
+        raise ValueError("a path cannot contain a NUL byte")
+    root = os.path.realpath(workspace)
+    parts = _relative_parts(root, str(Path(workspace)), user_path)
+    joined = "/".join(part for part in parts if part)
+    if len(joined.encode("utf-8", "surrogateescape")) > PATH_MAX or any(
+            len(part.encode("utf-8", "surrogateescape")) > NAME_MAX for part in parts):
+        raise PathTooLongError(joined)  # before anything is created
+    stack = [os.open(root, _DIR_FLAGS)]
+    names: list[str] = []
+    links = 0
+    try:
+        while parts:
+            part = parts.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if len(stack) == 1:
+                    raise OutsideWorkspaceError(f"{user_path!r} is outside the workspace")
+                os.close(stack.pop())
+                names.pop()
+                continue
+            relative = "/".join([*names, part])
+            if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX or len(relative.encode()) > PATH_MAX:
+                raise PathTooLongError("/".join([*names, part, *parts]))
+            try:
+                info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+            except FileNotFoundError:
+                if not parts:  # the last name may be missing: the caller creates it, or says so
+                    return Located(stack.pop(), part, relative)
+                if not make_parents:
+                    raise FileNotFoundError(2, "No such file or directory") from None
+                os.mkdir(part, 0o700, dir_fd=stack[-1])
+                info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                links += 1
+                if links > MAX_LINKS:
+                    raise OSError(40, "Too many levels of symbolic links")
+                target = os.readlink(part, dir_fd=stack[-1])
+                if target.startswith("/"):
+                    inner = _relative_parts(root, root, target, user_path)
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                    names.clear()
+                    parts = inner + parts
+                else:
+                    parts = target.split("/") + parts
+                continue
+            if not parts:
+                return Located(stack.pop(), part, relative)
+            if not stat.S_ISDIR(info.st_mode):
+                raise NotADirectoryError(20, "Not a directory")
+            stack.append(os.open(part, _DIR_FLAGS, dir_fd=stack[-1]))  # ELOOP if swapped for a link
+            names.append(part)
+        if len(stack) == 1:
+            return Located(stack.pop(), ".", ".")
+        name = names[-1]
+        os.close(stack.pop())  # the folder itself: hand out its parent and its name
+        return Located(stack.pop(), name, "/".join(names))
+    except OSError as exc:
+        if exc.errno == 36:  # ENAMETOOLONG from the filesystem itself
+            raise PathTooLongError(user_path.lstrip("/")) from None
+        raise
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _relative_parts(root: str, given: str, path: str, shown: str | None = None) -> list[str]:
+    """The components of ``path`` relative to the workspace (``root`` real, ``given`` as configured)."""
+    path = os.path.expanduser(path) if path.startswith("~") else path
+    if not path.startswith("/"):
+        return path.split("/")
+    for base in (root, given):
+        if path == base or path.startswith(base.rstrip("/") + "/"):
+            return path[len(base):].split("/")
+    raise OutsideWorkspaceError(f"{shown or path!r} is outside the workspace")
+
+
+def read_only_for(relative: str, *, chat_type: str, sender_is_owner: bool) -> bool:
+    """True when the model may not write ``relative`` for this sender: a persona or rule
+    file at the top of a group workspace, and the sender is not an owner."""
+    if sender_is_owner or chat_type != ChatType.GROUP.value:
+        return False
+    return relative.casefold() in {name.casefold() for name in GROUP_PROTECTED}
 
 
 def resolve_inside(workspace: Path, user_path: str) -> Path:

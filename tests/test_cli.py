@@ -169,6 +169,30 @@ def test_check_masks_secrets(tmp_path: Path) -> None:
     assert "gpt-4o-mini" in done.stdout and "sk-secret-value" not in done.stdout
 
 
+def test_check_warns_about_an_unsandboxed_exec(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("tools: {exec: {enabled: true, sandbox: none}}\n")
+    done = run_cli("check", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
+    assert done.returncode == 0, done.stderr
+    assert "exec on: sandbox none, network off, owners only" in done.stdout
+    assert done.stderr.startswith("warning: tools.exec.sandbox is none: commands run unconfined")
+    config.write_text("tools: {exec: {enabled: true}}\n")
+    done = run_cli("check", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
+    assert done.returncode == 0 and "sandbox bwrap" in done.stdout and not done.stderr, done.stderr
+
+
+def test_exec_without_bubblewrap_stops_start_up_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("tools: {exec: {enabled: true}}\nchannels: {telegram: {enabled: true, token: '1:x'}}\n")
+    env = base_env(OPENAI_API_KEY="k")
+    env["PATH"] = str(tmp_path)  # no bwrap on it
+    for command in ("run", "check"):
+        done = run_cli(command, "-c", str(config), cwd=tmp_path, env=env)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("chatgate: tools.exec.sandbox: bwrap (bubblewrap) is not installed (install")
+        assert done.stderr.count("\n") == 1, done.stderr
+
+
 @pytest.mark.parametrize(("yaml", "line"), [
     ("agent: {modle: x}\n", 'agent.modle: unknown key (did you mean "model"?)'),
     ("runs: {max_concurrent: lots}\n", "runs.max_concurrent: "),
@@ -188,11 +212,12 @@ def test_chat_without_any_key_says_what_to_set(tmp_path: Path) -> None:
     assert "set OPENAI_API_KEY" in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_enabled_channel_that_is_not_built_yet_is_refused(tmp_path: Path) -> None:
+def test_an_enabled_channel_without_its_token_is_refused_before_start(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
-    config.write_text("channels: {discord: {enabled: true, token: abc}}\n")
+    config.write_text("channels: {discord: {enabled: true}}\n")
     done = run_cli("run", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
-    assert done.returncode == 2 and "channels.discord.enabled" in done.stderr, done.stderr
+    assert done.returncode == 2 and "channels.discord.token: missing (set DISCORD_BOT_TOKEN)" in done.stderr, \
+        done.stderr
 
 
 async def test_traces_show_what_runs_did(tmp_path: Path, llm: FakeLLM, chat_env: dict[str, str]) -> None:

@@ -76,6 +76,12 @@ MISTAKES = [
      "providers.openai.timeout: must be more than 0, got 0", True),
     ("answer cap above the window", "agent:\n  context_window: 8000\n  max_tokens: 8000\n", KEY,
      "agent.max_tokens: must be less than agent.context_window (8000), got 8000", True),
+    ("answer cap above the model's window", "agent:\n  model: gpt-4\n  max_tokens: 9000\n", KEY,
+     "agent.max_tokens: must be less than the context window of gpt-4 (8192; set agent.context_window", False),
+    ("compaction ratio range", "agent:\n  compaction:\n    trigger_ratio: 1.5\n", KEY,
+     "agent.compaction.trigger_ratio: must be less than 1, got 1.5", True),
+    ("compaction unknown key", "agent:\n  compaction:\n    ratio: 0.5\n", KEY,
+     "agent.compaction.ratio: unknown key", False),
     ("empty model", "agent:\n  model: ''\n", KEY, "agent.model: must not be empty", True),
     ("bad agent id", "agent:\n  id: my agent\n", KEY, "agent.id: may contain only", False),
     ("base_url without scheme", "providers:\n  openai:\n    base_url: localhost:8000/v1\n", KEY,
@@ -110,6 +116,19 @@ MISTAKES = [
     ("duplicate key", "agent:\n  model: a\n  model: b\n", KEY,
      'config.yaml: YAML error at line 3, column 3: duplicate key "model" (first at line 2) (remove one of them)', True),
     ("python tag", "agent: !!python/object:os.system {}\n", KEY, "(remove the tag; plain YAML only)", False),
+    ("telegram owner by username", "channels:\n  telegram:\n    owners: ['@alice']\n", KEY,
+     'channels.telegram.owners: "@alice" can never match: Telegram user ids are numbers such as 123456789 '
+     "(ask @userinfobot), not @usernames", True),
+    ("telegram allow_from name", "channels:\n  telegram:\n    allow_from: [42, bob]\n", KEY,
+     'channels.telegram.allow_from: "bob" can never match', False),
+    ("webhook secret with spaces", "channels:\n  telegram:\n    webhook: {secret_token: 'not ok!'}\n", KEY,
+     "channels.telegram.webhook.secret_token: Telegram accepts only 1 to 256 of A-Z, a-z, 0-9, _ and -", True),
+    ("webhook secret too long", f"channels:\n  telegram:\n    webhook: {{secret_token: {'a' * 257}}}\n", KEY,
+     "channels.telegram.webhook.secret_token: Telegram accepts only 1 to 256", False),
+    ("webhook url not https", "channels:\n  telegram:\n    webhook: {url: 'http://bot.example.com/t'}\n", KEY,
+     "channels.telegram.webhook.url: must be an https:// URL", True),
+    ("storage path is a directory", "storage:\n  path: .\n", KEY,
+     "storage.path: . is a directory (give the path of the database file inside it, e.g. data/chatgate.db)", True),
 ]
 
 
@@ -208,7 +227,10 @@ def test_defaults(write) -> None:
     config = load_config(write(""), env=KEY)
     a, o, an = config.agent, config.providers.openai, config.providers.anthropic
     assert (a.id, a.provider, a.model, a.max_iterations) == ("main", "openai", "gpt-4o-mini", 20)
-    assert (a.context_window, a.max_message_chars, a.max_tokens) == (128000, 32768, 4096)
+    assert (a.context_window, a.window, a.max_message_chars, a.max_tokens) == (None, 128000, 32768, 4096)
+    c = a.compaction
+    assert (c.enabled, c.trigger_ratio, c.trigger_messages, c.keep_last, c.summary_max_tokens, c.memory_flush) == (
+        True, 0.75, 50, 4, 1024, "dm")
     assert (a.system_prompt, a.dm_scope, a.identity_links) == (None, "per-user", {})
     assert (o.base_url, o.timeout, o.max_retries, o.retry_after_cap) == ("https://api.openai.com/v1", 120.0, 3, 60.0)
     assert (an.base_url, an.timeout, an.max_retries, an.retry_after_cap) == ("https://api.anthropic.com", 120.0, 3, 60.0)
@@ -294,6 +316,19 @@ def test_base_url_is_passed_through_unchanged(write, url) -> None:
 
 
 # ---------------------------------------------------------------- example, describe, frozen
+
+
+def test_good_ids_and_webhook_settings_pass(write) -> None:
+    config = load_config(write("channels:\n  telegram:\n    owners: [123456789]\n    allow_from: ['42']\n"
+                               "    webhook: {url: 'https://bot.example.com/t', secret_token: A-z_09}\n"
+                               ), env=KEY)
+    assert config.channels.telegram.owners == ("123456789",)
+    assert config.owner_ids() == ("telegram:123456789",)
+
+
+def test_a_secret_that_breaks_the_rule_is_never_echoed(write) -> None:
+    message = error_of(write("channels: {telegram: {webhook: {secret_token: 'hunter 2'}}}\n"), KEY)
+    assert "hunter" not in message
 
 
 def test_example_file_loads_and_matches_the_defaults(tmp_path, monkeypatch) -> None:

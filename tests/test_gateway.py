@@ -11,7 +11,7 @@ import pytest
 from bot.app import App
 from bot.config import Config, load_config
 from tests.fakes.channel import RecordingAdapter, dm
-from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.llm_server import FakeLLM, Reply, without_context
 
 
 def make_config(tmp_path: Path, llm: FakeLLM, provider: str) -> Config:
@@ -35,7 +35,9 @@ def provider(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def app(tmp_path: Path, llm: FakeLLM, provider: str) -> AsyncIterator[tuple[App, RecordingAdapter]]:
     channel = RecordingAdapter()
-    async with App(make_config(tmp_path, llm, provider), {"test": channel}) as running:
+    app = App(make_config(tmp_path, llm, provider), {"test": channel})
+    channel.watch(app.events)
+    async with app as running:
         yield running, channel
 
 
@@ -47,9 +49,10 @@ def user_texts(llm: FakeLLM, index: int) -> list[str]:
             continue
         content = m["content"]
         if isinstance(content, str):
-            texts.append(content)
+            texts.append(without_context(content))
         else:
-            texts.extend(block["text"] for block in content if block.get("type") == "text")
+            texts.extend(text for block in content if block.get("type") == "text"
+                         if (text := without_context(block["text"])))
     return texts
 
 
@@ -63,7 +66,7 @@ async def test_answers_and_remembers(app: tuple[App, RecordingAdapter], llm: Fak
     assert user_texts(llm, 1) == ["hello", "again"]  # the first exchange came from the store
     assert "echo: hello" in str(llm.requests[1].body["messages"])
     assert channel.sent[0].reply_to == channel.sent[0].reply_to  # replies carry the trigger id
-    assert [e.kind.value for e in channel.events if e.run_id == channel.sent[0].run_id][0] == "run.started"
+    assert channel.events[0].kind.value == "run.started"
 
 
 async def test_history_survives_a_restart(tmp_path: Path, llm: FakeLLM, provider: str) -> None:
@@ -95,6 +98,7 @@ async def test_stop_closes_the_stream_and_keeps_history_valid(app: tuple[App, Re
     await channel.wait_for_event("chunk")  # the answer is streaming
     await channel.inject(dm("/stop"))
     await asyncio.wait_for(llm.requests[0].disconnected.wait(), 1.0)
+    await channel.wait_for_replies(1)
     assert channel.texts() == ["Stopped."]
     await channel.inject(dm("next"))
     await channel.wait_for_replies(2)
@@ -106,6 +110,7 @@ async def test_stop_closes_the_stream_and_keeps_history_valid(app: tuple[App, Re
 async def test_stop_with_nothing_running(app: tuple[App, RecordingAdapter]) -> None:
     _, channel = app
     await channel.inject(dm("/stop"))
+    await channel.wait_for_replies(1)
     assert channel.texts() == ["Nothing is running."]
 
 

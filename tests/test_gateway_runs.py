@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -13,9 +12,11 @@ import pytest
 
 from bot.app import App
 from bot.config import Config, load_config
-from bot.messages import ChatType, InboundMessage, OutboundReply, Sender
+from bot.channels import SendFailed, Target
+from bot.messages import ChatType, InboundMessage, Sender
 from tests.fakes.channel import RecordingAdapter, dm
-from tests.fakes.llm_server import Call, FakeLLM, Reply
+from tests.fakes.llm_server import Call, FakeLLM, Reply, without_context
+from tests.procs import all_dead, marker, pids_running
 
 
 def group_msg(text: str, user: str = "u1", chat: str = "-100", *, addressed: bool = True,
@@ -52,6 +53,7 @@ class Running:
     async def start(self, extra: str = "", platform: str = "telegram") -> tuple[App, RecordingAdapter]:
         channel = RecordingAdapter(platform)
         app = App(config(self.tmp_path, self.llm, extra), {platform: channel})
+        channel.watch(app.events)
         await app.__aenter__()
         self.stack.append(app)
         return app, channel
@@ -69,7 +71,7 @@ OPEN = "channels: {telegram: {dm_policy: open, group_policy: open}}"
 
 
 def user_texts(llm: FakeLLM, index: int) -> list[str]:
-    return [m["content"] for m in llm.requests[index].body["messages"] if m["role"] == "user"]
+    return [without_context(m["content"]) for m in llm.requests[index].body["messages"] if m["role"] == "user"]
 
 
 # -- queue modes ------------------------------------------------------------------------
@@ -177,29 +179,31 @@ async def test_stop_while_streaming(running: Running, llm: FakeLLM) -> None:
     assert [r.text for r in channel.sent] == ["Stopped."]  # no late answer
 
 
+OWNER = "channels: {telegram: {dm_policy: open, group_policy: open, owners: ['42']}}"  # exec is for owners
+
+
 async def test_stop_kills_a_running_subprocess(running: Running, llm: FakeLLM, tmp_path: Path) -> None:
-    _, channel = await running.start(OPEN)
-    pid_file = "child.pid"
-    llm.script(Reply.tool_calls([Call("exec", {"command": f"sleep 300 & echo $! > {pid_file}; wait"}, id="c1")]))
+    _, channel = await running.start(OWNER)
+    child, detached = marker(), marker()  # the sandbox's pids mean nothing out here: find them by name
+    command = f"sleep {child} & setsid sleep {detached} & wait"
+    llm.script(Reply.tool_calls([Call("exec", {"command": command}, id="c1")]))
     await channel.inject(tg_dm("run it"))
-    (path,) = [p async for p in _wait_for_file(tmp_path / "workspaces", pid_file)]
-    pid = int(path.read_text())
+    await pids_running(child, detached)
     await stop_and_check(channel, llm)
-    assert _dead(pid)
+    assert await all_dead(child, detached)
     history_request = await _next_request(channel, llm)
     assert "Tool execution cancelled by user" in history_request
 
 
 async def test_stop_during_three_parallel_tools(running: Running, llm: FakeLLM, tmp_path: Path) -> None:
-    _, channel = await running.start(OPEN)
-    calls = [Call("exec", {"command": f"sleep 300 & echo $! > p{i}.pid; wait"}, id=f"c{i}") for i in range(3)]
-    llm.script(Reply.tool_calls(calls))
+    _, channel = await running.start(OWNER)
+    marks = [marker() for _ in range(3)]
+    llm.script(Reply.tool_calls([Call("exec", {"command": f"sleep {m} & wait"}, id=f"c{i}")
+                                 for i, m in enumerate(marks)]))
     await channel.inject(tg_dm("run three"))
-    paths = []
-    for i in range(3):
-        paths += [p async for p in _wait_for_file(tmp_path / "workspaces", f"p{i}.pid")]
+    await pids_running(*marks)
     await stop_and_check(channel, llm)
-    assert all(_dead(int(p.read_text())) for p in paths)
+    assert await all_dead(*marks)
     text = await _next_request(channel, llm)
     assert text.count("Tool execution cancelled by user") == 3
 
@@ -227,6 +231,7 @@ async def test_stop_a_run_queued_behind_the_global_cap(running: Running, llm: Fa
 async def test_stop_with_nothing_running_and_the_queue_dropped(running: Running, llm: FakeLLM) -> None:
     _, channel = await running.start(OPEN + "\nruns: {queue_mode: followup}")
     await channel.inject(tg_dm("/stop"))
+    await channel.wait_for_replies(1)
     assert channel.texts() == ["Nothing is running."]
     llm.script(Reply.hang())
     await channel.inject(tg_dm("one"))
@@ -237,33 +242,6 @@ async def test_stop_with_nothing_running_and_the_queue_dropped(running: Running,
     assert channel.texts()[-1] == "Stopped. 1 waiting message dropped."
     await asyncio.sleep(0.1)
     assert len(llm.requests) == 1
-
-
-async def _wait_for_file(root: Path, name: str, timeout: float = 5.0) -> AsyncIterator[Path]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [p for p in root.glob(f"*/{name}") if p.read_text().strip()]
-        if found:
-            yield found[0]
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{name} never appeared")
-
-
-def _dead(pid: int) -> bool:
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:  # a zombie (nobody reaps orphans in a container without init) counts as dead
-            if Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z"):
-                return True
-        except (FileNotFoundError, IndexError):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 async def _next_request(channel: RecordingAdapter, llm: FakeLLM) -> str:
@@ -284,6 +262,7 @@ async def test_status_whoami_help(running: Running, llm: FakeLLM) -> None:
     await channel.wait_for_replies(1)
     for command in ("/status", "/whoami", "/help"):
         await channel.inject(tg_dm(command))
+    await channel.wait_for_replies(4)
     status, whoami, help_text = channel.texts()[1:]
     assert "Model: fake-model" in status and "1 turns" in status and "idle" in status
     assert whoami == "Your telegram id is 42 (this DM)."
@@ -291,16 +270,16 @@ async def test_status_whoami_help(running: Running, llm: FakeLLM) -> None:
 
 
 async def test_stopall_is_for_owners(running: Running, llm: FakeLLM) -> None:
-    _, channel = await running.start("channels: {telegram: {dm_policy: open, group_policy: open, owners: [boss]}}")
+    _, channel = await running.start("channels: {telegram: {dm_policy: open, group_policy: open, owners: [900]}}")
     llm.script(Reply.hang(), Reply.hang())
-    await channel.inject(group_msg("@bot one", user="a"))
-    await channel.inject(InboundMessage("telegram", "bot", "-100", ChatType.GROUP, Sender("b", "B"), "@bot two",
+    await channel.inject(group_msg("@bot one", user="1"))
+    await channel.inject(InboundMessage("telegram", "bot", "-100", ChatType.GROUP, Sender("2", "B"), "@bot two",
                                         "t2", thread_id="7"))
     await llm.wait_for_requests(2)
-    await channel.inject(group_msg("/stopall", user="a"))
+    await channel.inject(group_msg("/stopall", user="1"))
     await asyncio.sleep(0.05)
     assert channel.sent == []  # not an owner, in a group: no reply at all
-    await channel.inject(group_msg("/stopall", user="boss"))
+    await channel.inject(group_msg("/stopall", user="900"))
     (reply,) = await channel.wait_for_replies(1)
     assert reply.text == "Stopped 2 runs."
 
@@ -359,18 +338,20 @@ class FlakyAdapter(RecordingAdapter):
         super().__init__(platform)
         self.attempts = 0
 
-    async def send(self, reply: OutboundReply) -> str | None:
+    async def send(self, to: Target, text: str) -> str:
         self.attempts += 1
         if self.attempts % 2 == 1:
-            raise TimeoutError("platform timed out")
-        return await super().send(reply)
+            raise SendFailed("platform timed out")
+        return await super().send(to, text)
 
 
 async def test_a_failed_send_is_retried_and_delivered_once(tmp_path: Path, llm: FakeLLM) -> None:
     channel = FlakyAdapter("telegram")
-    async with App(config(tmp_path, llm, OPEN), {"telegram": channel}) as app:
+    async with App(config(tmp_path, llm, OPEN), {"telegram": channel}):
         await channel.inject(tg_dm("hello"))
-        (reply,) = await channel.wait_for_replies(1)
+        await channel.wait_for_replies(1)
         assert channel.attempts == 2
-        await app.gateway._send(tg_dm("x"), "echo: hello", reply.run_id)  # delivering the same part again
-    assert channel.texts() == ["echo: hello"]
+    again = RecordingAdapter("telegram")
+    async with App(config(tmp_path, llm, OPEN), {"telegram": again}):  # a restart owes nothing
+        await asyncio.sleep(0.3)
+    assert channel.texts() == ["echo: hello"] and again.sent == [] and len(llm.requests) == 1

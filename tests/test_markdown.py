@@ -18,9 +18,11 @@ from adapters.discord.dialect import DISCORD
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import TELEGRAM
 from bot.channels.markdown import PLAIN, Dialect, quote_lines, render, safe_url, to_plain
+from bot.channels.split import Role
 from tests.test_telegram_render import assert_telegram_html
 
 DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, PLAIN]
+Z = "\u200b"
 
 CASES = [
     # (id, markdown, telegram, slack, discord, plain)
@@ -259,7 +261,7 @@ def test_slack_never_sends_a_broadcast_or_group_ping() -> None:
 
 def test_discord_everyone_and_here_are_neutralised_everywhere_but_code() -> None:
     rendered = render("@everyone **@here** [@everyone](https://x.io) `@here`\n\n```\n@everyone\n```", DISCORD)
-    assert re.findall(r"@(?:everyone|here)", rendered.replace("`@here`", "").replace("```\n@everyone\n```", "")) == []
+    assert re.findall(r"@(?:everyone|here)", outside_code(rendered)) == []
     assert "`@here`" in rendered and "```\n@everyone\n```" in rendered  # code is shown, never pings
 
 
@@ -285,4 +287,28 @@ def test_any_markdown_reads_back_in_every_dialect(markdown: str) -> None:
         assert "".join(atom.raw for atom in atoms) == rendered, dialect.name
         assert not (set(rendered) & set("\ud800\udfff")), dialect.name
     assert "<!" not in render(markdown, SLACK)
-    assert not re.search(r"@(everyone|here)", re.sub(r"`[^`]*`|```[\s\S]*?```", "", render(markdown, DISCORD)))
+    assert not re.search(r"@(everyone|here)", outside_code(render(markdown, DISCORD)))
+
+
+def outside_code(rendered: str) -> str:
+    """Discord text outside code spans and blocks (where a mention would resolve)."""
+    depth, out = 0, []
+    for atom in DISCORD.tokens(rendered):
+        if atom.tag in ("code", "pre"):
+            depth += 1 if atom.role is Role.OPEN else -1
+        elif depth == 0:
+            out.append(atom.raw)
+    return "".join(out)
+
+
+def test_slack_link_text_holds_no_mention_markup() -> None:
+    rendered = render("[ask <@U123>](https://x.io) or <@U123>", SLACK)
+    assert rendered == "<https://x.io|ask &lt;@U123&gt;> or <@U123>"
+    assert SLACK.plain(rendered) == "ask <@U123> or <@U123>"
+
+
+def test_the_same_style_inside_itself_is_written_once() -> None:
+    assert render("*a *b* c*", TELEGRAM) == "<i>a b c</i>"
+    assert render("*a *b* c*", SLACK) == f"{Z}_a b c_{Z}"
+    assert render("*a *b* c*", DISCORD) == "_a b c_"
+

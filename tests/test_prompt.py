@@ -32,11 +32,11 @@ NOW = datetime(2025, 1, 7, 14, 32, 5, tzinfo=UTC)
 
 FULL_ORDER = [
     "## Identity", "## First run", "## Persona", "## Tools", "## Safety", "## Workspace\n",
-    "## Owner", "## Current time", "## Formatting", "## Workspace files", "## Extra instructions",
-    "## Runtime", PERSONA_REMINDER,
+    "## Owner", "## Formatting", "## Workspace files", "## Extra instructions", PERSONA_REMINDER,
+    "## Runtime", "## Current time",
 ]
 MINIMAL_ORDER = [
-    "## Identity", "## Tools", "## Safety", "## Workspace\n", "## Current time", "## Workspace files", "## Runtime",
+    "## Identity", "## Tools", "## Safety", "## Workspace\n", "## Workspace files", "## Runtime", "## Current time",
 ]
 
 
@@ -74,8 +74,17 @@ def test_full_mode_has_every_section_in_order() -> None:
     text = build_system_prompt(inputs())
     positions = [text.index(h) for h in FULL_ORDER]
     assert positions == sorted(positions)
-    assert headers(text) == [h.strip() for h in FULL_ORDER[:-1]]
-    assert text.rstrip().endswith(PERSONA_REMINDER)
+    assert headers(text) == [h.strip() for h in FULL_ORDER if h != PERSONA_REMINDER]
+    assert text.rstrip().endswith("2025-01-07 14:32 UTC")  # volatile last, for prompt caching
+
+
+def test_stable_part_first_volatile_last() -> None:
+    stable, volatile = prompt_mod.build_prompt_parts(inputs())
+    later = prompt_mod.build_prompt_parts(inputs(now=NOW + timedelta(hours=3)))
+    assert later[0] == stable and later[1] != volatile  # only the volatile part changes
+    assert volatile.startswith("## Runtime") and "## Current time" in volatile
+    assert "## Current time" not in stable and "## Runtime" not in stable
+    assert build_system_prompt(inputs()) == stable + "\n\n" + volatile
 
 
 def test_minimal_mode_has_only_its_sections() -> None:

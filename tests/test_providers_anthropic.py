@@ -75,7 +75,8 @@ def test_params_system_tools_temperature() -> None:
     tool = ToolSpec("f", "Does f.", {"type": "object"})
     params = request_params(ChatRequest(model="claude-x", system="Be brief.", messages=(Message.user("hi"),),
                                         tools=(tool,), temperature=0.3, max_tokens=500))
-    assert params["system"] == "Be brief." and params["max_tokens"] == 500 and params["temperature"] == 0.3
+    assert params["system"] == [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
+    assert params["max_tokens"] == 500 and params["temperature"] == 0.3
     assert params["tools"] == [{"name": "f", "description": "Does f.", "input_schema": {"type": "object"}}]
     assert "thinking" not in params
     assert "system" not in request_params(ChatRequest(model="m", system="", messages=()))
@@ -101,7 +102,7 @@ async def test_headers_and_path(provider: AnthropicProvider, llm: FakeLLM) -> No
     # anthropic 2.x sends the key as a Bearer token; older SDKs used x-api-key
     assert f"Bearer {KEY}" == sent.headers.get("authorization") or sent.headers.get("x-api-key") == KEY
     assert sent.headers["anthropic-version"]
-    assert sent.body["stream"] is True and sent.body["system"] == "You are terse."
+    assert sent.body["stream"] is True and sent.body["system"][0]["text"] == "You are terse."
 
 
 async def test_thinking_blocks_round_trip_verbatim(provider: AnthropicProvider, llm: FakeLLM) -> None:
@@ -133,7 +134,8 @@ async def test_thinking_blocks_round_trip_verbatim(provider: AnthropicProvider, 
         {"type": "tool_use", "id": "toolu_9", "name": "lookup", "input": {"q": "x"}},
     ]}
     assert llm.requests[1].body["messages"][2] == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_9", "is_error": False, "content": "x = 4"}]}
+        {"type": "tool_result", "tool_use_id": "toolu_9", "is_error": False, "content": "x = 4",
+         "cache_control": {"type": "ephemeral"}}]}  # the turn goes on: its tail is a breakpoint
     llm.assert_tool_pairing()
 
 

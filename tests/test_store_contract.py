@@ -14,9 +14,20 @@ from pathlib import Path
 import pytest
 
 from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
-from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
+from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
-from bot.store.base import ApprovedSender, OutboundLedger, PairingCode, PairingStore, Session, Store, Turn, UsageTotals
+from bot.store.base import (
+    AnswerStore,
+    ApprovedSender,
+    CompactingStore,
+    PairingCode,
+    PairingStore,
+    Session,
+    Store,
+    Summary,
+    Turn,
+    UsageTotals,
+)
 from bot.store.sqlite import SQLiteStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
@@ -207,7 +218,9 @@ async def test_answered_via_turn_or_mark_answered_leave_unanswered(store: Store)
     assert None not in (a, b, c, d)
     assert [r.id for r in await store.unanswered()] == [a, b, c, d]  # oldest first
 
-    await store.append_turn(turn(s, "r1", Message.user("m0 and m1"), inbound_ids=(a, b)))  # type: ignore[arg-type]
+    await store.append_turn(turn(s, "r0", Message.user("cancelled"), inbound_ids=(a, b)))  # type: ignore[arg-type]
+    assert [r.id for r in await store.unanswered()] == [a, b, c, d]  # a turn alone does not answer
+    await store.append_turn(turn(s, "r1", Message.user("m0 and m1"), inbound_ids=(a, b), settle=True))  # type: ignore[arg-type]
     assert [r.id for r in await store.unanswered()] == [c, d]
 
     await store.mark_answered([d])  # type: ignore[attr-defined, list-item]
@@ -295,6 +308,68 @@ async def test_traces_are_stored_with_their_turn_and_read_back_in_order(store: S
     assert mine[0].cost == 0.01 and mine[0].iterations == 2
 
 
+async def test_traces_keep_cache_tokens(store: Store) -> None:
+    from bot.tracing import Span, SpanKind, TraceRecord
+
+    session = await store.session("agent:main:test:dm:u1")
+    span = Span(SpanKind.LLM, "claude-x", 100.0, 12.5, 1000, 5, 0.01, cache_read_tokens=900, cache_write_tokens=40)
+    record = TraceRecord("run-c", session.key, "main", 100.0, 101.0, "completed", "claude-x", 1000, 5, 0.01, 1,
+                         None, (span,), cache_read_tokens=900, cache_write_tokens=40)
+    await store.append_turn(turn(session, "run-c", Message.user("hi"), trace=record))
+    [back] = await store.traces(session.key)
+    assert back == record
+
+
+# -- summaries (the SummaryStore port) --------------------------------------------------
+
+
+async def _numbered(store: Store, session: Session, count: int) -> None:
+    for i in range(count):
+        await store.append_turn(turn(session, f"run{i}", Message.user(f"u{i}"), Message.assistant(f"a{i}")))
+
+
+async def test_a_summary_and_its_cut_hide_old_messages_but_keep_them(store: CompactingStore) -> None:
+    session = await store.session("agent:main:test:dm:u1")
+    await _numbered(store, session, 5)  # 10 messages
+    live = await store.live_messages(session)
+    assert [m.message.text for m in live] == [f"{r}{i}" for i in range(5) for r in "ua"]
+    assert await store.live_count(session) == 10 and await store.summary(session) is None
+    summary = Summary("they said hello", live[5].id, 6, 400, 120, "run-compact", 1700000000.0)
+    assert await store.save_summary(session, summary) is True
+    assert await store.summary(session) == summary
+    assert [m.text for m in await store.history(session)] == ["u3", "a3", "u4", "a4"]
+    assert [m.message.text for m in await store.live_messages(session, limit=2)] == ["u4", "a4"]
+    assert await store.live_count(session) == 4
+    await _numbered(store, session, 1)
+    assert [m.text for m in await store.history(session, limit=3)] == ["a4", "u0", "a0"]
+    assert await store.usage(session) == UsageTotals(turns=6)  # compaction deletes nothing
+
+
+async def test_a_stale_summary_is_refused_and_changes_nothing(store: CompactingStore) -> None:
+    session = await store.session("agent:main:test:dm:u1")
+    await _numbered(store, session, 4)
+    live = await store.live_messages(session)
+    newer = Summary("newer", live[5].id, 6, 100, 10)
+    assert await store.save_summary(session, newer)
+    assert await store.save_summary(session, Summary("older", live[3].id, 4, 100, 10)) is False
+    assert await store.save_summary(session, Summary("same", live[5].id, 6, 100, 10)) is False
+    assert (await store.summary(session)).text == "newer"  # type: ignore[union-attr]
+    assert await store.live_count(session) == 2
+
+
+async def test_summaries_belong_to_their_session(store: CompactingStore) -> None:
+    one = await store.session("agent:main:test:dm:u1")
+    two = await store.session("agent:main:test:dm:u2")
+    await _numbered(store, one, 2)
+    await _numbered(store, two, 2)
+    cut = (await store.live_messages(one))[-1].id
+    assert await store.save_summary(one, Summary("one", cut, 4, 10, 1))
+    assert await store.summary(two) is None
+    assert len(await store.history(two)) == 4
+    fresh = await store.session(one.key, fresh=True)
+    assert await store.summary(fresh) is None
+
+
 # -- pairing (the PairingStore port) ----------------------------------------------------
 
 T0 = 1_700_000_000.0
@@ -369,15 +444,61 @@ async def test_concurrent_pairing_requests_respect_the_limit(store: PairingStore
     assert sum(c is not None for c in codes) == 3
 
 
-# -- the outbound ledger (the OutboundLedger port) ------------------------------------------
+# -- what is owed to chats (the AnswerStore port) --------------------------------------------
 
 
-async def test_outbound_ledger_is_idempotent(store: OutboundLedger) -> None:
-    assert not await store.outbound_sent("run1", 0)
-    await store.record_outbound("run1", 0, "telegram", "c1", "501")
-    await store.record_outbound("run1", 0, "telegram", "c1", "999")  # a retry records nothing new
-    await store.record_outbound("run1", 1, "telegram", "c1", None)  # some platforms give no id
-    assert await store.outbound_sent("run1", 0)
-    assert await store.outbound_sent("run1", 1)
-    assert not await store.outbound_sent("run1", 2)
-    assert not await store.outbound_sent("run2", 0)
+def owed(answer_id: str, *inbound_ids: int | None, chunks: int = 2) -> Answer:
+    parts = tuple(Chunk(f"part {i}") for i in range(chunks - 1)) + (Chunk("", "answer.md", b"\x00file"),)
+    return Answer(answer_id, "telegram", Target("c1", ChatType.GROUP, "t9", "m1"), parts,
+                  tuple(i for i in inbound_ids if i is not None), draft_id="77", created_at=1700000000.5)
+
+
+async def test_an_answer_is_owed_until_its_last_chunk_is_sent(store: AnswerStore) -> None:
+    m1 = await store.record_inbound(inbound("m1"), "k")  # type: ignore[attr-defined]
+    answer = owed("run1", m1, chunks=3)
+    await store.store_answer(answer)
+    await store.store_answer(answer)  # storing it again changes nothing
+    assert await store.undelivered() == [answer]
+    assert await store.unanswered() == []  # type: ignore[attr-defined]  # owed: never run again
+
+    await store.chunk_sent(answer, 0, "501")
+    await store.chunk_sent(answer, 0, "999")  # a second record of a chunk changes nothing
+    assert [a.sent for a in await store.undelivered()] == [1]
+    await store.chunk_sent(answer, 1, None)  # some platforms give no id
+    await store.chunk_sent(answer, 2, "503")
+    assert await store.undelivered() == []
+    assert await store.unanswered() == []  # type: ignore[attr-defined]
+
+
+async def test_an_answer_stored_with_its_turn_and_given_up(store: Store) -> None:
+    s = await store.session("k")
+    m1 = await store.record_inbound(inbound("m1"), "k")
+    answer = owed("run1", m1)
+    await store.append_turn(turn(s, "run1", Message.user("hi"), Message.assistant("part 0"), inbound_ids=(m1,),
+                                 answer=answer))
+    assert await store.undelivered() == [answer]  # type: ignore[attr-defined]
+    await store.give_up(answer)  # type: ignore[attr-defined]
+    assert await store.undelivered() == [] and await store.unanswered() == []  # type: ignore[attr-defined]
+
+
+async def test_refused_messages_keep_only_their_dedupe_key(store: Store) -> None:
+    m1 = await store.record_inbound(inbound("m1", text="secret words"), "k")
+    await store.forget_inbound(m1)  # type: ignore[arg-type]
+    assert await store.unanswered() == []
+    assert await store.record_inbound(inbound("m1"), "k") is None  # still deduped
+
+
+async def test_a_stored_message_gains_its_saved_files(store: Store) -> None:
+    doc = Attachment(AttachmentKind.DOCUMENT, "a.pdf", "application/pdf", 3, platform_file_id="F1")
+    m1 = await store.record_inbound(inbound("m1", attachments=(doc,)), "k")
+    saved = inbound("m1", attachments=(replace(doc, path="inbox/a.pdf"),))
+    await store.update_inbound(m1, saved)  # type: ignore[arg-type]
+    [record] = await store.unanswered()
+    assert record.message == saved
+
+
+async def test_text_with_a_lone_surrogate_is_stored(store: Store) -> None:
+    odd = inbound("m1", text="broken \ud83d emoji")
+    assert await store.record_inbound(odd, "k") is not None
+    [record] = await store.unanswered()
+    assert record.message.text == odd.text

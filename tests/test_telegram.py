@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
+from adapters.telegram.adapter import TelegramChannel
+from adapters.telegram.config import TelegramConfig
 from bot.app import App
 from bot.config import load_config
-from telegram.error import BadRequest
 
+from bot.channels import SendFailed
 from bot.errors import ChannelError
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.telegram_html import utf16_len
@@ -41,11 +42,8 @@ channels:
               dm_policy: open, group_policy: open {', ' + telegram if telegram else ''}}}
 """)
         config = load_config(path, env={})
-        t = config.channels.telegram
-        adapter = TelegramAdapter(TelegramSettings(
-            token=self.tg.token, base_url=t.base_url, streaming=t.streaming == "edit",
-            max_download_bytes=int(t.max_download_mb * 1024 * 1024), **settings))  # type: ignore[arg-type]
-        app = App(config, {"telegram": adapter})
+        channel = TelegramChannel(config.channels.telegram, **settings)  # type: ignore[arg-type]
+        app = App(config, {"telegram": channel})
         await app.__aenter__()
         self.apps.append(app)
         return app
@@ -97,7 +95,7 @@ async def test_a_reply_to_the_bot_addresses_it(stack: Stack) -> None:
     (first,) = await tg.wait_for_sent(1, timeout=5)
     tg.push(tg.message(GROUP, "and another thing", user_id=8, reply_to_message=first.message))
     await tg.wait_for_sent(2, timeout=5)
-    assert tg.sent[1].plain == "echo: [Alice] and another thing"  # senders are named in groups
+    assert tg.sent[1].plain.endswith('from "Alice" (id telegram:8):\n\nand another thing')  # senders are named in groups
 
 
 async def test_commands_for_this_bot_and_for_another(stack: Stack) -> None:
@@ -135,9 +133,9 @@ async def test_topics_stay_in_their_topic(stack: Stack) -> None:
                        is_topic_message=True))
     tg.push(tg.message(GROUP, "@chatgate_bot in general", user_id=9, is_forum=True))
     await tg.wait_for_sent(2, timeout=5)
-    by_text = {s.plain: s for s in tg.sent}
-    assert by_text["echo: [Alice] in a topic"].thread_id == 5
-    assert by_text["echo: [Alice] in general"].thread_id is None
+    by_text = {(s.plain or "").rsplit("\n", 1)[-1]: s for s in tg.sent}
+    assert by_text["in a topic"].thread_id == 5
+    assert by_text["in general"].thread_id is None
 
 
 async def test_a_long_code_heavy_answer_arrives_whole(stack: Stack) -> None:
@@ -213,9 +211,8 @@ async def test_streaming_edits_end_in_exactly_one_copy(stack: Stack) -> None:
 
 
 async def test_webhook_checks_the_secret(stack: Stack, unused_tcp_port: int) -> None:
-    await stack.start(mode="webhook", webhook_listen="127.0.0.1", webhook_port=unused_tcp_port,
-                      webhook_path="/tg", webhook_url=f"http://127.0.0.1:{unused_tcp_port}/tg",
-                      webhook_secret="s3cret-token")
+    await stack.start(f'mode: webhook, webhook: {{listen: 127.0.0.1, port: {unused_tcp_port}, path: /tg, '
+                      f'url: "https://127.0.0.1:{unused_tcp_port}/tg", secret_token: s3cret-token}}')
     tg = stack.tg
     assert tg.webhook is not None and tg.webhook.secret_token == "s3cret-token"
     assert await tg.post_webhook_update(tg.message(42, "intruder", user_id=42), secret="wrong") == 403
@@ -233,7 +230,8 @@ async def test_a_photo_reaches_the_model_as_an_image(stack: Stack) -> None:
     await stack.tg.wait_for_sent(1, timeout=5)
     content = stack.llm.requests[0].body["messages"][-1]["content"]
     kinds = [part["type"] for part in content]
-    assert kinds == ["text", "image_url"] and content[0]["text"] == "what is this?"
+    assert kinds == ["text", "image_url", "text"] and content[0]["text"] == "what is this?"
+    assert "chatgate-context" in content[2]["text"]  # the runtime context, after the cached prefix
     assert content[1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
 
 
@@ -295,11 +293,11 @@ async def test_conflict_and_bad_token_stop_the_channel_with_one_line(stack: Stac
     app = await stack.start()
     stack.tg.conflict = True
     with pytest.raises(ChannelError, match="another program is polling"):
-        await asyncio.wait_for(app.adapters["telegram"].wait_closed(), 40)
+        await asyncio.wait_for(app.channels["telegram"].wait_closed(), 40)
     calls = len([c for c in stack.tg.calls if c.method == "getUpdates"])
     await asyncio.sleep(0.5)
     assert len([c for c in stack.tg.calls if c.method == "getUpdates"]) == calls  # no retry storm
-    bad = TelegramAdapter(TelegramSettings(token="999:WRONG", base_url=stack.tg.api_root))
+    bad = TelegramChannel(TelegramConfig(token="999:WRONG", base_url=stack.tg.api_root))
     with pytest.raises(ChannelError, match="refused the token"):
         await bad.start(lambda msg: asyncio.sleep(0))
 
@@ -316,7 +314,7 @@ async def test_an_album_arrives_as_one_message(stack: Stack) -> None:
     await asyncio.sleep(0.3)
     assert len(stack.llm.requests) == 1
     content = stack.llm.requests[0].body["messages"][-1]["content"]
-    assert [p["type"] for p in content] == ["text", "image_url", "image_url"]
+    assert [p["type"] for p in content] == ["text", "image_url", "image_url", "text"]
     assert content[0]["text"] == "compare these"
 
 
@@ -335,16 +333,16 @@ async def test_edits_service_messages_and_channel_posts_are_ignored(stack: Stack
 async def test_a_send_retried_after_a_failure_mid_answer_sends_no_chunk_twice(stack: Stack) -> None:
     app = await stack.start()
     tg = stack.tg
-    courier = app.adapters["telegram"].courier  # type: ignore[attr-defined]
-    real, calls = courier.send_html, []
+    channel = app.channels["telegram"]
+    real, calls = channel.send, []
 
-    async def second_one_fails_once(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(args)
+    async def second_one_fails_once(to, text):  # type: ignore[no-untyped-def]
+        calls.append(text)
         if len(calls) == 2:
-            raise BadRequest("Something odd")  # the gateway will retry the whole reply
-        return await real(*args, **kwargs)
+            raise SendFailed("Something odd")  # delivery retries from the chunk that failed
+        return await real(to, text)
 
-    courier.send_html = second_one_fails_once
+    channel.send = second_one_fails_once  # type: ignore[method-assign]
     answer = "\n\n".join(f"Paragraph {i}: " + "words " * 300 for i in range(4))  # ~7,000 chars: 2 chunks
     stack.llm.script(Reply.text(answer, chunk_size=2000))
     tg.push(tg.message(42, "long please", user_id=42))

@@ -185,13 +185,15 @@ def test_register_names_specs_cached_and_duplicates() -> None:
 
 
 def test_timeouts_default_by_category_and_overridable() -> None:
-    assert DEFAULT_TIMEOUTS == {"file": 30, "exec": 600, "network": 120, "other": 60}
+    assert DEFAULT_TIMEOUTS == {"file": 30, "exec": 600, "network": 120, "agent": 900, "other": 60}
     registry = ToolRegistry(timeouts={ToolCategory.EXEC: 5})
     assert registry.timeouts[ToolCategory.EXEC] == 5 and registry.timeouts[ToolCategory.FILE] == 30
 
 
-def test_builtin_registry_has_the_file_tools() -> None:
-    assert builtin_registry().names() == ("read_file", "write_file", "list_files")
+def test_builtin_registry_has_the_file_and_memory_tools() -> None:
+    assert builtin_registry().names() == ("read_file", "write_file", "edit_file", "list_files", "search_files",
+                                          "memory_search", "memory_get")
+    assert builtin_registry(exec_enabled=True).names()[-1] == "exec"
 
 
 # -- execution ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The terminal channel: a DM between the local OS user and the assistant.
 
-Lines typed on stdin become inbound messages; streamed text is printed as it arrives.
+Lines typed on stdin become inbound messages; streamed text is printed as it arrives
+(the channel's native stream), tool calls as one line each.
 ``/stop`` or Ctrl-C (``interrupt``) cancels the running answer without leaving, Ctrl-D
 (end of input) closes the channel. Reading uses the event loop's reader on the file
 descriptor, never a thread and never O_NONBLOCK on the shared terminal.
@@ -16,9 +17,9 @@ import sys
 import uuid
 from typing import TextIO
 
-from adapters.base import Handler
-from bot.agent.events import EventKind, RunEvent
-from bot.messages import ChatType, InboundMessage, OutboundReply, Sender
+from bot.channels import Inbox, Limits, SendFailed, Status, Target
+from bot.channels.markdown import PLAIN
+from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
 log = logging.getLogger(__name__)
 
@@ -26,22 +27,25 @@ YOU = "you › "
 BOT = "bot › "
 
 
-class ConsoleAdapter:
-    platform = "console"
+class ConsoleChannel:
+    name = "console"
+    dialect = PLAIN
+    limits = Limits(chunk=1_000_000, max_chunks=1_000, edit_every=0.0, status_every=3600.0)
+    streaming = "native"
 
     def __init__(self, *, user: str | None = None, input_fd: int | None = None, output: TextIO | None = None) -> None:
         self.user = user or getpass.getuser()
         self._fd = sys.stdin.fileno() if input_fd is None else input_fd
         self._out = output or sys.stdout
-        self._handle: Handler | None = None
+        self._inbox: Inbox | None = None
         self._buffer = b""
         self._pending = 0  # lines sent to the gateway and not yet answered
-        self._streamed: dict[str, str] = {}  # run id -> text already printed
+        self._mid_line = False  # a stream was printed without its line end
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = asyncio.Event()
 
-    async def start(self, handle: Handler) -> None:
-        self._handle = handle
+    async def start(self, inbox: Inbox) -> None:
+        self._inbox = inbox
         asyncio.get_running_loop().add_reader(self._fd, self._readable)
         self._write(f"chatgate – chatting as {self.user}. /stop or Ctrl-C stops an answer, /new starts over, Ctrl-D exits.\n{YOU}")
 
@@ -64,41 +68,43 @@ class ConsoleAdapter:
         else:
             self._write(f"\n(Ctrl-D exits)\n{YOU}")
 
-    async def send(self, reply: OutboundReply) -> str | None:
-        shown = self._streamed.pop(reply.run_id, None)
-        if shown is None:
-            self._write(f"{BOT}{reply.text}\n")
-        elif reply.text.startswith(shown):
-            self._write(f"{reply.text[len(shown):]}\n")
-        else:  # the final answer differs from what streamed (e.g. cleaned up): show it whole
-            self._write(f"\n{BOT}{reply.text}\n")
+    async def send(self, to: Target, text: str) -> str:
+        self._write(f"{self._line_end()}{BOT}{text}\n")
         self._answered()
-        return None
+        return uuid.uuid4().hex
+
+    async def edit(self, to: Target, message_id: str, text: str) -> None:
+        """The answer replaces what streamed: it is already on the screen."""
+        self._write(self._line_end() or "\n")
+        self._answered()
+
+    async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        return await self.send(to, f"{caption}\n{data.decode(errors='replace')}".strip())
+
+    async def status(self, to: Target, status: Status) -> None:
+        if status is Status.SILENT:  # nothing will be sent
+            self._answered()
+
+    async def fetch(self, attachment: Attachment, limit: int) -> bytes:
+        raise SendFailed("the terminal sends no files", permanent=True)
+
+    async def stream(self, to: Target) -> _Stream:
+        return _Stream(self)
+
+    async def note(self, to: Target, text: str) -> None:
+        """A line about the run (a tool call, a retry), between the streamed text."""
+        self._write(f"{self._line_end()}  {text}\n")
+
+    def _line_end(self) -> str:
+        if self._mid_line:
+            self._mid_line = False
+            return "\n"
+        return ""
 
     def _answered(self) -> None:
         self._pending = max(0, self._pending - 1)
         if not self._pending:
             self._write(YOU)
-
-    async def show(self, event: RunEvent, inbound: InboundMessage) -> None:
-        if event.kind is EventKind.CHUNK:
-            if event.run_id not in self._streamed:
-                self._streamed[event.run_id] = ""
-                self._write(BOT)
-            self._streamed[event.run_id] += event.text
-            self._write(event.text)
-        elif event.kind is EventKind.TOOL_CALL and event.tool is not None:
-            if self._streamed.pop(event.run_id, None) is not None:
-                self._write("\n")
-            self._write(f"  ⚙ {event.tool.name} {_short(event.tool.arguments)}\n")
-        elif event.kind is EventKind.COMPLETED and not event.text:  # silent: nothing will be sent
-            self._streamed.pop(event.run_id, None)
-            self._answered()
-        elif event.kind is EventKind.RETRYING and event.retry is not None:
-            self._write(f"\n(the model did not answer ({event.retry.reason}); trying again in {event.retry.delay:.0f} s)\n")
-        elif event.kind is EventKind.CANCELLED:
-            if self._streamed.pop(event.run_id, None) is not None:
-                self._write(" [stopped]\n")
 
     def _readable(self) -> None:
         try:
@@ -122,7 +128,7 @@ class ConsoleAdapter:
         if not text.startswith("/"):
             self._pending += 1
         msg = InboundMessage(
-            platform=self.platform,
+            platform=self.name,
             account="console",
             chat_id=self.user,
             chat_type=ChatType.DM,
@@ -130,8 +136,8 @@ class ConsoleAdapter:
             text=text,
             message_id=uuid.uuid4().hex,
         )
-        assert self._handle is not None
-        task = asyncio.create_task(self._handle(msg), name="console inbound")
+        assert self._inbox is not None
+        task = asyncio.create_task(self._inbox(msg), name="console inbound")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -140,6 +146,19 @@ class ConsoleAdapter:
         self._out.flush()
 
 
-def _short(arguments: str, limit: int = 80) -> str:
-    flat = " ".join(arguments.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+class _Stream:
+    """The native stream of one answer: deltas printed as they come."""
+
+    def __init__(self, console: ConsoleChannel) -> None:
+        self._console = console
+        self._started = False
+
+    async def append(self, text: str) -> None:
+        if not self._started:
+            self._started = True
+            self._console._write(f"{self._console._line_end()}{BOT}")
+        self._console._write(text)
+        self._console._mid_line = True
+
+    async def close(self) -> str | None:
+        return "stream" if self._started else None

@@ -30,7 +30,7 @@ LIMITS = Limits(chunk=2000, measure=Measure.CHARS, max_lines=17)
 ZWSP = "\u200b"
 _URL = re.compile(r"https?://[^\s<>*~`|\\\[\]]+")
 _SPECIAL = re.compile(r"[\\*_~`|\[\]]|(?:^|(?<=\n))[ \t]*[#>+-]")
-_PINGS = re.compile(r"@(everyone|here)\b")
+_PINGS = re.compile(r"@(everyone|here)")
 _FENCE = re.compile(r"```([\w+#.-]*)\n")
 _LINK_END = re.compile(r"\]\(<([^<>\s]*)>\)")
 _HEADING = re.compile(r"#{1,3} ")
@@ -87,11 +87,11 @@ class DiscordDialect:
         return f"~~{inner}~~"
 
     def code(self, code: str) -> str:
-        code = _code(code)
+        code = self.code_text(code)
         return f"`{code}`" if "`" not in code else f"`` {code} ``"
 
     def code_block(self, code: str, language: str) -> str:
-        return f"```{language}\n{_code(code)}\n```"
+        return f"```{language}\n{self.code_text(code)}\n```"
 
     def link(self, inner: str, url: str) -> str:
         return f"[{inner}](<{_url(url)}>)"
@@ -178,7 +178,7 @@ class _Reader:
                     self.push(marker, tag, marker)
                 at += len(marker)
             else:  # text up to the next character that may start markup
-                run = _TEXT.match(text, at + 1)
+                run = _TEXT.match(text, at + 1) if char != "\n" else None
                 stop = run.end() if run is not None else at + 1
                 atoms.extend(text_atoms(text[at:stop]))
                 at = stop

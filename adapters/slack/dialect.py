@@ -87,9 +87,10 @@ class SlackDialect:
         return f"`{_esc(code.replace('`', GRAVE))}`"
 
     def code_block(self, code: str, language: str) -> str:
-        return f"```\n{_code(code)}\n```"
+        return f"```\n{self.code_text(code)}\n```"
 
     def link(self, inner: str, url: str) -> str:
+        inner = _MENTION.sub(lambda found: _esc(found.group(0)), inner)  # no <...> inside <...>
         return f"<{_esc(url).replace('|', '%7C')}|{inner}>"
 
     def quote(self, inner: str) -> str:
@@ -162,7 +163,7 @@ class _Reader:
                 self.pop(">", "a")
                 at += 1
             else:  # text up to the next character that may start markup
-                run = _TEXT.match(text, at + 1)
+                run = _TEXT.match(text, at + 1) if char != "\n" else None
                 stop = run.end() if run is not None else at + 1
                 atoms.extend(text_atoms(text[at:stop]))
                 at = stop

@@ -1,0 +1,20 @@
+"""The Telegram channel. Importing this package loads no SDK: ``build`` does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.telegram.config import TelegramConfig
+from bot.channels import ChannelSpec
+
+HINTS = ("Telegram shows a Markdown subset: **bold**, _italic_, `code`, code blocks and links. "
+         "No tables and no headings (use a bold line); keep paragraphs short.")
+
+
+def build(config: TelegramConfig) -> Any:
+    from adapters.telegram.adapter import TelegramChannel
+
+    return TelegramChannel(config)
+
+
+SPEC = ChannelSpec("telegram", TelegramConfig, build, hints=HINTS, display="Telegram")

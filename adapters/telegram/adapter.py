@@ -1,16 +1,18 @@
 """The Telegram channel on python-telegram-bot 22: polling or webhook in, HTML out.
 
 Inbound: updates come from our own long-polling loop (with a watchdog; a 409 conflict or
-a refused token stops the channel with one clear line) or from PTB's webhook server
-(its secret token checked on every request). Albums arrive as one message; photos are
-downloaded for the model, documents and voice notes are handed to the core to save in
-the workspace; files over ``max_download_mb`` are refused with a reply.
+a refused token stops the channel with one clear line) or from our own webhook endpoint
+(Telegram's secret header checked on every request). An update is confirmed only after
+the core stored it: the poller's offset moves past an update once ``inbox`` returned for
+it (a failed store holds the offset, and the update comes again); the webhook answers
+200 only then (else 500, and Telegram sends it again). Album parts arrive as separate
+updates and are stored as one message once the album is complete. Files travel as
+metadata; the core fetches them (``fetch``) only for messages that will run.
 
-Outbound: Markdown is rendered to Telegram HTML and split into chunks of at most 4096
-UTF-16 units; more than 8 chunks go out as a Markdown file with a short summary. Groups
-get a reply to the triggering message, topics stay in their topic. While a run lives
-the chat shows "typing…" (refreshed every 4 s); with ``streaming: edit`` one draft
-message is edited at most once a second and becomes the first chunk of the answer.
+Outbound: ``send`` / ``edit`` / ``send_file`` make one attempt each with a rendered HTML
+chunk; a chunk Telegram cannot parse is resent once as plain text, a group that became a
+supergroup is followed; any other failure is ``SendFailed`` for delivery to retry (with
+Telegram's ``retry_after``) or give up (blocked by the user, chat gone, bad request).
 """
 
 from __future__ import annotations
@@ -20,92 +22,79 @@ import io
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any, TypeVar
 
-from telegram import Bot, BotCommand, Message, Update
-from telegram.constants import ChatAction
-from telegram.error import Conflict, InvalidToken, NetworkError, TelegramError
+from aiohttp import web
+from telegram import Bot, BotCommand, Message, ReplyParameters, Update
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
 
-from adapters.base import Handler
-from adapters.telegram.delivery import Courier
-from adapters.telegram.dialect import LIMITS, TELEGRAM
-from adapters.telegram.inbound import BotIdentity, message_of, to_inbound
+from adapters.telegram.config import TelegramConfig
+from adapters.telegram.dialect import LIMITS, TELEGRAM, html_to_text
+from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, to_inbound
 from adapters.telegram.transport import AiohttpRequest
-from bot.agent.events import EventKind, RunEvent
-from bot.channels.markdown import render
-from bot.channels.split import render_chunks, too_many
+from bot.channels import COMMAND_MENU, Backoff, Inbox, SendFailed, Status, Target
 from bot.errors import ChannelError
-from bot.messages import Attachment, AttachmentKind, InboundMessage, OutboundReply
+from bot.messages import Attachment
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 POLL_TIMEOUT = 30  # seconds Telegram holds a getUpdates open
 WATCHDOG_GRACE = 30  # a poll silent for POLL_TIMEOUT + this is abandoned and restarted
-TYPING_EVERY = 4.0
-EDIT_EVERY = 1.0  # at most one draft edit per second per message
 ALBUM_WAIT = 0.8  # seconds to gather the parts of an album
-COMMANDS = (("stop", "Stop the current answer"), ("new", "Start a fresh conversation"),
-            ("status", "Model, context and cost of this conversation"), ("whoami", "Your Telegram id"),
-            ("help", "What I can do"))
-
-
-@dataclass(frozen=True, slots=True)
-class TelegramSettings:
-    token: str
-    base_url: str = "https://api.telegram.org"
-    mode: str = "polling"  # polling | webhook
-    webhook_listen: str = "0.0.0.0"
-    webhook_port: int = 8443
-    webhook_path: str = "/telegram"
-    webhook_url: str | None = None
-    webhook_secret: str | None = None
-    streaming: bool = False
-    max_download_bytes: int = 20 * 1024 * 1024
-    poll_timeout: int = POLL_TIMEOUT
-    watchdog_grace: float = WATCHDOG_GRACE
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+BACKOFF = Backoff(base=1.0, factor=2.0, cap=30.0)  # polling, and updates the core could not store
 
 
 @dataclass
-class _Progress:
-    """What the chat shows for one run: typing, and the streaming draft."""
-
-    chat_id: str
-    thread_id: int | None
-    reply_to: int | None
-    typing: asyncio.Task[None] | None = None
-    text: str = ""
-    draft: int | None = None  # message id of the draft
-    shown: str = ""  # what the draft shows now
-    last_edit: float = 0.0
-    editing: asyncio.Task[None] | None = None
-    busy: bool = False  # a draft request is in flight
+class _Album:
+    parts: list[Message]
+    first_update: int
+    stored: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    update_ids: list[int] = field(default_factory=list)
 
 
-class TelegramAdapter:
-    platform = "telegram"
+class TelegramChannel:
+    name = "telegram"
+    dialect = TELEGRAM
+    limits = LIMITS
 
-    def __init__(self, settings: TelegramSettings, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.settings = settings
-        root = settings.base_url.rstrip("/")
-        updates_read = settings.poll_timeout + settings.watchdog_grace
-        self.bot = Bot(settings.token, base_url=f"{root}/bot", base_file_url=f"{root}/file/bot",
+    def __init__(self, config: TelegramConfig, *, poll_timeout: int = POLL_TIMEOUT,
+                 watchdog_grace: float = WATCHDOG_GRACE) -> None:
+        self.config = config
+        self.streaming = config.streaming
+        self._poll_timeout = poll_timeout
+        self._watchdog = poll_timeout + watchdog_grace
+        root = config.base_url.rstrip("/")
+        token = config.token.get_secret_value() if config.token is not None else ""
+        self.bot = Bot(token, base_url=f"{root}/bot", base_file_url=f"{root}/file/bot",
                        request=AiohttpRequest(pool_size=64),
-                       get_updates_request=AiohttpRequest(pool_size=1, read_timeout=updates_read))
-        self.courier = Courier(self.bot)
-        self._clock = clock
-        self._handle: Handler | None = None
+                       get_updates_request=AiohttpRequest(pool_size=1, read_timeout=self._watchdog))
+        self._inbox: Inbox | None = None
         self._identity: BotIdentity | None = None
-        self._runs: dict[str, _Progress] = {}
-        self._albums: dict[str, list[Message]] = {}
-        self._delivered: dict[tuple[str, int], tuple[int | None, int]] = {}  # (run, part) -> (first id, chunks sent)
+        self._albums: dict[str, _Album] = {}
+        self._migrated: dict[str, str] = {}  # group id -> the supergroup it became
+        self._blocked: set[str] = set()  # chats that refused us, logged once
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed: asyncio.Future[None] | None = None
-        self._updater = None  # PTB's webhook server, in webhook mode
+        self._site: web.AppRunner | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self, handle: Handler) -> None:
-        self._handle = handle
+    async def start(self, inbox: Inbox) -> None:
+        self._inbox = inbox
         self._closed = asyncio.get_running_loop().create_future()
         try:
             await self.bot.initialize()  # getMe
@@ -113,28 +102,25 @@ class TelegramAdapter:
             raise ChannelError("channels.telegram.token: Telegram refused the token (check TELEGRAM_BOT_TOKEN "
                                "with @BotFather)") from None
         except NetworkError as exc:
-            raise ChannelError(f"channels.telegram: cannot reach {self.settings.base_url}: {exc.message}") from None
+            raise ChannelError(f"channels.telegram: cannot reach {self.config.base_url}: {exc.message}") from None
         me = self.bot.bot
         self._identity = BotIdentity(me.id, me.username or "")
         await self._sync_commands()
-        if self.settings.mode == "webhook":
+        if self.config.mode == "webhook":
             await self._start_webhook()
         else:
             await self.bot.delete_webhook()
             self._spawn(self._poll(), "telegram poller")
-        log.info("telegram: @%s connected (%s)", self._identity.username, self.settings.mode)
+        log.info("telegram: @%s connected (%s)", self._identity.username, self.config.mode)
 
     async def stop(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks)
-        if self._updater is not None:
-            await self._updater.stop()
-            await self._updater.shutdown()
-            self._updater = None
-        for progress in self._runs.values():
-            _cancel(progress.typing, progress.editing)
+        if self._site is not None:
+            await self._site.cleanup()
+            self._site = None
         await self.bot.shutdown()
 
     async def wait_closed(self) -> None:
@@ -148,26 +134,27 @@ class TelegramAdapter:
 
     async def _sync_commands(self) -> None:
         """setMyCommands only when the list differs from what Telegram has."""
-        wanted = [BotCommand(name, text) for name, text in COMMANDS]
         current = await self.bot.get_my_commands()
-        if [(c.command, c.description) for c in current] != list(COMMANDS):
-            await self.bot.set_my_commands(wanted)
+        if [(c.command, c.description) for c in current] != list(COMMAND_MENU):
+            await self.bot.set_my_commands([BotCommand(name, text) for name, text in COMMAND_MENU])
             log.info("telegram: command list updated")
 
     # -- inbound -----------------------------------------------------------------------
 
     async def _poll(self) -> None:
+        """Long polling; the offset passes an update only once the core has stored it."""
         offset: int | None = None
-        backoff = 1.0
-        timeout = self.settings.poll_timeout
-        watchdog = timeout + self.settings.watchdog_grace
+        failures = 0
+        seen: set[int] = set()  # updates taken while the offset is held back for an album
         while True:
+            held = min((a.first_update for a in self._albums.values()), default=None)
             try:
-                async with asyncio.timeout(watchdog):
-                    updates = await self.bot.get_updates(offset=offset, timeout=timeout,
+                async with asyncio.timeout(self._watchdog):
+                    updates = await self.bot.get_updates(offset=held if held is not None else offset,
+                                                         timeout=0 if held is not None else self._poll_timeout,
                                                          allowed_updates=["message"])
             except TimeoutError:
-                log.warning("telegram: a poll went silent for %.0f s; polling again", watchdog)
+                log.warning("telegram: a poll went silent for %.0f s; polling again", self._watchdog)
                 continue
             except Conflict:
                 self._fail(ChannelError("channels.telegram: another program is polling with this bot token "
@@ -177,208 +164,185 @@ class TelegramAdapter:
                 self._fail(ChannelError("channels.telegram.token: Telegram refused the token"))
                 return
             except TelegramError as exc:
-                log.warning("telegram: polling failed (%s); retrying in %.0f s", exc.message, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30.0)
+                failures += 1
+                await self._pause(f"polling failed ({exc.message})", failures)
                 continue
-            backoff = 1.0
-            for update in updates:
-                offset = update.update_id + 1
-                await self._take(update)
+            try:
+                for update in updates:
+                    if update.update_id not in seen:
+                        await self._take(update)
+                        seen.add(update.update_id)
+                    offset = update.update_id + 1
+            except Exception as exc:  # the core could not store it: it is not confirmed, it comes again
+                failures += 1
+                offset = update.update_id
+                seen.discard(update.update_id)
+                await self._pause(f"an update could not be stored ({exc})", failures)
+                continue
+            failures = 0
+            floor = min((a.first_update for a in self._albums.values()), default=offset)
+            seen = {u for u in seen if floor is None or u >= floor}
+            if self._albums:
+                await asyncio.sleep(ALBUM_WAIT / 4)  # the album's parts and its timer, then poll again
+
+    async def _pause(self, why: str, failures: int) -> None:
+        wait = BACKOFF.delay(failures)
+        log.warning("telegram: %s; trying again in %.1f s", why, wait)
+        await asyncio.sleep(wait)
 
     async def _start_webhook(self) -> None:
-        from telegram.ext import Updater
+        s = self.config.webhook
+        app = web.Application()
+        app.router.add_post("/" + s.path.lstrip("/"), self._webhook_request)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, s.listen, s.port).start()
+        self._site = runner
+        secret = s.secret_token.get_secret_value() if s.secret_token is not None else None
+        await self.bot.set_webhook(s.url or "", secret_token=secret, allowed_updates=["message"])
 
-        s = self.settings
-        self._updater = Updater(self.bot, asyncio.Queue())
-        await self._updater.initialize()
-        queue = await self._updater.start_webhook(listen=s.webhook_listen, port=s.webhook_port,
-                                                  url_path=s.webhook_path.lstrip("/"), webhook_url=s.webhook_url,
-                                                  secret_token=s.webhook_secret, allowed_updates=["message"])
-        self._spawn(self._drain(queue), "telegram webhook queue")
+    async def _webhook_request(self, request: web.Request) -> web.Response:
+        secret = self.config.webhook.secret_token
+        if secret is not None and request.headers.get(SECRET_HEADER) != secret.get_secret_value():
+            return web.Response(status=403)
+        try:
+            update = Update.de_json(await request.json(), self.bot)
+        except ValueError:
+            return web.Response(status=400)
+        if update is None:
+            return web.Response(status=200)
+        try:
+            await self._take(update, wait_album=True)
+        except Exception as exc:  # not stored: Telegram sends it again
+            log.warning("telegram: an update could not be stored (%s); Telegram will retry", exc)
+            return web.Response(status=500)
+        return web.Response(status=200)
 
-    async def _drain(self, queue: asyncio.Queue[object]) -> None:
-        while True:
-            update = await queue.get()
-            if isinstance(update, Update):
-                await self._take(update)
-
-    async def _take(self, update: Update) -> None:
+    async def _take(self, update: Update, *, wait_album: bool = False) -> None:
+        """Hand one update's message to the core (returns once stored), or gather an album part."""
         message = message_of(update)
         if message is None:
             return
-        assert self._identity is not None
+        assert self._identity is not None and self._inbox is not None
         if message.from_user is not None and message.from_user.id == self._identity.id:
             return
-        if message.media_group_id:
-            self._gather(message)
+        if not message.media_group_id:
+            msg = to_inbound(message, self._identity, attachments_of(message))
+            if msg is not None:
+                await self._inbox(msg)
             return
-        self._spawn(self._deliver_inbound([message]), f"telegram inbound {message.message_id}")
-
-    def _gather(self, message: Message) -> None:
-        """Album parts arrive as separate messages: wait a moment, then pass them on as one."""
         key = f"{message.chat.id}:{message.media_group_id}"
-        parts = self._albums.setdefault(key, [])
-        parts.append(message)
-        if len(parts) == 1:
-            async def flush() -> None:
-                await asyncio.sleep(ALBUM_WAIT)
-                await self._deliver_inbound(self._albums.pop(key))
+        album = self._albums.get(key)
+        if album is None:
+            album = self._albums[key] = _Album([], update.update_id)
+            self._spawn(self._flush_album(key), f"telegram album {key}")
+        album.parts.append(message)
+        album.update_ids.append(update.update_id)
+        if wait_album:
+            await asyncio.shield(album.stored)
 
-            self._spawn(flush(), f"telegram album {key}")
-
-    async def _deliver_inbound(self, messages: list[Message]) -> None:
-        assert self._identity is not None and self._handle is not None
-        first = messages[0]
-        try:
-            attachments = tuple([a for m in messages for a in await self._attachments(m)])
-        except _TooBig as exc:
-            await self.courier.send_html(str(first.chat.id), exc.text, reply_to=first.message_id,
-                                         thread_id=first.message_thread_id if first.is_topic_message else None)
-            return
-        captioned = next((m for m in messages if m.caption or m.text), first)
+    async def _flush_album(self, key: str) -> None:
+        """Album parts arrive as separate updates: wait a moment, then store them as one message."""
+        await asyncio.sleep(ALBUM_WAIT)
+        album = self._albums[key]
+        assert self._identity is not None and self._inbox is not None
+        parts = album.parts
+        captioned = next((m for m in parts if m.caption or m.text), parts[0])
+        attachments = tuple(a for m in parts for a in attachments_of(m))
         msg = to_inbound(captioned, self._identity, attachments)
-        if msg is None:
+        try:
+            if msg is not None:  # the album is known by its first message
+                await self._inbox(replace(msg, message_id=str(parts[0].message_id)))
+        except Exception as exc:
+            album.stored.set_exception(exc)
+            album.stored.exception()  # retrieved: the poller re-reads the parts
+            del self._albums[key]
+            log.warning("telegram: album %s could not be stored (%s); it comes again", key, exc)
             return
-        if len(messages) > 1:  # the album is known by its first message
-            msg = _replace_id(msg, str(first.message_id))
-        await self._handle(msg)
+        album.stored.set_result(None)
+        del self._albums[key]
 
-    async def _attachments(self, message: Message) -> list[Attachment]:
-        found: list[tuple[AttachmentKind, str, str | None, int | None, str]] = []
-        if message.photo:
-            photo = message.photo[-1]  # the largest size
-            found.append((AttachmentKind.IMAGE, photo.file_id, "image/jpeg", photo.file_size,
-                          f"photo-{message.message_id}.jpg"))
-        if message.document:
-            d = message.document
-            found.append((AttachmentKind.DOCUMENT, d.file_id, d.mime_type, d.file_size,
-                          d.file_name or f"document-{message.message_id}"))
-        if message.voice:
-            v = message.voice
-            found.append((AttachmentKind.VOICE, v.file_id, v.mime_type or "audio/ogg", v.file_size,
-                          f"voice-{message.message_id}.ogg"))
-        limit = self.settings.max_download_bytes
-        for _, _, _, size, name in found:
-            if size is not None and size > limit:
-                raise _TooBig(f"“{name}” is {size / 1048576:.1f} MB; I can take files up to "
-                              f"{limit / 1048576:.0f} MB.")
-        out = []
-        for kind, file_id, mime, _, name in found:
-            file = await self.bot.get_file(file_id)
+    async def fetch(self, attachment: Attachment, limit: int) -> bytes:
+        if attachment.platform_file_id is None:
+            raise SendFailed(f"{attachment.name}: no file id", permanent=True)
+        try:
+            file = await self.bot.get_file(attachment.platform_file_id)
+            if file.file_size is not None and file.file_size > limit:
+                raise SendFailed(f"{attachment.name} is {file.file_size} bytes, over {limit}", permanent=True)
             buffer = io.BytesIO()
             await file.download_to_memory(buffer)
-            data = buffer.getvalue()
-            out.append(Attachment(kind, name, mime, len(data), data=data, platform_file_id=file_id))
-        return out
+        except TelegramError as exc:
+            raise SendFailed(f"{attachment.name}: {exc.message}") from None
+        data = buffer.getvalue()
+        if len(data) > limit:
+            raise SendFailed(f"{attachment.name} is {len(data)} bytes, over {limit}", permanent=True)
+        return data
 
     # -- outbound ----------------------------------------------------------------------
 
-    async def send(self, reply: OutboundReply) -> str | None:
-        progress = self._runs.pop(reply.run_id, None)
-        draft = await self._settle_draft(progress) if progress is not None else None
-        thread = int(reply.thread_id) if reply.thread_id else None
-        # Telegram group ids are negative: there we answer as a reply to the trigger.
-        reply_to = int(reply.reply_to) if reply.reply_to and reply.chat_id.startswith("-") else None
-        chunks = render_chunks(reply.text, TELEGRAM, LIMITS) or [render(reply.text.strip(), TELEGRAM) or "…"]
-        if too_many(chunks, LIMITS):
-            return await self._send_file(reply, thread, reply_to)
-        # A send retried after a failure mid-way goes on after the chunks already delivered.
-        key = (reply.run_id, reply.part)
-        first, done = self._delivered.pop(key, (draft, 0))
-        for i in range(done, len(chunks)):
-            try:
-                if i == 0 and draft is not None:  # the draft becomes the first chunk: no second copy
-                    assert progress is not None
-                    await asyncio.sleep(max(0.0, progress.last_edit + EDIT_EVERY - self._clock()))
-                    await self.courier.edit_html(reply.chat_id, draft, chunks[0])
-                    continue
-                sent = await self.courier.send_html(reply.chat_id, chunks[i], reply_to=reply_to if i == 0 else None,
-                                                    thread_id=thread)
-            except BaseException:
-                self._delivered[key] = (first, i)
+    async def send(self, to: Target, text: str) -> str:
+        params = self._where(to)
+        sent = await self._parsed(to.chat_id, text,
+                                  lambda c, body, mode: self.bot.send_message(c, body, parse_mode=mode, **params))
+        return str(sent.message_id)
+
+    async def edit(self, to: Target, message_id: str, text: str) -> None:
+        try:
+            await self._parsed(to.chat_id, text, lambda c, body, mode: self.bot.edit_message_text(
+                body, c, int(message_id), parse_mode=mode))
+        except SendFailed as exc:
+            if "message is not modified" not in str(exc).lower():
                 raise
-            if i == 0 and sent is not None:
-                first = sent.message_id
-        return str(first) if first is not None else None
 
-    async def _settle_draft(self, progress: _Progress) -> int | None:
-        """Stop typing and streaming for a run about to be answered; its draft's id."""
-        _cancel(progress.typing)
-        editing = progress.editing
-        if editing is not None and not editing.done():
-            if progress.busy:
-                await asyncio.wait({editing})  # a request is in flight: let it land
-            else:
-                editing.cancel()  # only waiting for its edit slot
-                await asyncio.wait({editing})
-        return progress.draft
+    async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        params = self._where(to)
+        sent = await self._attempt(to.chat_id, lambda c: self.bot.send_document(
+            c, data, filename=name, caption=caption or None, parse_mode=ParseMode.HTML, **params))
+        return str(sent.message_id)
 
-    async def _send_file(self, reply: OutboundReply, thread: int | None, reply_to: int | None) -> str | None:
-        summary = reply.text.strip().split("\n\n", 1)[0][:300]
-        note = render(f"{summary}\n\n_The full answer is long, so it is attached as a file._", TELEGRAM)
-        sent = await self.courier.send_html(reply.chat_id, note, reply_to=reply_to, thread_id=thread)
-        document = reply.text.encode()
-        await self.courier.call(reply.chat_id, lambda c: self.bot.send_document(
-            c, document, filename="answer.md", message_thread_id=thread))
-        return str(sent.message_id) if sent is not None else None
+    async def status(self, to: Target, status: Status) -> None:
+        if status is Status.WORKING:  # Telegram has no status to clear: "typing…" ends with the next message
+            thread = int(to.thread_id) if to.thread_id else None
+            await self._attempt(to.chat_id, lambda c: self.bot.send_chat_action(
+                c, ChatAction.TYPING, message_thread_id=thread))
 
-    async def show(self, event: RunEvent, inbound: InboundMessage) -> None:
-        kind = event.kind
-        if kind is EventKind.STARTED:
-            progress = self._runs[event.run_id] = _Progress(
-                inbound.chat_id, int(inbound.thread_id) if inbound.thread_id else None,
-                int(inbound.message_id) if inbound.chat_type.value == "group" and inbound.message_id.isdigit()
-                else None)
-            progress.typing = asyncio.create_task(self._type(progress), name=f"typing {event.run_id}")
-            return
-        progress = self._runs.get(event.run_id)
-        if progress is None:
-            return
-        if kind in (EventKind.FAILED, EventKind.CANCELLED) or (kind is EventKind.COMPLETED and not event.text):
-            _cancel(progress.typing, progress.editing)  # silence, an error or /stop: stop typing now
-            self._runs.pop(event.run_id, None)
-        elif kind is EventKind.CHUNK and self.settings.streaming:
-            progress.text += event.text
-            if progress.editing is None or progress.editing.done():
-                progress.editing = asyncio.create_task(self._edit_draft(progress), name=f"draft {event.run_id}")
-        elif kind is EventKind.TOOL_CALL:
-            progress.text = ""  # the next step's text replaces this one's in the draft
+    def _where(self, to: Target) -> dict[str, Any]:
+        params: dict[str, Any] = {"message_thread_id": int(to.thread_id) if to.thread_id else None}
+        if to.reply_to and to.reply_to.isdigit() and to.chat_id.startswith("-"):  # groups: reply to the trigger
+            params["reply_parameters"] = ReplyParameters(int(to.reply_to), allow_sending_without_reply=True)
+        return params
 
-    async def _type(self, progress: _Progress) -> None:
-        while True:
+    async def _parsed(self, chat_id: str, html: str, call: Callable[[str, str, str | None], Awaitable[T]]) -> T:
+        """One call with HTML; if Telegram cannot parse it, the same text once as plain text."""
+        try:
+            return await self._attempt(chat_id, lambda c: call(c, html, ParseMode.HTML))
+        except SendFailed as exc:
+            if "can't parse entities" not in str(exc).lower():
+                raise
+            log.warning("telegram could not parse our HTML (%s); sending plain text", exc)
+            return await self._attempt(chat_id, lambda c: call(c, html_to_text(html), None))
+
+    async def _attempt(self, chat_id: str, fn: Callable[[str], Awaitable[T]]) -> T:
+        """One Bot API call for a chat, Telegram's failures as ``SendFailed``; a migrated group is followed."""
+        for _ in range(2):
+            target = self._migrated.get(chat_id, chat_id)
             try:
-                await self.courier.call(progress.chat_id, lambda c: self.bot.send_chat_action(
-                    c, ChatAction.TYPING, message_thread_id=progress.thread_id))
-            except TelegramError as exc:
-                log.debug("typing indicator failed: %s", exc)
-            await asyncio.sleep(TYPING_EVERY)
-
-    async def _edit_draft(self, progress: _Progress) -> None:
-        """Bring the draft up to date, at most one edit per EDIT_EVERY seconds."""
-        while progress.text.strip() and progress.text != progress.shown:
-            wait = progress.last_edit + EDIT_EVERY - self._clock()
-            if progress.draft is not None and wait > 0:
-                await asyncio.sleep(wait)
-            text = progress.text
-            chunks = render_chunks(text, TELEGRAM, LIMITS)
-            if not chunks:  # nothing visible yet (e.g. an empty code block so far)
-                return
-            html = chunks[0]
-            progress.busy = True
-            try:
-                if progress.draft is None:
-                    sent = await self.courier.send_html(progress.chat_id, html, reply_to=progress.reply_to,
-                                                        thread_id=progress.thread_id)
-                    progress.draft = sent.message_id if sent is not None else None
-                else:
-                    await self.courier.edit_html(progress.chat_id, progress.draft, html)
-            except TelegramError as exc:
-                log.info("telegram: draft update failed: %s", exc)
-                return
-            finally:
-                progress.busy = False
-            progress.shown, progress.last_edit = text, self._clock()
+                return await fn(target)
+            except ChatMigrated as exc:
+                log.info("chat %s became supergroup %s", chat_id, exc.new_chat_id)
+                self._migrated[chat_id] = str(exc.new_chat_id)
+            except RetryAfter as exc:
+                raise SendFailed(f"flood control: {exc.message}", retry_after=_seconds(exc.retry_after)) from None
+            except Forbidden as exc:
+                if chat_id not in self._blocked:
+                    self._blocked.add(chat_id)
+                    log.warning("telegram refuses to deliver to chat %s: %s", chat_id, exc.message)
+                raise SendFailed(f"refused: {exc.message}", permanent=True) from None
+            except BadRequest as exc:
+                raise SendFailed(exc.message, permanent=True) from None
+            except TelegramError as exc:  # network errors, timeouts, 5xx
+                raise SendFailed(exc.message) from None
+        raise SendFailed(f"chat {chat_id} migrated twice", permanent=True)
 
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
         task = asyncio.ensure_future(coro)
@@ -387,16 +351,5 @@ class TelegramAdapter:
         task.add_done_callback(self._tasks.discard)
 
 
-class _TooBig(Exception):
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-def _cancel(*tasks: asyncio.Task[None] | None) -> None:
-    for task in tasks:
-        if task is not None and not task.done():
-            task.cancel()
-
-
-def _replace_id(msg: InboundMessage, message_id: str) -> InboundMessage:
-    return replace(msg, message_id=message_id)
+def _seconds(value: float | timedelta) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)

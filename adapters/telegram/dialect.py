@@ -15,7 +15,7 @@ import html
 import re
 
 from bot.channels import Limits, Measure
-from bot.channels.split import Atom, Role
+from bot.channels.split import Atom, Role, text_atoms
 
 __all__ = ["LIMITS", "TELEGRAM", "TELEGRAM_LIMIT", "TelegramDialect", "html_to_text"]
 
@@ -25,7 +25,6 @@ LIMITS = Limits(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16)
 _PIECES = re.compile(r"<[^>]*>|&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[a-zA-Z][a-zA-Z0-9]*);|[^<&]+|[<&]")
 _TAG_NAME = re.compile(r"</?\s*([a-zA-Z][a-zA-Z0-9-]*)")
 _TAG = re.compile(r"<[^>]*>")
-_CHARS: dict[str, Atom] = {}  # one atom per distinct character: far fewer objects
 
 
 def _esc(text: str) -> str:
@@ -62,12 +61,12 @@ class TelegramDialect:
         return f"<s>{inner}</s>"
 
     def code(self, code: str) -> str:
-        return f"<code>{_esc(code)}</code>"
+        return f"<code>{self.code_text(code)}</code>"
 
     def code_block(self, code: str, language: str) -> str:
         if not language:
-            return f"<pre><code>{_esc(code)}</code></pre>"
-        return f'<pre><code class="language-{_attr(language)}">{_esc(code)}</code></pre>'
+            return f"<pre><code>{self.code_text(code)}</code></pre>"
+        return f'<pre><code class="language-{_attr(language)}">{self.code_text(code)}</code></pre>'
 
     def link(self, inner: str, url: str) -> str:
         return f'<a href="{_attr(url)}">{inner}</a>'
@@ -82,11 +81,10 @@ class TelegramDialect:
         return "• " if number is None else f"{number}. "
 
     def table(self, lines: list[str]) -> str:
-        return "<pre>" + _esc("\n".join(lines)) + "</pre>"
+        return "<pre>" + self.code_text("\n".join(lines)) + "</pre>"
 
     def tokens(self, rendered: str) -> list[Atom]:
         atoms: list[Atom] = []
-        chars = _CHARS
         for match in _PIECES.finditer(rendered):
             piece = match.group(0)
             if piece.startswith("<") and piece.endswith(">") and len(piece) > 2:
@@ -103,13 +101,7 @@ class TelegramDialect:
                 if len(char) == 1:  # else not an entity Telegram knows: leave it as text
                     atoms.append(Atom(piece, char))
                     continue
-            for char in piece:
-                atom = chars.get(char)
-                if atom is None:
-                    atom = Atom(char, char)
-                    if len(chars) < 65536:
-                        chars[char] = atom
-                atoms.append(atom)
+            atoms.extend(text_atoms(piece))
         return atoms
 
     def plain(self, rendered: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from telegram import Message, MessageEntity, Update
 
-from bot.messages import Attachment, ChatType, InboundMessage, Sender
+from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 
 PLATFORM = "telegram"
 
@@ -33,6 +33,25 @@ def message_of(update: Update) -> Message | None:
     if message.text is None and message.caption is None and not (message.photo or message.document or message.voice):
         return None  # service messages: joins, pins, topic changes ...
     return message
+
+
+def attachments_of(message: Message) -> tuple[Attachment, ...]:
+    """The message's files as metadata (nothing is downloaded here): the largest photo size,
+    a document, a voice note."""
+    found: list[Attachment] = []
+    if message.photo:
+        photo = message.photo[-1]  # the largest size
+        found.append(Attachment(AttachmentKind.IMAGE, f"photo-{message.message_id}.jpg", "image/jpeg",
+                                photo.file_size, platform_file_id=photo.file_id))
+    if message.document:
+        d = message.document
+        found.append(Attachment(AttachmentKind.DOCUMENT, d.file_name or f"document-{message.message_id}",
+                                d.mime_type, d.file_size, platform_file_id=d.file_id))
+    if message.voice:
+        v = message.voice
+        found.append(Attachment(AttachmentKind.VOICE, f"voice-{message.message_id}.ogg", v.mime_type or "audio/ogg",
+                                v.file_size, platform_file_id=v.file_id))
+    return tuple(found)
 
 
 def chat_type_of(message: Message) -> ChatType | None:

@@ -3,6 +3,18 @@
 
 from __future__ import annotations
 
-from bench.scenarios import history, overhead, scale, startup, stop, streaming, throughput, tokens
+from bench.scenarios import (
+    delivery,
+    history,
+    on_discord,
+    overhead,
+    scale,
+    startup,
+    stop,
+    streaming,
+    throughput,
+    tokens,
+)
 
-SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup)}
+SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
+                                 on_discord)}

@@ -14,37 +14,46 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from enum import StrEnum
 from pathlib import Path
 
-from bot.access import format_context
+from bot import tokens
+from bot.agent.compaction import CompactionResult, CompactionSettings, Compactor, should_compact, summary_message
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.guard import REFUSAL, GuardMode, check_input
-from bot.agent.history import build_history
-from bot.agent.prompt import PromptInputs, build_system_prompt, context_file_names
+from bot.agent.history import build_history, repair_pairing
+from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
 from bot.agent.silence import NoReplyHoldback, final_answer
+from bot.agent.transcript import context_block, group_turn
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
-from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
-from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, Usage
-from bot.store.base import Session, Store, Turn
-from bot.tools.base import ToolContext
+from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
+from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
+from bot.store.base import CompactingStore, Session, Summary, Turn
+from bot.tools.base import ToolCategory, ToolContext
+from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tracing import Redactor, TraceBuilder
 from bot.workspace import Workspaces, load_context_files, save_upload
 
 log = logging.getLogger(__name__)
 
-HISTORY_LOAD = 400  # stored messages read per run; the pipeline then limits by turns
+HISTORY_LOAD = 400  # at most this many stored messages read per run; the pipeline then limits by turns
+HISTORY_PAGE = 4  # stored messages first read per turn sent (doubled while too few turns came back)
 CANCELLED_RESULT = "Tool execution cancelled by user"
+FAILED = "Something went wrong on my side while answering (it has been logged). Please try again."
+TOO_MANY_CALLS = "Not run: at most {n} tool calls run per step; make this call again in the next step."
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
 
 
 PostRunHook = Callable[["RunRequest", "RunResult"], Awaitable[None]]
+# Renders the final text (or a failure sentence, ``failed``) into the answer owed to the
+# chat; called once the run's progress may end, so the answer is stored with the turn.
+Reply = Callable[[str, bool], Awaitable[Answer]]
 
 
 class RunStatus(StrEnum):
@@ -64,6 +73,9 @@ class RunRequest:
     max_iterations: int | None = None  # overrides the agent's setting for this run
     person: str | None = None  # linked identity, for the workspace
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
+    reply: Reply | None = None  # without it the run stores no answer and settles its messages
+    sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
+    tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +87,8 @@ class RunResult:
     cost: float = 0.0
     iterations: int = 0
     error: str | None = None  # one sentence for the user when status is failed
+    prompt_tokens: int = 0  # the last request's prompt (provider-reported where given), for compaction
+    answer: Answer | None = None  # stored with the turn, for delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +104,9 @@ class AgentSettings:
     guard: GuardMode = GuardMode.WARN
     system_prompt: str | None = None  # extra instructions appended to the built prompt
     owners: tuple[str, ...] = ()
+    compaction: CompactionSettings = CompactionSettings()
+    max_tool_calls_per_step: int = 16  # calls of one step beyond this get an error result, not run
+    prompt_mode: PromptMode = "full"  # sub-agents: "minimal"
 
 
 @dataclass
@@ -101,8 +118,10 @@ class _Run:
     new: list[Message] = field(default_factory=list)  # the turn: user, assistant, tool...
     streamed: list[str] = field(default_factory=list)  # text of the LLM call in flight
     pending: tuple[ToolCall, ...] = ()  # calls of the last assistant message without results
+    tools: ToolRegistry | None = None  # the tools this run may use (the agent's, narrowed by policy)
     done: dict[str, ToolResult] = field(default_factory=dict)
     iterations: int = 0
+    prompt_tokens: int = 0  # of the last request sent
 
     def close_pending(self, text: str) -> None:
         """Answer every call still without a result, so the history stays valid."""
@@ -113,34 +132,49 @@ class _Run:
 
 
 def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[InboundMessage], str],
-                 context: tuple[InboundMessage, ...] = ()) -> Message:
-    """The user turn the model sees: group context first, then the texts in order, senders
-    named in groups, images inline, saved files named."""
+                 context: tuple[InboundMessage, ...] = (), *, owners: Collection[str] = (),
+                 dropped_context: int = 0) -> Message:
+    """The user turn the model sees. In a group every message (the context first, then the
+    addressed ones) is a header naming its sender and its text quoted line by line (see
+    ``bot.agent.transcript``), so no member can write a line that passes for another's;
+    in a DM the texts as they are. Images go inline, saved files are named."""
     parts: list[Part] = []
-    texts: list[str] = [format_context(context)] if context else []
+    notes: dict[int, list[str]] = {}
     for msg in inbound:
-        text = text_of(msg)
-        if msg.chat_type is ChatType.GROUP:
-            text = f"[{msg.sender.name or msg.sender.username or msg.sender.id}] {text}"
-        texts.append(text)
+        notes[id(msg)] = []
         for att in msg.attachments:
             if att.kind is AttachmentKind.IMAGE and att.data is not None:
                 parts.append(ImagePart(att.mime_type or "image/jpeg", base64.b64encode(att.data).decode()))
             elif att.path and att.kind is AttachmentKind.VOICE:
-                texts.append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
+                notes[id(msg)].append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
             elif att.path:
-                texts.append(f"[{att.kind.value} saved in the workspace: {att.path}]")
-    return Message(Role.USER, (TextPart("\n\n".join(texts).strip()), *parts))
+                notes[id(msg)].append(f"[{att.kind.value} saved in the workspace: {att.path}]")
+    if inbound and inbound[-1].chat_type is ChatType.GROUP:
+        block = context_block(context, owners, dropped=dropped_context)
+        text = group_turn(inbound, text_of, lambda m: notes[id(m)], owners, block)
+    else:
+        text = "\n\n".join(part for m in inbound for part in (text_of(m), *notes[id(m)]))
+    return Message(Role.USER, (TextPart(clean_text(text.strip())), *parts))
 
 
 async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> tuple[InboundMessage, ...]:
-    """Files that came with the messages (not images: those go to the model) saved in the
-    workspace's inbox; the messages point at them by path."""
-    if not any(a.data is not None and a.kind is not AttachmentKind.IMAGE for m in inbound for a in m.attachments):
+    """Files that came with the messages as bytes saved in the workspace's inbox (images
+    keep their bytes for the model); saved images read back for the model. The gateway
+    fetches files into the inbox before a run, so usually only the images are read."""
+    if not any((a.data is not None and a.kind is not AttachmentKind.IMAGE)
+               or (a.kind is AttachmentKind.IMAGE and a.data is None and a.path)
+               for m in inbound for a in m.attachments):
         return inbound
 
     def save(att: Attachment) -> Attachment:
-        if att.data is None or att.kind is AttachmentKind.IMAGE:
+        if att.kind is AttachmentKind.IMAGE:
+            if att.data is None and att.path:
+                try:
+                    return replace(att, data=(workspace / att.path).read_bytes())
+                except OSError as exc:
+                    log.warning("image %s cannot be read: %s", att.path, exc)
+            return att
+        if att.data is None:
             return att
         return replace(att, path=save_upload(workspace, att.name, att.data), data=None)
 
@@ -155,7 +189,7 @@ class Agent:
         self,
         settings: AgentSettings,
         provider: Provider,
-        store: Store,
+        store: CompactingStore,
         events: EventBus,
         tools: ToolRegistry,
         workspaces: Workspaces,
@@ -172,6 +206,12 @@ class Agent:
         self._cost = cost
         self._redactor = redactor or Redactor()
         self._post_run = tuple(post_run)
+        self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
+                                   max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction)
+
+    async def workspace(self, msg: InboundMessage, person: str | None = None) -> Path:
+        """The ready workspace of the message's session (files are saved there before a run)."""
+        return await self._workspaces.prepare(msg, person=person)
 
     async def run(self, request: RunRequest) -> RunResult:
         """One run, then the post-run hooks (e.g. compaction); a failing hook is logged."""
@@ -192,20 +232,29 @@ class Agent:
         try:
             # Setup
             workspace = await self._workspaces.prepare(last, person=request.person)
+            run.tools = self._tools.restricted(request.tool_policy)
             ctx = ToolContext(workspace, request.session_key, request.run_id, s.agent_id, last.platform,
-                              last.chat_type.value, last.sender.id)
+                              last.chat_type.value, last.sender.id, request.sender_is_owner,
+                              on_sub_agent=lambda c: run.trace.sub_agent(
+                                  c.session_key, c.started, c.usage, c.cost, is_error=c.status == "failed",
+                                  output=c.text, seconds=c.seconds),
+                              tool_policy=request.tool_policy)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
                                            session_key=request.session_key) for m in inbound}
-            run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, request.context))
+            # the group context is scanned too: in block mode the lines that hit are left out
+            context = tuple(m for m in request.context
+                            if not check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
+                                               session_key=request.session_key).blocked)
+            run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, context, owners=s.owners,
+                                        dropped_context=len(request.context) - len(context)))
             if any(v.blocked for v in verdicts.values()):
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
-            system = self._system_prompt(request, last, workspace)
-            stored = await self._store.history(request.session, limit=HISTORY_LOAD)
-            history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
+            system = self._prompt(s.prompt_mode, request.session_key, last, workspace, run.tools.specs())
+            history = await self._history(request.session)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
             text = await self._loop(run, system, history, ctx, limit)
@@ -213,6 +262,10 @@ class Agent:
             log.warning("run failed session=%s run=%s: %s", request.session_key, request.run_id, exc)
             run.close_pending(CANCELLED_RESULT)
             return await self._finish(run, RunStatus.FAILED, error=exc.user_message)
+        except Exception:
+            log.exception("run failed unexpectedly session=%s run=%s", request.session_key, request.run_id)
+            run.close_pending(CANCELLED_RESULT)
+            return await self._finish(run, RunStatus.FAILED, error=FAILED)
         except asyncio.CancelledError:
             partial = "".join(run.streamed)
             if partial:
@@ -225,15 +278,59 @@ class Agent:
             return await self._finish(run, RunStatus.SILENT)
         return await self._finish(run, RunStatus.COMPLETED, answer)
 
-    async def _loop(self, run: _Run, system: str, history: list[Message], ctx: ToolContext, limit: int) -> str:
-        """Call the model until it answers without tools; the answer's raw text."""
+    async def _history(self, session: Session) -> list[Message]:
+        """What the next request starts with: the summary (if any), then the live history
+        through the pipeline (limit turns, prune tool results, repair pairing)."""
+        s = self.settings
+        summary = await self._store.summary(session)
+        limit = min(HISTORY_LOAD, max(16, s.history_turns * HISTORY_PAGE))
+        while True:  # read as little as gives history_turns turns: a long session costs no more
+            stored = await self._store.history(session, limit=limit)
+            if len(stored) < limit or limit >= HISTORY_LOAD or \
+                    sum(m.role is Role.USER for m in stored) >= s.history_turns:
+                break
+            limit = min(HISTORY_LOAD, limit * 2)
+        history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
+        return [summary_message(summary.text), *history] if summary else history
+
+    async def _loop(self, run: _Run, prompt: tuple[str, str], history: list[Message], ctx: ToolContext,
+                    limit: int) -> str:
+        """Call the model until it answers without tools; the answer's raw text.
+
+        ``base`` is what precedes the turn's messages from ``covered`` on: the history,
+        until a mid-loop compaction replaces its oldest part (and maybe the turn's) with a
+        summary, in memory only."""
         repeats = RepeatDetector()
-        specs = self._tools.specs()
+        tools = run.tools or self._tools
+        specs = tools.specs()
+        s = self.settings
+        system, volatile = prompt
+        whole_system = f"{system}\n\n{volatile}"  # what is counted: the volatile part is sent too
+        base, covered = list(history), 0
+        reported: tuple[int, int] | None = None  # (prompt tokens the provider reported, messages sent)
+        may_compact = s.compaction.enabled
         while run.iterations < limit:
             run.iterations += 1
             await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
-            request = ChatRequest(self.settings.model, system, (*history, *run.new), specs, self.settings.max_tokens)
+            messages = [*base, *run.new[covered:]]
+            run.prompt_tokens = (reported[0] + tokens.count_messages(messages[reported[1]:], s.model) if reported
+                                 else tokens.count_request(whole_system, messages, specs, s.model))
+            if may_compact and run.prompt_tokens >= s.compaction.trigger_ratio * s.context_window:
+                done = await self.compactor.compact_in_memory(messages, run.trace, run.request.session_key)
+                may_compact = done is not None  # one failure is enough for this run
+                if done is not None:
+                    summary, cut = done
+                    if cut <= len(base):
+                        base = [summary, *base[cut:]]
+                    else:
+                        covered, base = covered + cut - len(base), [summary]
+                    messages = repair_pairing([*base, *run.new[covered:]])
+                    run.prompt_tokens, reported = tokens.count_request(whole_system, messages, specs, s.model), None
+            request = ChatRequest(s.model, system, tuple(messages), specs, s.max_tokens, volatile=volatile)
             completed = await self._think(run, request)
+            if completed.usage.input_tokens:
+                reported = (completed.usage.input_tokens, len(messages))
+                run.prompt_tokens = completed.usage.input_tokens
             run.new.append(completed.message)
             calls = completed.message.tool_calls
             if not calls:
@@ -294,7 +391,11 @@ class Agent:
         def finished(call: ToolCall, result: ToolResult, seconds: float) -> None:
             run.trace.tool(call.name, started, is_error=result.is_error, output=result.content, seconds=seconds)
 
-        results = await self._tools.execute(calls, ctx, done=run.done, on_done=finished)
+        tools = run.tools or self._tools
+        allowed, extra = calls[:self.settings.max_tool_calls_per_step], calls[self.settings.max_tool_calls_per_step:]
+        results = await tools.execute(allowed, ctx, done=run.done, on_done=finished)
+        results += [ToolResult(c.id, TOO_MANY_CALLS.format(n=self.settings.max_tool_calls_per_step), is_error=True)
+                    for c in extra]
         run.new.append(Message(Role.TOOL, tuple(results)))
         run.pending = ()
         for call, result in zip(calls, results, strict=True):
@@ -305,8 +406,13 @@ class Agent:
         """Store the turn with its trace in one transaction, emit the end event, build the result."""
         r, s = run.request, self.settings
         record = run.trace.finish(status.value, run.iterations, error)
+        answer = None
+        if r.reply is not None and status is not RunStatus.CANCELLED and (text or error):
+            answer = await r.reply(error or text, status is RunStatus.FAILED)
+        # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
+        settle = answer is None and status is not RunStatus.CANCELLED
         turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
-                    record)
+                    record, answer, settle)
         if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
             await asyncio.shield(self._store.append_turn(turn))
         else:
@@ -314,17 +420,59 @@ class Agent:
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
         await self._events.emit(RunEvent(kind, r.run_id, r.session_key, error or text, usage=run.trace.usage))
-        return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error)
+        return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
+                         run.prompt_tokens, answer)
 
-    def _system_prompt(self, request: RunRequest, last: InboundMessage, workspace) -> str:  # type: ignore[no-untyped-def]
+    def _prompt(self, mode: PromptMode, session_key: str, last: InboundMessage, workspace: Path,
+                tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:
+        """(stable, volatile) parts of the system prompt."""
         s = self.settings
-        names = context_file_names("full", last.chat_type)
-        return build_system_prompt(PromptInputs(
-            mode="full", agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
-            tools=self._tools.specs(), workspace=workspace, context_files=tuple(load_context_files(workspace, names)),
-            owner_ids=s.owners, now=datetime.now(timezone.utc), model=s.model, provider=s.provider, session_key=request.session_key,
+        names = context_file_names(mode, last.chat_type)
+        return build_prompt_parts(PromptInputs(
+            mode=mode, agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
+            tools=self._tools.specs() if tools is None else tools, workspace=workspace,
+            context_files=tuple(load_context_files(workspace, names)), owner_ids=s.owners,
+            now=datetime.now(timezone.utc), model=s.model, provider=s.provider, session_key=session_key,
             extra_instructions=s.system_prompt,
         ))
+
+    # -- context: what the gateway calls for /status, /compact and after a run -----------
+
+    async def next_request_tokens(self, session: Session, msg: InboundMessage, *, person: str | None = None) -> int:
+        """The tokens of the next request of this session as it stands: system prompt, tool
+        definitions, summary and history (the new message not included)."""
+        workspace = await self._workspaces.prepare(msg, person=person)
+        system, volatile = self._prompt("full", session.key, msg, workspace)
+        history = await self._history(session)
+        return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), self.settings.model)
+
+    async def last_compaction(self, session: Session) -> Summary | None:
+        """The session's latest compaction (its tokens before and after), for /status."""
+        return await self._store.summary(session)
+
+    async def compact(self, session: Session, msg: InboundMessage, *, run_id: str,
+                      person: str | None = None) -> CompactionResult:
+        """Flush memory and summarise the session now (``/compact``, and ``compact_after``). Skipped when one is already running for the session; never
+        raises but for cancellation, so run it in the session's lane where /stop reaches it."""
+        workspace = await self._workspaces.prepare(msg, person=person)
+        ctx = ToolContext(workspace, session.key, run_id, self.settings.agent_id, msg.platform, msg.chat_type.value,
+                          msg.sender.id)
+        flush_tools = tuple(t.spec for t in self._tools if t.category is ToolCategory.FILE)
+        return await self.compactor.compact(
+            session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
+            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", session.key, msg, workspace, flush_tools)))
+
+    async def compact_after(self, request: RunRequest, result: RunResult) -> CompactionResult | None:
+        """After a run: compact when the session passed ``trigger_messages`` live messages
+        or its last prompt passed ``trigger_ratio`` of the window; None when not needed."""
+        s = self.settings
+        if not s.compaction.enabled or result.status is RunStatus.CANCELLED:
+            return None
+        live = await self._store.live_count(request.session)
+        if not should_compact(live, result.prompt_tokens, s.context_window, s.compaction):
+            return None
+        return await self.compact(request.session, request.inbound[-1], run_id=f"{request.run_id}-compact",
+                                  person=request.person)
 
     async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", **fields: object) -> None:
         await self._events.emit(RunEvent(kind, request.run_id, request.session_key, text, **fields))  # type: ignore[arg-type]

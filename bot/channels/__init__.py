@@ -1,6 +1,7 @@
 """The channel port and what every channel shares. Adapters import from here only
 (plus ``bot.messages`` and ``bot.errors``)."""
 
+from bot.backoff import Backoff
 from bot.channels.base import (
     Channel,
     ChannelSpec,
@@ -10,12 +11,12 @@ from bot.channels.base import (
     Measure,
     SendFailed,
     Status,
-    Target,
 )
 from bot.commands import MENU as COMMAND_MENU
-from bot.config import ChannelConfig, Float, Int, Secret, Url, secret
+from bot.messages import Target
+from bot.config.types import ChannelConfig, Float, HttpsUrl, Int, Secret, Section, Url, secret
 
 __all__ = [
-    "COMMAND_MENU", "Channel", "ChannelConfig", "ChannelSpec", "Float", "Inbox", "Int", "Limits", "LiveDraft",
-    "Measure", "Secret", "SendFailed", "Status", "Target", "Url", "secret",
+    "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "Inbox", "Int", "Limits", "LiveDraft",
+    "Measure", "Secret", "Section", "SendFailed", "Status", "Target", "Url", "secret",
 ]

@@ -20,24 +20,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bot.messages import Attachment, ChatType, InboundMessage
+from bot.messages import Attachment, Target
 
 if TYPE_CHECKING:
     from bot.channels.markdown import Dialect
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where an answer goes: a chat, the thread in it, and the message it answers."""
-
-    chat_id: str
-    chat_type: ChatType = ChatType.DM
-    thread_id: str | None = None
-    reply_to: str | None = None  # the triggering message's platform id (groups reply to it)
-
-    @classmethod
-    def of(cls, msg: InboundMessage) -> Target:
-        return cls(msg.chat_id, msg.chat_type, msg.thread_id, msg.message_id)
 
 
 class Measure(StrEnum):
@@ -112,6 +98,10 @@ class Channel(Protocol):
 
     async def fetch(self, attachment: Attachment, limit: int) -> bytes:
         """Download an attachment of at most ``limit`` bytes (``SendFailed`` when bigger)."""
+
+
+# Optional, found with getattr: ``stream(to) -> LiveDraft`` (a native streaming message) and
+# ``note(to, text)`` (a line about the run's activity: a tool call, a retry; the terminal).
 
 
 class LiveDraft(Protocol):

@@ -15,6 +15,7 @@ from bot.channels.base import ChannelSpec
 BUILTIN: dict[str, str] = {
     "console": "adapters.console:SPEC",
     "telegram": "adapters.telegram:SPEC",
+    "discord": "adapters.discord:SPEC",
 }
 
 

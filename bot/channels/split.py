@@ -61,15 +61,14 @@ _CHAR_ATOMS: dict[str, Atom] = {}  # one atom per distinct character: far fewer 
 def text_atoms(text: str) -> list[Atom]:
     """One text atom per character of ``text`` (which needs no escaping)."""
     cache = _CHAR_ATOMS
-    out: list[Atom] = []
-    for char in text:
-        atom = cache.get(char)
-        if atom is None:
-            atom = Atom(char, char)
-            if len(cache) < 65536:
-                cache[char] = atom
-        out.append(atom)
-    return out
+    try:
+        return [cache[char] for char in text]
+    except KeyError:
+        if len(cache) > 65536:
+            cache.clear()
+        for char in text:
+            cache.setdefault(char, Atom(char, char))
+        return [cache[char] for char in text]
 
 
 def measure(rendered: str, dialect: Dialect, limits: Limits) -> int:
@@ -109,16 +108,20 @@ class _Splitter:
         self.limit = limits.chunk
         self.max_lines = limits.max_lines
         self.chars = limits.measure is not Measure.UTF16  # markup counts, as sent
+        chars = [atom.char for atom in atoms]
         if self.chars:
             units = [len(atom.raw) for atom in atoms]
         else:
-            chars = [atom.char for atom in atoms]
             lengths = {char: utf16_len(char) for char in set(chars)}
             units = [lengths[char] for char in chars]
         self.ends = list(accumulate(units, initial=0))  # units in atoms[:k]
-        self.text_at = [index for index, atom in enumerate(atoms) for _ in atom.char]  # atom of each plain char
-        self.text_before = list(accumulate((len(atom.char) for atom in atoms), initial=0))  # plain chars in atoms[:k]
-        self.plain = "".join(atom.char for atom in atoms)
+        self.text_ends = list(accumulate((len(atom.raw) if atom.char else 0 for atom in atoms), initial=0)) \
+            if self.chars else self.ends  # the same, counting text only
+        self.plain = "".join(chars)
+        self.text_at = [index for index, char in enumerate(chars) if char]  # atom of each plain char
+        if len(self.text_at) != len(self.plain):  # some atoms show more than one character
+            self.text_at = [index for index, char in enumerate(chars) for _ in char]
+        self.text_before = list(accumulate(map(len, chars), initial=0))  # plain chars in atoms[:k]
         self.stacks = _stacks(atoms)
 
     def chunks(self) -> list[str]:
@@ -141,34 +144,45 @@ class _Splitter:
             first_text += 1
         while True:
             stop = max(bisect.bisect_right(self.ends, self.ends[start] + budget) - 1, first_text + 1)
-            stop = self.line_cap(start, stop)
-            if stop >= len(atoms):
-                cut = len(atoms)
-            else:
-                best = self.best_cut(self.text_before[start], self.text_before[stop])
-                cut = _settle(atoms, stop if best is None else best, start)
+            cut = self.cut(start, stop)
             chunk = _assemble(list(stack) + atoms[start:cut])
             over = len(chunk) - self.limit if self.chars else 0
             if over <= 0:
                 return chunk, cut
-            if stop <= first_text + 1:  # even one unit with its formatting does not fit: drop the markup
+            if stop <= first_text + 1:  # not one unit fits with its formatting: text without markup
+                stop = max(bisect.bisect_right(self.text_ends, self.text_ends[start] + self.limit) - 1, first_text + 1)
+                cut = self.cut(start, stop)
                 return "".join(atom.raw for atom in atoms[start:cut] if atom.char).strip(), cut
             budget -= over
 
+    def cut(self, start: int, stop: int) -> int:
+        """Where the chunk from ``start`` ends, at most at ``stop``: the best break before it."""
+        stop = self.line_cap(start, stop)
+        if stop >= len(self.atoms):
+            return len(self.atoms)
+        best = self.best_cut(self.text_before[start], self.text_before[stop])
+        return _settle(self.atoms, stop if best is None else best, start)
+
     def line_cap(self, start: int, stop: int) -> int:
-        """``stop`` brought back so that the chunk holds at most ``max_lines`` lines."""
+        """``stop`` brought back so that the chunk, as sent, holds at most ``max_lines`` lines
+        (the newlines of reopened and closing fences count: they are lines on screen)."""
         if self.max_lines is None:
             return stop
-        plain, lo = self.plain, self.text_before[start]
-        hi = self.text_before[min(stop, len(self.atoms))]
-        while lo < hi and plain[lo].isspace():
-            lo += 1
-        at = lo - 1
-        for _ in range(self.max_lines):
-            at = plain.find("\n", at + 1, hi)
-            if at < 0:
-                return stop
-        return max(self.text_at[at], start + 1)  # cut before the newline that starts one line too many
+        atoms, stacks = self.atoms, self.stacks
+        lines = 1 + sum(atom.raw.count("\n") for atom in stacks[start])
+        at, end = start, min(stop, len(atoms))
+        while at < end and atoms[at].char.isspace():  # whitespace is trimmed at the start
+            at += 1
+        while at < end:
+            if "\n" in atoms[at].raw:
+                more = atoms[at].raw.count("\n")
+                closing = sum(atom.close.count("\n") for atom in stacks[at])
+                # a closing fence's line was counted as closing already, at the newline before it
+                if atoms[at].role is not Role.CLOSE and lines + more + closing > self.max_lines:
+                    return max(at, start + 1)  # cut before the newline that starts one line too many
+                lines += more
+            at += 1
+        return stop
 
     def best_cut(self, lo: int, hi: int) -> int | None:
         """Atom index just after the best break in plain[lo:hi], or None to cut hard.

@@ -29,6 +29,7 @@ from bot.providers.base import (
     ToolCallDelta,
     ToolSpec,
     Usage,
+    with_volatile,
 )
 from bot.providers.failures import (
     TransientError,
@@ -130,15 +131,44 @@ def to_anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
 
+_EPHEMERAL = {"type": "ephemeral"}
+_UNCACHEABLE = ("thinking", "redacted_thinking")  # the API refuses cache_control on these
+
+
+def _mark(message: dict[str, Any]) -> bool:
+    """Put a cache breakpoint on the message's last block that can carry one."""
+    for block in reversed(message["content"]):
+        if block["type"] not in _UNCACHEABLE:
+            block["cache_control"] = dict(_EPHEMERAL)
+            return True
+    return False
+
+
+def add_cache_breakpoints(wire: list[dict[str, Any]]) -> None:
+    """Breakpoints on the stable history prefix (the message before the newest user turn,
+    read again next turn) and on the last message when the turn goes on with tool results
+    (read again at the next iteration). With the system prompt's, three of the four allowed."""
+    newest = next((i for i in range(len(wire) - 1, -1, -1) if wire[i]["role"] == "user"
+                   and any(b["type"] != "tool_result" for b in wire[i]["content"])), None)
+    if newest is None:
+        return
+    if newest > 0:
+        _mark(wire[newest - 1])
+    if len(wire) - 1 > newest:
+        _mark(wire[-1])
+
+
 def request_params(request: ChatRequest) -> dict[str, Any]:
+    messages = to_anthropic_messages(with_volatile(request.messages, request.volatile))
+    add_cache_breakpoints(messages)
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "messages": to_anthropic_messages(request.messages),
+        "messages": messages,
         "stream": True,
     }
-    if request.system:
-        params["system"] = request.system
+    if request.system:  # tools and system prompt, cached together (tools come first)
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(_EPHEMERAL)}]
     if request.tools:
         params["tools"] = to_anthropic_tools(request.tools)
     if request.thinking_budget:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias
 
-from bot.conversation import Message
+from bot.conversation import Message, Role, TextPart
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,11 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
+    """One request. ``system`` is the stable system prompt (cacheable); ``volatile`` is
+    system text that changes from turn to turn (runtime, current time): providers send it
+    after everything cacheable, at the end of the newest user turn (``with_volatile``), so
+    the prompt prefix stays byte-identical between turns and the providers' caches hit."""
+
     model: str
     system: str
     messages: tuple[Message, ...]
@@ -33,6 +38,30 @@ class ChatRequest:
     max_tokens: int = 4096
     temperature: float | None = None
     thinking_budget: int | None = None  # Anthropic extended thinking; None = off
+    volatile: str = ""
+
+
+# how the volatile system text is marked where it is sent: written by chatgate, not by the user
+VOLATILE_OPEN = '\n\n<chatgate-context note="added by the system, not written by the user">\n'
+VOLATILE_CLOSE = "\n</chatgate-context>"
+
+
+def newest_user_turn(messages: tuple[Message, ...]) -> int | None:
+    """The index of the last user message (not a tool result): where the current turn starts."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role is Role.USER:
+            return i
+    return None
+
+
+def with_volatile(messages: tuple[Message, ...], volatile: str) -> tuple[Message, ...]:
+    """The messages with ``volatile`` appended, as its own text part, to the newest user turn."""
+    i = newest_user_turn(messages) if volatile else None
+    if i is None:
+        return messages
+    m = messages[i]
+    return (*messages[:i], Message(m.role, (*m.parts, TextPart(f"{VOLATILE_OPEN}{volatile}{VOLATILE_CLOSE}"))),
+            *messages[i + 1:])
 
 
 class StopReason(StrEnum):

@@ -31,6 +31,7 @@ from bot.providers.base import (
     ToolCallDelta,
     ToolSpec,
     Usage,
+    with_volatile,
 )
 from bot.providers.failures import (
     TransientError,
@@ -221,7 +222,8 @@ class OpenAIProvider(StreamingProvider):
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": request.model,
-            "messages": to_openai_messages(request.system, request.messages),
+            # the system prompt and history first and byte-stable; the volatile part last
+            "messages": to_openai_messages(request.system, with_volatile(request.messages, request.volatile)),
             "stream": True,
             "stream_options": {"include_usage": True},
             self._tokens_param: request.max_tokens,

@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from bot.backoff import Backoff
 from bot.errors import ProviderBusyError, ProviderError, ProviderUnavailableError
 from bot.providers.base import OnRetry, RetryInfo, StreamEvent
 from bot.providers.failures import TransientError
@@ -38,8 +39,7 @@ class RetryPolicy:
 
     def backoff(self, retry: int, rand: Callable[[], float] = random.random) -> float:
         """Full jitter: uniform in [0, min(max_delay, base * factor ** (retry - 1))]."""
-        ceiling = min(self.max_delay, self.base_delay * self.factor ** max(0, retry - 1))
-        return ceiling * rand()
+        return Backoff(self.base_delay, self.factor, self.max_delay).delay(retry, rand)
 
     def delay_for(self, err: TransientError, retries_done: int,
                   rand: Callable[[], float] = random.random) -> float:

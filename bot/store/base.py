@@ -1,8 +1,9 @@
 """The Store port: sessions, their history, the inbound log and usage.
 
 Two small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
-``bot.access`` and ``chatgate pairing``) and ``OutboundLedger`` (which reply parts were
-delivered, for exactly-once sending). ``SQLiteStore`` implements all three.
+``bot.access`` and ``chatgate pairing``), ``AnswerStore`` (what is owed to chats and which
+chunks were delivered, for ``bot.delivery``) and ``SummaryStore`` (compaction's summaries
+and cuts). ``SQLiteStore`` implements all four.
 
 SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
 (tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.conversation import Message
-from bot.messages import InboundMessage
+from bot.messages import Answer, InboundMessage
 from bot.providers.base import Usage
 from bot.tracing import TraceRecord
 
@@ -32,7 +33,10 @@ class Turn:
     """Everything one run adds to a session, written in one transaction.
 
     ``messages`` are in order: the user message(s), assistant and tool messages, the
-    final answer. ``inbound_ids`` are the inbound log rows this turn answered."""
+    final answer. ``answer`` (the rendered reply owed to the chat) is stored with it;
+    ``settle`` marks ``inbound_ids`` answered at once (a silent run: nothing to deliver).
+    Otherwise they are answered when the answer's last chunk is delivered, or stay
+    unanswered (a run cancelled by shutdown, answered again after the restart)."""
 
     session: Session
     run_id: str
@@ -42,6 +46,8 @@ class Turn:
     model: str = ""
     inbound_ids: tuple[int, ...] = ()
     trace: TraceRecord | None = None
+    answer: Answer | None = None
+    settle: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +58,27 @@ class UsageTotals:
     cache_write_tokens: int = 0
     cost: float = 0.0
     turns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message with its store id, the handle a compaction cuts at."""
+
+    id: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A compaction: ``text`` stands for the session's messages up to ``through_id``."""
+
+    text: str
+    through_id: int
+    messages: int  # how many messages it replaced (the previous summary's included)
+    tokens_before: int  # the history's tokens before and after
+    tokens_after: int
+    run_id: str = ""
+    created_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,17 +99,26 @@ class Store(Protocol):
         ...
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        """The session's messages in order; with ``limit``, only the last ``limit``."""
+        """The session's live (not compacted) messages in order; with ``limit``, the last ``limit``."""
         ...
 
     async def append_turn(self, turn: Turn) -> None:
-        """Add a turn atomically and mark its inbound rows answered."""
+        """Add a turn atomically, with its answer; with ``settle``, mark its inbound rows answered."""
+        ...
+
+    async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
+        """Replace a stored message (its attachments now carry their saved paths)."""
+        ...
+
+    async def forget_inbound(self, inbound_id: int) -> None:
+        """Keep only the dedupe key and time of a refused or ignored message; answered."""
         ...
 
     async def usage(self, session: Session) -> UsageTotals: ...
 
     async def unanswered(self) -> list[InboundRecord]:
-        """Inbound messages logged but never answered (the process died mid-run)."""
+        """Inbound messages logged but never answered and owed no stored answer (the process
+        died before the run finished); forgotten rows older than a week are pruned first."""
         ...
 
     async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
@@ -94,6 +130,33 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class SummaryStore(Protocol):
+    """Compaction's side of the store: the live messages with their ids, the current
+    summary, and saving a summary together with its cut."""
+
+    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
+        """Like ``Store.history``, with each message's id."""
+        ...
+
+    async def live_count(self, session: Session) -> int:
+        """How many messages are not compacted."""
+        ...
+
+    async def summary(self, session: Session) -> Summary | None:
+        """The latest summary of the session, or None."""
+        ...
+
+    async def save_summary(self, session: Session, summary: Summary) -> bool:
+        """In one transaction: store the summary and mark the session's messages up to
+        ``summary.through_id`` compacted (kept, never deleted). False, and nothing
+        changed, when a summary through that id or a later one exists already."""
+        ...
+
+
+class CompactingStore(Store, SummaryStore, Protocol):
+    """The Store and the SummaryStore on one object: what the agent core is given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,14 +213,23 @@ class PairingStore(Protocol):
         ...
 
 
-class OutboundLedger(Protocol):
-    """Which parts of which run's reply were delivered: a part is sent at most once,
-    also when a run's delivery is retried after a crash or a platform error."""
+class AnswerStore(Protocol):
+    """What is owed to chats: an answer is stored before its first chunk is sent, each chunk
+    is recorded when the platform took it, and the last one answers the inbound rows."""
 
-    async def outbound_sent(self, run_id: str, part: int) -> bool: ...
+    async def store_answer(self, answer: Answer) -> None:
+        """Store an answer outside a turn (a notice); storing it again changes nothing."""
+        ...
 
-    async def record_outbound(
-        self, run_id: str, part: int, platform: str, chat_id: str, platform_message_id: str | None
-    ) -> None:
-        """Note a delivered part; recording it again changes nothing."""
+    async def undelivered(self) -> list[Answer]:
+        """Answers not fully delivered, oldest first, ``sent`` counting their delivered chunks."""
+        ...
+
+    async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
+        """Record a delivered chunk; the last one marks the answer delivered and its inbound
+        rows answered, in the same transaction."""
+        ...
+
+    async def give_up(self, answer: Answer) -> None:
+        """Stop owing an answer that cannot be delivered; its inbound rows count as answered."""
         ...

@@ -152,6 +152,68 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0004_durable_delivery",
+        """
+        -- what is owed to a chat: rendered chunks, stored with the turn, sent by delivery
+        CREATE TABLE answers (
+            id           TEXT    PRIMARY KEY,  -- the run id, or a notice's id
+            platform     TEXT    NOT NULL,
+            target       TEXT    NOT NULL,     -- JSON bot.messages.Target
+            inbound_ids  TEXT    NOT NULL,     -- JSON list of inbound rows answered on delivery
+            draft_id     TEXT,                 -- the streaming draft the first chunk replaces
+            failed       INTEGER NOT NULL DEFAULT 0,
+            created_at   REAL    NOT NULL,
+            delivered_at REAL,                 -- every chunk sent, or given up
+            given_up     INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX answers_undelivered ON answers (created_at) WHERE delivered_at IS NULL;
+
+        -- the delivery ledger: a chunk is sent once; message_id is set when the platform took it
+        CREATE TABLE chunks (
+            answer_id  TEXT    NOT NULL REFERENCES answers (id),
+            idx        INTEGER NOT NULL,
+            text       TEXT    NOT NULL,  -- rendered in the channel's dialect (a file's caption)
+            file_name  TEXT,
+            file_data  BLOB,
+            message_id TEXT,
+            sent_at    REAL,
+            PRIMARY KEY (answer_id, idx)
+        );
+
+        -- refused and ignored messages keep only their dedupe key and time (payload '')
+        CREATE INDEX inbound_forgotten ON inbound (received_at) WHERE payload = '';
+
+        DROP TABLE outbound;
+        """,
+    ),
+    Migration(
+        "0005_summaries_compaction_cache_tokens",
+        """
+        -- compaction: a summary replaces the messages up to through_id; they stay, marked
+        CREATE TABLE summaries (
+            id            INTEGER PRIMARY KEY,
+            session_id    INTEGER NOT NULL REFERENCES sessions (id),
+            run_id        TEXT    NOT NULL,
+            text          TEXT    NOT NULL,
+            through_id    INTEGER NOT NULL,  -- the last messages.id the summary covers
+            messages      INTEGER NOT NULL,  -- how many messages it replaced
+            tokens_before INTEGER NOT NULL,
+            tokens_after  INTEGER NOT NULL,
+            created_at    REAL    NOT NULL
+        );
+        CREATE INDEX summaries_session ON summaries (session_id, id);
+
+        ALTER TABLE messages ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX messages_live ON messages (session_id, id) WHERE compacted = 0;
+
+        -- prompt-cache tokens of runs and LLM calls, for chatgate traces
+        ALTER TABLE traces ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE traces ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE spans ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE spans ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

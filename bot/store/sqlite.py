@@ -1,4 +1,4 @@
-"""SQLiteStore: the Store, PairingStore and OutboundLedger ports on aiosqlite, one file in WAL mode.
+"""SQLiteStore: the Store, PairingStore and AnswerStore ports on aiosqlite, one file in WAL mode.
 
     async with SQLiteStore(path) as store:     # opened and migrated on entry
         ...
@@ -30,10 +30,20 @@ import aiosqlite
 
 from bot.conversation import Message, Role, parts_from_json, parts_to_json
 from bot.errors import StoreCorruptError, StoreError
-from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
+from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.pairing import new_code, normalize_code
+from bot.store import answers as sql_answers
 from bot.store import migrations
-from bot.store.base import ApprovedSender, InboundRecord, PairingCode, Session, Turn, UsageTotals
+from bot.store.base import (
+    ApprovedSender,
+    InboundRecord,
+    PairingCode,
+    Session,
+    StoredMessage,
+    Summary,
+    Turn,
+    UsageTotals,
+)
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -41,14 +51,26 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MEMORY = ":memory:"
+FORGOTTEN_KEPT = 7 * 86400.0  # seconds a refused or ignored message's dedupe key is kept
 BUSY_TIMEOUT_MS = 5000
 
 # Constant SQL, so sqlite3's statement cache prepares each one once per connection.
 _CURRENT_SESSION = "SELECT id, key, created_at FROM sessions WHERE key = ? AND archived_at IS NULL"
 _ARCHIVE_SESSION = "UPDATE sessions SET archived_at = ? WHERE key = ? AND archived_at IS NULL"
 _INSERT_SESSION = "INSERT INTO sessions (key, created_at) VALUES (?, ?)"
-_HISTORY = "SELECT role, parts FROM messages WHERE session_id = ? ORDER BY id"
-_HISTORY_LAST = "SELECT role, parts FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT ?"
+_HISTORY = "SELECT id, role, parts FROM messages WHERE session_id = ? AND compacted = 0 ORDER BY id"
+_HISTORY_LAST = (
+    "SELECT id, role, parts FROM messages WHERE session_id = ? AND compacted = 0 ORDER BY id DESC LIMIT ?"
+)
+_LIVE_COUNT = "SELECT COUNT(*) FROM messages WHERE session_id = ? AND compacted = 0"
+_SUMMARY_COLUMNS = "text, through_id, messages, tokens_before, tokens_after, run_id, created_at"
+_LAST_SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"
+_SUMMARY_THROUGH = "SELECT MAX(through_id) FROM summaries WHERE session_id = ?"
+_INSERT_SUMMARY = (
+    "INSERT INTO summaries (session_id, run_id, text, through_id, messages, tokens_before, tokens_after, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_MARK_COMPACTED = "UPDATE messages SET compacted = 1 WHERE session_id = ? AND id <= ? AND compacted = 0"
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, run_id, seq, role, parts, created_at) VALUES (?, ?, ?, ?, ?, ?)"
 )
@@ -67,21 +89,22 @@ _INSERT_INBOUND = (
 )
 _INSERT_TRACE = (
     "INSERT OR REPLACE INTO traces (run_id, session_key, agent_id, started_at, ended_at, status, model,"
-    " input_tokens, output_tokens, cost, iterations, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_SPAN = (
     "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
-    " is_error, preview) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " is_error, preview, cache_read_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _TRACE_COLUMNS = (
     "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
-    " iterations, error"
+    " iterations, error, cache_read_tokens, cache_write_tokens"
 )
 _LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
 _LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
 _SPANS = (
-    "SELECT kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview"
-    " FROM spans WHERE run_id = ? ORDER BY id"
+    "SELECT kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
+    " cache_read_tokens, cache_write_tokens FROM spans WHERE run_id = ? ORDER BY id"
 )
 _MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_at IS NULL"
 _UNANSWERED = "SELECT id, session_key, payload, received_at FROM inbound WHERE answered_at IS NULL ORDER BY id"
@@ -113,11 +136,6 @@ _APPROVED_ALL = "SELECT platform, user_id, name, approved_at FROM approved_sende
 _APPROVED_OF = (
     "SELECT platform, user_id, name, approved_at FROM approved_senders WHERE platform = ?"
     " ORDER BY approved_at, user_id"
-)
-_OUTBOUND_SENT = "SELECT 1 FROM outbound WHERE run_id = ? AND part = ?"
-_RECORD_OUTBOUND = (
-    "INSERT INTO outbound (run_id, part, platform, chat_id, platform_message_id, sent_at)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, part) DO NOTHING"
 )
 _CODE_ATTEMPTS = 8  # collisions among 32^8 codes: never, in practice
 
@@ -216,17 +234,51 @@ class SQLiteStore:
         return await self._write(create)
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
+        return [Message(Role(role), parts_from_json(parts)) for _, role, parts in await self._live(session, limit)]
+
+    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
+        return [StoredMessage(id_, Message(Role(role), parts_from_json(parts)))
+                for id_, role, parts in await self._live(session, limit)]
+
+    async def _live(self, session: Session, limit: int | None) -> list[Any]:
         if limit is not None and limit < 0:
             raise ValueError(f"history limit must be >= 0, not {limit}")
         if limit == 0:
             return []
         async with self._lock:
             if limit is None:
-                rows = list(await self._conn().execute_fetchall(_HISTORY, (session.id,)))
-            else:
-                rows = list(await self._conn().execute_fetchall(_HISTORY_LAST, (session.id, limit)))
-                rows.reverse()
-        return [Message(Role(role), parts_from_json(parts)) for role, parts in rows]
+                return list(await self._conn().execute_fetchall(_HISTORY, (session.id,)))
+            rows = list(await self._conn().execute_fetchall(_HISTORY_LAST, (session.id, limit)))
+        rows.reverse()
+        return rows
+
+    async def live_count(self, session: Session) -> int:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_LIVE_COUNT, (session.id,)))
+        return int(rows[0][0])
+
+    async def summary(self, session: Session) -> Summary | None:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_LAST_SUMMARY, (session.id,)))
+        return Summary(*rows[0]) if rows else None
+
+    async def save_summary(self, session: Session, summary: Summary) -> bool:
+        s = summary
+        row = (session.id, s.run_id, s.text, s.through_id, s.messages, s.tokens_before, s.tokens_after,
+               s.created_at or time.time())
+
+        async def write(db: aiosqlite.Connection) -> bool:
+            done = list(await db.execute_fetchall(_SUMMARY_THROUGH, (session.id,)))[0][0]
+            if done is not None and done >= s.through_id:
+                return False
+            await db.execute(_INSERT_SUMMARY, row)
+            await db.execute(_MARK_COMPACTED, (session.id, s.through_id))
+            return True
+
+        saved = await self._write(write)
+        log.info("session %s: summary through message %d %s", session.key, s.through_id,
+                 "saved" if saved else "not saved (a later one exists)")
+        return saved
 
     async def append_turn(self, turn: Turn) -> None:
         now = time.time()
@@ -239,7 +291,8 @@ class SQLiteStore:
             sid, run_id, turn.model, u.input_tokens, u.output_tokens,
             u.cache_read_tokens, u.cache_write_tokens, turn.cost, now,
         )  # fmt: skip
-        answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids]
+        answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids] if turn.settle else []
+        answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
         t = turn.trace
 
         async def write(db: aiosqlite.Connection) -> None:
@@ -248,14 +301,18 @@ class SQLiteStore:
             await db.execute(_INSERT_USAGE, usage_row)
             if answered_rows:
                 await db.executemany(_MARK_ANSWERED, answered_rows)
+            if answer is not None:
+                await db.execute(sql_answers.INSERT_ANSWER, answer[0])
+                await db.executemany(sql_answers.INSERT_CHUNK, answer[1])
             if t is not None:
                 await db.execute(_INSERT_TRACE, (
                     t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
-                    t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,
+                    t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
+                    t.cache_write_tokens,
                 ))  # fmt: skip
                 await db.executemany(_INSERT_SPAN, [
                     (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
-                     s.cost, int(s.is_error), s.preview) for s in t.spans
+                     s.cost, int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens) for s in t.spans
                 ])  # fmt: skip
 
         await self._write(write)
@@ -280,9 +337,27 @@ class SQLiteStore:
         return UsageTotals(i, o, cr, cw, float(cost), turns)
 
     async def unanswered(self) -> list[InboundRecord]:
+        week_ago = time.time() - FORGOTTEN_KEPT
+
+        async def prune(db: aiosqlite.Connection) -> None:
+            await db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,))
+
+        await self._write(prune)
+        owed = {i for answer in await self.undelivered() for i in answer.inbound_ids}
         async with self._lock:
             rows = list(await self._conn().execute_fetchall(_UNANSWERED))
-        return [InboundRecord(id_, key, inbound_from_json(payload), received) for id_, key, payload, received in rows]
+        return [InboundRecord(id_, key, inbound_from_json(payload), received)
+                for id_, key, payload, received in rows if id_ not in owed and payload]
+
+    async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
+        row = (inbound_to_json(msg), inbound_id)
+        async with self._lock:
+            await self._conn().execute(sql_answers.UPDATE_INBOUND, row)
+
+    async def forget_inbound(self, inbound_id: int) -> None:
+        row = (time.time(), inbound_id)
+        async with self._lock:
+            await self._conn().execute(sql_answers.FORGET_INBOUND, row)
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
         async with self._lock:
@@ -294,11 +369,12 @@ class SQLiteStore:
             records = []
             for row in reversed(rows):
                 spans = tuple(
-                    Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview)
-                    for kind, name, started, duration, i, o, cost, err, preview
+                    Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview, cr, cw)
+                    for kind, name, started, duration, i, o, cost, err, preview, cr, cw
                     in await db.execute_fetchall(_SPANS, (row[0],))
                 )
-                records.append(TraceRecord(*row, spans=spans))
+                records.append(TraceRecord(*row[:12], spans=spans, cache_read_tokens=row[12],
+                                           cache_write_tokens=row[13]))
         return records
 
     # -- the PairingStore port -------------------------------------------------------
@@ -370,19 +446,47 @@ class SQLiteStore:
                 rows = list(await self._conn().execute_fetchall(_APPROVED_OF, (platform,)))
         return [ApprovedSender(*row) for row in rows]
 
-    # -- the OutboundLedger port (hot path: one statement each) -----------------------
+    # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
 
-    async def outbound_sent(self, run_id: str, part: int) -> bool:
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_OUTBOUND_SENT, (run_id, part)))
-        return bool(rows)
+    async def store_answer(self, answer: Answer) -> None:
+        row, chunks = sql_answers.answer_rows(answer)
 
-    async def record_outbound(
-        self, run_id: str, part: int, platform: str, chat_id: str, platform_message_id: str | None
-    ) -> None:
-        row = (run_id, part, platform, chat_id, platform_message_id, time.time())
+        async def write(db: aiosqlite.Connection) -> None:
+            await db.execute(sql_answers.INSERT_ANSWER, row)
+            await db.executemany(sql_answers.INSERT_CHUNK, chunks)
+
+        await self._write(write)
+
+    async def undelivered(self) -> list[Answer]:
         async with self._lock:
-            await self._conn().execute(_RECORD_OUTBOUND, row)
+            db = self._conn()
+            rows = list(await db.execute_fetchall(sql_answers.UNDELIVERED))
+            return [sql_answers.answer_from(row, list(await db.execute_fetchall(sql_answers.CHUNKS_OF, (row[0],))))
+                    for row in rows]
+
+    async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
+        now = time.time()
+        last = index == len(answer.chunks) - 1
+
+        async def write(db: aiosqlite.Connection) -> None:
+            await db.execute(sql_answers.CHUNK_SENT, (message_id, now, answer.id, index))
+            if last:
+                await self._settle_answer(db, answer, now, given_up=False)
+
+        await self._write(write)
+
+    async def give_up(self, answer: Answer) -> None:
+        now = time.time()
+
+        async def write(db: aiosqlite.Connection) -> None:
+            await self._settle_answer(db, answer, now, given_up=True)
+
+        await self._write(write)
+
+    @staticmethod
+    async def _settle_answer(db: aiosqlite.Connection, answer: Answer, now: float, *, given_up: bool) -> None:
+        await db.execute(sql_answers.ANSWER_DONE, (now, int(given_up), answer.id))
+        await db.executemany(_MARK_ANSWERED, [(now, inbound_id) for inbound_id in answer.inbound_ids])
 
     # -- internals -------------------------------------------------------------------
 
@@ -448,7 +552,8 @@ def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
 def inbound_to_json(msg: InboundMessage) -> str:
     """The message as JSON, attachments without their inline ``data``."""
     stripped = replace(msg, attachments=tuple(replace(a, data=None) for a in msg.attachments))
-    return json.dumps(asdict(stripped), ensure_ascii=False, separators=(",", ":"))
+    # ASCII JSON: text with lone surrogates (invalid UTF-8) is stored escaped, not lost
+    return json.dumps(asdict(stripped), separators=(",", ":"))
 
 
 def inbound_from_json(raw: str) -> InboundMessage:

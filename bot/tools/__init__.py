@@ -2,36 +2,56 @@
 
 ``builtin_registry()`` gives a fresh registry with the built-in tools; extras register
 on it the same way (``registry.register(my_tool)``). The ``exec`` shell tool is off
-unless asked for: ``builtin_registry(exec_enabled=True)``.
+unless asked for: ``builtin_registry(exec_enabled=True, exec_settings=...)`` (sandboxed and for
+owners only unless the settings say otherwise; see ``bot.tools.sandbox``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command
-from bot.tools.files import list_files, read_file, write_file
+from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command, make_exec_tool
+from bot.tools.files import edit_file, read_file, write_file
+from bot.tools.find import list_files, search_files
+from bot.tools.memory import memory_get, memory_search
+from bot.tools.policy import ToolPolicy, ToolRules, policy_for
+from bot.tools.sandbox import ExecSettings, require_sandbox
 from bot.tools.registry import MAX_OUTPUT_CHARS, RepeatDetector, ToolRegistry, canonical_call
+from bot.tools.web import WebFetchSettings, web_fetch_tool
+
+if TYPE_CHECKING:
+    from bot.config.schema import ToolsConfig
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
     "EXEC_TOOLS",
+    "ExecSettings",
     "FILE_TOOLS",
+    "MEMORY_TOOLS",
     "MAX_OUTPUT_CHARS",
     "RepeatDetector",
     "Tool",
     "ToolCategory",
     "ToolContext",
     "ToolError",
+    "ToolPolicy",
+    "ToolRules",
+    "WebFetchSettings",
     "ToolRegistry",
     "builtin_registry",
     "canonical_call",
     "exec_command",
+    "make_exec_tool",
+    "policy_for",
+    "registry_from_config",
+    "require_sandbox",
     "tool",
 ]
 
-FILE_TOOLS: tuple[Tool, ...] = (read_file, write_file, list_files)
+FILE_TOOLS: tuple[Tool, ...] = (read_file, write_file, edit_file, list_files, search_files)
+MEMORY_TOOLS: tuple[Tool, ...] = (memory_search, memory_get)
 EXEC_TOOLS: tuple[Tool, ...] = (exec_command,)
 # the registry's own limit on exec sits above the tool's cap plus its kill and clean-up time,
 # so a command the tool times out reports its output instead of being cut off by the registry
@@ -39,11 +59,28 @@ _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0
 
 
 def builtin_registry(
-    *, exec_enabled: bool = False, timeouts: Mapping[ToolCategory, float] | None = None,
+    *, exec_enabled: bool = False, web_fetch: WebFetchSettings | None = None,
+    timeouts: Mapping[ToolCategory, float] | None = None, exec_settings: ExecSettings | None = None,
 ) -> ToolRegistry:
-    """A new registry holding the built-in tools: read_file, write_file, list_files, and
-    ``exec`` only when ``exec_enabled`` (off by default: it runs shell commands)."""
+    """A new registry holding the built-in tools: the file tools (read, write, edit, list,
+    search), the memory tools, ``web_fetch`` only when given its settings, and ``exec``
+    only when ``exec_enabled`` (both off by default: one reaches the network, the other
+    runs shell commands), built for ``exec_settings`` (default: bubblewrap sandbox, no
+    network, owners only)."""
+    tools = FILE_TOOLS + MEMORY_TOOLS + ((web_fetch_tool(web_fetch),) if web_fetch is not None else ())
     if not exec_enabled:
-        return ToolRegistry(FILE_TOOLS, timeouts=timeouts)
+        return ToolRegistry(tools, timeouts=timeouts)
     limits = {ToolCategory.EXEC: _EXEC_REGISTRY_TIMEOUT, **(timeouts or {})}
-    return ToolRegistry(FILE_TOOLS + EXEC_TOOLS, timeouts=limits)
+    shell = exec_command if exec_settings is None else make_exec_tool(exec_settings)
+    return ToolRegistry((*tools, shell), timeouts=limits)
+
+
+def registry_from_config(config: ToolsConfig, exec_settings: ExecSettings | None = None) -> ToolRegistry:
+    """The built-in registry as ``tools:`` in the config asks (exec and web_fetch switched
+    on there); the per-run policy is applied later, with ``ToolRegistry.restricted``."""
+    web = config.web_fetch
+    settings = WebFetchSettings(web.allow_private, web.max_bytes, web.timeout, web.max_chars) if web.enabled else None
+    # the registry's own limit must not cut web_fetch before its own timeout says what happened
+    timeouts = {ToolCategory.NETWORK: web.timeout + 5.0} if web.enabled else None
+    return builtin_registry(exec_enabled=config.exec.enabled, web_fetch=settings, timeouts=timeouts,
+                            exec_settings=exec_settings)

@@ -17,15 +17,34 @@ from types import MappingProxyType
 from typing import Any, TypeAlias
 
 from bot.errors import ChatgateError
-from bot.providers.base import ToolSpec
+from bot.providers.base import ToolSpec, Usage
+from bot.tools.policy import ToolPolicy
 from bot.tools.schema import schema_from_function
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what OpenAI and Anthropic both accept
 
 
 @dataclass(frozen=True, slots=True)
+class SubAgentRun:
+    """What one sub-agent run did, for its parent's trace: ``TraceBuilder.sub_agent`` takes it."""
+
+    session_key: str
+    run_id: str
+    status: str  # a RunStatus value
+    text: str  # its answer, or its error sentence
+    usage: Usage
+    cost: float
+    started: float  # time.time()
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Who a tool runs for and where: every tool call gets one."""
+    """Who a tool runs for and where: every tool call gets one.
+
+    ``on_sub_agent`` is how the run that owns this context learns what a sub-agent
+    started by a tool cost: the loop passes a function that adds it to its trace.
+    ``tool_policy`` is the run's policy, which a sub-agent's tools are narrowed by too."""
 
     workspace: Path
     session_key: str
@@ -34,6 +53,9 @@ class ToolContext:
     platform: str
     chat_type: str  # "dm" | "group" (a bot.messages.ChatType is a str)
     user_id: str
+    sender_is_owner: bool = False  # every message of the run comes from an owner (gates exec)
+    on_sub_agent: Callable[[SubAgentRun], None] | None = field(default=None, compare=False, repr=False)
+    tool_policy: ToolPolicy | None = None
 
 
 class ToolCategory(StrEnum):
@@ -42,6 +64,7 @@ class ToolCategory(StrEnum):
     FILE = "file"
     EXEC = "exec"
     NETWORK = "network"
+    AGENT = "agent"  # runs a sub-agent
     OTHER = "other"
 
 
@@ -49,6 +72,7 @@ DEFAULT_TIMEOUTS: Mapping[ToolCategory, float] = MappingProxyType({
     ToolCategory.FILE: 30.0,
     ToolCategory.EXEC: 600.0,
     ToolCategory.NETWORK: 120.0,
+    ToolCategory.AGENT: 900.0,
     ToolCategory.OTHER: 60.0,
 })
 

@@ -1,16 +1,22 @@
 """The ``exec`` tool: a shell command in the session's workspace (off unless configured).
 
-``/bin/sh -c command`` runs with the workspace as cwd and ``HOME``, stdin from
-``/dev/null``, stdout and stderr merged into one pipe (so in order), an environment built
-from an allowlist (no keys or tokens of the bot reach it) and its own process group.
-Nothing outlives the call: when the shell exits, times out or the task is cancelled
-(``/stop``, shutdown, the registry's timeout) the whole group gets SIGKILL, so
-``sleep 300 &`` dies with it. Not a sandbox: the command can read what the bot can.
+``make_exec_tool(settings)`` builds it for ``tools.exec``: by default each command runs in a
+bubblewrap sandbox (see ``bot.tools.sandbox``: the workspace at ``/workspace`` is the only
+writable path, a private ``/tmp``, a fresh pid namespace, no network, a clean environment)
+and only for owners (``owners_only``: the context says whether the sender is one). With
+``sandbox: none`` it is ``/bin/sh -c command`` on the host with the workspace as cwd and an
+environment built from an allowlist: not a sandbox, the command can read what the bot can.
+
+Either way stdin is ``/dev/null``, stdout and stderr are merged into one pipe (so in order)
+and nothing outlives the call: when the shell exits, times out or the task is cancelled
+(``/stop``, shutdown, the registry's timeout) everything is killed with SIGKILL: under
+bubblewrap the sandbox's pid 1 (the kernel then kills the whole pid namespace, ``setsid``
+children included), without it the shell's process group.
 
 The result is the output, cut to ``MAX_OUTPUT_CHARS`` (head and tail), and a last line
 ``[exit code N]``. A non-zero exit is a normal result, not an error: the model reads the
 output and the code and decides. A timeout is a ``ToolError`` (an error result) that
-still carries the output so far.
+still carries the output so far. Command lines are logged cut and redacted.
 
 We read our own ``os.pipe`` rather than ``stdout=PIPE``: on Python 3.11
 ``Process.wait()`` does not return until every pipe is closed, so a background child
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import json
 import logging
 import os
 import signal
@@ -28,7 +35,10 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
+from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
+from bot.tools.sandbox import SANDBOX_WORKSPACE, ExecSettings, clean_environment, sandbox_command
+from bot.tracing import Redactor
+from bot.workspace import GROUP_PROTECTED, read_only_for
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,8 @@ PASSED_THROUGH = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")  # copied from our
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LOGGED_CHARS = 200
 _CHUNK = 65_536
+_BWRAP_FAILED = 1  # bwrap's exit code when it cannot set the sandbox up
+_REDACT = Redactor()  # known key shapes; the logging filter adds the configured secrets
 
 
 def exec_environment(workspace: Path, source: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -81,14 +93,29 @@ class OutputCapture:
         return f"{self._head}\n[… {cut:,} of {self.total:,} characters cut …]\n{self._tail}"
 
 
-@tool(category=ToolCategory.EXEC, name="exec")
-async def exec_command(ctx: ToolContext, command: str, timeout: int = 120) -> str:
-    """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together, then the exit code.
+_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together, then the exit code.
 
     Args:
         command: The shell command line, e.g. `ls -la` or `python3 script.py`.
         timeout: Seconds before the command is killed (at most 600).
     """
+
+
+def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
+    """The ``exec`` tool for these settings (``tools.exec``)."""
+
+    async def exec(ctx: ToolContext, command: str, timeout: int = 120) -> str:  # noqa: A001 - the tool's name
+        if settings.owners_only and not ctx.sender_is_owner:
+            raise ToolError("exec: only the bot's owners may run commands (tools.exec.owners_only); "
+                            "say so to the user instead of trying another way")
+        return await run_command(ctx, command, timeout, settings)
+
+    exec.__doc__ = _DESCRIPTION
+    return tool(category=ToolCategory.EXEC, name="exec")(exec)
+
+
+async def run_command(ctx: ToolContext, command: str, timeout: int, settings: ExecSettings) -> str:
+    """Run ``command`` for ``ctx`` as the settings say; the tool's result text."""
     if not command.strip():
         raise ToolError("exec: the command is empty; give a shell command to run")
     if timeout < 1:
@@ -97,38 +124,51 @@ async def exec_command(ctx: ToolContext, command: str, timeout: int = 120) -> st
     workspace = Path(os.path.realpath(ctx.workspace))
     if not workspace.is_dir():
         raise ToolError("exec: the workspace folder does not exist")
-    shown = command if len(command) <= _LOGGED_CHARS else f"{command[:_LOGGED_CHARS]}…"
-    log.info("exec (timeout %g s) session=%s run=%s: %s", limit, ctx.session_key, ctx.run_id, shown)
+    sandboxed = settings.sandbox == "bwrap"
+    shown = _REDACT(command if len(command) <= _LOGGED_CHARS else f"{command[:_LOGGED_CHARS]}…")
+    log.info("exec (%s, timeout %g s) session=%s run=%s: %s", "sandboxed" if sandboxed else "unsandboxed",
+             limit, ctx.session_key, ctx.run_id, shown)
 
     capture = OutputCapture()
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
+    info_read, info_write = os.pipe() if sandboxed else (-1, -1)
     pipe = os.fdopen(read_fd, "rb", buffering=0)
     stream = asyncio.StreamReader()
     try:
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), pipe)
     except BaseException:
         pipe.close()
-        os.close(write_fd)
+        _close(write_fd, info_read, info_write)
         raise
     try:
+        if sandboxed:
+            argv = sandbox_command(workspace, settings, [SHELL, "-c", command], info_fd=info_write,
+                                   read_only=_protected_files(ctx, workspace))
+            env, cwd, keep = clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")), "/", (info_write,)
+        else:
+            argv, env, cwd, keep = [SHELL, "-c", command], exec_environment(workspace), str(workspace), ()
         proc = await asyncio.create_subprocess_exec(
-            SHELL, "-c", command, cwd=workspace, env=exec_environment(workspace),
-            stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=write_fd, start_new_session=True)
+            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+            start_new_session=True, pass_fds=keep)
     except BaseException as exc:
         transport.close()
+        _close(info_read)
         if isinstance(exc, OSError):
-            raise ToolError(f"exec: could not start {SHELL}: {exc.strerror or exc}") from None
+            what = settings.bwrap if sandboxed else SHELL
+            raise ToolError(f"exec: could not start {what}: {exc.strerror or exc}") from None
         raise
     finally:
-        os.close(write_fd)  # the children hold their copies; EOF comes when the last one exits
+        _close(write_fd, info_write)  # the children hold their copies; EOF comes when the last one exits
 
+    sandbox = _Sandbox(proc.pid, info_read if sandboxed else None)
     pump = asyncio.create_task(_pump(stream, capture), name=f"exec-output:{proc.pid}")
     try:
-        timed_out = await _wait_or_stop(proc, limit)
+        timed_out = await _wait_or_stop(proc, limit, sandbox)
     finally:
         # on exit, timeout and cancellation alike: synchronous, so nothing can skip it
-        _kill_group(proc.pid, signal.SIGKILL)
+        sandbox.kill(signal.SIGKILL)
+        sandbox.close()
         await _settle(proc, pump, transport)
 
     output = capture.text()
@@ -137,8 +177,67 @@ async def exec_command(ctx: ToolContext, command: str, timeout: int = 120) -> st
         log.warning("exec timed out after %g s session=%s run=%s", limit, ctx.session_key, ctx.run_id)
         raise ToolError(f"{body}[timed out after {limit:g} s; the command was killed]")
     code = proc.returncode
+    if sandboxed and code == _BWRAP_FAILED and sandbox.child_pid is None:
+        log.error("exec: bubblewrap could not build the sandbox session=%s run=%s: %s", ctx.session_key,
+                  ctx.run_id, output.strip()[:300])
+        raise ToolError("exec: the sandbox could not start (bubblewrap failed); the bot's owner must check "
+                        "tools.exec.sandbox")
+    if sandboxed and code is not None and 128 < code < 128 + 65:
+        code = 128 - code  # bwrap reports a child killed by signal N as 128+N, as shells do
     log.debug("exec exited with %s, %d chars session=%s run=%s", code, capture.total, ctx.session_key, ctx.run_id)
     return f"{body}{_status(code)}"
+
+
+def _protected_files(ctx: ToolContext, workspace: Path) -> list[str]:
+    """The group's persona and rule files that this sender may not change (see ``read_only_for``)."""
+    return [name for name in GROUP_PROTECTED
+            if read_only_for(name, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner)
+            and os.path.isfile(workspace / name) and not os.path.islink(workspace / name)]
+
+
+exec_command = make_exec_tool()  # the defaults: sandboxed, no network, owners only
+
+
+class _Sandbox:
+    """Kills what the command started: the pid namespace's init under bwrap, the process group too."""
+
+    def __init__(self, pid: int, info_fd: int | None) -> None:
+        self.pid = pid
+        self.child_pid: int | None = None
+        self._info_fd = info_fd
+        self._info = b""
+        if info_fd is not None:
+            os.set_blocking(info_fd, False)
+
+    def poll(self) -> None:
+        """Read bwrap's report (non-blocking) to learn the host pid of the sandbox's pid 1."""
+        if self._info_fd is None or self.child_pid is not None:
+            return
+        try:
+            while chunk := os.read(self._info_fd, 4096):
+                self._info += chunk
+        except BlockingIOError:
+            pass
+        except OSError:
+            return
+        try:
+            self.child_pid = int(json.loads(self._info)["child-pid"])
+        except (ValueError, KeyError, TypeError):
+            pass  # not complete yet
+
+    def kill(self, sig: signal.Signals) -> None:
+        self.poll()
+        if self.child_pid is not None:
+            try:
+                os.kill(self.child_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
+            except (ProcessLookupError, PermissionError):
+                pass
+        _kill_group(self.pid, sig)  # bwrap itself (or the shell, unsandboxed) and its group
+
+    def close(self) -> None:
+        if self._info_fd is not None:
+            _close(self._info_fd)
+            self._info_fd = None
 
 
 async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:
@@ -146,20 +245,22 @@ async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:
         capture.feed(chunk)
 
 
-async def _wait_or_stop(proc: asyncio.subprocess.Process, limit: float) -> bool:
-    """Wait for the shell to exit; ``True`` if it ran out of time (group sent SIGTERM, then SIGKILL)."""
+async def _wait_or_stop(proc: asyncio.subprocess.Process, limit: float, sandbox: _Sandbox) -> bool:
+    """Wait for the shell to exit; ``True`` if it ran out of time (SIGTERM, then SIGKILL).
+
+    A sandbox gets no grace: the namespace's pid 1 only dies of SIGKILL."""
     try:
         async with asyncio.timeout(limit):
             await proc.wait()
         return False
     except TimeoutError:
         pass
-    _kill_group(proc.pid, signal.SIGTERM)
+    sandbox.kill(signal.SIGTERM)
     try:
         async with asyncio.timeout(KILL_GRACE):
             await proc.wait()
     except TimeoutError:
-        _kill_group(proc.pid, signal.SIGKILL)
+        sandbox.kill(signal.SIGKILL)
     return True
 
 
@@ -183,6 +284,15 @@ def _kill_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass  # the group is gone already
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _status(code: int | None) -> str:

@@ -1,8 +1,13 @@
-"""File tools: read, write and list files inside the session's workspace, and nowhere else.
+"""File tools: read, write and edit files inside the session's workspace, and nowhere else.
 
-Every path goes through ``bot.workspace.resolve_inside`` (symlinks followed, ``..`` and
-absolute paths outside refused). The blocking work runs in a thread so a large file
-never stalls the event loop. Problems come back as ``ToolError`` sentences.
+Every path is walked with ``bot.workspace.locate`` (``O_NOFOLLOW`` from the workspace's
+descriptor, symlinks followed by hand and only inside); read_file and write_file open the
+file through the folder's descriptor; edit_file replaces exact text (refusing a missing or ambiguous match). Listing
+and searching live in ``find``. ``..`` and
+absolute paths outside are refused, over-long paths are errors naming the relative path.
+In a group, the persona and rule files are read-only unless the sender is an owner.
+The blocking work runs in a thread so a large file never stalls the event loop.
+Problems come back as ``ToolError`` sentences.
 """
 
 from __future__ import annotations
@@ -10,31 +15,59 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
+import secrets
 import stat
-import tempfile
-from fnmatch import fnmatch
+import weakref
 from pathlib import Path
+from typing import BinaryIO
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
-from bot.workspace import OutsideWorkspaceError, resolve_inside
+from bot.tools.paths import open_regular
+from bot.workspace import Located, OutsideWorkspaceError, PathTooLongError, locate, read_only_for
 
 log = logging.getLogger(__name__)
 
 MAX_READ_BYTES = 10 * 1024 * 1024  # read_file refuses larger files
 MAX_READ_CHARS = 40_000  # read_file stops adding lines past this and says where to go on
 MAX_LINE_CHARS = 2_000  # longer lines (minified files) are cut
-MAX_LIST_ENTRIES = 500
+_LINE_BYTES = 2 * 1024 * 1024  # a big file's line is read up to this, the rest skipped
 _SNIFF_BYTES = 8192
-_SKIP_DIRS = frozenset({".git"})  # listed, never walked into
 
 
-def _resolve(ctx: ToolContext, path: str) -> Path:
+_locks: weakref.WeakValueDictionary[Path, asyncio.Lock] = weakref.WeakValueDictionary()
+_MAX_LINES_NAMED = 10  # edit_file names at most this many matching lines
+
+
+def _lock(target: Path) -> asyncio.Lock:
+    """Edits of one file are serialised: two edits in one step never lose each other's change."""
+    lock = _locks.get(target)
+    if lock is None:
+        lock = _locks[target] = asyncio.Lock()
+    return lock
+
+
+def _locate(workspace: Path, path: str, *, make_parents: bool = False) -> Located:
+    """``bot.workspace.locate`` with its refusals as sentences (never the host path)."""
     try:
-        return resolve_inside(ctx.workspace, path)
+        return locate(workspace, path, make_parents=make_parents)
     except OutsideWorkspaceError:
-        raise ToolError(f"{path} is outside the workspace; use a path inside it (relative paths start there)") from None
-    except ValueError:  # e.g. an embedded NUL byte
-        raise ToolError(f"{path!r} is not a valid path") from None
+        raise ToolError(f"{_shown(path)} is outside the workspace; use a path inside it (relative paths start there)") from None
+    except PathTooLongError as exc:
+        raise ToolError(f"{exc}; use shorter names") from None
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {_shown(path)}") from None
+    except (NotADirectoryError, FileExistsError):
+        raise ToolError(f"cannot create {_shown(path)}: a part of its path is a file, not a folder") from None
+    except ValueError:  # an embedded NUL byte
+        raise ToolError(f"{_shown(path)!r} is not a valid path") from None
+    except OSError as exc:
+        raise ToolError(f"cannot open {_shown(path)}: {exc.strerror or 'error'}") from None
+
+
+def _shown(path: str) -> str:
+    """The model's own path, cut when it is very long (an error must stay readable)."""
+    return path if len(path) <= 120 else f"{path[:80]}…{path[-30:]}"
 
 
 def _size(n: int) -> str:
@@ -63,26 +96,104 @@ async def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 2
         raise ToolError("offset must be 0 or more")
     if limit < 1:
         raise ToolError("limit must be at least 1")
-    return await asyncio.to_thread(_read, _resolve(ctx, path), path, offset, limit)
+    return await asyncio.to_thread(_read, ctx.workspace, path, offset, limit)
 
 
-def _read(target: Path, shown: str, offset: int, limit: int) -> str:
+def _open(workspace: Path, path: str) -> tuple[BinaryIO, int]:
+    """A regular file of the workspace opened for reading without following a link, and its size."""
+    shown = _shown(path)
+    with _locate(workspace, path) as loc:
+        try:
+            fd = os.open(loc.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=loc.parent)
+        except FileNotFoundError:
+            raise ToolError(f"no such file: {shown}") from None
+        except OSError as exc:
+            raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{shown} is a directory; use list_files to see what is in it")
+        raise ToolError(f"{shown} is not a regular file")
+    return os.fdopen(fd, "rb"), info.st_size
+
+
+def _load(workspace: Path, path: str) -> bytes:
+    """The whole bytes of a regular file of at most ``MAX_READ_BYTES`` (for edit_file)."""
+    shown = _shown(path)
+    handle, size = _open(workspace, path)
+    with handle:
+        if size > MAX_READ_BYTES:
+            raise ToolError(f"{shown} is {_size(size)}; edit_file edits files up to {_size(MAX_READ_BYTES)} "
+                            "(write_file can replace it whole)")
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
+
+
+def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
+    shown = _shown(path)
+    handle, size = _open(workspace, path)
+    with handle:
+        try:
+            if size > MAX_READ_BYTES:  # stream to the lines asked for, never holding it whole
+                return _read_big(handle, shown, size, offset, limit)
+            data = handle.read()
+        except OSError as exc:
+            raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
+    return numbered(data, shown, offset, limit)
+
+
+def _read_big(handle: BinaryIO, shown: str, size: int, offset: int, limit: int) -> str:
+    if b"\0" in handle.read(_SNIFF_BYTES):
+        raise ToolError(f"{shown} looks like a binary file ({_size(size)}); read_file reads text files only")
+    handle.seek(0)
+    out: list[str] = []
+    chars, number, more = 0, 0, False
+    while raw := handle.readline(_LINE_BYTES):
+        long = len(raw) == _LINE_BYTES and not raw.endswith(b"\n")
+        while long and (rest := handle.readline(_LINE_BYTES)) and not rest.endswith(b"\n"):
+            pass  # skip the rest of a very long line
+        number += 1
+        if number <= offset:
+            continue
+        line = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
+        if long or len(line) > MAX_LINE_CHARS:
+            how_long = f"over {_size(_LINE_BYTES)}" if long else f"{len(line):,} characters"
+            line = f"{line[:MAX_LINE_CHARS]}… [line cut, {how_long}]"
+        if (out and chars + len(line) > MAX_READ_CHARS) or len(out) == limit:
+            more = True
+            break
+        out.append(f"{number:6}\t{line}")
+        chars += len(line) + 8
+    if not out:
+        raise ToolError(f"offset {offset} is past the end: {shown} has {number} lines")
+    first, last = offset + 1, offset + len(out)
+    if not more:
+        return "\n".join([*out, f"[{shown}: lines {first}-{last}, the end of the file ({_size(size)})]"])
+    return "\n".join([*out, f"[{shown}: lines {first}-{last} of a {_size(size)} file; continue with offset={last}]"])
+
+
+def read_range(target: Path, shown: str, offset: int, limit: int) -> str:
+    """Blocking: numbered lines of ``target`` (a path already confined, e.g. by memory_get),
+    opened only if it is still a regular file; a ``ToolError`` when it cannot be read."""
     try:
-        info = target.stat()
+        with open_regular(target) as handle:
+            info = os.fstat(handle.fileno())
+            if info.st_size > MAX_READ_BYTES:
+                raise ToolError(f"{shown} is {_size(info.st_size)}; files up to {_size(MAX_READ_BYTES)} can be read")
+            data = handle.read()
     except FileNotFoundError:
         raise ToolError(f"no such file: {shown}") from None
     except OSError as exc:
         raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{shown} is a directory; use list_files to see what is in it")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{shown} is not a regular file")
-    if info.st_size > MAX_READ_BYTES:
-        raise ToolError(f"{shown} is {_size(info.st_size)}; read_file reads files up to {_size(MAX_READ_BYTES)}")
-    try:
-        data = target.read_bytes()
-    except OSError as exc:
-        raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
+    return numbered(data, shown, offset, limit)
+
+
+def numbered(data: bytes, shown: str, offset: int, limit: int) -> str:
+    """The lines ``offset+1 .. offset+limit`` of a text file's bytes, numbered like `cat -n`,
+    capped, with a closing note saying what was shown and where to go on."""
     if b"\0" in data[:_SNIFF_BYTES]:
         raise ToolError(f"{shown} looks like a binary file ({_size(len(data))}); read_file reads text files only")
     if not data:
@@ -121,109 +232,127 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: File path, relative to the workspace.
         content: The complete new content of the file.
     """
-    target = _resolve(ctx, path)
-    written, created = await asyncio.to_thread(_write, target, path, content.encode("utf-8"))
-    log.info("write_file %s (%d bytes) session=%s run=%s", path, written, ctx.session_key, ctx.run_id)
-    return f"{'created' if created else 'wrote'} {path} ({written:,} bytes)"
+    written, created = await asyncio.to_thread(_write, ctx, path, content.encode("utf-8"))
+    log.info("write_file %s (%d bytes) session=%s run=%s", _shown(path), written, ctx.session_key, ctx.run_id)
+    return f"{'created' if created else 'wrote'} {_shown(path)} ({written:,} bytes)"
 
 
-def _write(target: Path, shown: str, data: bytes) -> tuple[int, bool]:
-    if target.is_dir():
-        raise ToolError(f"{shown} is a directory; give a file path")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        existing = target.stat().st_mode if target.exists() else None
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except (FileExistsError, NotADirectoryError):
-        raise ToolError(f"cannot create {shown}: a part of its path is a file, not a folder") from None
-    except OSError as exc:
-        raise ToolError(f"cannot write {shown}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, stat.S_IMODE(existing) if existing is not None else 0o644)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise ToolError(f"cannot write {shown}: {exc.strerror or exc}") from None
-        raise
+def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[int, bool]:
+    shown = _shown(path)
+    with _locate(ctx.workspace, path, make_parents=True) as loc:
+        if read_only_for(loc.relative, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner):
+            raise ToolError(f"{loc.relative} is read-only in this group: only an owner may change it; "
+                            "tell the user so instead of working around it")
+        try:
+            existing = os.stat(loc.name, dir_fd=loc.parent, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            existing = None
+        except OSError as exc:
+            raise ToolError(f"cannot write {shown}: {exc.strerror or 'error'}") from None
+        if loc.name == "." or (existing is not None and stat.S_ISDIR(existing)):
+            raise ToolError(f"{shown} is a directory; give a file path")
+        tmp = f".chatgate-{secrets.token_hex(6)}.tmp"  # short: the name itself may be NAME_MAX long
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=loc.parent)
+        except OSError as exc:
+            raise ToolError(f"cannot write {shown}: {exc.strerror or 'error'}") from None
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+                os.fchmod(handle.fileno(), stat.S_IMODE(existing) if existing is not None else 0o644)
+            os.replace(tmp, loc.name, src_dir_fd=loc.parent, dst_dir_fd=loc.parent)
+        except BaseException as exc:
+            try:
+                os.unlink(tmp, dir_fd=loc.parent)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise ToolError(f"cannot write {shown}: {exc.strerror or 'error'}") from None
+            raise
     return len(data), existing is None
 
 
-# -- list_files --------------------------------------------------------------------------
+# -- edit_file ---------------------------------------------------------------------------
 
 @tool(category=ToolCategory.FILE)
-async def list_files(ctx: ToolContext, path: str = ".", pattern: str | None = None) -> str:
-    """List files and folders in the workspace: folders end with `/`, files show their size.
+async def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+    """Replace exact text in a workspace file. old_text must match the file exactly (spaces and
+    line breaks included) and only once, unless replace_all is true; copy it from read_file's
+    output without the line numbers, with enough surrounding lines to be unique.
 
     Args:
-        path: Folder to list, relative to the workspace.
-        pattern: Optional glob such as `*.md`; when given, subfolders are searched too.
+        path: File path, relative to the workspace.
+        old_text: The exact text to replace.
+        new_text: The text to put in its place (may be empty to delete).
+        replace_all: Replace every occurrence instead of requiring exactly one.
     """
-    root = Path(os.path.realpath(ctx.workspace))
-    return await asyncio.to_thread(_list, _resolve(ctx, path), root, path, pattern)
+    if not old_text:
+        raise ToolError("old_text is empty; give the exact text to replace (write_file creates or overwrites files)")
+    if old_text == new_text:
+        raise ToolError("old_text and new_text are the same; nothing to change")
+    async with _lock(Path(ctx.workspace) / path):
+        summary = await asyncio.to_thread(_edit, ctx, path, old_text, new_text, replace_all)
+    log.info("edit_file %s session=%s run=%s", _shown(path), ctx.session_key, ctx.run_id)
+    return summary
 
 
-def _list(folder: Path, root: Path, shown: str, pattern: str | None) -> str:
-    if not folder.exists():
-        raise ToolError(f"no such folder: {shown}")
-    if not folder.is_dir():
-        raise ToolError(f"{shown} is a file, not a folder; use read_file to read it")
-    try:
-        entries, complete = _walk(folder, root, pattern) if pattern else _children(folder, root)
-    except OSError as exc:
-        raise ToolError(f"cannot list {shown}: {exc.strerror or exc}") from None
-    if not entries:
-        return f"no entries match {pattern!r} in {shown}" if pattern else f"the folder {shown} is empty"
-    if not complete:
-        entries.append(f"[listing stopped at {MAX_LIST_ENTRIES} entries; narrow it with path or pattern]")
-    return "\n".join(entries)
+def _edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool) -> str:
+    shown = _shown(path)
+    # surrogateescape: bytes that are not UTF-8 come back out unchanged
+    text = _load(ctx.workspace, path).decode("utf-8", errors="surrogateescape")
+    starts = _occurrences(text, old)
+    if not starts and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")  # the file has Windows line ends
+        starts = _occurrences(text, old)
+    if not starts:
+        raise ToolError(_no_match(text, old, shown))
+    lines = [text.count("\n", 0, i) + 1 for i in starts]
+    if len(starts) > 1 and not replace_all:
+        raise ToolError(f"old_text matches {len(starts)} places in {shown} ({_name_lines(lines)}); "
+                        "include more surrounding text so it matches exactly one, or set replace_all=true")
+    edited = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    _write(ctx, path, edited.encode("utf-8", errors="surrogateescape"))
+    if len(starts) == 1:
+        return f"edited {shown}: replaced 1 occurrence at line {lines[0]}"
+    return f"edited {shown}: replaced {len(starts)} occurrences ({_name_lines(lines)})"
 
 
-def _children(folder: Path, root: Path) -> tuple[list[str], bool]:
-    with os.scandir(folder) as scan:
-        items = sorted(scan, key=lambda e: e.name.casefold())
-    lines = [_describe(entry, entry.name, root) for entry in items[:MAX_LIST_ENTRIES]]
-    return lines, len(items) <= MAX_LIST_ENTRIES
+def _occurrences(text: str, old: str) -> list[int]:
+    """Start offsets of the non-overlapping occurrences, the way ``str.replace`` sees them."""
+    found, at = [], text.find(old)
+    while at != -1:
+        found.append(at)
+        at = text.find(old, at + len(old))
+    return found
 
 
-def _walk(folder: Path, root: Path, pattern: str) -> tuple[list[str], bool]:
-    """Depth-first in sorted order, never following symlinked folders nor entering ``.git``."""
-    lines: list[str] = []
-
-    def visit(directory: str, prefix: str) -> bool:
-        try:
-            with os.scandir(directory) as scan:
-                items = sorted(scan, key=lambda e: e.name.casefold())
-        except OSError:
-            return True  # unreadable folder: skip it
-        for entry in items:
-            rel = f"{prefix}{entry.name}"
-            if fnmatch(rel if "/" in pattern else entry.name, pattern):
-                if len(lines) == MAX_LIST_ENTRIES:
-                    return False
-                lines.append(_describe(entry, rel, root))
-            descend = entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_DIRS
-            if descend and not visit(entry.path, f"{rel}/"):
-                return False
-        return True
-
-    return lines, visit(str(folder), "")
+def _name_lines(lines: list[int]) -> str:
+    shown = ", ".join(map(str, lines[:_MAX_LINES_NAMED]))
+    more = f" and {len(lines) - _MAX_LINES_NAMED} more" if len(lines) > _MAX_LINES_NAMED else ""
+    return f"line{'s' if len(lines) > 1 else ''} {shown}{more}"
 
 
-def _describe(entry: os.DirEntry[str], rel: str, root: Path) -> str:
-    if entry.is_symlink():
-        target = Path(os.path.realpath(entry.path))
-        if target != root and root not in target.parents:
-            return f"{rel} -> (outside the workspace)"
-        if not target.exists():
-            return f"{rel} -> (broken link)"
-    try:
-        if entry.is_dir():
-            return f"{rel}/"
-        return f"{rel}  {_size(entry.stat().st_size)}"
-    except OSError:
-        return f"{rel}  (unreadable)"
+def _no_match(text: str, old: str, shown: str) -> str:
+    """Found 0: say so, and why it may have missed when that can be seen."""
+    hint = "copy the text exactly as it is in the file (read_file shows it)"
+    if _LINE_NUMBER.match(old):
+        hint = "leave out the line numbers that read_file puts before each line"
+    else:
+        loose = _squeeze(old)
+        matching = [n for n, line in enumerate(text.splitlines(), 1) if loose and loose in _squeeze(line)]
+        if matching:
+            hint = (f"text like it, with different spaces or indentation, is at {_name_lines(matching)}; "
+                    "copy it exactly as read_file shows it")
+        elif loose and loose in _squeeze(text):
+            hint = "the text is there with different spaces, indentation or line breaks; copy it exactly"
+    return f"old_text was not found in {shown} (0 matches); {hint}"
+
+
+_LINE_NUMBER = re.compile(r"^\s*\d+\t")
+_SPACES = re.compile(r"\s+")
+
+
+def _squeeze(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()

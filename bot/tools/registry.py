@@ -4,6 +4,10 @@
 arguments that miss the schema, timeouts, ``ToolError``s and bugs all come back as
 ``ToolResult(is_error=True)`` with a sentence the model can act on. Only cancellation
 of the caller propagates (``/stop`` and shutdown decide what it means, not us).
+
+``restricted(policy)`` is the registry one run uses: only the tools the run's
+``ToolPolicy`` permits, so the model is offered only those, and a call to any other is
+refused as an error result that says the tool is not available here.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any, TypeAlias
 from bot.conversation import ToolCall, ToolResult
 from bot.providers.base import ToolSpec
 from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError
+from bot.tools.policy import ToolPolicy
 from bot.tools.schema import check_arguments, describe_parameters
 
 log = logging.getLogger(__name__)
@@ -41,6 +46,8 @@ class ToolRegistry:
     ) -> None:
         self._tools: dict[str, Tool] = {}
         self._specs: tuple[ToolSpec, ...] | None = None
+        self._withheld: dict[str, str] = {}  # tools registered but not offered (a restricted view): name -> why
+        self._views: dict[ToolPolicy, ToolRegistry] = {}
         self.timeouts: dict[ToolCategory, float] = {**DEFAULT_TIMEOUTS, **(timeouts or {})}
         self.max_output_chars = max_output_chars
         for t in tools:
@@ -51,7 +58,22 @@ class ToolRegistry:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
         self._specs = None
+        self._views.clear()
         return tool
+
+    def restricted(self, policy: ToolPolicy | None) -> ToolRegistry:
+        """The tools ``policy`` permits, as a registry of their own (cached per policy until the
+        next ``register``); ``None`` is this registry unchanged."""
+        if policy is None:
+            return self
+        view = self._views.get(policy)
+        if view is None:
+            allowed = [t for t in self._tools.values() if policy.permits(t.name)]
+            view = ToolRegistry(allowed, timeouts=self.timeouts, max_output_chars=self.max_output_chars)
+            view._withheld = {**self._withheld, **{name: why for name in self._tools
+                                                   if (why := policy.refusal(name)) is not None}}
+            self._views[policy] = view
+        return view
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -114,6 +136,11 @@ class ToolRegistry:
         tool = self._tools.get(call.name)
         if tool is None:
             available = ", ".join(sorted(self._tools)) or "none"
+            if call.name in self._withheld:
+                log.info("tool %s refused (%s) session=%s run=%s", call.name, self._withheld[call.name],
+                         ctx.session_key, ctx.run_id)
+                why = self._withheld[call.name]
+                return f"{call.name} is not available in this chat ({why}); available tools: {available}", True
             return f"unknown tool {call.name!r}; available tools: {available}", True
         arguments, problem = _parse_arguments(call.arguments)
         if problem:

@@ -1,13 +1,18 @@
-"""A channel adapter that records what it is asked to send and show."""
+"""A channel that records what it is asked to send, edit and show (the Channel port's fake).
+
+``watch(app.events)`` also records the run events, for tests that wait for a phase of a
+run (streaming, retrying, queued)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import dataclass
 
-from adapters.base import Handler
-from bot.agent.events import RunEvent
-from bot.messages import ChatType, InboundMessage, OutboundReply, Sender
+from bot.agent.events import EventBus, RunEvent
+from bot.channels import Inbox, Limits, SendFailed, Status, Target
+from bot.channels.markdown import PLAIN
+from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
 _ids = itertools.count(1)
 
@@ -17,17 +22,43 @@ def dm(text: str, user: str = "u1", *, platform: str = "test", message_id: str |
                           message_id or f"m{next(_ids)}")
 
 
-class RecordingAdapter:
+@dataclass(frozen=True, slots=True)
+class Sent:
+    to: Target
+    text: str
+    message_id: str
+
+    @property
+    def chat_id(self) -> str:
+        return self.to.chat_id
+
+    @property
+    def reply_to(self) -> str | None:
+        return self.to.reply_to
+
+
+class RecordingChannel:
+    dialect = PLAIN
+    limits = Limits(chunk=4000)
+    streaming = "off"
+
     def __init__(self, platform: str = "test") -> None:
+        self.name = platform
         self.platform = platform
-        self.sent: list[OutboundReply] = []
+        self.sent: list[Sent] = []
+        self.edits: list[tuple[str, str]] = []
+        self.statuses: list[tuple[str, Status]] = []
         self.events: list[RunEvent] = []
-        self.handle: Handler | None = None
-        self._new_reply = asyncio.Condition()
+        self.files: dict[str, bytes] = {}  # platform_file_id -> content, for fetch
+        self.inbox: Inbox | None = None
+        self._changed = asyncio.Condition()
         self.stopped = False
 
-    async def start(self, handle: Handler) -> None:
-        self.handle = handle
+    def watch(self, events: EventBus) -> None:
+        events.subscribe(self._record_event)
+
+    async def start(self, inbox: Inbox) -> None:
+        self.inbox = inbox
 
     async def stop(self) -> None:
         self.stopped = True
@@ -35,33 +66,52 @@ class RecordingAdapter:
     async def wait_closed(self) -> None:
         await asyncio.Event().wait()
 
-    async def send(self, reply: OutboundReply) -> str | None:
-        async with self._new_reply:
-            self.sent.append(reply)
-            self._new_reply.notify_all()
-        return str(len(self.sent))
+    async def send(self, to: Target, text: str) -> str:
+        sent = Sent(to, text, str(len(self.sent) + 1))
+        async with self._changed:
+            self.sent.append(sent)
+            self._changed.notify_all()
+        return sent.message_id
 
-    async def show(self, event: RunEvent, inbound: InboundMessage) -> None:
-        async with self._new_reply:
+    async def edit(self, to: Target, message_id: str, text: str) -> None:
+        self.edits.append((message_id, text))
+
+    async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        return await self.send(to, f"[file {name}] {caption}")
+
+    async def status(self, to: Target, status: Status) -> None:
+        self.statuses.append((to.chat_id, status))
+
+    async def fetch(self, attachment: Attachment, limit: int) -> bytes:
+        data = self.files.get(attachment.platform_file_id or "")
+        if data is None:
+            raise SendFailed(f"no file {attachment.platform_file_id}", permanent=True)
+        return data
+
+    async def _record_event(self, event: RunEvent) -> None:
+        async with self._changed:
             self.events.append(event)
-            self._new_reply.notify_all()
+            self._changed.notify_all()
 
     async def wait_for_event(self, kind: str, text: str | None = None, timeout: float = 5.0) -> RunEvent:
         def match(e: RunEvent) -> bool:
             return e.kind == kind and (text is None or e.text == text)
 
-        async with self._new_reply:
-            await asyncio.wait_for(self._new_reply.wait_for(lambda: any(map(match, self.events))), timeout)
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: any(map(match, self.events))), timeout)
         return next(e for e in self.events if match(e))
 
     async def inject(self, msg: InboundMessage) -> None:
-        assert self.handle is not None, "adapter not started"
-        await self.handle(msg)
+        assert self.inbox is not None, "channel not started"
+        await self.inbox(msg)
 
-    async def wait_for_replies(self, n: int, timeout: float = 5.0) -> list[OutboundReply]:
-        async with self._new_reply:
-            await asyncio.wait_for(self._new_reply.wait_for(lambda: len(self.sent) >= n), timeout)
+    async def wait_for_replies(self, n: int, timeout: float = 5.0) -> list[Sent]:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= n), timeout)
         return self.sent
 
     def texts(self) -> list[str]:
         return [r.text for r in self.sent]
+
+
+RecordingAdapter = RecordingChannel  # the name older tests use

@@ -17,13 +17,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import hashlib
 import itertools
 import json
+import re
 import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -314,16 +317,25 @@ def stream_error_frame(dialect: Dialect) -> str:
 # ----------------------------------------------------------------------------- requests
 
 
+_CONTEXT_BLOCK = re.compile(r"\n\n<chatgate-context[^>]*>\n.*?\n</chatgate-context>", re.DOTALL)
+
+
+def without_context(text: str) -> str:
+    """``text`` without the runtime context chatgate appends to the newest user turn."""
+    return _CONTEXT_BLOCK.sub("", text)
+
+
 def last_user_text(body: Any) -> str:
+    """The newest user text, without the runtime context chatgate appends to it."""
     for message in reversed((body or {}).get("messages") or []):
         if message.get("role") != "user":
             continue
         content = message.get("content")
         if isinstance(content, str):
-            return content
+            return _CONTEXT_BLOCK.sub("", content)
         texts = [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
         if texts:
-            return "".join(texts)
+            return _CONTEXT_BLOCK.sub("", "".join(texts))
     return ""
 
 
@@ -373,14 +385,72 @@ def tool_pairing_problems(dialect: Dialect, body: Any) -> list[str]:
     return problems
 
 
+class PromptCache:
+    """Anthropic's prompt cache, roughly: a breakpoint (``cache_control``) writes the prefix
+    up to it; a later request reads the longest cached prefix that ends at one of its
+    breakpoints or at one of the 20 blocks before each. Tokens are JSON characters / 4."""
+
+    LOOKBACK = 20
+
+    def __init__(self) -> None:
+        self.prefixes: set[str] = set()
+
+    @staticmethod
+    def _segments(body: dict[str, Any]) -> list[tuple[str, bool]]:
+        """(canonical JSON, is a breakpoint) of every block, in cache order: tools, system, messages."""
+        def clean(block: Any) -> str:
+            plain = {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+            return json.dumps(plain, sort_keys=True)
+
+        segments = [(clean(t), False) for t in body.get("tools") or []]
+        system = body.get("system")
+        for block in ([{"type": "text", "text": system}] if isinstance(system, str) else system or []):
+            segments.append((clean(block), "cache_control" in block))
+        for message in body.get("messages") or []:
+            content = message.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+            segments += [(message["role"] + clean(b), isinstance(b, dict) and "cache_control" in b) for b in blocks]
+        return segments
+
+    def use(self, body: dict[str, Any]) -> Tokens:
+        segments = self._segments(body)
+        digests, sizes, running, size = [], [], hashlib.sha256(), 0
+        for text, _ in segments:
+            running.update(text.encode())
+            size += len(text)
+            digests.append(running.copy().hexdigest())
+            sizes.append(size // 4)
+        breakpoints = [i for i, (_, mark) in enumerate(segments) if mark]
+        read = 0
+        for b in breakpoints:
+            for j in range(b, max(-1, b - self.LOOKBACK - 1), -1):
+                if digests[j] in self.prefixes:
+                    read = max(read, sizes[j])
+                    break
+        written = max(0, sizes[breakpoints[-1]] - read) if breakpoints else 0
+        self.prefixes.update(digests[b] for b in breakpoints)
+        total = max(1, sizes[-1]) if sizes else 1
+        return Tokens(input=total, output=5, cache_read=read, cache_write=min(written, total - read))
+
+
 # ----------------------------------------------------------------------------- server
 
 
 class FakeLLM:
     """The fake server. ``async with FakeLLM() as llm``; ``port=0`` picks a free port."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, model: str | None = None) -> None:
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, model: str | None = None,
+                 strict_pairing: bool = False, responder: Callable[[Any], Reply] | None = None,
+                 prompt_cache: bool = False) -> None:
+        """``strict_pairing``: a request with a broken tool call / result pairing is refused
+        with 400, as the real APIs do, and noted in ``pairing_problems``. ``responder``:
+        when the script is empty, the reply is ``responder(body)`` instead of the echo."""
         self.host, self.port, self.model = host, port, model
+        self.strict_pairing, self.responder = strict_pairing, responder
+        # ``prompt_cache``: Anthropic requests report cache reads and writes (``PromptCache``)
+        self.prompt_cache = PromptCache() if prompt_cache else None
+        self.reported: dict[int, Tokens] = {}  # request index -> the usage its answer reported
+        self.pairing_problems: list[str] = []
         self.requests: list[Received] = []
         self._script: deque[Reply] = deque()
         self._arrived = asyncio.Condition()
@@ -433,7 +503,12 @@ class FakeLLM:
             body: Any = await request.json()
         except ValueError:
             body = None
-        reply = self._script.popleft() if self._script else Reply.text("echo: " + last_user_text(body))
+        if self._script:
+            reply = self._script.popleft()
+        elif self.responder is not None:
+            reply = self.responder(body)
+        else:
+            reply = Reply.text("echo: " + last_user_text(body))
         received = Received(len(self.requests), request.path, {k.lower(): v for k, v in request.headers.items()},
                             body, reply)
         async with self._arrived:
@@ -453,6 +528,10 @@ class FakeLLM:
         body = received.body if isinstance(received.body, dict) else {}
         model = self.model or body.get("model") or "fake-model"
         stream = bool(body.get("stream"))
+        if self.strict_pairing and (problems := tool_pairing_problems(dialect, body)):
+            self.pairing_problems.extend(f"request {received.index}: {p}" for p in problems)
+            refusal = Reply.error(400, message="messages: " + "; ".join(problems))
+            return web.json_response(error_body(dialect, refusal), status=400)
         if reply.kind == "hang":
             await self._stopping.wait()
             return web.Response(status=503)
@@ -469,9 +548,13 @@ class FakeLLM:
                     if dialect == "anthropic" else 'data: {"id": "chatcmpl-broken", "choices": [\n\n'
                 return web.Response(text=text, content_type="text/event-stream")
             return web.Response(text='{"id": "broken", ', content_type="application/json")
+        if reply.usage is None and self.prompt_cache is not None and dialect == "anthropic":
+            cached = self.prompt_cache.use(body)
+            reply = dataclasses.replace(reply, usage=dataclasses.replace(cached, output=max(1, len(reply.content) // 4)))
         usage = reply.usage or Tokens(input=estimated_prompt_tokens(body),
                                       output=max(1, (len(reply.content) + sum(len(c.arguments_json)
                                                                                 for c in reply.calls)) // 4))
+        self.reported[received.index] = usage
         if not stream:
             return web.json_response(whole_response(dialect, reply, model, usage))
         if dialect == "anthropic":
@@ -626,4 +709,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["Call", "FakeLLM", "Received", "Reply", "Thought", "Tokens", "tool_pairing_problems"]
+__all__ = ["Call", "FakeLLM", "PromptCache", "without_context", "Received", "Reply", "Thought", "Tokens", "tool_pairing_problems"]

@@ -6,6 +6,8 @@
         tg.push(tg.message(42, "/start"))          # an update for getUpdates
         sent = await tg.wait_for_sent(1)           # what the bot sent back
         tg.fail_next("sendMessage", retry_after=3) # the next sendMessage answers 429
+        tg.fail_for("sendMessage", 15, status=502) # every sendMessage answers 502 for 15 s
+        tg.hold("sendMessage"); tg.release("sendMessage")  # calls hang until released
 
 It behaves like Telegram where tests depend on it: ``{"ok": ..., "result" | "error_code",
 "description", "parameters"}`` bodies with the real descriptions, 401 for a wrong token,
@@ -19,7 +21,9 @@ Standalone, for benchmarks: ``python -m tests.fakes.telegram_server --port 0`` p
 root; ``POST /_control/push`` takes an Update or ``{"chat_id": .., "text": ..}``, or a list of
 them, and answers with the time they were queued (``"at"``); ``GET /_control/sent?since=N``,
 ``GET /_control/edits?since=N`` and ``GET /_control/calls?method=getUpdates&since=N`` list
-records, and with ``&wait=S`` hold the request up to S seconds until there is one.
+records, and with ``&wait=S`` hold the request up to S seconds until there is one;
+``POST /_control/fail`` takes ``{"method": .., "seconds": .., "status": 502}`` (``fail_for``)
+and answers with the time the outage ends (``"until"``).
 """
 
 from __future__ import annotations
@@ -120,6 +124,8 @@ class FakeTelegram:
         self.webhook: Webhook | None = None
         self.conflict = False  # when True every getUpdates answers 409 (another instance polls)
         self._failures: dict[str, deque[Failure]] = {}
+        self._outages: dict[str, tuple[float, Failure]] = {}  # method -> (until, failure), see fail_for
+        self._holds: dict[str, asyncio.Event] = {}  # method -> set when released, see hold
         self._pending: list[_Pending] = []
         self._allowed: set[str] | None = None  # the last allowed_updates, as Telegram remembers it
         self._update_ids = itertools.count(1)
@@ -176,6 +182,25 @@ class FakeTelegram:
         failure = Failure(status, description or _DEFAULT_ERRORS.get(status, "Internal Server Error"),
                           retry_after, migrate_to_chat_id, disconnect, delay)
         self._failures.setdefault(method.lower(), deque()).extend([failure] * times)
+
+    def fail_for(self, method: str, seconds: float, status: int = 502, *, description: str | None = None) -> float:
+        """Every call of ``method`` fails with ``status`` for the next ``seconds`` (an outage);
+        returns the ``time.monotonic()`` at which it ends. Injected ``fail_next`` failures go first."""
+        until = time.monotonic() + seconds
+        failure = Failure(status, description or _DEFAULT_ERRORS.get(status, "Internal Server Error"))
+        self._outages[method.lower()] = (until, failure)
+        return until
+
+    def hold(self, method: str) -> None:
+        """Calls of ``method`` hang (recorded in ``calls`` on arrival) until ``release``. A held
+        call whose client goes away (a killed process) is dropped, as if it never arrived."""
+        self._holds.setdefault(method.lower(), asyncio.Event())
+
+    def release(self, method: str) -> None:
+        """Held calls of ``method`` go on as normal calls; new ones are no longer held."""
+        event = self._holds.pop(method.lower(), None)
+        if event is not None:
+            event.set()
 
     def add_file(self, file_id: str, data: bytes, *, file_path: str | None = None,
                  file_unique_id: str | None = None) -> StoredFile:
@@ -234,13 +259,15 @@ class FakeTelegram:
 
     async def post_webhook_update(self, update: JSON, *, secret: str | None = _UNSET, timeout: float = 5.0) -> int:
         """POSTs ``update`` to the registered webhook like Telegram does; returns the HTTP status.
-        ``secret`` overrides the registered secret token (None sends no header)."""
+        ``secret`` overrides the registered secret token (None sends no header). The https URL
+        is reached over plain HTTP, as a reverse proxy terminating TLS would forward it."""
         if self.webhook is None:
             raise RuntimeError("no webhook is set")
         token = self.webhook.secret_token if secret is _UNSET else secret
         headers = {"X-Telegram-Bot-Api-Secret-Token": token} if token else {}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            async with session.post(self.webhook.url, json=update, headers=headers) as response:
+            url = self.webhook.url.replace("https://", "http://", 1)
+            async with session.post(url, json=update, headers=headers) as response:
                 await response.read()
                 return response.status
 
@@ -254,6 +281,7 @@ class FakeTelegram:
         app.router.add_get("/_control/sent", self._control_sent)
         app.router.add_get("/_control/calls", self._control_calls)
         app.router.add_get("/_control/edits", self._control_edits)
+        app.router.add_post("/_control/fail", self._control_fail)
         self._runner, self.port = await serve(app, self.host, self.port)
         return self
 
@@ -329,10 +357,17 @@ class FakeTelegram:
         return ApiError(404, "Not Found")
 
     async def _apply_failure(self, request: web.Request, method: str) -> web.Response | None:
+        held = self._holds.get(method.lower())
+        if held is not None:
+            await held.wait()  # cancelled (handler_cancellation) if the client goes away meanwhile
         queue = self._failures.get(method.lower())
-        if not queue:
+        outage = self._outages.get(method.lower())
+        if queue:
+            failure = queue.popleft()
+        elif outage is not None and time.monotonic() < outage[0]:
+            failure = outage[1]
+        else:
             return None
-        failure = queue.popleft()
         if failure.delay:
             await asyncio.sleep(failure.delay)
         if failure.disconnect:
@@ -667,6 +702,12 @@ class FakeTelegram:
         pushed = [self.push(self._control_update(b)) for b in (body if isinstance(body, list) else [body])]
         result = pushed if isinstance(body, list) else pushed[0]
         return web.json_response({"ok": True, "result": result, "at": time.monotonic()})
+
+    async def _control_fail(self, request: web.Request) -> web.Response:
+        """``{"method": .., "seconds": .., "status": 502}``: an outage of that method (``fail_for``)."""
+        body = await request.json()
+        until = self.fail_for(str(body["method"]), float(body["seconds"]), int(body.get("status", 502)))
+        return web.json_response({"ok": True, "until": until})
 
     def _control_update(self, body: JSON) -> JSON:
         if "update_id" in body:

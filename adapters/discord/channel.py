@@ -1,0 +1,418 @@
+"""The Discord channel on discord.py 2: a supervised gateway in, REST sends out.
+
+Connection: one ``discord.Client`` with the guilds, guild-message and DM-message intents;
+the privileged Message Content intent only when ``require_mention: false`` needs ambient
+messages (DMs, mentions and replies to the bot carry their content without it). When the
+portal refuses it (close code 4014) one line says which switch to turn on and the client
+reconnects without it, still serving DMs and mentions. discord.py heals most drops itself
+(resume, or identify again with its own backoff) and closes a silent connection after
+``heartbeat_timeout`` without a frame (no ACK, no event); whatever ends ``connect`` anyway
+is caught by the supervisor, which builds a new client after a backoff. Runs in flight are
+not touched: REST sends do not depend on the gateway. A refused token stops the channel
+with one line naming ``channels.discord.token``.
+
+Outbound: chunks arrive rendered and split by the core. Every send carries
+``allowed_mentions`` that ping nobody but the person replied to; in guild channels the first
+chunk replies to the triggering message; threads are sent to as channels. A slash command
+is deferred at once and its answer edits the deferred reply. discord.py's own 429 handling
+(Retry-After, buckets) is kept up to 30 s; a longer wait, a 5xx it gave up on or a network
+error is a ``SendFailed`` delivery retries; a malformed or forbidden send is permanent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+import aiohttp
+import discord
+
+from adapters.discord import endpoints
+from adapters.discord.commands import build_tree, sync
+from adapters.discord.config import DiscordConfig, group_allowed
+from adapters.discord.dialect import DISCORD
+from adapters.discord.dialect import LIMITS as DIALECT_LIMITS
+from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, to_inbound, where_of
+from bot.channels import Backoff, Inbox, SendFailed, Status, Target
+from bot.errors import ChannelError
+from bot.messages import Attachment, ChatType, InboundMessage, Sender
+
+log = logging.getLogger(__name__)
+
+# The dialect's 2,000 characters and 17 lines; typing lasts ~10 s on Discord, so refresh every 8.
+LIMITS = replace(DIALECT_LIMITS, status_every=8.0)
+# The model may write @everyone or <@id>: nobody is pinged but the person a reply answers.
+QUIET = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
+MAX_RATELIMIT_WAIT = 30.0  # discord.py waits out shorter 429s itself; longer ones go back to delivery
+INBOUND_AT_ONCE = 64
+STORE_GRACE = 5.0  # seconds stop() lets messages being handed to the inbox finish
+_PERMANENT_CODES = {50035, 50006, 50007, 50013, 50001, 10003, 10008, 10013}
+TOKEN_REFUSED = ("channels.discord.token: Discord refused the token (copy it again from the Developer Portal, "
+                 "Bot page, into DISCORD_BOT_TOKEN)")
+INTENT_REFUSED = ("channels.discord: the Message Content intent is not enabled for this bot; turn on Developer "
+                  "Portal > Bot > Privileged Gateway Intents > Message Content Intent for require_mention: false. "
+                  "Serving DMs and mentions without it meanwhile")
+
+
+@dataclass(slots=True)
+class _Deferred:
+    """A slash command deferred on Discord, waiting for the core's answer."""
+
+    interaction: discord.Interaction
+    expiry: asyncio.TimerHandle | None = None
+
+
+class DiscordChannel:
+    name = PLATFORM
+    limits = LIMITS
+
+    def __init__(self, config: DiscordConfig, dialect: Any = DISCORD, *, heartbeat_timeout: float = 60.0,
+                 answer_wait: float = 600.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0)) -> None:
+        self.config = config
+        self.dialect = dialect
+        self.streaming = config.streaming  # read by the core's progress: "edit" edits one draft
+        self.heartbeat_timeout = heartbeat_timeout  # a connection silent this long is closed and resumed
+        self.answer_wait = answer_wait  # a deferred slash command nobody answers is withdrawn after this
+        self.backoff = backoff
+        self.content_intent = not config.require_mention
+        self.client: discord.Client | None = None
+        self.commands_written = 0  # bulk overwrites of the slash commands by this process
+        self._token = config.token.get_secret_value() if config.token is not None else ""
+        self._inbox: Inbox | None = None
+        self._bot_id = ""
+        self._ready = asyncio.Event()
+        self._closed: asyncio.Future[None] | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._inbound = asyncio.Semaphore(INBOUND_AT_ONCE)
+        self._deferred: dict[str, _Deferred] = {}
+        self._threads: dict[int, Any] = {}  # channels learnt over REST (threads the cache missed)
+        self._files: aiohttp.ClientSession | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self, inbox: Inbox) -> None:
+        self._inbox = inbox
+        self._closed = asyncio.get_running_loop().create_future()
+        endpoints.apply(self.config.api_base, self.config.gateway_url)
+        self._files = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300, sock_connect=10))
+        client = await self._login()
+        try:
+            if await sync(client, client.tree):  # type: ignore[attr-defined]
+                self.commands_written += 1
+        except discord.HTTPException as exc:
+            log.warning("discord: could not sync slash commands (%s); text commands still work", exc)
+        self._supervisor = asyncio.create_task(self._supervise(client), name="discord gateway")
+        ready = asyncio.create_task(self._ready.wait())
+        await asyncio.wait({ready, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        if self._closed.done() and self._closed.exception() is not None:
+            raise self._closed.exception()  # type: ignore[misc]
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for pending in self._deferred.values():
+            if pending.expiry is not None:
+                pending.expiry.cancel()
+        self._deferred.clear()
+        if self.client is not None:
+            await self.client.close()
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            await asyncio.gather(self._supervisor, return_exceptions=True)
+        if self._tasks:  # messages being stored: the gateway will not send them again
+            await asyncio.wait(self._tasks, timeout=STORE_GRACE)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        if self._files is not None:
+            await self._files.close()
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
+
+    async def wait_closed(self) -> None:
+        assert self._closed is not None
+        await asyncio.shield(self._closed)
+
+    def _fail(self, error: ChannelError) -> None:
+        log.error("%s", error)
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_exception(error)
+            self._closed.exception()  # retrieved here: start() or wait_closed() reports it
+
+    def _new_client(self) -> discord.Client:
+        intents = discord.Intents.none()
+        intents.guilds = True  # channel and thread cache: where a message is
+        intents.guild_messages = True
+        intents.dm_messages = True
+        intents.message_content = self.content_intent
+        client = _Client(self, intents=intents, heartbeat_timeout=self.heartbeat_timeout,
+                         max_ratelimit_timeout=MAX_RATELIMIT_WAIT, chunk_guilds_at_startup=False,
+                         member_cache_flags=discord.MemberCacheFlags.none(), max_messages=None)
+        client.tree = build_tree(client, self._slash)  # type: ignore[attr-defined]
+        return client
+
+    async def _login(self) -> discord.Client:
+        client = self._new_client()
+        try:
+            await client.login(self._token)
+        except discord.LoginFailure:
+            await client.close()
+            raise ChannelError(TOKEN_REFUSED) from None
+        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            await client.close()
+            raise ChannelError(f"channels.discord: cannot reach {self.config.api_base}: {exc}") from None
+        assert client.user is not None
+        self._bot_id = str(client.user.id)
+        self.client = client
+        return client
+
+    async def _supervise(self, client: discord.Client) -> None:
+        """Keep a gateway connection: discord.py reconnects by itself; this covers what it gives up on."""
+        attempt = 0
+        while not self._stopping:
+            try:
+                await client.connect(reconnect=True)
+                reason = "closed"
+            except discord.PrivilegedIntentsRequired:
+                log.error("%s", INTENT_REFUSED)
+                self.content_intent = False
+                reason, attempt = "", -1  # reconnect at once, without the intent
+            except discord.ConnectionClosed as exc:
+                if exc.code == 4004:
+                    self._fail(ChannelError(TOKEN_REFUSED))
+                    return
+                reason = f"closed with code {exc.code}"
+            except (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientError, OSError,
+                    TimeoutError) as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            if self._stopping:
+                return
+            await client.close()
+            attempt += 1
+            while not self._stopping:
+                if attempt:
+                    delay = self.backoff.delay(attempt)
+                    log.warning("discord: the gateway connection ended (%s); reconnecting in %.1f s", reason, delay)
+                    await asyncio.sleep(delay)
+                try:
+                    client = await self._login()
+                    break
+                except ChannelError as exc:
+                    if str(exc) == TOKEN_REFUSED:
+                        self._fail(exc)
+                        return
+                    reason, attempt = str(exc), attempt + 1
+
+    # -- inbound -----------------------------------------------------------------------
+
+    def _connected(self, client: discord.Client) -> None:
+        endpoints.pin_resume(client, self.config.gateway_url)
+        if not self._ready.is_set():
+            log.info("discord: connected as %s in %d guild(s)", client.user, len(client.guilds))
+        self._ready.set()
+
+    async def _message(self, message: discord.Message) -> None:
+        if str(message.author.id) == self._bot_id:
+            return
+        facts = facts_of(message)
+        if facts.guild_id is not None and (facts.where is None or (facts.where is Where.THREAD
+                                                                    and facts.parent_id is None)):
+            channel = await self._channel(message.channel.id)  # a thread the cache did not know
+            if channel is None:
+                return
+            facts = facts_of(message, channel)
+        if facts.guild_id is not None and not group_allowed(self.config, facts.guild_id, facts.channel_id,
+                                                            facts.parent_id):
+            log.debug("discord: ignored a message in channel %s of guild %s (not allowed)", facts.channel_id,
+                      facts.guild_id)
+            return
+        msg = to_inbound(facts, self._bot_id, allow_bots=self.config.allow_bots)
+        if msg is not None:
+            await self._take(msg)
+
+    async def _channel(self, channel_id: int) -> Any | None:
+        if channel_id not in self._threads:
+            assert self.client is not None
+            try:
+                self._threads[channel_id] = await self.client.fetch_channel(channel_id)
+            except discord.HTTPException as exc:
+                log.warning("discord: cannot see channel %s (%s); message ignored", channel_id, exc)
+                return None
+            if len(self._threads) > 1000:
+                self._threads.pop(next(iter(self._threads)))
+        return self._threads[channel_id]
+
+    async def _take(self, msg: InboundMessage) -> None:
+        assert self._inbox is not None
+        # discord.py runs each event in a task it does not keep: own it, so stop() waits for it.
+        task = asyncio.current_task()
+        if task is not None and task not in self._tasks:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if self._stopping:
+            return
+        async with self._inbound:
+            try:
+                await self._inbox(msg)
+            except Exception:
+                # The gateway never redelivers: say so loudly, with the ids to find the message.
+                log.exception("discord: could not store message %s in chat %s", msg.message_id, msg.chat_id)
+
+    async def _slash(self, interaction: discord.Interaction, name: str) -> None:
+        channel = interaction.channel
+        guild = str(interaction.guild_id) if interaction.guild_id else None
+        kind = getattr(getattr(channel, "type", None), "value", None)
+        where = where_of(kind if guild or kind is not None else 1, guild is not None)
+        parent = getattr(channel, "parent_id", None)
+        channel_id = str(interaction.channel_id)
+        if where is None or (guild is not None and not group_allowed(self.config, guild, channel_id,
+                                                                     str(parent) if parent else None)):
+            return  # not a chat we serve: no answer of any kind (Discord tells the user it failed)
+        await interaction.response.defer(thinking=True)  # first: Discord's 3 s
+        user = interaction.user
+        facts = Facts(str(interaction.id), channel_id, where, Sender(str(user.id), user.display_name, user.name,
+                                                                     bool(user.bot)),
+                      f"/{name}", guild, str(parent) if parent else None,
+                      timestamp=interaction.created_at.timestamp())
+        msg = to_inbound(facts, self._bot_id, allow_bots=True)
+        if msg is None:
+            return
+        pending = self._deferred[msg.message_id] = _Deferred(interaction)
+        pending.expiry = asyncio.get_running_loop().call_later(self.answer_wait, self._withdraw, msg.message_id)
+        await self._take(msg)
+
+    def _withdraw(self, interaction_id: str) -> None:
+        """Nobody answered a deferred slash command: remove its "thinking…" reply."""
+        pending = self._deferred.pop(interaction_id, None)
+        if pending is not None:
+            self._spawn(_quietly(pending.interaction.delete_original_response()))
+
+    # -- outbound ----------------------------------------------------------------------
+
+    def _where(self, to: Target) -> discord.PartialMessageable:
+        if self.client is None:
+            raise SendFailed("discord: not connected yet")
+        return self.client.get_partial_messageable(int(to.thread_id or to.chat_id))
+
+    def _reference(self, to: Target, dest: discord.PartialMessageable) -> discord.MessageReference | None:
+        if to.chat_type is ChatType.GROUP and to.reply_to and to.reply_to.isdigit():
+            return discord.MessageReference(message_id=int(to.reply_to), channel_id=dest.id,
+                                            fail_if_not_exists=False)
+        return None
+
+    async def send(self, to: Target, text: str) -> str:
+        pending = self._deferred.get(to.reply_to) if to.reply_to else None
+        if pending is not None:
+            sent = await _attempt(pending.interaction.edit_original_response(content=text, allowed_mentions=QUIET))
+            self._settle(to.reply_to)
+            return str(sent.id)
+        dest = self._where(to)
+        sent = await _attempt(dest.send(text, reference=self._reference(to, dest), allowed_mentions=QUIET))
+        return str(sent.id)
+
+    async def edit(self, to: Target, message_id: str, text: str) -> None:
+        dest = self._where(to)
+        await _attempt(dest.get_partial_message(int(message_id)).edit(content=text, allowed_mentions=QUIET))
+
+    async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        file = discord.File(io.BytesIO(data), filename=name)
+        pending = self._deferred.get(to.reply_to) if to.reply_to else None
+        if pending is not None:
+            sent = await _attempt(pending.interaction.edit_original_response(
+                content=caption, attachments=[file], allowed_mentions=QUIET))
+            self._settle(to.reply_to)
+            return str(sent.id)
+        dest = self._where(to)
+        sent = await _attempt(dest.send(caption, file=file, reference=self._reference(to, dest),
+                                        allowed_mentions=QUIET))
+        return str(sent.id)
+
+    def _settle(self, interaction_id: str | None) -> None:
+        pending = self._deferred.pop(interaction_id or "", None)
+        if pending is not None and pending.expiry is not None:
+            pending.expiry.cancel()
+
+    async def status(self, to: Target, status: Status) -> None:
+        """Typing while WORKING (Discord shows it ~10 s; progress refreshes it every ``status_every``).
+        Discord has no call to stop typing: it ends with the bot's next message or when it expires."""
+        if status is not Status.WORKING or (to.reply_to and to.reply_to in self._deferred):
+            return  # a deferred slash command already shows "thinking…"
+        try:
+            dest = self._where(to)
+            assert self.client is not None
+            # Bounded: discord.py retries a 5xx for ~25 s, and a late "typing…" is worse than none.
+            async with asyncio.timeout(self.limits.status_every):
+                await _attempt(self.client.http.send_typing(dest.id))
+        except (SendFailed, TimeoutError) as exc:
+            log.debug("discord: typing failed in %s: %s", to.chat_id, exc)
+
+    async def fetch(self, attachment: Attachment, limit: int) -> bytes:
+        if attachment.size is not None and attachment.size > limit:
+            raise SendFailed(f"{attachment.name} is {attachment.size} bytes, over {limit}", permanent=True)
+        if self._files is None or not attachment.platform_file_id:
+            raise SendFailed(f"{attachment.name}: nothing to download", permanent=True)
+        data = bytearray()
+        try:
+            async with self._files.get(attachment.platform_file_id) as response:
+                if response.status >= 400:
+                    raise SendFailed(f"{attachment.name}: HTTP {response.status}",
+                                     permanent=response.status in (403, 404))
+                async for block in response.content.iter_chunked(65536):
+                    data += block
+                    if len(data) > limit:
+                        raise SendFailed(f"{attachment.name} is over {limit} bytes", permanent=True)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise SendFailed(f"{attachment.name}: {type(exc).__name__}: {exc}") from None
+        return bytes(data)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class _Client(discord.Client):
+    """discord.py's client, its events handed to the channel."""
+
+    def __init__(self, channel: DiscordChannel, **options: Any) -> None:
+        super().__init__(**options)
+        self.channel = channel
+
+    async def on_connect(self) -> None:  # READY (on_ready waits ~2 s more for guilds to stream in)
+        self.channel._connected(self)
+
+    async def on_resumed(self) -> None:
+        log.info("discord: gateway session resumed")
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.channel._message(message)
+
+
+async def _attempt(call: Any) -> Any:
+    """One send: discord.py's result, or ``SendFailed`` saying whether a retry can help."""
+    try:
+        return await call
+    except discord.RateLimited as exc:
+        raise SendFailed(f"discord: rate limited for {exc.retry_after:.0f} s", retry_after=exc.retry_after) from None
+    except discord.DiscordServerError as exc:
+        raise SendFailed(f"discord: {exc.status} {exc.text}") from None
+    except discord.HTTPException as exc:
+        if exc.status == 429:  # a 429 discord.py does not wait out (no Via header: Cloudflare)
+            raise SendFailed("discord: 429 from the edge", retry_after=5.0) from None
+        permanent = exc.code in _PERMANENT_CODES or 400 <= exc.status < 500
+        raise SendFailed(f"discord: {exc.status} (code {exc.code}) {exc.text}", permanent=permanent) from None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise SendFailed(f"discord: {type(exc).__name__}: {exc}") from None
+
+
+async def _quietly(call: Any) -> None:
+    try:
+        await call
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        log.debug("discord: withdrawing a deferred reply failed: %s", exc)

@@ -1,0 +1,84 @@
+"""``channels.discord``: the Discord channel's keys.
+
+Access on Discord has two levels where other platforms have one: a guild (server) holds
+channels, and a channel holds threads and forum posts. ``guilds`` lists the servers whose
+every channel is allowed, ``channels`` lists single channels (a thread or forum post is
+allowed when its parent channel is); ``"*"`` in either allows every guild. The adapter
+applies that allowlist itself, before anything reaches the core (``group_allowed``): a
+message from a guild or channel that is not allowed is dropped there and nothing of it is
+stored. The core's generic ``groups`` check therefore sees ``("*",)``: ``groups`` is not a
+key here, it is derived. Everything else (``dm_policy``, ``allow_from``, ``owners``,
+``require_mention``) is decided by the core as on every platform.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from bot.channels import ChannelConfig, Float, Secret, Url, secret
+
+Id = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
+
+API_BASE = "https://discord.com/api/v10"
+GATEWAY_URL = "wss://gateway.discord.gg/"
+
+
+def _check_ws_url(value: str) -> str:
+    if not re.match(r"wss?://[^/\s]+", value):
+        raise PydanticCustomError("url", "not a ws:// or wss:// URL")
+    return value
+
+
+WsUrl = Annotated[str, AfterValidator(_check_ws_url)]
+
+
+class DiscordConfig(ChannelConfig):
+    token: Secret = secret("DISCORD_BOT_TOKEN")
+    api_base: Url = API_BASE  # discord.py's REST route base, version included; a proxy or a test server
+    gateway_url: WsUrl = GATEWAY_URL  # the gateway discord.py connects (and resumes) to
+    guilds: tuple[Id, ...] = ()  # guild (server) ids whose every channel is allowed; "*" for all
+    channels: tuple[Id, ...] = ()  # single channel ids (their threads and forum posts included)
+    streaming: Literal["off", "edit"] = "off"
+    allow_bots: bool = False  # answer other bots and webhooks (the core's loop guard still applies)
+    max_download_mb: Annotated[Float, Field(gt=0, le=500)] = 25.0
+    # Derived, not a key: the adapter has already applied guilds/channels (see the module doc).
+    groups: tuple[str, ...] = Field(default=("*",), exclude=True)
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _not_a_key(cls, value: Any) -> Any:
+        raise PydanticCustomError("groups_key", "not a Discord key: list server ids in guilds, channel ids in channels")
+
+    @property
+    def max_download_bytes(self) -> int:
+        return int(self.max_download_mb * 1024 * 1024)
+
+
+def group_allowed(config: DiscordConfig, guild_id: str, channel_id: str, parent_id: str | None = None) -> bool:
+    """May a message in this guild channel (or thread of ``parent_id``) reach the core?"""
+    if config.group_policy == "disabled":
+        return False
+    if config.group_policy == "open":
+        return True
+    if "*" in config.guilds or "*" in config.channels or guild_id in config.guilds:
+        return True
+    return channel_id in config.channels or (parent_id is not None and parent_id in config.channels)
+
+
+def problems(config: DiscordConfig) -> list[str]:
+    """What ``chatgate check`` reports about an enabled Discord channel, as dotted-key lines."""
+    out: list[str] = []
+    if config.dm_policy == "allowlist" and not config.allow_from and not config.owners:
+        out.append("channels.discord.allow_from: empty, so nobody can DM the bot "
+                   "(add user ids from Developer Mode, or set dm_policy: pairing)")
+    if config.group_policy == "allowlist" and not config.guilds and not config.channels:
+        out.append("channels.discord.guilds: no guild or channel is allowed, so the bot answers in DMs only "
+                   "(add server ids to guilds or channel ids to channels)")
+    if not config.require_mention:
+        out.append("channels.discord.require_mention: false needs the Message Content intent "
+                   "(Developer Portal > Bot > Privileged Gateway Intents)")
+    return out

@@ -1,0 +1,35 @@
+"""The outbound pipeline: an answer's Markdown -> the channel's dialect -> chunks under its
+limits -> (a file when there would be too many) -> an ``Answer`` ready to store and deliver.
+
+Pure but for the clock: the chunks are rendered once, here, and stored as they will be
+sent, so a resumed delivery sends exactly what the first attempt would have.
+"""
+
+from __future__ import annotations
+
+from bot.channels.base import Channel
+from bot.channels.markdown import render
+from bot.channels.split import render_chunks, too_many
+from bot.messages import Answer, Chunk, Target
+
+FILE_NAME = "answer.md"
+FILE_NOTE = "_The full answer is long, so it is attached as a file._"
+SUMMARY_CHARS = 300
+EMPTY = "…"
+
+
+def chunks_for(markdown: str, channel: Channel) -> tuple[Chunk, ...]:
+    """The messages that carry ``markdown`` on ``channel``."""
+    texts = render_chunks(markdown, channel.dialect, channel.limits)
+    if not texts:
+        return (Chunk(render(EMPTY, channel.dialect)),)
+    if not too_many(texts, channel.limits):
+        return tuple(Chunk(text) for text in texts)
+    summary = markdown.strip().split("\n\n", 1)[0][:SUMMARY_CHARS]
+    note = render_chunks(f"{summary}\n\n{FILE_NOTE}", channel.dialect, channel.limits)[:1]
+    return (*(Chunk(text) for text in note), Chunk("", FILE_NAME, markdown.encode()))
+
+
+def answer_for(channel: Channel, answer_id: str, target: Target, markdown: str, *,
+               inbound_ids: tuple[int, ...] = (), draft_id: str | None = None, failed: bool = False) -> Answer:
+    return Answer(answer_id, channel.name, target, chunks_for(markdown, channel), inbound_ids, draft_id, failed)

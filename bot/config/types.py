@@ -1,0 +1,169 @@
+"""The building blocks of every config model: typed fields that read YAML strictly, secrets,
+and the access keys every platform shares (``ChannelConfig``).
+
+Platform packages build their ``channels.<name>`` model from these (through
+``bot.channels``); nothing here knows a platform.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+Loc = tuple[str | int, ...]
+
+
+def _no_bool(kind: str) -> BeforeValidator:
+    # YAML reads `yes`/`true` as a bool, which pydantic would quietly turn into 1.
+    def check(value: Any) -> Any:
+        if isinstance(value, bool):
+            raise PydanticCustomError(kind, "not a number")
+        return value
+
+    return BeforeValidator(check)
+
+
+def _secret_text(value: Any) -> Any:
+    # Keys pasted from files often end in a newline; only blank means "not set".
+    if isinstance(value, str):
+        return value.strip() or None
+    return value
+
+
+def _check_url(value: str) -> str:
+    if not re.match(r"https?://[^/\s]+", value):
+        raise PydanticCustomError("url", "not an http(s) URL")
+    return value  # passed to the SDK exactly as written
+
+
+def _https_url(value: str | None) -> str | None:
+    if value is not None and not re.match(r"https://[^/\s]+", value):
+        raise PydanticCustomError("https_url", "must be an https:// URL")
+    return value
+
+
+Int = Annotated[int, _no_bool("int_type")]
+Float = Annotated[float, _no_bool("float_type")]
+Secret = Annotated[SecretStr | None, BeforeValidator(_secret_text)]
+Name = Annotated[str, Field(min_length=1)]
+Url = Annotated[str, AfterValidator(_check_url)]
+HttpsUrl = Annotated[str | None, AfterValidator(_https_url)]  # a public URL a platform posts to
+
+
+def _secret(env: str) -> Any:
+    """A secret field; when the file leaves it out (or null) it is read from ``env``."""
+    return Field(default=None, json_schema_extra={"env": env})
+
+
+class Section(BaseModel):
+    """The base of every config section: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_default(cls, data: Any) -> Any:
+        # `telegram:` with nothing under it is an empty section, not an error.
+        return {} if data is None else data
+
+
+secret = _secret  # a secret field read from an environment variable when the file leaves it out
+
+
+PlatformId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
+
+
+def _tool_pattern(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_*?\[\]-]{1,64}", value):
+        raise PydanticCustomError("tool_pattern", "not a tool name or a glob of tool names such as memory_*")
+    return value
+
+
+ToolPattern = Annotated[str, AfterValidator(_tool_pattern)]  # a tool name, or a glob of names (`memory_*`)
+
+
+class ToolRulesConfig(Section):
+    """Which tools are offered: ``allow`` absent means every tool, ``[]`` none; ``deny`` wins."""
+
+    allow: tuple[ToolPattern, ...] | None = None
+    deny: tuple[ToolPattern, ...] = ()
+
+
+def _group_entry(value: Any) -> Any:
+    # a plain id (`- -100123`) is short for `- {id: -100123}`
+    return {"id": value} if isinstance(value, (str, int)) and not isinstance(value, bool) else value
+
+
+class GroupConfig(Section):
+    """One allowed group: its chat id (``"*"``: every group) and its own tool rules."""
+
+    id: PlatformId
+    tools: ToolRulesConfig = ToolRulesConfig()
+
+    def __repr__(self) -> str:
+        return repr(self.id) if self.tools == ToolRulesConfig() else f"{self.id!r} (tools {self.tools!r})"
+
+
+class AccessConfig(Section):
+    """Who may talk to the bot on one platform (DESIGN section 5)."""
+
+    dm_policy: Literal["allowlist", "pairing", "open", "disabled"] = "allowlist"
+    allow_from: tuple[PlatformId, ...] = ()  # user ids allowed to DM; members of an allowed group need not be listed
+    group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    # allowed groups: chat ids, or {id, tools: {allow, deny}}; "*" allows every group
+    groups: tuple[Annotated[GroupConfig, BeforeValidator(_group_entry)], ...] = ()
+    require_mention: bool = True
+    owners: tuple[PlatformId, ...] = ()  # user ids allowed admin commands (/stopall)
+
+    # The platform's rule for user ids, so that an entry that can never match (a username
+    # where an id is needed) stops start-up instead of silently locking people out. A
+    # channel's config model overrides these two; the default takes any non-empty id.
+    user_id_pattern: ClassVar[str] = r".+"
+    user_id_hint: ClassVar[str] = "not a user id on this platform"
+
+    @field_validator("allow_from", "owners")
+    @classmethod
+    def _user_ids_can_match(cls, ids: tuple[str, ...]) -> tuple[str, ...]:
+        for value in ids:
+            if not re.fullmatch(cls.user_id_pattern, value):
+                raise PydanticCustomError("user_id", "{value} can never match: {hint}",
+                                          {"value": json.dumps(value, ensure_ascii=False), "hint": cls.user_id_hint})
+        return ids
+
+    @model_validator(mode="after")
+    def _groups_once(self) -> AccessConfig:
+        ids = [g.id for g in self.groups]
+        if dupes := sorted({i for i in ids if ids.count(i) > 1}):
+            raise PydanticCustomError("duplicate", "groups lists {ids} more than once", {"ids": ", ".join(dupes)})
+        return self
+
+    def group(self, chat_id: str) -> GroupConfig | None:
+        """The entry of ``chat_id`` in ``groups``, else the ``"*"`` entry, else None."""
+        exact = next((g for g in self.groups if g.id == chat_id), None)
+        return exact or next((g for g in self.groups if g.id == "*"), None)
+
+
+class ChannelConfig(AccessConfig):
+    """The base of every platform's ``channels.<name>`` model: access keys plus ``enabled``."""
+
+    enabled: bool = False
+
+    def required_secrets(self) -> tuple[str, ...]:
+        """The secret fields (dotted below this section) this configuration needs when enabled;
+        a platform overrides it when its mode decides (Telegram's webhook secret). It may raise
+        ``ConfigError`` for a missing non-secret value that the mode needs."""
+        return tuple(name for name, field in type(self).model_fields.items()
+                     if isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra)

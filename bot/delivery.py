@@ -1,0 +1,156 @@
+"""Durable delivery: every answer owed to a chat is sent once, in order, across failed
+sends, restarts and crashes.
+
+An answer is stored (with its turn, or alone for a notice) before ``push`` hands it
+here. One worker per chat sends its answers in order, chunk by chunk; each chunk is
+recorded when the platform returns its id, and the last one answers the inbound
+messages (``AnswerStore.chunk_sent``). A failed send is retried with the project's
+backoff, honouring the platform's ``retry_after``, for up to ``retry_for`` seconds after
+the answer's first failure; a permanent failure (blocked, chat gone, malformed) or the
+end of that window gives the answer up (logged; its messages count as answered, so the
+model is never asked again). Workers run outside the runs' concurrency slots: a long
+flood wait holds only its own chat. ``resume`` on start-up sends what a previous process
+stored but did not deliver, from the first undelivered chunk: nothing is regenerated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+
+from bot.backoff import Backoff
+from bot.channels.base import Channel, SendFailed, Status
+from bot.messages import Answer, Chunk
+from bot.store.base import AnswerStore
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverySettings:
+    retry_for: float = 600.0  # seconds an answer is retried after its first failed send
+    backoff: Backoff = Backoff(base=1.0, factor=2.0, cap=30.0)
+
+
+class Delivery:
+    def __init__(self, store: AnswerStore, channels: Mapping[str, Channel],
+                 settings: DeliverySettings = DeliverySettings(), *, sleep: Sleep = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._store = store
+        self._channels = channels
+        self._settings = settings
+        self._sleep = sleep
+        self._clock = clock
+        self._queues: dict[tuple[str, str], deque[Answer]] = {}
+        self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def push(self, answer: Answer) -> None:
+        """Send a stored answer after the chat's earlier ones."""
+        key = (answer.platform, answer.target.chat_id)
+        self._queues.setdefault(key, deque()).append(answer)
+        if key not in self._workers:
+            self._idle.clear()
+            task = asyncio.create_task(self._work(key), name=f"delivery {key[0]}:{key[1]}")
+            self._workers[key] = task
+
+    async def resume(self) -> int:
+        """Queue what a previous process stored but did not deliver; how many answers."""
+        pending = await self._store.undelivered()
+        for answer in pending:
+            if answer.platform not in self._channels:
+                log.warning("answer %s is for %s, which is not enabled; it waits", answer.id, answer.platform)
+                continue
+            log.info("resuming delivery of %s (%d of %d chunks sent)", answer.id, answer.sent, len(answer.chunks))
+            self.push(answer)
+        return len(pending)
+
+    async def wait_idle(self) -> None:
+        """Until every queued answer is delivered or given up (tests, benchmarks)."""
+        await self._idle.wait()
+
+    async def aclose(self) -> None:
+        """Stop sending; what was not delivered stays stored for the next start."""
+        workers = list(self._workers.values())
+        for task in workers:
+            task.cancel()
+        if workers:
+            await asyncio.wait(workers)
+
+    async def _work(self, key: tuple[str, str]) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                answer = queue[0]
+                try:
+                    await self._deliver(answer)
+                except Exception:  # a bug or a store failure: log once, keep the chat's queue going
+                    log.exception("delivery of %s failed; it is retried at the next start", answer.id)
+                queue.popleft()
+        finally:
+            del self._workers[key]
+            if not queue:
+                self._queues.pop(key, None)
+            if not self._workers:
+                self._idle.set()
+
+    async def _deliver(self, answer: Answer) -> None:
+        channel = self._channels[answer.platform]
+        first_failure: float | None = None
+        index = answer.sent
+        retries = 0
+        while index < len(answer.chunks):
+            chunk = answer.chunks[index]
+            try:
+                message_id = await self._send(channel, answer, index, chunk)
+            except SendFailed as exc:
+                now = self._clock()
+                first_failure = now if first_failure is None else first_failure
+                retries += 1
+                if exc.permanent or now - first_failure >= self._settings.retry_for:
+                    log.error("giving up on %s chunk %d of %d to %s:%s after %d tries: %s", answer.id, index + 1,
+                              len(answer.chunks), answer.platform, answer.target.chat_id, retries, exc)
+                    await self._store.give_up(answer)
+                    await _quietly(channel.status(answer.target, Status.FAILED))
+                    return
+                wait = self._settings.backoff.wait(retries, exc.retry_after)
+                wait = min(wait, max(0.0, first_failure + self._settings.retry_for - now))
+                log.warning("send of %s chunk %d failed (%s); retry %d in %.1f s", answer.id, index + 1, exc,
+                            retries, wait)
+                await self._sleep(wait)
+                continue
+            await self._store.chunk_sent(answer, index, message_id)
+            index += 1
+            retries = 0
+        await _quietly(channel.status(answer.target, Status.FAILED if answer.failed else Status.DONE))
+
+    @staticmethod
+    async def _send(channel: Channel, answer: Answer, index: int, chunk: Chunk) -> str | None:
+        if chunk.file_name is not None:
+            return await channel.send_file(answer.target, chunk.file_name, chunk.file_data or b"", chunk.text)
+        if index == 0 and answer.draft_id is not None:  # the streaming draft becomes the first chunk
+            try:
+                await channel.edit(answer.target, answer.draft_id, chunk.text)
+                return answer.draft_id
+            except SendFailed as exc:
+                if not exc.permanent:
+                    raise
+                log.info("draft %s of %s cannot be edited (%s); sending the chunk anew", answer.draft_id,
+                         answer.id, exc)
+        target = answer.target if index == 0 else replace(answer.target, reply_to=None)
+        return await channel.send(target, chunk.text)
+
+
+async def _quietly(step: Awaitable[None]) -> None:
+    """Progress and reactions are cosmetic: their failure never fails a delivery."""
+    try:
+        await step
+    except Exception as exc:  # noqa: BLE001
+        log.debug("status update failed: %s", exc)

@@ -1,0 +1,104 @@
+"""What the workspace tools share: the one confinement call, sizes in words, a text sniff,
+and the sorted walk that never leaves the workspace.
+
+Every tool that takes a path turns it into a real path through ``confined`` (and so
+through ``bot.workspace.resolve_inside``): when the workspace grows a stricter confined
+open, this is the one place to switch.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from bot.tools.base import ToolContext, ToolError
+from bot.workspace import OutsideWorkspaceError, PathTooLongError, resolve_inside
+
+SNIFF_BYTES = 8192
+SKIP_DIRS = frozenset({".git"})  # listed, never walked into
+
+
+def confined(ctx: ToolContext, path: str) -> Path:
+    """``path`` resolved inside the session's workspace, or a ``ToolError`` the model reads."""
+    shown = path if len(path) <= 120 else f"{path[:80]}…{path[-30:]}"
+    try:
+        return resolve_inside(ctx.workspace, path)
+    except OutsideWorkspaceError:
+        raise ToolError(f"{shown} is outside the workspace; use a path inside it (relative paths start there)") from None
+    except PathTooLongError as exc:
+        raise ToolError(f"{exc}; use shorter names") from None
+    except ValueError:  # e.g. an embedded NUL byte
+        raise ToolError(f"{shown!r} is not a valid path") from None
+    except OSError as exc:  # a name or path too long for the system: never the host path
+        raise ToolError(f"cannot use {shown}: {exc.strerror or 'error'}") from None
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """Open a (resolved) path for reading only if it is still a regular file: a symlink or a
+    FIFO swapped in after the path was checked makes this fail instead of being followed or
+    hanging the thread. Raises ``OSError`` (``IsADirectoryError`` for anything not regular)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(f"{path} is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def workspace_root(ctx: ToolContext) -> Path:
+    return Path(os.path.realpath(ctx.workspace))
+
+
+def human_size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KB", "MB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL byte in the first ``SNIFF_BYTES`` means binary (what git and grep do)."""
+    return b"\0" in head[:SNIFF_BYTES]
+
+
+def inside(root: Path, entry: os.DirEntry[str]) -> bool:
+    """Does ``entry`` (maybe a symlink) lead to the workspace or below it?"""
+    if not entry.is_symlink():
+        return True
+    target = Path(os.path.realpath(entry.path))
+    return target == root or root in target.parents
+
+
+def walk(folder: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """``(path relative to folder, entry)`` depth-first in case-insensitive name order.
+
+    Symlinked folders are yielded but never entered, ``.git`` is yielded but never
+    entered, unreadable folders are skipped. Links are not checked here: see ``inside``."""
+
+    def visit(directory: str, prefix: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        try:
+            with os.scandir(directory) as scan:
+                items = sorted(scan, key=lambda e: e.name.casefold())
+        except OSError:
+            return
+        for entry in items:
+            rel = f"{prefix}{entry.name}"
+            yield rel, entry
+            try:
+                descend = entry.is_dir(follow_symlinks=False) and entry.name not in SKIP_DIRS
+            except OSError:
+                descend = False
+            if descend:
+                yield from visit(entry.path, f"{rel}/")
+
+    return visit(str(folder), "")
