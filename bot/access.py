@@ -143,7 +143,8 @@ class Access:
         if code is None:
             text = "Sorry, I can't take new pairing requests right now; please try again later."
             return self._notice(msg, now, text, "dm pairing: too many pending")
-        return Decision(Action.PAIR, pairing_reply(code.code, code.expires_at - now), "dm pairing: code issued")
+        told = self._notice(msg, now, pairing_reply(code.code, code.expires_at - now), "dm pairing: code issued")
+        return Decision(Action.PAIR, told.reply, told.reason) if told.action is Action.REFUSE else told
 
     def _notice(self, msg: InboundMessage, now: float, text: str, reason: str) -> Decision:
         """REFUSE with ``text``, unless this sender was told something within the hour."""

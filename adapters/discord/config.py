@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from bot.channels import ChannelConfig, Float, Secret, Url, secret
+from bot.channels import ChannelConfig, Float, GroupConfig, Secret, Url, secret
 
 Id = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
@@ -46,7 +46,7 @@ class DiscordConfig(ChannelConfig):
     allow_bots: bool = False  # answer other bots and webhooks (the core's loop guard still applies)
     max_download_mb: Annotated[Float, Field(gt=0, le=500)] = 25.0
     # Derived, not a key: the adapter has already applied guilds/channels (see the module doc).
-    groups: tuple[str, ...] = Field(default=("*",), exclude=True)
+    groups: tuple[GroupConfig, ...] = Field(default=(GroupConfig(id="*"),), exclude=True)
 
     @field_validator("groups", mode="before")
     @classmethod

@@ -411,8 +411,9 @@ class Agent:
             answer = await r.reply(error or text, status is RunStatus.FAILED)
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         settle = answer is None and status is not RunStatus.CANCELLED
+        last = r.inbound[-1]
         turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
-                    record, answer, settle)
+                    record, answer, settle, f"{last.platform}:{last.sender.id}")
         if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
             await asyncio.shield(self._store.append_turn(turn))
         else:
