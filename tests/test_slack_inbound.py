@@ -142,7 +142,7 @@ def test_required_secrets_follow_the_mode() -> None:
 
 def test_config_channels_key_is_read_as_groups() -> None:
     config = SlackConfig.model_validate({"channels": ["C1", "*"]})
-    assert config.groups == ("C1", "*") and config.channels == ("C1", "*")
+    assert [g.id for g in config.groups] == ["C1", "*"] and config.channels == ("C1", "*")
     with pytest.raises(ValueError, match="groups"):
         SlackConfig.model_validate({"groups": ["C1"]})
 

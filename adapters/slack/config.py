@@ -3,33 +3,31 @@ pydantic and ``bot.channels`` only)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import Field
 
-from bot.channels import ChannelConfig, Float, Int, Secret, Url, secret
+from bot.channels import ChannelConfig, Float, Int, Secret, Section, Url, secret
 
-_PlatformId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
+# The core's type of an allowed-group entry (an id, or {id, tools}), kept under Slack's name.
+_GROUPS = ChannelConfig.model_fields["groups"].annotation
 
 
-class SlackHttp(BaseModel):
+class SlackHttp(Section):
     """Where the Events API (``mode: http``) posts: Slack's Request URL is https://<host><path>."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     listen: str = "0.0.0.0"
     port: Annotated[Int, Field(ge=0, le=65535)] = 3000  # 0 picks a free port (tests)
     path: str = "/slack/events"
 
-    @model_validator(mode="before")
-    @classmethod
-    def _empty_is_default(cls, data: object) -> object:
-        return {} if data is None else data
-
 
 class SlackConfig(ChannelConfig):
     """``channels.slack``. Slack calls group chats channels: the allowed ones are listed under
     ``channels`` (read by the core's access code as ``groups``; ``"*"`` allows every channel)."""
+
+    user_id_pattern: ClassVar[str] = r"[UW][A-Z0-9]{2,}"
+    user_id_hint: ClassVar[str] = ("Slack member ids look like U012AB3CDE (profile > ⋮ > Copy member ID), "
+                                   "not @names")
 
     mode: Literal["socket", "http"] = "socket"
     bot_token: Secret = secret("SLACK_BOT_TOKEN")  # xoxb-…
@@ -37,7 +35,7 @@ class SlackConfig(ChannelConfig):
     signing_secret: Secret = secret("SLACK_SIGNING_SECRET")  # HTTP mode only
     http: SlackHttp = SlackHttp()
     base_url: Url = "https://slack.com/api/"
-    groups: tuple[_PlatformId, ...] = Field(default=(), alias="channels")
+    groups: _GROUPS = Field(default=(), alias="channels")  # type: ignore[valid-type]
     reply_in_thread: bool = True
     thread_participation: bool = True  # follow-ups in a thread the bot answered in (24 h) count as addressed
     streaming: Literal["native", "edit", "off"] = "native"
@@ -51,7 +49,7 @@ class SlackConfig(ChannelConfig):
     @property
     def channels(self) -> tuple[str, ...]:
         """The allowed channel ids, as written under ``channels.slack.channels``."""
-        return self.groups
+        return tuple(g.id for g in self.groups)
 
 
 def check(config: SlackConfig) -> list[str]:
