@@ -267,3 +267,16 @@ async def test_a_file_over_the_cap_is_refused_without_downloading(bot: Bot) -> N
     [sent] = await sent_settled(dc, 1)
     assert "huge.zip" in sent.content and not bot.llm.requests
     assert not [path for _, path in dc.requests if path.startswith("/attachments")]
+
+
+async def test_a_burst_is_answered_once_each_and_never_blocks_the_heartbeat(bot: Bot) -> None:
+    dc = bot.dc
+    dc.heartbeat_ms = 500  # a heartbeat every half second: a blocked loop would show at once
+    await bot.start()
+    for i in range(100):  # a hundred people at once (one each: a busy session would batch them)
+        dc.dm(20_000 + i, f"burst {i}")
+    sent = await sent_settled(dc, 100, quiet=1.0, timeout=50)
+    assert sorted(s.content for s in sent) == sorted(f"echo: burst {i}" for i in range(100))
+    log = bot.log.read_text(errors="replace")
+    assert "heartbeat blocked" not in log and "Can't keep up" not in log and "stopped responding" not in log
+    assert len(dc.identifies) == 1 and not dc.resumes
