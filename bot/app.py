@@ -23,6 +23,7 @@ from bot.agent.loop import Agent, AgentSettings
 from bot.channels import Channel
 from bot.config import Config
 from bot.delivery import Delivery, DeliverySettings
+from bot.limits import LimitSettings, PersonLimits
 from bot.gateway import Gateway, GatewaySettings
 from bot.providers import make_provider
 from bot.providers.base import Usage
@@ -84,6 +85,7 @@ class App:
             max_iterations=a.max_iterations, context_window=a.window, max_message_chars=a.max_message_chars,
             history_turns=a.history_turns, guard=GuardMode(a.input_guard), system_prompt=a.system_prompt,
             compaction=CompactionSettings(**a.compaction.model_dump()), owners=cfg.owner_ids(),
+            max_tool_calls_per_step=cfg.limits.max_tool_calls_per_step,
         )
         templates = cfg.workspace.templates or BUILTIN_TEMPLATES
         if not templates.is_dir():
@@ -100,12 +102,17 @@ class App:
         downloads = {name: int(getattr(getattr(cfg.channels, name, None), "max_download_mb", 20) * 1024 * 1024)
                      for name in self.channels}
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
+        lim = cfg.limits
+        person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
+                                     self.store)
         self.gateway = Gateway(
             agent, self.store, self.events, self.channels, Access(policies, self.store), self.delivery,
             GatewaySettings(a.id, a.dm_scope, a.identity_links, limits, r.recover_max_age, downloads,
                             lambda msg, owner: policy_for(cfg.tools, policies.get(msg.platform), platform=msg.platform,
                                                           chat_type=msg.chat_type.value, chat_id=msg.chat_id,
-                                                          is_owner=owner)),
+                                                          is_owner=owner),
+                            cfg.workspace.group_scope),
+            person_limits,
         )
         tools.register(message_tool(self.gateway))  # after spawn: sub-agents never get it
         self._stack.push_async_callback(self.gateway.aclose)

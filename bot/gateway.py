@@ -33,9 +33,10 @@ from bot.channels.outbound import answer_for
 from bot.channels.progress import Progress
 from bot.commands import HELP, Command, parse_command, status_text
 from bot.delivery import Delivery
+from bot.limits import PersonLimits, budget_line
 from bot.messages import Answer, ChatType, InboundMessage, Target
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
-from bot.session_keys import DmScope, key_for
+from bot.session_keys import DmScope, GroupScope, key_for
 from bot.store.base import AnswerStore, Store
 from bot.tools.policy import ToolPolicy
 from bot.workspace import save_upload
@@ -57,6 +58,7 @@ class GatewaySettings:
     recover_max_age: float = 600.0
     max_download: Mapping[str, int] | None = None  # platform -> bytes
     tool_policy: Callable[[InboundMessage, bool], ToolPolicy] | None = None  # (message, sender is owner)
+    group_scope: GroupScope = "per-group"  # per-user: a session per member in groups
 
 
 class GatewayStore(Store, AnswerStore):
@@ -65,7 +67,8 @@ class GatewayStore(Store, AnswerStore):
 
 class Gateway:
     def __init__(self, agent: Agent, store: GatewayStore, events: EventBus, channels: Mapping[str, Channel],
-                 access: Access, delivery: Delivery, settings: GatewaySettings) -> None:
+                 access: Access, delivery: Delivery, settings: GatewaySettings,
+                 limits: PersonLimits | None = None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -73,6 +76,7 @@ class Gateway:
         self._access = access
         self._delivery = delivery
         self._settings = settings
+        self._limits = limits if limits is not None and limits.active else None
         self._context = GroupContext()
         self.dispatcher = Dispatcher(self._execute, settings.limits, on_queued=self._queued,
                                      on_discard=self._discarded)
@@ -87,7 +91,8 @@ class Gateway:
 
     def session_key(self, msg: InboundMessage) -> str:
         s = self._settings
-        return str(key_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links))
+        return str(key_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
+                           group_scope=s.group_scope))
 
     async def handle(self, msg: InboundMessage) -> None:
         """The channels' inbox: returns once ``msg`` is stored (raises if it could not be)."""
@@ -148,6 +153,8 @@ class Gateway:
                     if command is not None:
                         await self._command(command, msg, key, inbound_id)
                         return
+                    if not await self._within_limits(msg, inbound_id):
+                        return
                     if recovered and time.time() - received > self._settings.recover_max_age:
                         preview = " ".join(msg.text.split())[:60]
                         await self._notice(msg, "Sorry, I was restarted before I could answer your message"
@@ -174,6 +181,21 @@ class Gateway:
         await self._store.forget_inbound(inbound_id)  # refused or ignored: only the dedupe key stays
         if decision.reply:
             await self._notice(msg, decision.reply, (), "access")
+        return False
+
+    async def _within_limits(self, msg: InboundMessage, inbound_id: int) -> bool:
+        """The person's rate and daily budgets (owners exempt); over one, the message is
+        answered with one sentence (once per window, then quietly) and not run."""
+        if self._limits is None or self._access.is_owner(msg):
+            return True
+        refusal = await self._limits.check(f"{msg.platform}:{msg.sender.id}")
+        if refusal is None:
+            return True
+        log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)
+        if refusal.text:
+            await self._notice(msg, refusal.text, (inbound_id,), "limit")
+        else:
+            await self._store.mark_answered((inbound_id,))
         return False
 
     async def _fetch(self, msg: InboundMessage, inbound_id: int, key: str) -> InboundMessage | None:
@@ -241,6 +263,10 @@ class Gateway:
                 request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in batch), ids,
                                      context=context, reply=reply, sender_is_owner=owner, tool_policy=policy)
                 result = await self._agent.run(request)
+            except asyncio.CancelledError:
+                if run.stopped:  # "Stopped." answers the /stop message: end this run's own status too
+                    self._spawn(_quietly(channel.status(target, Status.FAILED)), "stopped status")
+                raise
             except Exception:  # the agent turns its own failures into results: this is the store or a bug
                 log.exception("run failed outside the agent session=%s run=%s", run.session_key, run.run_id)
                 await progress.settle()
@@ -250,6 +276,9 @@ class Gateway:
                 del self._progress[run.run_id]
                 self._extra.pop(run.run_id, None)
         self._finish(channel, target, result)
+        if self._limits is not None:
+            self._limits.spent(f"{last.platform}:{last.sender.id}", result.usage.input_tokens + result.usage.output_tokens,
+                               result.cost)
         await self._agent.compact_after(request, result)
 
     async def _compact(self, key: str, batch: tuple[Pending, ...]) -> None:
@@ -314,11 +343,15 @@ class Gateway:
         tokens = await self._agent.next_request_tokens(session, msg)
         last = await self._agent.last_compaction(session)
         usage = await self._store.usage(session)
+        today = ""
+        if self._limits is not None:
+            tokens, spent = await self._limits.today(f"{msg.platform}:{msg.sender.id}")
+            today = "\n" + budget_line(self._limits.settings, tokens, spent)
         return status_text(model=s.model, context_tokens=tokens, context_window=s.context_window,
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
                            turns=usage.turns, running=self.dispatcher.active(key) is not None,
                            queued=self.dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
-                           last_compaction=(last.tokens_before, last.tokens_after) if last else None)
+                           last_compaction=(last.tokens_before, last.tokens_after) if last else None) + today
 
     # -- sending -----------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 | DM (dm_scope: linked, a person) | agent:{agent}:dm:{person}                   |
 | group / channel                 | agent:{agent}:{platform}:group:{chat_id}    |
 | thread or forum topic           | group key + :thread:{thread_id}             |
+| a member (group_scope: per-user)| group (or thread) key + :user:{user_id}     |
 | sub-agent                       | parent key + :sub:{n}                       |
 
 Every id is escaped (``%`` -> ``%25``, ``:`` -> ``%3A``) so no part contains ``:``, and
@@ -20,6 +21,7 @@ from typing import Literal
 from bot.messages import ChatType, InboundMessage
 
 DmScope = Literal["per-user", "linked"]
+GroupScope = Literal["per-group", "per-user"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,19 +32,20 @@ class SessionKey:
     platform: str | None = None  # None only for a linked DM
     thread: str | None = None
     subs: tuple[int, ...] = ()
+    member: str | None = None  # a group member's own session (group_scope: per-user)
 
     def __str__(self) -> str:
         return format_key(self)
 
     def sub(self, n: int) -> SessionKey:
         """The key of this session's n-th sub-agent."""
-        return SessionKey(self.agent, self.kind, self.peer, self.platform, self.thread, (*self.subs, n))
+        return SessionKey(self.agent, self.kind, self.peer, self.platform, self.thread, (*self.subs, n), self.member)
 
     @property
     def parent(self) -> SessionKey | None:
         if not self.subs:
             return None
-        return SessionKey(self.agent, self.kind, self.peer, self.platform, self.thread, self.subs[:-1])
+        return SessionKey(self.agent, self.kind, self.peer, self.platform, self.thread, self.subs[:-1], self.member)
 
 
 def escape(part: str) -> str:
@@ -64,6 +67,8 @@ def format_key(key: SessionKey) -> str:
     parts += [key.kind.value, escape(key.peer)]
     if key.thread is not None:
         parts += ["thread", escape(key.thread)]
+    if key.member is not None:
+        parts += ["user", escape(key.member)]
     for n in key.subs:
         parts += ["sub", str(n)]
     return ":".join(parts)
@@ -82,20 +87,23 @@ def parse_key(raw: str) -> SessionKey:
             raise ValueError(f"not a session key: {raw!r}")
         platform, kind, peer, rest = unescape(parts[2]), ChatType(parts[3]), parts[4], parts[5:]
     thread: str | None = None
+    member: str | None = None
     subs: list[int] = []
     while rest:
         if len(rest) < 2:
             raise ValueError(f"not a session key: {raw!r}")
         label, value, rest = rest[0], rest[1], rest[2:]
-        if label == "thread" and thread is None and not subs:
+        if label == "thread" and thread is None and member is None and not subs:
             thread = unescape(value)
+        elif label == "user" and member is None and kind is ChatType.GROUP and not subs:
+            member = unescape(value)
         elif label == "sub" and value.isdigit():
             subs.append(int(value))
         else:
             raise ValueError(f"not a session key: {raw!r}")
     if not peer:
         raise ValueError(f"not a session key: {raw!r}")
-    return SessionKey(agent, kind, unescape(peer), platform, thread, tuple(subs))
+    return SessionKey(agent, kind, unescape(peer), platform, thread, tuple(subs), member)
 
 
 def key_for(
@@ -104,11 +112,14 @@ def key_for(
     *,
     dm_scope: DmScope = "per-user",
     identity_links: Mapping[str, Sequence[str]] | None = None,
+    group_scope: GroupScope = "per-group",
 ) -> SessionKey:
     """The session an inbound message belongs to.
 
     ``identity_links`` maps a person to the ``platform:user_id`` accounts that are theirs;
-    with ``dm_scope: linked`` their DMs on every linked platform share one session.
+    with ``dm_scope: linked`` their DMs on every linked platform share one session. With
+    ``group_scope: per-user`` each member of a group has a session of their own there (as
+    they have a workspace of their own), so nothing one member asked reaches another.
     """
     if msg.chat_type is ChatType.DM:
         if dm_scope == "linked" and identity_links:
@@ -117,4 +128,5 @@ def key_for(
                 if account in accounts:
                     return SessionKey(agent, ChatType.DM, person)
         return SessionKey(agent, ChatType.DM, msg.sender.id, msg.platform)
-    return SessionKey(agent, ChatType.GROUP, msg.chat_id, msg.platform, msg.thread_id)
+    member = msg.sender.id if group_scope == "per-user" else None
+    return SessionKey(agent, ChatType.GROUP, msg.chat_id, msg.platform, msg.thread_id, member=member)

@@ -161,12 +161,15 @@ async def test_allowlist_notice_names_the_id_and_comes_once_per_hour() -> None:
     assert (await a.check(msg("123"))).action == X
 
 
-async def test_pairing_gives_the_code_every_time() -> None:
-    a = access(policy(dm_policy="pairing"))
-    for _ in range(3):
-        decision = await a.check(msg())
-        assert decision.action == P
-        assert decision.reply == "To talk to me, ask the owner to run: chatgate pairing approve ABCD2345 (valid for 1 hour)."
+async def test_pairing_gives_the_code_once_an_hour() -> None:
+    clock = Clock()
+    a = access(policy(dm_policy="pairing"), clock=clock)
+    decision = await a.check(msg())
+    assert decision.action == P
+    assert decision.reply == "To talk to me, ask the owner to run: chatgate pairing approve ABCD2345 (valid for 1 hour)."
+    assert [(await a.check(msg())).action for _ in range(3)] == [I, I, I]  # throttled like a refusal
+    clock.advance(3600)
+    assert (await a.check(msg())).action == P
 
 
 async def test_when_no_code_can_be_issued_the_notice_comes_once_per_hour() -> None:
@@ -176,11 +179,11 @@ async def test_when_no_code_can_be_issued_the_notice_comes_once_per_hour() -> No
     first = await a.check(msg())
     assert first.action == X and first.reply and "try again later" in first.reply
     assert (await a.check(msg())).action == I
-    store.full = False
-    assert (await a.check(msg())).action == P  # a code as soon as there is room
-    store.full = True
     clock.advance(3600)
     assert (await a.check(msg())).action == X
+    store.full = False
+    clock.advance(3600)
+    assert (await a.check(msg())).action == P  # a code once there is room
 
 
 # -- owners ---------------------------------------------------------------------------
@@ -230,6 +233,16 @@ async def test_the_21st_bot_message_in_a_minute_starts_a_cooldown() -> None:
     assert (await a.check(bot)).action == I
 
 
+async def test_the_bot_guard_counts_per_chat() -> None:
+    """A bot busy in one chat (Telegram's anonymous-admin placeholder is one bot id in every
+    group) is not cooled down in another."""
+    a = access(policy(dm_policy="open", group_policy="open", require_mention=False))
+    for _ in range(21):
+        await a.check(msg("b1", chat="g1", is_bot=True))
+    assert (await a.check(msg("b1", chat="g1", is_bot=True))).action == I
+    assert (await a.check(msg("b1", chat="g2", is_bot=True))).action == R
+
+
 async def test_the_bot_window_slides() -> None:
     clock = Clock()
     a = access(policy(dm_policy="open"), clock=clock)
@@ -252,7 +265,7 @@ async def test_bot_messages_kept_as_context_do_not_count() -> None:
 async def test_a_bot_is_told_once_and_its_pairing_replies_are_capped() -> None:
     a = access(policy(dm_policy="pairing"))
     actions = [(await a.check(msg("b1", is_bot=True))).action for _ in range(25)]
-    assert actions == [P] * 20 + [I] * 5  # no endless code ping-pong with an auto-replying bot
+    assert actions == [P] + [I] * 24  # no endless code ping-pong with an auto-replying bot
 
 
 async def test_own_messages_are_ignored() -> None:

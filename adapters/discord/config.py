@@ -41,6 +41,10 @@ Entry = Annotated[GroupConfig, BeforeValidator(
 
 
 class DiscordConfig(ChannelConfig):
+    user_id_pattern: ClassVar[str] = r"[0-9]{1,21}"  # snowflakes
+    user_id_hint: ClassVar[str] = ("Discord user ids are numbers such as 80351110224678912 "
+                                   "(Developer Mode, then Copy User ID), not names")
+
     token: Secret = secret("DISCORD_BOT_TOKEN")
     api_base: Url = API_BASE  # discord.py's REST route base, version included; a proxy or a test server
     gateway_url: WsUrl = GATEWAY_URL  # the gateway discord.py connects (and resumes) to

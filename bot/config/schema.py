@@ -144,6 +144,15 @@ class RunsConfig(Section):
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
+class LimitsConfig(Section):
+    """Per person (``platform:user_id``); owners are exempt."""
+
+    messages_per_minute: Annotated[Int, Field(ge=1)] | None = 20
+    daily_tokens: Annotated[Int, Field(ge=1)] | None = None
+    daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
+    max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = 16
+
+
 class DeliveryConfig(Section):
     retry_for: Annotated[Float, Field(gt=0)] = 600.0  # seconds a failed send is retried before it is given up
 
@@ -188,6 +197,7 @@ class Config(Section):
     workspace: WorkspaceConfig = WorkspaceConfig()
     runs: RunsConfig = RunsConfig()
     delivery: DeliveryConfig = DeliveryConfig()
+    limits: LimitsConfig = LimitsConfig()
     tools: ToolsConfig = ToolsConfig()
     logging: LoggingConfig = LoggingConfig()
 
@@ -250,6 +260,10 @@ class Config(Section):
         if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
             found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
                          "file, database, environment and every workspace (set it to bwrap)")
+        for name in self.enabled_channels:  # each platform's own checks (token shapes, empty allowlists ...)
+            check = registry.spec(name).check
+            if check is not None:
+                found += check(getattr(self.channels, name))
         return found
 
     @property

@@ -48,6 +48,7 @@ class Turn:
     trace: TraceRecord | None = None
     answer: Answer | None = None
     settle: bool = False
+    person: str | None = None  # whose request it answered ("platform:user_id"), for daily budgets
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,10 @@ class Store(Protocol):
         ...
 
     async def usage(self, session: Session) -> UsageTotals: ...
+
+    async def usage_since(self, person: str, since: float) -> tuple[int, float]:
+        """(tokens in + out, cost) of the runs answering ``person`` since ``since`` (epoch seconds)."""
+        ...
 
     async def unanswered(self) -> list[InboundRecord]:
         """Inbound messages logged but never answered and owed no stored answer (the process
@@ -190,8 +195,9 @@ class PairingStore(Protocol):
     async def pairing_request(
         self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3
     ) -> PairingCode | None:
-        """The sender's unexpired code, else a new one; None when ``max_pending`` unexpired,
-        unapproved codes of this platform already wait."""
+        """The sender's unexpired code, else a new one. When ``max_pending`` unexpired, unapproved
+        codes of this platform already wait, the oldest is dropped to make room (a few throwaway
+        accounts must not keep pairing closed for everyone); None only when no code can be made."""
         ...
 
     async def pending_pairings(self, now: float) -> list[PairingCode]:

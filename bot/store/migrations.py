@@ -214,6 +214,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE spans ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    Migration(
+        "0006_usage_per_person",
+        """
+        -- whose request a run answered (platform:user_id), for the daily budgets per person
+        ALTER TABLE usage ADD COLUMN person TEXT;
+        CREATE INDEX usage_person ON usage (person, created_at) WHERE person IS NOT NULL;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

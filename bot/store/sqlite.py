@@ -76,7 +76,11 @@ _INSERT_MESSAGE = (
 )
 _INSERT_USAGE = (
     "INSERT INTO usage (session_id, run_id, model, input_tokens, output_tokens, cache_read_tokens,"
-    " cache_write_tokens, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " cache_write_tokens, cost, created_at, person) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_PERSON_USAGE = (
+    "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost), 0.0) FROM usage"
+    " WHERE person = ? AND created_at >= ?"
 )
 _USAGE_TOTALS = (
     "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
@@ -116,6 +120,10 @@ _SENDER_CODE = (
     " WHERE platform = ? AND user_id = ? AND approved_at IS NULL AND expires_at > ?"
 )
 _COUNT_PENDING = "SELECT COUNT(*) FROM pairing_codes WHERE platform = ? AND approved_at IS NULL AND expires_at > ?"
+_DROP_OLDEST_CODE = (
+    "DELETE FROM pairing_codes WHERE code = (SELECT code FROM pairing_codes"
+    " WHERE platform = ? AND approved_at IS NULL AND expires_at > ? ORDER BY created_at, code LIMIT 1)"
+)
 _INSERT_CODE = (
     f"INSERT INTO pairing_codes ({_CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING"
 )
@@ -289,7 +297,7 @@ class SQLiteStore:
         u = turn.usage
         usage_row = (
             sid, run_id, turn.model, u.input_tokens, u.output_tokens,
-            u.cache_read_tokens, u.cache_write_tokens, turn.cost, now,
+            u.cache_read_tokens, u.cache_write_tokens, turn.cost, now, turn.person,
         )  # fmt: skip
         answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids] if turn.settle else []
         answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
@@ -335,6 +343,12 @@ class SQLiteStore:
             rows = list(await self._conn().execute_fetchall(_USAGE_TOTALS, (session.id,)))
         i, o, cr, cw, cost, turns = rows[0]
         return UsageTotals(i, o, cr, cw, float(cost), turns)
+
+    async def usage_since(self, person: str, since: float) -> tuple[int, float]:
+        async with self._lock:
+            rows = list(await self._conn().execute_fetchall(_PERSON_USAGE, (person, since)))
+        tokens, cost = rows[0]
+        return int(tokens), float(cost)
 
     async def unanswered(self) -> list[InboundRecord]:
         week_ago = time.time() - FORGOTTEN_KEPT
@@ -388,9 +402,11 @@ class SQLiteStore:
             if rows:
                 return PairingCode(*rows[0])
             pending = list(await db.execute_fetchall(_COUNT_PENDING, (platform, now)))[0][0]
-            if pending >= max_pending:
-                log.info("pairing %s:%s: no code, %d requests already pending", platform, user_id, pending)
-                return None
+            if pending >= max_pending:  # throwaway accounts must not keep pairing closed: the oldest goes
+                await db.execute(_DROP_OLDEST_CODE, (platform, now))
+                log.warning("pairing %s: %d requests pending; the oldest was dropped for %s", platform, pending,
+                            user_id)
+                pending -= 1
             for _ in range(_CODE_ATTEMPTS):
                 code = PairingCode(new_code(), platform, user_id, name, now, now + ttl)
                 cursor = await db.execute(_INSERT_CODE, (

@@ -1,0 +1,143 @@
+"""Limits per person: a message rate and daily token and cost budgets, checked before a run.
+
+A person is ``platform:user_id``. The rate is a token bucket per person (``messages_per_minute``
+tokens, refilled evenly over a minute), kept for the people seen recently. The budgets count
+the tokens (in + out) and cost of the runs that answered the person since 00:00 UTC, read
+once per person and day from the store and kept up to date with each run's usage, so a check
+costs a dict lookup. Owners are exempt (the gateway does not ask for them).
+
+``check`` returns what to tell the person, or None to run; it says it once per window (a
+minute for the rate, the day for a budget): a message over a limit after that is stored and
+answered by silence, so a flood gets one sentence, not a sentence per message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+MAX_PEOPLE = 10_000  # people whose bucket and day are kept; the longest unseen are dropped
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSettings:
+    messages_per_minute: int | None = 20
+    daily_tokens: int | None = None
+    daily_cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    text: str  # the one sentence, or "" when the person was already told in this window
+    reason: str  # "rate" | "tokens" | "cost"
+
+
+class UsageStore(Protocol):
+    async def usage_since(self, person: str, since: float) -> tuple[int, float]: ...
+
+
+@dataclass(slots=True)
+class _Person:
+    tokens: float  # the bucket
+    refilled: float  # when it was last refilled
+    day: float = -1.0  # start of the UTC day ``used`` counts
+    used_tokens: int = 0
+    used_cost: float = 0.0
+    told: dict[str, float] | None = None  # reason -> told until
+
+
+class PersonLimits:
+    def __init__(self, settings: LimitSettings, store: UsageStore, *, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self._store = store
+        self._clock = clock
+        self._people: OrderedDict[str, _Person] = OrderedDict()
+
+    @property
+    def active(self) -> bool:
+        s = self.settings
+        return any(v is not None for v in (s.messages_per_minute, s.daily_tokens, s.daily_cost_usd))
+
+    async def check(self, person: str) -> Refusal | None:
+        """Take one message of ``person``: None to run it, else a refusal."""
+        now = self._clock()
+        p = self._person(person, now)
+        s = self.settings
+        if s.daily_tokens is not None or s.daily_cost_usd is not None:
+            await self._today(person, p, now)
+            midnight = p.day + 86400
+            if s.daily_tokens is not None and p.used_tokens >= s.daily_tokens:
+                return self._refuse(p, "tokens", midnight, now,
+                                    f"You've used today's allowance of {s.daily_tokens:,} tokens; "
+                                    "it renews at 00:00 UTC.")
+            if s.daily_cost_usd is not None and p.used_cost >= s.daily_cost_usd:
+                return self._refuse(p, "cost", midnight, now,
+                                    f"You've used today's budget of ${s.daily_cost_usd:.2f}; it renews at 00:00 UTC.")
+        if s.messages_per_minute is not None:
+            rate = s.messages_per_minute / 60.0
+            p.tokens = min(float(s.messages_per_minute), p.tokens + (now - p.refilled) * rate)
+            p.refilled = now
+            if p.tokens < 1.0:
+                wait = (1.0 - p.tokens) / rate
+                return self._refuse(p, "rate", now + 60.0, now,
+                                    f"You're sending messages faster than I can take them (at most "
+                                    f"{s.messages_per_minute} a minute); try again in {max(1, round(wait))} s.")
+            p.tokens -= 1.0
+        return None
+
+    def spent(self, person: str, tokens: int, cost: float) -> None:
+        """A run that answered ``person`` used this much (the budgets count it at once)."""
+        p = self._people.get(person)
+        if p is not None and p.day >= 0:
+            p.used_tokens += tokens
+            p.used_cost += cost
+
+    async def today(self, person: str) -> tuple[int, float]:
+        """(tokens, cost) ``person`` used today (UTC)."""
+        now = self._clock()
+        p = self._person(person, now)
+        await self._today(person, p, now)
+        return p.used_tokens, p.used_cost
+
+    def _person(self, person: str, now: float) -> _Person:
+        p = self._people.get(person)
+        if p is None:
+            p = self._people[person] = _Person(float(self.settings.messages_per_minute or 0), now)
+            while len(self._people) > MAX_PEOPLE:
+                self._people.popitem(last=False)
+        else:
+            self._people.move_to_end(person)
+        return p
+
+    async def _today(self, person: str, p: _Person, now: float) -> None:
+        day = _day_start(now)
+        if p.day != day:
+            p.used_tokens, p.used_cost = await self._store.usage_since(person, day)
+            p.day = day
+
+    @staticmethod
+    def _refuse(p: _Person, reason: str, until: float, now: float, text: str) -> Refusal:
+        told = p.told if p.told is not None else {}
+        p.told = told
+        if told.get(reason, 0.0) > now:
+            return Refusal("", reason)
+        told[reason] = until
+        return Refusal(text, reason)
+
+
+def _day_start(now: float) -> float:
+    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day.timestamp()
+
+
+def budget_line(settings: LimitSettings, tokens: int, cost: float) -> str:
+    """``/status``'s line about today's use against the budgets."""
+    used = f"{tokens:,} tokens" + (f" of {settings.daily_tokens:,}" if settings.daily_tokens is not None else "")
+    spent = f"${cost:.4f}" + (f" of ${settings.daily_cost_usd:.2f}" if settings.daily_cost_usd is not None else "")
+    return f"Today (UTC): {used}, {spent}"
+
+

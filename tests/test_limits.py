@@ -1,0 +1,135 @@
+"""Limits per person (rate, daily tokens and cost; owners exempt) and per-member group sessions,
+through the whole App against the fake LLM; the bucket and the day as pure logic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.app import App
+from bot.limits import LimitSettings, PersonLimits
+from tests.fakes.channel import RecordingAdapter
+from tests.fakes.llm_server import FakeLLM, Reply
+from tests.test_gateway_runs import config, group_msg, tg_dm
+
+OPEN = "channels: {telegram: {dm_policy: open, group_policy: open}}"
+
+
+@pytest.fixture
+async def start(tmp_path: Path, llm: FakeLLM) -> AsyncIterator:  # type: ignore[type-arg]
+    apps: list[App] = []
+
+    async def started(extra: str, *, group_scope: str = "per-group") -> tuple[App, RecordingAdapter]:
+        channel = RecordingAdapter("telegram")
+        cfg = config(tmp_path, llm, extra)
+        cfg = cfg.model_copy(update={"workspace": cfg.workspace.model_copy(update={"group_scope": group_scope})})
+        app = App(cfg, {"telegram": channel})
+        await app.__aenter__()
+        apps.append(app)
+        return app, channel
+
+    yield started
+    for app in reversed(apps):
+        await app.__aexit__(None, None, None)
+
+
+async def test_over_the_rate_one_notice_no_model_request_nothing_lost(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    app, channel = await start(OPEN + "\nlimits: {messages_per_minute: 3}\nruns: {queue_mode: followup, debounce_ms: 0}")
+    for i in range(3):
+        await channel.inject(tg_dm(f"m{i}"))
+        await channel.wait_for_replies(i + 1)
+    await channel.inject(tg_dm("the fourth"))
+    await channel.inject(tg_dm("the fifth"))
+    await channel.wait_for_replies(4)
+    await asyncio.sleep(0.3)
+    assert len(llm.requests) == 3
+    assert channel.texts()[3].startswith("You're sending messages faster than I can take them")
+    assert len(channel.sent) == 4  # the fifth is answered quietly: one sentence per flood
+    assert await app.store.unanswered() == []  # both stored and answered
+
+
+async def test_over_the_daily_token_budget(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    app, channel = await start(OPEN + "\nlimits: {daily_tokens: 5}")
+    await channel.inject(tg_dm("first"))
+    await channel.wait_for_replies(1)
+    await channel.inject(tg_dm("second"))
+    await channel.wait_for_replies(2)
+    assert len(llm.requests) == 1
+    assert channel.texts()[1] == "You've used today's allowance of 5 tokens; it renews at 00:00 UTC."
+    await channel.inject(tg_dm("/status"))
+    await channel.wait_for_replies(3)
+    assert "Today (UTC):" in channel.texts()[2] and "of 5" in channel.texts()[2]
+
+
+async def test_the_budget_counts_what_was_stored_before_a_restart(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    app, channel = await start(OPEN + "\nlimits: {daily_cost_usd: 0.000001}\npricing: {fake-model: {input: 100, output: 100}}")
+    await channel.inject(tg_dm("first"))
+    await channel.wait_for_replies(1)
+    await app.__aexit__(None, None, None)
+    _, again = await start(OPEN + "\nlimits: {daily_cost_usd: 0.000001}\npricing: {fake-model: {input: 100, output: 100}}")
+    await again.inject(tg_dm("after the restart"))
+    await again.wait_for_replies(1)
+    assert again.texts() == ["You've used today's budget of $0.00; it renews at 00:00 UTC."]
+    assert len(llm.requests) == 1
+
+
+async def test_owners_are_exempt(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    _, channel = await start("channels: {telegram: {dm_policy: open, owners: ['42']}}\n"
+                             "limits: {messages_per_minute: 1, daily_tokens: 1}\nruns: {queue_mode: followup, debounce_ms: 0}")
+    for i in range(3):
+        await channel.inject(tg_dm(f"m{i}"))
+        await channel.wait_for_replies(i + 1)
+    assert len(llm.requests) == 3 and all(t.startswith("echo:") for t in channel.texts())
+
+
+async def test_members_of_a_per_user_group_never_share_a_session(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    _, channel = await start(OPEN, group_scope="per-user")
+    llm.script(Reply.hang())
+    await channel.inject(group_msg("alice's secret plan", user="alice"))
+    await llm.wait_for_requests(1)
+    await channel.inject(group_msg("what did alice ask?", user="bob"))  # not collected behind alice's run
+    await llm.wait_for_requests(2)
+    bob = json.dumps(llm.requests[1].body["messages"])
+    assert "what did alice ask?" in bob and "secret plan" not in bob
+
+
+# -- the bucket and the day, as pure logic ----------------------------------------------
+
+
+class NoUsage:
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def usage_since(self, person: str, since: float) -> tuple[int, float]:
+        self.reads += 1
+        return 0, 0.0
+
+
+async def test_the_bucket_refills_over_a_minute_and_tells_once_per_window() -> None:
+    now = [1_700_000_000.0]
+    limits = PersonLimits(LimitSettings(messages_per_minute=2), NoUsage(), clock=lambda: now[0])
+    assert await limits.check("t:1") is None and await limits.check("t:1") is None
+    first = await limits.check("t:1")
+    assert first is not None and first.text and first.reason == "rate"
+    second = await limits.check("t:1")
+    assert second is not None and second.text == ""  # told once
+    assert await limits.check("t:2") is None  # another person has their own bucket
+    now[0] += 30  # half a minute: one message's worth
+    assert await limits.check("t:1") is None
+
+
+async def test_the_day_is_read_once_and_renews_at_midnight_utc() -> None:
+    store = NoUsage()
+    now = [86400.0 * 20000 + 3600]  # 01:00 UTC
+    limits = PersonLimits(LimitSettings(messages_per_minute=None, daily_tokens=100), store, clock=lambda: now[0])
+    assert await limits.check("t:1") is None
+    limits.spent("t:1", 100, 0.0)
+    refused = await limits.check("t:1")
+    assert refused is not None and refused.reason == "tokens"
+    assert store.reads == 1  # the store is asked once a day, then the counts are kept
+    now[0] += 86400  # the next day
+    assert await limits.check("t:1") is None and store.reads == 2
