@@ -215,6 +215,21 @@ async def test_a_run_in_flight_is_delivered_once_across_a_reconnect(bot: Bot) ->
     assert [s.content for s in dc.sent] == ["the slow answer", "echo: and after"]
 
 
+async def test_a_run_in_flight_is_delivered_once_across_a_silent_gateway(bot: Bot) -> None:
+    dc, llm = bot.dc, bot.llm
+    dc.heartbeat_ms = 300  # so Discord's zombie rule (no ACK between two heartbeats) acts within seconds
+    llm.script(Reply.text("the slow answer", chunk_size=2, delay=0.3))
+    await bot.start()
+    dc.dm(USER, "take your time")
+    await llm.wait_for_requests(1, timeout=10)
+    dc.silence()  # the socket stays open; nothing comes back
+    dc.dm(USER, "said while it was silent")
+    await dc.wait_for(lambda: dc.resumes and dc.live, timeout=15)
+    sent = await sent_settled(dc, 2, quiet=1.0, timeout=20)
+    assert sorted(s.content for s in sent) == ["echo: said while it was silent", "the slow answer"]
+    assert "no heartbeat ACK" in bot.log.read_text()
+
+
 async def test_slash_commands_are_synced_once_across_restarts(bot: Bot) -> None:
     await bot.start()
     await bot.stop()
