@@ -393,7 +393,7 @@ async def test_slash_commands_synced_once_across_reconnects_and_restarts(dc: Fak
     async with running(dc) as (channel, _):
         assert channel.commands_written == 1
         [put] = dc.command_puts
-        assert {c["name"] for c in put} == {"stop", "new", "status", "whoami", "help"}
+        assert {c["name"] for c in put} == {"stop", "new", "status", "compact", "whoami", "help"}
         dc.drop()
         await dc.wait_connected(2)
     async with running(dc) as (channel, _):  # a restart: Discord already has them
