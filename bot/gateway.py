@@ -263,6 +263,10 @@ class Gateway:
                 request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in batch), ids,
                                      context=context, reply=reply, sender_is_owner=owner, tool_policy=policy)
                 result = await self._agent.run(request)
+            except asyncio.CancelledError:
+                if run.stopped:  # "Stopped." answers the /stop message: end this run's own status too
+                    self._spawn(_quietly(channel.status(target, Status.FAILED)), "stopped status")
+                raise
             except Exception:  # the agent turns its own failures into results: this is the store or a bug
                 log.exception("run failed outside the agent session=%s run=%s", run.session_key, run.run_id)
                 await progress.settle()

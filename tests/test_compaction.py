@@ -290,8 +290,8 @@ async def test_the_flush_writes_a_memory_file(h: Harness) -> None:
     flush = h.responder.flushes[0]
     assert FLUSH_INSTRUCTION.format(day=day)[:40] in json.dumps(flush)
     tools = {t.get("name") or t["function"]["name"] for t in flush["tools"]}
-    assert {"read_file", "write_file", "list_files"} <= tools  # the file tools, and no other kind
-    assert {t.name for t in h.agent._tools if t.category is ToolCategory.FILE} == tools
+    assert tools == {"read_file", "write_file", "edit_file", "list_files", "search_files", "memory_search",
+                     "memory_get"}  # file and memory tools only
     assert "helper of the chatgate agent" in system_text(flush)  # the minimal prompt
 
 

@@ -7,6 +7,7 @@ from bench.scenarios import (
     delivery,
     history,
     on_discord,
+    on_slack,
     overhead,
     scale,
     startup,
@@ -17,4 +18,4 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord)}
+                                 on_discord, on_slack)}

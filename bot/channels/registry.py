@@ -16,6 +16,7 @@ BUILTIN: dict[str, str] = {
     "console": "adapters.console:SPEC",
     "telegram": "adapters.telegram:SPEC",
     "discord": "adapters.discord:SPEC",
+    "slack": "adapters.slack:SPEC",
 }
 
 

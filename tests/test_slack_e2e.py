@@ -1,0 +1,243 @@
+"""The Slack channel end to end: the real slack-bolt and slack_sdk against the fake Slack,
+the real OpenAI SDK against the fake LLM, the whole App in between."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.slack.channel import SlackChannel
+from adapters.slack.dialect import SLACK
+from bot.app import App
+from bot.config import load_config
+from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.slack_server import FakeSlack, Post
+
+pytestmark = pytest.mark.timeout(30)
+STREAMING = Reply.text("word " * 400, delay=0.02)  # ~8 s of answer
+
+
+class Stack:
+    def __init__(self, tmp_path: Path, llm: FakeLLM, slack: FakeSlack) -> None:
+        self.tmp_path, self.llm, self.slack = tmp_path, llm, slack
+        self.apps: list[App] = []
+        self.channel: SlackChannel | None = None
+        self.mode = "socket"
+
+    async def start(self, mode: str = "socket", streaming: str = "off", **settings: Any) -> App:
+        self.mode = mode
+        s = self.slack
+        path = self.tmp_path / "config.yaml"
+        path.write_text(f"""
+agent: {{model: fake-model}}
+providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}"}}}}
+storage: {{path: "{self.tmp_path / 'chatgate.db'}"}}
+workspace: {{root: "{self.tmp_path / 'workspaces'}"}}
+channels:
+  console: {{enabled: false}}
+  slack: {{enabled: true, mode: {mode}, bot_token: "{s.bot_token}", app_token: "{s.app_token}",
+           signing_secret: "{s.signing_secret}", base_url: "{s.base_url}",
+           http: {{listen: 127.0.0.1, port: 0}}, dm_policy: open, group_policy: open,
+           streaming: "{streaming}"}}
+""")
+        config = load_config(path, env={})
+        self.channel = SlackChannel(config.channels.slack, SLACK, **settings)  # type: ignore[attr-defined]
+        app = App(config, {"slack": self.channel})
+        await app.__aenter__()
+        self.apps.append(app)
+        return app
+
+    async def send(self, payload: dict[str, Any], **kw: Any) -> None:
+        """Into the bot the way the mode does it, and wait for the ack / the HTTP answer."""
+        if self.mode == "socket":
+            await self.slack.wait_for_ack(await self.slack.push(payload, retry_attempt=kw.get("retry_num") or 0))
+        else:
+            assert self.channel is not None
+            status, _ = await self.slack.post_event(f"http://127.0.0.1:{self.channel.port}/slack/events", payload,
+                                                    **kw)
+            assert status == 200
+
+    async def stop(self) -> None:
+        while self.apps:
+            await self.apps.pop().__aexit__(None, None, None)
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    async with FakeLLM() as llm, FakeSlack() as slack:
+        s = Stack(tmp_path, llm, slack)
+        try:
+            yield s
+        finally:
+            await s.stop()
+
+
+def answers(slack: FakeSlack, channel: str) -> list[Post]:
+    return [p for p in slack.posts if p.method == "chat.postMessage" and p.channel == channel]
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_dm_is_answered(stack: Stack, mode: str) -> None:
+    await stack.start(mode)
+    await stack.send(stack.slack.event(stack.slack.message("D1", "hello there")))
+    [post] = await stack.slack.wait_for_posts(1)
+    assert (post.channel, post.text, post.thread_ts) == ("D1", "echo: hello there", None)
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_mention_answered_in_its_thread_with_reactions(stack: Stack, mode: str) -> None:
+    await stack.start(mode)
+    s = stack.slack
+    mention = s.message("C1", "<@UBOT> what is 2+2?", kind="app_mention")
+    await stack.send(s.event(mention))
+    [post] = await s.wait_for_posts(1)
+    assert (post.channel, post.thread_ts) == ("C1", mention["ts"])
+    assert post.text.startswith("echo: ") and post.text.endswith("what is 2+2?")
+    await s.wait_for(lambda: s.reactions.get(("C1", mention["ts"])) == {"white_check_mark"}, what="the check mark")
+    assert ("add", "C1", mention["ts"], "eyes") in s.reaction_log  # shown while it worked
+
+
+async def test_thread_follow_up_without_mention(stack: Stack) -> None:
+    await stack.start()
+    s = stack.slack
+    mention = s.message("C1", "<@UBOT> first")
+    await stack.send(s.event(mention))
+    await s.wait_for_posts(1)
+    await stack.send(s.event(s.message("C1", "and second", thread_ts=mention["ts"])))
+    await stack.send(s.event(s.message("C1", "chatter in the channel")))
+    posts = await s.wait_for_posts(2)
+    assert posts[1].thread_ts == mention["ts"] and posts[1].text.endswith("and second")
+    await asyncio.sleep(0.3)
+    assert len(answers(s, "C1")) == 2 and len(stack.llm.requests) == 2  # the chatter is only context
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_a_retried_event_and_a_twin_run_once(stack: Stack, mode: str) -> None:
+    await stack.start(mode)
+    s = stack.slack
+    message = s.message("C1", "<@UBOT> once please")
+    body = s.event(message)
+    await stack.send(body)
+    await stack.send(body, retry_num=1)
+    await stack.send(s.event({**message, "type": "app_mention"}, event_id="EvOTHER"))
+    await s.wait_for_posts(1)
+    await asyncio.sleep(0.5)
+    assert len(answers(s, "C1")) == 1 and len(stack.llm.requests) == 1
+
+
+async def test_forged_and_stale_events_never_run(stack: Stack) -> None:
+    await stack.start("http")
+    s, channel = stack.slack, stack.channel
+    assert channel is not None
+    url = f"http://127.0.0.1:{channel.port}/slack/events"
+    body = s.event(s.message("D1", "forged"))
+    assert (await s.post_event(url, body, bad_signature=True))[0] == 401
+    assert (await s.post_event(url, body, stale=True))[0] == 401
+    await asyncio.sleep(0.3)
+    assert not stack.llm.requests and not s.posts
+
+
+async def _streaming_run(stack: Stack, channel: str = "C1") -> dict[str, Any]:
+    s = stack.slack
+    stack.llm.script(STREAMING)
+    mention = s.message(channel, "<@UBOT> write an essay")
+    await stack.send(s.event(mention))
+    await stack.llm.wait_for_requests(1, timeout=5)
+    await s.wait_for(lambda: ("add", channel, mention["ts"], "eyes") in s.reaction_log, what="eyes")
+    return mention
+
+
+async def _assert_stopped(stack: Stack, mention: dict[str, Any]) -> None:
+    s = stack.slack
+    await asyncio.wait_for(stack.llm.requests[0].disconnected.wait(), 3)
+    await s.wait_for(lambda: any(p.text == "Stopped." for p in answers(s, "C1")), what='"Stopped."')
+    stopped = next(p for p in answers(s, "C1") if p.text == "Stopped.")
+    assert stopped.thread_ts == mention["ts"]
+    await s.wait_for(lambda: "eyes" not in s.reactions.get(("C1", mention["ts"]), set()), what="no eyes")
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_slash_stop_stops_the_run_in_its_thread(stack: Stack, mode: str) -> None:
+    await stack.start(mode)
+    mention = await _streaming_run(stack)
+    await stack.send(stack.slack.command("/stop", "C1"))
+    await _assert_stopped(stack, mention)
+
+
+async def test_bare_stop_in_the_thread_stops_it(stack: Stack) -> None:
+    await stack.start()
+    mention = await _streaming_run(stack)
+    await stack.send(stack.slack.event(stack.slack.message("C1", "stop", thread_ts=mention["ts"])))
+    await _assert_stopped(stack, mention)
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_the_stop_button_stops_it(stack: Stack, mode: str) -> None:
+    await stack.start(mode, streaming="edit")
+    s = stack.slack
+    mention = await _streaming_run(stack)
+    draft = await s.wait_for(lambda: next((p for p in s.posts if p.blocks), None), what="a draft with the button")
+    await stack.send(s.click(draft, "chatgate_stop"))
+    await _assert_stopped(stack, mention)
+    await s.wait_for(lambda: all(m.blocks is None for m in s.messages.values()), what="the button removed")
+
+
+async def test_long_answer_chunked_in_the_thread(stack: Stack) -> None:
+    await stack.start()
+    s = stack.slack
+    stack.llm.script(Reply.text("\n\n".join(f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 30
+                                            for i in range(20))))
+    mention = s.message("C1", "<@UBOT> long one")
+    await stack.send(s.event(mention))
+    await s.wait_for(lambda: s.reactions.get(("C1", mention["ts"])) == {"white_check_mark"}, what="answered")
+    posts = answers(s, "C1")
+    assert len(posts) >= 3 and all(len(p.text) <= 4000 and p.thread_ts == mention["ts"] for p in posts)
+    assert "".join(p.text for p in posts).count("Paragraph") == 20
+
+
+async def test_mrkdwn_escaping_and_links(stack: Stack) -> None:
+    await stack.start()
+    stack.llm.script(Reply.text("If a < b && b > c, see [the docs](https://x.io/?a=1&b=2). <!channel>"))
+    await stack.send(stack.slack.event(stack.slack.message("D1", "explain")))
+    [post] = await stack.slack.wait_for_posts(1)
+    assert post.text == ("If a &lt; b &amp;&amp; b &gt; c, see <https://x.io/?a=1&amp;b=2|the docs>. "
+                         "&lt;!channel&gt;")
+
+
+@pytest.mark.parametrize("where", ["C1", "D1"])
+async def test_no_reply_leaves_no_message_status_or_reaction(stack: Stack, where: str) -> None:
+    await stack.start()
+    s = stack.slack
+    stack.llm.script(Reply.text("NO_REPLY", delay=0.3))
+    thread = None if where == "C1" else "50.000001"  # a DM in an assistant thread: the status line
+    message = s.message(where, "<@UBOT> nothing to say", thread_ts=thread)
+    await stack.send(s.event(message))
+    if where == "C1":
+        await s.wait_for(lambda: ("remove", "C1", message["ts"], "eyes") in s.reaction_log, what="eyes removed")
+        assert not any(s.reactions.values())
+    else:
+        await s.wait_for(lambda: s.statuses and s.statuses[-1][2] == "", what="the status cleared")
+        assert s.statuses[0][2] == "is thinking…"
+    await asyncio.sleep(0.3)
+    assert not s.posts and len(stack.llm.requests) == 1
+
+
+async def test_native_stream_rolls_over_and_becomes_the_answer(stack: Stack) -> None:
+    await stack.start(streaming="native", stream_rollover=0.6)
+    s = stack.slack
+    stack.llm.script(Reply.text("word " * 100, delay=0.02))  # ~2 s
+    mention = s.message("C1", "<@UBOT> stream it")
+    await stack.send(s.event(mention))
+    await s.wait_for(lambda: s.reactions.get(("C1", mention["ts"])) == {"white_check_mark"}, timeout=10,
+                     what="answered")
+    streams = list(s.streams.values())
+    assert len(streams) >= 2 and all(st.state == "stopped" for st in streams)
+    first = streams[0]
+    assert set(s.deleted) == {("C1", st.ts) for st in streams[1:]}  # continuations gone
+    final = s.messages[("C1", first.ts)]
+    assert final.text.startswith("word word") and final.text.count("word") == 100  # the answer replaced it
+    assert not answers(s, "C1")  # no second copy
