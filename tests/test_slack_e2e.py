@@ -4,6 +4,7 @@ the real OpenAI SDK against the fake LLM, the whole App in between."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -257,3 +258,17 @@ async def test_files_fetched_only_for_messages_that_run(stack: Stack) -> None:
     await s.wait_for_posts(2)
     assert s.downloads == [notes["id"]]  # over max_download_mb: refused from its size, never downloaded
     assert len(stack.llm.requests) == 1
+
+
+async def test_a_429_is_waited_out_and_sent_once(stack: Stack) -> None:
+    await stack.start()
+    s = stack.slack
+    s.fail_next("chat.postMessage", retry_after=1)
+    sent_at = time.monotonic()
+    await stack.send(s.event(s.message("D1", "busy Slack")))
+    [post] = await s.wait_for_posts(1, timeout=10)
+    assert post.at - sent_at >= 1.0  # Retry-After: 1 honoured
+    first, second = s.called("chat.postMessage")[:2]
+    assert post.text == "echo: busy Slack" and first["text"] == second["text"]
+    await asyncio.sleep(0.5)
+    assert len(s.called("chat.postMessage")) == 2 and len(answers(s, "D1")) == 1  # one refused, one landed
