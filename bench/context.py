@@ -7,7 +7,7 @@ Anthropic prompt-cache simulation: prompt tokens are the request's JSON / 4 (too
 and messages), cache reads the longest prefix ending at a ``cache_control`` breakpoint (or
 up to 20 blocks before one) that an earlier request wrote.
 
-    python -m bench.context [--turns 300] [--rounds 20]
+    python -m bench.context [--turns 300] [--rounds 60]
 
 1. 300 turns of one DM conversation; every third turn the model calls a tool that returns
    ~20 KB, then answers. Prompt tokens per turn with compaction (defaults: 50 messages or
@@ -29,7 +29,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,7 +183,7 @@ def tokens_startup() -> tuple[float, float]:
     return float(out[0]), float(out[1])
 
 
-async def main_async(turns: int, rounds: int, only_breakpoints: Callable[[], None] | None = None) -> dict[str, Any]:
+async def main_async(turns: int, rounds: int) -> dict[str, Any]:
     with_c = await conversation(turns, compaction=True)
     without = await conversation(turns, compaction=False)
     original = anthropic_provider.add_cache_breakpoints
@@ -218,7 +218,7 @@ async def main_async(turns: int, rounds: int, only_breakpoints: Callable[[], Non
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.context", description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     r = asyncio.run(main_async(args.turns, args.rounds))

@@ -22,7 +22,7 @@
   owner. ``access_policies(config.channels)`` gives every real platform its policy, so a
   platform is never open by omission.
 - **Bot-loop guard**: messages from another bot (``sender.is_bot``) that would get an
-  answer count towards at most 20 per sliding minute per bot; the 21st starts a 5-minute
+  answer count towards at most 20 per sliding minute per bot and chat; the 21st starts a 5-minute
   cooldown in which that bot is ignored. Our own messages (``bot_ids``) are always ignored.
 
 Notice and guard state lives in memory: a restart may send a stranger one more notice.
@@ -92,8 +92,8 @@ class Access:
         self._bot_ids = bot_ids or {}
         self._clock = clock
         self._noticed: dict[tuple[str, str], float] = {}  # sender -> when last told
-        self._bot_windows: dict[tuple[str, str], deque[float]] = {}
-        self._bot_cooldowns: dict[tuple[str, str], float] = {}  # bot -> ignored until
+        self._bot_windows: dict[tuple[str, str, str], deque[float]] = {}  # (platform, chat, bot)
+        self._bot_cooldowns: dict[tuple[str, str, str], float] = {}  # (platform, chat, bot) -> ignored until
 
     def is_owner(self, msg: InboundMessage) -> bool:
         """May this sender use admin commands? On a platform without a policy, yes (the local user)."""
@@ -102,7 +102,7 @@ class Access:
 
     async def check(self, msg: InboundMessage) -> Decision:
         now = self._clock()
-        sender = (msg.platform, msg.sender.id)
+        sender = (msg.platform, msg.chat_id, msg.sender.id)  # a bot is counted per chat it talks in
         if msg.sender.id in self._bot_ids.get(msg.platform, ()):
             decision = Decision(Action.IGNORE, reason="own message")
         elif msg.sender.is_bot and self._bot_cooling(sender, now):
@@ -160,17 +160,17 @@ class Access:
 
     # -- the bot-loop guard ------------------------------------------------------------
 
-    def _bot_cooling(self, bot: tuple[str, str], now: float) -> bool:
+    def _bot_cooling(self, bot: tuple[str, str, str], now: float) -> bool:
         until = self._bot_cooldowns.get(bot)
         if until is None:
             return False
         if now < until:
             return True
         del self._bot_cooldowns[bot]
-        log.info("access %s: bot %s is heard again after its cooldown", *bot)
+        log.info("access %s: bot %s is heard again in chat %s after its cooldown", bot[0], bot[2], bot[1])
         return False
 
-    def _count_bot(self, bot: tuple[str, str], now: float, decision: Decision) -> Decision:
+    def _count_bot(self, bot: tuple[str, str, str], now: float, decision: Decision) -> Decision:
         window = self._bot_windows.get(bot)
         if window is None:
             if len(self._bot_windows) >= _PRUNE_AT:
@@ -181,8 +181,8 @@ class Access:
         if len(window) >= BOT_MAX_EXCHANGES:
             del self._bot_windows[bot]
             self._bot_cooldowns[bot] = now + BOT_COOLDOWN
-            log.warning("access %s: bot %s sent more than %d messages in %.0f s; ignoring it for %.0f s",
-                        bot[0], bot[1], BOT_MAX_EXCHANGES, BOT_WINDOW, BOT_COOLDOWN)  # fmt: skip
+            log.warning("access %s: bot %s sent more than %d messages in %.0f s in chat %s; ignoring it there "
+                        "for %.0f s", bot[0], bot[2], BOT_MAX_EXCHANGES, BOT_WINDOW, bot[1], BOT_COOLDOWN)  # fmt: skip
             return Decision(Action.IGNORE, reason="bot loop guard")
         window.append(now)
         return decision

@@ -207,7 +207,7 @@ def count_text(text: str, model: str) -> int:
     return len(encoder_for(model).encode_ordinary(text)) if text else 0
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1024)  # a few sessions' histories; entries hold their messages
 def _message_tokens(encoding: str, message: Message) -> int:
     enc = ENCODINGS.get(encoding)
     n = MESSAGE_OVERHEAD

@@ -148,6 +148,16 @@ def locate(workspace: Path, user_path: str, *, make_parents: bool = False) -> Lo
             os.close(fd)
 
 
+def open_inside(workspace: Path, user_path: str, flags: int = os.O_RDONLY, mode: int = 0o644, *,
+                make_parents: bool = False) -> tuple[int, str]:
+    """``locate`` then open the file through its folder's descriptor with ``O_NOFOLLOW``:
+    ``(fd, relative path)``. Raises what ``locate`` raises, and ``OSError`` from the open
+    (``ELOOP`` when a link was swapped in after the walk). The caller closes the fd."""
+    with locate(workspace, user_path, make_parents=make_parents) as loc:
+        fd = os.open(loc.name, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=loc.parent)
+    return fd, loc.relative
+
+
 def _relative_parts(root: str, given: str, path: str, shown: str | None = None) -> list[str]:
     """The components of ``path`` relative to the workspace (``root`` real, ``given`` as configured)."""
     path = os.path.expanduser(path) if path.startswith("~") else path

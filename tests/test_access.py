@@ -233,6 +233,16 @@ async def test_the_21st_bot_message_in_a_minute_starts_a_cooldown() -> None:
     assert (await a.check(bot)).action == I
 
 
+async def test_the_bot_guard_counts_per_chat() -> None:
+    """A bot busy in one chat (Telegram's anonymous-admin placeholder is one bot id in every
+    group) is not cooled down in another."""
+    a = access(policy(dm_policy="open", group_policy="open", require_mention=False))
+    for _ in range(21):
+        await a.check(msg("b1", chat="g1", is_bot=True))
+    assert (await a.check(msg("b1", chat="g1", is_bot=True))).action == I
+    assert (await a.check(msg("b1", chat="g2", is_bot=True))).action == R
+
+
 async def test_the_bot_window_slides() -> None:
     clock = Clock()
     a = access(policy(dm_policy="open"), clock=clock)

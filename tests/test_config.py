@@ -126,7 +126,9 @@ MISTAKES = [
     ("webhook secret too long", f"channels:\n  telegram:\n    webhook: {{secret_token: {'a' * 257}}}\n", KEY,
      "channels.telegram.webhook.secret_token: Telegram accepts only 1 to 256", False),
     ("webhook url not https", "channels:\n  telegram:\n    webhook: {url: 'http://bot.example.com/t'}\n", KEY,
-     "channels.telegram.webhook.url: must be an https:// URL", True),
+     "channels.telegram.webhook.url: must be an https:// URL (Telegram posts updates only to https; "
+     "put a TLS proxy in front of the bot)", True),
+
     ("storage path is a directory", "storage:\n  path: .\n", KEY,
      "storage.path: . is a directory (give the path of the database file inside it, e.g. data/chatgate.db)", True),
 ]
@@ -324,6 +326,10 @@ def test_good_ids_and_webhook_settings_pass(write) -> None:
                                ), env=KEY)
     assert config.channels.telegram.owners == ("123456789",)
     assert config.owner_ids() == ("telegram:123456789",)
+    assert "Discord user ids are numbers" in error_of(write("channels: {discord: {owners: ['@me']}}\n"), KEY)
+    local = load_config(write("channels:\n  telegram:\n    base_url: http://127.0.0.1:8081\n"
+                              "    webhook: {url: 'http://127.0.0.1:8443/t'}\n"), env=KEY)  # a self-hosted Bot API
+    assert local.channels.telegram.webhook.url == "http://127.0.0.1:8443/t"
 
 
 def test_a_secret_that_breaks_the_rule_is_never_echoed(write) -> None:

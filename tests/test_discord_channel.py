@@ -12,7 +12,7 @@ import pytest
 
 from adapters.discord.channel import TOKEN_REFUSED, DiscordChannel
 from adapters.discord.config import DiscordConfig
-from bot.channels import Backoff, SendFailed, Status, Target
+from bot.channels import COMMAND_MENU, Backoff, SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
 from tests.fakes.discord_server import MESSAGE_CONTENT, FakeDiscord
@@ -63,6 +63,10 @@ async def running(dc: FakeDiscord, keys: dict[str, Any] | None = None, **options
         await channel.stop()
 
 
+def mention(dc: FakeDiscord, channel: int, text: str, user: int = USER) -> dict[str, Any]:
+    return dc.say(channel, user, f"<@{dc.bot_id}> {text}", mentions=[dc.bot_id])
+
+
 async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
     async with asyncio.timeout(timeout):
         while not (result := check()):
@@ -105,25 +109,34 @@ async def test_mention_in_a_channel_is_addressed_and_answered_as_a_reply(dc: Fak
         assert all(s.payload["allowed_mentions"] == PING_NOBODY for s in dc.sent)
 
 
-async def test_unaddressed_and_everyone_messages_are_not_addressed(dc: FakeDiscord) -> None:
+async def test_without_the_content_intent_only_messages_for_the_bot_arrive(dc: FakeDiscord) -> None:
     guild = dc.add_guild(channels={"general": 0})
     general = guild.channel("general")
-    async with running(dc, {"guilds": [guild.id]}) as (_, inbox):
+    async with running(dc, {"guilds": [guild.id]}) as (channel, inbox):
+        mine = await channel.send(Target(str(general), ChatType.GROUP), "I said something")
         dc.say(general, USER, "just chatting")
         dc.say(general, USER, "@everyone lunch!", mention_everyone=True)
         dc.say(general, USER, "<@&77> role ping", mention_roles=[77])
-        msgs = await inbox.wait(3)
-        # Without the Message Content intent Discord withholds the text of messages not for the bot.
-        assert [(m.addressed, m.text) for m in msgs] == [(False, ""), (False, ""), (False, "")]
+        dc.say(general, USER, "a reply with the ping off", reply_to=int(mine), ping=False)
+        dc.say(general, USER, "a reply that pings", reply_to=int(mine))
+        mention(dc, general, "and a mention")
+        msgs = await inbox.wait(2)
+        await asyncio.sleep(0.2)
+        # Discord withholds the text of the others: they carry nothing to read, so nothing arrives.
+        assert [(m.addressed, m.text) for m in inbox.messages] == [
+            (True, "a reply that pings"), (True, "and a mention")]
+        assert msgs[0].reply_to == mine
         assert dc.identifies[0]["intents"] & MESSAGE_CONTENT == 0
 
 
 async def test_ambient_messages_keep_their_text_with_the_content_intent(dc: FakeDiscord) -> None:
     guild = dc.add_guild(channels={"general": 0})
     async with running(dc, {"guilds": [guild.id], "require_mention": False}) as (_, inbox):
-        dc.say(guild.channel("general"), USER, "@everyone lunch!", mention_everyone=True)
-        [msg] = await inbox.wait(1)
-        assert (msg.addressed, msg.text) == (False, "@everyone lunch!")
+        general = guild.channel("general")
+        dc.say(general, USER, "@everyone lunch!", mention_everyone=True)
+        dc.say(general, USER, "<@&77> role ping", mention_roles=[77])
+        msgs = await inbox.wait(2)
+        assert [(m.addressed, m.text) for m in msgs] == [(False, "@everyone lunch!"), (False, "<@&77> role ping")]
         assert dc.identifies[0]["intents"] & MESSAGE_CONTENT
 
 
@@ -269,6 +282,10 @@ async def test_send_errors_map_to_send_failed(dc: FakeDiscord) -> None:
         with pytest.raises(SendFailed) as limited:
             await channel.send(to, "later")
         assert not limited.value.permanent and limited.value.retry_after == 120
+        dc.fail_next("POST messages", 429, retry_after=0.1, via=False)  # Cloudflare's, not Discord's
+        with pytest.raises(SendFailed) as edge:
+            await channel.send(to, "edge")
+        assert not edge.value.permanent and edge.value.retry_after
         dc.fail_next("POST messages", 403, code=50007, message="Cannot send messages to this user")
         with pytest.raises(SendFailed) as blocked:
             await channel.send(to, "blocked")
@@ -356,6 +373,7 @@ async def test_dropped_gateway_resumes_and_missed_events_arrive_once(dc: FakeDis
         await asyncio.sleep(0.2)
         assert [m.text for m in inbox.messages] == ["before", "while away", "after"]
         assert len(dc.identifies) == 1 and len(dc.resumes) == 1
+        assert dc.compressed == dc.connections == 2  # zlib-stream, as discord.py asks for it
         await channel.send(Target.of(msgs[2]), "answered")  # REST never depended on the socket
         assert [s.content for s in dc.sent] == ["answered"]
 
@@ -389,11 +407,27 @@ async def test_supervisor_builds_a_new_client_when_discord_py_gives_up(dc: FakeD
         assert msg.text == "back"
 
 
+async def test_a_gateway_down_at_start_does_not_hold_up_start(dc: FakeDiscord) -> None:
+    dc.gateway_down = True
+    channel = DiscordChannel(config(dc), start_wait=0.3)
+    inbox = Inbox()
+    try:
+        await asyncio.wait_for(channel.start(inbox), 5)  # returns: the other channels can start
+        assert channel.connections == 0
+        dc.gateway_down = False
+        await dc.wait_connected(1, timeout=15)
+        dc.dm(USER, "finally")
+        [msg] = await inbox.wait(1)
+        assert msg.text == "finally" and channel.connections == 1
+    finally:
+        await channel.stop()
+
+
 async def test_slash_commands_synced_once_across_reconnects_and_restarts(dc: FakeDiscord) -> None:
     async with running(dc) as (channel, _):
         assert channel.commands_written == 1
         [put] = dc.command_puts
-        assert {c["name"] for c in put} == {"stop", "new", "status", "whoami", "help"}
+        assert {c["name"] for c in put} == {name for name, _ in COMMAND_MENU} >= {"stop", "new", "status", "help"}
         dc.drop()
         await dc.wait_connected(2)
     async with running(dc) as (channel, _):  # a restart: Discord already has them

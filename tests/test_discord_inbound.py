@@ -72,6 +72,11 @@ def test_where_a_message_lands(case: str, given: Facts, chat: str, thread: str |
     ("a thread-created notice", facts(message_type=18), False, False),
     ("a reply", facts(message_type=19), False, True),
     ("a channel kind we do not serve", facts(where=None), False, False),
+    ("nothing to read (withheld text, a sticker)", facts(content=""), False, False),
+    ("a mention and nothing else: the core decides", facts(content=f"<@{BOT}>", mentions=((BOT, "c"),)), False,
+     True),
+    ("a file without text", facts(content="", attachments=(
+        Attachment(AttachmentKind.DOCUMENT, "a.txt", platform_file_id="u"),)), False, True),
 ])
 def test_what_is_not_an_inbound_message(case: str, given: Facts, allow_bots: bool, kept: bool) -> None:
     assert (to_inbound(given, BOT, allow_bots=allow_bots) is not None) is kept, case
@@ -131,14 +136,27 @@ def test_config_keys_are_the_contract() -> None:
     assert keys == {"enabled", "token", "api_base", "gateway_url", "dm_policy", "allow_from", "group_policy",
                     "guilds", "channels", "require_mention", "owners", "streaming", "allow_bots", "max_download_mb"}
     config = cfg()
-    assert (config.api_base, config.gateway_url, config.groups) == (
-        "https://discord.com/api/v10", "wss://gateway.discord.gg/", ("*",))
+    assert (config.api_base, config.gateway_url, [g.id for g in config.groups]) == (
+        "https://discord.com/api/v10", "wss://gateway.discord.gg/", ["*"])
+    with pytest.raises(ValidationError, match="Discord user ids are numbers"):
+        cfg(allow_from=["alice"])
     with pytest.raises(ValidationError, match="not a Discord key"):
         cfg(groups=["1"])
     with pytest.raises(ValidationError, match="ws://"):
         cfg(gateway_url="http://127.0.0.1:1/gateway")
     with pytest.raises(ValidationError, match="extra"):
         cfg(intents=1)
+
+
+def test_channel_entries_carry_their_tool_rules_to_the_core() -> None:
+    config = cfg(guilds=["g1"], channels=["c1", {"id": 22, "tools": {"deny": ["exec"]}}])
+    assert [g.id for g in config.groups] == ["c1", "22", "*"]  # "*": the adapter already filtered
+    entry = config.group("22")
+    assert entry is not None and entry.tools.deny == ("exec",)
+    fallback = config.group("c9")
+    assert fallback is not None and fallback.id == "*"
+    assert group_allowed(config, "g9", "22", None) and not group_allowed(config, "g9", "c9", None)
+    assert [g.id for g in cfg(channels=["*"]).groups] == ["*"]
 
 
 def test_check_names_the_keys() -> None:

@@ -139,7 +139,7 @@ def prompt(llm: FakeLLM, index: int = -1) -> str:
     return json.dumps(llm.requests[index].body["messages"])
 
 
-async def answered_once(bot: Bot, chat_id: int, *, timeout: float, quiet: float = 1.0) -> Sent:
+async def answered_once(bot: Bot, chat_id: int, *, timeout: float, quiet: float = 0.7) -> Sent:
     """The chat's one answer: waits for it, then ``quiet`` seconds more for a second one."""
     try:
         await bot.tg.wait_for(lambda: sent_to(bot.tg, chat_id), timeout=timeout)
@@ -318,19 +318,29 @@ async def test_an_update_is_not_confirmed_while_the_database_is_locked(bot: Bot)
     assert "could not be stored" in bot.tail(200)
 
 
-async def test_an_unexpected_error_sends_one_sentence_stops_typing_and_is_not_rerun(bot: Bot) -> None:
+@pytest.mark.parametrize("broken", ["inbox", "workspace"])
+async def test_an_unexpected_error_sends_one_sentence_stops_typing_and_is_not_rerun(bot: Bot, broken: str) -> None:
+    """``inbox``: a regular file where the workspace's inbox should be, so saving the upload
+    fails before the run; ``workspace``: a regular file where the workspace should be, so the
+    run itself cannot set up."""
     tg, llm = bot.tg, bot.llm
     workspace = bot.workspaces / f"telegram-{DM_USER}"
-    workspace.mkdir(parents=True)
-    (workspace / "inbox").write_text("a regular file where the inbox directory should be")
-    tg.add_file("DOC-1", b"quarterly numbers", file_path="documents/r.txt")
+    if broken == "inbox":
+        workspace.mkdir(parents=True)
+        (workspace / "inbox").write_text("a regular file where the inbox directory should be")
+        tg.add_file("DOC-1", b"quarterly numbers", file_path="documents/r.txt")
+        update = tg.message(DM_USER, None, user_id=DM_USER, caption="read this",
+                            document={"file_id": "DOC-1", "file_name": "report.txt", "file_size": 17})
+    else:
+        bot.workspaces.mkdir()
+        workspace.write_text("a regular file where the workspace directory should be")
+        update = tg.message(DM_USER, "hello", user_id=DM_USER)
     await bot.start()
-    tg.push(tg.message(DM_USER, None, user_id=DM_USER, caption="read this",
-                       document={"file_id": "DOC-1", "file_name": "report.txt", "file_size": 17}))
+    tg.push(update)
     answer = await answered_once(bot, DM_USER, timeout=10, quiet=0.5)
     assert (answer.plain or "").startswith(FAILED_SENTENCE) and (answer.plain or "").count(".") <= 2
     typing = len(tg.actions)
-    await asyncio.sleep(5)  # Telegram's "typing…" lasts 5 s: a refresh would show here
+    await asyncio.sleep(4.5)  # "typing…" is refreshed every 4 s while a run lives
     assert len(tg.actions) == typing
     assert await bot.terminate() == 0
     await bot.start()
@@ -345,7 +355,7 @@ async def test_think_streamed_first_never_shows_in_a_draft(bot: Bot) -> None:
     tg, llm = bot.tg, bot.llm
     bot.configure(telegram={"dm_policy": "open", "streaming": "edit"})
     await bot.start()
-    answer = "The answer is 42, and here is why: " + "because it is " * 30
+    answer = "The answer is 42, and here is why: " + "because it is " * 15
     llm.script(Reply.text(f"<think>the secret plan: flatter them</think>{answer}", chunk_size=4, delay=0.02))
     tg.push(tg.message(DM_USER, "what is the answer?", user_id=DM_USER))
     await tg.wait_for(lambda: any((e.plain or "").strip() == answer.strip() for e in tg.edits)

@@ -249,3 +249,19 @@ async def test_max_completion_tokens_for_api_openai_com() -> None:
     finally:
         await p.aclose()
     assert params["max_completion_tokens"] == 99 and "max_tokens" not in params
+
+
+@pytest.mark.parametrize(("model", "fixed"), [
+    ("gpt-4o-mini", False), ("gpt-4.1", False), ("o1", True), ("o3-mini", True), ("o4-mini-2025-04-16", True),
+    ("gpt-5", True), ("gpt-5-mini", True), ("gpt-5-chat-latest", False), ("llama3.1:8b", False),
+])
+def test_reasoning_models_get_no_temperature(model: str, fixed: bool) -> None:
+    from bot.providers.openai import fixed_temperature
+
+    assert fixed_temperature(model) is fixed
+
+
+async def test_summary_temperature_is_sent_where_the_model_takes_one(provider: Any) -> None:
+    hi = (Message.user("hi"),)
+    assert provider._params(ChatRequest(model="gpt-4o", system="", messages=hi, temperature=0.3))["temperature"] == 0.3
+    assert "temperature" not in provider._params(ChatRequest(model="o3", system="", messages=hi, temperature=0.3))

@@ -361,3 +361,14 @@ async def test_a_poll_that_goes_silent_is_abandoned_and_polling_goes_on(stack: S
     stack.tg.push(stack.tg.message(42, "still there?", user_id=42))
     (sent,) = await stack.tg.wait_for_sent(1, timeout=8)
     assert sent.plain == "echo: still there?" and "went silent" in caplog.text
+
+
+async def test_an_anonymous_admin_is_a_person_not_a_bot(stack: Stack) -> None:
+    await stack.start()
+    tg = stack.tg
+    tg.push(tg.message(GROUP, "@chatgate_bot hello from the admins", anonymous_admin=True))
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    assert "hello from the admins" in (sent.plain or "")
+    user = stack.llm.requests[0].body["messages"][-1]["content"]
+    assert f"telegram:{GROUP}" in json.dumps(user)  # the group speaks, not the placeholder bot
+

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot import tokens
-from bot.conversation import Message, Role, TextPart, ToolCall, ToolResult
+from bot.conversation import Message, Role, ToolCall, ToolResult
 from bot.providers.base import ToolSpec
 
 
@@ -150,3 +150,13 @@ def test_context_window_table(model: str, override: int | None, window: int) -> 
     from bot.providers.context import context_window_for
 
     assert context_window_for(model, override) == window
+
+
+def test_nothing_is_loaded_at_import() -> None:
+    """Start-up pays for tiktoken and the ranks only when the first count needs them."""
+    import subprocess
+    import sys
+
+    code = "import sys, bot.app, bot.tokens; print('tiktoken' in sys.modules, len(bot.tokens.ENCODINGS._loaded))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30)
+    assert out.stdout.split() == ["False", "0"]

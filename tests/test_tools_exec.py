@@ -75,6 +75,8 @@ def test_off_by_default_and_on_when_asked() -> None:
     assert "exec" in on and on.get("exec") is exec_command
     built = builtin_registry(exec_enabled=True, exec_settings=ExecSettings(sandbox="none")).get("exec")
     assert built.name == "exec" and built.parameters == exec_command.parameters
+    assert "mounted at /workspace" in exec_command.description and "no network" in exec_command.description
+    assert "sandbox" not in built.description  # unsandboxed, the model is told nothing it cannot rely on
     assert exec_command.category is ToolCategory.EXEC
     assert exec_command.parameters["required"] == ["command"]
     # the registry's limit leaves room for the tool's own timeout report
@@ -347,6 +349,7 @@ async def test_sandbox_cannot_print_the_bots_keys(bot: Bot) -> None:
     assert "PATH=" in out and "HOME=/workspace" in out  # the commands ran
     for secret in (KEY, TOKEN, "Zq7Zq7", "AAHAAH"):
         assert secret not in out
+    assert "bwrap\x00--args" in out and str(bot.tmp_path) not in out  # bwrap's own command line hides the host paths
 
 
 async def test_sandbox_cannot_read_the_config_the_database_or_another_workspace(bot: Bot) -> None:

@@ -310,7 +310,7 @@ async def test_a_file_swapped_for_a_link_after_the_walk_fails_to_open(registry: 
         (ws / "notes.md").symlink_to(ws.parent / "outside" / "secret.txt")  # the attacker's move
         return loc
 
-    monkeypatch.setattr(files, "locate", racing)
+    monkeypatch.setattr(workspace, "locate", racing)
     result = await run(registry, ctx, "read_file", path="notes.md")
     assert result.is_error and "secret" not in result.content
     assert "Too many levels of symbolic links" in result.content

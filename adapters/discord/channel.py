@@ -70,13 +70,16 @@ class DiscordChannel:
     limits = LIMITS
 
     def __init__(self, config: DiscordConfig, dialect: Any = DISCORD, *, heartbeat_timeout: float = 60.0,
-                 answer_wait: float = 600.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0)) -> None:
+                 answer_wait: float = 60.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0),
+                 start_wait: float = 30.0) -> None:
         self.config = config
         self.dialect = dialect
         self.streaming = config.streaming  # read by the core's progress: "edit" edits one draft
         self.heartbeat_timeout = heartbeat_timeout  # a connection silent this long is closed and resumed
         self.answer_wait = answer_wait  # a deferred slash command nobody answers is withdrawn after this
         self.backoff = backoff
+        self.start_wait = start_wait  # start() returns after this even without a gateway connection
+        self.connections = 0  # READYs received: sessions opened (a resume is not one)
         self.content_intent = not config.require_mention
         self.client: discord.Client | None = None
         self.commands_written = 0  # bulk overwrites of the slash commands by this process
@@ -104,14 +107,16 @@ class DiscordChannel:
         try:
             if await sync(client, client.tree):  # type: ignore[attr-defined]
                 self.commands_written += 1
-        except discord.HTTPException as exc:
+        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.warning("discord: could not sync slash commands (%s); text commands still work", exc)
         self._supervisor = asyncio.create_task(self._supervise(client), name="discord gateway")
         ready = asyncio.create_task(self._ready.wait())
-        await asyncio.wait({ready, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({ready, self._supervisor}, timeout=self.start_wait, return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
         if self._closed.done() and self._closed.exception() is not None:
             raise self._closed.exception()  # type: ignore[misc]
+        if not self._ready.is_set():  # the gateway is slow or down: do not hold up the other channels
+            log.warning("discord: no gateway connection after %g s; still trying", self.start_wait)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -176,6 +181,7 @@ class DiscordChannel:
         """Keep a gateway connection: discord.py reconnects by itself; this covers what it gives up on."""
         attempt = 0
         while not self._stopping:
+            connections = self.connections
             try:
                 await client.connect(reconnect=True)
                 reason = "closed"
@@ -188,13 +194,14 @@ class DiscordChannel:
                     self._fail(ChannelError(TOKEN_REFUSED))
                     return
                 reason = f"closed with code {exc.code}"
-            except (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientError, OSError,
-                    TimeoutError) as exc:
+            except Exception as exc:  # noqa: BLE001 - anything that ends connect() is retried, never fatal
+                # (discord.py 2.7 itself raises AttributeError when its first connection fails: it reads
+                # the session of a websocket it never had)
                 reason = f"{type(exc).__name__}: {exc}"
             if self._stopping:
                 return
             await client.close()
-            attempt += 1
+            attempt = 1 if self.connections > connections else attempt + 1  # it had worked: start over
             while not self._stopping:
                 if attempt:
                     delay = self.backoff.delay(attempt)
@@ -213,6 +220,7 @@ class DiscordChannel:
 
     def _connected(self, client: discord.Client) -> None:
         endpoints.pin_resume(client, self.config.gateway_url)
+        self.connections += 1
         if not self._ready.is_set():
             log.info("discord: connected as %s in %d guild(s)", client.user, len(client.guilds))
         self._ready.set()

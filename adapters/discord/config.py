@@ -2,21 +2,23 @@
 
 Access on Discord has two levels where other platforms have one: a guild (server) holds
 channels, and a channel holds threads and forum posts. ``guilds`` lists the servers whose
-every channel is allowed, ``channels`` lists single channels (a thread or forum post is
-allowed when its parent channel is); ``"*"`` in either allows every guild. The adapter
-applies that allowlist itself, before anything reaches the core (``group_allowed``): a
-message from a guild or channel that is not allowed is dropped there and nothing of it is
-stored. The core's generic ``groups`` check therefore sees ``("*",)``: ``groups`` is not a
-key here, it is derived. Everything else (``dm_policy``, ``allow_from``, ``owners``,
-``require_mention``) is decided by the core as on every platform.
+every channel is allowed; ``channels`` lists single channels (a thread or forum post is
+allowed when its parent channel is), each an id or, like Telegram's ``groups``,
+``{id, tools: {allow, deny}}`` with its own tool rules; ``"*"`` in either allows every
+guild. The adapter applies that allowlist itself, before anything reaches the core
+(``group_allowed``): a message from a guild or channel that is not allowed is dropped there
+and nothing of it is stored. ``groups`` is therefore not a key here but derived: the
+``channels`` entries (for their tool rules) and a ``"*"`` entry, so that the core's
+generic group check passes what the adapter let through. Everything else (``dm_policy``,
+``allow_from``, ``owners``, ``require_mention``) is decided by the core as on every platform.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from bot.channels import ChannelConfig, Float, GroupConfig, Secret, Url, secret
@@ -34,24 +36,40 @@ def _check_ws_url(value: str) -> str:
 
 
 WsUrl = Annotated[str, AfterValidator(_check_ws_url)]
+Entry = Annotated[GroupConfig, BeforeValidator(
+    lambda v: {"id": v} if isinstance(v, (str, int)) and not isinstance(v, bool) else v)]  # an id is short for {id}
 
 
 class DiscordConfig(ChannelConfig):
+    user_id_pattern: ClassVar[str] = r"[0-9]{1,21}"  # snowflakes
+    user_id_hint: ClassVar[str] = ("Discord user ids are numbers such as 80351110224678912 "
+                                   "(Developer Mode, then Copy User ID), not names")
+
     token: Secret = secret("DISCORD_BOT_TOKEN")
     api_base: Url = API_BASE  # discord.py's REST route base, version included; a proxy or a test server
     gateway_url: WsUrl = GATEWAY_URL  # the gateway discord.py connects (and resumes) to
     guilds: tuple[Id, ...] = ()  # guild (server) ids whose every channel is allowed; "*" for all
-    channels: tuple[Id, ...] = ()  # single channel ids (their threads and forum posts included)
+    channels: tuple[Entry, ...] = ()  # single channels (their threads and forum posts included), with tool rules
     streaming: Literal["off", "edit"] = "off"
     allow_bots: bool = False  # answer other bots and webhooks (the core's loop guard still applies)
     max_download_mb: Annotated[Float, Field(gt=0, le=500)] = 25.0
     # Derived, not a key: the adapter has already applied guilds/channels (see the module doc).
-    groups: tuple[GroupConfig, ...] = Field(default=(GroupConfig(id="*"),), exclude=True)
+    groups: tuple[GroupConfig, ...] = Field(default=(), exclude=True)
+
+    user_id_pattern: ClassVar[str] = r"[0-9]+"
+    user_id_hint: ClassVar[str] = ("Discord user ids are numbers such as 123456789012345678 "
+                                   "(Developer Mode > Copy User ID), not names")
 
     @field_validator("groups", mode="before")
     @classmethod
     def _not_a_key(cls, value: Any) -> Any:
         raise PydanticCustomError("groups_key", "not a Discord key: list server ids in guilds, channel ids in channels")
+
+    @model_validator(mode="after")
+    def _derive_groups(self) -> DiscordConfig:
+        entries = self.channels if any(c.id == "*" for c in self.channels) else (*self.channels, GroupConfig(id="*"))
+        object.__setattr__(self, "groups", entries)  # a frozen model: derived once, here
+        return self
 
     @property
     def max_download_bytes(self) -> int:
@@ -64,9 +82,10 @@ def group_allowed(config: DiscordConfig, guild_id: str, channel_id: str, parent_
         return False
     if config.group_policy == "open":
         return True
-    if "*" in config.guilds or "*" in config.channels or guild_id in config.guilds:
+    channels = {entry.id for entry in config.channels}
+    if "*" in config.guilds or "*" in channels or guild_id in config.guilds:
         return True
-    return channel_id in config.channels or (parent_id is not None and parent_id in config.channels)
+    return channel_id in channels or (parent_id is not None and parent_id in channels)
 
 
 def problems(config: DiscordConfig) -> list[str]:

@@ -17,8 +17,10 @@ Addressed: every DM; in a guild, a user mention of the bot (``<@id>`` / ``<@!id>
 reply to one of its messages, or a command (``/stop`` ...). ``@everyone``, ``@here`` and
 role mentions do not count. The bot's mention is stripped; other users' mentions become
 ``@Name``. Attachments are metadata only (the URL is the platform file id). The bot's own
-messages, system messages (joins, pins, thread starters ...) and, unless ``allow_bots``,
-other bots and webhooks are not inbound messages at all.
+messages, system messages (joins, pins, thread starters ...), messages with nothing to read
+(a sticker alone, or text Discord withholds without the Message Content intent: a guild
+message that does not mention the bot, a reply to it with the ping turned off) and, unless
+``allow_bots``, other bots and webhooks are not inbound messages at all.
 """
 
 from __future__ import annotations
@@ -114,6 +116,8 @@ def to_inbound(facts: Facts, bot_id: str, *, allow_bots: bool = False) -> Inboun
         return None
     if (facts.author.is_bot or facts.webhook) and not allow_bots:
         return None
+    if not facts.content and not facts.attachments:
+        return None  # nothing to read: a sticker, an embed, or text Discord withheld (no content intent)
     addressed, text = addressing(facts, bot_id)
     if facts.where is Where.THREAD:
         chat_id, thread_id = facts.parent_id or facts.channel_id, facts.channel_id

@@ -106,12 +106,17 @@ def to_inbound(message: Message, bot: BotIdentity, attachments: tuple[Attachment
         return None
     addressed, text = addressing(message, bot)
     reply = message.reply_to_message
+    if message.sender_chat is not None:  # an anonymous admin, or a channel speaking in its group: a person, not a bot
+        chat = message.sender_chat
+        sender = Sender(str(chat.id), chat.title or chat.username or str(chat.id), chat.username, False)
+    else:
+        sender = Sender(str(user.id), user.full_name, user.username, user.is_bot)
     return InboundMessage(
         platform=PLATFORM,
         account=str(bot.id),
         chat_id=str(message.chat.id),
         chat_type=chat_type,
-        sender=Sender(str(user.id), user.full_name, user.username, user.is_bot),
+        sender=sender,
         text=text,
         message_id=str(message.message_id),
         addressed=addressed,

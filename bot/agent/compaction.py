@@ -247,6 +247,9 @@ class Compactor:
         except (ProviderError, TimeoutError) as exc:
             log.warning("mid-loop compaction failed session=%s: %s", session_key, exc or "timeout")
             return None
+        except Exception:  # a bug here must not fail the run: it goes on uncompacted
+            log.exception("mid-loop compaction failed session=%s", session_key)
+            return None
         log.info("mid-loop compaction session=%s: %d of %d messages summarised", session_key, cut, len(messages))
         return summary_message(text), cut
 

@@ -297,9 +297,9 @@ class Agent:
                     limit: int) -> str:
         """Call the model until it answers without tools; the answer's raw text.
 
-        ``base`` is what precedes the turn's messages from ``covered`` on: the history,
-        until a mid-loop compaction replaces its oldest part (and maybe the turn's) with a
-        summary, in memory only."""
+        A request is ``base`` then the turn's messages from ``covered`` on: the history and
+        the whole turn, until a mid-loop compaction makes ``base`` a summary of the oldest
+        ~70 % plus the rest (in memory only; the turn is stored whole)."""
         repeats = RepeatDetector()
         tools = run.tools or self._tools
         specs = tools.specs()
@@ -318,13 +318,10 @@ class Agent:
             if may_compact and run.prompt_tokens >= s.compaction.trigger_ratio * s.context_window:
                 done = await self.compactor.compact_in_memory(messages, run.trace, run.request.session_key)
                 may_compact = done is not None  # one failure is enough for this run
-                if done is not None:
+                if done is not None:  # from now on: the summary, the rest, then what the turn adds
                     summary, cut = done
-                    if cut <= len(base):
-                        base = [summary, *base[cut:]]
-                    else:
-                        covered, base = covered + cut - len(base), [summary]
-                    messages = repair_pairing([*base, *run.new[covered:]])
+                    base, covered = repair_pairing([summary, *messages[cut:]]), len(run.new)
+                    messages = list(base)
                     run.prompt_tokens, reported = tokens.count_request(whole_system, messages, specs, s.model), None
             request = ChatRequest(s.model, system, tuple(messages), specs, s.max_tokens, volatile=volatile)
             completed = await self._think(run, request)

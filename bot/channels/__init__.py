@@ -14,9 +14,10 @@ from bot.channels.base import (
 )
 from bot.commands import MENU as COMMAND_MENU
 from bot.messages import Target
-from bot.config.types import ChannelConfig, Float, GroupConfig, HttpsUrl, Int, Secret, Section, Url, secret
+from bot.config.types import ChannelConfig, Float, GroupConfig, Int, Secret, Section, Url, secret
 
 __all__ = [
-    "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "HttpsUrl", "Inbox", "Int", "Limits", "LiveDraft",
+    "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "Inbox", "Int",
+    "Limits", "LiveDraft",
     "Measure", "Secret", "Section", "SendFailed", "Status", "Target", "Url", "secret",
 ]

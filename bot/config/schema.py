@@ -260,6 +260,10 @@ class Config(Section):
         if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
             found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
                          "file, database, environment and every workspace (set it to bwrap)")
+        for name in self.enabled_channels:  # each platform's own checks (token shapes, empty allowlists ...)
+            check = registry.spec(name).check
+            if check is not None:
+                found += check(getattr(self.channels, name))
         return found
 
     @property

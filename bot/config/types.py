@@ -49,18 +49,11 @@ def _check_url(value: str) -> str:
     return value  # passed to the SDK exactly as written
 
 
-def _https_url(value: str | None) -> str | None:
-    if value is not None and not re.match(r"https://[^/\s]+", value):
-        raise PydanticCustomError("https_url", "must be an https:// URL")
-    return value
-
-
 Int = Annotated[int, _no_bool("int_type")]
 Float = Annotated[float, _no_bool("float_type")]
 Secret = Annotated[SecretStr | None, BeforeValidator(_secret_text)]
 Name = Annotated[str, Field(min_length=1)]
 Url = Annotated[str, AfterValidator(_check_url)]
-HttpsUrl = Annotated[str | None, AfterValidator(_https_url)]  # a public URL a platform posts to
 
 
 def _secret(env: str) -> Any:

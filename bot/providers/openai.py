@@ -102,6 +102,15 @@ def to_openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
                                                "parameters": t.parameters}} for t in tools]
 
 
+_FIXED_TEMPERATURE = ("o1", "o3", "o4", "gpt-5")  # reasoning models: the API refuses a temperature
+
+
+def fixed_temperature(model: str) -> bool:
+    """OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 but not gpt-5-chat) take no temperature."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    return name.startswith(_FIXED_TEMPERATURE) and "chat" not in name
+
+
 def _is_openai_host(base_url: str | None) -> bool:
     host = urlsplit(base_url).hostname if base_url else "api.openai.com"
     return host is not None and (host == "openai.com" or host.endswith(".openai.com"))
@@ -230,7 +239,7 @@ class OpenAIProvider(StreamingProvider):
         }
         if request.tools:
             params["tools"] = to_openai_tools(request.tools)
-        if request.temperature is not None:
+        if request.temperature is not None and not fixed_temperature(request.model):
             params["temperature"] = request.temperature
         return params
 

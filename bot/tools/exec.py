@@ -93,12 +93,14 @@ class OutputCapture:
         return f"{self._head}\n[… {cut:,} of {self.total:,} characters cut …]\n{self._tail}"
 
 
-_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together, then the exit code.
+_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together, then the exit code.{where}
 
     Args:
         command: The shell command line, e.g. `ls -la` or `python3 script.py`.
         timeout: Seconds before the command is killed (at most 600).
     """
+_SANDBOXED = (" It runs in a sandbox: the workspace is mounted at /workspace (the current folder) and is "
+              "the only place that keeps files; /tmp is emptied after each command; {network}.")
 
 
 def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
@@ -110,7 +112,9 @@ def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
                             "say so to the user instead of trying another way")
         return await run_command(ctx, command, timeout, settings)
 
-    exec.__doc__ = _DESCRIPTION
+    network = "the network is reachable" if settings.network else "there is no network"
+    where = _SANDBOXED.format(network=network) if settings.sandbox == "bwrap" else ""
+    exec.__doc__ = _DESCRIPTION.format(where=where)
     return tool(category=ToolCategory.EXEC, name="exec")(exec)
 
 
@@ -133,6 +137,7 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
     info_read, info_write = os.pipe() if sandboxed else (-1, -1)
+    args_fd: int | None = None
     pipe = os.fdopen(read_fd, "rb", buffering=0)
     stream = asyncio.StreamReader()
     try:
@@ -143,9 +148,10 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
         raise
     try:
         if sandboxed:
-            argv = sandbox_command(workspace, settings, [SHELL, "-c", command], info_fd=info_write,
-                                   read_only=_protected_files(ctx, workspace))
-            env, cwd, keep = clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")), "/", (info_write,)
+            argv, args_fd = sandbox_command(workspace, settings, [SHELL, "-c", command], info_fd=info_write,
+                                            read_only=_protected_files(ctx, workspace))
+            keep = (info_write,) if args_fd is None else (info_write, args_fd)
+            env, cwd = clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")), "/"
         else:
             argv, env, cwd, keep = [SHELL, "-c", command], exec_environment(workspace), str(workspace), ()
         proc = await asyncio.create_subprocess_exec(
@@ -159,7 +165,7 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
             raise ToolError(f"exec: could not start {what}: {exc.strerror or exc}") from None
         raise
     finally:
-        _close(write_fd, info_write)  # the children hold their copies; EOF comes when the last one exits
+        _close(write_fd, info_write, -1 if args_fd is None else args_fd)  # the child holds its copies
 
     sandbox = _Sandbox(proc.pid, info_read if sandboxed else None)
     pump = asyncio.create_task(_pump(stream, capture), name=f"exec-output:{proc.pid}")

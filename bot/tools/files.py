@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.paths import open_regular
-from bot.workspace import Located, OutsideWorkspaceError, PathTooLongError, locate, read_only_for
+from bot.workspace import Located, OutsideWorkspaceError, PathTooLongError, locate, open_inside, read_only_for
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +51,24 @@ def _locate(workspace: Path, path: str, *, make_parents: bool = False) -> Locate
     """``bot.workspace.locate`` with its refusals as sentences (never the host path)."""
     try:
         return locate(workspace, path, make_parents=make_parents)
-    except OutsideWorkspaceError:
-        raise ToolError(f"{_shown(path)} is outside the workspace; use a path inside it (relative paths start there)") from None
-    except PathTooLongError as exc:
-        raise ToolError(f"{exc}; use shorter names") from None
-    except FileNotFoundError:
-        raise ToolError(f"no such file: {_shown(path)}") from None
-    except (NotADirectoryError, FileExistsError):
-        raise ToolError(f"cannot create {_shown(path)}: a part of its path is a file, not a folder") from None
-    except ValueError:  # an embedded NUL byte
-        raise ToolError(f"{_shown(path)!r} is not a valid path") from None
-    except OSError as exc:
-        raise ToolError(f"cannot open {_shown(path)}: {exc.strerror or 'error'}") from None
+    except (OSError, ValueError) as exc:
+        raise _refusal(path, exc, "open") from None
+
+
+def _refusal(path: str, exc: OSError | ValueError, verb: str) -> ToolError:
+    """What the model reads when a path cannot be walked or opened."""
+    shown = _shown(path)
+    if isinstance(exc, OutsideWorkspaceError):
+        return ToolError(f"{shown} is outside the workspace; use a path inside it (relative paths start there)")
+    if isinstance(exc, PathTooLongError):
+        return ToolError(f"{exc}; use shorter names")
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"no such file: {shown}")
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        return ToolError(f"cannot create {shown}: a part of its path is a file, not a folder")
+    if isinstance(exc, ValueError):  # an embedded NUL byte
+        return ToolError(f"{shown!r} is not a valid path")
+    return ToolError(f"cannot {verb} {shown}: {exc.strerror or 'error'}")
 
 
 def _shown(path: str) -> str:
@@ -102,13 +108,10 @@ async def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 2
 def _open(workspace: Path, path: str) -> tuple[BinaryIO, int]:
     """A regular file of the workspace opened for reading without following a link, and its size."""
     shown = _shown(path)
-    with _locate(workspace, path) as loc:
-        try:
-            fd = os.open(loc.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=loc.parent)
-        except FileNotFoundError:
-            raise ToolError(f"no such file: {shown}") from None
-        except OSError as exc:
-            raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
+    try:
+        fd, _ = open_inside(workspace, path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError) as exc:
+        raise _refusal(path, exc, "read") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -175,11 +178,12 @@ def _read_big(handle: BinaryIO, shown: str, size: int, offset: int, limit: int) 
     return "\n".join([*out, f"[{shown}: lines {first}-{last} of a {_size(size)} file; continue with offset={last}]"])
 
 
-def read_range(target: Path, shown: str, offset: int, limit: int) -> str:
+def read_range(target: Path, shown: str, offset: int, limit: int, root: Path | None = None) -> str:
     """Blocking: numbered lines of ``target`` (a path already confined, e.g. by memory_get),
-    opened only if it is still a regular file; a ``ToolError`` when it cannot be read."""
+    opened only if it is still a regular file (walked again from ``root``, the workspace, when
+    given); a ``ToolError`` when it cannot be read."""
     try:
-        with open_regular(target) as handle:
+        with open_regular(target, root) as handle:
             info = os.fstat(handle.fileno())
             if info.st_size > MAX_READ_BYTES:
                 raise ToolError(f"{shown} is {_size(info.st_size)}; files up to {_size(MAX_READ_BYTES)} can be read")

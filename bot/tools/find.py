@@ -194,7 +194,7 @@ def _search(target: Path, root: Path, shown: str, compiled: regex.Pattern[str], 
                     found.stopped = f"over {human_size(MAX_SEARCH_BYTES)} read"
                     break
                 budget -= size
-                with open_regular(real) as handle:
+                with open_regular(real, root) as handle:
                     data = handle.read(MAX_SEARCH_FILE_BYTES + 1)
             except OSError:
                 continue

@@ -177,7 +177,7 @@ def _search(root: Path, query: str, limit: int) -> str:
                 skipped.append(rel)
                 continue
             budget -= size
-            with open_regular(real) as handle:
+            with open_regular(real, root) as handle:
                 data = handle.read(MAX_MEMORY_FILE_BYTES)
         except OSError:
             continue
@@ -236,7 +236,7 @@ async def memory_get(ctx: ToolContext, path: str = MEMORY_FILE, offset: int = 0,
     if not _is_memory(ctx, target):
         raise ToolError(f"{path} is not memory: memory_get reads {MEMORY_FILE} and files under {MEMORY_DIR}/ "
                         "(read_file reads the rest of the workspace)")
-    return await asyncio.to_thread(read_range, target, path, offset, limit)
+    return await asyncio.to_thread(read_range, target, path, offset, limit, workspace_root(ctx))
 
 
 def _is_memory(ctx: ToolContext, target: Path) -> bool:

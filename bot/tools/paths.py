@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from bot.tools.base import ToolContext, ToolError
-from bot.workspace import OutsideWorkspaceError, PathTooLongError, resolve_inside
+from bot.workspace import OutsideWorkspaceError, PathTooLongError, open_inside, resolve_inside
 
 SNIFF_BYTES = 8192
 SKIP_DIRS = frozenset({".git"})  # listed, never walked into
@@ -36,12 +36,25 @@ def confined(ctx: ToolContext, path: str) -> Path:
         raise ToolError(f"cannot use {shown}: {exc.strerror or 'error'}") from None
 
 
-def open_regular(path: Path | str) -> BinaryIO:
+def open_regular(path: Path | str, root: Path | None = None) -> BinaryIO:
     """Open a (resolved) path for reading only if it is still a regular file: a symlink or a
     FIFO swapped in after the path was checked makes this fail instead of being followed or
-    hanging the thread. Raises ``OSError`` (``IsADirectoryError`` for anything not regular)."""
+    hanging the thread. Given the workspace ``root`` (real), the path is walked again from
+    the workspace's descriptor (``bot.workspace.open_inside``), so a folder on the way swapped
+    for a link is not followed out either. Raises ``OSError`` (``IsADirectoryError`` for
+    anything not regular; ``PermissionError`` when the walk leads outside)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    if root is not None:
+        try:
+            relative = Path(path).relative_to(root)
+        except ValueError:
+            raise OutsideWorkspaceError(f"{path} is outside the workspace") from None
+        try:
+            fd, _ = open_inside(root, str(relative), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except PathTooLongError as exc:
+            raise OSError(36, str(exc)) from None
+    else:
+        fd = os.open(path, flags)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise IsADirectoryError(f"{path} is not a regular file")

@@ -16,7 +16,8 @@ Under bubblewrap (``tools.exec.sandbox: bwrap``) a command sees:
   ipc/uts/cgroup namespaces, no capabilities, its own session (no terminal to steal);
 - a clean environment: ``PATH``, ``HOME=/workspace`` and ``LANG``, nothing inherited;
   bwrap itself is started with that environment too, because bwrap's own init process is
-  pid 1 in the sandbox and its ``/proc/1/environ`` is readable there.
+  pid 1 in the sandbox and its ``/proc/1/environ`` is readable there; its options come
+  through ``--args FD``, so its ``/proc/1/cmdline`` shows no host path either.
 
 The whole sandbox dies with its pid 1: bwrap reports that process's host pid on
 ``--info-fd`` and killing it makes the kernel kill every process of the namespace,
@@ -59,6 +60,7 @@ ETC_ALLOWED = (
     "environment", "locale.alias", "locale.conf", "default", "profile", "shells", "bash.bashrc",
     "gitconfig", "wgetrc", "python3", "python3.11", "python3.12", "python3.13", "perl", "fonts",
 )
+_PIPE_SAFE = 60_000  # bytes: under the smallest pipe buffer Linux gives (64 KiB)
 PROBE_TIMEOUT = 10.0  # seconds for the start-up check that bubblewrap can build a sandbox
 FIX = ("install bubblewrap (apt-get install bubblewrap) and let it create namespaces, "
        "or set tools.exec.sandbox: none to run commands unconfined")
@@ -135,9 +137,22 @@ def _masks(private: Iterable[Path], root: Path) -> list[str]:
 
 
 def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *,
-                    info_fd: int | None = None, read_only: Sequence[str] = ()) -> list[str]:
-    """The full command line: bwrap, its options, ``--``, then ``argv``."""
-    return [settings.bwrap, *bwrap_arguments(workspace, settings, info_fd=info_fd, read_only=read_only), "--", *argv]
+                    info_fd: int | None = None, read_only: Sequence[str] = ()) -> tuple[list[str], int | None]:
+    """The full command line (bwrap, its options, ``--``, then ``argv``) and the read end of a
+    pipe that holds the options, to pass to the child; the caller closes it after the spawn.
+
+    The options go through ``--args FD`` so that the sandbox's ``/proc/1/cmdline`` (bwrap's
+    own init) shows neither the host path of the workspace nor the paths covered up."""
+    options = bwrap_arguments(workspace, settings, info_fd=info_fd, read_only=read_only)
+    data = b"".join(option.encode("utf-8", "surrogateescape") + b"\0" for option in options)
+    if len(data) > _PIPE_SAFE:  # would not fit the pipe before bwrap reads it: on the command line
+        return [settings.bwrap, *options, "--", *argv], None
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data)
+    finally:
+        os.close(write_end)
+    return [settings.bwrap, "--args", str(read_end), "--", *argv], read_end
 
 
 def require_sandbox(settings: ExecSettings, *, key: str = "tools.exec.sandbox") -> None:

@@ -154,6 +154,7 @@ class FakeDiscord:
         self.host, self.port = host, port
         self.heartbeat_ms = heartbeat_ms
         self.refuse_intents = refuse_intents  # intent bits the portal has not enabled (close 4014)
+        self.gateway_down = False  # the gateway refuses connections (503) while REST works
         self.guilds: dict[int, JSON] = {}
         self.channels: dict[int, JSON] = {}  # id -> channel object (guild channels, threads, DMs)
         self.messages: dict[int, JSON] = {}  # id -> message (every message the fake knows)
@@ -169,6 +170,7 @@ class FakeDiscord:
         self.identifies: list[JSON] = []
         self.resumes: list[JSON] = []
         self.connections = 0
+        self.compressed = 0  # connections that asked for zlib-stream
         self.requests: list[tuple[str, str]] = []  # (method, path) of every REST call and download
         self.files: dict[str, bytes] = {}
         self._ids = itertools.count(1)
@@ -289,11 +291,15 @@ class FakeDiscord:
 
     def message(self, channel_id: int, user_id: int, text: str, *, name: str | None = None,
                 mentions: list[int] = (), mention_everyone: bool = False, mention_roles: list[int] = (),
-                reply_to: int | None = None, attachments: list[JSON] = (), bot: bool = False,
+                reply_to: int | None = None, ping: bool = True, attachments: list[JSON] = (), bot: bool = False,
                 webhook: bool = False, message_type: int = 0) -> JSON:
         """A user's message as MESSAGE_CREATE carries it (not dispatched: ``dispatch`` or ``say``).
-        Without the Message Content intent, guild messages that neither mention the bot nor are
-        replies to it arrive with empty content, as on Discord."""
+        A reply mentions its author unless ``ping`` is false (Discord's "@ON" toggle). Without the
+        Message Content intent, guild messages that do not mention the bot arrive with empty
+        content (and no attachments), as on Discord."""
+        replied = self.messages.get(reply_to) if reply_to is not None else None
+        if replied is not None and ping and int(replied["author"]["id"]) not in mentions:
+            mentions = [*mentions, int(replied["author"]["id"])]
         chan = self.channels[channel_id]
         mid = self.next_id()
         msg: JSON = {
@@ -365,8 +371,9 @@ class FakeDiscord:
         if session is None:
             raise RuntimeError("no gateway session yet: the bot has not identified")
         if event == "MESSAGE_CREATE" and not session.intents & MESSAGE_CONTENT and "guild_id" in data:
-            addressed = any(m["id"] == str(self.bot_id) for m in data["mentions"]) or (
-                data.get("referenced_message", {}).get("author", {}).get("id") == str(self.bot_id))
+            # Content only where the bot is mentioned (a reply that pings it counts, one that does not
+            # ping does not), as Discord does without the Message Content intent.
+            addressed = any(m["id"] == str(self.bot_id) for m in data["mentions"])
             if not addressed and data["author"]["id"] != str(self.bot_id):
                 data = {**data, "content": "", "attachments": [], "embeds": []}
         payload = {"op": 0, "t": event, "s": len(session.log) + 1, "d": data}
@@ -683,12 +690,15 @@ class FakeDiscord:
 
     # ------------------------------------------------------------------ gateway
 
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+    async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        if self.gateway_down:
+            return web.Response(status=503, text="upstream connect error")
         ws = web.WebSocketResponse(autoping=True, max_msg_size=0)
         await ws.prepare(request)
         conn = _Conn(ws, request.transport, request.query.get("compress") == "zlib-stream")
         self._conns.append(conn)
         self.connections += 1
+        self.compressed += conn.zlib is not None
         try:
             conn.send({"op": 10, "d": {"heartbeat_interval": self.heartbeat_ms}, "s": None, "t": None})
             async for frame in ws:

@@ -150,7 +150,7 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
                   photo: list[JSON] | None = None, document: JSON | None = None, voice: JSON | None = None,
                   caption: str | None = None, media_group_id: str | None = None, edited: bool = False,
                   channel_post: bool = False, new_chat_members: list[JSON] | None = None,
-                  from_bot: bool = False, date: int | None = None) -> tuple[str, JSON]:
+                  from_bot: bool = False, date: int | None = None, anonymous_admin: bool = False) -> tuple[str, JSON]:
     """(update field, Message) for a message as Telegram delivers it.
 
     ``chat_type`` defaults from the id (positive private, ``-100...`` supergroup, other
@@ -172,6 +172,9 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
         chat = {"id": chat_id, "type": chat_type, "title": chat_title, **({"is_forum": True} if is_forum else {})}
     msg: JSON = {"message_id": message_id, "date": date or int(time.time()), "chat": chat,
                  **({"sender_chat": chat} if channel_post else {"from": user})}
+    if anonymous_admin:  # Telegram's placeholder bot as sender, the group itself as sender_chat
+        msg["from"] = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
+        msg["sender_chat"] = chat
     if message_thread_id is not None:
         msg["message_thread_id"] = message_thread_id
         if is_topic_message or is_forum:

@@ -1,0 +1,104 @@
+"""/compact, /status and /stop around compaction, through the gateway, the real SDK and the fake LLM."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.agent.compaction import SUMMARY_HEADER
+from bot.app import App
+from bot.config import load_config
+from tests.fakes.channel import RecordingAdapter
+from tests.fakes.llm_server import FakeLLM, Reply
+from tests.test_gateway_runs import OPEN, tg_dm
+
+KEY = "agent:main:telegram:dm:42"
+SMALL = 6
+
+
+class Running:
+    def __init__(self, tmp_path: Path, llm: FakeLLM) -> None:
+        self.tmp_path, self.llm = tmp_path, llm
+        self.stack: list[App] = []
+
+    async def start(self, trigger_messages: int) -> tuple[App, RecordingAdapter]:
+        path = self.tmp_path / "config.yaml"
+        path.write_text(f"""
+agent: {{model: fake-model, compaction: {{trigger_messages: {trigger_messages}, keep_last: 2}}}}
+providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}", max_retries: 0}}}}
+storage: {{path: "{self.tmp_path / 'chatgate.db'}"}}
+workspace: {{root: "{self.tmp_path / 'workspaces'}"}}
+{OPEN}
+""")
+        channel = RecordingAdapter("telegram")
+        app = App(load_config(path, env={}), {"telegram": channel})
+        channel.watch(app.events)
+        await app.__aenter__()
+        self.stack.append(app)
+        return app, channel
+
+
+@pytest.fixture
+async def running(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Running]:
+    r = Running(tmp_path, llm)
+    yield r
+    for app in reversed(r.stack):
+        await app.__aexit__(None, None, None)
+
+
+async def chat(channel: RecordingAdapter, llm: FakeLLM, *texts: str) -> None:
+    for text in texts:
+        before = len(channel.texts())
+        await channel.inject(tg_dm(text))
+        await channel.wait_for_replies(before + 1)
+
+
+async def test_compact_summarises_and_status_shows_it(running: Running, llm: FakeLLM) -> None:
+    app, channel = await running.start(100)
+    await chat(channel, llm, "one", "two", "three")
+    llm.script(Reply.text("NO_REPLY"), Reply.text("They said one, two and three."))  # flush, then the summary
+    await chat(channel, llm, "/compact")
+    assert channel.texts()[-1].startswith("Compacted 4 messages into a summary")
+    await chat(channel, llm, "/status")
+    status = channel.texts()[-1]
+    assert "Last compaction:" in status and "Context:" in status
+    await chat(channel, llm, "four")
+    assert SUMMARY_HEADER in str(llm.requests[-1].body["messages"])
+    session = await app.store.session(KEY)
+    assert (await app.store.summary(session)).text == "They said one, two and three."  # type: ignore[union-attr]
+
+
+async def test_compaction_after_a_run_keeps_the_answer_first(running: Running, llm: FakeLLM) -> None:
+    app, channel = await running.start(SMALL)
+    await chat(channel, llm, "one", "two", "three")  # 6 live messages: not past 6 yet
+    llm.script(Reply.text("answer four"), Reply.text("NO_REPLY"), Reply.text("summary of it all"))
+    await chat(channel, llm, "four")
+    assert channel.texts()[-1] == "answer four"
+    session = await app.store.session(KEY)
+    for _ in range(100):
+        if await app.store.summary(session) is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert (await app.store.summary(session)).text == "summary of it all"  # type: ignore[union-attr]
+    assert await app.store.live_count(session) == 2
+
+
+async def test_stop_during_a_compaction_cancels_it(running: Running, llm: FakeLLM) -> None:
+    app, channel = await running.start(100)
+    await chat(channel, llm, "one", "two", "three")
+    session = await app.store.session(KEY)
+    before = await app.store.history(session)
+    llm.script(Reply.text("NO_REPLY"), Reply.hang())  # the summary never comes
+    sent = len(llm.requests)
+    await channel.inject(tg_dm("/compact"))
+    await llm.wait_for_requests(sent + 2, timeout=5)
+    await chat(channel, llm, "/stop")
+    assert channel.texts()[-1] == "Stopped."
+    await asyncio.wait_for(llm.requests[-1].disconnected.wait(), 5)  # the summary's stream was closed
+    assert await app.store.history(session) == before and await app.store.summary(session) is None
+    llm.script(Reply.text("NO_REPLY"), Reply.text("fresh summary"))
+    await chat(channel, llm, "/compact")  # the try-lock was released
+    assert channel.texts()[-1].startswith("Compacted")
