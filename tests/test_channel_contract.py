@@ -2,7 +2,8 @@
 
 Each channel runs for real inside the whole App (store, gateway, agent, delivery) with the
 real OpenAI SDK against the fake LLM: the terminal (``adapters/console``) reading a pipe,
-Telegram (``adapters/telegram``, real python-telegram-bot) against the fake Bot API. The
+Telegram (``adapters/telegram``, real python-telegram-bot) against the fake Bot API, Slack
+(``adapters/slack``, real slack-bolt and slack_sdk in Socket Mode) against the fake Slack. The
 core sees the channel through ``Recorder``, a transparent wrapper that records what the
 core asked it to show (sends, edits, files, statuses, streamed text) and can make sends
 fail; it also sets fast progress timings so that "typing stopped" shows within a second.
@@ -33,9 +34,10 @@ from bot.config import load_config
 from bot.messages import Attachment, ChatType, InboundMessage
 from bot.store.sqlite import inbound_from_json
 from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 
-CHANNELS = ["console", "telegram"]
+CHANNELS = ["console", "telegram", "slack"]
 FAST = {"status_every": 0.2, "edit_every": 0.2}  # progress timings under test
 
 
@@ -280,6 +282,42 @@ class TelegramHarness(Harness):
         self.tg.push(self.tg.message(self.group, f"@{self.tg.username} {text}" if mention else text, user_id=8))
 
 
+class SlackHarness(Harness):
+    """Slack in Socket Mode; a message starting with "/" is typed as a slash command, as in Slack."""
+
+    platform = "slack"
+    has_groups = True
+    dm_chat, user = "D1", "U1"
+    group = "C1"
+
+    def __init__(self, tmp: Path, llm: FakeLLM, slack: FakeSlack) -> None:
+        super().__init__(tmp, llm)
+        self.slack = slack
+
+    def channel_yaml(self) -> str:
+        s = self.slack
+        return (f'channels: {{console: {{enabled: false}}, slack: {{enabled: true, bot_token: "{s.bot_token}", '
+                f'app_token: "{s.app_token}", base_url: "{s.base_url}", dm_policy: open, group_policy: open}}}}')
+
+    def build(self, config: Any) -> Channel:
+        from adapters.slack.channel import SlackChannel
+        from adapters.slack.dialect import SLACK
+
+        return SlackChannel(config.channels.slack, SLACK)  # type: ignore[return-value]
+
+    async def say(self, text: str) -> None:
+        s = self.slack
+        if text.startswith("/"):
+            name, _, args = text.partition(" ")
+            await s.push(s.command(name, self.dm_chat, text=args, user=self.user))
+        else:
+            await s.push(s.event(s.message(self.dm_chat, text, user=self.user)))
+
+    async def say_in_group(self, text: str, *, mention: bool) -> None:
+        s = self.slack
+        await s.push(s.event(s.message(self.group, f"<@{s.bot_user}> {text}" if mention else text, user="U8")))
+
+
 @pytest.fixture
 async def harness(request: pytest.FixtureRequest, tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Harness]:
     h: Harness
@@ -292,6 +330,13 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path, llm: FakeLLM) 
     elif request.param == "telegram":
         async with FakeTelegram() as tg:
             h = TelegramHarness(tmp_path, llm, tg)
+            try:
+                yield h
+            finally:
+                await h.stop()
+    elif request.param == "slack":
+        async with FakeSlack() as slack:
+            h = SlackHarness(tmp_path, llm, slack)
             try:
                 yield h
             finally:
