@@ -504,3 +504,12 @@ async def test_top_level_dm_eyes_then_nothing_or_x(slack: FakeSlack, start: Star
         await channel.status(target, ending)
     assert slack.reactions[("D1", "11.000001")] == set() and slack.reactions[("D1", "12.000001")] == {"x"}
     assert not slack.statuses  # not an assistant thread: no status line
+
+
+async def test_an_app_token_refused_on_reconnecting_stops_the_channel(slack: FakeSlack, start: Start) -> None:
+    channel, _ = await start("socket")
+    slack.app_token = "xapp-rotated"  # the token was revoked
+    await slack.refresh()
+    with pytest.raises(ChannelError, match=r"^channels\.slack\.app_token: Slack refused the app-level token on "
+                                           r"reconnecting \(invalid_auth"):
+        await asyncio.wait_for(channel.wait_closed(), 5)

@@ -48,6 +48,8 @@ NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
 MAX_LOOKUPS = 10  # users looked up for one message; the others stay ids
 SECTION = 3000  # Slack's limit on one section block's text
 _REMEMBERED = 4096
+REFUSED = frozenset({"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+                     "not_allowed_token_type"})
 
 
 def _bounded_put(d: OrderedDict[Any, Any], key: Any, value: Any) -> None:
@@ -219,7 +221,20 @@ class SlackChannel:
                                "check SLACK_APP_TOKEN, an xapp-… token with connections:write)") from None
         self._socket = AsyncSocketModeHandler(app, app_token=token, web_client=self.client,
                                               logger=logging.getLogger("slack_sdk.socket_mode.chatgate"))
-        self._socket.client.wss_uri = opened["url"]
+        client = self._socket.client
+        issue = client.issue_new_wss_url
+
+        async def reconnect_url() -> str:  # each reconnection: a refused app token stops the channel
+            try:
+                return str(await issue())
+            except SlackApiError as exc:
+                if error_code(exc) in REFUSED:
+                    self._fail(ChannelError("channels.slack.app_token: Slack refused the app-level token on "
+                                            f"reconnecting ({error_code(exc)}; check SLACK_APP_TOKEN)"))
+                raise
+
+        client.issue_new_wss_url = reconnect_url
+        client.wss_uri = opened["url"]
         await self._socket.connect_async()
 
     async def stop(self) -> None:
@@ -235,6 +250,10 @@ class SlackChannel:
             await session.close()
         if self._closed is not None and not self._closed.done():
             self._closed.set_result(None)
+
+    def _fail(self, error: ChannelError) -> None:
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_exception(error)
 
     async def wait_closed(self) -> None:
         assert self._closed is not None
