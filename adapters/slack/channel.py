@@ -251,6 +251,15 @@ class SlackChannel:
         if self._closed is not None and not self._closed.done():
             self._closed.set_result(None)
 
+    def _send_failed(self, exc: Exception, what: str) -> SendFailed:
+        """The ``SendFailed`` for a failed send; a token Slack now refuses also stops the channel
+        (the send stays pending, for the restart with a good token)."""
+        if isinstance(exc, SlackApiError) and error_code(exc) in REFUSED:
+            self._fail(ChannelError(f"channels.slack.bot_token: Slack refused the token ({error_code(exc)}; "
+                                    "check SLACK_BOT_TOKEN)"))
+            return SendFailed(f"{what}: {error_code(exc)}")
+        return send_failed(exc, what)
+
     def _fail(self, error: ChannelError) -> None:
         if self._closed is not None and not self._closed.done():
             self._closed.set_exception(error)
@@ -342,7 +351,7 @@ class SlackChannel:
         try:
             sent = await self.client.chat_postMessage(**params)
         except Exception as exc:  # noqa: BLE001 - mapped, or re-raised when not a Slack/transport failure
-            raise send_failed(exc, "chat.postMessage") from exc
+            raise self._send_failed(exc, "chat.postMessage") from exc
         ts = str(sent["ts"])
         if button:
             self._buttons[key] = (ts, text)
@@ -360,7 +369,7 @@ class SlackChannel:
         try:
             await self.client.chat_update(**params)
         except Exception as exc:  # noqa: BLE001
-            raise send_failed(exc, "chat.update") from exc
+            raise self._send_failed(exc, "chat.update") from exc
 
     async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
         params: dict[str, Any] = {"channel": to.chat_id, "file": data, "filename": name, "title": name}
@@ -371,7 +380,7 @@ class SlackChannel:
         try:
             result = await self.client.files_upload_v2(**params)
         except Exception as exc:  # noqa: BLE001
-            raise send_failed(exc, "files.upload") from exc
+            raise self._send_failed(exc, "files.upload") from exc
         self._participated(to.chat_id, to.thread_id)
         files = result.get("files") or [result.get("file") or {}]
         return f"file:{files[0].get('id', '')}"
