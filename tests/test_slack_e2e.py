@@ -272,3 +272,19 @@ async def test_a_429_is_waited_out_and_sent_once(stack: Stack) -> None:
     assert post.text == "echo: busy Slack" and first["text"] == second["text"]
     await asyncio.sleep(0.5)
     assert len(s.called("chat.postMessage")) == 2 and len(answers(s, "D1")) == 1  # one refused, one landed
+
+
+async def test_edit_streaming_posts_once_and_updates_at_most_once_a_second(stack: Stack) -> None:
+    await stack.start(streaming="edit")
+    s = stack.slack
+    stack.llm.script(Reply.text("word " * 120, delay=0.02))  # ~2.4 s of answer
+    await stack.send(s.event(s.message("D1", "stream it")))
+    await s.wait_for(lambda: any(p.method == "chat.update" and p.text.count("word") == 120 for p in s.posts),
+                     timeout=10, what="the whole answer")
+    await asyncio.sleep(0.5)
+    [draft] = answers(s, "D1")
+    updates = [p for p in s.posts if p.method == "chat.update" and p.ts == draft.ts]
+    assert len(updates) >= 2
+    times = [draft.at] + [p.at for p in updates if p.blocks is not None]  # with the button: while it ran
+    assert all(b - a >= 0.95 for a, b in zip(times, times[1:]))
+    assert s.messages[("D1", draft.ts)].text.count("word") == 120 and s.messages[("D1", draft.ts)].blocks is None
