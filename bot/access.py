@@ -237,7 +237,10 @@ class GroupContext:
 
 
 def _context_key(msg: InboundMessage) -> ContextKey:
-    return (msg.platform, msg.account, msg.chat_id, msg.thread_id)
+    # A message that opens its own thread (Slack: a channel mention answered in a thread
+    # under it, thread id = its own id) reads the context of where it was posted.
+    thread = None if msg.thread_id == msg.message_id else msg.thread_id
+    return (msg.platform, msg.account, msg.chat_id, thread)
 
 
 def format_context(messages: Iterable[InboundMessage], *, max_chars: int = 1000) -> str:

@@ -4,7 +4,7 @@ the database here; tests/test_pairing.py runs the pairing flow on SQLite."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -300,6 +300,15 @@ def test_group_context_is_per_chat_thread_and_platform() -> None:
     assert [m.text for m in ctx.take(msg("b", chat="g1", thread="t2"))] == ["in t2"]
     assert [m.text for m in ctx.take(msg("b", chat="g2"))] == ["other chat"]
     assert ctx.take(msg("b", chat="g1", thread="t1")) == ()
+
+
+def test_a_message_that_opens_its_own_thread_reads_the_chat_context() -> None:
+    ctx = GroupContext()
+    ctx.remember(msg("a", chat="g1", addressed=False, text="top level"))
+    ctx.remember(msg("a", chat="g1", thread="t1", addressed=False, text="in t1"))
+    opener = replace(msg("b", chat="g1", thread="m"), message_id="m")  # Slack: a mention opening thread "m"
+    assert [m.text for m in ctx.take(opener)] == ["top level"]
+    assert [m.text for m in ctx.take(msg("b", chat="g1", thread="t1"))] == ["in t1"]
 
 
 def test_group_context_forgets_the_least_recently_used_chat() -> None:

@@ -504,3 +504,22 @@ async def test_top_level_dm_eyes_then_nothing_or_x(slack: FakeSlack, start: Star
         await channel.status(target, ending)
     assert slack.reactions[("D1", "11.000001")] == set() and slack.reactions[("D1", "12.000001")] == {"x"}
     assert not slack.statuses  # not an assistant thread: no status line
+
+
+async def test_an_app_token_refused_on_reconnecting_stops_the_channel(slack: FakeSlack, start: Start) -> None:
+    channel, _ = await start("socket")
+    slack.app_token = "xapp-rotated"  # the token was revoked
+    await slack.refresh()
+    with pytest.raises(ChannelError, match=r"^channels\.slack\.app_token: Slack refused the app-level token on "
+                                           r"reconnecting \(invalid_auth"):
+        await asyncio.wait_for(channel.wait_closed(), 5)
+
+
+async def test_a_bot_token_revoked_while_running_stops_the_channel(slack: FakeSlack, start: Start) -> None:
+    channel, _ = await start("socket")
+    slack.bot_token = "xoxb-rotated"
+    with pytest.raises(SendFailed) as failed:
+        await channel.send(Target("D1"), "hello")
+    assert not failed.value.permanent  # kept for the restart with a good token
+    with pytest.raises(ChannelError, match=r"^channels\.slack\.bot_token: Slack refused the token \(invalid_auth"):
+        await asyncio.wait_for(channel.wait_closed(), 5)

@@ -4,6 +4,7 @@ the real OpenAI SDK against the fake LLM, the whole App in between."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ class Stack:
         self.channel: SlackChannel | None = None
         self.mode = "socket"
 
-    async def start(self, mode: str = "socket", streaming: str = "off", **settings: Any) -> App:
+    async def start(self, mode: str = "socket", streaming: str = "off",
+                    keys: str = "dm_policy: open, group_policy: open", **settings: Any) -> App:
         self.mode = mode
         s = self.slack
         path = self.tmp_path / "config.yaml"
@@ -41,8 +43,7 @@ channels:
   console: {{enabled: false}}
   slack: {{enabled: true, mode: {mode}, bot_token: "{s.bot_token}", app_token: "{s.app_token}",
            signing_secret: "{s.signing_secret}", base_url: "{s.base_url}",
-           http: {{listen: 127.0.0.1, port: 0}}, dm_policy: open, group_policy: open,
-           streaming: "{streaming}"}}
+           http: {{listen: 127.0.0.1, port: 0}}, streaming: "{streaming}", {keys}}}
 """)
         config = load_config(path, env={})
         self.channel = SlackChannel(config.channels.slack, SLACK, **settings)  # type: ignore[attr-defined]
@@ -241,3 +242,49 @@ async def test_native_stream_rolls_over_and_becomes_the_answer(stack: Stack) -> 
     final = s.messages[("C1", first.ts)]
     assert final.text.startswith("word word") and final.text.count("word") == 100  # the answer replaced it
     assert not answers(s, "C1")  # no second copy
+
+
+async def test_files_fetched_only_for_messages_that_run(stack: Stack) -> None:
+    await stack.start(keys="dm_policy: open, group_policy: allowlist, channels: [C1], max_download_mb: 0.001")
+    s = stack.slack
+    notes, big = s.add_file("notes.txt", b"remember the milk"), s.add_file("big.bin", b"x" * 5000)
+    await stack.send(s.event(s.message("C9", "<@UBOT> read this", subtype="file_share", files=[notes])))
+    await stack.send(s.event(s.message("D1", "read this", subtype="file_share", files=[notes])))
+    [post] = await s.wait_for_posts(1)
+    assert post.channel == "D1" and s.downloads == [notes["id"]]  # the channel that is not allowed: nothing
+    saved = list((stack.tmp_path / "workspaces").glob("*/inbox/notes.txt"))
+    assert len(saved) == 1 and saved[0].read_bytes() == b"remember the milk"
+    await stack.send(s.event(s.message("D1", "and this", subtype="file_share", files=[big])))
+    await s.wait_for_posts(2)
+    assert s.downloads == [notes["id"]]  # over max_download_mb: refused from its size, never downloaded
+    assert len(stack.llm.requests) == 1
+
+
+async def test_a_429_is_waited_out_and_sent_once(stack: Stack) -> None:
+    await stack.start()
+    s = stack.slack
+    s.fail_next("chat.postMessage", retry_after=1)
+    sent_at = time.monotonic()
+    await stack.send(s.event(s.message("D1", "busy Slack")))
+    [post] = await s.wait_for_posts(1, timeout=10)
+    assert post.at - sent_at >= 1.0  # Retry-After: 1 honoured
+    first, second = s.called("chat.postMessage")[:2]
+    assert post.text == "echo: busy Slack" and first["text"] == second["text"]
+    await asyncio.sleep(0.5)
+    assert len(s.called("chat.postMessage")) == 2 and len(answers(s, "D1")) == 1  # one refused, one landed
+
+
+async def test_edit_streaming_posts_once_and_updates_at_most_once_a_second(stack: Stack) -> None:
+    await stack.start(streaming="edit")
+    s = stack.slack
+    stack.llm.script(Reply.text("word " * 120, delay=0.02))  # ~2.4 s of answer
+    await stack.send(s.event(s.message("D1", "stream it")))
+    await s.wait_for(lambda: any(p.method == "chat.update" and p.text.count("word") == 120 for p in s.posts),
+                     timeout=10, what="the whole answer")
+    await asyncio.sleep(0.5)
+    [draft] = answers(s, "D1")
+    updates = [p for p in s.posts if p.method == "chat.update" and p.ts == draft.ts]
+    assert len(updates) >= 2
+    times = [draft.at] + [p.at for p in updates if p.blocks is not None]  # with the button: while it ran
+    assert all(b - a >= 0.95 for a, b in zip(times, times[1:]))
+    assert s.messages[("D1", draft.ts)].text.count("word") == 120 and s.messages[("D1", draft.ts)].blocks is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -182,3 +183,23 @@ def test_build_gives_a_channel_with_the_mrkdwn_dialect() -> None:
     channel = slack.SPEC.build(config)
     assert channel.dialect is SLACK and channel.name == "slack"
     assert (channel.limits.chunk, channel.limits.measure) == (4000, "chars")
+
+
+def test_chatgate_check_names_the_slack_problems(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "config.yaml"
+    path.write_text("providers: {openai: {api_key: k}}\n"
+                    "channels: {slack: {enabled: true, mode: http, bot_token: xoxp-user-token, signing_secret: s, "
+                    "http: {path: events}}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLACK_")}
+    out = subprocess.run([sys.executable, "-m", "bot", "check", "-c", str(path)], capture_output=True, text=True,
+                         timeout=30, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "warning: channels.slack.bot_token: expected a token starting with xoxb- (check SLACK_BOT_TOKEN)" \
+        in out.stderr.splitlines()
+    assert 'warning: channels.slack.http.path: must start with "/", got "events"' in out.stderr.splitlines()
+    assert "xoxp-user-token" not in out.stderr + out.stdout
+    path.write_text("providers: {openai: {api_key: k}}\nchannels: {slack: {enabled: true, bot_token: xoxb-1}}\n")
+    out = subprocess.run([sys.executable, "-m", "bot", "check", "-c", str(path)], capture_output=True, text=True,
+                         timeout=30, env=env, cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "chatgate: channels.slack.app_token: missing (set SLACK_APP_TOKEN)"

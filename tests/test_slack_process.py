@@ -149,3 +149,13 @@ async def test_acked_then_killed_is_answered_once_after_restart(bot: Bot) -> Non
     assert post.text == "echo: survive this"
     await asyncio.sleep(1.0)
     assert len([p for p in bot.slack.posts if p.method == "chat.postMessage"]) == 1
+
+
+async def test_a_token_revoked_while_running_stops_the_process_with_one_line(bot: Bot) -> None:
+    await bot.start("socket")
+    bot.slack.bot_token = "xoxb-revoked"
+    await bot.slack.wait_for_ack(await bot.slack.push(bot.slack.event(bot.slack.message("D1", "hello?"))))
+    assert bot.proc is not None
+    code = await asyncio.wait_for(bot.proc.wait(), 20)
+    assert code == 1
+    assert "chatgate: channels.slack.bot_token: Slack refused the token (invalid_auth" in bot.tail()

@@ -48,6 +48,8 @@ NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
 MAX_LOOKUPS = 10  # users looked up for one message; the others stay ids
 SECTION = 3000  # Slack's limit on one section block's text
 _REMEMBERED = 4096
+REFUSED = frozenset({"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+                     "not_allowed_token_type"})
 
 
 def _bounded_put(d: OrderedDict[Any, Any], key: Any, value: Any) -> None:
@@ -219,7 +221,20 @@ class SlackChannel:
                                "check SLACK_APP_TOKEN, an xapp-… token with connections:write)") from None
         self._socket = AsyncSocketModeHandler(app, app_token=token, web_client=self.client,
                                               logger=logging.getLogger("slack_sdk.socket_mode.chatgate"))
-        self._socket.client.wss_uri = opened["url"]
+        client = self._socket.client
+        issue = client.issue_new_wss_url
+
+        async def reconnect_url() -> str:  # each reconnection: a refused app token stops the channel
+            try:
+                return str(await issue())
+            except SlackApiError as exc:
+                if error_code(exc) in REFUSED:
+                    self._fail(ChannelError("channels.slack.app_token: Slack refused the app-level token on "
+                                            f"reconnecting ({error_code(exc)}; check SLACK_APP_TOKEN)"))
+                raise
+
+        client.issue_new_wss_url = reconnect_url
+        client.wss_uri = opened["url"]
         await self._socket.connect_async()
 
     async def stop(self) -> None:
@@ -235,6 +250,19 @@ class SlackChannel:
             await session.close()
         if self._closed is not None and not self._closed.done():
             self._closed.set_result(None)
+
+    def _send_failed(self, exc: Exception, what: str) -> SendFailed:
+        """The ``SendFailed`` for a failed send; a token Slack now refuses also stops the channel
+        (the send stays pending, for the restart with a good token)."""
+        if isinstance(exc, SlackApiError) and error_code(exc) in REFUSED:
+            self._fail(ChannelError(f"channels.slack.bot_token: Slack refused the token ({error_code(exc)}; "
+                                    "check SLACK_BOT_TOKEN)"))
+            return SendFailed(f"{what}: {error_code(exc)}")
+        return send_failed(exc, what)
+
+    def _fail(self, error: ChannelError) -> None:
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_exception(error)
 
     async def wait_closed(self) -> None:
         assert self._closed is not None
@@ -323,7 +351,7 @@ class SlackChannel:
         try:
             sent = await self.client.chat_postMessage(**params)
         except Exception as exc:  # noqa: BLE001 - mapped, or re-raised when not a Slack/transport failure
-            raise send_failed(exc, "chat.postMessage") from exc
+            raise self._send_failed(exc, "chat.postMessage") from exc
         ts = str(sent["ts"])
         if button:
             self._buttons[key] = (ts, text)
@@ -341,7 +369,7 @@ class SlackChannel:
         try:
             await self.client.chat_update(**params)
         except Exception as exc:  # noqa: BLE001
-            raise send_failed(exc, "chat.update") from exc
+            raise self._send_failed(exc, "chat.update") from exc
 
     async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
         params: dict[str, Any] = {"channel": to.chat_id, "file": data, "filename": name, "title": name}
@@ -352,7 +380,7 @@ class SlackChannel:
         try:
             result = await self.client.files_upload_v2(**params)
         except Exception as exc:  # noqa: BLE001
-            raise send_failed(exc, "files.upload") from exc
+            raise self._send_failed(exc, "files.upload") from exc
         self._participated(to.chat_id, to.thread_id)
         files = result.get("files") or [result.get("file") or {}]
         return f"file:{files[0].get('id', '')}"

@@ -9,14 +9,14 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 
 from bot.channels import SendFailed
 
-# Errors that no retry can fix: the message, the chat or the token is wrong.
+# Errors that no retry can fix: the message or the chat is wrong. A refused token is not among
+# them: the channel stops, and the send waits for the restart with a good token.
 PERMANENT = frozenset({
     "msg_too_long", "no_text", "invalid_blocks", "invalid_blocks_format", "too_many_attachments",
     "channel_not_found", "not_in_channel", "is_archived", "cant_update_message", "message_not_found",
     "edit_window_closed", "restricted_action", "restricted_action_read_only_channel", "user_not_found",
-    "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "no_permission",
-    "missing_scope", "not_allowed_token_type", "ekm_access_denied", "invalid_arguments", "invalid_thread_ts",
-    "thread_not_found", "file_not_found", "team_access_not_granted",
+    "no_permission", "missing_scope", "not_allowed_token_type", "ekm_access_denied", "invalid_arguments",
+    "invalid_thread_ts", "thread_not_found", "file_not_found", "team_access_not_granted",
 })
 
 

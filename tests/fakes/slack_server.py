@@ -105,6 +105,7 @@ class FakeSlack:
         self.users: dict[str, JSON] = {}
         self.files: dict[str, tuple[str, str, bytes]] = {}  # id -> (name, mime, bytes) downloadable
         self.uploads: dict[str, JSON] = {}  # file id -> {name, data, ...}
+        self.downloads: list[str] = []  # ids of files downloaded with the bot token
         self.acks: list[JSON] = []  # Socket Mode acks, as the bot sent them
         self.sockets: list[web.WebSocketResponse] = []
         self.connections_opened = 0
@@ -497,6 +498,7 @@ class FakeSlack:
         found = self.files.get(request.match_info["file_id"])
         if found is None:
             return web.Response(status=404)
+        self.downloads.append(request.match_info["file_id"])
         return web.Response(body=found[2], content_type=found[1])
 
     def _record(self, post: Post) -> None:
