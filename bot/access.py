@@ -227,8 +227,13 @@ class GroupContext:
         self._chats[key] = kept
 
     def take(self, msg: InboundMessage) -> tuple[InboundMessage, ...]:
-        """The context of ``msg``'s chat and thread, which is cleared."""
-        return tuple(self._chats.pop(_context_key(msg), ()))
+        """The context of ``msg``'s chat and thread, which is cleared. A message that opens its
+        own thread (Slack: a top-level mention answered in a thread) takes the chat's too."""
+        taken = tuple(self._chats.pop(_context_key(msg), ()))
+        if msg.thread_id is not None and msg.thread_id == msg.message_id:
+            chat = (msg.platform, msg.account, msg.chat_id, None)
+            taken = tuple(self._chats.pop(chat, ())) + taken
+        return taken
 
 
 def _context_key(msg: InboundMessage) -> ContextKey:

@@ -366,11 +366,16 @@ class Gateway:
 
     async def send(self, run_id: str, text: str) -> None:
         """The ``message`` tool's Messenger: an extra message to the chat the run serves, stored
-        and delivered like any answer, before the run's final answer."""
+        and delivered like any answer, before the run's final answer; it counts against the
+        person's message rate (``PermissionError`` when over)."""
         run = self.dispatcher.registry.get(run_id)
         if run is None:
             raise LookupError(run_id)
         last = run.batch[-1].msg
+        if self._limits is not None and not self._access.is_owner(last):
+            refusal = await self._limits.check(f"{last.platform}:{last.sender.id}")  # counts like a message
+            if refusal is not None:
+                raise PermissionError(f"over the person's {refusal.reason} limit")
         channel = self._channels[last.platform]
         self._extra[run_id] = n = self._extra.get(run_id, 0) + 1
         answer = answer_for(channel, f"{run_id}-message-{n}", Target.of(last), text)

@@ -2,8 +2,8 @@
 
 Each channel runs for real inside the whole App (store, gateway, agent, delivery) with the
 real OpenAI SDK against the fake LLM: the terminal (``adapters/console``) reading a pipe,
-Telegram (``adapters/telegram``, real python-telegram-bot) against the fake Bot API, Slack
-(``adapters/slack``, real slack-bolt and slack_sdk in Socket Mode) against the fake Slack. The
+Telegram (real python-telegram-bot) against the fake Bot API, Slack (real slack-bolt, Socket
+Mode) against the fake Slack, Discord (real discord.py) against the fake Discord. The
 core sees the channel through ``Recorder``, a transparent wrapper that records what the
 core asked it to show (sends, edits, files, statuses, streamed text) and can make sends
 fail; it also sets fast progress timings so that "typing stopped" shows within a second.
@@ -33,11 +33,12 @@ from bot.channels.split import measure
 from bot.config import load_config
 from bot.messages import Attachment, ChatType, InboundMessage
 from bot.store.sqlite import inbound_from_json
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 
-CHANNELS = ["console", "telegram", "slack"]
+CHANNELS = ["console", "telegram", "slack", "discord"]
 FAST = {"status_every": 0.2, "edit_every": 0.2}  # progress timings under test
 
 
@@ -169,6 +170,7 @@ class Harness:
 
     platform: ClassVar[str]
     has_groups: ClassVar[bool] = False
+    sees_chatter: ClassVar[bool] = True  # unaddressed group messages reach the core (kept as context)
     dm_chat: ClassVar[str]  # the DM's chat id as the core sees it
     user: ClassVar[str]  # the DM user's id as the core sees it
 
@@ -215,6 +217,10 @@ workspace: {{root: "{self.tmp / 'workspaces'}"}}
 
     async def say_in_group(self, text: str, *, mention: bool) -> None:
         raise NotImplementedError
+
+    async def command(self, name: str) -> None:
+        """The DM user gives a command the way the platform sends one (default: typed)."""
+        await self.say(f"/{name}")
 
     def inbound(self) -> list[InboundMessage]:
         """The messages the core stored, in order (what the channel's inbound mapping made)."""
@@ -283,12 +289,9 @@ class TelegramHarness(Harness):
 
 
 class SlackHarness(Harness):
-    """Slack in Socket Mode; a message starting with "/" is typed as a slash command, as in Slack."""
-
     platform = "slack"
     has_groups = True
-    dm_chat, user = "D1", "U1"
-    group = "C1"
+    dm_chat, user, group = "D1", "U1", "C1"
 
     def __init__(self, tmp: Path, llm: FakeLLM, slack: FakeSlack) -> None:
         super().__init__(tmp, llm)
@@ -296,8 +299,9 @@ class SlackHarness(Harness):
 
     def channel_yaml(self) -> str:
         s = self.slack
-        return (f'channels: {{console: {{enabled: false}}, slack: {{enabled: true, bot_token: "{s.bot_token}", '
-                f'app_token: "{s.app_token}", base_url: "{s.base_url}", dm_policy: open, group_policy: open}}}}')
+        return (f'channels: {{slack: {{enabled: true, mode: socket, bot_token: "{s.bot_token}", '
+                f'app_token: "{s.app_token}", signing_secret: "{s.signing_secret}", base_url: "{s.base_url}", '
+                "dm_policy: open, group_policy: open}}")
 
     def build(self, config: Any) -> Channel:
         from adapters.slack.channel import SlackChannel
@@ -305,17 +309,51 @@ class SlackHarness(Harness):
 
         return SlackChannel(config.channels.slack, SLACK)  # type: ignore[return-value]
 
+    async def _push(self, payload: dict[str, Any]) -> None:
+        await self.slack.wait_for_ack(await self.slack.push(payload))
+
     async def say(self, text: str) -> None:
-        s = self.slack
-        if text.startswith("/"):
-            name, _, args = text.partition(" ")
-            await s.push(s.command(name, self.dm_chat, text=args, user=self.user))
-        else:
-            await s.push(s.event(s.message(self.dm_chat, text, user=self.user)))
+        await self._push(self.slack.event(self.slack.message(self.dm_chat, text, user=self.user)))
+
+    async def command(self, name: str) -> None:  # a slash command
+        await self._push(self.slack.command(f"/{name}", self.dm_chat, user=self.user))
 
     async def say_in_group(self, text: str, *, mention: bool) -> None:
-        s = self.slack
-        await s.push(s.event(s.message(self.group, f"<@{s.bot_user}> {text}" if mention else text, user="U8")))
+        body = f"<@{self.slack.bot_user}> {text}" if mention else text
+        await self._push(self.slack.event(self.slack.message(self.group, body, user="U2")))
+
+
+class DiscordHarness(Harness):
+    platform = "discord"
+    has_groups = True
+    sees_chatter = False  # without the privileged Message Content intent (require_mention: true)
+    user = "4242"
+
+    def __init__(self, tmp: Path, llm: FakeLLM, dc: FakeDiscord) -> None:
+        super().__init__(tmp, llm)
+        self.dc = dc
+        self.guild = dc.add_guild(channels={"general": 0})
+        self.dm_chat = str(dc.dm_channel(int(self.user)))  # type: ignore[misc]
+
+    def channel_yaml(self) -> str:
+        d = self.dc
+        return (f'channels: {{discord: {{enabled: true, token: "{d.token}", api_base: "{d.api_base}", '
+                f'gateway_url: "{d.gateway_url}", dm_policy: open, guilds: ["{self.guild.id}"]}}}}')
+
+    def build(self, config: Any) -> Channel:
+        from adapters.discord.channel import DiscordChannel
+
+        return DiscordChannel(config.channels.discord)  # type: ignore[return-value]
+
+    async def say(self, text: str) -> None:
+        self.dc.dm(int(self.user), text)
+
+    async def say_in_group(self, text: str, *, mention: bool) -> None:
+        general = self.guild.channel("general")
+        if mention:
+            self.dc.say(general, 4343, f"<@{self.dc.bot_id}> {text}", mentions=[self.dc.bot_id])
+        else:
+            self.dc.say(general, 4343, text)
 
 
 @pytest.fixture
@@ -337,6 +375,13 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path, llm: FakeLLM) 
     elif request.param == "slack":
         async with FakeSlack() as slack:
             h = SlackHarness(tmp_path, llm, slack)
+            try:
+                yield h
+            finally:
+                await h.stop()
+    elif request.param == "discord":
+        async with FakeDiscord() as dc:
+            h = DiscordHarness(tmp_path, llm, dc)
             try:
                 yield h
             finally:
@@ -370,19 +415,29 @@ async def test_groups_answer_only_when_addressed(harness: Harness) -> None:
     await harness.say_in_group("what now?", mention=True)
     await channel.wait(lambda: channel.messages())
     await asyncio.sleep(0.3)
-    quiet, addressed = harness.inbound()
-    assert (quiet.chat_type, quiet.addressed, addressed.addressed) == (ChatType.GROUP, False, True)
-    assert addressed.text == "what now?"  # the bot's own mention is not part of the text
+    *quiet, addressed = harness.inbound()
+    assert (addressed.chat_type, addressed.addressed, addressed.text) == (ChatType.GROUP, True, "what now?")
+    assert [(m.chat_type, m.addressed, m.text) for m in quiet] == \
+        ([(ChatType.GROUP, False, "just chatting")] if harness.sees_chatter else [])
     (answer,) = channel.messages()
     assert answer.endswith("what now?") and len(harness.llm.requests) == 1
-    assert "just chatting" in json.dumps(harness.llm.requests[0].body["messages"])  # kept as context
+
+
+async def test_unaddressed_group_messages_come_as_context(harness: Harness) -> None:
+    if not (harness.has_groups and harness.sees_chatter):
+        pytest.skip(f"{harness.platform} does not see unaddressed group messages")
+    channel = await harness.start()
+    await harness.say_in_group("just chatting", mention=False)
+    await harness.say_in_group("what now?", mention=True)
+    await channel.wait(lambda: channel.messages())
+    assert "just chatting" in json.dumps(harness.llm.requests[0].body["messages"])
 
 
 async def test_commands_are_answered_without_the_model(harness: Harness) -> None:
     channel = await harness.start()
-    await harness.say("/help")
+    await harness.command("help")
     await channel.wait(lambda: channel.messages())
-    await harness.say("/stop")
+    await harness.command("stop")
     await channel.wait(lambda: len(channel.messages()) == 2)
     help_text, stop_text = channel.messages()
     assert "/stop" in help_text and stop_text == "Nothing is running."
@@ -457,7 +512,7 @@ async def test_progress_stops_on_every_ending(harness: Harness, ending: str) -> 
     await llm.wait_for_requests(1, timeout=10)
     if ending == "stop":
         await channel.wait(lambda: channel.working() >= 2)  # refreshed while the run lives
-        await harness.say("/stop")
+        await harness.command("stop")
     ends = {"answer": lambda: any("all done" in m for m in channel.messages()) and channel.statuses[-1][1] is Status.DONE,
             "no_reply": lambda: any(s is Status.SILENT for _, s in channel.statuses),
             "failure": lambda: channel.messages(),

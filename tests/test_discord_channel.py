@@ -396,6 +396,20 @@ async def test_silent_gateway_is_noticed_and_reestablished(dc: FakeDiscord) -> N
         assert [s.content for s in dc.sent] == ["an answer in flight"] and len(inbox.messages) == 3
 
 
+async def test_a_zombie_connection_is_noticed_by_discord_s_rule(dc: FakeDiscord,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    dc.heartbeat_ms = 300  # discord.py's own 60 s heartbeat_timeout stays as it is
+    with caplog.at_level(logging.WARNING, logger="adapters.discord.heartbeat"):
+        async with running(dc) as (_, inbox):
+            dc.dm(USER, "one")
+            await inbox.wait(1)
+            dc.silence()  # heartbeats go unanswered
+            dc.dm(USER, "two")  # replayed on the resume
+            await dc.wait_for(lambda: len(dc.resumes) == 1 and dc.live, timeout=8)
+            assert [m.text for m in await inbox.wait(2)] == ["one", "two"]
+    assert any("no heartbeat ACK" in r.getMessage() for r in caplog.records)
+
+
 async def test_supervisor_builds_a_new_client_when_discord_py_gives_up(dc: FakeDiscord) -> None:
     async with running(dc, backoff=Backoff(0.05, 2.0, 0.1)) as (channel, inbox):
         first = channel.client

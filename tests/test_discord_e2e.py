@@ -215,6 +215,21 @@ async def test_a_run_in_flight_is_delivered_once_across_a_reconnect(bot: Bot) ->
     assert [s.content for s in dc.sent] == ["the slow answer", "echo: and after"]
 
 
+async def test_a_run_in_flight_is_delivered_once_across_a_silent_gateway(bot: Bot) -> None:
+    dc, llm = bot.dc, bot.llm
+    dc.heartbeat_ms = 300  # so Discord's zombie rule (no ACK between two heartbeats) acts within seconds
+    llm.script(Reply.text("the slow answer", chunk_size=2, delay=0.3))
+    await bot.start()
+    dc.dm(USER, "take your time")
+    await llm.wait_for_requests(1, timeout=10)
+    dc.silence()  # the socket stays open; nothing comes back
+    dc.dm(USER, "said while it was silent")
+    await dc.wait_for(lambda: dc.resumes and dc.live, timeout=15)
+    sent = await sent_settled(dc, 2, quiet=1.0, timeout=20)
+    assert sorted(s.content for s in sent) == ["echo: said while it was silent", "the slow answer"]
+    assert "no heartbeat ACK" in bot.log.read_text()
+
+
 async def test_slash_commands_are_synced_once_across_restarts(bot: Bot) -> None:
     await bot.start()
     await bot.stop()
@@ -267,3 +282,16 @@ async def test_a_file_over_the_cap_is_refused_without_downloading(bot: Bot) -> N
     [sent] = await sent_settled(dc, 1)
     assert "huge.zip" in sent.content and not bot.llm.requests
     assert not [path for _, path in dc.requests if path.startswith("/attachments")]
+
+
+async def test_a_burst_is_answered_once_each_and_never_blocks_the_heartbeat(bot: Bot) -> None:
+    dc = bot.dc
+    dc.heartbeat_ms = 500  # a heartbeat every half second: a blocked loop would show at once
+    await bot.start()
+    for i in range(100):  # a hundred people at once (one each: a busy session would batch them)
+        dc.dm(20_000 + i, f"burst {i}")
+    sent = await sent_settled(dc, 100, quiet=1.0, timeout=50)
+    assert sorted(s.content for s in sent) == sorted(f"echo: burst {i}" for i in range(100))
+    log = bot.log.read_text(errors="replace")
+    assert "heartbeat blocked" not in log and "Can't keep up" not in log and "stopped responding" not in log
+    assert len(dc.identifies) == 1 and not dc.resumes

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from adapters.discord.commands import in_sync
+from adapters.discord.heartbeat import is_zombie
 from adapters.discord.config import DiscordConfig, group_allowed, problems
 from adapters.discord.inbound import Facts, Where, attachment_kind, to_inbound, where_of
 from bot.messages import Attachment, AttachmentKind, ChatType, Sender
@@ -179,3 +180,13 @@ LOCAL = [{"name": "stop", "description": "Stop", "type": 1, "options": [], "nsfw
 ])
 def test_slash_commands_in_sync(case: str, remote: list[dict[str, object]], same: bool) -> None:
     assert in_sync(LOCAL, remote) is same, case
+
+
+@pytest.mark.parametrize(("case", "last_send", "last_ack", "now", "zombie"), [
+    ("acked, long ago", 10.0, 10.1, 100.0, False),
+    ("sent, the ACK not due yet", 10.0, 9.0, 40.0, False),
+    ("sent, the next beat due, within the grace", 10.0, 9.0, 52.0, False),
+    ("sent, the next beat due and no ACK", 10.0, 9.0, 53.5, True),
+])
+def test_is_zombie(case: str, last_send: float, last_ack: float, now: float, zombie: bool) -> None:
+    assert is_zombie(last_send, last_ack, interval=41.25, now=now, grace=2.0) is zombie, case

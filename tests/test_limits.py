@@ -133,3 +133,17 @@ async def test_the_day_is_read_once_and_renews_at_midnight_utc() -> None:
     assert store.reads == 1  # the store is asked once a day, then the counts are kept
     now[0] += 86400  # the next day
     assert await limits.check("t:1") is None and store.reads == 2
+
+
+async def test_the_message_tool_counts_against_the_rate(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    from tests.fakes.llm_server import Call
+
+    _, channel = await start(OPEN + "\nlimits: {messages_per_minute: 2}")
+    llm.script(Reply.tool_calls([Call("message", {"text": "first progress"}, id="c1")]),
+               Reply.tool_calls([Call("message", {"text": "second progress"}, id="c2")]),
+               Reply.text("done"))
+    await channel.inject(tg_dm("work on it"))  # the message itself takes one of the two
+    await channel.wait_for_replies(2)
+    await asyncio.sleep(0.3)
+    assert channel.texts() == ["first progress", "done"]  # the second extra message was over the rate
+    assert "limit" in json.dumps(llm.requests[2].body["messages"][-1])

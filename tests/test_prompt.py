@@ -147,7 +147,7 @@ def test_formatting_hints_per_platform_and_chat_type() -> None:
     slack, console = fmt(platform="slack"), fmt(platform="console")
     assert "No tables" in telegram and "Telegram" in telegram
     assert "2000 characters" in discord and "60" in discord
-    assert "mrkdwn" in slack and "No tables" in slack
+    assert "mrkdwn" in slack and "tables" in slack  # from the Slack spec: tables become code blocks
     assert "terminal" in console
     assert len({telegram, discord, slack, console}) == 4
     group = fmt(chat_type=ChatType.GROUP)

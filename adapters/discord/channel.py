@@ -5,9 +5,10 @@ the privileged Message Content intent only when ``require_mention: false`` needs
 messages (DMs, mentions and replies to the bot carry their content without it). When the
 portal refuses it (close code 4014) one line says which switch to turn on and the client
 reconnects without it, still serving DMs and mentions. discord.py heals most drops itself
-(resume, or identify again with its own backoff) and closes a silent connection after
-``heartbeat_timeout`` without a frame (no ACK, no event); whatever ends ``connect`` anyway
-is caught by the supervisor, which builds a new client after a backoff. Runs in flight are
+(resume, or identify again with its own backoff) and closes a connection after
+``heartbeat_timeout`` (60 s) without a frame; ``heartbeat.watch`` applies Discord's own
+zombie rule sooner (no ACK between two heartbeats: about 43 s, then a RESUME). Whatever
+ends ``connect`` anyway is caught by the supervisor, which builds a new client after a backoff. Runs in flight are
 not touched: REST sends do not depend on the gateway. A refused token stops the channel
 with one line naming ``channels.discord.token``.
 
@@ -30,7 +31,7 @@ from typing import Any
 import aiohttp
 import discord
 
-from adapters.discord import endpoints
+from adapters.discord import endpoints, heartbeat
 from adapters.discord.commands import build_tree, sync
 from adapters.discord.config import DiscordConfig, group_allowed
 from adapters.discord.dialect import DISCORD
@@ -89,6 +90,7 @@ class DiscordChannel:
         self._ready = asyncio.Event()
         self._closed: asyncio.Future[None] | None = None
         self._supervisor: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None  # Discord's zombie rule (see heartbeat)
         self._stopping = False
         self._inbound = asyncio.Semaphore(INBOUND_AT_ONCE)
         self._deferred: dict[str, _Deferred] = {}
@@ -110,6 +112,7 @@ class DiscordChannel:
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.warning("discord: could not sync slash commands (%s); text commands still work", exc)
         self._supervisor = asyncio.create_task(self._supervise(client), name="discord gateway")
+        self._watcher = asyncio.create_task(heartbeat.watch(lambda: self.client), name="discord heartbeat")
         ready = asyncio.create_task(self._ready.wait())
         await asyncio.wait({ready, self._supervisor}, timeout=self.start_wait, return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
@@ -126,9 +129,10 @@ class DiscordChannel:
         self._deferred.clear()
         if self.client is not None:
             await self.client.close()
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            await asyncio.gather(self._supervisor, return_exceptions=True)
+        for task in (self._watcher, self._supervisor):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._tasks:  # messages being stored: the gateway will not send them again
             await asyncio.wait(self._tasks, timeout=STORE_GRACE)
         for task in list(self._tasks):

@@ -56,10 +56,6 @@ class DiscordConfig(ChannelConfig):
     # Derived, not a key: the adapter has already applied guilds/channels (see the module doc).
     groups: tuple[GroupConfig, ...] = Field(default=(), exclude=True)
 
-    user_id_pattern: ClassVar[str] = r"[0-9]+"
-    user_id_hint: ClassVar[str] = ("Discord user ids are numbers such as 123456789012345678 "
-                                   "(Developer Mode > Copy User ID), not names")
-
     @field_validator("groups", mode="before")
     @classmethod
     def _not_a_key(cls, value: Any) -> Any:

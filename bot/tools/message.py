@@ -61,6 +61,8 @@ def message_tool(messenger: Messenger, *, max_per_run: int = MAX_PER_RUN, max_ch
             await messenger.send(ctx.run_id, clean)
         except LookupError:
             raise ToolError("message is not available here (only the run that serves a chat can message it)") from None
+        except PermissionError as exc:  # the person's limits: the message counts like one of theirs
+            raise ToolError(f"not sent: {exc}; put it in the final answer instead") from None
         sent[ctx.run_id] = count + 1
         sent.move_to_end(ctx.run_id)
         while len(sent) > _RUNS_REMEMBERED:
