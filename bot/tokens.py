@@ -237,6 +237,54 @@ def _tool_tokens(encoding: str, tool: ToolSpec) -> int:
     return n
 
 
+def upper_bound(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
+    """At least what ``count_request`` would say, from lengths alone (no encoding is loaded):
+    a BPE token covers at least one UTF-8 byte and a character takes at most four, so a prompt
+    whose bound stays under a threshold needs no exact count."""
+    return 4 * _chars(system, messages, tools) + _overhead(messages) + IMAGE_TOKENS * _images(messages)
+
+
+def estimate(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
+    """The character heuristic (``CHARS_PER_TOKEN``): what /status-like figures use when the
+    exact count would cost more than it tells."""
+    return (_chars(system, messages, tools) // CHARS_PER_TOKEN + _overhead(messages)
+            + IMAGE_TOKENS * _images(messages))
+
+
+def _chars(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> int:
+    n = len(system) + sum(_tool_chars(t) for t in tools)
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, TextPart):
+                n += len(p.text)
+            elif isinstance(p, ToolResult):
+                n += len(p.content)
+            elif isinstance(p, ToolCall):
+                n += len(p.name) + len(p.arguments)
+            elif isinstance(p, ThinkingPart):
+                n += len(p.thinking)
+    return n
+
+
+def _overhead(messages: Sequence[Message]) -> int:
+    return REPLY_PRIMING + MESSAGE_OVERHEAD * (1 + sum(1 + len(m.parts) for m in messages))
+
+
+def _images(messages: Sequence[Message]) -> int:
+    return sum(isinstance(p, ImagePart) for m in messages for p in m.parts)
+
+
+_TOOL_CHARS: dict[tuple[str, str], int] = {}
+
+
+def _tool_chars(tool: ToolSpec) -> int:
+    key = (tool.name, tool.description)
+    if (n := _TOOL_CHARS.get(key)) is None:
+        n = _TOOL_CHARS[key] = len(json.dumps({"name": tool.name, "description": tool.description,
+                                               "parameters": tool.parameters}, separators=(",", ":")))
+    return n
+
+
 def count_messages(messages: Sequence[Message], model: str) -> int:
     """The messages' tokens, overhead included (memoised per message: history is re-counted cheaply)."""
     encoding = encoding_name(model)

@@ -167,17 +167,18 @@ class TelegramChannel:
                 failures += 1
                 await self._pause(f"polling failed ({exc.message})", failures)
                 continue
-            try:
-                for update in updates:
-                    if update.update_id not in seen:
-                        await self._take(update)
-                        seen.add(update.update_id)
-                    offset = update.update_id + 1
-            except Exception as exc:  # the core could not store it: it is not confirmed, it comes again
+            fresh = [u for u in updates if u.update_id not in seen]
+            # stored together (the store keeps their order); the offset passes only what was stored
+            outcomes = await asyncio.gather(*(self._take(u) for u in fresh), return_exceptions=True)
+            failed = next(((u, o) for u, o in zip(fresh, outcomes, strict=True) if isinstance(o, BaseException)), None)
+            stored = fresh if failed is None else fresh[:fresh.index(failed[0])]
+            seen.update(u.update_id for u in stored)
+            if updates:
+                offset = updates[-1].update_id + 1
+            if failed is not None:  # the core could not store it: it is not confirmed, it comes again
                 failures += 1
-                offset = update.update_id
-                seen.discard(update.update_id)
-                await self._pause(f"an update could not be stored ({exc})", failures)
+                offset = failed[0].update_id
+                await self._pause(f"an update could not be stored ({failed[1]})", failures)
                 continue
             failures = 0
             floor = min((a.first_update for a in self._albums.values()), default=offset)

@@ -309,13 +309,13 @@ class Agent:
         base, covered = list(history), 0
         reported: tuple[int, int] | None = None  # (prompt tokens the provider reported, messages sent)
         may_compact = s.compaction.enabled
+        threshold = s.compaction.trigger_ratio * s.context_window
         while run.iterations < limit:
             run.iterations += 1
             await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
             messages = [*base, *run.new[covered:]]
-            run.prompt_tokens = (reported[0] + tokens.count_messages(messages[reported[1]:], s.model) if reported
-                                 else tokens.count_request(whole_system, messages, specs, s.model))
-            if may_compact and run.prompt_tokens >= s.compaction.trigger_ratio * s.context_window:
+            run.prompt_tokens = self._prompt_tokens(whole_system, messages, specs, reported, threshold)
+            if may_compact and run.prompt_tokens >= threshold:
                 done = await self.compactor.compact_in_memory(messages, run.trace, run.request.session_key)
                 may_compact = done is not None  # one failure is enough for this run
                 if done is not None:  # from now on: the summary, the rest, then what the turn adds
@@ -344,6 +344,21 @@ class Agent:
         log.info("max iterations reached session=%s run=%s", run.request.session_key, run.request.run_id)
         return (f"I reached the limit of {limit} steps for one request before finishing. "
                 "Ask me to continue if you want me to go on.")
+
+    def _prompt_tokens(self, system: str, messages: list[Message], specs: tuple[ToolSpec, ...],
+                       reported: tuple[int, int] | None, threshold: float) -> int:
+        """The size of the next request: the provider's last report plus what was added since,
+        counted exactly only when it could reach ``threshold`` (a bound from lengths says when),
+        so a short conversation costs no encoding and loads none."""
+        model = self.settings.model
+        if reported is not None:
+            added = messages[reported[1]:]
+            if reported[0] + tokens.upper_bound("", added) < threshold:
+                return reported[0] + tokens.estimate("", added)
+            return reported[0] + tokens.count_messages(added, model)
+        if tokens.upper_bound(system, messages, specs) < threshold:
+            return tokens.estimate(system, messages, specs)
+        return tokens.count_request(system, messages, specs, model)
 
     async def _think(self, run: _Run, request: ChatRequest) -> Completed:
         """One streamed LLM call: chunks out (NO_REPLY held back), a span in the trace."""
