@@ -5,6 +5,7 @@
 | DM (dm_scope: linked, a person) | agent:{agent}:dm:{person}                   |
 | group / channel                 | agent:{agent}:{platform}:group:{chat_id}    |
 | thread or forum topic           | group key + :thread:{thread_id}             |
+| DM thread (Slack assistant)     | DM key (per-user) + :thread:{thread_id}     |
 | a member (group_scope: per-user)| group (or thread) key + :user:{user_id}     |
 | sub-agent                       | parent key + :sub:{n}                       |
 
@@ -127,6 +128,7 @@ def key_for(
             for person, accounts in identity_links.items():
                 if account in accounts:
                     return SessionKey(agent, ChatType.DM, person)
-        return SessionKey(agent, ChatType.DM, msg.sender.id, msg.platform)
+        # a DM thread (Slack's assistant threads: each "new chat" is one) is a conversation of its own
+        return SessionKey(agent, ChatType.DM, msg.sender.id, msg.platform, msg.thread_id)
     member = msg.sender.id if group_scope == "per-user" else None
     return SessionKey(agent, ChatType.GROUP, msg.chat_id, msg.platform, msg.thread_id, member=member)

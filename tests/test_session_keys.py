@@ -20,6 +20,8 @@ KEYS = [
      "agent:main:telegram:group:-100123:thread:5"),
     ("slack thread ts", inbound("slack", ChatType.GROUP, "C1", "U1", "1700000000.000100"), "per-user",
      "agent:main:slack:group:C1:thread:1700000000.000100"),
+    ("slack DM thread (assistant)", inbound("slack", chat="D1", user="U1", thread="1700000000.000200"), "per-user",
+     "agent:main:slack:dm:U1:thread:1700000000.000200"),
     ("linked DM, telegram", inbound(), "linked", "agent:main:dm:ann"),
     ("linked DM, discord", inbound("discord", user="9001"), "linked", "agent:main:dm:ann"),
     ("linked scope, unlinked user", inbound(user="77", chat="77"), "linked", "agent:main:telegram:dm:77"),

@@ -4,6 +4,7 @@ the real OpenAI SDK against the fake LLM, the whole App in between."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -288,3 +289,17 @@ async def test_edit_streaming_posts_once_and_updates_at_most_once_a_second(stack
     times = [draft.at] + [p.at for p in updates if p.blocks is not None]  # with the button: while it ran
     assert all(b - a >= 0.95 for a, b in zip(times, times[1:]))
     assert s.messages[("D1", draft.ts)].text.count("word") == 120 and s.messages[("D1", draft.ts)].blocks is None
+
+
+async def test_each_assistant_thread_is_a_conversation_of_its_own(stack: Stack) -> None:
+    await stack.start()
+    s = stack.slack
+    await stack.send(s.event(s.message("D1", "my secret is 1234", thread_ts="10.000001")))
+    await s.wait_for_posts(1)
+    await stack.send(s.event(s.message("D1", "what is my secret?", thread_ts="20.000001")))
+    await s.wait_for_posts(2)
+    await stack.send(s.event(s.message("D1", "and again?", thread_ts="10.000001")))
+    posts = await s.wait_for_posts(3)
+    assert [p.thread_ts for p in posts] == ["10.000001", "20.000001", "10.000001"]
+    assert "1234" not in json.dumps(stack.llm.requests[1].body["messages"])  # a new thread starts fresh
+    assert "1234" in json.dumps(stack.llm.requests[2].body["messages"])  # its own thread remembers

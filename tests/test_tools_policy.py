@@ -71,6 +71,11 @@ def test_refusals_say_which_rule() -> None:
     assert policy.refusal("exec") == "denied by tools.deny"
     assert policy.refusal("write_file") == "not in channels.telegram.groups[-2].tools.allow"
     assert ToolPolicy(owners_only=("exec",)).refusal("exec") == "for owners only"
+    from adapters.slack.config import SlackConfig
+
+    slack = SlackConfig.model_validate({"channels": [{"id": "C1", "tools": {"allow": ["read_file"]}}]})
+    on_slack = policy_for(tools_cfg(), slack, platform="slack", chat_type="group", chat_id="C1", is_owner=False)
+    assert on_slack.refusal("write_file") == "not in channels.slack.channels[C1].tools.allow"  # Slack's own key
     assert ToolPolicy((ToolRules("tools", deny=("x",)),)).refusal("read_file") is None
 
 

@@ -13,9 +13,9 @@ from bot.channels import ChannelSpec
 if TYPE_CHECKING:
     from adapters.slack.channel import SlackChannel
 
-HINTS = ("Slack shows your answer as Slack mrkdwn converted from your Markdown: use short paragraphs, "
-         "bullet lists, **bold**, `code` and fenced code blocks; headings become bold lines and tables "
-         "become code blocks. Mention a person as <@USER_ID>.")
+HINTS = ("Slack shows your Markdown as Slack mrkdwn: **bold**, _italic_, ~~strike~~, `code`, code blocks, "
+         "links, lists and > quotes. No tables (they become code blocks) and no headings (use a bold line); keep "
+         "paragraphs short. Mention a person as <@USER_ID>; @channel and @here never ping anyone.")
 
 
 def build(config: SlackConfig) -> SlackChannel:

@@ -15,8 +15,8 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 

@@ -19,6 +19,17 @@ HOW = ("For each of Socket Mode and HTTP events: DMs in 20 channels (quick: 10) 
 FIRST = 1000
 
 
+class _Sample:
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.wrong = 0  # replies other than the echo
+
+    async def ask(self, stack: SlackStack, chat: str, text: str) -> None:
+        at, post = await stack.ask(chat, text)
+        self.latencies.append(post["at"] - at)
+        self.wrong += post["text"] != f"echo: {text}"
+
+
 async def run(quick: bool) -> list[Figure]:
     figures: list[Figure] = []
     for mode in ("socket", "http"):
@@ -35,27 +46,20 @@ async def _latency(stack: SlackStack, quick: bool) -> list[Figure]:
     await asyncio.gather(*(stack.ask(c, "warm up") for c in ids))
     figures: list[Figure] = []
     for label in ("one at a time", f"{chats} channels at once"):
-        latencies: list[float] = []
-        wrong = 0
+        sample = _Sample()
 
-        async def ask(chat: str, text: str) -> None:
-            nonlocal wrong
-            at, post = await stack.ask(chat, text)
-            latencies.append(post["at"] - at)
-            wrong += post["text"] != f"echo: {text}"
-
-        async def converse(chat: str, count: int) -> None:
+        async def converse(sample: _Sample, chat: str, count: int) -> None:
             for i in range(count):
-                await ask(chat, f"at once {i}")
+                await sample.ask(stack, chat, f"at once {i}")
 
         cpu = bot.cpu_seconds()
         if label == "one at a time":
             for i in range(messages):
-                await ask(ids[i % chats], f"alone {i}")
+                await sample.ask(stack, ids[i % chats], f"alone {i}")
         else:
-            await asyncio.gather(*(converse(c, messages // chats) for c in ids))
+            await asyncio.gather(*(converse(sample, c, messages // chats) for c in ids))
         cpu = bot.cpu_seconds() - cpu
-        p, n = percentiles(latencies), len(latencies)
+        p, n = percentiles(sample.latencies), len(sample.latencies)
         prefix = f"{stack.mode}, {label}"
         figures += [
             Figure(NAME, f"{prefix}: event to chat.postMessage, median ({n} msgs)", p["p50"] * 1000, "ms",
@@ -63,8 +67,9 @@ async def _latency(stack: SlackStack, quick: bool) -> list[Figure]:
             Figure(NAME, f"{prefix}: event to chat.postMessage, p99", p["p99"] * 1000, "ms", Goal("<", 50)),
             Figure(NAME, f"{prefix}: bot CPU per message", cpu * 1000 / n, "ms", Goal("<", 3)),
         ]
-        if wrong:
-            figures.append(Figure(NAME, f"{prefix}: replies that were not the echo", wrong, goal=Goal("=", 0)))
+        if sample.wrong:
+            figures.append(Figure(NAME, f"{prefix}: replies that were not the echo", sample.wrong,
+                                  goal=Goal("=", 0)))
     return figures
 
 

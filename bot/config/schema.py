@@ -295,7 +295,7 @@ class Config(Section):
                     continue
                 loc = ("channels", name, field)
                 shown = self._mask(loc, value) if loc in SECRETS else _shown(value, mask_url)
-                details.append(f"{field} {shown}")
+                details.append(f"{type(channel).model_fields[field].alias or field} {shown}")
             channels.append(f"{name} ({', '.join(details)})" if details else name)
         lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
         if self.pricing:

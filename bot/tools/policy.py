@@ -80,5 +80,6 @@ def policy_for(tools: ToolsConfig, access: AccessConfig | None, *, platform: str
     any, such as the console). ``is_owner`` is the gateway's ``Access.is_owner(msg)``."""
     layers = [_layer("tools", tools)]
     if chat_type == "group" and access is not None and (group := access.group(chat_id)) is not None:
-        layers.append(_layer(f"channels.{platform}.groups[{group.id}].tools", group.tools))
+        key = type(access).model_fields["groups"].alias or "groups"  # Slack writes its groups as channels
+        layers.append(_layer(f"channels.{platform}.{key}[{group.id}].tools", group.tools))
     return ToolPolicy(tuple(layer for layer in layers if layer is not None), tools.owners_only, is_owner)
