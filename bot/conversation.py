@@ -7,6 +7,7 @@ their own wire formats. A tool call and its result are kept paired by ``tool_cal
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
@@ -95,6 +96,25 @@ class Message:
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:
         return tuple(p for p in self.parts if isinstance(p, ToolResult))
+
+
+def text_size(messages: Iterable[Message]) -> tuple[int, int]:
+    """(characters of text, tool calls and results and thinking, number of images) of the
+    messages: what cheap token estimates are made from."""
+    chars = images = 0
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, TextPart):
+                chars += len(p.text)
+            elif isinstance(p, ToolResult):
+                chars += len(p.content)
+            elif isinstance(p, ToolCall):
+                chars += len(p.name) + len(p.arguments)
+            elif isinstance(p, ThinkingPart):
+                chars += len(p.thinking)
+            elif isinstance(p, ImagePart):
+                images += 1
+    return chars, images
 
 
 def parts_to_json(parts: tuple[Part, ...]) -> str:

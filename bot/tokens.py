@@ -33,7 +33,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Protocol
 
-from bot.conversation import ImagePart, Message, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.conversation import ImagePart, Message, TextPart, ThinkingPart, ToolCall, ToolResult, text_size
 from bot.providers.base import ToolSpec
 
 log = logging.getLogger(__name__)
@@ -241,37 +241,23 @@ def upper_bound(system: str, messages: Sequence[Message], tools: Sequence[ToolSp
     """At least what ``count_request`` would say, from lengths alone (no encoding is loaded):
     a BPE token covers at least one UTF-8 byte and a character takes at most four, so a prompt
     whose bound stays under a threshold needs no exact count."""
-    return 4 * _chars(system, messages, tools) + _overhead(messages) + IMAGE_TOKENS * _images(messages)
+    chars, images = text_size(messages)
+    return 4 * (chars + _fixed_chars(system, tools)) + _overhead(messages) + IMAGE_TOKENS * images
 
 
 def estimate(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
     """The character heuristic (``CHARS_PER_TOKEN``): what /status-like figures use when the
     exact count would cost more than it tells."""
-    return (_chars(system, messages, tools) // CHARS_PER_TOKEN + _overhead(messages)
-            + IMAGE_TOKENS * _images(messages))
+    chars, images = text_size(messages)
+    return (chars + _fixed_chars(system, tools)) // CHARS_PER_TOKEN + _overhead(messages) + IMAGE_TOKENS * images
 
 
-def _chars(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> int:
-    n = len(system) + sum(_tool_chars(t) for t in tools)
-    for m in messages:
-        for p in m.parts:
-            if isinstance(p, TextPart):
-                n += len(p.text)
-            elif isinstance(p, ToolResult):
-                n += len(p.content)
-            elif isinstance(p, ToolCall):
-                n += len(p.name) + len(p.arguments)
-            elif isinstance(p, ThinkingPart):
-                n += len(p.thinking)
-    return n
+def _fixed_chars(system: str, tools: Sequence[ToolSpec]) -> int:
+    return len(system) + sum(_tool_chars(t) for t in tools)
 
 
 def _overhead(messages: Sequence[Message]) -> int:
     return REPLY_PRIMING + MESSAGE_OVERHEAD * (1 + sum(1 + len(m.parts) for m in messages))
-
-
-def _images(messages: Sequence[Message]) -> int:
-    return sum(isinstance(p, ImagePart) for m in messages for p in m.parts)
 
 
 _TOOL_CHARS: dict[tuple[str, str], int] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.conversation import Message, Role, ToolResult, text_size
 
 MISSING_RESULT = "[Tool result missing -- session was compacted]"
 CLEARED_RESULT = "[Old tool result content cleared]"
@@ -32,20 +32,7 @@ class PruneSettings:
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """A cheap, deterministic token estimate: ~4 characters per token, images ~1,000."""
-    chars = 0
-    images = 0
-    for m in messages:
-        for p in m.parts:
-            if isinstance(p, TextPart):
-                chars += len(p.text)
-            elif isinstance(p, ToolResult):
-                chars += len(p.content)
-            elif isinstance(p, ToolCall):
-                chars += len(p.name) + len(p.arguments)
-            elif isinstance(p, ThinkingPart):
-                chars += len(p.thinking)
-            elif isinstance(p, ImagePart):
-                images += 1
+    chars, images = text_size(messages)
     return chars // 4 + images * 1_000
 
 
