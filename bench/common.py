@@ -314,8 +314,16 @@ class BotProcess:
             if profile := os.environ.get("BENCH_PROFILE"):  # cProfile the bot: BENCH_PROFILE=/tmp/bot.prof
                 args = ("cProfile", "-o", profile, "-m", *args)
             self._proc = await _spawn(*args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+        if spy := os.environ.get("BENCH_PYSPY"):  # sample the bot with py-spy: BENCH_PYSPY=/tmp/bot.txt
+            self._spy = await asyncio.create_subprocess_exec(
+                "py-spy", "record", "--format", "raw", "--rate", "1000", "--threads", "-o",
+                f"{spy}.{self._proc.pid}", "-p", str(self._proc.pid), stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL)
 
     async def stop(self) -> None:
+        if (spy := getattr(self, "_spy", None)) is not None:
+            spy.send_signal(2)
+            await spy.wait()
         await _end(self._proc)
 
     def log_tail(self, lines: int = 15) -> str:
@@ -363,6 +371,8 @@ class Stack:
             "limits": {"messages_per_minute": None},
             "logging": {"level": "WARNING"},
         }
+        if extra := os.environ.get("BENCH_CONFIG"):  # e.g. '{"agent": {"compaction": {"enabled": false}}}'
+            config = _merged(config, json.loads(extra))
         self._starts += 1
         path = self.tmp / f"config-{self._starts}.yaml"
         path.write_text(json.dumps(config, indent=2))
@@ -393,6 +403,14 @@ class Stack:
         count = len(self.tg.by_chat[chat_id]) + 1
         pushed_at = await self.tg.push(self.tg.dm(chat_id, text))
         return pushed_at, (await self.tg.sent_in(chat_id, count, timeout))[-1]
+
+
+def _merged(base: JSON, extra: JSON) -> JSON:
+    """``base`` with ``extra`` laid over it, mappings merged key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 @asynccontextmanager

@@ -11,8 +11,9 @@ SHA-256 are the ones tiktoken pins; we read them, check the hash, and build the
   ordinary text, never a special token (plain ``encode`` raises on it).
 - Each message costs ``MESSAGE_OVERHEAD`` tokens on top of its content, and a request
   ``REPLY_PRIMING`` more (OpenAI's published counting recipe).
-- An encoding is loaded once, lazily, under a lock (about a quarter of a second); call
-  ``warm()`` in a thread at start-up to take that off the first request.
+- An encoding is loaded once, lazily, under a lock (about a quarter of a second, and
+  ~75 MB); ``await ready(model)`` loads it in a worker thread, so that the first exact
+  count does not stall the event loop (``warm()`` does it at once, blocking).
 - When no encoding can be loaded (the package is missing or its files are damaged), one
   warning is logged and counts fall back to ~4 characters per token.
 
@@ -22,6 +23,7 @@ where there is one (``bot.agent.loop`` uses the last reported prompt size).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import hashlib
@@ -157,6 +159,10 @@ class _Encodings:
             self._loaded[name] = enc
             return enc
 
+    def loaded(self, name: str) -> bool:
+        """Whether ``get(name)`` returns at once (loaded, or known to fall back)."""
+        return name in self._loaded
+
     def _load(self, name: str) -> Encoder:
         # the wanted encoding, else the other one (an approximation beats the heuristic)
         for candidate in (name, *(other for other in SPECS if other != name)):
@@ -195,6 +201,13 @@ ENCODINGS = _Encodings()
 
 def encoder_for(model: str) -> Encoder:
     return ENCODINGS.get(encoding_name(model))
+
+
+async def ready(model: str) -> None:
+    """Load the model's encoding in a worker thread if it is not loaded yet: the first exact
+    count then never holds the event loop for the quarter second a load takes."""
+    if not ENCODINGS.loaded(encoding_name(model)):
+        await asyncio.to_thread(encoder_for, model)
 
 
 def warm(models: Iterable[str]) -> None:

@@ -22,6 +22,7 @@ from bot.store.base import (
     CompactingStore,
     PairingCode,
     PairingStore,
+    Recent,
     Session,
     Store,
     Summary,
@@ -343,6 +344,19 @@ async def test_a_summary_and_its_cut_hide_old_messages_but_keep_them(store: Comp
     await _numbered(store, session, 1)
     assert [m.text for m in await store.history(session, limit=3)] == ["a4", "u0", "a0"]
     assert await store.usage(session) == UsageTotals(turns=6)  # compaction deletes nothing
+
+
+async def test_recent_reads_summary_last_messages_and_count_together(store: CompactingStore) -> None:
+    session = await store.session("agent:main:test:dm:u1")
+    assert await store.recent(session, 4) == Recent(None, [], 0)
+    await _numbered(store, session, 5)  # 10 messages
+    first = await store.recent(session, 3)
+    assert [m.text for m in first.messages] == ["a3", "u4", "a4"] and first.live == 10 and first.summary is None
+    live = await store.live_messages(session)
+    summary = Summary("they said hello", live[5].id, 6, 400, 120, "run-compact", 1700000000.0)
+    await store.save_summary(session, summary)
+    after = await store.recent(session, 100)
+    assert after == Recent(summary, await store.history(session), 4)
 
 
 async def test_a_stale_summary_is_refused_and_changes_nothing(store: CompactingStore) -> None:

@@ -224,6 +224,29 @@ async def test_last_n_messages_use_the_index(db_path: Path) -> None:
     assert "TEMP B-TREE" not in plan
 
 
+async def test_a_turn_is_one_trip_to_the_connections_thread(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store queues each operation to aiosqlite's thread as one function (its
+    ``_execute``): a turn's many statements cost the event loop one wait, not one each."""
+    async with SQLiteStore(db_path) as store:
+        session = await store.session("agent:main:test:dm:u1")
+        trips: list[object] = []
+        real = aiosqlite.Connection._execute
+
+        async def counted(self: aiosqlite.Connection, fn: object, *args: object, **kwargs: object) -> object:
+            trips.append(fn)
+            return await real(self, fn, *args, **kwargs)
+
+        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        answer = Answer("run-1", "telegram", Target("c1", ChatType.DM), (Chunk("one"), Chunk("two")), (1,))
+        await store.append_turn(Turn(session, "run-1", (Message.user("hi"), Message.assistant("hello")),
+                                     answer=answer))
+        assert len(trips) == 1
+        recent = await store.recent(session, 10)
+        assert len(trips) == 2 and [m.text for m in recent.messages] == ["hi", "hello"] and recent.live == 2
+        await store.chunk_sent(answer, 1, "m2")
+        assert len(trips) == 3
+
+
 async def test_a_cancelled_writer_still_completes_its_turn(db_path: Path) -> None:
     async with SQLiteStore(db_path) as store:
         session = await store.session("k")

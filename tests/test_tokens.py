@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+import threading
+
 import pytest
 
 from bot import tokens
@@ -31,6 +33,22 @@ KNOWN_COUNTS = [
     ("gpt-4o-mini", "お誕生日おめでとう", 8),
     ("gpt-3.5-turbo", "お誕生日おめでとう", 9),
 ]
+
+
+async def test_ready_loads_the_encoding_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: list[str] = []
+    real = tokens._build
+
+    def build(name: str):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return real(name)
+
+    monkeypatch.setattr(tokens, "_build", build)
+    await tokens.ready("gpt-4o")
+    assert tokens.ENCODINGS.loaded("o200k_base") and threads and threads[0] != threading.current_thread().name
+    await tokens.ready("gpt-4o")  # loaded: nothing more
+    assert len(threads) == 1
+    assert tokens.count_text("hello world", "gpt-4o") == 2
 
 
 @pytest.mark.parametrize(("model", "text", "ids"), KNOWN)

@@ -242,6 +242,7 @@ class Compactor:
         cut = safe_cut(messages, int(len(messages) * MID_LOOP_SHARE))
         if cut < 2:
             return None
+        await tokens.ready(self._model)
         try:
             text = await self.summarize(messages[:cut], trace)
         except (ProviderError, TimeoutError) as exc:
@@ -283,6 +284,7 @@ class Compactor:
         cut = safe_cut(messages, len(messages) - s.keep_last)
         if cut < 1:
             return CompactionResult(Outcome.NOT_NEEDED)
+        await tokens.ready(self._model)
         old = ([summary_message(previous.text)] if previous else []) + messages[:cut]
         before = tokens.count_messages(old + messages[cut:], self._model)
         trace = TraceBuilder(run_id, key, agent_id, self._model)

@@ -89,6 +89,7 @@ class RunResult:
     error: str | None = None  # one sentence for the user when status is failed
     prompt_tokens: int = 0  # the last request's prompt (provider-reported where given), for compaction
     answer: Answer | None = None  # stored with the turn, for delivery
+    live_messages: int | None = None  # the session's live messages with this turn's (None: not read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ class _Run:
     done: dict[str, ToolResult] = field(default_factory=dict)
     iterations: int = 0
     prompt_tokens: int = 0  # of the last request sent
+    live: int | None = None  # the session's live messages before this run, once read
 
     def close_pending(self, text: str) -> None:
         """Answer every call still without a result, so the history stays valid."""
@@ -254,7 +256,7 @@ class Agent:
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
             system = self._prompt(s.prompt_mode, request.session_key, last, workspace, run.tools.specs())
-            history = await self._history(request.session)
+            history, run.live = await self._history(request.session)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
             text = await self._loop(run, system, history, ctx, limit)
@@ -278,20 +280,22 @@ class Agent:
             return await self._finish(run, RunStatus.SILENT)
         return await self._finish(run, RunStatus.COMPLETED, answer)
 
-    async def _history(self, session: Session) -> list[Message]:
+    async def _history(self, session: Session) -> tuple[list[Message], int]:
         """What the next request starts with: the summary (if any), then the live history
-        through the pipeline (limit turns, prune tool results, repair pairing)."""
+        through the pipeline (limit turns, prune tool results, repair pairing); and how many
+        live messages the session has in all (for compaction)."""
         s = self.settings
-        summary = await self._store.summary(session)
         limit = min(HISTORY_LOAD, max(16, s.history_turns * HISTORY_PAGE))
         while True:  # read as little as gives history_turns turns: a long session costs no more
-            stored = await self._store.history(session, limit=limit)
+            recent = await self._store.recent(session, limit)
+            stored = recent.messages
             if len(stored) < limit or limit >= HISTORY_LOAD or \
                     sum(m.role is Role.USER for m in stored) >= s.history_turns:
                 break
             limit = min(HISTORY_LOAD, limit * 2)
         history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
-        return [summary_message(summary.text), *history] if summary else history
+        summary = recent.summary
+        return ([summary_message(summary.text), *history] if summary else history), recent.live
 
     async def _loop(self, run: _Run, prompt: tuple[str, str], history: list[Message], ctx: ToolContext,
                     limit: int) -> str:
@@ -314,7 +318,7 @@ class Agent:
             run.iterations += 1
             await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
             messages = [*base, *run.new[covered:]]
-            run.prompt_tokens = self._prompt_tokens(whole_system, messages, specs, reported, threshold)
+            run.prompt_tokens = await self._prompt_tokens(whole_system, messages, specs, reported, threshold)
             if may_compact and run.prompt_tokens >= threshold:
                 done = await self.compactor.compact_in_memory(messages, run.trace, run.request.session_key)
                 may_compact = done is not None  # one failure is enough for this run
@@ -345,8 +349,8 @@ class Agent:
         return (f"I reached the limit of {limit} steps for one request before finishing. "
                 "Ask me to continue if you want me to go on.")
 
-    def _prompt_tokens(self, system: str, messages: list[Message], specs: tuple[ToolSpec, ...],
-                       reported: tuple[int, int] | None, threshold: float) -> int:
+    async def _prompt_tokens(self, system: str, messages: list[Message], specs: tuple[ToolSpec, ...],
+                             reported: tuple[int, int] | None, threshold: float) -> int:
         """The size of the next request: the provider's last report plus what was added since,
         counted exactly only when it could reach ``threshold`` (a bound from lengths says when),
         so a short conversation costs no encoding and loads none."""
@@ -355,9 +359,11 @@ class Agent:
             added = messages[reported[1]:]
             if reported[0] + tokens.upper_bound("", added) < threshold:
                 return reported[0] + tokens.estimate("", added)
+            await tokens.ready(model)
             return reported[0] + tokens.count_messages(added, model)
         if tokens.upper_bound(system, messages, specs) < threshold:
             return tokens.estimate(system, messages, specs)
+        await tokens.ready(model)
         return tokens.count_request(system, messages, specs, model)
 
     async def _think(self, run: _Run, request: ChatRequest) -> Completed:
@@ -433,8 +439,9 @@ class Agent:
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
         await self._events.emit(RunEvent(kind, r.run_id, r.session_key, error or text, usage=run.trace.usage))
+        live = None if run.live is None else run.live + len(run.new)
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
-                         run.prompt_tokens, answer)
+                         run.prompt_tokens, answer, live)
 
     def _prompt(self, mode: PromptMode, session_key: str, last: InboundMessage, workspace: Path,
                 tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:
@@ -456,7 +463,8 @@ class Agent:
         definitions, summary and history (the new message not included)."""
         workspace = await self._workspaces.prepare(msg, person=person)
         system, volatile = self._prompt("full", session.key, msg, workspace)
-        history = await self._history(session)
+        history, _ = await self._history(session)
+        await tokens.ready(self.settings.model)
         return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), self.settings.model)
 
     async def last_compaction(self, session: Session) -> Summary | None:
@@ -481,7 +489,9 @@ class Agent:
         s = self.settings
         if not s.compaction.enabled or result.status is RunStatus.CANCELLED:
             return None
-        live = await self._store.live_count(request.session)
+        live = result.live_messages
+        if live is None:
+            live = await self._store.live_count(request.session)
         if not should_compact(live, result.prompt_tokens, s.context_window, s.compaction):
             return None
         return await self.compact(request.session, request.inbound[-1], run_id=f"{request.run_id}-compact",

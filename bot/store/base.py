@@ -83,6 +83,16 @@ class Summary:
 
 
 @dataclass(frozen=True, slots=True)
+class Recent:
+    """What a run starts from, read at once: the session's latest summary, its newest live
+    messages (oldest first), and how many live messages it has in all."""
+
+    summary: Summary | None
+    messages: list[Message]
+    live: int
+
+
+@dataclass(frozen=True, slots=True)
 class InboundRecord:
     id: int
     session_key: str
@@ -147,6 +157,10 @@ class SummaryStore(Protocol):
 
     async def live_count(self, session: Session) -> int:
         """How many messages are not compacted."""
+        ...
+
+    async def recent(self, session: Session, limit: int) -> Recent:
+        """In one read: the latest summary, the last ``limit`` live messages and the live count."""
         ...
 
     async def summary(self, session: Session) -> Summary | None:

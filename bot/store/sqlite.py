@@ -5,11 +5,13 @@
     store = await open_store(path)              # where the lifetime is not one block
     await store.close()                         # idempotent
 
-One connection serves everything; an ``asyncio.Lock`` makes each operation (and each
-write transaction as a whole) exclusive on it, so concurrent turns never interleave and
-a read never sees another writer's uncommitted rows. A write transaction, once started,
-runs to COMMIT or ROLLBACK even if its caller is cancelled (the caller still sees the
-cancellation), so a cancelled writer can never leave the connection mid-transaction.
+One connection serves everything, on aiosqlite's thread. Each operation (a read, or a
+write transaction as a whole) is one plain function queued to that thread, so operations
+run one after another, concurrent turns never interleave, a read never sees another
+writer's uncommitted rows, and the event loop waits once per operation, not once per
+statement. A write transaction, once queued, runs to COMMIT or ROLLBACK even if its
+caller is cancelled (the caller still sees the cancellation), so a cancelled writer can
+never leave the connection mid-transaction.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, fields, replace
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -38,6 +41,7 @@ from bot.store.base import (
     ApprovedSender,
     InboundRecord,
     PairingCode,
+    Recent,
     Session,
     StoredMessage,
     Summary,
@@ -154,7 +158,6 @@ class SQLiteStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
         self._db: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
         self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
 
     @property
@@ -191,14 +194,11 @@ class SQLiteStore:
         return self
 
     async def close(self) -> None:
-        """Wait for the operation in progress, then close. Safe to call twice."""
-        if self._db is None:
-            return
-        async with self._lock:
-            db, self._db = self._db, None
-            if db is not None:
-                await db.close()
-                log.info("store %s closed", self._path)
+        """Close once the operations already queued are done. Safe to call twice."""
+        db, self._db = self._db, None
+        if db is not None:
+            await db.close()
+            log.info("store %s closed", self._path)
 
     async def __aenter__(self) -> SQLiteStore:
         return await self.open()
@@ -212,8 +212,7 @@ class SQLiteStore:
 
     async def record_inbound(self, msg: InboundMessage, session_key: str) -> int | None:
         row = (msg.platform, msg.account, msg.chat_id, msg.message_id, session_key, inbound_to_json(msg), time.time())
-        async with self._lock:  # one statement: its own transaction
-            cursor = await self._conn().execute(_INSERT_INBOUND, row)
+        cursor = await self._run(lambda db: db.execute(_INSERT_INBOUND, row))  # one statement: its own transaction
         if cursor.rowcount != 1:
             log.info("inbound %s:%s:%s is a redelivery", msg.platform, msg.chat_id, msg.message_id)
             return None
@@ -221,20 +220,19 @@ class SQLiteStore:
 
     async def session(self, key: str, *, fresh: bool = False) -> Session:
         if not fresh:
-            async with self._lock:
-                rows = list(await self._conn().execute_fetchall(_CURRENT_SESSION, (key,)))
+            rows = await self._run(lambda db: db.execute(_CURRENT_SESSION, (key,)).fetchall())
             if rows:
                 return Session(*rows[0])
 
-        async def create(db: aiosqlite.Connection) -> Session:
+        def create(db: sqlite3.Connection) -> Session:
             now = time.time()
             if fresh:
-                await db.execute(_ARCHIVE_SESSION, (now, key))
+                db.execute(_ARCHIVE_SESSION, (now, key))
             else:  # re-check inside the write lock: another process may have made it
-                rows = list(await db.execute_fetchall(_CURRENT_SESSION, (key,)))
+                rows = db.execute(_CURRENT_SESSION, (key,)).fetchall()
                 if rows:
                     return Session(*rows[0])
-            cursor = await db.execute(_INSERT_SESSION, (key, now))
+            cursor = db.execute(_INSERT_SESSION, (key, now))
             assert cursor.lastrowid is not None
             log.info("session %s: new session %d%s", key, cursor.lastrowid, " (fresh)" if fresh else "")
             return Session(cursor.lastrowid, key, now)
@@ -242,32 +240,27 @@ class SQLiteStore:
         return await self._write(create)
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        return [Message(Role(role), parts_from_json(parts)) for _, role, parts in await self._live(session, limit)]
+        rows = await self._run(lambda db: _live(db, session, limit))
+        return [Message(Role(role), parts_from_json(parts)) for _, role, parts in rows]
 
     async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
-        return [StoredMessage(id_, Message(Role(role), parts_from_json(parts)))
-                for id_, role, parts in await self._live(session, limit)]
+        rows = await self._run(lambda db: _live(db, session, limit))
+        return [StoredMessage(id_, Message(Role(role), parts_from_json(parts))) for id_, role, parts in rows]
 
-    async def _live(self, session: Session, limit: int | None) -> list[Any]:
-        if limit is not None and limit < 0:
-            raise ValueError(f"history limit must be >= 0, not {limit}")
-        if limit == 0:
-            return []
-        async with self._lock:
-            if limit is None:
-                return list(await self._conn().execute_fetchall(_HISTORY, (session.id,)))
-            rows = list(await self._conn().execute_fetchall(_HISTORY_LAST, (session.id, limit)))
-        rows.reverse()
-        return rows
+    async def recent(self, session: Session, limit: int) -> Recent:
+        def read(db: sqlite3.Connection) -> tuple[list[Any], list[Any], int]:
+            summary = db.execute(_LAST_SUMMARY, (session.id,)).fetchall()
+            return summary, _live(db, session, limit), db.execute(_LIVE_COUNT, (session.id,)).fetchone()[0]
+
+        summary, rows, live = await self._run(read)
+        return Recent(Summary(*summary[0]) if summary else None,
+                      [Message(Role(role), parts_from_json(parts)) for _, role, parts in rows], int(live))
 
     async def live_count(self, session: Session) -> int:
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_LIVE_COUNT, (session.id,)))
-        return int(rows[0][0])
+        return int(await self._run(lambda db: db.execute(_LIVE_COUNT, (session.id,)).fetchone()[0]))
 
     async def summary(self, session: Session) -> Summary | None:
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_LAST_SUMMARY, (session.id,)))
+        rows = await self._run(lambda db: db.execute(_LAST_SUMMARY, (session.id,)).fetchall())
         return Summary(*rows[0]) if rows else None
 
     async def save_summary(self, session: Session, summary: Summary) -> bool:
@@ -275,12 +268,12 @@ class SQLiteStore:
         row = (session.id, s.run_id, s.text, s.through_id, s.messages, s.tokens_before, s.tokens_after,
                s.created_at or time.time())
 
-        async def write(db: aiosqlite.Connection) -> bool:
-            done = list(await db.execute_fetchall(_SUMMARY_THROUGH, (session.id,)))[0][0]
+        def write(db: sqlite3.Connection) -> bool:
+            done = db.execute(_SUMMARY_THROUGH, (session.id,)).fetchone()[0]
             if done is not None and done >= s.through_id:
                 return False
-            await db.execute(_INSERT_SUMMARY, row)
-            await db.execute(_MARK_COMPACTED, (session.id, s.through_id))
+            db.execute(_INSERT_SUMMARY, row)
+            db.execute(_MARK_COMPACTED, (session.id, s.through_id))
             return True
 
         saved = await self._write(write)
@@ -303,22 +296,22 @@ class SQLiteStore:
         answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
         t = turn.trace
 
-        async def write(db: aiosqlite.Connection) -> None:
+        def write(db: sqlite3.Connection) -> None:
             if message_rows:
-                await db.executemany(_INSERT_MESSAGE, message_rows)
-            await db.execute(_INSERT_USAGE, usage_row)
+                db.executemany(_INSERT_MESSAGE, message_rows)
+            db.execute(_INSERT_USAGE, usage_row)
             if answered_rows:
-                await db.executemany(_MARK_ANSWERED, answered_rows)
+                db.executemany(_MARK_ANSWERED, answered_rows)
             if answer is not None:
-                await db.execute(sql_answers.INSERT_ANSWER, answer[0])
-                await db.executemany(sql_answers.INSERT_CHUNK, answer[1])
+                db.execute(sql_answers.INSERT_ANSWER, answer[0])
+                db.executemany(sql_answers.INSERT_CHUNK, answer[1])
             if t is not None:
-                await db.execute(_INSERT_TRACE, (
+                db.execute(_INSERT_TRACE, (
                     t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
                     t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
                     t.cache_write_tokens,
                 ))  # fmt: skip
-                await db.executemany(_INSERT_SPAN, [
+                db.executemany(_INSERT_SPAN, [
                     (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
                      s.cost, int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens) for s in t.spans
                 ])  # fmt: skip
@@ -330,86 +323,71 @@ class SQLiteStore:
         """Mark inbound rows answered without a turn (e.g. the sender was told it was not run)."""
         now = time.time()
         rows = [(now, inbound_id) for inbound_id in inbound_ids]
-        if not rows:
-            return
-
-        async def write(db: aiosqlite.Connection) -> None:
-            await db.executemany(_MARK_ANSWERED, rows)
-
-        await self._write(write)
+        if rows:
+            await self._write(lambda db: db.executemany(_MARK_ANSWERED, rows))
 
     async def usage(self, session: Session) -> UsageTotals:
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_USAGE_TOTALS, (session.id,)))
-        i, o, cr, cw, cost, turns = rows[0]
+        i, o, cr, cw, cost, turns = await self._run(lambda db: db.execute(_USAGE_TOTALS, (session.id,)).fetchone())
         return UsageTotals(i, o, cr, cw, float(cost), turns)
 
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_PERSON_USAGE, (person, since)))
-        tokens, cost = rows[0]
+        tokens, cost = await self._run(lambda db: db.execute(_PERSON_USAGE, (person, since)).fetchone())
         return int(tokens), float(cost)
 
     async def unanswered(self) -> list[InboundRecord]:
         week_ago = time.time() - FORGOTTEN_KEPT
-
-        async def prune(db: aiosqlite.Connection) -> None:
-            await db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,))
-
-        await self._write(prune)
+        await self._write(lambda db: db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)))
         owed = {i for answer in await self.undelivered() for i in answer.inbound_ids}
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_UNANSWERED))
+        rows = await self._run(lambda db: db.execute(_UNANSWERED).fetchall())
         return [InboundRecord(id_, key, inbound_from_json(payload), received)
                 for id_, key, payload, received in rows if id_ not in owed and payload]
 
     async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
         row = (inbound_to_json(msg), inbound_id)
-        async with self._lock:
-            await self._conn().execute(sql_answers.UPDATE_INBOUND, row)
+        await self._run(lambda db: db.execute(sql_answers.UPDATE_INBOUND, row))
 
     async def forget_inbound(self, inbound_id: int) -> None:
         row = (time.time(), inbound_id)
-        async with self._lock:
-            await self._conn().execute(sql_answers.FORGET_INBOUND, row)
+        await self._run(lambda db: db.execute(sql_answers.FORGET_INBOUND, row))
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
-        async with self._lock:
-            db = self._conn()
+        def read(db: sqlite3.Connection) -> list[TraceRecord]:
             if session_key is None:
-                rows = list(await db.execute_fetchall(_LAST_TRACES, (last,)))
+                rows = db.execute(_LAST_TRACES, (last,)).fetchall()
             else:
-                rows = list(await db.execute_fetchall(_LAST_SESSION_TRACES, (session_key, last)))
+                rows = db.execute(_LAST_SESSION_TRACES, (session_key, last)).fetchall()
             records = []
             for row in reversed(rows):
                 spans = tuple(
                     Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview, cr, cw)
                     for kind, name, started, duration, i, o, cost, err, preview, cr, cw
-                    in await db.execute_fetchall(_SPANS, (row[0],))
+                    in db.execute(_SPANS, (row[0],))
                 )
                 records.append(TraceRecord(*row[:12], spans=spans, cache_read_tokens=row[12],
                                            cache_write_tokens=row[13]))
-        return records
+            return records
+
+        return await self._run(read)
 
     # -- the PairingStore port -------------------------------------------------------
 
     async def pairing_request(
         self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3
     ) -> PairingCode | None:
-        async def request(db: aiosqlite.Connection) -> PairingCode | None:
-            await db.execute(_DROP_EXPIRED_CODES, (now,))  # housekeeping: spam never piles up
-            rows = list(await db.execute_fetchall(_SENDER_CODE, (platform, user_id, now)))
+        def request(db: sqlite3.Connection) -> PairingCode | None:
+            db.execute(_DROP_EXPIRED_CODES, (now,))  # housekeeping: spam never piles up
+            rows = db.execute(_SENDER_CODE, (platform, user_id, now)).fetchall()
             if rows:
                 return PairingCode(*rows[0])
-            pending = list(await db.execute_fetchall(_COUNT_PENDING, (platform, now)))[0][0]
+            pending = db.execute(_COUNT_PENDING, (platform, now)).fetchone()[0]
             if pending >= max_pending:  # throwaway accounts must not keep pairing closed: the oldest goes
-                await db.execute(_DROP_OLDEST_CODE, (platform, now))
+                db.execute(_DROP_OLDEST_CODE, (platform, now))
                 log.warning("pairing %s: %d requests pending; the oldest was dropped for %s", platform, pending,
                             user_id)
                 pending -= 1
             for _ in range(_CODE_ATTEMPTS):
                 code = PairingCode(new_code(), platform, user_id, name, now, now + ttl)
-                cursor = await db.execute(_INSERT_CODE, (
+                cursor = db.execute(_INSERT_CODE, (
                     code.code, code.platform, code.user_id, code.user_name, code.created_at, code.expires_at,
                 ))  # fmt: skip
                 if cursor.rowcount == 1:
@@ -420,19 +398,18 @@ class SQLiteStore:
         return await self._write(request)
 
     async def pending_pairings(self, now: float) -> list[PairingCode]:
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_PENDING_CODES, (now,)))
+        rows = await self._run(lambda db: db.execute(_PENDING_CODES, (now,)).fetchall())
         return [PairingCode(*row) for row in rows]
 
     async def approve_pairing(self, code: str, now: float) -> PairingCode | None:
         wanted = normalize_code(code)
 
-        async def approve(db: aiosqlite.Connection) -> PairingCode | None:
-            rows = list(await db.execute_fetchall(_USE_CODE, (now, wanted, now)))
+        def approve(db: sqlite3.Connection) -> PairingCode | None:
+            rows = db.execute(_USE_CODE, (now, wanted, now)).fetchall()
             if not rows:
                 return None
             found = PairingCode(*rows[0])
-            await db.execute(_APPROVE_SENDER, (found.platform, found.user_id, found.user_name, now))
+            db.execute(_APPROVE_SENDER, (found.platform, found.user_id, found.user_name, now))
             return found
 
         approved = await self._write(approve)
@@ -443,23 +420,19 @@ class SQLiteStore:
         return approved
 
     async def revoke_sender(self, platform: str, user_id: str) -> bool:
-        async with self._lock:  # one statement: its own transaction
-            cursor = await self._conn().execute(_REVOKE_SENDER, (platform, user_id))
+        cursor = await self._run(lambda db: db.execute(_REVOKE_SENDER, (platform, user_id)))  # its own transaction
         if cursor.rowcount:
             log.info("pairing %s:%s: approval revoked", platform, user_id)
         return cursor.rowcount > 0
 
     async def is_approved(self, platform: str, user_id: str) -> bool:
-        async with self._lock:
-            rows = list(await self._conn().execute_fetchall(_IS_APPROVED, (platform, user_id)))
-        return bool(rows)
+        return bool(await self._run(lambda db: db.execute(_IS_APPROVED, (platform, user_id)).fetchall()))
 
     async def approved_senders(self, platform: str | None = None) -> list[ApprovedSender]:
-        async with self._lock:
-            if platform is None:
-                rows = list(await self._conn().execute_fetchall(_APPROVED_ALL))
-            else:
-                rows = list(await self._conn().execute_fetchall(_APPROVED_OF, (platform,)))
+        if platform is None:
+            rows = await self._run(lambda db: db.execute(_APPROVED_ALL).fetchall())
+        else:
+            rows = await self._run(lambda db: db.execute(_APPROVED_OF, (platform,)).fetchall())
         return [ApprovedSender(*row) for row in rows]
 
     # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
@@ -467,42 +440,33 @@ class SQLiteStore:
     async def store_answer(self, answer: Answer) -> None:
         row, chunks = sql_answers.answer_rows(answer)
 
-        async def write(db: aiosqlite.Connection) -> None:
-            await db.execute(sql_answers.INSERT_ANSWER, row)
-            await db.executemany(sql_answers.INSERT_CHUNK, chunks)
+        def write(db: sqlite3.Connection) -> None:
+            db.execute(sql_answers.INSERT_ANSWER, row)
+            db.executemany(sql_answers.INSERT_CHUNK, chunks)
 
         await self._write(write)
 
     async def undelivered(self) -> list[Answer]:
-        async with self._lock:
-            db = self._conn()
-            rows = list(await db.execute_fetchall(sql_answers.UNDELIVERED))
-            return [sql_answers.answer_from(row, list(await db.execute_fetchall(sql_answers.CHUNKS_OF, (row[0],))))
-                    for row in rows]
+        def read(db: sqlite3.Connection) -> list[Answer]:
+            return [sql_answers.answer_from(row, db.execute(sql_answers.CHUNKS_OF, (row[0],)).fetchall())
+                    for row in db.execute(sql_answers.UNDELIVERED).fetchall()]
+
+        return await self._run(read)
 
     async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
         now = time.time()
         last = index == len(answer.chunks) - 1
 
-        async def write(db: aiosqlite.Connection) -> None:
-            await db.execute(sql_answers.CHUNK_SENT, (message_id, now, answer.id, index))
+        def write(db: sqlite3.Connection) -> None:
+            db.execute(sql_answers.CHUNK_SENT, (message_id, now, answer.id, index))
             if last:
-                await self._settle_answer(db, answer, now, given_up=False)
+                _settle_answer(db, answer, now, given_up=False)
 
         await self._write(write)
 
     async def give_up(self, answer: Answer) -> None:
         now = time.time()
-
-        async def write(db: aiosqlite.Connection) -> None:
-            await self._settle_answer(db, answer, now, given_up=True)
-
-        await self._write(write)
-
-    @staticmethod
-    async def _settle_answer(db: aiosqlite.Connection, answer: Answer, now: float, *, given_up: bool) -> None:
-        await db.execute(sql_answers.ANSWER_DONE, (now, int(given_up), answer.id))
-        await db.executemany(_MARK_ANSWERED, [(now, inbound_id) for inbound_id in answer.inbound_ids])
+        await self._write(lambda db: _settle_answer(db, answer, now, given_up=True))
 
     # -- internals -------------------------------------------------------------------
 
@@ -511,9 +475,18 @@ class SQLiteStore:
             raise StoreError(f"store is not open: {self._path}")
         return self._db
 
-    async def _write(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
-        """Run ``body`` in one IMMEDIATE transaction under the lock, shielded from cancellation."""
-        task = asyncio.ensure_future(self._transaction(body))
+    async def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """``operation`` on the connection's own thread: a whole read or transaction is one
+        hop there and back, not one per statement (the hot path has ~5 per message, not ~18).
+        aiosqlite's ``_execute`` is its one entry to that thread, the one its cursors use;
+        ``tests/test_store_sqlite.py`` pins that it still behaves so."""
+        db = self._conn()
+        return await db._execute(operation, db._conn)  # noqa: SLF001
+
+    async def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` in one IMMEDIATE transaction, shielded from cancellation: once
+        queued, it runs to COMMIT or ROLLBACK whatever happens to its caller."""
+        task = asyncio.ensure_future(self._run(partial(_transaction, body, self._path)))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         try:
@@ -522,20 +495,37 @@ class SQLiteStore:
             task.add_done_callback(_log_abandoned_failure)
             raise
 
-    async def _transaction(self, body: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
-        async with self._lock:
-            db = self._conn()
-            try:
-                await db.execute("BEGIN IMMEDIATE")
-                result = await body(db)
-                await db.execute("COMMIT")
-            except BaseException:
-                try:
-                    await db.execute("ROLLBACK")
-                except sqlite3.OperationalError:  # no transaction: BEGIN failed or COMMIT went through
-                    log.debug("store %s: nothing to roll back", self._path)
-                raise
-            return result
+
+def _transaction(body: Callable[[sqlite3.Connection], T], path: str, db: sqlite3.Connection) -> T:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = body(db)
+        db.execute("COMMIT")
+    except BaseException:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.OperationalError:  # no transaction: BEGIN failed or COMMIT went through
+            log.debug("store %s: nothing to roll back", path)
+        raise
+    return result
+
+
+def _live(db: sqlite3.Connection, session: Session, limit: int | None) -> list[Any]:
+    """The session's live (not compacted) message rows, oldest first: all, or the last ``limit``."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"history limit must be >= 0, not {limit}")
+    if limit == 0:
+        return []
+    if limit is None:
+        return db.execute(_HISTORY, (session.id,)).fetchall()
+    rows = db.execute(_HISTORY_LAST, (session.id, limit)).fetchall()
+    rows.reverse()
+    return rows
+
+
+def _settle_answer(db: sqlite3.Connection, answer: Answer, now: float, *, given_up: bool) -> None:
+    db.execute(sql_answers.ANSWER_DONE, (now, int(given_up), answer.id))
+    db.executemany(_MARK_ANSWERED, [(now, inbound_id) for inbound_id in answer.inbound_ids])
 
 
 async def open_store(path: str | os.PathLike[str]) -> SQLiteStore:
