@@ -14,12 +14,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from markdown_it.tree import SyntaxTreeNode
+
+from adapters.console.adapter import ConsoleChannel
 from adapters.discord.dialect import DISCORD
+from adapters.discord.dialect import LIMITS as DISCORD_LIMITS
+from adapters.slack.dialect import LIMITS as SLACK_LIMITS
 from adapters.slack.dialect import SLACK
+from adapters.telegram.dialect import LIMITS as TELEGRAM_LIMITS
 from adapters.telegram.dialect import TELEGRAM
-from bot.channels.markdown import PLAIN, Dialect, quote_lines, render, safe_url, to_plain
-from bot.channels.split import Role
+from bot.channels.base import Limits
+from bot.channels.markdown import _MD, PLAIN, Dialect, _Walker, plain_line, quote_lines, render, safe_url, to_plain
+from bot.channels.split import Role, render_chunks, split
 from tests.test_telegram_render import assert_telegram_html
+
+CONSOLE_LIMITS = ConsoleChannel.limits
 
 DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, PLAIN]
 Z = "\u200b"
@@ -312,3 +321,29 @@ def test_the_same_style_inside_itself_is_written_once() -> None:
     assert render("*a *b* c*", SLACK) == f"{Z}_a b c_{Z}"
     assert render("*a *b* c*", DISCORD) == "_a b c_"
 
+
+
+# -- the plain-line fast path ----------------------------------------------------------------
+
+_FAST_ALPHABET = st.sampled_from(list("ab Z09.,:;!?'\"()-+=#>|*_`~[]<>&\\/@%$^{}") +
+                                 ["\u00a0", "\u2003", "\u2028", "\x0b", "\x0c", "é", "日", "😀", "\n", "\t", "1.", "2)"])
+
+
+@pytest.mark.parametrize(("dialect", "limits"), [(PLAIN, CONSOLE_LIMITS), (TELEGRAM, TELEGRAM_LIMITS),
+                                                 (SLACK, SLACK_LIMITS), (DISCORD, DISCORD_LIMITS)],
+                         ids=["plain", "telegram", "slack", "discord"])
+@settings(max_examples=400, deadline=None)
+@given(text=st.one_of(st.lists(_FAST_ALPHABET, max_size=40).map("".join),
+                      st.text(alphabet="ab Z09.,:;!?'\"()-+=#>|/@%$^{}é日😀\u00a0\u2003\u2028\x0b\x0c", max_size=60)))
+def test_plain_lines_skip_the_parser_and_render_the_same(dialect: Dialect, limits: Limits, text: str) -> None:
+    slow = _Walker(dialect).blocks(SyntaxTreeNode(_MD.parse(text)).children, in_quote=False).strip("\n")
+    assert render(text, dialect) == slow
+    assert render_chunks(text, dialect, limits) == split(slow, dialect, limits)
+
+
+def test_what_takes_the_fast_path() -> None:
+    assert plain_line("  echo: hello, world!  ") == "echo: hello, world!"
+    assert plain_line("2024-05-01 was a Wednesday") is not None
+    for markdown in ("**bold**", "- item", "1. first", "# title", "> quote", "a\nb", "    code", "a & b", "<b>",
+                     "x_y", "`c`", "[a](b)", "~~s~~", "3) third", "+ item", "| a |"):
+        assert plain_line(markdown) is None, markdown

@@ -27,8 +27,8 @@ from markdown_it.tree import SyntaxTreeNode
 if TYPE_CHECKING:
     from bot.channels.split import Atom
 
-__all__ = ["HR", "PLAIN", "TABLE_MAX_WIDTH", "Dialect", "PlainDialect", "language_of", "quote_lines", "render",
-           "safe_url", "table_lines", "to_plain", "width"]
+__all__ = ["HR", "PLAIN", "TABLE_MAX_WIDTH", "Dialect", "PlainDialect", "language_of", "plain_line", "quote_lines",
+           "render", "safe_url", "table_lines", "to_plain", "width"]
 
 
 class Dialect(Protocol):
@@ -113,8 +113,24 @@ TABLE_MAX_WIDTH = 60  # characters of a table line before columns are narrowed a
 TABLE_MIN_COLUMN = 6
 
 
+# One line that no Markdown rule would touch: no inline markup character anywhere, and no
+# block marker (heading, quote, list, rule, setext, table, indented code) at its start.
+_INLINE_MARKUP = re.compile(r"[\\`*_\[\]<>&~\n\r\t\x00]")
+_BLOCK_START = re.compile(r" {0,3}(?:[#>+=|-]|\d{1,9}[.)])| {4}")
+
+
+def plain_line(markdown: str) -> str | None:
+    """``markdown`` as the text it shows when it is a single line free of Markdown, else
+    None: most short answers, which then skip the parser (rendering gives the same)."""
+    if _INLINE_MARKUP.search(markdown) or _BLOCK_START.match(markdown):
+        return None
+    return markdown.strip()
+
+
 def render(markdown: str, dialect: Dialect) -> str:
     """Render model Markdown in ``dialect``: only its own markup, everything else escaped."""
+    if (line := plain_line(markdown)) is not None:
+        return dialect.text(line) if line else ""
     root = SyntaxTreeNode(_MD.parse(markdown))
     return _Walker(dialect).blocks(root.children, in_quote=False).strip("\n")
 

@@ -85,8 +85,12 @@ def too_many(chunks: list[str], limits: Limits) -> bool:
 
 def render_chunks(markdown: str, dialect: Dialect, limits: Limits) -> list[str]:
     """Render model Markdown in ``dialect`` and split it under ``limits``."""
-    from bot.channels.markdown import render
+    from bot.channels.markdown import plain_line, render
 
+    if (line := plain_line(markdown)) is not None and line:
+        text = dialect.text(line)
+        if 2 * len(text) <= limits.chunk:  # one short plain line (2: a UTF-16 bound): one chunk, as it is
+            return [text]
     return split(render(markdown, dialect), dialect, limits)
 
 
@@ -145,7 +149,7 @@ class _Splitter:
         while True:
             stop = max(bisect.bisect_right(self.ends, self.ends[start] + budget) - 1, first_text + 1)
             cut = self.cut(start, stop)
-            chunk = _assemble(list(stack) + atoms[start:cut])
+            chunk = _assemble(_reopened(stack, atoms[start:cut]))
             over = len(chunk) - self.limit if self.chars else 0
             if over <= 0:
                 return chunk, cut
@@ -177,6 +181,8 @@ class _Splitter:
             if "\n" in atoms[at].raw:
                 more = atoms[at].raw.count("\n")
                 closing = sum(atom.close.count("\n") for atom in stacks[at])
+                if atoms[at].role is Role.OPEN:  # a fence that opens here closes on a line of its own too
+                    closing += atoms[at].close.count("\n")
                 # a closing fence's line was counted as closing already, at the newline before it
                 if atoms[at].role is not Role.CLOSE and lines + more + closing > self.max_lines:
                     return max(at, start + 1)  # cut before the newline that starts one line too many
@@ -278,6 +284,17 @@ def _assemble(atoms: list[Atom]) -> str:
     if not any(atom.char for atom in out):
         return ""
     return "".join(atom.raw for atom in out) + "".join(atom.close for atom in reversed(stack))
+
+
+def _reopened(stack: _Stack, body: list[Atom]) -> list[Atom]:
+    """The chunk's atoms with the formatting open at its start reopened after its leading
+    line prefixes: a quote's "> " or a heading's "# " only counts at the start of a line."""
+    lead = 0
+    while lead < len(body) and (body[lead].role is Role.PREFIX or not body[lead].role and body[lead].char.isspace()):
+        lead += 1
+    while lead and body[lead - 1].role is not Role.PREFIX:
+        lead -= 1
+    return [*body[:lead], *stack, *body[lead:]]
 
 
 def _trim(atoms: list[Atom]) -> list[Atom]:
