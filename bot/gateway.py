@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.events import EventBus, EventKind, RunEvent
@@ -85,7 +86,8 @@ class Gateway:
         self._lanes: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # per session: decided in arrival order
         self._inbound = asyncio.Semaphore(MAX_INBOUND)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._compacting: dict[str, asyncio.Task[Any]] = {}  # session key -> its post-run compaction
         self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
         events.subscribe(self._route)
 
@@ -235,8 +237,9 @@ class Gateway:
     # -- running -----------------------------------------------------------------------
 
     async def _execute(self, run: ActiveRun) -> None:
-        """Run one batch and hand its answer to delivery, then compact the session if it grew
-        past its limits (the dispatcher owns this task: /stop cancels either)."""
+        """Run one batch and hand its answer to delivery (the dispatcher owns this task: /stop
+        cancels it); then, when the session grew past its limits, compact it in a task of its
+        own that /stop cancels too."""
         compacts = tuple(p for p in run.batch if _is_compact(p.msg))
         batch = tuple(p for p in run.batch if p not in compacts)
         if compacts:  # /compact runs in the session's lane, like a run
@@ -279,7 +282,21 @@ class Gateway:
         if self._limits is not None:
             self._limits.spent(f"{last.platform}:{last.sender.id}", result.usage.input_tokens + result.usage.output_tokens,
                                result.cost)
-        await self._agent.compact_after(request, result)
+        self._compact_later(request, result)
+
+    def _compact_later(self, request: RunRequest, result: RunResult) -> None:
+        """Compact the session after its run if it grew past its limits, in a task of its own:
+        the session's next message never waits for a summary; /stop cancels it like a run."""
+        key = request.session_key
+        if key in self._compacting or not self._agent.may_compact(result):
+            return
+        task = self._compacting[key] = self._spawn(self._agent.compact_after(request, result), f"compaction {key}")
+
+        def forget(done: asyncio.Task[Any]) -> None:
+            if self._compacting.get(key) is done:
+                del self._compacting[key]
+
+        task.add_done_callback(forget)
 
     async def _compact(self, key: str, batch: tuple[Pending, ...]) -> None:
         msg = batch[-1].msg
@@ -307,6 +324,10 @@ class Gateway:
         if command.name == "stop":
             active = self.dispatcher.active(key)
             stopped, dropped = await self.dispatcher.stop(key)
+            if (compaction := self._compacting.pop(key, None)) is not None and not compaction.done():
+                compaction.cancel()
+                await asyncio.wait({compaction})
+                stopped = True
             if stopped and active is not None:  # the stopped run's messages are answered by this notice
                 ids += tuple(p.inbound_id for p in active.batch)
             text = "Stopped." if stopped else "Nothing is running."
@@ -389,13 +410,14 @@ class Gateway:
         if progress is not None:
             progress.feed(event)
 
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         task.set_name(name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("%s failed", task.get_name(), exc_info=exc)

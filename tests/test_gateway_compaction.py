@@ -102,3 +102,21 @@ async def test_stop_during_a_compaction_cancels_it(running: Running, llm: FakeLL
     llm.script(Reply.text("NO_REPLY"), Reply.text("fresh summary"))
     await chat(channel, llm, "/compact")  # the try-lock was released
     assert channel.texts()[-1].startswith("Compacted")
+
+
+async def test_the_next_message_does_not_wait_for_a_compaction_and_stop_cancels_it(running: Running,
+                                                                                   llm: FakeLLM) -> None:
+    app, channel = await running.start(SMALL)
+    await chat(channel, llm, "one", "two", "three")
+    session = await app.store.session(KEY)
+    llm.script(Reply.text("answer four"), Reply.text("NO_REPLY"), Reply.hang())  # the summary never comes
+    sent = len(llm.requests)
+    await chat(channel, llm, "four")
+    await llm.wait_for_requests(sent + 3, timeout=5)  # the answer, the memory flush, the hanging summary
+    llm.script(Reply.text("answer five"))
+    await chat(channel, llm, "five")  # answered while the compaction still waits for its summary
+    assert channel.texts()[-1] == "answer five"
+    await chat(channel, llm, "/stop")
+    assert channel.texts()[-1] == "Stopped."
+    await asyncio.wait_for(llm.requests[sent + 2].disconnected.wait(), 5)  # the summary's stream was closed
+    assert await app.store.summary(session) is None and await app.store.live_count(session) == 10

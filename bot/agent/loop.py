@@ -483,6 +483,14 @@ class Agent:
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
             flush_prompt=lambda: "\n\n".join(self._prompt("minimal", session.key, msg, workspace, flush_tools)))
 
+    def may_compact(self, result: RunResult) -> bool:
+        """Whether ``compact_after`` could compact after this run (False: it would not)."""
+        c = self.settings.compaction
+        if not c.enabled or result.status is RunStatus.CANCELLED:
+            return False
+        return result.live_messages is None or should_compact(result.live_messages, result.prompt_tokens,
+                                                               self.settings.context_window, c)
+
     async def compact_after(self, request: RunRequest, result: RunResult) -> CompactionResult | None:
         """After a run: compact when the session passed ``trigger_messages`` live messages
         or its last prompt passed ``trigger_ratio`` of the window; None when not needed."""
