@@ -247,6 +247,25 @@ async def test_a_turn_is_one_trip_to_the_connections_thread(db_path: Path, monke
         assert len(trips) == 3
 
 
+async def test_a_burst_of_inbound_events_is_one_transaction(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with SQLiteStore(db_path) as store:
+        trips: list[object] = []
+        real = aiosqlite.Connection._execute
+
+        async def counted(self: aiosqlite.Connection, fn: object, *args: object, **kwargs: object) -> object:
+            trips.append(fn)
+            return await real(self, fn, *args, **kwargs)
+
+        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        ids = await asyncio.gather(*(store.record_inbound(message(str(i % 50)), "k") for i in range(60)))
+        assert len(trips) == 1  # one group commit for the whole burst
+        assert len(set(ids[:50])) == 50 and None not in ids[:50] and ids[50:] == [None] * 10  # the repeats
+        assert raw(db_path, "SELECT COUNT(*) FROM inbound") == [(50,)]
+        assert await store.record_inbound(message("new"), "k") is not None  # alone: a burst of one
+    with pytest.raises(StoreError):  # closed: every caller hears it, nothing is confirmed
+        await asyncio.gather(*(store.record_inbound(message(f"late{i}"), "k") for i in range(3)))
+
+
 async def test_a_cancelled_writer_still_completes_its_turn(db_path: Path) -> None:
     async with SQLiteStore(db_path) as store:
         session = await store.session("k")

@@ -22,7 +22,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import asdict, fields, replace
 from functools import partial
 from pathlib import Path
@@ -159,6 +159,7 @@ class SQLiteStore:
         self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
         self._db: aiosqlite.Connection | None = None
         self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
+        self._arriving: list[tuple[tuple[Any, ...], asyncio.Future[int | None]]] = []  # inbound rows to insert
 
     @property
     def path(self) -> str:
@@ -212,11 +213,43 @@ class SQLiteStore:
 
     async def record_inbound(self, msg: InboundMessage, session_key: str) -> int | None:
         row = (msg.platform, msg.account, msg.chat_id, msg.message_id, session_key, inbound_to_json(msg), time.time())
-        cursor = await self._run(lambda db: db.execute(_INSERT_INBOUND, row))  # one statement: its own transaction
-        if cursor.rowcount != 1:
+        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._arriving.append((row, future))
+        if len(self._arriving) == 1:  # the first of a burst: one transaction will take them all
+            self._write_later(self._record_arrived())
+        inbound_id = await future
+        if inbound_id is None:
             log.info("inbound %s:%s:%s is a redelivery", msg.platform, msg.chat_id, msg.message_id)
-            return None
-        return cursor.lastrowid
+        return inbound_id
+
+    async def _record_arrived(self) -> None:
+        """Group commit: the inbound rows recorded in the same moment (a poll's updates, a
+        burst of events) are inserted in one transaction, each caller answered once it is
+        committed, so nobody confirms an event before it is durable."""
+        await asyncio.sleep(0)  # let the rest of a burst arrive
+        arrived, self._arriving = self._arriving, []
+
+        def write(db: sqlite3.Connection) -> list[int | None]:
+            ids: list[int | None] = []
+            for row, _ in arrived:
+                cursor = db.execute(_INSERT_INBOUND, row)
+                ids.append(cursor.lastrowid if cursor.rowcount == 1 else None)  # none: a redelivery
+            return ids
+
+        try:
+            ids = await self._write(write)
+        except Exception as exc:  # every caller raises it: none of these events is confirmed
+            for _, future in arrived:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        except asyncio.CancelledError:
+            for _, future in arrived:
+                future.cancel()
+            raise
+        for (_, future), inbound_id in zip(arrived, ids, strict=True):
+            if not future.done():
+                future.set_result(inbound_id)
 
     async def session(self, key: str, *, fresh: bool = False) -> Session:
         if not fresh:
@@ -482,6 +515,12 @@ class SQLiteStore:
         ``tests/test_store_sqlite.py`` pins that it still behaves so."""
         db = self._conn()
         return await db._execute(operation, db._conn)  # noqa: SLF001
+
+    def _write_later(self, work: Coroutine[Any, Any, None]) -> None:
+        """Start ``work`` (a write that answers its callers itself) in a task the store holds."""
+        task = asyncio.ensure_future(work)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
 
     async def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` in one IMMEDIATE transaction, shielded from cancellation: once
