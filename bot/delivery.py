@@ -49,6 +49,7 @@ class Delivery:
         self._clock = clock
         self._queues: dict[tuple[str, str], deque[Answer]] = {}
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._woken: dict[str, asyncio.Event] = {}  # platform -> set when a send goes through again
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -124,12 +125,29 @@ class Delivery:
                 wait = min(wait, max(0.0, first_failure + self._settings.retry_for - now))
                 log.warning("send of %s chunk %d failed (%s); retry %d in %.1f s", answer.id, index + 1, exc,
                             retries, wait)
-                await self._sleep(wait)
+                if exc.retry_after is None:  # an outage: over for every chat once one send goes through
+                    await self._nap(answer.platform, wait)
+                else:  # a flood wait is the chat's own: honour it
+                    await self._sleep(wait)
                 continue
+            if (woken := self._woken.pop(answer.platform, None)) is not None:
+                woken.set()
             await self._store.chunk_sent(answer, index, message_id)
             index += 1
             retries = 0
         await _quietly(channel.status(answer.target, Status.FAILED if answer.failed else Status.DONE))
+
+    async def _nap(self, platform: str, seconds: float) -> None:
+        """Wait out a backoff, cut short when a send to the same platform goes through: after
+        an outage every waiting chat is sent at once, not each at the end of its own backoff."""
+        woken = self._woken.setdefault(platform, asyncio.Event())
+        nap = asyncio.ensure_future(self._sleep(seconds))
+        wake = asyncio.ensure_future(woken.wait())
+        try:
+            await asyncio.wait((nap, wake), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            nap.cancel()
+            wake.cancel()
 
     @staticmethod
     async def _send(channel: Channel, answer: Answer, index: int, chunk: Chunk) -> str | None:
