@@ -49,12 +49,17 @@ class Delivery:
         self._clock = clock
         self._queues: dict[tuple[str, str], deque[Answer]] = {}
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._owed: set[str] = set()  # ids of the answers queued or being sent
         self._woken: dict[str, asyncio.Event] = {}  # platform -> set when a send goes through again
         self._idle = asyncio.Event()
         self._idle.set()
 
     def push(self, answer: Answer) -> None:
         """Send a stored answer after the chat's earlier ones."""
+        if answer.id in self._owed:  # queued already (resumed at start, and pushed again): sent once
+            log.info("answer %s is queued already", answer.id)
+            return
+        self._owed.add(answer.id)
         key = (answer.platform, answer.target.chat_id)
         self._queues.setdefault(key, deque()).append(answer)
         if key not in self._workers:
@@ -95,6 +100,7 @@ class Delivery:
                 except Exception:  # a bug or a store failure: log once, keep the chat's queue going
                     log.exception("delivery of %s failed; it is retried at the next start", answer.id)
                 queue.popleft()
+                self._owed.discard(answer.id)
         finally:
             del self._workers[key]
             if not queue:

@@ -75,3 +75,15 @@ async def test_a_flood_wait_is_waited_out_even_when_others_get_through(store: SQ
     await asyncio.sleep(0.05)
     assert channel.tries["9"] == 1 and [s.to.chat_id for s in channel.sent] == ["1"]
     await delivery.aclose()
+
+
+async def test_an_answer_pushed_twice_is_sent_once(store: SQLiteStore) -> None:
+    channel = Flaky()
+    channel.down = False
+    delivery = Delivery(store, {"test": channel}, SLOW)
+    answer = Answer("a-1", "test", Target("1", ChatType.DM), (Chunk("hello"),))
+    await store.store_answer(answer)
+    delivery.push(answer)
+    await delivery.resume()  # finds it undelivered too
+    await asyncio.wait_for(delivery.wait_idle(), 5)
+    assert [s.text for s in channel.sent] == ["hello"]
