@@ -224,19 +224,26 @@ async def test_last_n_messages_use_the_index(db_path: Path) -> None:
     assert "TEMP B-TREE" not in plan
 
 
-async def test_a_turn_is_one_trip_to_the_connections_thread(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def trips(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The operations queued to aiosqlite's thread (its ``_execute``), one per trip."""
+    queued: list[object] = []
+    real = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: object, *args: object, **kwargs: object) -> object:
+        queued.append(fn)
+        return await real(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    return queued
+
+
+async def test_a_turn_is_one_trip_to_the_connections_thread(db_path: Path, trips: list[object]) -> None:
     """The store queues each operation to aiosqlite's thread as one function (its
     ``_execute``): a turn's many statements cost the event loop one wait, not one each."""
     async with SQLiteStore(db_path) as store:
         session = await store.session("agent:main:test:dm:u1")
-        trips: list[object] = []
-        real = aiosqlite.Connection._execute
-
-        async def counted(self: aiosqlite.Connection, fn: object, *args: object, **kwargs: object) -> object:
-            trips.append(fn)
-            return await real(self, fn, *args, **kwargs)
-
-        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        trips.clear()  # opening and the session's row were trips of their own
         answer = Answer("run-1", "telegram", Target("c1", ChatType.DM), (Chunk("one"), Chunk("two")), (1,))
         await store.append_turn(Turn(session, "run-1", (Message.user("hi"), Message.assistant("hello")),
                                      answer=answer))
@@ -247,16 +254,9 @@ async def test_a_turn_is_one_trip_to_the_connections_thread(db_path: Path, monke
         assert len(trips) == 3
 
 
-async def test_a_burst_of_inbound_events_is_one_transaction(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_burst_of_inbound_events_is_one_transaction(db_path: Path, trips: list[object]) -> None:
     async with SQLiteStore(db_path) as store:
-        trips: list[object] = []
-        real = aiosqlite.Connection._execute
-
-        async def counted(self: aiosqlite.Connection, fn: object, *args: object, **kwargs: object) -> object:
-            trips.append(fn)
-            return await real(self, fn, *args, **kwargs)
-
-        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        trips.clear()  # opening's own trips
         ids = await asyncio.gather(*(store.record_inbound(message(str(i % 50)), "k") for i in range(60)))
         assert len(trips) == 1  # one group commit for the whole burst
         assert len(set(ids[:50])) == 50 and None not in ids[:50] and ids[50:] == [None] * 10  # the repeats

@@ -495,12 +495,10 @@ class Agent:
         """After a run: compact when the session passed ``trigger_messages`` live messages
         or its last prompt passed ``trigger_ratio`` of the window; None when not needed."""
         s = self.settings
-        if not s.compaction.enabled or result.status is RunStatus.CANCELLED:
+        if not self.may_compact(result):
             return None
-        live = result.live_messages
-        if live is None:
-            live = await self._store.live_count(request.session)
-        if not should_compact(live, result.prompt_tokens, s.context_window, s.compaction):
+        if result.live_messages is None and not should_compact(
+                await self._store.live_count(request.session), result.prompt_tokens, s.context_window, s.compaction):
             return None
         return await self.compact(request.session, request.inbound[-1], run_id=f"{request.run_id}-compact",
                                   person=request.person)

@@ -87,11 +87,13 @@ def render_chunks(markdown: str, dialect: Dialect, limits: Limits) -> list[str]:
     """Render model Markdown in ``dialect`` and split it under ``limits``."""
     from bot.channels.markdown import plain_line, render
 
-    if (line := plain_line(markdown)) is not None and line:
-        text = dialect.text(line)
-        if 2 * len(text) <= limits.chunk:  # one short plain line (2: a UTF-16 bound): one chunk, as it is
-            return [text]
-    return split(render(markdown, dialect), dialect, limits)
+    line = plain_line(markdown)
+    if line is None:
+        return split(render(markdown, dialect), dialect, limits)
+    text = dialect.text(line)  # what render gives for a plain line
+    if text and 2 * len(text) <= limits.chunk:  # a short one (2: a UTF-16 bound) is one chunk, as it is
+        return [text]
+    return split(text, dialect, limits)
 
 
 def split(rendered: str, dialect: Dialect, limits: Limits) -> list[str]:

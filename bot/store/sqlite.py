@@ -516,18 +516,18 @@ class SQLiteStore:
         db = self._conn()
         return await db._execute(operation, db._conn)  # noqa: SLF001
 
-    def _write_later(self, work: Coroutine[Any, Any, None]) -> None:
-        """Start ``work`` (a write that answers its callers itself) in a task the store holds."""
+    def _write_later(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Start ``work`` (a write) in a task the store holds until it is done, so that no
+        caller's cancellation can orphan it."""
         task = asyncio.ensure_future(work)
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+        return task
 
     async def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` in one IMMEDIATE transaction, shielded from cancellation: once
         queued, it runs to COMMIT or ROLLBACK whatever happens to its caller."""
-        task = asyncio.ensure_future(self._run(partial(_transaction, body, self._path)))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        task = self._write_later(self._run(partial(_transaction, body, self._path)))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
