@@ -135,7 +135,11 @@ async def _serve(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, main_task.cancel)
     app = App(config, adapters)
-    await app.__aenter__()
+    try:
+        await app.__aenter__()  # closes what it opened if it does not finish
+    except asyncio.CancelledError:  # SIGTERM while starting (e.g. during recovery): a clean stop
+        log.info("stopped while starting")
+        return 0
     log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model, ",".join(adapters))
     code = 0
     try:

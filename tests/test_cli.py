@@ -6,6 +6,7 @@ import asyncio
 import os
 import pty
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -296,3 +297,50 @@ runs: {{recover_max_age: 0}}
     finally:
         term.close()
     assert len(llm.requests) == 1
+
+
+async def test_sigterm_while_starting_is_a_clean_stop(tmp_path: Path, llm: FakeLLM) -> None:
+    """A service manager may stop the bot before it is up: here it waits for a database
+    another process has locked. SIGTERM then must close what was opened and exit 0."""
+    db = tmp_path / "chatgate.db"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+agent: {{model: fake-model}}
+providers: {{openai: {{api_key: test-key, base_url: "{llm.openai_base_url}"}}}}
+storage: {{path: "{db}"}}
+channels: {{console: {{enabled: true}}}}
+""")
+    sqlite3.connect(db).close()
+    locker = await asyncio.create_subprocess_exec(
+        sys.executable, "-c",
+        "import sqlite3, sys, time\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "db.execute('BEGIN EXCLUSIVE')\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(4)\n",
+        str(db), stdout=asyncio.subprocess.PIPE)
+    term: Terminal | None = None
+    try:
+        assert locker.stdout is not None
+        assert await asyncio.wait_for(locker.stdout.readline(), 10) == b"locked\n"
+        term = Terminal(["run", "-c", str(config)], tmp_path, base_env())
+        fds = Path(f"/proc/{term.proc.pid}/fd")
+        async with asyncio.timeout(10):  # the bot has the database open: it is starting, signals handled
+            while not any(_points_to(fd, db) for fd in fds.iterdir()):
+                await asyncio.sleep(0.02)
+        term.proc.send_signal(signal.SIGTERM)
+        assert await term.exit_code(timeout=10) == 0, term.output
+        assert "Traceback" not in term.output
+    finally:
+        if term is not None:
+            term.close()
+        if locker.returncode is None:
+            locker.kill()
+        await locker.wait()
+
+
+def _points_to(fd: Path, target: Path) -> bool:
+    try:
+        return Path(os.readlink(fd)) == target
+    except OSError:
+        return False

@@ -283,6 +283,18 @@ async def test_a_cancelled_writer_still_completes_its_turn(db_path: Path) -> Non
         await store.append_turn(Turn(session, "r2", (Message.user("next"),)))  # no transaction left open
 
 
+async def test_closing_right_after_a_writer_is_cancelled_still_keeps_its_turn(db_path: Path) -> None:
+    store = await open_store(db_path)
+    session = await store.session("k")
+    task = asyncio.create_task(store.append_turn(Turn(session, "r1", (Message.user("kept"),))))
+    await asyncio.sleep(0)  # the write is handed over to its own task, which has not run yet
+    task.cancel()
+    await store.close()  # a shutdown right then: the write still lands
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert raw(db_path, "SELECT COUNT(*) FROM messages") == [(1,)]
+
+
 async def test_a_schema_2_database_upgrades_to_3_and_keeps_its_data(db_path: Path) -> None:
     db_path.parent.mkdir(parents=True)
     async with aiosqlite.connect(db_path, isolation_level=None) as db:

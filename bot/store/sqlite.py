@@ -195,7 +195,10 @@ class SQLiteStore:
         return self
 
     async def close(self) -> None:
-        """Close once the operations already queued are done. Safe to call twice."""
+        """Close once the writes already started are done (a cancelled caller's too). Safe to
+        call twice."""
+        if self._writes:
+            await asyncio.wait(set(self._writes))
         db, self._db = self._db, None
         if db is not None:
             await db.close()
