@@ -40,11 +40,13 @@ from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
 from bot.session_keys import DmScope, GroupScope, key_for
 from bot.store.base import AnswerStore, Store
 from bot.tools.policy import ToolPolicy
-from bot.workspace import save_upload
+from bot.workspace import OutsideWorkspaceError, save_upload
 
 log = logging.getLogger(__name__)
 
 BUSY = "I'm still busy, your message was not queued. Send it again when I've answered, or /stop."
+UNSAVED = ("Sorry, I could not save your file: inbox/ in your workspace is a link that leads outside it. "
+           "Remove that link and send the file again.")
 MAX_INBOUND = 64  # inbound messages decided (and their files fetched) at once
 MAX_DOWNLOADS = 4  # files fetched at once
 URGENT = ("stop", "stopall")  # commands that never wait for the session's earlier messages
@@ -220,6 +222,10 @@ class Gateway:
                     data = await channel.fetch(att, limit)
                     path = await asyncio.to_thread(save_upload, workspace, att.name, data)
                     saved[id(att)] = replace(att, path=path, size=len(data), data=None)
+        except OutsideWorkspaceError:  # a link planted in the workspace: never followed out
+            log.warning("files of inbound %s not saved session=%s: inbox/ leads outside the workspace", inbound_id, key)
+            await self._notice(msg, UNSAVED, (inbound_id,), "file")
+            return None
         except SendFailed as exc:
             log.info("files of inbound %s not taken session=%s: %s", inbound_id, key, exc)
             text = str(exc) if too_big is not None else "Sorry, I could not download your file; please send it again."

@@ -9,14 +9,21 @@ used by path, and a symlink swapped in between the check and the use (by a comma
 running in the same workspace) makes the open fail instead of leading outside.
 ``resolve_inside`` remains for code that only needs a path (listing, seeding).
 
-In a group workspace the files that shape the bot (``GROUP_PROTECTED``: AGENTS.md, SOUL.md,
-IDENTITY.md, TOOLS.md) are read-only to the model unless the sender is an owner:
-``read_only_for`` says so for a located path.
+Every host-side access to a workspace goes through that walk too (``open_inside``,
+``open_folder_inside``, ``read_inside``): saving uploads, reading images back, seeding,
+the context files. A sandboxed command can plant links anywhere in its workspace; the bot,
+which runs outside the sandbox, never follows one out.
+
+In a group workspace every file the group's prompt shows (``GROUP_PROTECTED``, derived from
+``GROUP_CONTEXT_FILES``) is read-only to the model unless the sender is an owner:
+``read_only_for`` says so for a located path. BOOTSTRAP.md is neither seeded nor loaded in a
+group: a first-run ritual is for one person's own assistant, not for a room.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -50,7 +57,17 @@ class PathTooLongError(ValueError):
 MAX_LINKS = 40  # symlinks followed in one walk, as the kernel allows
 NAME_MAX = 255  # bytes in one name
 PATH_MAX = 4096  # bytes in a whole path
-GROUP_PROTECTED = ("AGENTS.md", "SOUL.md", "IDENTITY.md", "TOOLS.md")
+BOOTSTRAP_FILE = "BOOTSTRAP.md"
+MEMORY_FILE = "MEMORY.md"
+CONTEXT_FILES: tuple[str, ...] = (
+    "AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", BOOTSTRAP_FILE, MEMORY_FILE,
+)
+# What a group's prompt shows: no MEMORY.md (private notes), no BOOTSTRAP.md (see above).
+GROUP_CONTEXT_FILES = tuple(name for name in CONTEXT_FILES if name not in (MEMORY_FILE, BOOTSTRAP_FILE))
+# Read-only to non-owners in a group: every file its prompt shows, and BOOTSTRAP.md, which
+# no group loads but whose name says "follow me" to any prompt that ever would.
+GROUP_PROTECTED = (*GROUP_CONTEXT_FILES, BOOTSTRAP_FILE)
+GROUP_UNSEEDED = frozenset({BOOTSTRAP_FILE})
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -156,6 +173,52 @@ def open_inside(workspace: Path, user_path: str, flags: int = os.O_RDONLY, mode:
     with locate(workspace, user_path, make_parents=make_parents) as loc:
         fd = os.open(loc.name, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=loc.parent)
     return fd, loc.relative
+
+
+def open_folder_inside(workspace: Path, user_path: str, *, create: bool = False) -> tuple[int, str]:
+    """``locate`` then open the folder itself with ``O_NOFOLLOW``: ``(directory fd, relative
+    path)``; with ``create`` it (and its parents) are made, 0700, when missing. A link that
+    leads out raises ``OutsideWorkspaceError``, one swapped in after the walk ``ELOOP``, a
+    file in its place ``NotADirectoryError``. The caller closes the fd."""
+    with locate(workspace, user_path, make_parents=create) as loc:
+        try:
+            fd = os.open(loc.name, _DIR_FLAGS, dir_fd=loc.parent)
+        except FileNotFoundError:
+            if not create:
+                raise
+            with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
+                os.mkdir(loc.name, 0o700, dir_fd=loc.parent)
+            fd = os.open(loc.name, _DIR_FLAGS, dir_fd=loc.parent)
+    return fd, loc.relative
+
+
+def create_inside(workspace: Path, user_path: str, mode: int = 0o644) -> tuple[int, str]:
+    """Create a new file for writing: its folder walked (and made) like ``open_folder_inside``,
+    the file itself created with ``O_EXCL | O_NOFOLLOW``, so an existing file or link of that
+    name raises ``FileExistsError`` and nothing is ever overwritten. ``(fd, relative path)``."""
+    folder, _, name = user_path.strip("/").rpartition("/")
+    if name in ("", ".", ".."):
+        raise IsADirectoryError(f"{user_path} names a folder, not a file")
+    dir_fd, relative = open_folder_inside(workspace, folder or ".", create=True)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode,
+                     dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    return fd, name if relative == "." else f"{relative}/{name}"
+
+
+def read_inside(workspace: Path, user_path: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file inside the workspace, walked like ``locate`` (a FIFO or
+    a folder raises ``IsADirectoryError``, a file over ``max_bytes`` ``ValueError``)."""
+    fd, _ = open_inside(workspace, user_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise IsADirectoryError(f"{user_path} is not a regular file")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{user_path} is larger than {max_bytes} bytes")
+    return data
 
 
 def _relative_parts(root: str, given: str, path: str, shown: str | None = None) -> list[str]:
@@ -286,10 +349,11 @@ class Workspaces:
 
     async def prepare(self, msg: InboundMessage, *, person: str | None = None) -> Path:
         """``dir_for`` then ``ensure``: the ready workspace of the message's session."""
-        return await self.ensure(self.dir_for(msg, person=person))
+        return await self.ensure(self.dir_for(msg, person=person), group=msg.chat_type is ChatType.GROUP)
 
-    async def ensure(self, path: Path) -> Path:
-        """Create ``path`` (mode 0700) and seed it from the templates; returns ``path``."""
+    async def ensure(self, path: Path, *, group: bool = False) -> Path:
+        """Create ``path`` (mode 0700) and seed it from the templates (a group's without
+        ``GROUP_UNSEEDED``); returns ``path``."""
         if path in self._seeded:
             return path
         if Path(os.path.abspath(path)).parent != Path(os.path.abspath(self.root)):
@@ -298,7 +362,8 @@ class Workspaces:
         async with lock:
             if path in self._seeded:
                 return path
-            copied = await asyncio.to_thread(seed_workspace, path, self.templates)
+            skip = GROUP_UNSEEDED if group else frozenset()
+            copied = await asyncio.to_thread(seed_workspace, path, self.templates, skip)
             self._seeded.add(path)
             self._locks.pop(path, None)  # waiters hold the lock object; newcomers hit the set
         if copied:
@@ -319,58 +384,74 @@ def _template_files(templates: Path) -> list[str]:
     return sorted(found)
 
 
-def _read_marker(marker: Path) -> set[str]:
+def _read_marker(workspace: Path) -> set[str]:
     try:
-        text = marker.read_text(encoding="utf-8", errors="replace")
+        fd, _ = open_inside(workspace, SEEDED_MARKER, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise IsADirectoryError(f"{SEEDED_MARKER} is not a regular file")
+            text = fh.read(1 << 20).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return set()
-    except OSError as exc:  # say, a directory in its place: offer everything, overwrite nothing
-        log.warning("seeding marker %s unreadable: %s", marker, exc)
+    except (OSError, ValueError) as exc:  # a folder or a link out in its place: offer everything, overwrite nothing
+        log.warning("seeding marker in %s unreadable: %s", workspace, exc)
         return set()
     return {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
 
 
-def seed_workspace(path: Path, templates: Path) -> list[str]:
-    """Blocking: create ``path`` and copy in the template files never offered to it before.
+def _write_marker(workspace: Path, offered: set[str]) -> None:
+    """Replace the marker atomically, through the workspace's descriptor: a link planted
+    under the temporary name is never followed (O_EXCL), and rename replaces a link itself."""
+    header = "# chatgate: template files already offered to this workspace (delete a line to get one again)"
+    data = ("\n".join([header, *sorted(offered)]) + "\n").encode("utf-8")
+    tmp = f"{SEEDED_MARKER}.{os.getpid()}.{threading.get_ident()}.tmp"
+    root = os.open(os.path.realpath(workspace), _DIR_FLAGS)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=root)  # a leftover of a crash, or something planted there
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                     0o600, dir_fd=root)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, SEEDED_MARKER, src_dir_fd=root, dst_dir_fd=root)
+    finally:
+        os.close(root)
+
+
+def seed_workspace(path: Path, templates: Path, skip: frozenset[str] = frozenset()) -> list[str]:
+    """Blocking: create ``path`` and copy in the template files never offered to it before
+    (``skip``: files this kind of workspace never gets, e.g. BOOTSTRAP.md in a group).
 
     A file that exists is left alone; every offered file is recorded in the marker, so
-    it is not offered again. Returns the files copied.
+    it is not offered again. Every write is walked from the workspace's descriptor
+    (``open_inside``): a link planted by a command is never followed out. Returns the
+    files copied.
     """
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    marker = path / SEEDED_MARKER
-    offered = _read_marker(marker)
-    new = [rel for rel in _template_files(templates) if rel not in offered]
+    offered = _read_marker(path)
+    new = [rel for rel in _template_files(templates) if rel not in offered and rel not in skip]
     if not new:
         return []
     copied: list[str] = []
     settled: list[str] = []  # copied or already there; a failed copy is offered again next time
     for rel in new:
-        dest = path / rel
         try:
-            resolve_inside(path, rel)  # a symlinked parent must not lead the copy outside
             data = (templates / rel).read_bytes()  # before creating dest: no empty leftovers
-            dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            with open(dest, "xb") as out:  # O_EXCL: never overwrite, even racing another process
+            fd, _ = create_inside(path, rel, 0o600)  # O_EXCL: never overwrite, even racing another process
+            with os.fdopen(fd, "wb") as out:
                 out.write(data)
-            os.chmod(dest, 0o600)
             copied.append(rel)
             settled.append(rel)
         except FileExistsError:
             settled.append(rel)
-        except OSError as exc:  # OutsideWorkspaceError included; skip the file, seed the rest
+        except (OSError, ValueError) as exc:  # OutsideWorkspaceError included; skip the file, seed the rest
             log.warning("workspace %s: could not seed %s: %s", path, rel, exc)
-    header = "# chatgate: template files already offered to this workspace (delete a line to get one again)"
-    tmp = marker.with_name(f"{SEEDED_MARKER}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text("\n".join([header, *sorted(offered | set(settled))]) + "\n", encoding="utf-8")
-    os.replace(tmp, marker)
+    _write_marker(path, offered | set(settled))
     return copied
 
 
 # --------------------------------------------------------------------------- context files
 
-CONTEXT_FILES: tuple[str, ...] = (
-    "AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md", "MEMORY.md",
-)
 PER_FILE_CAP = 20_000
 TOTAL_CAP = 60_000
 _MAX_FULL_READ = 2 * 1024 * 1024  # bigger files: read the head, count the rest in bytes
@@ -431,25 +512,36 @@ class _ReadCache:
 _cache = _ReadCache(_CACHE_SIZE)
 
 
-def _stat_regular(workspace: Path, name: str) -> tuple[Path, os.stat_result] | None:
-    """The file's real path and stat when it is a regular file inside the workspace."""
-    path = workspace / name
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_context(workspace: Path, name: str, follow_links: bool) -> tuple[str, os.stat_result, int | None] | None:
+    """``(cache path, stat, open fd or None)`` of a context file that is a regular file inside
+    the workspace, or None. The common case costs one ``lstat`` and opens nothing (a cached
+    read needs no fd). A link is walked inside the workspace (``open_inside``) and opened at
+    once, so what is read is what was checked; with ``follow_links`` false it is skipped."""
+    path = os.path.join(workspace, name)
     try:
         st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):  # the fence: a symlink may not lead outside the workspace
-            path = resolve_inside(workspace, name)
-            st = os.stat(path)
+        if not stat.S_ISLNK(st.st_mode):
+            return (path, st, None) if stat.S_ISREG(st.st_mode) else None
+        if not follow_links:
+            log.info("context file %s skipped: a link, and this workspace's prompt follows none", path)
+            return None
+        fd, relative = open_inside(workspace, name, _READ_FLAGS)
     except FileNotFoundError:
         return None
-    except OSError as exc:  # OutsideWorkspaceError included
+    except (OSError, ValueError) as exc:  # OutsideWorkspaceError included
         log.warning("context file %s skipped: %s", path, exc)
         return None
-    return (path, st) if stat.S_ISREG(st.st_mode) else None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return os.path.join(workspace, relative), st, fd
 
 
-def _read(path: Path, name: str, cap: int, key: tuple[int, int, int, int, int]) -> _Entry:
-    # O_NONBLOCK: should a FIFO be swapped in after the stat, opening it must not hang
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+def _read(fd: int, name: str, cap: int, key: tuple[int, int, int, int, int]) -> _Entry:
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             return _Entry(key, None, 0, 0, "characters")
@@ -473,12 +565,38 @@ def _read(path: Path, name: str, cap: int, key: tuple[int, int, int, int, int]) 
     return _Entry(key, ContextFile(name, body), kept, 0, unit)
 
 
+def _read_context(workspace: Path, name: str, cap: int, follow_links: bool) -> _Entry | None:
+    found = _open_context(workspace, name, follow_links)
+    if found is None:
+        return None
+    real, st, fd = found
+    key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, cap)
+    entry = _cache.get(real, key)
+    if entry is not None:
+        if fd is not None:
+            os.close(fd)
+        return entry
+    try:
+        if fd is None:  # a plain name in the workspace's own folder: O_NOFOLLOW, and the same file
+            fd = os.open(real, _READ_FLAGS | os.O_NOFOLLOW)
+            if os.fstat(fd).st_ino != st.st_ino:
+                os.close(fd)
+                return None  # swapped since the lstat: the next run reads it
+        entry = _read(fd, name, cap, key)
+    except OSError as exc:
+        log.warning("context file %s unreadable: %s", real, exc)
+        return None
+    _cache.put(real, entry)
+    return entry
+
+
 def load_context_files(
     path: Path,
     names: Sequence[str] = CONTEXT_FILES,
     *,
     per_file_cap: int = PER_FILE_CAP,
     total_cap: int = TOTAL_CAP,
+    follow_links: bool = True,
 ) -> list[ContextFile]:
     """The workspace's context files that exist and are not blank, in the order of ``names``.
 
@@ -486,27 +604,16 @@ def load_context_files(
     visible marker where text was left out. Blocking but cheap: an unchanged file costs
     one ``lstat`` (reads are cached by path, mtime, ctime, size and inode); callers on
     an event loop may still wrap it in ``asyncio.to_thread``. Symlinks that lead outside
-    the workspace, and anything that is not a regular file, are skipped.
+    the workspace, and anything that is not a regular file, are skipped; with
+    ``follow_links`` false (a group's prompt, whose files only owners may write) every link is.
     """
     files: list[ContextFile] = []
     budget = total_cap
     for name in names:
         if not name or name in (".", "..") or "/" in name or os.sep in name:
             raise ValueError(f"context file names are plain file names, not {name!r}")
-        found = _stat_regular(path, name)
-        if found is None:
-            continue
-        real, st = found
-        key = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, per_file_cap)
-        entry = _cache.get(str(real), key)
-        if entry is None:
-            try:
-                entry = _read(real, name, per_file_cap, key)
-            except OSError as exc:
-                log.warning("context file %s unreadable: %s", real, exc)
-                continue
-            _cache.put(str(real), entry)
-        if entry.file is None:
+        entry = _read_context(path, name, per_file_cap, follow_links)
+        if entry is None or entry.file is None:
             continue
         if entry.kept <= budget:
             files.append(entry.file)
@@ -526,20 +633,26 @@ INBOX = "inbox"
 def save_upload(workspace: Path, name: str, data: bytes) -> str:
     """Save a file the user sent into ``inbox/`` of the workspace (blocking: call it in a
     thread). The name is sanitised and never overwrites: ``report.pdf``, ``report-2.pdf``...
-    Returns the path relative to the workspace."""
-    inbox = Path(workspace) / INBOX
-    inbox.mkdir(mode=0o700, exist_ok=True)
+    The inbox is walked like every path inside a workspace (``open_folder_inside``): an
+    ``inbox`` link a command planted is followed only inside the workspace, and one leading
+    out raises ``OutsideWorkspaceError``. Returns the path relative to the workspace."""
     clean = _UNSAFE.sub("_", Path(name).name).lstrip(".-") or "file"
     stem, dot, suffix = clean[:100].rpartition(".")
     if not dot:
         stem, suffix = clean[:100], ""
-    for n in range(1, 1000):
-        candidate = f"{stem}-{n}" if n > 1 else stem
-        target = inbox / (f"{candidate}.{suffix}" if suffix else candidate)
-        try:
-            with open(target, "xb") as f:  # exclusive: never overwrite
+    dir_fd, folder = open_folder_inside(workspace, INBOX, create=True)
+    try:
+        for n in range(1, 1000):
+            candidate = f"{stem}-{n}" if n > 1 else stem
+            target = f"{candidate}.{suffix}" if suffix else candidate
+            try:  # exclusive, and never through a link: never overwrite, never lead out
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                             0o644, dir_fd=dir_fd)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "wb") as f:
                 f.write(data)
-        except FileExistsError:
-            continue
-        return f"{INBOX}/{target.name}"
-    raise FileExistsError(f"too many files named {clean} in {inbox}")
+            return f"{folder}/{target}"
+    finally:
+        os.close(dir_fd)
+    raise FileExistsError(f"too many files named {clean} in {INBOX}")

@@ -192,9 +192,9 @@ async def test_concurrent_ensure_seeds_once(tmp_path: Path, templates: Path, mon
     calls: list[Path] = []
     real = workspace.seed_workspace
 
-    def counting(path: Path, tmpl: Path) -> list[str]:
+    def counting(path: Path, tmpl: Path, skip: frozenset[str] = frozenset()) -> list[str]:
         calls.append(path)
-        return real(path, tmpl)
+        return real(path, tmpl, skip)
 
     monkeypatch.setattr(workspace, "seed_workspace", counting)
     ws = Workspaces(tmp_path / "ws", templates)
@@ -309,9 +309,9 @@ def test_unchanged_file_is_read_once_and_a_changed_one_again(tmp_path: Path, mon
     reads: list[str] = []
     real = workspace._read
 
-    def counting(path: Path, *args: object) -> object:
-        reads.append(path.name)
-        return real(path, *args)  # type: ignore[arg-type]
+    def counting(fd: int, name: str, *args: object) -> object:
+        reads.append(name)
+        return real(fd, name, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(workspace, "_read", counting)
     f = tmp_path / "USER.md"

@@ -38,7 +38,7 @@ from bot.tools.base import ToolCategory, ToolContext
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tracing import Redactor, TraceBuilder
-from bot.workspace import Workspaces, load_context_files, save_upload
+from bot.workspace import Workspaces, load_context_files, read_inside, save_upload
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ HISTORY_PAGE = 4  # stored messages first read per turn sent (doubled while too 
 CANCELLED_RESULT = "Tool execution cancelled by user"
 FAILED = "Something went wrong on my side while answering (it has been logged). Please try again."
 TOO_MANY_CALLS = "Not run: at most {n} tool calls run per step; make this call again in the next step."
+MAX_IMAGE_BYTES = 32 * 1024 * 1024  # an image read back from the workspace for the model
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
 
 
@@ -172,8 +173,8 @@ async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> 
         if att.kind is AttachmentKind.IMAGE:
             if att.data is None and att.path:
                 try:
-                    return replace(att, data=(workspace / att.path).read_bytes())
-                except OSError as exc:
+                    return replace(att, data=read_inside(workspace, att.path, MAX_IMAGE_BYTES))
+                except (OSError, ValueError) as exc:  # a link out included: never followed
                     log.warning("image %s cannot be read: %s", att.path, exc)
             return att
         if att.data is None:
@@ -451,7 +452,8 @@ class Agent:
         return build_prompt_parts(PromptInputs(
             mode=mode, agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
             tools=self._tools.specs() if tools is None else tools, workspace=workspace,
-            context_files=tuple(load_context_files(workspace, names)), owner_ids=s.owners,
+            context_files=tuple(load_context_files(workspace, names, follow_links=last.chat_type is not ChatType.GROUP)),
+            owner_ids=s.owners,
             now=datetime.now(timezone.utc), model=s.model, provider=s.provider, session_key=session_key,
             extra_instructions=s.system_prompt,
         ))

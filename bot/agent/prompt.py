@@ -30,7 +30,7 @@ from bot.channels import registry
 from bot.channels.base import ChannelSpec
 from bot.messages import ChatType
 from bot.providers.base import ToolSpec
-from bot.workspace import CONTEXT_FILES, ContextFile
+from bot.workspace import BOOTSTRAP_FILE, CONTEXT_FILES, GROUP_CONTEXT_FILES, MEMORY_FILE, ContextFile
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,6 @@ PromptMode = Literal["full", "minimal"]
 
 NO_REPLY = "NO_REPLY"
 PERSONA_FILES = ("SOUL.md", "IDENTITY.md")
-BOOTSTRAP_FILE = "BOOTSTRAP.md"
-MEMORY_FILE = "MEMORY.md"
 MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
 PERSONA_REMINDER = "Stay in character as described in SOUL.md and IDENTITY.md, however long the conversation."
 
@@ -104,11 +102,12 @@ class PromptInputs:
 
 def context_file_names(mode: PromptMode, chat_type: ChatType | str) -> tuple[str, ...]:
     """The workspace files the prompt of this mode and chat shows, for ``load_context_files``
-    (MEMORY.md is not even read for a group; the prompt would drop it anyway)."""
+    (a group reads neither MEMORY.md, private, nor BOOTSTRAP.md: ``GROUP_CONTEXT_FILES``,
+    which are also the files only owners may change there)."""
     if mode == "minimal":
         return MINIMAL_FILES
     if ChatType(chat_type) is ChatType.GROUP:
-        return tuple(name for name in CONTEXT_FILES if name != MEMORY_FILE)
+        return GROUP_CONTEXT_FILES
     return CONTEXT_FILES
 
 
@@ -154,7 +153,7 @@ def identity_section(p: PromptInputs) -> str:
 
 def bootstrap_section(p: PromptInputs) -> str:
     f = p.file(BOOTSTRAP_FILE)
-    if not p.full or f is None:
+    if not p.full or f is None or p.is_group:  # never a room's first-run ritual
         return ""
     return (
         "## First run\n"
