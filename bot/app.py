@@ -92,9 +92,14 @@ class App:
             log.warning("workspace templates not found at %s; new workspaces start empty", templates)
         workspaces = Workspaces(cfg.workspace.root, templates, cfg.workspace.group_scope)
         redactor = Redactor(cfg.secret_values())
+        lim = cfg.limits
+        person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
+                                     self.store)
+        meter = person_limits.charge if person_limits.active else None
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
-        tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor)))
-        agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor)
+        tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
+                                            meter=meter)))
+        agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter)
         r = cfg.runs
         limits = RunLimits(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
@@ -102,9 +107,6 @@ class App:
         downloads = {name: int(getattr(getattr(cfg.channels, name, None), "max_download_mb", 20) * 1024 * 1024)
                      for name in self.channels}
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
-        lim = cfg.limits
-        person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
-                                     self.store)
         self.gateway = Gateway(
             agent, self.store, self.events, self.channels, Access(policies, self.store), self.delivery,
             GatewaySettings(a.id, a.dm_scope, a.identity_links, limits, r.recover_max_age, downloads,

@@ -268,9 +268,9 @@ class Gateway:
                 session = await self._store.session(run.session_key)
                 context = self._context.take(last) if last.chat_type is ChatType.GROUP else ()
                 owner = all(self._access.is_owner(p.msg) for p in batch)
-                policy = self._settings.tool_policy(last, owner) if self._settings.tool_policy else None
                 request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in batch), ids,
-                                     context=context, reply=reply, sender_is_owner=owner, tool_policy=policy)
+                                     context=context, reply=reply, sender_is_owner=owner,
+                                     tool_policy=self._policy(last, owner), payers=_payers(batch))
                 result = await self._agent.run(request)
             except asyncio.CancelledError:
                 if run.stopped:  # "Stopped." answers the /stop message: end this run's own status too
@@ -284,10 +284,7 @@ class Gateway:
             finally:
                 del self._progress[run.run_id]
                 self._extra.pop(run.run_id, None)
-        self._finish(channel, target, result)
-        if self._limits is not None:
-            self._limits.spent(f"{last.platform}:{last.sender.id}", result.usage.input_tokens + result.usage.output_tokens,
-                               result.cost)
+        self._finish(channel, target, result)  # its model calls were charged as they came (RunRequest.payers)
         self._compact_later(request, result)
 
     def _compact_later(self, request: RunRequest, result: RunResult) -> None:
@@ -304,10 +301,16 @@ class Gateway:
 
         task.add_done_callback(forget)
 
+    def _policy(self, msg: InboundMessage, owner: bool) -> ToolPolicy | None:
+        return self._settings.tool_policy(msg, owner) if self._settings.tool_policy else None
+
     async def _compact(self, key: str, batch: tuple[Pending, ...]) -> None:
         msg = batch[-1].msg
         session = await self._store.session(key)
-        result = await self._agent.compact(session, msg, run_id=f"compact-{batch[-1].inbound_id}")
+        owner = self._access.is_owner(msg)
+        result = await self._agent.compact(session, msg, run_id=f"compact-{batch[-1].inbound_id}",
+                                           tool_policy=self._policy(msg, owner), sender_is_owner=owner,
+                                           payers=_payers(batch))
         await self._notice(msg, compact_reply(result), tuple(p.inbound_id for p in batch), "compact")
 
     def _finish(self, channel: Channel, target: Target, result: RunResult) -> None:
@@ -354,8 +357,9 @@ class Gateway:
             text = "Started a fresh conversation. The old one is kept."
         elif command.name == "status":
             text = await self._status(key, msg)
-        elif command.name == "compact":
-            self._submit(key, Pending(msg, inbound_id))  # in the session's lane, after its run
+        elif command.name == "compact":  # model calls: within the person's limits, like a message
+            if await self._within_limits(msg, inbound_id):
+                self._submit(key, Pending(msg, inbound_id))  # in the session's lane, after its run
             return
         elif command.name == "whoami":
             where = "this DM" if msg.chat_type is ChatType.DM else f"chat {msg.chat_id}"
@@ -427,6 +431,11 @@ class Gateway:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("%s failed", task.get_name(), exc_info=exc)
+
+
+def _payers(batch: Sequence[Pending]) -> tuple[str, ...]:
+    """Whom a batch's model calls are charged to: each sender once, split evenly."""
+    return tuple(dict.fromkeys(f"{p.msg.platform}:{p.msg.sender.id}" for p in batch))
 
 
 def _is_compact(msg: InboundMessage) -> bool:

@@ -2,9 +2,16 @@
 
 A person is ``platform:user_id``. The rate is a token bucket per person (``messages_per_minute``
 tokens, refilled evenly over a minute), kept for the people seen recently. The budgets count
-the tokens (in + out) and cost of the runs that answered the person since 00:00 UTC, read
-once per person and day from the store and kept up to date with each run's usage, so a check
-costs a dict lookup. Owners are exempt (the gateway does not ask for them).
+the tokens (in + out) and cost charged to the person since 00:00 UTC, read once per person
+and day from the store and kept up to date as charges arrive, so a check costs a dict lookup.
+Owners are exempt (the gateway does not ask for them).
+
+Charging: every model call is charged as its usage arrives, through the ``Bill`` of the run
+or compaction that made it (``TraceBuilder.llm`` is the one place every call passes). The
+bill splits the call evenly among the people the run serves (the senders of a collected
+batch), tells the limits at once (``PersonLimits.charge``: a run ended by ``/stop`` or an
+interrupt has already counted what it spent) and is stored with the turn, whatever way
+the run ends. A sub-agent's calls are on its own bill, never on its parent's too.
 
 ``check`` returns what to tell the person, or None to run; it says it once per window (a
 minute for the rate, the day for a budget): a message over a limit after that is stored and
@@ -15,10 +22,15 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
+
+from bot.providers.base import Usage
+from bot.store.base import Charge
+
+Meter = Callable[[Sequence[Charge]], None]  # told each model call's charges as they arrive
 
 MAX_PEOPLE = 10_000  # people whose bucket and day are kept; the longest unseen are dropped
 
@@ -38,6 +50,38 @@ class Refusal:
 
 class UsageStore(Protocol):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]: ...
+
+
+class Bill:
+    """The charges of one run or compaction: each model call's tokens (in + out) and cost
+    split evenly among ``payers`` (the remainder of the tokens to the first), told to
+    ``meter`` at once and totalled per person for the turn."""
+
+    def __init__(self, payers: Sequence[str], meter: Meter | None = None) -> None:
+        self.payers = tuple(dict.fromkeys(payers))  # each once, in order
+        self._meter = meter
+        self._totals: dict[str, tuple[int, float]] = {}
+
+    def add(self, usage: Usage, cost: float) -> None:
+        charges = split(self.payers, usage.input_tokens + usage.output_tokens, cost)
+        if not charges:
+            return
+        for c in charges:
+            tokens, spent = self._totals.get(c.person, (0, 0.0))
+            self._totals[c.person] = (tokens + c.tokens, spent + c.cost)
+        if self._meter is not None:
+            self._meter(charges)
+
+    def charges(self) -> tuple[Charge, ...]:
+        return tuple(Charge(person, tokens, cost) for person, (tokens, cost) in self._totals.items())
+
+
+def split(payers: Sequence[str], tokens: int, cost: float) -> tuple[Charge, ...]:
+    """``tokens`` and ``cost`` shared evenly by ``payers``; nothing when there is no one or nothing to share."""
+    if not payers or (tokens <= 0 and cost <= 0):
+        return ()
+    share, rest = divmod(max(tokens, 0), len(payers))
+    return tuple(Charge(person, share + (1 if i < rest else 0), cost / len(payers)) for i, person in enumerate(payers))
 
 
 @dataclass(slots=True)
@@ -89,12 +133,14 @@ class PersonLimits:
             p.tokens -= 1.0
         return None
 
-    def spent(self, person: str, tokens: int, cost: float) -> None:
-        """A run that answered ``person`` used this much (the budgets count it at once)."""
-        p = self._people.get(person)
-        if p is not None and p.day >= 0:
-            p.used_tokens += tokens
-            p.used_cost += cost
+    def charge(self, charges: Sequence[Charge]) -> None:
+        """The ``Meter``: model calls just charged to these people (the budgets count them at
+        once). A person whose day is not loaded yet is skipped: the store has it by then."""
+        for c in charges:
+            p = self._people.get(c.person)
+            if p is not None and p.day >= 0:
+                p.used_tokens += c.tokens
+                p.used_cost += c.cost
 
     async def today(self, person: str) -> tuple[int, float]:
         """(tokens, cost) ``person`` used today (UTC)."""

@@ -23,8 +23,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from bot.providers.base import Usage
+
+if TYPE_CHECKING:
+    from bot.limits import Bill
 
 PREVIEW_CHARS = 500
 
@@ -174,6 +178,7 @@ class TraceBuilder:
     spans: list[Span] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
+    bill: Bill | None = None  # charged here: every model call of a run passes through ``llm`` once
 
     def __post_init__(self) -> None:
         self.started_at = self.clock()
@@ -182,6 +187,8 @@ class TraceBuilder:
             preview: str = "") -> None:
         self.usage += usage
         self.cost += cost
+        if self.bill is not None:
+            self.bill.add(usage, cost)
         self.spans.append(Span(SpanKind.LLM, model, started, (self.clock() - started) * 1000, usage.input_tokens,
                                usage.output_tokens, cost, is_error, self.redact.preview(preview),
                                usage.cache_read_tokens, usage.cache_write_tokens))
@@ -193,7 +200,8 @@ class TraceBuilder:
 
     def sub_agent(self, session_key: str, started: float, usage: Usage, cost: float, *, is_error: bool,
                   output: str, seconds: float) -> None:
-        """A sub-agent's run as a span of this run; its tokens and cost are added to this run's."""
+        """A sub-agent's run as a span of this run; its tokens and cost are added to this run's
+        (its calls were charged on its own bill, so this one is not charged again)."""
         self.usage += usage
         self.cost += cost
         self.spans.append(Span(SpanKind.AGENT, session_key, started, seconds * 1000, usage.input_tokens,

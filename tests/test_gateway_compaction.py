@@ -24,7 +24,7 @@ class Running:
         self.tmp_path, self.llm = tmp_path, llm
         self.stack: list[App] = []
 
-    async def start(self, trigger_messages: int) -> tuple[App, RecordingAdapter]:
+    async def start(self, trigger_messages: int, extra: str = "") -> tuple[App, RecordingAdapter]:
         path = self.tmp_path / "config.yaml"
         path.write_text(f"""
 agent: {{model: fake-model, compaction: {{trigger_messages: {trigger_messages}, keep_last: 2}}}}
@@ -32,6 +32,7 @@ providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}"
 storage: {{path: "{self.tmp_path / 'chatgate.db'}"}}
 workspace: {{root: "{self.tmp_path / 'workspaces'}"}}
 {OPEN}
+{extra}
 """)
         channel = RecordingAdapter("telegram")
         app = App(load_config(path, env={}), {"telegram": channel})
@@ -120,3 +121,41 @@ async def test_the_next_message_does_not_wait_for_a_compaction_and_stop_cancels_
     assert channel.texts()[-1] == "Stopped."
     await asyncio.wait_for(llm.requests[sent + 2].disconnected.wait(), 5)  # the summary's stream was closed
     assert await app.store.summary(session) is None and await app.store.live_count(session) == 10
+
+
+# -- issue 19: the flush gets exactly the run's tool policy; compaction traces are scrubbed
+
+def tool_names(request) -> list[str]:  # type: ignore[no-untyped-def]
+    return [t["function"]["name"] for t in request.body.get("tools", [])]
+
+
+async def test_the_flush_gets_exactly_the_runs_tool_policy(running: Running, llm: FakeLLM) -> None:
+    app, channel = await running.start(100, "tools: {deny: [edit_file, memory_*]}")
+    await chat(channel, llm, "one", "two", "three")
+    llm.script(Reply.text("NO_REPLY"), Reply.text("a summary"))
+    await chat(channel, llm, "/compact")
+    flush = llm.requests[-2]
+    assert "write_file" in tool_names(flush) and "edit_file" not in tool_names(flush)
+    assert not any(name.startswith("memory_") for name in tool_names(flush))
+
+
+async def test_a_read_only_deployment_gets_no_flush(running: Running, llm: FakeLLM) -> None:
+    app, channel = await running.start(100, "tools: {deny: [write_file, edit_file]}")
+    await chat(channel, llm, "one", "two", "three")
+    before = len(llm.requests)
+    llm.script(Reply.text("a summary"))
+    await chat(channel, llm, "/compact")
+    assert channel.texts()[-1].startswith("Compacted")
+    assert len(llm.requests) == before + 1 and not tool_names(llm.requests[-1])  # the summary alone
+    assert not (running.tmp_path / "workspaces" / "telegram-42" / "memory").exists()
+
+
+async def test_compaction_traces_are_scrubbed_of_the_configured_secrets(running: Running, llm: FakeLLM) -> None:
+    app, channel = await running.start(100)
+    await chat(channel, llm, "one", "two", "three")
+    llm.script(Reply.text("I saw the key test-key in there"), Reply.text("the key was test-key"))
+    await chat(channel, llm, "/compact")
+    traces = await app.store.traces(KEY)
+    previews = [span.preview for t in traces for span in t.spans]
+    assert any("I saw the key *** in there" in p for p in previews)
+    assert not any("test-key" in p for p in previews)

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from bot.app import App
-from bot.limits import LimitSettings, PersonLimits
+from bot.limits import Bill, LimitSettings, PersonLimits, split
+from bot.providers.base import Usage
+from bot.store.base import Charge
 from tests.fakes.channel import RecordingAdapter
-from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
 from tests.test_gateway_runs import config, group_msg, tg_dm
 
 OPEN = "channels: {telegram: {dm_policy: open, group_policy: open}}"
@@ -127,7 +129,7 @@ async def test_the_day_is_read_once_and_renews_at_midnight_utc() -> None:
     now = [86400.0 * 20000 + 3600]  # 01:00 UTC
     limits = PersonLimits(LimitSettings(messages_per_minute=None, daily_tokens=100), store, clock=lambda: now[0])
     assert await limits.check("t:1") is None
-    limits.spent("t:1", 100, 0.0)
+    limits.charge([Charge("t:1", 100, 0.0)])
     refused = await limits.check("t:1")
     assert refused is not None and refused.reason == "tokens"
     assert store.reads == 1  # the store is asked once a day, then the counts are kept
@@ -147,3 +149,97 @@ async def test_the_message_tool_counts_against_the_rate(start, llm: FakeLLM) -> 
     await asyncio.sleep(0.3)
     assert channel.texts() == ["first progress", "done"]  # the second extra message was over the rate
     assert "limit" in json.dumps(llm.requests[2].body["messages"][-1])
+
+
+# -- charging (issue 19, item 3): every model call, as it arrives, whatever way the run ends, once
+
+def test_a_bill_splits_each_call_evenly_and_tells_the_meter_at_once() -> None:
+    told: list[Charge] = []
+    bill = Bill(["t:1", "t:2", "t:1"], told.extend)  # each payer once
+    bill.add(Usage(100, 1), 0.3)
+    assert told == [Charge("t:1", 51, 0.15), Charge("t:2", 50, 0.15)]
+    bill.add(Usage(10, 0), 0.0)
+    assert bill.charges() == (Charge("t:1", 56, 0.15), Charge("t:2", 55, 0.15))
+    assert Bill([]).charges() == () and split(["t:1"], 0, 0.0) == ()
+
+
+async def test_a_stopped_run_is_charged_what_it_spent_and_still_after_a_restart(  # type: ignore[no-untyped-def]
+        start, llm: FakeLLM) -> None:
+    extra = OPEN + "\nlimits: {daily_tokens: 10000}\nruns: {queue_mode: followup, debounce_ms: 0}"
+    app, channel = await start(extra)
+    llm.script(Reply.tool_calls([Call("list_files", {})], usage=Tokens(9000, 1500)), Reply.hang())
+    await channel.inject(tg_dm("do a big job"))
+    await llm.wait_for_requests(2, timeout=5)
+    await channel.inject(tg_dm("/stop"))
+    await channel.wait_for_replies(1)
+    assert channel.texts() == ["Stopped."]
+    tokens, _ = await app.gateway._limits.today("telegram:42")  # counted at once, not at the run's end
+    assert tokens >= 10500
+    await channel.inject(tg_dm("and another"))
+    await channel.wait_for_replies(2)
+    assert channel.texts()[1] == "You've used today's allowance of 10,000 tokens; it renews at 00:00 UTC."
+    assert await app.store.usage_since("telegram:42", 0) == (tokens, 0.0)  # stored with the stopped turn
+    await app.__aexit__(None, None, None)
+    _, again = await start(extra)
+    await again.inject(tg_dm("after the restart"))
+    await again.wait_for_replies(1)
+    assert again.texts()[0].startswith("You've used today's allowance")
+    assert len(llm.requests) == 2
+
+
+async def test_an_interrupted_run_is_charged(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    app, channel = await start(OPEN + "\nlimits: {daily_tokens: 100000}\nruns: {queue_mode: interrupt, debounce_ms: 0}")
+    llm.script(Reply.tool_calls([Call("list_files", {})], usage=Tokens(3000, 100)), Reply.hang())
+    await channel.inject(tg_dm("first"))
+    await llm.wait_for_requests(2, timeout=5)
+    await channel.inject(tg_dm("never mind, this instead"))
+    await channel.wait_for_replies(1)
+    tokens, _ = await app.gateway._limits.today("telegram:42")
+    assert tokens >= 3100 + 12 + 5  # the interrupted run's calls and the new run's
+
+
+async def test_a_sub_agent_is_charged_once(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    app, channel = await start(OPEN + "\nlimits: {daily_tokens: 100000}")
+    llm.script(Reply.tool_calls([Call("spawn", {"task": "look it up"})], usage=Tokens(1000, 10)),
+               Reply.text("found it", usage=Tokens(500, 5)),
+               Reply.text("done", usage=Tokens(2000, 10)))
+    await channel.inject(tg_dm("research this"))
+    await channel.wait_for_replies(1)
+    assert channel.texts() == ["done"]
+    assert await app.store.usage_since("telegram:42", 0) == (1010 + 505 + 2010, 0.0)
+    tokens, _ = await app.gateway._limits.today("telegram:42")
+    assert tokens == 1010 + 505 + 2010
+
+
+async def test_every_sender_of_a_collected_batch_is_charged(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    app, channel = await start(OPEN + "\nlimits: {daily_tokens: 100000}\nruns: {queue_mode: collect, debounce_ms: 300}")
+    llm.script(Reply.text("busy for a while", usage=Tokens(10, 0), delay=0.1),
+               Reply.text("both answered", usage=Tokens(100, 20)))
+    await channel.inject(group_msg("@bot first", user="u1"))
+    await llm.wait_for_requests(1, timeout=5)
+    await channel.inject(group_msg("@bot second", user="u2"))  # collected while the first runs
+    await channel.inject(group_msg("@bot third", user="u3"))
+    await channel.wait_for_replies(2)
+    assert len(llm.requests) == 2  # the second and third were one run
+    assert await app.store.usage_since("telegram:u1", 0) == (10, 0.0)
+    assert await app.store.usage_since("telegram:u2", 0) == (60, 0.0)
+    assert await app.store.usage_since("telegram:u3", 0) == (60, 0.0)
+
+
+async def test_compact_is_within_the_limits_and_its_calls_are_charged(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]
+    app, channel = await start(OPEN + "\nlimits: {daily_tokens: 100000}")
+    for i in range(3):
+        await channel.inject(tg_dm(f"m{i}"))
+        await channel.wait_for_replies(i + 1)
+    before, _ = await app.store.usage_since("telegram:42", 0)
+    llm.script(Reply.text("NO_REPLY", usage=Tokens(700, 3)), Reply.text("a summary", usage=Tokens(400, 20)))
+    await channel.inject(tg_dm("/compact"))
+    await channel.wait_for_replies(4)
+    assert channel.texts()[3].startswith("Compacted")
+    assert await app.store.usage_since("telegram:42", 0) == (before + 703 + 420, 0.0)  # flush and summary
+    await app.__aexit__(None, None, None)
+    app, channel = await start(OPEN + "\nlimits: {daily_tokens: 100}")
+    await channel.inject(tg_dm("/compact"))
+    await channel.wait_for_replies(1)
+    assert channel.texts()[0].startswith("You've used today's allowance")
+    assert len(llm.requests) == 5

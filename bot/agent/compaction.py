@@ -11,14 +11,17 @@ Two places use it:
   per-session try-lock (a second compaction of the same session is skipped, never run at
   once): first the memory flush, a minimal-prompt turn with the file tools that writes
   what is worth keeping to ``memory/YYYY-MM-DD.md`` (at most 5 iterations and 90 s;
-  ``NO_REPLY`` when there is nothing; in group workspaces only with ``memory_flush: all``),
+  ``NO_REPLY`` when there is nothing; in group workspaces only with ``memory_flush: all``;
+  with exactly the file tools the run's tool policy permits, skipped when none can write),
   then the summary (temperature 0.3, at most ``summary_max_tokens``, 120 s) of everything
   but the last ``keep_last`` messages, the previous summary included. The summary and the
   cut are saved in one transaction; the messages stay in the store, marked compacted.
 
 A cut never separates a tool call from its results (``safe_cut``), and the history
 pipeline repairs pairing on every request anyway. Whatever fails or times out leaves the
-history as it was and is logged; cancellation (``/stop``, shutdown) propagates.
+history as it was and is logged; cancellation (``/stop``, shutdown) propagates. Its traces
+are scrubbed with the app's ``Redactor``, and its model calls are charged (``Bill``) to the
+people of the run it followed, or to whoever sent ``/compact``.
 """
 
 from __future__ import annotations
@@ -36,11 +39,13 @@ from bot import tokens
 from bot.agent.history import repair_pairing
 from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ProviderError
+from bot.limits import Bill, Meter
 from bot.providers.base import ChatRequest, Provider, Usage, complete
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext
+from bot.tools.policy import ToolPolicy
 from bot.tools.registry import ToolRegistry
-from bot.tracing import TraceBuilder
+from bot.tracing import Redactor, TraceBuilder
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +197,8 @@ def fit_newest(messages: Sequence[Message], budget: int, model: str) -> list[Mes
 # --------------------------------------------------------------------------- the compactor
 
 
-FlushPrompt = Callable[[], str]  # the minimal system prompt of the session's workspace
+FlushPrompt = Callable[[], str]
+FLUSH_WRITERS = frozenset({"write_file", "edit_file"})  # without one of them the flush cannot save anything  # the minimal system prompt of the session's workspace
 
 
 class Compactor:
@@ -200,10 +206,13 @@ class Compactor:
 
     def __init__(self, provider: Provider, store: CompactingStore, tools: ToolRegistry, *, model: str,
                  window: int, max_tokens: int, cost: Callable[[str, Usage], float],
-                 settings: CompactionSettings = CompactionSettings()) -> None:
+                 settings: CompactionSettings = CompactionSettings(), redactor: Redactor | None = None,
+                 meter: Meter | None = None) -> None:
         self._provider = provider
         self._store = store
         self._files = ToolRegistry(t for t in tools if t.category is ToolCategory.FILE)
+        self._redactor = redactor or Redactor()
+        self._meter = meter
         self._model, self._window, self._max_tokens = model, window, max_tokens
         self._cost = cost
         self.settings = settings
@@ -211,6 +220,10 @@ class Compactor:
 
     def busy(self, session_key: str) -> bool:
         return session_key in self._busy
+
+    def flush_tools(self, policy: ToolPolicy | None) -> ToolRegistry:
+        """The file tools the memory flush may use: exactly those the run's ``policy`` permits."""
+        return self._files.restricted(policy)
 
     async def summarize(self, messages: Sequence[Message], trace: TraceBuilder) -> str:
         """One summary of ``messages`` (an earlier summary among them is folded in); raises
@@ -287,9 +300,10 @@ class Compactor:
         await tokens.ready(self._model)
         old = ([summary_message(previous.text)] if previous else []) + messages[:cut]
         before = tokens.count_messages(old + messages[cut:], self._model)
-        trace = TraceBuilder(run_id, key, agent_id, self._model)
+        payers = ctx.payers if ctx is not None else ()
+        trace = TraceBuilder(run_id, key, agent_id, self._model, self._redactor, bill=Bill(payers, self._meter))
         flushed = False
-        if ctx is not None and self._flush_allowed(ctx):
+        if ctx is not None and self._flush_allowed(ctx) and self._flush_can_write(ctx):
             flushed = await self._flush(messages, ctx, flush_prompt(), trace)
         try:
             text = await self.summarize(old, trace)
@@ -313,13 +327,20 @@ class Compactor:
         mode = self.settings.memory_flush
         return mode == "all" or (mode == "dm" and ctx.chat_type == "dm")
 
+    def _flush_can_write(self, ctx: ToolContext) -> bool:
+        if any(name in FLUSH_WRITERS for name in self.flush_tools(ctx.tool_policy).names()):
+            return True
+        log.info("memory flush skipped session=%s: the tool policy leaves no file tool that writes", ctx.session_key)
+        return False
+
     async def _flush(self, history: Sequence[Message], ctx: ToolContext, system: str, trace: TraceBuilder) -> bool:
         """The memory flush turn; True when it finished. Failures and timeouts are logged."""
         s = self.settings
         day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
         budget = int(self._window * 0.6) - self._max_tokens
         messages = [*fit_newest(history, budget, self._model), Message.user(FLUSH_INSTRUCTION.format(day=day))]
-        specs = self._files.specs()
+        files = self.flush_tools(ctx.tool_policy)
+        specs = files.specs()
         try:
             async with asyncio.timeout(s.flush_timeout):
                 for _ in range(s.flush_iterations):
@@ -333,7 +354,7 @@ class Compactor:
                     calls = completed.message.tool_calls
                     if not calls:
                         break
-                    results = await self._files.execute(calls, ctx)
+                    results = await files.execute(calls, ctx)
                     messages.append(Message(Role.TOOL, tuple(results)))
                 else:
                     log.info("memory flush stopped at %d iterations session=%s", s.flush_iterations, ctx.session_key)
@@ -349,5 +370,6 @@ class Compactor:
             return
         record = trace.finish(status, len(trace.spans), error)
         await asyncio.shield(self._store.append_turn(
-            Turn(session, run_id, (), trace.usage, trace.cost, self._model, (), record)))
+            Turn(session, run_id, (), trace.usage, trace.cost, self._model, (), record,
+                 charges=trace.bill.charges() if trace.bill else ())))
 

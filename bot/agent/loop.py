@@ -31,6 +31,7 @@ from bot.agent.silence import NoReplyHoldback, final_answer
 from bot.agent.transcript import context_block, group_turn
 from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
+from bot.limits import Bill, Meter
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
@@ -77,6 +78,7 @@ class RunRequest:
     reply: Reply | None = None  # without it the run stores no answer and settles its messages
     sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
     tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
+    payers: tuple[str, ...] = ()  # whom its model calls are charged to ("platform:user_id"), split evenly
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,7 @@ class Agent:
         cost: Callable[[str, Usage], float],
         redactor: Redactor | None = None,
         post_run: Sequence[PostRunHook] = (),
+        meter: Meter | None = None,
     ) -> None:
         self.settings = settings
         self._provider = provider
@@ -209,8 +212,10 @@ class Agent:
         self._cost = cost
         self._redactor = redactor or Redactor()
         self._post_run = tuple(post_run)
+        self._meter = meter
         self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
-                                   max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction)
+                                   max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction,
+                                   redactor=self._redactor, meter=meter)
 
     async def workspace(self, msg: InboundMessage, person: str | None = None) -> Path:
         """The ready workspace of the message's session (files are saved there before a run)."""
@@ -228,7 +233,8 @@ class Agent:
 
     async def _run(self, request: RunRequest) -> RunResult:
         s = self.settings
-        trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor)
+        trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor,
+                             bill=Bill(request.payers, self._meter))
         run = _Run(request, trace)
         last = request.inbound[-1]
         await self._emit(request, EventKind.STARTED)
@@ -241,7 +247,7 @@ class Agent:
                               on_sub_agent=lambda c: run.trace.sub_agent(
                                   c.session_key, c.started, c.usage, c.cost, is_error=c.status == "failed",
                                   output=c.text, seconds=c.seconds),
-                              tool_policy=request.tool_policy)
+                              tool_policy=request.tool_policy, payers=request.payers)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
@@ -392,6 +398,11 @@ class Agent:
         except ProviderError:
             run.trace.llm(request.model, started, Usage(), 0.0, is_error=True)
             raise
+        except asyncio.CancelledError:  # /stop or an interrupt mid-stream: the provider bills it anyway
+            usage = Usage(run.prompt_tokens, tokens.estimate("", [Message.assistant("".join(run.streamed))]))
+            run.trace.llm(request.model, started, usage, self._cost(request.model, usage), is_error=True,
+                          preview="(cancelled; tokens estimated)")
+            raise
         assert completed is not None, "a provider stream ends with Completed"
         if rest := holdback.finish():
             await self._emit(run.request, EventKind.CHUNK, rest)
@@ -432,7 +443,7 @@ class Agent:
         settle = answer is None and status is not RunStatus.CANCELLED
         last = r.inbound[-1]
         turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
-                    record, answer, settle, f"{last.platform}:{last.sender.id}")
+                    record, answer, settle, run.trace.bill.charges() if run.trace.bill else ())
         if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
             await asyncio.shield(self._store.append_turn(turn))
         else:
@@ -473,14 +484,17 @@ class Agent:
         """The session's latest compaction (its tokens before and after), for /status."""
         return await self._store.summary(session)
 
-    async def compact(self, session: Session, msg: InboundMessage, *, run_id: str,
-                      person: str | None = None) -> CompactionResult:
-        """Flush memory and summarise the session now (``/compact``, and ``compact_after``). Skipped when one is already running for the session; never
-        raises but for cancellation, so run it in the session's lane where /stop reaches it."""
+    async def compact(self, session: Session, msg: InboundMessage, *, run_id: str, person: str | None = None,
+                      tool_policy: ToolPolicy | None = None, sender_is_owner: bool = False,
+                      payers: tuple[str, ...] = ()) -> CompactionResult:
+        """Flush memory and summarise the session now (``/compact``, and ``compact_after``). Skipped
+        when one is already running for the session; never raises but for cancellation, so run it
+        in the session's lane where /stop reaches it. The flush gets exactly the run's tool policy
+        (``tool_policy``, ``sender_is_owner``); its calls and the summary's are charged to ``payers``."""
         workspace = await self._workspaces.prepare(msg, person=person)
         ctx = ToolContext(workspace, session.key, run_id, self.settings.agent_id, msg.platform, msg.chat_type.value,
-                          msg.sender.id)
-        flush_tools = tuple(t.spec for t in self._tools if t.category is ToolCategory.FILE)
+                          msg.sender.id, sender_is_owner, tool_policy=tool_policy, payers=payers)
+        flush_tools = self.compactor.flush_tools(tool_policy).specs()
         return await self.compactor.compact(
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
             flush_prompt=lambda: "\n\n".join(self._prompt("minimal", session.key, msg, workspace, flush_tools)))
@@ -503,7 +517,8 @@ class Agent:
                 await self._store.live_count(request.session), result.prompt_tokens, s.context_window, s.compaction):
             return None
         return await self.compact(request.session, request.inbound[-1], run_id=f"{request.run_id}-compact",
-                                  person=request.person)
+                                  person=request.person, tool_policy=request.tool_policy,
+                                  sender_is_owner=request.sender_is_owner, payers=request.payers)
 
     async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", **fields: object) -> None:
         await self._events.emit(RunEvent(kind, request.run_id, request.session_key, text, **fields))  # type: ignore[arg-type]

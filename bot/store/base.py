@@ -29,6 +29,15 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True)
+class Charge:
+    """What model calls cost one person (``platform:user_id``), for the daily budgets."""
+
+    person: str
+    tokens: int  # in + out
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """Everything one run adds to a session, written in one transaction.
 
@@ -48,7 +57,7 @@ class Turn:
     trace: TraceRecord | None = None
     answer: Answer | None = None
     settle: bool = False
-    person: str | None = None  # whose request it answered ("platform:user_id"), for daily budgets
+    charges: tuple[Charge, ...] = ()  # this turn's own model calls, per person it served (not its sub-agents')
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +137,8 @@ class Store(Protocol):
     async def usage(self, session: Session) -> UsageTotals: ...
 
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:
-        """(tokens in + out, cost) of the runs answering ``person`` since ``since`` (epoch seconds)."""
+        """(tokens in + out, cost) charged to ``person`` since ``since`` (epoch seconds): every
+        model call of the runs and compactions that served them, each counted once."""
         ...
 
     async def unanswered(self) -> list[InboundRecord]:

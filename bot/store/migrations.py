@@ -222,6 +222,26 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX usage_person ON usage (person, created_at) WHERE person IS NOT NULL;
         """,
     ),
+    Migration(
+        "0007_charges",
+        """
+        -- what model calls cost each person, for the daily budgets: written with every turn,
+        -- a stopped run's and a compaction's included; a sub-agent's calls only in its own turn
+        CREATE TABLE charges (
+            id         INTEGER PRIMARY KEY,
+            person     TEXT NOT NULL,
+            run_id     TEXT NOT NULL,
+            tokens     INTEGER NOT NULL,
+            cost       REAL NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX charges_person ON charges (person, created_at);
+        -- the runs so far; a sub-agent's row is left out, as its parent's row already counts it
+        INSERT INTO charges (person, run_id, tokens, cost, created_at)
+            SELECT person, run_id, input_tokens + output_tokens, cost, created_at FROM usage
+            WHERE person IS NOT NULL AND run_id NOT GLOB '*-sub[0-9]*';
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -83,9 +83,9 @@ _INSERT_USAGE = (
     " cache_write_tokens, cost, created_at, person) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _PERSON_USAGE = (
-    "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost), 0.0) FROM usage"
-    " WHERE person = ? AND created_at >= ?"
+    "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost), 0.0) FROM charges WHERE person = ? AND created_at >= ?"
 )
+_INSERT_CHARGE = "INSERT INTO charges (person, run_id, tokens, cost, created_at) VALUES (?, ?, ?, ?, ?)"
 _USAGE_TOTALS = (
     "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
     " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
@@ -326,8 +326,9 @@ class SQLiteStore:
         u = turn.usage
         usage_row = (
             sid, run_id, turn.model, u.input_tokens, u.output_tokens,
-            u.cache_read_tokens, u.cache_write_tokens, turn.cost, now, turn.person,
+            u.cache_read_tokens, u.cache_write_tokens, turn.cost, now, None,
         )  # fmt: skip
+        charge_rows = [(c.person, run_id, c.tokens, c.cost, now) for c in turn.charges]
         answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids] if turn.settle else []
         answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
         t = turn.trace
@@ -336,6 +337,8 @@ class SQLiteStore:
             if message_rows:
                 db.executemany(_INSERT_MESSAGE, message_rows)
             db.execute(_INSERT_USAGE, usage_row)
+            if charge_rows:
+                db.executemany(_INSERT_CHARGE, charge_rows)
             if answered_rows:
                 db.executemany(_MARK_ANSWERED, answered_rows)
             if answer is not None:

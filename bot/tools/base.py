@@ -56,7 +56,7 @@ class ToolContext:
     sender_is_owner: bool = False  # every message of the run comes from an owner (gates exec)
     on_sub_agent: Callable[[SubAgentRun], None] | None = field(default=None, compare=False, repr=False)
     tool_policy: ToolPolicy | None = None
-
+    payers: tuple[str, ...] = ()  # whom the run's model calls are charged to; a sub-agent's too
 
 class ToolCategory(StrEnum):
     """What a tool touches; decides its default timeout."""

@@ -14,7 +14,8 @@ workspace, never change it, run commands or message anyone. Limits:
   stream is closed and its tools are cancelled, like any run's;
 - each finished child is reported through ``ToolContext.on_sub_agent`` (a ``SubAgentRun``),
   which the parent's loop turns into a span with the child's tokens and cost added to
-  the parent's (``TraceBuilder.sub_agent``).
+  the parent's (``TraceBuilder.sub_agent``); the child's model calls are charged to the
+  parent's payers on the child's own bill, once.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
+from bot.limits import Meter
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers.base import Provider, Usage
 from bot.session_keys import parse_key
@@ -58,8 +60,9 @@ class SubAgents:
 
     def __init__(self, settings: AgentSettings, provider: Provider, store: Store, tools: ToolRegistry,
                  workspaces: Workspaces, cost: Callable[[str, Usage], float], redactor: Redactor | None = None,
-                 limits: SpawnLimits = SpawnLimits()) -> None:
+                 limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None) -> None:
         self.settings = settings
+        self._meter = meter
         self.limits = limits
         self._provider, self._store, self._tools = provider, store, tools
         self._workspaces, self._cost, self._redactor = workspaces, cost, redactor or Redactor()
@@ -101,14 +104,15 @@ class SubAgents:
                            prompt_mode="minimal")
         agent = Agent(settings, self._provider,
                             self._store, self._events, self.child_tools(policy), self._workspaces, self._cost,
-                            self._redactor)
+                            self._redactor, meter=self._meter)
         async with self._slots:
             self.active += 1
             try:
                 session = await self._store.session(key, fresh=True)
                 started = time.time()
                 log.info("sub-agent %s started session=%s run=%s", key, ctx.session_key, ctx.run_id)
-                result = await agent.run(RunRequest(f"{ctx.run_id}-sub{n}", session, key, (message,), person=person))
+                result = await agent.run(RunRequest(f"{ctx.run_id}-sub{n}", session, key, (message,), person=person,
+                                                    payers=ctx.payers))
             finally:
                 self.active -= 1
         text = (result.error or result.text) if result.status is RunStatus.FAILED else result.text
