@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +176,59 @@ async def test_search_bad_pattern_and_runaway_pattern(registry: ToolRegistry, ct
     slow = await run(registry, ctx, "search_files", pattern="(a|aa)+$")
     assert asyncio.get_running_loop().time() - started < 2
     assert not slow.is_error and "[search stopped early: the pattern took over 0.2 s" in slow.content
+
+
+async def _largest_gap_while(work: Awaitable[ToolResult]) -> tuple[ToolResult, float]:
+    """Run ``work`` beside a ticker; the longest the event loop kept the ticker waiting past 10 ms."""
+    loop = asyncio.get_running_loop()
+    gaps: list[float] = []
+    ticking = asyncio.Event()
+
+    async def tick() -> None:
+        last = loop.time()
+        ticking.set()
+        while True:
+            await asyncio.sleep(0.01)
+            gaps.append(loop.time() - last)
+            last = loop.time()
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await ticking.wait()  # else work that blocks at once would run before the ticker's first tick
+        result = await work
+        await asyncio.sleep(0.05)  # a ticker held up by the work wakes here at the latest
+    finally:
+        ticker.cancel()
+    return result, max(gaps)
+
+
+@pytest.mark.parametrize("pattern", [r"(?:x{5000}){5000}", r"(?:x{65535}){65535}",
+                                     "(?x)(?:x{ 65535 }){ 65535 }", r"\p{L}(?:x{5000}){5000}"])
+async def test_search_refuses_a_pattern_that_repeats_too_much_and_the_loop_runs_on(registry: ToolRegistry,
+                                                                                  ctx: ToolContext,
+                                                                                  pattern: str) -> None:
+    result, gap = await _largest_gap_while(run(registry, ctx, "search_files", pattern=pattern))
+    assert gap < 0.5
+    assert result.is_error
+    assert result.content == ("the pattern repeats too much to compile (its counted repeats such as {m,n}, "
+                              "multiplied out, pass 100,000 steps); simplify it, with smaller counts or fewer "
+                              "nested repeats")
+
+
+async def test_search_refuses_a_long_pattern_and_a_slow_compile(registry: ToolRegistry, ctx: ToolContext,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    long = await run(registry, ctx, "search_files", pattern="a" * 1001)
+    assert long.is_error and long.content == "the pattern is 1,001 characters long, over the 1,000 allowed; shorten it"
+    assert not (await run(registry, ctx, "search_files", pattern="a" * 1000)).is_error
+
+    def slow_compile(pattern: str, flags: int) -> None:
+        time.sleep(0.6)  # in the worker thread: the loop is free meanwhile
+
+    monkeypatch.setattr(find, "_compile", slow_compile)
+    monkeypatch.setattr(find, "COMPILE_SECONDS", 0.1)
+    slow, gap = await _largest_gap_while(run(registry, ctx, "search_files", pattern="buy"))
+    assert gap < 0.5
+    assert slow.is_error and slow.content == "the pattern took over 0.1 s to compile; simplify it"
 
 
 # -- read_file over the size cap ----------------------------------------------------------

@@ -6,7 +6,11 @@ entered) and both are capped, saying so in their last line with how to narrow th
 ``search_files`` skips binary files, files over ``MAX_SEARCH_FILE_BYTES`` and links that
 lead out of the workspace; its pattern runs under a deadline (the ``regex`` module's
 timeout), so a pattern that backtracks forever ends the search with a note instead of
-pinning a thread.
+pinning a thread. Compiling is the other danger: ``regex`` unrolls counted repeats in C,
+holding the GIL, so ``(?:x{5000}){5000}`` would stall every chat for seconds. A pattern is
+measured first (``bot.tools.pattern_size``) and refused over ``MAX_PATTERN_UNITS``; only
+then is it compiled, in a worker thread that the search stops waiting for after
+``COMPILE_SECONDS`` (the thread itself cannot be stopped: the measure is what keeps it short).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, walk, workspace_root
+from bot.tools.pattern_size import expanded_size
 
 if TYPE_CHECKING:
     import regex
@@ -34,6 +39,9 @@ MAX_MATCH_LINE_CHARS = 300  # a matching line is cut around its match to this
 MAX_SEARCH_FILE_BYTES = 5 * 1024 * 1024  # bigger files are skipped (and counted)
 MAX_SEARCH_BYTES = 100 * 1024 * 1024  # read in one search, all files together
 SEARCH_SECONDS = 10.0  # the time budget of one search (walk and pattern)
+MAX_PATTERN_CHARS = 1000  # a search pattern is a line, not a program
+MAX_PATTERN_UNITS = 100_000  # what a pattern may compile to, counted repeats unrolled (pattern_size)
+COMPILE_SECONDS = 5.0  # a pattern under the units budget compiles in well under a second
 MAX_WALK_ENTRIES = 100_000  # files and folders one glob or search looks at
 
 
@@ -123,15 +131,33 @@ async def search_files(ctx: ToolContext, pattern: str, path: str = ".", include:
     """
     if not 1 <= max_results <= MAX_SEARCH_RESULTS:
         raise ToolError(f"max_results must be between 1 and {MAX_SEARCH_RESULTS}")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ToolError(f"the pattern is {len(pattern):,} characters long, over the {MAX_PATTERN_CHARS:,} "
+                        "allowed; shorten it")
     import regex  # here: ~1.3 MB that a bot which never searches does not carry
 
     try:
-        compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+        async with asyncio.timeout(COMPILE_SECONDS):
+            compiled = await asyncio.to_thread(_compile, pattern, regex.IGNORECASE if ignore_case else 0)
+    except TimeoutError:
+        raise ToolError(f"the pattern took over {COMPILE_SECONDS:g} s to compile; simplify it") from None
     except (regex.error, OverflowError, RecursionError) as exc:
         raise ToolError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
     target, root = confined(ctx, path), workspace_root(ctx)
     found = await asyncio.to_thread(_search, target, root, path, compiled, include, max_results)
     return found.render(pattern, path, max_results)
+
+
+def _compile(pattern: str, flags: int) -> regex.Pattern[str]:
+    """Measure, then compile: a pattern over ``MAX_PATTERN_UNITS`` is refused before ``regex``
+    starts unrolling it (which no timeout could stop)."""
+    import regex
+
+    if expanded_size(pattern, flags) > MAX_PATTERN_UNITS:
+        raise ToolError("the pattern repeats too much to compile (its counted repeats such as {m,n}, multiplied "
+                        f"out, pass {MAX_PATTERN_UNITS:,} steps); simplify it, with smaller counts or fewer "
+                        "nested repeats")
+    return regex.compile(pattern, flags)
 
 
 @dataclass
