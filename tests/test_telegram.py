@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -30,16 +32,19 @@ class Stack:
         self.tmp_path, self.llm, self.tg = tmp_path, llm, tg
         self.apps: list[App] = []
 
-    async def start(self, telegram: str = "", **settings: object) -> App:
+    async def start(self, telegram: str = "", *, access: str = "dm_policy: open, group_policy: open", top: str = "",
+                    **settings: object) -> App:
+        """``telegram``: more keys of channels.telegram; ``access``: its policy keys; ``top``: more
+        top-level config lines."""
         path = self.tmp_path / "config.yaml"
-        path.write_text(f"""
+        path.write_text(f"""{top}
 agent: {{model: fake-model}}
 providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}"}}}}
 storage: {{path: "{self.tmp_path / 'chatgate.db'}"}}
 workspace: {{root: "{self.tmp_path / 'workspaces'}"}}
 channels:
   telegram: {{enabled: true, token: "{self.tg.token}", base_url: "{self.tg.api_root}",
-              dm_policy: open, group_policy: open {', ' + telegram if telegram else ''}}}
+              {access} {', ' + telegram if telegram else ''}}}
 """)
         config = load_config(path, env={})
         channel = TelegramChannel(config.channels.telegram, **settings)  # type: ignore[arg-type]
@@ -372,3 +377,53 @@ async def test_an_anonymous_admin_is_a_person_not_a_bot(stack: Stack) -> None:
     user = stack.llm.requests[0].body["messages"][-1]["content"]
     assert f"telegram:{GROUP}" in json.dumps(user)  # the group speaks, not the placeholder bot
 
+
+
+# -- pairing (dm_policy: pairing) -----------------------------------------------------------
+
+CODE = re.compile(r"approve ([A-Z0-9]{8}) ")
+
+
+def code_in(text: str | None) -> str:
+    found = CODE.search(text or "")
+    assert found, text
+    return found.group(1)
+
+
+async def test_throwaway_accounts_cannot_push_out_a_waiting_pairing_code(stack: Stack) -> None:
+    app = await stack.start(access="dm_policy: pairing")
+    tg = stack.tg
+    tg.push(tg.message(42, "hello", user_id=42))
+    (first,) = await tg.wait_for_sent(1, timeout=5)
+    legit = code_in(first.plain)
+    for n, user in enumerate((501, 502, 503), start=2):  # cap + 1 throwaway accounts (the cap is 3)
+        tg.push(tg.message(user, "hi", user_id=user))
+        await tg.wait_for_sent(n, timeout=5)
+    assert [s.chat_id for s in tg.sent] == [42, 501, 502, 503]
+    assert code_in(tg.sent[1].plain) != code_in(tg.sent[2].plain)
+    late = tg.sent[3].plain or ""
+    assert "try again later" in late and "approve" not in late  # told to wait, no code, nobody dropped
+    assert [c.user_id for c in await app.store.pending_pairings(time.time())] == ["42", "501", "502"]
+
+    assert await app.store.approve_pairing(legit, time.time()) is not None  # what `chatgate pairing approve` does
+    tg.push(tg.message(42, "let me in", user_id=42))
+    await tg.wait_for_sent(5, timeout=5)
+    assert tg.sent[4].chat_id == 42 and tg.sent[4].plain == "echo: let me in"
+    tg.push(tg.message(503, "now?", user_id=503))  # there is room again: the code is sent at once
+    await tg.wait_for_sent(6, timeout=5)
+    assert tg.sent[5].chat_id == 503
+    assert await app.store.approve_pairing(code_in(tg.sent[5].plain), time.time()) is not None
+
+
+async def test_a_reissued_pairing_code_is_sent_to_its_sender(stack: Stack) -> None:
+    app = await stack.start(access="dm_policy: pairing")
+    tg = stack.tg
+    tg.push(tg.message(42, "hello", user_id=42))
+    (first,) = await tg.wait_for_sent(1, timeout=5)
+    assert await app.store.approve_pairing(code_in(first.plain), time.time()) is not None
+    assert await app.store.revoke_sender("telegram", "42")
+    tg.push(tg.message(42, "hello again", user_id=42))  # within the hour of the first code
+    await tg.wait_for_sent(2, timeout=5)
+    again = tg.sent[1].plain or ""
+    assert again.startswith("Your earlier code is no longer valid.") and code_in(again) != code_in(first.plain)
+    assert await app.store.approve_pairing(code_in(again), time.time()) is not None
