@@ -4,6 +4,7 @@ the real OpenAI SDK against the fake LLM, the whole App in between."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import re
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.telegram.adapter import TelegramChannel
+from adapters.telegram.adapter import TelegramChannel, secret_matches
 from adapters.telegram.config import TelegramConfig
 from bot.app import App
 from bot.config import load_config
@@ -224,6 +225,36 @@ async def test_webhook_checks_the_secret(stack: Stack, unused_tcp_port: int) -> 
     assert await tg.post_webhook_update(tg.message(42, "friend", user_id=42)) == 200
     (sent,) = await tg.wait_for_sent(1, timeout=5)
     assert sent.plain == "echo: friend" and len(stack.llm.requests) == 1
+
+
+async def test_webhook_compares_the_secret_in_constant_time(stack: Stack, unused_tcp_port: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    compared: list[tuple[object, object]] = []
+    real = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    await stack.start(f'mode: webhook, webhook: {{listen: 127.0.0.1, port: {unused_tcp_port}, path: /tg, '
+                      f'url: "https://127.0.0.1:{unused_tcp_port}/tg", secret_token: s3cret-token}}')
+    tg = stack.tg
+    for wrong in ("s3cret-tokeN", "s3cret", "s3cret-token-and-more", None):  # same length, shorter, longer, none
+        assert await tg.post_webhook_update(tg.message(42, "intruder", user_id=42), secret=wrong) == 403
+    assert await tg.post_webhook_update(tg.message(42, "friend", user_id=42)) == 200
+    assert compared == [(w.encode(), b"s3cret-token") for w in ("s3cret-tokeN", "s3cret", "s3cret-token-and-more",
+                                                                "s3cret-token")]  # fmt: skip
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    assert sent.plain == "echo: friend" and len(stack.llm.requests) == 1
+
+
+@pytest.mark.parametrize(("sent", "ok"), [
+    ("s3cret-token", True), ("s3cret-tokeN", False), ("s3cret", False), ("s3cret-token-", False), ("", False),
+    (None, False), ("s3cret-tok\u00e9n", False), ("s3cret-tok\udce9n", False),  # non-ASCII: refused, never raises
+])  # fmt: skip
+def test_secret_matches(sent: str | None, ok: bool) -> None:
+    assert secret_matches(sent, "s3cret-token") is ok
 
 
 async def test_a_photo_reaches_the_model_as_an_image(stack: Stack) -> None:
