@@ -34,7 +34,7 @@ from bot.channels.outbound import answer_for
 from bot.channels.progress import Progress
 from bot.commands import HELP, Command, parse_command, status_text
 from bot.delivery import Delivery
-from bot.limits import PersonLimits, budget_line
+from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import Answer, ChatType, InboundMessage, Target
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
 from bot.session_keys import DmScope, GroupScope, key_for
@@ -190,7 +190,7 @@ class Gateway:
         answered with one sentence (once per window, then quietly) and not run."""
         if self._limits is None or self._access.is_owner(msg):
             return True
-        refusal = await self._limits.check(f"{msg.platform}:{msg.sender.id}")
+        refusal = await self._limits.check_all(limit_keys(msg))
         if refusal is None:
             return True
         log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)

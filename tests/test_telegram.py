@@ -257,6 +257,21 @@ def test_secret_matches(sent: str | None, ok: bool) -> None:
     assert secret_matches(sent, "s3cret-token") is ok
 
 
+async def test_a_user_posting_as_many_channels_shares_one_rate_per_group(stack: Stack) -> None:
+    await stack.start(top="limits: {messages_per_minute: 3}\nruns: {queue_mode: followup, debounce_ms: 0}")
+    tg = stack.tg
+    for channel in range(1, 6):  # one person, five of their channels, each a "new" sender
+        tg.push(tg.message(GROUP, f"@chatgate_bot note {channel}", as_channel=-1_005_000_000_000 - channel))
+    await tg.wait_for(lambda: any("faster than I can take them" in (s.plain or "") for s in tg.sent), timeout=10)
+    await tg.wait_for(lambda: sum((s.plain or "").startswith("echo:") for s in tg.sent) == 3, timeout=10)
+    tg.push(tg.message(GROUP, "@chatgate_bot a member of the group", user_id=8))  # people have their own rate
+    await tg.wait_for(lambda: any("a member of the group" in (s.plain or "") for s in tg.sent), timeout=10)
+    await asyncio.sleep(0.3)
+    asked = json.dumps([r.body["messages"][-1] for r in stack.llm.requests])
+    assert all(f"note {n}" in asked for n in (1, 2, 3)) and "note 4" not in asked and "note 5" not in asked
+    assert sum("faster than I can take them" in (s.plain or "") for s in tg.sent) == 1  # once, then quietly
+
+
 async def test_a_photo_reaches_the_model_as_an_image(stack: Stack) -> None:
     await stack.start()
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
