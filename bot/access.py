@@ -6,8 +6,10 @@
   ``allowlist`` (the default): run when the sender is in ``allow_from`` or ``owners`` or
   was approved by pairing; anyone else gets one polite notice naming their id, at most
   once per hour (then silence). ``pairing``: the same, but a stranger gets a pairing code
-  to pass to the owner (``chatgate pairing approve CODE``); when too many codes are
-  pending they get a notice instead (at most once per hour).
+  to pass to the owner (``chatgate pairing approve CODE``); when too many codes of their
+  origin are pending they are told to try later (at most once per hour), and no waiting
+  code is dropped for them. A code the sender was not given yet (a new one after theirs
+  expired or was revoked, or once there is room again) is always sent, never issued silently.
 - **Groups** follow ``group_policy``. ``disabled``: ignored. ``allowlist`` (the default):
   only chats listed in ``groups`` (``"*"`` for all). Messages in other groups get nothing
   back, not even a notice. In an allowed group a message that does not address the bot
@@ -39,7 +41,7 @@ from enum import StrEnum
 
 from bot.config import AccessConfig, ChannelsConfig
 from bot.messages import ChatType, InboundMessage
-from bot.pairing import CODE_TTL, MAX_PENDING, pairing_reply
+from bot.pairing import CODE_TTL, MAX_PENDING, origin_of, pairing_reply
 from bot.store.base import PairingStore
 
 log = logging.getLogger(__name__)
@@ -91,7 +93,7 @@ class Access:
         self._store = store
         self._bot_ids = bot_ids or {}
         self._clock = clock
-        self._noticed: dict[tuple[str, str], float] = {}  # sender -> when last told
+        self._noticed: dict[tuple[str, str], tuple[float, str]] = {}  # sender -> (when last told, code told or "")
         self._bot_windows: dict[tuple[str, str, str], deque[float]] = {}  # (platform, chat, bot)
         self._bot_cooldowns: dict[tuple[str, str, str], float] = {}  # (platform, chat, bot) -> ignored until
 
@@ -138,23 +140,26 @@ class Access:
             return self._notice(msg, now, text, "dm allowlist: not listed")
         code = await self._store.pairing_request(
             msg.platform, uid, msg.sender.name or msg.sender.username or uid, now=now, ttl=CODE_TTL,
-            max_pending=MAX_PENDING,
+            max_pending=MAX_PENDING, origin=origin_of(msg),
         )  # fmt: skip
         if code is None:
             text = "Sorry, I can't take new pairing requests right now; please try again later."
             return self._notice(msg, now, text, "dm pairing: too many pending")
-        told = self._notice(msg, now, pairing_reply(code.code, code.expires_at - now), "dm pairing: code issued")
+        told_before = self._noticed.get((msg.platform, uid), (0.0, ""))[1]
+        reply = pairing_reply(code.code, code.expires_at - now, replaces=bool(told_before) and told_before != code.code)
+        told = self._notice(msg, now, reply, "dm pairing: code issued", code=code.code)
         return Decision(Action.PAIR, told.reply, told.reason) if told.action is Action.REFUSE else told
 
-    def _notice(self, msg: InboundMessage, now: float, text: str, reason: str) -> Decision:
-        """REFUSE with ``text``, unless this sender was told something within the hour."""
+    def _notice(self, msg: InboundMessage, now: float, text: str, reason: str, *, code: str = "") -> Decision:
+        """REFUSE with ``text``, unless this sender was told something within the hour; a pairing
+        ``code`` they were not told yet is sent whenever (a code is never replaced silently)."""
         key = (msg.platform, msg.sender.id)
         last = self._noticed.get(key)
-        if last is not None and now - last < NOTICE_INTERVAL:
+        if last is not None and now - last[0] < NOTICE_INTERVAL and (not code or code == last[1]):
             return Decision(Action.IGNORE, reason=f"{reason} (already told)")
         if len(self._noticed) >= _PRUNE_AT:
-            self._noticed = {k: t for k, t in self._noticed.items() if now - t < NOTICE_INTERVAL}
-        self._noticed[key] = now
+            self._noticed = {k: t for k, t in self._noticed.items() if now - t[0] < NOTICE_INTERVAL}
+        self._noticed[key] = (now, code)
         log.info("access %s: refused dm from %s, notice sent (%s)", msg.platform, msg.sender.id, reason)
         return Decision(Action.REFUSE, text, reason)
 

@@ -34,7 +34,7 @@ from bot.channels.outbound import answer_for
 from bot.channels.progress import Progress
 from bot.commands import HELP, Command, parse_command, status_text
 from bot.delivery import Delivery
-from bot.limits import PersonLimits, budget_line
+from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import Answer, ChatType, InboundMessage, Target
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
 from bot.session_keys import DmScope, GroupScope, key_for
@@ -192,7 +192,7 @@ class Gateway:
         answered with one sentence (once per window, then quietly) and not run."""
         if self._limits is None or self._access.is_owner(msg):
             return True
-        refusal = await self._limits.check(f"{msg.platform}:{msg.sender.id}")
+        refusal = await self._limits.check_all(limit_keys(msg))
         if refusal is None:
             return True
         log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)
@@ -434,8 +434,9 @@ class Gateway:
 
 
 def _payers(batch: Sequence[Pending]) -> tuple[str, ...]:
-    """Whom a batch's model calls are charged to: each sender once, split evenly."""
-    return tuple(dict.fromkeys(f"{p.msg.platform}:{p.msg.sender.id}" for p in batch))
+    """Whom a batch's model calls are charged to: each sender once, split evenly (one posting as
+    a channel is charged on the chat's shared key, so many channels never mean many budgets)."""
+    return tuple(dict.fromkeys(limit_keys(p.msg)[0] for p in batch))
 
 
 def _is_compact(msg: InboundMessage) -> bool:

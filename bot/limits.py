@@ -1,6 +1,9 @@
 """Limits per person: a message rate and daily token and cost budgets, checked before a run.
 
-A person is ``platform:user_id``. The rate is a token bucket per person (``messages_per_minute``
+A person is ``platform:user_id``. A message sent as a channel (``Sender.as_channel``) also
+counts against one bucket that all channels share in its chat (``limit_keys``): a Telegram user
+can post in a group as any channel they own, and each channel would otherwise be a new person
+with a fresh rate. The rate is a token bucket per person (``messages_per_minute``
 tokens, refilled evenly over a minute), kept for the people seen recently. The budgets count
 the tokens (in + out) and cost charged to the person since 00:00 UTC, read once per person
 and day from the store and kept up to date as charges arrive, so a check costs a dict lookup.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from bot.messages import InboundMessage
 from bot.providers.base import Usage
 from bot.store.base import Charge
 
@@ -133,6 +137,15 @@ class PersonLimits:
             p.tokens -= 1.0
         return None
 
+    async def check_all(self, people: Sequence[str]) -> Refusal | None:
+        """``check`` each of ``people`` in order (``limit_keys``); the first refusal ends it, and
+        the people after it are not charged."""
+        for person in people:
+            refusal = await self.check(person)
+            if refusal is not None:
+                return refusal
+        return None
+
     def charge(self, charges: Sequence[Charge]) -> None:
         """The ``Meter``: model calls just charged to these people (the budgets count them at
         once). A person whose day is not loaded yet is skipped: the store has it by then."""
@@ -173,6 +186,16 @@ class PersonLimits:
             return Refusal("", reason)
         told[reason] = until
         return Refusal(text, reason)
+
+
+def limit_keys(msg: InboundMessage) -> tuple[str, ...]:
+    """The people a message counts as: its sender (``platform:user_id``), and for a message sent
+    as a channel, first the bucket all channels share in that chat (``platform:as-channel:chat``):
+    that one is the most used, so a refusal there charges no channel's own."""
+    person = f"{msg.platform}:{msg.sender.id}"
+    if msg.sender.as_channel:
+        return (f"{msg.platform}:as-channel:{msg.chat_id}", person)
+    return (person,)
 
 
 def _day_start(now: float) -> float:

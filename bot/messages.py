@@ -35,10 +35,15 @@ class AttachmentKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Sender:
+    """Who wrote a message. ``as_channel``: a chat spoke, not a user (on Telegram, a message
+    sent as a channel or by an anonymous admin): ``id`` is the chat's, and whoever is behind
+    it may speak as several such chats (see ``bot.limits.limit_keys``)."""
+
     id: str
     name: str = ""
     username: str | None = None
     is_bot: bool = False
+    as_channel: bool = False
 
 
 @dataclass(frozen=True, slots=True)

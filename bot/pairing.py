@@ -2,9 +2,16 @@
 
 A code is 8 characters from an alphabet without the look-alikes 0/O and 1/I, drawn with
 ``secrets``: 32^8 (about 10^12) codes, valid for an hour, at most a few pending per
-platform, so guessing one that is pending is hopeless. The owner approves it with
+origin, so guessing one that is pending is hopeless. The owner approves it with
 ``chatgate pairing approve CODE``; ``normalize_code`` makes that forgiving of case,
 spaces and dashes. Stores (``bot.store``) persist codes; ``bot.access`` hands them out.
+
+A pending code is never dropped before it expires: when ``MAX_PENDING`` codes of one origin
+wait, the next stranger from there is told to try later. The origin (``origin_of``) is the
+platform and the bot account written to: that is all a DM says about where its sender comes
+from (a Telegram private chat or a Discord DM has no group or guild; a Slack bot user
+belongs to the one workspace it is installed in), so one platform's strangers never close
+pairing on another.
 """
 
 from __future__ import annotations
@@ -12,10 +19,12 @@ from __future__ import annotations
 import math
 import secrets
 
+from bot.messages import InboundMessage
+
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, no 1/I
 CODE_LENGTH = 8
 CODE_TTL = 3600.0  # seconds
-MAX_PENDING = 3  # unexpired, unapproved codes per platform
+MAX_PENDING = 3  # unexpired, unapproved codes per origin
 
 
 def new_code() -> str:
@@ -28,9 +37,16 @@ def normalize_code(text: str) -> str:
     return "".join(text.split()).replace("-", "").upper()
 
 
-def pairing_reply(code: str, seconds_left: float) -> str:
-    """The message that gives a sender their code."""
-    return f"To talk to me, ask the owner to run: chatgate pairing approve {code} (valid for {_duration(seconds_left)})."
+def origin_of(msg: InboundMessage) -> str:
+    """Where a pairing request comes from, for the cap on pending codes: ``platform:account``."""
+    return f"{msg.platform}:{msg.account}"
+
+
+def pairing_reply(code: str, seconds_left: float, *, replaces: bool = False) -> str:
+    """The message that gives a sender their code; ``replaces``: they were given another before."""
+    again = "Your earlier code is no longer valid. " if replaces else ""
+    return (f"{again}To talk to me, ask the owner to run: chatgate pairing approve {code} "
+            f"(valid for {_duration(seconds_left)}).")  # fmt: skip
 
 
 def _duration(seconds: float) -> str:

@@ -32,12 +32,15 @@ class FakePairingStore:
 
     approved: set[tuple[str, str]] = field(default_factory=set)
     full: bool = False  # True: no code can be issued (too many pending)
+    code: str = "ABCD2345"  # the code it hands out
     requests: list[tuple[str, str]] = field(default_factory=list)
+    origins: list[str | None] = field(default_factory=list)
 
     async def pairing_request(self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0,
-                              max_pending: int = 3) -> PairingCode | None:  # fmt: skip
+                              max_pending: int = 3, origin: str | None = None) -> PairingCode | None:  # fmt: skip
         self.requests.append((platform, user_id))
-        return None if self.full else PairingCode("ABCD2345", platform, user_id, name, now, now + ttl)
+        self.origins.append(origin)
+        return None if self.full else PairingCode(self.code, platform, user_id, name, now, now + ttl)
 
     async def pending_pairings(self, now: float) -> list[PairingCode]:
         return []
@@ -184,6 +187,30 @@ async def test_when_no_code_can_be_issued_the_notice_comes_once_per_hour() -> No
     store.full = False
     clock.advance(3600)
     assert (await a.check(msg())).action == P  # a code once there is room
+
+
+async def test_a_code_is_sent_once_there_is_room_even_within_the_hour() -> None:
+    clock, store = Clock(), FakePairingStore(full=True)
+    a = access(policy(dm_policy="pairing"), clock=clock, store=store)
+    assert (await a.check(msg())).action == X  # try later
+    store.full = False
+    clock.advance(60)
+    decision = await a.check(msg())  # a code made for them is never left unsent
+    assert decision.action == P and decision.reply and "approve ABCD2345" in decision.reply
+    assert (await a.check(msg())).action == I
+    assert store.origins == ["telegram:bot"] * 3  # the platform and the bot account written to
+
+
+async def test_a_replaced_code_is_sent_with_word_that_the_old_one_is_void() -> None:
+    clock, store = Clock(), FakePairingStore()
+    a = access(policy(dm_policy="pairing"), clock=clock, store=store)
+    assert (await a.check(msg())).action == P
+    store.code = "WXYZ6789"  # e.g. the first was revoked, or expired
+    clock.advance(60)
+    decision = await a.check(msg())
+    assert decision == Decision(P, "Your earlier code is no longer valid. To talk to me, ask the owner to run: "
+                                   "chatgate pairing approve WXYZ6789 (valid for 1 hour).", decision.reason)
+    assert [(await a.check(msg())).action for _ in range(3)] == [I, I, I]  # the same code: once an hour
 
 
 # -- owners ---------------------------------------------------------------------------

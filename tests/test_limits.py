@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.app import App
-from bot.limits import Bill, LimitSettings, PersonLimits, split
+from bot.limits import Bill, LimitSettings, PersonLimits, limit_keys, split
+from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers.base import Usage
 from bot.store.base import Charge
 from tests.fakes.channel import RecordingAdapter
@@ -135,6 +136,32 @@ async def test_the_day_is_read_once_and_renews_at_midnight_utc() -> None:
     assert store.reads == 1  # the store is asked once a day, then the counts are kept
     now[0] += 86400  # the next day
     assert await limits.check("t:1") is None and store.reads == 2
+
+
+def as_sender(sender: Sender, chat: str = "-100", platform: str = "telegram") -> InboundMessage:
+    return InboundMessage(platform, "bot", chat, ChatType.GROUP, sender, "hi", "m1")
+
+
+@pytest.mark.parametrize(("msg", "keys"), [
+    (as_sender(Sender("42")), ("telegram:42",)),
+    (as_sender(Sender("-1005", as_channel=True)), ("telegram:as-channel:-100", "telegram:-1005")),
+    (as_sender(Sender("-1005", as_channel=True), chat="-200"), ("telegram:as-channel:-200", "telegram:-1005")),
+    (as_sender(Sender("U1"), platform="slack"), ("slack:U1",)),
+])  # fmt: skip
+def test_limit_keys(msg: InboundMessage, keys: tuple[str, ...]) -> None:
+    assert limit_keys(msg) == keys
+
+
+async def test_channels_share_one_bucket_per_chat_and_a_refusal_there_charges_no_channel() -> None:
+    limits = PersonLimits(LimitSettings(messages_per_minute=3), NoUsage(), clock=lambda: 1_700_000_000.0)
+    channels = [as_sender(Sender(f"-100{n}", as_channel=True)) for n in range(5)]
+    results = [await limits.check_all(limit_keys(m)) for m in channels]
+    assert [r is None for r in results] == [True, True, True, False, False]
+    assert results[3] is not None and results[3].text and results[4] is not None and results[4].text == ""
+    assert await limits.check_all(limit_keys(as_sender(Sender("-1000", as_channel=True), chat="-200"))) is None
+    own = [await limits.check("telegram:-1004") for _ in range(3)]  # refused at the shared bucket: its own is full
+    assert own == [None, None, None]
+    assert await limits.check_all(limit_keys(as_sender(Sender("42")))) is None  # people in the chat are apart
 
 
 async def test_the_message_tool_counts_against_the_rate(start, llm: FakeLLM) -> None:  # type: ignore[no-untyped-def]

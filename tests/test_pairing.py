@@ -41,12 +41,12 @@ def access(store: SQLiteStore, clock: Clock) -> Access:
     return Access(policies, store, clock=clock)
 
 
-def dm(user: str, platform: str = "telegram") -> InboundMessage:
-    return InboundMessage(platform, "bot", user, ChatType.DM, Sender(user, f"User {user}"), "hello", "m1")
+def dm(user: str, platform: str = "telegram", account: str = "bot") -> InboundMessage:
+    return InboundMessage(platform, account, user, ChatType.DM, Sender(user, f"User {user}"), "hello", "m1")
 
 
-async def code_for(access: Access, user: str, platform: str = "telegram") -> str:
-    decision = await access.check(dm(user, platform))
+async def code_for(access: Access, user: str, platform: str = "telegram", account: str = "bot") -> str:
+    decision = await access.check(dm(user, platform, account))
     assert decision.action == Action.PAIR, decision
     assert decision.reply is not None
     found = CODE.search(decision.reply)
@@ -95,17 +95,53 @@ async def test_a_code_expires_after_an_hour(access: Access, store: SQLiteStore, 
     assert (await access.check(dm("42"))).action == Action.RUN
 
 
-async def test_throwaway_accounts_cannot_keep_pairing_closed(access: Access, store: SQLiteStore,
-                                                              clock: Clock) -> None:  # fmt: skip
-    codes = []
-    for user in ("a", "b", "c"):
-        codes.append(await code_for(access, user))
+async def test_throwaway_accounts_cannot_push_out_a_waiting_code(access: Access, store: SQLiteStore,
+                                                                  clock: Clock) -> None:  # fmt: skip
+    legit = await code_for(access, "42")
+    for user in ("a", "b"):  # throwaway accounts fill the other places
         clock.now += 1
-    await code_for(access, "d")  # three are pending: the oldest (a's) makes room
-    assert {c.user_id for c in await store.pending_pairings(clock.now)} == {"b", "c", "d"}
-    assert await store.approve_pairing(codes[0], clock.now) is None
-    assert (await access.check(dm("d"))).action == Action.IGNORE  # told once an hour
-    await code_for(access, "d", "discord")  # another platform has its own three
+        await code_for(access, user)
+    clock.now += 1
+    told = await access.check(dm("c"))  # the one over the cap gets no code and drops none
+    assert told.action == Action.REFUSE and told.reply and "try again later" in told.reply
+    assert "approve" not in told.reply
+    assert (await access.check(dm("c"))).action == Action.IGNORE  # told once an hour
+    assert [c.user_id for c in await store.pending_pairings(clock.now)] == ["42", "a", "b"]
+    clock.now += 600
+    assert await store.approve_pairing(legit, clock.now) is not None  # still valid, still approvable
+    assert (await access.check(dm("42"))).action == Action.RUN
+    await code_for(access, "c", "discord")  # another platform has its own three
+
+
+async def test_a_sender_told_to_try_later_gets_their_code_when_there_is_room(access: Access, store: SQLiteStore,
+                                                                             clock: Clock) -> None:  # fmt: skip
+    first = await code_for(access, "a")
+    for user in ("b", "c"):
+        await code_for(access, user)
+    assert (await access.check(dm("d"))).action == Action.REFUSE  # try later
+    await store.approve_pairing(first, clock.now)
+    clock.now += 60  # well within the hour of the notice
+    code = await code_for(access, "d")  # made for them, so sent to them: never a silent code
+    assert await store.approve_pairing(code, clock.now) is not None
+
+
+async def test_a_reissued_code_is_sent_at_once(access: Access, store: SQLiteStore, clock: Clock) -> None:
+    first = await code_for(access, "42")
+    await store.approve_pairing(first, clock.now)
+    await store.revoke_sender("telegram", "42")
+    clock.now += 60
+    decision = await access.check(dm("42"))  # a new code within the hour is sent, not swallowed
+    assert decision.action == Action.PAIR and decision.reply
+    assert decision.reply.startswith("Your earlier code is no longer valid.")
+    second = CODE.search(decision.reply).group(1)  # type: ignore[union-attr]
+    assert second != first and await store.approve_pairing(second, clock.now) is not None
+
+
+async def test_pending_codes_are_capped_per_bot_account(access: Access, store: SQLiteStore, clock: Clock) -> None:
+    for user in ("a", "b", "c"):
+        await code_for(access, user)
+    assert (await access.check(dm("d"))).action == Action.REFUSE
+    await code_for(access, "e", account="other-bot")  # another bot of the platform has its own three
 
 
 async def test_the_owner_and_approved_senders_never_get_a_code(access: Access, store: SQLiteStore,

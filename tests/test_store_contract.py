@@ -398,17 +398,32 @@ async def test_pairing_request_issues_a_code_and_reuses_it(store: PairingStore) 
     assert await store.pending_pairings(T0 + 10) == [code]
 
 
-async def test_pairing_keeps_three_pending_per_platform_dropping_the_oldest(store: PairingStore) -> None:
+async def test_pairing_keeps_three_pending_per_platform_and_never_drops_a_waiting_code(store: PairingStore) -> None:
     codes = [await store.pairing_request("telegram", u, u, now=T0 + i) for i, u in enumerate("abc")]
     assert None not in codes and len({c.code for c in codes if c}) == 3
     assert await store.pairing_request("telegram", "b", "b", now=T0 + 5) == codes[1]  # the waiting keep theirs
     assert await store.pairing_request("slack", "d", "d", now=T0 + 5) is not None  # per platform
-    assert await store.pairing_request("telegram", "d", "d", now=T0 + 6) is not None  # never closed: "a" goes
+    assert await store.pairing_request("telegram", "d", "d", now=T0 + 6) is None  # full: d tries later
     pending = await store.pending_pairings(T0 + 6)
     assert [(c.platform, c.user_id) for c in pending] == [
-        ("telegram", "b"), ("telegram", "c"), ("slack", "d"), ("telegram", "d"),
+        ("telegram", "a"), ("telegram", "b"), ("telegram", "c"), ("slack", "d"),
     ]
-    assert await store.approve_pairing(codes[0].code, T0 + 7) is None  # type: ignore[union-attr]
+    assert await store.approve_pairing(codes[0].code, T0 + 7) == codes[0]  # type: ignore[union-attr]
+    later = await store.pairing_request("telegram", "d", "d", now=T0 + 8)  # an approval made room
+    assert later is not None and later.created_at == T0 + 8
+    assert await store.pairing_request("telegram", "e", "e", now=T0 + 3600) is None  # b's is valid to its last second
+    assert await store.pairing_request("telegram", "e", "e", now=T0 + 3601) is not None  # then it expired
+
+
+async def test_pending_codes_are_capped_per_origin(store: PairingStore) -> None:
+    one = [await store.pairing_request("telegram", u, u, now=T0, origin="telegram:bot1") for u in "abc"]
+    assert None not in one
+    assert await store.pairing_request("telegram", "d", "d", now=T0, origin="telegram:bot1") is None
+    other = await store.pairing_request("telegram", "d", "d", now=T0, origin="telegram:bot2")
+    assert other is not None  # another origin is not closed by the first one's strangers
+    assert await store.pairing_request("telegram", "d", "d", now=T0 + 1, origin="telegram:bot1") == other  # theirs
+    assert await store.pairing_request("telegram", "e", "e", now=T0) is not None  # the platform is an origin too
+    assert len(await store.pending_pairings(T0)) == 5
 
 
 async def test_pairing_codes_expire(store: PairingStore) -> None:

@@ -318,5 +318,19 @@ async def test_a_schema_2_database_upgrades_to_3_and_keeps_its_data(db_path: Pat
     assert raw(db_path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert raw(db_path, "SELECT id, name FROM migrations WHERE id >= 3") == [
         (3, "0003_pairing_outbound"), (4, "0004_durable_delivery"), (5, "0005_summaries_compaction_cache_tokens"),
-        (6, "0006_usage_per_person"), (7, "0007_charges")]
+        (6, "0006_usage_per_person"), (7, "0007_charges"), (8, "0008_pairing_origin")]
     assert raw(db_path, "SELECT platform, user_id FROM approved_senders") == [("telegram", "42")]
+
+
+async def test_codes_pending_before_origins_count_for_their_platform(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    async with aiosqlite.connect(db_path, isolation_level=None) as db:
+        assert await migrations.apply(db, str(db_path), MIGRATIONS[:6]) == 6
+    with sqlite3.connect(db_path) as conn:  # codes as a schema-6 chatgate wrote them
+        conn.executemany("INSERT INTO pairing_codes (code, platform, user_id, user_name, created_at, expires_at)"
+                         " VALUES (?, 'telegram', ?, 'x', 10.0, 3610.0)", [("AAAA2222", "a"), ("BBBB2222", "b")])
+    async with SQLiteStore(db_path) as store:
+        assert await store.pairing_request("telegram", "c", "c", now=20.0) is not None  # the third of telegram's
+        assert await store.pairing_request("telegram", "d", "d", now=20.0) is None
+        assert await store.approve_pairing("AAAA2222", 21.0) is not None  # an old code is still good
+    assert raw(db_path, "SELECT origin FROM pairing_codes ORDER BY code") == [("telegram",)] * 3

@@ -4,13 +4,16 @@ the real OpenAI SDK against the fake LLM, the whole App in between."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from adapters.telegram.adapter import TelegramChannel
+from adapters.telegram.adapter import TelegramChannel, secret_matches
 from adapters.telegram.config import TelegramConfig
 from bot.app import App
 from bot.config import load_config
@@ -30,16 +33,19 @@ class Stack:
         self.tmp_path, self.llm, self.tg = tmp_path, llm, tg
         self.apps: list[App] = []
 
-    async def start(self, telegram: str = "", **settings: object) -> App:
+    async def start(self, telegram: str = "", *, access: str = "dm_policy: open, group_policy: open", top: str = "",
+                    **settings: object) -> App:
+        """``telegram``: more keys of channels.telegram; ``access``: its policy keys; ``top``: more
+        top-level config lines."""
         path = self.tmp_path / "config.yaml"
-        path.write_text(f"""
+        path.write_text(f"""{top}
 agent: {{model: fake-model}}
 providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}"}}}}
 storage: {{path: "{self.tmp_path / 'chatgate.db'}"}}
 workspace: {{root: "{self.tmp_path / 'workspaces'}"}}
 channels:
   telegram: {{enabled: true, token: "{self.tg.token}", base_url: "{self.tg.api_root}",
-              dm_policy: open, group_policy: open {', ' + telegram if telegram else ''}}}
+              {access} {', ' + telegram if telegram else ''}}}
 """)
         config = load_config(path, env={})
         channel = TelegramChannel(config.channels.telegram, **settings)  # type: ignore[arg-type]
@@ -221,6 +227,51 @@ async def test_webhook_checks_the_secret(stack: Stack, unused_tcp_port: int) -> 
     assert sent.plain == "echo: friend" and len(stack.llm.requests) == 1
 
 
+async def test_webhook_compares_the_secret_in_constant_time(stack: Stack, unused_tcp_port: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    compared: list[tuple[object, object]] = []
+    real = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    await stack.start(f'mode: webhook, webhook: {{listen: 127.0.0.1, port: {unused_tcp_port}, path: /tg, '
+                      f'url: "https://127.0.0.1:{unused_tcp_port}/tg", secret_token: s3cret-token}}')
+    tg = stack.tg
+    for wrong in ("s3cret-tokeN", "s3cret", "s3cret-token-and-more", None):  # same length, shorter, longer, none
+        assert await tg.post_webhook_update(tg.message(42, "intruder", user_id=42), secret=wrong) == 403
+    assert await tg.post_webhook_update(tg.message(42, "friend", user_id=42)) == 200
+    assert compared == [(w.encode(), b"s3cret-token") for w in ("s3cret-tokeN", "s3cret", "s3cret-token-and-more",
+                                                                "s3cret-token")]  # fmt: skip
+    (sent,) = await tg.wait_for_sent(1, timeout=5)
+    assert sent.plain == "echo: friend" and len(stack.llm.requests) == 1
+
+
+@pytest.mark.parametrize(("sent", "ok"), [
+    ("s3cret-token", True), ("s3cret-tokeN", False), ("s3cret", False), ("s3cret-token-", False), ("", False),
+    (None, False), ("s3cret-tok\u00e9n", False), ("s3cret-tok\udce9n", False),  # non-ASCII: refused, never raises
+])  # fmt: skip
+def test_secret_matches(sent: str | None, ok: bool) -> None:
+    assert secret_matches(sent, "s3cret-token") is ok
+
+
+async def test_a_user_posting_as_many_channels_shares_one_rate_per_group(stack: Stack) -> None:
+    await stack.start(top="limits: {messages_per_minute: 3}\nruns: {queue_mode: followup, debounce_ms: 0}")
+    tg = stack.tg
+    for channel in range(1, 6):  # one person, five of their channels, each a "new" sender
+        tg.push(tg.message(GROUP, f"@chatgate_bot note {channel}", as_channel=-1_005_000_000_000 - channel))
+    await tg.wait_for(lambda: any("faster than I can take them" in (s.plain or "") for s in tg.sent), timeout=10)
+    await tg.wait_for(lambda: sum((s.plain or "").startswith("echo:") for s in tg.sent) == 3, timeout=10)
+    tg.push(tg.message(GROUP, "@chatgate_bot a member of the group", user_id=8))  # people have their own rate
+    await tg.wait_for(lambda: any("a member of the group" in (s.plain or "") for s in tg.sent), timeout=10)
+    await asyncio.sleep(0.3)
+    asked = json.dumps([r.body["messages"][-1] for r in stack.llm.requests])
+    assert all(f"note {n}" in asked for n in (1, 2, 3)) and "note 4" not in asked and "note 5" not in asked
+    assert sum("faster than I can take them" in (s.plain or "") for s in tg.sent) == 1  # once, then quietly
+
+
 async def test_a_photo_reaches_the_model_as_an_image(stack: Stack) -> None:
     await stack.start()
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
@@ -372,3 +423,53 @@ async def test_an_anonymous_admin_is_a_person_not_a_bot(stack: Stack) -> None:
     user = stack.llm.requests[0].body["messages"][-1]["content"]
     assert f"telegram:{GROUP}" in json.dumps(user)  # the group speaks, not the placeholder bot
 
+
+
+# -- pairing (dm_policy: pairing) -----------------------------------------------------------
+
+CODE = re.compile(r"approve ([A-Z0-9]{8}) ")
+
+
+def code_in(text: str | None) -> str:
+    found = CODE.search(text or "")
+    assert found, text
+    return found.group(1)
+
+
+async def test_throwaway_accounts_cannot_push_out_a_waiting_pairing_code(stack: Stack) -> None:
+    app = await stack.start(access="dm_policy: pairing")
+    tg = stack.tg
+    tg.push(tg.message(42, "hello", user_id=42))
+    (first,) = await tg.wait_for_sent(1, timeout=5)
+    legit = code_in(first.plain)
+    for n, user in enumerate((501, 502, 503), start=2):  # cap + 1 throwaway accounts (the cap is 3)
+        tg.push(tg.message(user, "hi", user_id=user))
+        await tg.wait_for_sent(n, timeout=5)
+    assert [s.chat_id for s in tg.sent] == [42, 501, 502, 503]
+    assert code_in(tg.sent[1].plain) != code_in(tg.sent[2].plain)
+    late = tg.sent[3].plain or ""
+    assert "try again later" in late and "approve" not in late  # told to wait, no code, nobody dropped
+    assert [c.user_id for c in await app.store.pending_pairings(time.time())] == ["42", "501", "502"]
+
+    assert await app.store.approve_pairing(legit, time.time()) is not None  # what `chatgate pairing approve` does
+    tg.push(tg.message(42, "let me in", user_id=42))
+    await tg.wait_for_sent(5, timeout=5)
+    assert tg.sent[4].chat_id == 42 and tg.sent[4].plain == "echo: let me in"
+    tg.push(tg.message(503, "now?", user_id=503))  # there is room again: the code is sent at once
+    await tg.wait_for_sent(6, timeout=5)
+    assert tg.sent[5].chat_id == 503
+    assert await app.store.approve_pairing(code_in(tg.sent[5].plain), time.time()) is not None
+
+
+async def test_a_reissued_pairing_code_is_sent_to_its_sender(stack: Stack) -> None:
+    app = await stack.start(access="dm_policy: pairing")
+    tg = stack.tg
+    tg.push(tg.message(42, "hello", user_id=42))
+    (first,) = await tg.wait_for_sent(1, timeout=5)
+    assert await app.store.approve_pairing(code_in(first.plain), time.time()) is not None
+    assert await app.store.revoke_sender("telegram", "42")
+    tg.push(tg.message(42, "hello again", user_id=42))  # within the hour of the first code
+    await tg.wait_for_sent(2, timeout=5)
+    again = tg.sent[1].plain or ""
+    assert again.startswith("Your earlier code is no longer valid.") and code_in(again) != code_in(first.plain)
+    assert await app.store.approve_pairing(code_in(again), time.time()) is not None

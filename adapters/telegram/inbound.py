@@ -107,8 +107,8 @@ def to_inbound(message: Message, bot: BotIdentity, attachments: tuple[Attachment
     addressed, text = addressing(message, bot)
     reply = message.reply_to_message
     if message.sender_chat is not None:  # an anonymous admin, or a channel speaking in its group: a person, not a bot
-        chat = message.sender_chat
-        sender = Sender(str(chat.id), chat.title or chat.username or str(chat.id), chat.username, False)
+        chat = message.sender_chat  # anyone may own many channels: limits count them per group too
+        sender = Sender(str(chat.id), chat.title or chat.username or str(chat.id), chat.username, as_channel=True)
     else:
         sender = Sender(str(user.id), user.full_name, user.username, user.is_bot)
     return InboundMessage(

@@ -217,11 +217,14 @@ class PairingStore(Protocol):
     ``is_approved``; the ``chatgate pairing`` commands use the rest."""
 
     async def pairing_request(
-        self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3
+        self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,
+        origin: str | None = None,
     ) -> PairingCode | None:
-        """The sender's unexpired code, else a new one. When ``max_pending`` unexpired, unapproved
-        codes of this platform already wait, the oldest is dropped to make room (a few throwaway
-        accounts must not keep pairing closed for everyone); None only when no code can be made."""
+        """The sender's unexpired code, else a new one, else None: ``max_pending`` unexpired,
+        unapproved codes of the same ``origin`` (where requests come from, e.g. a platform and
+        bot account; by default the platform) already wait. A code is never dropped before it
+        expires, so throwaway accounts cannot push out a code someone is waiting on; they can
+        only make the next stranger of their origin try again later."""
         ...
 
     async def pending_pairings(self, now: float) -> list[PairingCode]:

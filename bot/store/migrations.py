@@ -242,6 +242,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             WHERE person IS NOT NULL AND run_id NOT GLOB '*-sub[0-9]*';
         """,
     ),
+    Migration(
+        "0008_pairing_origin",
+        """
+        -- where a pairing request came from (bot.pairing.origin_of: platform and bot account);
+        -- the cap on pending codes is counted per origin. Codes from before count per platform.
+        ALTER TABLE pairing_codes ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+        UPDATE pairing_codes SET origin = platform;
+        CREATE INDEX pairing_codes_origin ON pairing_codes (origin, expires_at) WHERE approved_at IS NULL;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

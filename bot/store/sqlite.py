@@ -123,13 +123,9 @@ _SENDER_CODE = (
     f"SELECT {_CODE_COLUMNS} FROM pairing_codes"
     " WHERE platform = ? AND user_id = ? AND approved_at IS NULL AND expires_at > ?"
 )
-_COUNT_PENDING = "SELECT COUNT(*) FROM pairing_codes WHERE platform = ? AND approved_at IS NULL AND expires_at > ?"
-_DROP_OLDEST_CODE = (
-    "DELETE FROM pairing_codes WHERE code = (SELECT code FROM pairing_codes"
-    " WHERE platform = ? AND approved_at IS NULL AND expires_at > ? ORDER BY created_at, code LIMIT 1)"
-)
+_COUNT_PENDING = "SELECT COUNT(*) FROM pairing_codes WHERE origin = ? AND approved_at IS NULL AND expires_at > ?"
 _INSERT_CODE = (
-    f"INSERT INTO pairing_codes ({_CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING"
+    f"INSERT INTO pairing_codes ({_CODE_COLUMNS}, origin) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING"
 )
 _PENDING_CODES = (
     f"SELECT {_CODE_COLUMNS} FROM pairing_codes WHERE approved_at IS NULL AND expires_at > ? ORDER BY created_at, code"
@@ -411,26 +407,28 @@ class SQLiteStore:
     # -- the PairingStore port -------------------------------------------------------
 
     async def pairing_request(
-        self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3
+        self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,
+        origin: str | None = None,
     ) -> PairingCode | None:
+        where = platform if origin is None else origin
+
         def request(db: sqlite3.Connection) -> PairingCode | None:
             db.execute(_DROP_EXPIRED_CODES, (now,))  # housekeeping: spam never piles up
             rows = db.execute(_SENDER_CODE, (platform, user_id, now)).fetchall()
             if rows:
                 return PairingCode(*rows[0])
-            pending = db.execute(_COUNT_PENDING, (platform, now)).fetchone()[0]
-            if pending >= max_pending:  # throwaway accounts must not keep pairing closed: the oldest goes
-                db.execute(_DROP_OLDEST_CODE, (platform, now))
-                log.warning("pairing %s: %d requests pending; the oldest was dropped for %s", platform, pending,
-                            user_id)
-                pending -= 1
+            pending = db.execute(_COUNT_PENDING, (where, now)).fetchone()[0]
+            if pending >= max_pending:  # a waiting code is never dropped: this sender tries again later
+                log.info("pairing %s: %d requests pending from %s; none for %s until one expires or is approved",
+                         platform, pending, where, user_id)  # fmt: skip
+                return None
             for _ in range(_CODE_ATTEMPTS):
                 code = PairingCode(new_code(), platform, user_id, name, now, now + ttl)
                 cursor = db.execute(_INSERT_CODE, (
-                    code.code, code.platform, code.user_id, code.user_name, code.created_at, code.expires_at,
+                    code.code, code.platform, code.user_id, code.user_name, code.created_at, code.expires_at, where,
                 ))  # fmt: skip
                 if cursor.rowcount == 1:
-                    log.info("pairing %s:%s: new code (%d pending)", platform, user_id, pending + 1)
+                    log.info("pairing %s:%s: new code (%d pending from %s)", platform, user_id, pending + 1, where)
                     return code
             raise StoreError(f"could not draw an unused pairing code in {_CODE_ATTEMPTS} attempts")
 

@@ -150,7 +150,8 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
                   photo: list[JSON] | None = None, document: JSON | None = None, voice: JSON | None = None,
                   caption: str | None = None, media_group_id: str | None = None, edited: bool = False,
                   channel_post: bool = False, new_chat_members: list[JSON] | None = None,
-                  from_bot: bool = False, date: int | None = None, anonymous_admin: bool = False) -> tuple[str, JSON]:
+                  from_bot: bool = False, date: int | None = None, anonymous_admin: bool = False,
+                  as_channel: int | None = None) -> tuple[str, JSON]:
     """(update field, Message) for a message as Telegram delivers it.
 
     ``chat_type`` defaults from the id (positive private, ``-100...`` supergroup, other
@@ -158,6 +159,7 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
     a private chat and ``DEFAULT_GROUP_USER`` elsewhere. bot_command and mention entities are
     added to ``text`` / ``caption`` unless ``entities`` is given. ``photo``, ``document`` and
     ``voice`` are PhotoSize / Document / Voice dicts; missing file_unique_id and sizes are filled.
+    ``as_channel``: a user posting in the group as their channel with this id.
     """
     chat_type = chat_type or ("channel" if channel_post else chat_type_of(chat_id))
     user: JSON = {"id": user_id if user_id is not None else chat_id if chat_type == "private" else DEFAULT_GROUP_USER,
@@ -175,6 +177,9 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
     if anonymous_admin:  # Telegram's placeholder bot as sender, the group itself as sender_chat
         msg["from"] = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
         msg["sender_chat"] = chat
+    if as_channel is not None:  # Telegram's placeholder bot as sender, the channel as sender_chat
+        msg["from"] = {"id": 136817688, "is_bot": True, "first_name": "Channel", "username": "Channel_Bot"}
+        msg["sender_chat"] = {"id": as_channel, "type": "channel", "title": f"Channel {as_channel}"}
     if message_thread_id is not None:
         msg["message_thread_id"] = message_thread_id
         if is_topic_message or is_forum:
