@@ -78,7 +78,7 @@ async def start(slack: FakeSlack) -> AsyncIterator[Start]:
         config = SlackConfig.model_validate({
             "enabled": True, "mode": mode, "bot_token": slack.bot_token, "app_token": slack.app_token,
             "signing_secret": slack.signing_secret, "base_url": slack.base_url,
-            "http": {"listen": "127.0.0.1", "port": 0}, **keys})
+            "http": {"listen": "127.0.0.1", "port": 0}, "channels": ["*"], **keys})
         channel = SlackChannel(config, SLACK, **({"clock": clock} if clock else {}))
         inbox = Inbox()
         await channel.start(inbox)
@@ -553,6 +553,26 @@ async def test_names_looked_up_together_cached_and_never_hold_the_ack(slack: Fak
     await slack.wait_for_ack(await slack.push(slack.event(slack.message("D1", "and <@U404>"))))
     assert inbox.messages[2].text == "and @U404"
     assert sorted(p["user"] for p in slack.called("users.info")) == ["U1", "U2", "U404"]  # each asked once
+
+
+@pytest.mark.parametrize(("keys", "heard"), [
+    ({"channels": ["C1"]}, {"C1", "D1"}),  # group_policy allowlist (the default): C9 is not listed
+    ({"group_policy": "open"}, {"C1", "C9", "D1"}),
+    ({"group_policy": "disabled", "channels": ["C1"]}, {"D1"}),
+    ({"dm_policy": "disabled", "channels": ["*"]}, {"C1", "C9"}),
+])
+async def test_no_name_is_looked_up_where_the_bot_does_not_listen(slack: FakeSlack, start: Start,
+                                                                  keys: dict[str, Any], heard: set[str]) -> None:
+    """users.info spends the app's quota: only for messages the access settings may let through."""
+    channel, inbox = await start("socket", **keys)
+    slack.add_user("U2", "bob", "Bob")
+    for chat, user in (("C9", "U7"), ("C1", "U1"), ("D1", "U2")):
+        await slack.wait_for_ack(await slack.push(slack.event(slack.message(chat, f"<@UBOT> hi <@U{chat}>",
+                                                                            user=user))))
+        asked = {p["user"] for p in slack.called("users.info")}
+        assert bool(asked) is (chat in heard), (chat, asked)
+        slack.calls.clear()
+    assert [m.chat_id for m in inbox.messages] == ["C9", "C1", "D1"]  # the core still decides what they are
 
 
 async def test_a_refresh_cut_off_mid_request_leaves_no_stale_eyes(slack: FakeSlack, start: Start) -> None:

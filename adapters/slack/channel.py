@@ -267,8 +267,10 @@ class SlackChannel:
         if inbound.is_ignored(event, self._me, self._options):
             return None
         chat, thread = str(event.get("channel") or ""), event.get("thread_ts")
-        users = [event.get("user") or "", *inbound.mentions(str(event.get("text") or ""))]
-        names = await self._lookup([u for u in users if u and u != self._me.user_id])
+        names: dict[str, str] = {}
+        if inbound.may_be_heard(event, self.config):  # no users.info for a channel the bot ignores
+            users = [event.get("user") or "", *inbound.mentions(str(event.get("text") or ""))]
+            names = await self._lookup([u for u in users if u and u != self._me.user_id])
         running = thread is not None and (chat, thread) in (self._status.live if self._status else {})
         msg = inbound.to_inbound(event, self._me, names=names, participating=self._participates(chat, thread),
                                  running=running, options=self._options)
