@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from adapters.slack import endpoint
 from adapters.slack.channel import SlackChannel
 from adapters.slack.config import SlackConfig
-from adapters.slack.dialect import SLACK
+from adapters.slack.dialect import SLACK, ping_free, sendable
 from bot.channels import SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
@@ -486,6 +487,41 @@ async def test_native_stream_rolls_over_and_recovers(slack: FakeSlack, start: St
     assert first_ts == first.ts
     assert set(slack.deleted) == {("C1", streams[1].ts), ("C1", streams[2].ts)}  # the answer replaces them
     assert streams[2].state == "stopped"
+
+
+PINGS = re.compile(r"<[!@#]|&lt;[!@#]|&#0*60;[!@#]|@(?:here|channel|everyone)\b")
+
+
+async def test_a_native_stream_pings_nobody(slack: FakeSlack, start: Start) -> None:
+    """Slack's special tokens reach chat.*Stream defused (with a zero-width space), even cut
+    between two appends; the text reads the same."""
+    clock = Clock()
+    channel, inbox = await start("socket", clock=clock)
+    await slack.wait_for_ack(await slack.push(slack.event(slack.message("C1", "<@UBOT> ping them"))))
+    draft = await channel.stream(Target.of(inbox.messages[0]))
+    pieces = ["Hey <!here> and <!chan", "nel>, <!everyone>, <@U123>, <#C1|general>, <!subteam^S1|@devs>, <",
+              "!here>, &lt;!here&gt;, &#60;!channel&gt;, &lt;", "@U1&gt; @here and @every",
+              "one: see `a < b`, <https://x.io|x> @", "channel"]
+    for piece in pieces:
+        await draft.append(piece)
+        clock.now += 2  # each append is sent at once
+    await draft.close()
+    [stream] = slack.streams.values()
+    assert len(slack.called("chat.appendStream")) >= 3  # it streamed, piece by piece
+    assert PINGS.search(stream.text) is None, stream.text
+    assert stream.text.replace("\u200b", "") == "".join(pieces)
+
+
+def test_ping_free_markdown() -> None:
+    for text in ("<!here>", "<!channel>", "<!everyone>", "<!subteam^S1|@devs>", "<@U123>", "<@W1|bob>",
+                 "<#C1|general>", "&lt;!here&gt;", "&#060;!here>", "&#x3C;!here>", "@here", "@channel!",
+                 "hi @everyone"):
+        assert PINGS.search(ping_free(text)) is None and not re.search(r"&#[xX]0*3[cC];[!@#]", ping_free(text))
+        assert ping_free(text).replace("\u200b", "") == text
+    for text in ("a < b", "<https://x.io|x>", "x@here.com", "@heres", "mail bob@example.com", "1 <= 2"):
+        assert ping_free(text) == text
+    assert [sendable(t) for t in ("done.", "Hey <!he", "a < b", "a <", "x &l", "x &lt;", "@every", "a@b", "<x> ok")
+            ] == [5, 8, 5, 2, 2, 2, 0, 1, 6]
 
 
 async def test_no_thread_no_stream_but_a_draft_with_the_stop_button(slack: FakeSlack, start: Start) -> None:
