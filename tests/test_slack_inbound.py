@@ -9,8 +9,16 @@ import sys
 import pytest
 
 from adapters.slack.config import SlackConfig, check
-from adapters.slack.inbound import (Me, Options, command_of, is_ignored, may_be_heard, readable, stop_button_of,
-                                    to_inbound)
+from adapters.slack.inbound import (
+    Me,
+    Options,
+    command_of,
+    is_ignored,
+    may_be_heard,
+    readable,
+    stop_button_of,
+    to_inbound,
+)
 from bot.messages import AttachmentKind, ChatType
 
 ME = Me("UBOT", "BBOT", "T1")
