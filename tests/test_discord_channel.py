@@ -12,7 +12,9 @@ import pytest
 
 from adapters.discord.channel import TOKEN_REFUSED, DiscordChannel
 from adapters.discord.config import DiscordConfig
+from bot.agent.events import EventKind, RunEvent
 from bot.channels import COMMAND_MENU, Backoff, SendFailed, Status, Target
+from bot.channels.progress import Progress
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
 from tests.fakes.discord_server import MESSAGE_CONTENT, FakeDiscord
@@ -314,6 +316,24 @@ async def test_edit_and_file_ping_nobody(dc: FakeDiscord) -> None:
             file_id, "The answer is long <@1>", (("answer.md", b"# long\n"),))
         assert sent.payload["allowed_mentions"] == PING_NOBODY
         assert sent.payload["message_reference"]["message_id"] == int(msg.message_id)
+
+
+async def test_a_streamed_draft_pings_nobody(dc: FakeDiscord) -> None:
+    """The core's draft (streaming: edit) goes through send and edit: neither can ping."""
+    guild = dc.add_guild(channels={"general": 0})
+    async with running(dc, {"guilds": [guild.id], "streaming": "edit"}) as (channel, inbox):
+        mention(dc, guild.channel("general"), "ping them")
+        [msg] = await inbox.wait(1)
+        async with Progress(channel, Target.of(msg), "edit") as progress:
+            progress.feed(RunEvent(EventKind.CHUNK, "r1", "s1", text="Hey @everyone, "))
+            await eventually(lambda: dc.sent)
+            progress.feed(RunEvent(EventKind.CHUNK, "r1", "s1", text=f"@here: ask <@{OTHER}> or <@&77>."))
+            await eventually(lambda: dc.edits)
+        [draft], [edit] = dc.sent, dc.edits
+        assert edit.message_id == draft.message_id and edit.content.endswith(f"ask <@{OTHER}> or <@&77>.")
+        for sent in (draft, edit):
+            assert sent.payload["allowed_mentions"] == PING_NOBODY
+            assert "@everyone" not in sent.content and "@here" not in sent.content  # the dialect defuses them too
 
 
 async def test_typing_while_working_and_nothing_after(dc: FakeDiscord) -> None:

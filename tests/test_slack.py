@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import logging
+import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 
+from adapters.slack import endpoint
 from adapters.slack.channel import SlackChannel
 from adapters.slack.config import SlackConfig
-from adapters.slack.dialect import SLACK
+from adapters.slack.dialect import SLACK, ping_free, sendable
 from bot.channels import SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
@@ -72,7 +79,7 @@ async def start(slack: FakeSlack) -> AsyncIterator[Start]:
         config = SlackConfig.model_validate({
             "enabled": True, "mode": mode, "bot_token": slack.bot_token, "app_token": slack.app_token,
             "signing_secret": slack.signing_secret, "base_url": slack.base_url,
-            "http": {"listen": "127.0.0.1", "port": 0}, **keys})
+            "http": {"listen": "127.0.0.1", "port": 0}, "channels": ["*"], **keys})
         channel = SlackChannel(config, SLACK, **({"clock": clock} if clock else {}))
         inbox = Inbox()
         await channel.start(inbox)
@@ -167,6 +174,93 @@ async def test_forged_and_stale_requests_are_refused(slack: FakeSlack, start: St
     status, text = await slack.post_event(url(channel), {"type": "url_verification", "challenge": "abc123",
                                                          "token": "x"})
     assert status == 200 and "abc123" in text
+
+
+async def _raw(channel: SlackChannel, head: str, body: bytes) -> str:
+    """Send ``head`` and the start of a body, never the rest; Slack's status line, or "" when none came."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", channel.port)
+    try:
+        writer.write(head.encode() + b"\r\n" + body)  # not drained: the answer may come before it is all sent
+        async with asyncio.timeout(3):
+            return (await reader.readline()).decode().strip()
+    except TimeoutError:
+        return ""
+    finally:
+        writer.close()
+
+
+def _head(extra: str) -> str:
+    return f"POST /slack/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{extra}"
+
+
+async def test_an_unsigned_or_oversized_request_is_refused_unread(slack: FakeSlack, start: Start,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing is read or parsed before the signature: a 4 MB body whose first KB came is
+    answered at once, without waiting for the rest."""
+    caplog.set_level(logging.DEBUG)
+    channel, inbox = await start("http")
+    four_mb = 4 * 1024 * 1024
+    looks_signed = "".join(f"{k}: {v}\r\n" for k, v in slack.sign("x", secret="not-the-secret").items())
+    assert await _raw(channel, _head(f"Content-Length: {four_mb}\r\n"), b"{" * 1024) == "HTTP/1.1 401 Unauthorized"
+    assert await _raw(channel, _head(f"Content-Length: {four_mb}\r\n{looks_signed}"), b"{" * 1024) == \
+        "HTTP/1.1 413 Request Entity Too Large"
+    chunk = b"%x\r\n%s\r\n" % (64 * 1024, b"{" * 64 * 1024)  # chunked: no length said, cut at the cap
+    assert await _raw(channel, _head(f"Transfer-Encoding: chunked\r\n{looks_signed}"), chunk * 20) == \
+        "HTTP/1.1 413 Request Entity Too Large"
+    assert (await _raw(channel, _head(f"Transfer-Encoding: chunked\r\n{looks_signed}"), b"zz\r\n")).endswith(
+        " 400 Bad Request")  # malformed: aiohttp refuses it before the handler, quietly too
+    reader, writer = await asyncio.open_connection("127.0.0.1", channel.port)
+    writer.write(f"{_head(f'Content-Length: 100{chr(13)}{chr(10)}{looks_signed}')}\r\nabc".encode())
+    await asyncio.sleep(0.2)
+    writer.transport.abort()  # gone half way through its body
+    await slack.wait_for(lambda: any("broke off" in r.getMessage() for r in caplog.records), what="the drop seen")
+    async with aiohttp.ClientSession() as session:
+        for headers in ({}, {"X-Slack-Request-Timestamp": "soon", "X-Slack-Signature": "v0=abc"}, {
+                "X-Slack-Request-Timestamp": str(int(time.time())), "X-Slack-Signature": "v0=" + "0" * 64}):
+            async with session.post(url(channel), data=b"{not json \xff", headers=headers) as resp:
+                assert resp.status == 401
+    assert inbox.messages == [] and [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert (await slack.post_event(url(channel), slack.event(slack.message("D1", "still open"))))[0] == 200
+    assert [m.text for m in inbox.messages] == ["still open"]
+
+
+async def test_a_body_that_keeps_coming_is_refused() -> None:
+    class Bolt:
+        async def async_dispatch(self, request: object) -> None:
+            raise AssertionError("never parsed")
+
+    runner = endpoint.runner(Bolt(), "s3cret", "/slack/events", read_time=0.3)  # type: ignore[arg-type]
+    await runner.setup()
+    await aiohttp.web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        port = runner.addresses[0][1]
+        signed_looking = f"X-Slack-Request-Timestamp: {int(time.time())}\r\nX-Slack-Signature: v0={'0' * 64}\r\n"
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_head(f"Content-Length: 100\r\n{signed_looking}").encode() + b"\r\nabc")
+        async with asyncio.timeout(3):
+            assert (await reader.readline()).startswith(b"HTTP/1.1 408")
+        writer.close()
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(("timestamp", "fresh"), [
+    ("1000000", True), ("999700", True), ("1000300", True), ("999699", False), ("1000301", False),
+    ("", False), (None, False), ("1e6", False), ("-1000000", False), ("１０００００", False), ("9" * 40, False),
+])
+def test_timestamps_within_five_minutes(timestamp: str | None, fresh: bool) -> None:
+    assert endpoint.fresh(timestamp, 1_000_000.0) is fresh
+
+
+def test_signatures_on_the_raw_bytes() -> None:
+    body = '{"text": "caf\u00e9"}'.encode()
+    good = "v0=" + hmac.new(b"s3cret", b"v0:1000000:" + body, hashlib.sha256).hexdigest()
+    assert endpoint.well_formed(good) and endpoint.signed(b"s3cret", "1000000", body, good)
+    assert not endpoint.signed(b"s3cret", "1000001", body, good)
+    assert not endpoint.signed(b"other", "1000000", body, good)
+    assert not endpoint.signed(b"s3cret", "1000000", body + b" ", good)
+    for shape in (None, "", good[3:], "v1=" + good[3:], good.upper(), good + "0", "v0=" + "g" * 64):
+        assert not endpoint.well_formed(shape)
 
 
 async def test_socket_mode_reconnects_when_slack_asks(slack: FakeSlack, start: Start) -> None:
@@ -395,6 +489,41 @@ async def test_native_stream_rolls_over_and_recovers(slack: FakeSlack, start: St
     assert streams[2].state == "stopped"
 
 
+PINGS = re.compile(r"<[!@#]|&lt;[!@#]|&#0*60;[!@#]|@(?:here|channel|everyone)\b")
+
+
+async def test_a_native_stream_pings_nobody(slack: FakeSlack, start: Start) -> None:
+    """Slack's special tokens reach chat.*Stream defused (with a zero-width space), even cut
+    between two appends; the text reads the same."""
+    clock = Clock()
+    channel, inbox = await start("socket", clock=clock)
+    await slack.wait_for_ack(await slack.push(slack.event(slack.message("C1", "<@UBOT> ping them"))))
+    draft = await channel.stream(Target.of(inbox.messages[0]))
+    pieces = ["Hey <!here> and <!chan", "nel>, <!everyone>, <@U123>, <#C1|general>, <!subteam^S1|@devs>, <",
+              "!here>, &lt;!here&gt;, &#60;!channel&gt;, &lt;", "@U1&gt; @here and @every",
+              "one: see `a < b`, <https://x.io|x> @", "channel"]
+    for piece in pieces:
+        await draft.append(piece)
+        clock.now += 2  # each append is sent at once
+    await draft.close()
+    [stream] = slack.streams.values()
+    assert len(slack.called("chat.appendStream")) >= 3  # it streamed, piece by piece
+    assert PINGS.search(stream.text) is None, stream.text
+    assert stream.text.replace("\u200b", "") == "".join(pieces)
+
+
+def test_ping_free_markdown() -> None:
+    for text in ("<!here>", "<!channel>", "<!everyone>", "<!subteam^S1|@devs>", "<@U123>", "<@W1|bob>",
+                 "<#C1|general>", "&lt;!here&gt;", "&#060;!here>", "&#x3C;!here>", "@here", "@channel!",
+                 "hi @everyone"):
+        assert PINGS.search(ping_free(text)) is None and not re.search(r"&#[xX]0*3[cC];[!@#]", ping_free(text))
+        assert ping_free(text).replace("\u200b", "") == text
+    for text in ("a < b", "<https://x.io|x>", "x@here.com", "@heres", "mail bob@example.com", "1 <= 2"):
+        assert ping_free(text) == text
+    assert [sendable(t) for t in ("done.", "Hey <!he", "a < b", "a <", "x &l", "x &lt;", "@every", "a@b", "<x> ok")
+            ] == [5, 8, 5, 2, 2, 2, 0, 1, 6]
+
+
 async def test_no_thread_no_stream_but_a_draft_with_the_stop_button(slack: FakeSlack, start: Start) -> None:
     clock = Clock()
     channel, inbox = await start("http", clock=clock)
@@ -460,6 +589,26 @@ async def test_names_looked_up_together_cached_and_never_hold_the_ack(slack: Fak
     await slack.wait_for_ack(await slack.push(slack.event(slack.message("D1", "and <@U404>"))))
     assert inbox.messages[2].text == "and @U404"
     assert sorted(p["user"] for p in slack.called("users.info")) == ["U1", "U2", "U404"]  # each asked once
+
+
+@pytest.mark.parametrize(("keys", "heard"), [
+    ({"channels": ["C1"]}, {"C1", "D1"}),  # group_policy allowlist (the default): C9 is not listed
+    ({"group_policy": "open"}, {"C1", "C9", "D1"}),
+    ({"group_policy": "disabled", "channels": ["C1"]}, {"D1"}),
+    ({"dm_policy": "disabled", "channels": ["*"]}, {"C1", "C9"}),
+])
+async def test_no_name_is_looked_up_where_the_bot_does_not_listen(slack: FakeSlack, start: Start,
+                                                                  keys: dict[str, Any], heard: set[str]) -> None:
+    """users.info spends the app's quota: only for messages the access settings may let through."""
+    channel, inbox = await start("socket", **keys)
+    slack.add_user("U2", "bob", "Bob")
+    for chat, user in (("C9", "U7"), ("C1", "U1"), ("D1", "U2")):
+        await slack.wait_for_ack(await slack.push(slack.event(slack.message(chat, f"<@UBOT> hi <@U{chat}>",
+                                                                            user=user))))
+        asked = {p["user"] for p in slack.called("users.info")}
+        assert bool(asked) is (chat in heard), (chat, asked)
+        slack.calls.clear()
+    assert [m.chat_id for m in inbox.messages] == ["C9", "C1", "D1"]  # the core still decides what they are
 
 
 async def test_a_refresh_cut_off_mid_request_leaves_no_stale_eyes(slack: FakeSlack, start: Start) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -243,6 +244,23 @@ async def test_native_stream_rolls_over_and_becomes_the_answer(stack: Stack) -> 
     final = s.messages[("C1", first.ts)]
     assert final.text.startswith("word word") and final.text.count("word") == 100  # the answer replaced it
     assert not answers(s, "C1")  # no second copy
+
+
+async def test_a_streamed_draft_pings_nobody(stack: Stack) -> None:
+    await stack.start(streaming="native")
+    s = stack.slack
+    answer = "Ping <!here>, <!channel>, <!everyone>, <@U123>, <#C1> and <!subteam^S1|@devs> now. " * 3
+    stack.llm.script(Reply.text(answer, chunk_size=3, delay=0.01))
+    mention = s.message("C1", "<@UBOT> ping them all")
+    await stack.send(s.event(mention))
+    await s.wait_for(lambda: s.reactions.get(("C1", mention["ts"])) == {"white_check_mark"}, timeout=10,
+                     what="answered")
+    [stream] = s.streams.values()
+    streamed = [p for p in s.posts if "Stream" in p.method]
+    assert len(streamed) >= 2 and stream.text.count("Ping") == 3
+    assert not re.search(r"<[!@#]", stream.text), stream.text  # whatever the stream showed, all along
+    final = s.messages[("C1", stream.ts)]  # the answer replaced it, rendered as every answer is
+    assert "<!" not in final.text and "&lt;!here&gt;" in final.text
 
 
 async def test_files_fetched_only_for_messages_that_run(stack: Stack) -> None:

@@ -9,7 +9,16 @@ import sys
 import pytest
 
 from adapters.slack.config import SlackConfig, check
-from adapters.slack.inbound import Me, Options, command_of, is_ignored, readable, stop_button_of, to_inbound
+from adapters.slack.inbound import (
+    Me,
+    Options,
+    command_of,
+    is_ignored,
+    may_be_heard,
+    readable,
+    stop_button_of,
+    to_inbound,
+)
 from bot.messages import AttachmentKind, ChatType
 
 ME = Me("UBOT", "BBOT", "T1")
@@ -55,6 +64,20 @@ def test_readable_text(wire: str, seen: str) -> None:
 ])
 def test_ignored(event: dict[str, object], ignored: bool) -> None:
     assert is_ignored(event, ME, Options()) is ignored
+
+
+@pytest.mark.parametrize(("keys", "channel", "heard"), [
+    ({}, "C1", False),  # allowlist, nothing listed
+    ({"channels": ["C1"]}, "C1", True),
+    ({"channels": ["C1"]}, "G2", False),
+    ({"channels": ["*"]}, "G2", True),
+    ({"group_policy": "open"}, "C9", True),
+    ({"group_policy": "disabled", "channels": ["*"]}, "C1", False),
+    ({}, "D1", True),  # dm allowlist: a stranger may have been approved by pairing
+    ({"dm_policy": "disabled"}, "D1", False),
+])
+def test_may_be_heard(keys: dict[str, object], channel: str, heard: bool) -> None:
+    assert may_be_heard(ev(channel), SlackConfig.model_validate(keys)) is heard
 
 
 def test_allowed_bot_is_kept_and_marked() -> None:

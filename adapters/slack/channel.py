@@ -22,13 +22,12 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import inbound
+from adapters.slack import endpoint, inbound
 from adapters.slack.config import SlackConfig
 from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
 from adapters.slack.errors import error_code, send_failed
@@ -192,14 +191,8 @@ class SlackChannel:
         await self._inbox(msg)
 
     async def _serve_http(self, app: AsyncApp) -> None:
-        path = self.config.http.path
-
-        async def handle(request: web.Request) -> web.Response:
-            return await to_aiohttp_response(await app.async_dispatch(await to_bolt_request(request)))
-
-        web_app = web.Application(client_max_size=4 * 1024 * 1024)
-        web_app.router.add_post(path, handle)
-        self._runner = web.AppRunner(web_app, access_log=None, shutdown_timeout=1.0)
+        assert self.config.signing_secret is not None  # _bolt refused mode: http without it
+        self._runner = endpoint.runner(app, self.config.signing_secret.get_secret_value(), self.config.http.path)
         await self._runner.setup()
         try:
             await web.TCPSite(self._runner, self.config.http.listen, self.config.http.port).start()
@@ -274,8 +267,10 @@ class SlackChannel:
         if inbound.is_ignored(event, self._me, self._options):
             return None
         chat, thread = str(event.get("channel") or ""), event.get("thread_ts")
-        users = [event.get("user") or "", *inbound.mentions(str(event.get("text") or ""))]
-        names = await self._lookup([u for u in users if u and u != self._me.user_id])
+        names: dict[str, str] = {}
+        if inbound.may_be_heard(event, self.config):  # no users.info for a channel the bot ignores
+            users = [event.get("user") or "", *inbound.mentions(str(event.get("text") or ""))]
+            names = await self._lookup([u for u in users if u and u != self._me.user_id])
         running = thread is not None and (chat, thread) in (self._status.live if self._status else {})
         msg = inbound.to_inbound(event, self._me, names=names, participating=self._participates(chat, thread),
                                  running=running, options=self._options)

@@ -16,6 +16,10 @@ are kept; every other ``<...>`` is shown as text, so ``<!channel>``, ``<!here>``
 ``<!everyone>`` and user-group pings never reach Slack as commands.
 
 A message is at most 4,000 characters as sent (``LIMITS``).
+
+A native stream (chat.appendStream) takes Markdown, not mrkdwn: ``ping_free`` defuses what
+could ping there, and ``sendable`` tells how much of a stream's text can go before what
+follows could complete such a token.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from bot.channels import Limits, Measure
 from bot.channels.markdown import HR, quote_lines
 from bot.channels.split import Atom, Role, text_atoms
 
-__all__ = ["LIMITS", "SLACK", "SlackDialect"]
+__all__ = ["LIMITS", "SLACK", "SlackDialect", "ping_free", "sendable"]
 
 LIMITS = Limits(chunk=4000, measure=Measure.CHARS)
 
@@ -38,6 +42,26 @@ _ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">"}
 _MARKERS = {"*": "b", "_": "i", "~": "s"}
 _TEXT = re.compile("[^&\u200b*_~`<>\n]+")
 _LINK = re.compile(r"<([^<>|\s]+)\|")
+
+
+# In streamed Markdown, what could ping: Slack's <!here> <!channel> <!everyone> <!subteam^…> <@U…> <#C…>
+# (also with the "<" as an entity), and a bare @here, @channel or @everyone.
+_PING = re.compile(r"(?:<|&lt;|&#0*60;|&#[xX]0*3[cC];)(?=[!@#])|(?<![\w@])@(?=(?:here|channel|everyone)\b)")
+_UNFINISHED = re.compile(r"(?:<|&[#\w]*;?|@\w*)\Z")  # what the next text could make one of them
+
+
+def ping_free(markdown: str) -> str:
+    """``markdown`` with a zero-width space after the ``<`` (or ``&lt;``) of every Slack special
+    token and after the ``@`` of a bare ``@here``, ``@channel`` or ``@everyone``: no longer
+    syntax to Slack (nor HTML to Markdown), so nobody is pinged, and it reads the same."""
+    return _PING.sub(lambda found: found.group(0) + ZWSP, markdown)
+
+
+def sendable(markdown: str) -> int:
+    """How much of a stream's pending ``markdown`` can be sent now: all but a ``<``, an
+    entity (``&lt;``, ``&#6``) or an ``@word`` at its end, which the next text could make a ping."""
+    found = _UNFINISHED.search(markdown)
+    return found.start() if found else len(markdown)
 
 
 def _esc(text: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from adapters.slack.config import SlackConfig
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 
 JSON = Mapping[str, Any]
@@ -105,6 +106,20 @@ def is_ignored(event: JSON, me: Me, options: Options) -> bool:
     if event.get("bot_id") or event.get("bot_profile"):
         return user not in options.allowed_bots
     return not user
+
+
+def may_be_heard(event: JSON, config: SlackConfig) -> bool:
+    """Whether the core's access may let this message through (run it, or keep it as a
+    channel's context), as far as the channel's own settings tell: its names are looked up
+    (``users.info``, the app's quota) only then. A message in a channel that is not allowed,
+    or a DM when DMs are disabled, is still handed to the core, under ids. A DM from someone
+    not in ``allow_from`` is looked up: an approval by pairing lives in the core's store."""
+    channel = str(event.get("channel") or "")
+    if chat_type_of(channel) is ChatType.DM:
+        return config.dm_policy != "disabled"
+    if config.group_policy == "disabled":
+        return False
+    return config.group_policy == "open" or config.group(channel) is not None
 
 
 def thread_of(event: JSON, chat_type: ChatType, addressed: bool, options: Options) -> str | None:

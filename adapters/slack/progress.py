@@ -11,8 +11,10 @@ working again (a late refresh is dropped).
 (slack_sdk's ``chat_stream``): text is appended at most every ``every`` seconds, a fresh
 stream is started before Slack's ~5-minute stream limit and when Slack says the message
 is no longer streaming; on close the continuation messages are deleted and the first
-one's ts is returned (the answer's first chunk replaces it). ``EditDraft`` stands in where
-Slack cannot stream (outside threads): one message, edited at most every second.
+one's ts is returned (the answer's first chunk replaces it). What it streams pings nobody
+(``dialect.ping_free``; a token cut between two appends waits for its end). ``EditDraft``
+stands in where Slack cannot stream (outside threads): one message, edited at most every
+second, rendered in the dialect like the answer.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.dialect import ping_free, sendable
 from adapters.slack.errors import error_code
 from bot.channels import Channel, SendFailed, Status, Target
 from bot.channels.split import render_chunks
@@ -185,14 +188,15 @@ class SlackStream:
         await asyncio.sleep(wait)
         await self._flush()
 
-    async def _flush(self) -> None:
+    async def _flush(self, *, last: bool = False) -> None:
         async with self._lock:
-            if not self._buffer or self._closed:
+            cut = len(self._buffer) if last else sendable(self._buffer)
+            if not cut or self._closed:
                 return
-            text, self._buffer = self._buffer, ""
+            text, self._buffer = self._buffer[:cut], self._buffer[cut:]
             self._flushed = self._clock()
             try:
-                await self._put(text)
+                await self._put(ping_free(text))
             except SlackApiError as exc:
                 log.info("slack: stream in %s failed: %s", self._channel, error_code(exc))
             except (OSError, asyncio.TimeoutError) as exc:
@@ -231,7 +235,7 @@ class SlackStream:
 
     async def close(self) -> str | None:
         await _settle(self._later, self._lock)
-        await self._flush()
+        await self._flush(last=True)
         async with self._lock:
             self._closed = True
             if self._stream is not None:
