@@ -36,9 +36,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from bot.agent.transcript import MAX_CONTEXT_CHARS, MAX_NAME_CHARS
 from bot.config import AccessConfig, ChannelsConfig
 from bot.messages import ChatType, InboundMessage
 from bot.pairing import CODE_TTL, MAX_PENDING, origin_of, pairing_reply
@@ -207,38 +208,86 @@ def _group(msg: InboundMessage, policy: AccessConfig) -> Decision:
 # -- group context ------------------------------------------------------------------------
 
 ContextKey = tuple[str, str, str, str | None]  # platform, account, chat id, thread id
+MAX_CONTEXT_BYTES = 16 * 1024 * 1024  # all the group context kept in memory, every chat together
+MAX_CONTEXT_FILES = 20  # files named per context message
+_MESSAGE_OVERHEAD = 600  # the objects around a message's text, roughly
 
 
 class GroupContext:
     """The messages of allowed groups that did not address the bot, kept until it is addressed.
 
     ``remember`` keeps the last ``limit`` per chat and thread (and bot account); ``take``
-    returns them, oldest first, and forgets them. Held in memory, at most ``max_chats``
-    chats (the least recently used go first)."""
+    returns them, oldest first, and forgets them. Held in memory, and only what the prompt
+    will show of them (``shown``: the text to ``MAX_CONTEXT_CHARS``, names to their cap, no
+    file bytes), under a global budget of ``max_bytes`` and at most ``max_chats`` chats: over
+    either, the least recently used chats lose their oldest messages first."""
 
-    def __init__(self, limit: int = 50, *, max_chats: int = 1000) -> None:
+    def __init__(self, limit: int = 50, *, max_chats: int = 1000, max_bytes: int = MAX_CONTEXT_BYTES) -> None:
         self._limit = limit
         self._max_chats = max_chats
-        self._chats: dict[ContextKey, deque[InboundMessage]] = {}
+        self._max_bytes = max_bytes
+        self._chats: dict[ContextKey, deque[tuple[InboundMessage, int]]] = {}
+        self.bytes = 0  # what the kept messages weigh (``context_size``)
 
     def remember(self, msg: InboundMessage) -> None:
         key = _context_key(msg)
         kept = self._chats.pop(key, None)  # re-inserted last: the dict is in order of use
         if kept is None:
-            kept = deque(maxlen=self._limit)
+            kept = deque()
             while len(self._chats) >= self._max_chats:
-                del self._chats[next(iter(self._chats))]
-        kept.append(msg)
+                self._drop(next(iter(self._chats)), everything=True)
+        if len(kept) >= self._limit:
+            self.bytes -= kept.popleft()[1]
+        small = shown(msg)
+        size = context_size(small)
+        kept.append((small, size))
+        self.bytes += size
         self._chats[key] = kept
+        while self.bytes > self._max_bytes and self._chats:
+            self._drop(next(iter(self._chats)))
 
     def take(self, msg: InboundMessage) -> tuple[InboundMessage, ...]:
         """The context of ``msg``'s chat and thread, which is cleared. A message that opens its
         own thread (Slack: a top-level mention answered in a thread) takes the chat's too."""
-        taken = tuple(self._chats.pop(_context_key(msg), ()))
+        taken = self._pop(_context_key(msg))
         if msg.thread_id is not None and msg.thread_id == msg.message_id:
-            chat = (msg.platform, msg.account, msg.chat_id, None)
-            taken = tuple(self._chats.pop(chat, ())) + taken
+            taken = self._pop((msg.platform, msg.account, msg.chat_id, None)) + taken
         return taken
+
+    def _pop(self, key: ContextKey) -> tuple[InboundMessage, ...]:
+        kept = self._chats.pop(key, ())
+        self.bytes -= sum(size for _, size in kept)
+        return tuple(m for m, _ in kept)
+
+    def _drop(self, key: ContextKey, *, everything: bool = False) -> None:
+        """The chat's oldest message (or all of them) forgotten; an emptied chat with it."""
+        kept = self._chats[key]
+        if everything:
+            self._pop(key)
+            return
+        self.bytes -= kept.popleft()[1]
+        if not kept:
+            del self._chats[key]
+
+
+def shown(msg: InboundMessage) -> InboundMessage:
+    """What a context message can ever show: its text cut just past ``MAX_CONTEXT_CHARS`` (so
+    the cut is still marked), the names cut, no file bytes, at most ``MAX_CONTEXT_FILES`` files."""
+    text = msg.text.strip()
+    sender = msg.sender
+    if len(sender.name) > MAX_NAME_CHARS or len(sender.username or "") > MAX_NAME_CHARS:
+        sender = replace(sender, name=sender.name[:MAX_NAME_CHARS + 1],
+                         username=(sender.username or "")[:MAX_NAME_CHARS + 1] or None)
+    files = tuple(replace(a, name=a.name[:MAX_NAME_CHARS * 4], data=None) for a in msg.attachments[:MAX_CONTEXT_FILES])
+    if len(text) <= MAX_CONTEXT_CHARS + 1 and sender is msg.sender and files == msg.attachments:
+        return msg
+    return replace(msg, text=text[:MAX_CONTEXT_CHARS + 1], sender=sender, attachments=files)
+
+
+def context_size(msg: InboundMessage) -> int:
+    """Roughly what a kept context message weighs in memory, in bytes."""
+    return (_MESSAGE_OVERHEAD + len(msg.text.encode("utf-8", "surrogatepass")) + len(msg.sender.name) * 4
+            + sum(len(a.name) * 4 + _MESSAGE_OVERHEAD // 2 for a in msg.attachments))
 
 
 def _context_key(msg: InboundMessage) -> ContextKey:

@@ -16,15 +16,15 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from bot.access import Access, access_policies
-from bot.agent.events import EventBus
 from bot.agent.compaction import CompactionSettings
+from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.channels import Channel
 from bot.config import Config
 from bot.delivery import Delivery, DeliverySettings
-from bot.limits import LimitSettings, PersonLimits
 from bot.gateway import Gateway, GatewaySettings
+from bot.limits import LimitSettings, PersonLimits
 from bot.providers import make_provider
 from bot.providers.base import Usage
 from bot.providers.pricing import Price
@@ -113,7 +113,7 @@ class App:
                             lambda msg, owner: policy_for(cfg.tools, policies.get(msg.platform), platform=msg.platform,
                                                           chat_type=msg.chat_type.value, chat_id=msg.chat_id,
                                                           is_owner=owner),
-                            cfg.workspace.group_scope),
+                            cfg.workspace.group_scope, cfg.storage.retention.context * 86400),
             person_limits,
         )
         tools.register(message_tool(self.gateway))  # after spawn: sub-agents never get it

@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.access import Access, Action, GroupContext
-from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.compaction import compact_reply
+from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
 from bot.channels.base import Channel, SendFailed, Status
 from bot.channels.outbound import answer_for
@@ -48,6 +48,7 @@ BUSY = "I'm still busy, your message was not queued. Send it again when I've ans
 UNSAVED = ("Sorry, I could not save your file: inbox/ in your workspace is a link that leads outside it. "
            "Remove that link and send the file again.")
 MAX_INBOUND = 64  # inbound messages decided (and their files fetched) at once
+PRUNE_EVERY = 3600.0  # seconds between two prunings of stored group context
 MAX_DOWNLOADS = 4  # files fetched at once
 URGENT = ("stop", "stopall")  # commands that never wait for the session's earlier messages
 
@@ -62,6 +63,7 @@ class GatewaySettings:
     max_download: Mapping[str, int] | None = None  # platform -> bytes
     tool_policy: Callable[[InboundMessage, bool], ToolPolicy] | None = None  # (message, sender is owner)
     group_scope: GroupScope = "per-group"  # per-user: a session per member in groups
+    context_retention: float = 7 * 86400.0  # seconds a group message kept only as context stays stored
 
 
 class GatewayStore(Store, AnswerStore):
@@ -110,7 +112,9 @@ class Gateway:
         self._spawn(self._process(msg, key, inbound_id, time.time()), f"inbound {inbound_id}")
 
     async def recover(self) -> None:
-        """Start-up: first deliver what is owed, then decide again what was never answered."""
+        """Start-up: first deliver what is owed, then decide again what was never answered;
+        from then on, prune stored group context past its retention every hour."""
+        self._spawn(self._prune_context(), "context pruning")
         await self._delivery.resume()
         unanswered = await self._store.unanswered()
         early, self._early = self._early or set(), None  # channels start first: these are being decided
@@ -180,7 +184,7 @@ class Gateway:
                   msg.chat_id, inbound_id)
         if decision.action is Action.CONTEXT:
             self._context.remember(msg)
-            await self._store.mark_answered((inbound_id,))
+            await self._store.keep_as_context(inbound_id)  # pruned after storage.retention.context
             return False
         await self._store.forget_inbound(inbound_id)  # refused or ignored: only the dedupe key stays
         if decision.reply:
@@ -414,6 +418,16 @@ class Gateway:
         self._delivery.push(answer)
 
     # -- plumbing ----------------------------------------------------------------------
+
+    async def _prune_context(self) -> None:
+        while True:
+            try:
+                gone = await self._store.prune_context(time.time() - self._settings.context_retention)
+                if gone:
+                    log.info("pruned %d stored group context messages past their retention", gone)
+            except Exception:  # a busy or full disk: try again at the next round
+                log.exception("pruning stored group context failed")
+            await asyncio.sleep(PRUNE_EVERY)
 
     def _route(self, event: RunEvent) -> None:
         progress = self._progress.get(event.run_id)

@@ -7,7 +7,6 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

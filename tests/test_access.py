@@ -368,3 +368,31 @@ def test_format_context() -> None:
     ]
     assert len(lines[6]) == len("[Long] ") + 1000 and lines[6].endswith("…")
     assert format_context([]) == ""
+
+
+
+# -- issue 19, item 9: the context buffer keeps only what is shown, under a global budget
+
+def test_the_context_buffer_keeps_only_what_is_shown_under_its_byte_budget() -> None:
+    import tracemalloc
+
+    from bot.access import MAX_CONTEXT_CHARS, context_size
+
+    budget = 2 * 1024 * 1024
+    ctx = GroupContext(limit=50, max_chats=1000, max_bytes=budget)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(3000):  # 3000 messages of 100 KB: 300 MB if kept whole
+            m = InboundMessage("telegram", "bot", f"-{i % 200}", ChatType.GROUP, Sender(str(i), "N" * 5000),
+                               "x" * 100_000, str(i), addressed=False)
+            ctx.remember(m)
+            assert ctx.bytes <= budget
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert held < budget * 2, held
+    last = InboundMessage("telegram", "bot", f"-{2999 % 200}", ChatType.GROUP, Sender("1", "A"), "@bot hi", "z")
+    taken = ctx.take(last)
+    assert taken and all(len(m.text) == MAX_CONTEXT_CHARS + 1 and len(m.sender.name) <= 65 for m in taken)
+    assert ctx.bytes == sum(context_size(m) for key in list(ctx._chats) for m, _ in ctx._chats[key])

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.app import App
-from bot.config import Config, load_config
 from bot.channels import SendFailed, Target
+from bot.config import Config, load_config
 from bot.messages import ChatType, InboundMessage, Sender
 from tests.fakes.channel import RecordingAdapter, dm
 from tests.fakes.llm_server import Call, FakeLLM, Reply, without_context
@@ -131,6 +131,31 @@ async def test_group_context_reaches_the_model_when_addressed(running: Running, 
     await channel.wait_for_replies(1)
     (text,) = user_texts(llm, 0)
     assert text.index("lunch at noon?") < text.index("the usual place") < text.index("what did we decide")
+
+
+async def test_stored_group_context_is_pruned_after_its_retention(running: Running, llm: FakeLLM,
+                                                                  tmp_path: Path) -> None:
+    import sqlite3
+
+    cfg = config(tmp_path, llm, OPEN)
+    retention = cfg.storage.retention.model_copy(update={"context": 0.00001})  # 0.864 s
+    cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"retention": retention})})
+    channel = RecordingAdapter("telegram")
+    app = App(cfg, {"telegram": channel})
+    await app.__aenter__()
+    running.stack.append(app)
+    await channel.inject(group_msg("chatter nobody addressed", user="a", addressed=False))
+    await asyncio.sleep(0.05)
+    rows = sqlite3.connect(tmp_path / "chatgate.db").execute("SELECT context, payload FROM inbound").fetchall()
+    assert rows and rows[0][0] == 1 and "chatter" in rows[0][1]
+    await asyncio.sleep(1.0)  # past the retention (0.864 s)
+    await app.__aexit__(None, None, None)
+    running.stack.remove(app)
+    again = App(cfg, {"telegram": RecordingAdapter("telegram")})
+    await again.__aenter__()  # pruned as it starts, then every hour
+    running.stack.append(again)
+    await asyncio.sleep(0.1)
+    assert sqlite3.connect(tmp_path / "chatgate.db").execute("SELECT COUNT(*) FROM inbound").fetchone() == (0,)
 
 
 async def test_no_cross_session_leak(running: Running, llm: FakeLLM, tmp_path: Path) -> None:

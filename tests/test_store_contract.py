@@ -6,6 +6,7 @@ would skip itself when no server is configured)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
@@ -515,6 +516,19 @@ async def test_refused_messages_keep_only_their_dedupe_key(store: Store) -> None
     await store.forget_inbound(m1)  # type: ignore[arg-type]
     assert await store.unanswered() == []
     assert await store.record_inbound(inbound("m1"), "k") is None  # still deduped
+
+
+async def test_context_messages_are_answered_and_pruned_after_their_retention(store: Store) -> None:
+    context = await store.record_inbound(inbound("m1", text="chatter nobody addressed to the bot"), "k")
+    run = await store.record_inbound(inbound("m2"), "k")
+    await store.keep_as_context(context)  # type: ignore[arg-type]
+    await store.mark_answered([run])  # type: ignore[list-item]
+    assert await store.unanswered() == []
+    assert await store.prune_context(0.0) == 0  # received after the cut: kept
+    assert await store.record_inbound(inbound("m1"), "k") is None  # still deduped meanwhile
+    assert await store.prune_context(time.time() + 1) == 1  # only the context row
+    assert await store.record_inbound(inbound("m2"), "k") is None  # the answered one stays
+    assert await store.prune_context(time.time() + 1) == 0
 
 
 async def test_a_stored_message_gains_its_saved_files(store: Store) -> None:

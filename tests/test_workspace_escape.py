@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.messages import ChatType, InboundMessage, Sender
-from bot.tools.base import ToolContext
 from bot.conversation import ToolCall, ToolResult
+from bot.messages import ChatType, InboundMessage, Sender
 from bot.tools import builtin_registry
+from bot.tools.base import ToolContext
 from bot.workspace import (
     GROUP_PROTECTED,
     OutsideWorkspaceError,

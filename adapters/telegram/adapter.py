@@ -21,7 +21,6 @@ import asyncio
 import hmac
 import io
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta

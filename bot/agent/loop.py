@@ -35,7 +35,7 @@ from bot.limits import Bill, Meter
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
-from bot.tools.base import ToolCategory, ToolContext
+from bot.tools.base import ToolContext
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tracing import Redactor, TraceBuilder
@@ -441,7 +441,6 @@ class Agent:
             answer = await r.reply(error or text, status is RunStatus.FAILED)
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         settle = answer is None and status is not RunStatus.CANCELLED
-        last = r.inbound[-1]
         turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
                     record, answer, settle, run.trace.bill.charges() if run.trace.bill else ())
         if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
@@ -463,7 +462,8 @@ class Agent:
         return build_prompt_parts(PromptInputs(
             mode=mode, agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
             tools=self._tools.specs() if tools is None else tools, workspace=workspace,
-            context_files=tuple(load_context_files(workspace, names, follow_links=last.chat_type is not ChatType.GROUP)),
+            context_files=tuple(load_context_files(workspace, names,  # a group's prompt follows no link
+                                                   follow_links=last.chat_type is not ChatType.GROUP)),
             owner_ids=s.owners,
             now=datetime.now(timezone.utc), model=s.model, provider=s.provider, session_key=session_key,
             extra_instructions=s.system_prompt,

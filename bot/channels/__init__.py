@@ -13,8 +13,8 @@ from bot.channels.base import (
     Status,
 )
 from bot.commands import MENU as COMMAND_MENU
-from bot.messages import Target
 from bot.config.types import ChannelConfig, Float, GroupConfig, Int, Secret, Section, Url, secret
+from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "Inbox", "Int",

@@ -122,8 +122,15 @@ def _channels_model() -> type[Section]:
 ChannelsConfig = _channels_model()
 
 
+class RetentionConfig(Section):
+    # days a group message that did not address the bot is kept (text and all) after the
+    # bot saw it; the context it gave is in memory only, so this is the audit trail
+    context: Annotated[Float, Field(gt=0)] = 7.0
+
+
 class StorageConfig(Section):
     path: Annotated[Path, BeforeValidator(lambda v: v or None)] = Path("data/chatgate.db")
+    retention: RetentionConfig = RetentionConfig()
 
 
 class WorkspaceConfig(Section):

@@ -31,6 +31,8 @@ ANSWER_DONE = "UPDATE answers SET delivered_at = ?, given_up = ? WHERE id = ? AN
 INBOUND_OF = "SELECT inbound_ids FROM answers WHERE id = ?"
 FORGET_INBOUND = "UPDATE inbound SET payload = '', answered_at = COALESCE(answered_at, ?) WHERE id = ?"
 PRUNE_FORGOTTEN = "DELETE FROM inbound WHERE payload = '' AND received_at < ?"
+KEEP_AS_CONTEXT = "UPDATE inbound SET context = 1, answered_at = COALESCE(answered_at, ?) WHERE id = ?"
+PRUNE_CONTEXT = "DELETE FROM inbound WHERE context = 1 AND received_at < ?"
 UPDATE_INBOUND = "UPDATE inbound SET payload = ? WHERE id = ?"
 
 

@@ -134,6 +134,16 @@ class Store(Protocol):
         """Keep only the dedupe key and time of a refused or ignored message; answered."""
         ...
 
+    async def keep_as_context(self, inbound_id: int) -> None:
+        """A group message that did not address the bot: answered, and pruned with
+        ``prune_context`` once older than the retention."""
+        ...
+
+    async def prune_context(self, before: float) -> int:
+        """Delete the group context messages received before ``before`` (epoch seconds) and the
+        refused ones' week-old dedupe keys; how many rows went."""
+        ...
+
     async def usage(self, session: Session) -> UsageTotals: ...
 
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:

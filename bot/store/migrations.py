@@ -252,6 +252,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX pairing_codes_origin ON pairing_codes (origin, expires_at) WHERE approved_at IS NULL;
         """,
     ),
+    Migration(
+        "0009_inbound_context",
+        """
+        -- group messages kept only as context for the bot's next answer there: pruned after
+        -- storage.retention.context days, text and all
+        ALTER TABLE inbound ADD COLUMN context INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX inbound_context ON inbound (received_at) WHERE context = 1;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

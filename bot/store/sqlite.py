@@ -385,6 +385,19 @@ class SQLiteStore:
         row = (time.time(), inbound_id)
         await self._run(lambda db: db.execute(sql_answers.FORGET_INBOUND, row))
 
+    async def keep_as_context(self, inbound_id: int) -> None:
+        row = (time.time(), inbound_id)
+        await self._run(lambda db: db.execute(sql_answers.KEEP_AS_CONTEXT, row))
+
+    async def prune_context(self, before: float) -> int:
+        week_ago = time.time() - FORGOTTEN_KEPT
+
+        def write(db: sqlite3.Connection) -> int:
+            gone = db.execute(sql_answers.PRUNE_CONTEXT, (before,)).rowcount
+            return gone + db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)).rowcount
+
+        return await self._write(write)
+
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
         def read(db: sqlite3.Connection) -> list[TraceRecord]:
             if session_key is None:

@@ -17,8 +17,8 @@ from bot.tools.files import edit_file, read_file, write_file
 from bot.tools.find import list_files, search_files
 from bot.tools.memory import memory_get, memory_search
 from bot.tools.policy import ToolPolicy, ToolRules, policy_for
-from bot.tools.sandbox import ExecSettings, require_sandbox
 from bot.tools.registry import MAX_OUTPUT_CHARS, RepeatDetector, ToolRegistry, canonical_call
+from bot.tools.sandbox import ExecSettings, require_sandbox
 from bot.tools.web import WebFetchSettings, web_fetch_tool
 
 if TYPE_CHECKING:

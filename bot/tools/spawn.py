@@ -26,7 +26,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
