@@ -476,7 +476,7 @@ async def _sandbox_tmp(pid: int, size: int) -> int | None:
             if st.f_blocks * st.f_frsize == size:
                 return fd
             os.close(fd)
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.002)
     log.debug("exec: the sandbox's /tmp (pid %d) never showed; no report about it", pid)
     return None
 
