@@ -50,6 +50,7 @@ SETUP_WAIT = 2.0  # seconds to wait for bubblewrap to mount the sandbox's /tmp
 REMOVE_WAIT = 0.5  # seconds to wait for a killed command's cgroup to empty before it is removed
 _PREFIX = "chatgate-exec"
 _serial = itertools.count(1)
+_TOKEN = os.urandom(3).hex()  # with the pid: unique even beside another pid namespace's bot
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +225,7 @@ class CommandCgroup:
     @classmethod
     def make(cls, root: CgroupRoot, limits: ExecLimits) -> CommandCgroup | None:
         """A fresh cgroup bounded as ``limits`` say, or ``None`` if no controller is wanted."""
-        name = f"{_PREFIX}-{os.getpid()}-{next(_serial)}"
+        name = f"{_PREFIX}-{os.getpid()}-{_TOKEN}-{next(_serial)}"
         wanted = {}
         if root.pids is not None and limits.processes is not None:
             wanted["pids"] = root.pids / name
