@@ -164,11 +164,22 @@ class DeliveryConfig(Section):
     retry_for: Annotated[Float, Field(gt=0)] = 600.0  # seconds a failed send is retried before it is given up
 
 
+class ExecLimitsConfig(Section):
+    """What one command may take (``bot.tools.limits``); null leaves a bound off."""
+
+    processes: Annotated[Int, Field(ge=8)] | None = 256  # processes and threads at once
+    memory_mb: Annotated[Int, Field(ge=64)] | None = 1024  # the command's processes together
+    file_size_mb: Annotated[Int, Field(ge=1)] | None = 512  # the largest file it may write
+    tmp_mb: Annotated[Int, Field(ge=1)] | None = 256  # the sandbox's /tmp (a tmpfs, so memory)
+    cgroup: bool = True  # a cgroup per command when the bot may make one; else rlimits only
+
+
 class ExecToolConfig(Section):
     enabled: bool = False  # the shell tool: off unless you trust every allowed user with a shell
     sandbox: Literal["bwrap", "none"] = "bwrap"  # none: the command can read what the bot can
     network: bool = False  # only under bwrap
     owners_only: bool = True  # only the channels' owners may have commands run
+    limits: ExecLimitsConfig = ExecLimitsConfig()
 
 
 class WebFetchConfig(Section):
@@ -250,11 +261,12 @@ class Config(Section):
 
     def exec_settings(self) -> ExecSettings:
         """``tools.exec`` as the exec tool takes it (``builtin_registry(exec_settings=...)``)."""
+        from bot.tools.limits import ExecLimits
         from bot.tools.sandbox import ExecSettings
 
         e = self.tools.exec
         return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
-                            private=self.private_paths())
+                            private=self.private_paths(), limits=ExecLimits(**e.limits.model_dump()))
 
     def owner_ids(self) -> tuple[str, ...]:
         """Every channel's owners as ``platform:user_id`` (``AgentSettings.owners``, the prompt)."""
@@ -317,7 +329,8 @@ class Config(Section):
         e = self.tools.exec
         if e.enabled:
             lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
-                             f"{'owners only' if e.owners_only else 'every allowed user'}")
+                             f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
+                             f"{self.exec_settings().limits.describe()}")
         return "\n".join(lines)
 
     def _mask(self, loc: Loc, secret: SecretStr | None) -> str:

@@ -7,16 +7,19 @@ and only for owners (``owners_only``: the context says whether the sender is one
 ``sandbox: none`` it is ``/bin/sh -c command`` on the host with the workspace as cwd and an
 environment built from an allowlist: not a sandbox, the command can read what the bot can.
 
-Either way stdin is ``/dev/null``, stdout and stderr are merged into one pipe (so in order)
-and nothing outlives the call: when the shell exits, times out or the task is cancelled
+Either way the command is bounded (``tools.exec.limits``, see ``bot.tools.limits``): a fork
+bomb, a memory hog or a ``dd`` into ``/tmp`` fails the command, not the bot, and the result's
+last line says which bound it hit. Stdin is ``/dev/null``, stdout and stderr are merged into
+one pipe (so in order) and nothing outlives the call: when the shell exits, times out or the task is cancelled
 (``/stop``, shutdown, the registry's timeout) everything is killed with SIGKILL: under
 bubblewrap the sandbox's pid 1 (the kernel then kills the whole pid namespace, ``setsid``
 children included), without it the shell's process group.
 
 The result is the output, cut to ``MAX_OUTPUT_CHARS`` (head and tail), and a last line
-``[exit code N]``. A non-zero exit is a normal result, not an error: the model reads the
-output and the code and decides. A timeout is a ``ToolError`` (an error result) that
-still carries the output so far. Command lines are logged cut and redacted.
+``[exit code N]`` (``[exit code 1; /tmp is full (…)]`` when a bound explains it). A non-zero
+exit is a normal result, not an error: the model reads the output and the code and decides.
+A timeout, and a command stopped for going over the process bound, is a ``ToolError`` (an
+error result) that still carries the output so far. Command lines are logged cut and redacted.
 
 We read our own ``os.pipe`` rather than ``stdout=PIPE``: on Python 3.11
 ``Process.wait()`` does not return until every pipe is closed, so a background child
@@ -31,11 +34,13 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
+from bot.tools.limits import CommandLimits
 from bot.tools.sandbox import SANDBOX_WORKSPACE, ExecSettings, clean_environment, sandbox_command
 from bot.tracing import Redactor
 from bot.workspace import GROUP_PROTECTED, read_only_for
@@ -100,7 +105,8 @@ _DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns std
         timeout: Seconds before the command is killed (at most 600).
     """
 _SANDBOXED = (" It runs in a sandbox: the workspace is mounted at /workspace (the current folder) and is "
-              "the only place that keeps files; /tmp is emptied after each command; {network}.")
+              "the only place that keeps files; /tmp is emptied after each command; {network}. "
+              "Limits: {limits}.")
 
 
 def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
@@ -113,7 +119,8 @@ def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
         return await run_command(ctx, command, timeout, settings)
 
     network = "the network is reachable" if settings.network else "there is no network"
-    where = _SANDBOXED.format(network=network) if settings.sandbox == "bwrap" else ""
+    sandboxed = settings.sandbox == "bwrap"
+    where = _SANDBOXED.format(network=network, limits=settings.limits.describe()) if sandboxed else ""
     exec.__doc__ = _DESCRIPTION.format(where=where)
     return tool(category=ToolCategory.EXEC, name="exec")(exec)
 
@@ -133,10 +140,26 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
     log.info("exec (%s, timeout %g s) session=%s run=%s: %s", "sandboxed" if sandboxed else "unsandboxed",
              limit, ctx.session_key, ctx.run_id, shown)
 
+    try:
+        bounds = CommandLimits.open(settings.limits, sandboxed=sandboxed)
+    except OSError as exc:
+        log.error("exec: cannot make the command's cgroup session=%s run=%s: %s", ctx.session_key, ctx.run_id, exc)
+        raise ToolError("exec: the command's limits could not be set up; the bot's owner must check "
+                        "tools.exec.limits") from None
+    try:
+        return await _run(ctx, command, limit, settings, workspace, bounds)
+    finally:
+        await bounds.close()
+
+
+async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSettings, workspace: Path,
+               bounds: CommandLimits) -> str:
+    sandboxed = bounds.sandboxed
     capture = OutputCapture()
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
     info_read, info_write = os.pipe() if sandboxed else (-1, -1)
+    block_read, block_write = os.pipe() if sandboxed else (-1, -1)  # the sandbox waits on it, built
     args_fd: int | None = None
     pipe = os.fdopen(read_fd, "rb", buffering=0)
     stream = asyncio.StreamReader()
@@ -144,54 +167,70 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), pipe)
     except BaseException:
         pipe.close()
-        _close(write_fd, info_read, info_write)
+        _close(write_fd, info_read, info_write, block_read, block_write)
         raise
     try:
+        preexec = None
         if sandboxed:
             argv, args_fd = sandbox_command(workspace, settings, [SHELL, "-c", command], info_fd=info_write,
-                                            read_only=_protected_files(ctx, workspace))
-            keep = (info_write,) if args_fd is None else (info_write, args_fd)
+                                            block_fd=block_read, read_only=_protected_files(ctx, workspace))
+            keep = (info_write, block_read) if args_fd is None else (info_write, block_read, args_fd)
             env, cwd = clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")), "/"
         else:
             argv, env, cwd, keep = [SHELL, "-c", command], exec_environment(workspace), str(workspace), ()
+            preexec = bounds.preexec_fn()
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
-            start_new_session=True, pass_fds=keep)
+            start_new_session=True, pass_fds=keep, preexec_fn=preexec)
     except BaseException as exc:
         transport.close()
-        _close(info_read)
+        _close(info_read, block_write)
         if isinstance(exc, OSError):
             what = settings.bwrap if sandboxed else SHELL
             raise ToolError(f"exec: could not start {what}: {exc.strerror or exc}") from None
+        if isinstance(exc, subprocess.SubprocessError):  # the child could not apply the limits
+            log.error("exec: cannot bound the command session=%s run=%s: %s", ctx.session_key, ctx.run_id, exc)
+            raise ToolError("exec: the command's limits could not be applied, so it was not run; the bot's "
+                            "owner must check tools.exec.limits") from None
         raise
     finally:
-        _close(write_fd, info_write, -1 if args_fd is None else args_fd)  # the child holds its copies
+        bounds.after_spawn()
+        _close(write_fd, info_write, block_read, -1 if args_fd is None else args_fd)  # the child holds its copies
 
-    sandbox = _Sandbox(proc.pid, info_read if sandboxed else None)
+    sandbox = _Sandbox(proc.pid, info_read if sandboxed else None, block_write if sandboxed else None)
     pump = asyncio.create_task(_pump(stream, capture), name=f"exec-output:{proc.pid}")
     try:
-        timed_out = await _wait_or_stop(proc, limit, sandbox)
+        timed_out = await _wait_or_stop(proc, limit, sandbox, bounds)
     finally:
         # on exit, timeout and cancellation alike: synchronous, so nothing can skip it
         sandbox.kill(signal.SIGKILL)
+        bounds.kill()
         sandbox.close()
-        await _settle(proc, pump, transport)
+        try:
+            await _settle(proc, pump, transport)
+        finally:
+            sandbox.unblock()  # only now: a sandbox still waiting would start its command on EOF
 
     output = capture.text()
     body = output if not output or output.endswith("\n") else f"{output}\n"
+    code = proc.returncode
+    if sandboxed and code is not None and 128 < code < 128 + 65:
+        code = 128 - code  # bwrap reports a child killed by signal N as 128+N, as shells do
+    note = bounds.verdict(code)
+    if note is not None:
+        log.info("exec hit a limit session=%s run=%s: %s", ctx.session_key, ctx.run_id, note)
     if timed_out:
         log.warning("exec timed out after %g s session=%s run=%s", limit, ctx.session_key, ctx.run_id)
-        raise ToolError(f"{body}[timed out after {limit:g} s; the command was killed]")
-    code = proc.returncode
+        raise ToolError(f"{body}[timed out after {limit:g} s; the command was killed{f'; {note}' if note else ''}]")
     if sandboxed and code == _BWRAP_FAILED and sandbox.child_pid is None:
         log.error("exec: bubblewrap could not build the sandbox session=%s run=%s: %s", ctx.session_key,
                   ctx.run_id, output.strip()[:300])
         raise ToolError("exec: the sandbox could not start (bubblewrap failed); the bot's owner must check "
                         "tools.exec.sandbox")
-    if sandboxed and code is not None and 128 < code < 128 + 65:
-        code = 128 - code  # bwrap reports a child killed by signal N as 128+N, as shells do
+    if bounds.stopped:
+        raise ToolError(f"{body}[{note}]")
     log.debug("exec exited with %s, %d chars session=%s run=%s", code, capture.total, ctx.session_key, ctx.run_id)
-    return f"{body}{_status(code)}"
+    return f"{body}{_status(code, note)}"
 
 
 def _protected_files(ctx: ToolContext, workspace: Path) -> list[str]:
@@ -205,13 +244,18 @@ exec_command = make_exec_tool()  # the defaults: sandboxed, no network, owners o
 
 
 class _Sandbox:
-    """Kills what the command started: the pid namespace's init under bwrap, the process group too."""
+    """Kills what the command started: the pid namespace's init under bwrap, the process group too.
 
-    def __init__(self, pid: int, info_fd: int | None) -> None:
+    Under bwrap it also starts the command: the sandbox waits, built, on ``--block-fd`` until
+    ``release`` has bounded it."""
+
+    def __init__(self, pid: int, info_fd: int | None, block_fd: int | None) -> None:
         self.pid = pid
         self.child_pid: int | None = None
         self._info_fd = info_fd
         self._info = b""
+        self._info_ended = False
+        self._block_fd = block_fd
         if info_fd is not None:
             os.set_blocking(info_fd, False)
 
@@ -222,14 +266,49 @@ class _Sandbox:
         try:
             while chunk := os.read(self._info_fd, 4096):
                 self._info += chunk
+            self._info_ended = True
         except BlockingIOError:
             pass
         except OSError:
+            self._info_ended = True
             return
         try:
             self.child_pid = int(json.loads(self._info)["child-pid"])
         except (ValueError, KeyError, TypeError):
             pass  # not complete yet
+
+    async def release(self, bounds: CommandLimits) -> None:
+        """Wait for bwrap's report, bound the sandbox's pid 1, then let it start the command.
+
+        If bwrap ends without a report, its exit code tells why; if a bound cannot be applied
+        the command never starts (``ToolError``)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            self.poll()
+            if self.child_pid is not None or self._info_fd is None or self._info_ended:
+                break
+            ready = loop.create_future()
+            loop.add_reader(self._info_fd, _wake, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(self._info_fd)
+        if self.child_pid is None or self._block_fd is None:
+            return
+        try:
+            await bounds.attach(self.child_pid)
+        except OSError as exc:
+            if isinstance(exc, ProcessLookupError):
+                return  # bwrap's pid 1 is gone already: its exit code tells
+            log.error("exec: cannot bound the sandbox (pid %d): %s", self.child_pid, exc)
+            raise ToolError("exec: the command's limits could not be applied, so it was not run; the bot's "
+                            "owner must check tools.exec.limits") from None
+        os.write(self._block_fd, b"x")
+
+    def unblock(self) -> None:
+        if self._block_fd is not None:
+            _close(self._block_fd)
+            self._block_fd = None
 
     def kill(self, sig: signal.Signals) -> None:
         self.poll()
@@ -251,13 +330,23 @@ async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:
         capture.feed(chunk)
 
 
-async def _wait_or_stop(proc: asyncio.subprocess.Process, limit: float, sandbox: _Sandbox) -> bool:
-    """Wait for the shell to exit; ``True`` if it ran out of time (SIGTERM, then SIGKILL).
+async def _wait_or_stop(proc: asyncio.subprocess.Process, limit: float, sandbox: _Sandbox,
+                        bounds: CommandLimits) -> bool:
+    """Start the sandboxed command once bounded, wait for it to exit or go over the process
+    bound (``bounds.stopped``; the caller kills it); ``True`` if it ran out of time (SIGTERM,
+    then SIGKILL).
 
     A sandbox gets no grace: the namespace's pid 1 only dies of SIGKILL."""
     try:
         async with asyncio.timeout(limit):
-            await proc.wait()
+            await sandbox.release(bounds)
+            exited = asyncio.ensure_future(proc.wait())
+            watch = asyncio.ensure_future(bounds.watch())
+            try:
+                await asyncio.wait({exited, watch}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                exited.cancel()
+                watch.cancel()
         return False
     except TimeoutError:
         pass
@@ -292,6 +381,11 @@ def _kill_group(pgid: int, sig: signal.Signals) -> None:
         pass  # the group is gone already
 
 
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
 def _close(*fds: int) -> None:
     for fd in fds:
         if fd >= 0:
@@ -301,10 +395,13 @@ def _close(*fds: int) -> None:
                 pass
 
 
-def _status(code: int | None) -> str:
+def _status(code: int | None, note: str | None = None) -> str:
+    """``[exit code N]`` or ``[killed by signal NAME]``, with what explains it when known."""
     if code is not None and code < 0:
         try:
-            return f"[killed by signal {signal.Signals(-code).name}]"
+            status = f"killed by signal {signal.Signals(-code).name}"
         except ValueError:
-            return f"[killed by signal {-code}]"
-    return f"[exit code {code}]"
+            status = f"killed by signal {-code}"
+    else:
+        status = f"exit code {code}"
+    return f"[{status}; {note}]" if note else f"[{status}]"

@@ -14,6 +14,9 @@ Under bubblewrap (``tools.exec.sandbox: bwrap``) a command sees:
 - a fresh pid namespace with its own ``/proc`` (the bot's process and its environment are
   not visible), a minimal ``/dev``, no network unless ``tools.exec.network: true``, new
   ipc/uts/cgroup namespaces, no capabilities, its own session (no terminal to steal);
+- bounds on processes, memory, file size and ``/tmp`` (``tools.exec.limits``; see
+  ``bot.tools.limits``): ``/tmp`` is a tmpfs of ``tmp_mb``, the rest is applied by the caller
+  while the sandbox waits on ``--block-fd`` before it starts the command;
 - a clean environment: ``PATH``, ``HOME=/workspace`` and ``LANG``, nothing inherited;
   bwrap itself is started with that environment too, because bwrap's own init process is
   pid 1 in the sandbox and its ``/proc/1/environ`` is readable there; its options come
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.errors import ConfigError
+from bot.tools.limits import MB, ExecLimits, unenforced
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,7 @@ class ExecSettings:
     owners_only: bool = True
     private: tuple[Path, ...] = ()  # the bot's config file, database, workspace root: never shown
     bwrap: str = "bwrap"  # the executable, looked up on PATH
+    limits: ExecLimits = ExecLimits()
 
 
 def clean_environment(home: str, lang: str | None = None) -> dict[str, str]:
@@ -83,11 +88,14 @@ def clean_environment(home: str, lang: str | None = None) -> dict[str, str]:
 
 
 def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | None = None,
-                    root: Path = Path("/"), read_only: Sequence[str] = ()) -> list[str]:
+                    block_fd: int | None = None, root: Path = Path("/"),
+                    read_only: Sequence[str] = ()) -> list[str]:
     """bwrap's options for one command in ``workspace`` (without the executable and the command).
 
     ``read_only`` names files of the workspace bound read-only over themselves (the persona
-    and rule files of a group, for a sender who is not an owner). ``root`` is where the
+    and rule files of a group, for a sender who is not an owner). With ``block_fd`` the
+    sandbox waits, built, until a byte can be read there (the caller bounds it meanwhile,
+    ``bot.tools.limits``); ``info_fd`` gets the host pid of its pid 1. ``root`` is where the
     host's directories are looked up (a test points it elsewhere)."""
     args = ["--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if settings.network:
@@ -104,8 +112,10 @@ def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | N
         if host.exists():  # a dangling link is left out
             args += ["--ro-bind", str(host), f"/etc/{name}"]
     args += _masks(settings.private, root)
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-             "--bind", str(workspace), SANDBOX_WORKSPACE]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    if settings.limits.tmp_mb is not None:
+        args += ["--size", str(settings.limits.tmp_mb * MB)]  # applies to the next --tmpfs
+    args += ["--tmpfs", "/tmp", "--bind", str(workspace), SANDBOX_WORKSPACE]
     for name in read_only:
         args += ["--ro-bind", str(workspace / name), f"{SANDBOX_WORKSPACE}/{name}"]
     args += ["--remount-ro", "/",
@@ -114,6 +124,8 @@ def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | N
         args += ["--setenv", name, value]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
+    if block_fd is not None:
+        args += ["--block-fd", str(block_fd)]
     return args
 
 
@@ -136,14 +148,14 @@ def _masks(private: Iterable[Path], root: Path) -> list[str]:
     return args
 
 
-def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *,
-                    info_fd: int | None = None, read_only: Sequence[str] = ()) -> tuple[list[str], int | None]:
+def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *, info_fd: int | None = None,
+                    block_fd: int | None = None, read_only: Sequence[str] = ()) -> tuple[list[str], int | None]:
     """The full command line (bwrap, its options, ``--``, then ``argv``) and the read end of a
     pipe that holds the options, to pass to the child; the caller closes it after the spawn.
 
     The options go through ``--args FD`` so that the sandbox's ``/proc/1/cmdline`` (bwrap's
     own init) shows neither the host path of the workspace nor the paths covered up."""
-    options = bwrap_arguments(workspace, settings, info_fd=info_fd, read_only=read_only)
+    options = bwrap_arguments(workspace, settings, info_fd=info_fd, block_fd=block_fd, read_only=read_only)
     data = b"".join(option.encode("utf-8", "surrogateescape") + b"\0" for option in options)
     if len(data) > _PIPE_SAFE:  # would not fit the pipe before bwrap reads it: on the command line
         return [settings.bwrap, *options, "--", *argv], None
@@ -159,7 +171,10 @@ def require_sandbox(settings: ExecSettings, *, key: str = "tools.exec.sandbox") 
     """At start-up, when exec is on: bubblewrap must be installed and able to build the sandbox.
 
     Raises ``ConfigError`` (one line naming ``tools.exec.sandbox`` and the fix) otherwise, so
-    a missing or crippled bubblewrap stops start-up instead of failing every command."""
+    a missing or crippled bubblewrap stops start-up instead of failing every command. A bound
+    of ``tools.exec.limits`` that this host cannot enforce is logged as a warning."""
+    for missing in unenforced(settings.limits, sandboxed=settings.sandbox == "bwrap"):
+        log.warning("exec: cannot enforce %s", missing)
     if settings.sandbox != "bwrap":
         return
     found = shutil.which(settings.bwrap)
@@ -174,6 +189,10 @@ def require_sandbox(settings: ExecSettings, *, key: str = "tools.exec.sandbox") 
         raise ConfigError(key, f"bwrap could not be run ({exc})", FIX) from None
     if done.returncode != 0:
         reason = " ".join(done.stderr.decode(errors="replace").split())[:200] or f"exit code {done.returncode}"
+        if "--size" in reason:  # an old bubblewrap cannot bound a tmpfs
+            raise ConfigError(key, f"this bubblewrap cannot bound the sandbox's /tmp: {reason}",
+                              "install a bubblewrap that has --size (Debian 12's 0.8 has), "
+                              "or set tools.exec.limits.tmp_mb: null")
         hint = ("let the container create namespaces (docker run --security-opt seccomp=unconfined "
                 "--security-opt apparmor=unconfined; see the README), or set tools.exec.sandbox: none")
         raise ConfigError(key, f"bubblewrap cannot build its sandbox here: {reason}", hint)
