@@ -467,3 +467,29 @@ async def test_sandbox_keeps_a_groups_persona_files_read_only_for_members(ctx: T
                         sender_is_owner=True)
     await run(registry, owner, "echo owner > AGENTS.md")
     assert (ctx.workspace / "AGENTS.md").read_text() == "owner\n"
+
+
+async def test_a_protected_file_is_bound_by_descriptor_so_a_link_swapped_in_leads_nowhere(
+        ctx: ToolContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.tools import exec as exec_module
+
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("the host's secret\n")
+    (ctx.workspace / "AGENTS.md").write_text("be kind\n")
+    real = exec_module._protected_files
+
+    def swapped_after_the_check(c: ToolContext, workspace: Path) -> list[tuple[int, str]]:
+        found = real(c, workspace)
+        (workspace / "AGENTS.md").unlink()  # what a racing command in the same workspace could do
+        (workspace / "AGENTS.md").symlink_to(secret)
+        return found
+
+    monkeypatch.setattr(exec_module, "_protected_files", swapped_after_the_check)
+    registry = builtin_registry(exec_enabled=True, exec_settings=ExecSettings(owners_only=False))
+    member = ToolContext(ctx.workspace, "agent:main:telegram:group:-1", "run-2", "main", "telegram", "group", "7")
+    result = await run(registry, member, "cat AGENTS.md")
+    assert "secret" not in result.content  # bwrap refuses the vanished file: the command fails, nothing leaks
+    (ctx.workspace / "AGENTS.md").unlink()
+    (ctx.workspace / "AGENTS.md").write_text("be kind\n")
+    monkeypatch.setattr(exec_module, "_protected_files", real)
+    assert "be kind" in (await run(registry, member, "cat AGENTS.md")).content

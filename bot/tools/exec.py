@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -169,12 +170,14 @@ async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSetti
         pipe.close()
         _close(write_fd, info_read, info_write, block_read, block_write)
         raise
+    protected: list[tuple[int, str]] = []
     try:
         preexec = None
         if sandboxed:
+            protected = _protected_files(ctx, workspace)
             argv, args_fd = sandbox_command(workspace, settings, [SHELL, "-c", command], info_fd=info_write,
-                                            block_fd=block_read, read_only=_protected_files(ctx, workspace))
-            keep = (info_write, block_read) if args_fd is None else (info_write, block_read, args_fd)
+                                            block_fd=block_read, read_only=protected)
+            keep = (info_write, block_read, *(fd for fd, _ in protected), *(() if args_fd is None else (args_fd,)))
             env, cwd = clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")), "/"
         else:
             argv, env, cwd, keep = [SHELL, "-c", command], exec_environment(workspace), str(workspace), ()
@@ -195,7 +198,8 @@ async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSetti
         raise
     finally:
         bounds.after_spawn()
-        _close(write_fd, info_write, block_read, -1 if args_fd is None else args_fd)  # the child holds its copies
+        _close(write_fd, info_write, block_read, -1 if args_fd is None else args_fd,  # the child holds its copies
+               *(fd for fd, _ in protected))
 
     sandbox = _Sandbox(proc.pid, info_read if sandboxed else None, block_write if sandboxed else None)
     pump = asyncio.create_task(_pump(stream, capture), name=f"exec-output:{proc.pid}")
@@ -233,11 +237,30 @@ async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSetti
     return f"{body}{_status(code, note)}"
 
 
-def _protected_files(ctx: ToolContext, workspace: Path) -> list[str]:
-    """The group's persona and rule files that this sender may not change (see ``read_only_for``)."""
-    return [name for name in GROUP_PROTECTED
-            if read_only_for(name, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner)
-            and os.path.isfile(workspace / name) and not os.path.islink(workspace / name)]
+def _protected_files(ctx: ToolContext, workspace: Path) -> list[tuple[int, str]]:
+    """The group's prompt files that this sender may not change (see ``read_only_for``), each
+    as an ``O_PATH`` descriptor opened with ``O_NOFOLLOW`` through the workspace's own, to be
+    bound read-only by descriptor: what is bound is the regular file that was checked, never
+    where a link swapped in meanwhile would lead. Links (which a group's prompt does not
+    follow) and missing files are left out. The caller closes the descriptors."""
+    if not any(read_only_for(name, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner)
+               for name in GROUP_PROTECTED):
+        return []
+    found: list[tuple[int, str]] = []
+    root = os.open(os.path.realpath(workspace), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for name in GROUP_PROTECTED:
+            try:
+                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root)
+            except OSError:
+                continue
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                found.append((fd, name))
+            else:
+                os.close(fd)
+    finally:
+        os.close(root)
+    return found
 
 
 exec_command = make_exec_tool()  # the defaults: sandboxed, no network, owners only

@@ -89,7 +89,7 @@ def clean_environment(home: str, lang: str | None = None) -> dict[str, str]:
 
 def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | None = None,
                     block_fd: int | None = None, root: Path = Path("/"),
-                    read_only: Sequence[str] = ()) -> list[str]:
+                    read_only: Sequence[tuple[int, str]] = ()) -> list[str]:
     """bwrap's options for one command in ``workspace`` (without the executable and the command).
 
     ``read_only`` names files of the workspace bound read-only over themselves (the persona
@@ -116,8 +116,8 @@ def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | N
     if settings.limits.tmp_mb is not None:
         args += ["--size", str(settings.limits.tmp_mb * MB)]  # applies to the next --tmpfs
     args += ["--tmpfs", "/tmp", "--bind", str(workspace), SANDBOX_WORKSPACE]
-    for name in read_only:
-        args += ["--ro-bind", str(workspace / name), f"{SANDBOX_WORKSPACE}/{name}"]
+    for fd, name in read_only:  # bound by descriptor: a link swapped in since it was opened changes nothing
+        args += ["--ro-bind-fd", str(fd), f"{SANDBOX_WORKSPACE}/{name}"]
     args += ["--remount-ro", "/",
              "--chdir", SANDBOX_WORKSPACE, "--clearenv"]
     for name, value in clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")).items():
@@ -149,7 +149,8 @@ def _masks(private: Iterable[Path], root: Path) -> list[str]:
 
 
 def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *, info_fd: int | None = None,
-                    block_fd: int | None = None, read_only: Sequence[str] = ()) -> tuple[list[str], int | None]:
+                    block_fd: int | None = None,
+                    read_only: Sequence[tuple[int, str]] = ()) -> tuple[list[str], int | None]:
     """The full command line (bwrap, its options, ``--``, then ``argv``) and the read end of a
     pipe that holds the options, to pass to the child; the caller closes it after the spawn.
 
