@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from adapters.discord.dialect import DISCORD
@@ -84,6 +84,8 @@ SPLITS = [
     ("bold reopened", DISCORD, "**aaa bbb ccc ddd**", chars(12), ["**aaa bbb**", "**ccc ddd**"]),
     ("nested formatting reopened", DISCORD, "**x _aaa bbb_**", chars(12), ["**x _aaa_**", "**_bbb_**"]),
     ("an escape is never split", DISCORD, r"\*\*\*\*", chars(5), [r"\*\*", r"\*\*"]),
+    ("a block opener cut from mid-line is escaped", DISCORD, "aaaa bbbb # h > q", chars(10),
+     ["aaaa bbbb", r"\# h > q"]),
     ("an entity is never split", SLACK, "a & b & c & d", chars(9), ["a &amp; b", "&amp; c", "&amp; d"]),
     ("a mention is never split", SLACK, "hi <@U123456> there", chars(10), ["hi", "<@U123456>", "there"]),
     ("a Slack link reopened with its address", SLACK, "[aaa bbb ccc](https://x.io)", chars(25),
@@ -207,6 +209,8 @@ MARKDOWN = st.lists(st.sampled_from(
 
 @settings(max_examples=150, deadline=None)
 @given(MARKDOWN, st.integers(min_value=40, max_value=300), st.sampled_from([None, 3, 17]))
+@example("longlonglonglonglong longlonglonglonglong # h\n", 41, None)  # "# h" cut to a line start: a heading
+@example("# h\n# h\n# h\n| a | b |\n|---|---|\n| 1 | 2 |\n**b** **b** **b** ", 40, None)  # code starts a chunk
 def test_every_chunk_fits_in_every_dialect(markdown: str, limit: int, max_lines: int | None) -> None:
     for dialect in DIALECTS:
         limits = Limits(chunk=limit, measure=Measure.UTF16 if dialect is TELEGRAM else Measure.CHARS,

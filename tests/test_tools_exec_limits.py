@@ -118,9 +118,12 @@ async def test_a_command_that_ends_before_the_watch_looks_still_names_the_bound(
     # over the bound and done within a few ms, before the watch's next look: the result still says
     result = await run(registry(sandbox, processes=8), ctx,
                        "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 0.01 & done 2>/dev/null; wait")
-    assert result.content.splitlines()[-1].endswith(
-        "; the command went over the limit of 8 processes: some could not start]")
-    assert not result.is_error and not our_cgroups()
+    last = result.content.splitlines()[-1]
+    if result.is_error:  # on a loaded machine the watch may still catch it running: stopped, said so
+        assert last == "[stopped: the command went over the limit of 8 processes; everything it started was killed]"
+    else:
+        assert last.endswith("; the command went over the limit of 8 processes: some could not start]")
+    assert not our_cgroups()
 
 
 NOBODY = 65534

@@ -62,6 +62,7 @@ class DiscordDialect:
     name = "discord"
     hr = HR
     link_markup = True
+    block_openers = "#>+-"
 
     def text(self, text: str) -> str:
         text = _PINGS.sub(f"@{ZWSP}\\1", text)

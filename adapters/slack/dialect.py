@@ -80,6 +80,7 @@ class SlackDialect:
     name = "slack"
     hr = HR
     link_markup = False
+    block_openers = ""  # ">" is always sent as "&gt;"
 
     def text(self, text: str) -> str:
         text = text.replace(ZWSP, "").replace("`", GRAVE)

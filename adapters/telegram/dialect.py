@@ -44,6 +44,7 @@ class TelegramDialect:
     name = "telegram"
     hr = "———"
     link_markup = True
+    block_openers = ""
 
     def text(self, text: str) -> str:
         return _esc(text)

@@ -37,11 +37,15 @@ class Dialect(Protocol):
     ``inner`` arguments are already rendered (escaped) by the walker; ``code`` arguments are
     raw and escaped by the dialect (``code_text``). ``link_markup`` says whether formatting
     may appear inside a link's text (else the walker gives the link plain, escaped text).
+    ``block_openers`` are the characters that open a block when a line starts with them
+    (Discord's ``#``, ``>``, ``-``, ``+``): a chunk cut from the middle of a line that starts
+    with one gets it escaped (``text``), as the walker escapes a line's start.
     """
 
     name: str
     hr: str  # a horizontal rule's line
     link_markup: bool
+    block_openers: str
 
     def text(self, text: str) -> str:
         """Escape plain text so that it shows as it is."""
@@ -352,6 +356,7 @@ class PlainDialect:
     name = "plain"
     hr = HR
     link_markup = False
+    block_openers = ""
 
     def text(self, text: str) -> str:
         return text

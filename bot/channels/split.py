@@ -105,12 +105,13 @@ def split(rendered: str, dialect: Dialect, limits: Limits) -> list[str]:
     if limit < 2:
         raise ValueError("limit must be at least 2 units (one emoji)")
     atoms = dialect.tokens(rendered)
-    return _Splitter(atoms, limits).chunks()
+    return _Splitter(atoms, limits, dialect).chunks()
 
 
 class _Splitter:
-    def __init__(self, atoms: list[Atom], limits: Limits) -> None:
+    def __init__(self, atoms: list[Atom], limits: Limits, dialect: Dialect) -> None:
         self.atoms = atoms
+        self.dialect = dialect
         self.limit = limits.chunk
         self.max_lines = limits.max_lines
         self.chars = limits.measure is not Measure.UTF16  # markup counts, as sent
@@ -151,7 +152,7 @@ class _Splitter:
         while True:
             stop = max(bisect.bisect_right(self.ends, self.ends[start] + budget) - 1, first_text + 1)
             cut = self.cut(start, stop)
-            chunk = _assemble(_reopened(stack, atoms[start:cut]))
+            chunk = _assemble(_line_start(_reopened(stack, atoms[start:cut]), self.dialect))
             over = len(chunk) - self.limit if self.chars else 0
             if over <= 0:
                 return chunk, cut
@@ -297,6 +298,23 @@ def _reopened(stack: _Stack, body: list[Atom]) -> list[Atom]:
     while lead and body[lead - 1].role is not Role.PREFIX:
         lead -= 1
     return [*body[:lead], *stack, *body[lead:]]
+
+
+def _line_start(atoms: list[Atom], dialect: Dialect) -> list[Atom]:
+    """A chunk starts a line: its first text, when it is a character that would open a block
+    there (Discord's ``# h`` cut from the middle of ``a # h``), is escaped as the dialect
+    escapes a line's start. Real headings and quotes are prefix atoms, not text."""
+    if not dialect.block_openers:
+        return atoms
+    for index, atom in enumerate(atoms):
+        if atom.role is Role.PREFIX or atom.tag in ("pre", "code"):  # a real block, or code: as it is
+            return atoms
+        if atom.role or atom.char.isspace():
+            continue
+        if atom.char in dialect.block_openers and atom.raw == atom.char:
+            return [*atoms[:index], atom._replace(raw=dialect.text(atom.char)), *atoms[index + 1:]]
+        return atoms
+    return atoms
 
 
 def _trim(atoms: list[Atom]) -> list[Atom]:
