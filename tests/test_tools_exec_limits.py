@@ -22,7 +22,7 @@ from bot.config import Config, load_config
 from bot.conversation import ToolCall, ToolResult
 from bot.errors import ConfigError
 from bot.tools import ExecSettings, ToolContext, ToolRegistry, builtin_registry
-from bot.tools.limits import CgroupRoot, CommandLimits, ExecLimits, find_cgroups, host_cgroups, unenforced
+from bot.tools.bounds import CgroupRoot, CommandLimits, ExecLimits, find_cgroups, host_cgroups, unenforced
 from bot.tools.sandbox import bwrap_arguments
 from tests.procs import all_dead, marker, pids_of
 
@@ -132,7 +132,7 @@ import asyncio, json, os, sys
 from pathlib import Path
 from bot.conversation import ToolCall
 from bot.tools import ExecSettings, ToolContext, builtin_registry
-from bot.tools.limits import ExecLimits
+from bot.tools.bounds import ExecLimits
 
 outer, ws, command = sys.argv[1:]
 Path(outer, "cgroup.procs").write_text(str(os.getpid()))  # the safety net, and the count
@@ -184,7 +184,7 @@ def nobody(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 def test_without_a_cgroup_a_non_root_bot_bounds_the_sandboxs_processes(nobody: tuple[Path, Path]) -> None:
     # No cgroup, a bot that is not root: RLIMIT_NPROC, set on the sandbox's pid 1 inside its
     # user namespace, holds the bomb to 32 processes until the timeout (3 s), whatever the
-    # bot's user runs besides. (Root is exempt from RLIMIT_NPROC: see bot.tools.limits.)
+    # bot's user runs besides. (Root is exempt from RLIMIT_NPROC: see bot.tools.bounds.)
     ws, outer = nobody
     mark = marker()
     done = subprocess.run([sys.executable, "-c", AS_NOBODY, str(outer), str(ws), f"sleep {mark} & {BOMB}; wait"],

@@ -165,7 +165,7 @@ class DeliveryConfig(Section):
 
 
 class ExecLimitsConfig(Section):
-    """What one command may take (``bot.tools.limits``); null leaves a bound off."""
+    """What one command may take (``bot.tools.bounds``); null leaves a bound off."""
 
     processes: Annotated[Int, Field(ge=8)] | None = 256  # processes and threads at once
     memory_mb: Annotated[Int, Field(ge=64)] | None = 1024  # the command's processes together
@@ -261,7 +261,7 @@ class Config(Section):
 
     def exec_settings(self) -> ExecSettings:
         """``tools.exec`` as the exec tool takes it (``builtin_registry(exec_settings=...)``)."""
-        from bot.tools.limits import ExecLimits
+        from bot.tools.bounds import ExecLimits
         from bot.tools.sandbox import ExecSettings
 
         e = self.tools.exec

@@ -7,7 +7,7 @@ and only for owners (``owners_only``: the context says whether the sender is one
 ``sandbox: none`` it is ``/bin/sh -c command`` on the host with the workspace as cwd and an
 environment built from an allowlist: not a sandbox, the command can read what the bot can.
 
-Either way the command is bounded (``tools.exec.limits``, see ``bot.tools.limits``): a fork
+Either way the command is bounded (``tools.exec.limits``, see ``bot.tools.bounds``): a fork
 bomb, a memory hog or a ``dd`` into ``/tmp`` fails the command, not the bot, and the result's
 last line says which bound it hit. Stdin is ``/dev/null``, stdout and stderr are merged into
 one pipe (so in order) and nothing outlives the call: when the shell exits, times out or the task is cancelled
@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.limits import CommandLimits
+from bot.tools.bounds import CommandLimits
 from bot.tools.sandbox import SANDBOX_WORKSPACE, ExecSettings, clean_environment, sandbox_command
 from bot.tracing import Redactor
 from bot.workspace import GROUP_PROTECTED, read_only_for

@@ -15,7 +15,7 @@ Under bubblewrap (``tools.exec.sandbox: bwrap``) a command sees:
   not visible), a minimal ``/dev``, no network unless ``tools.exec.network: true``, new
   ipc/uts/cgroup namespaces, no capabilities, its own session (no terminal to steal);
 - bounds on processes, memory, file size and ``/tmp`` (``tools.exec.limits``; see
-  ``bot.tools.limits``): ``/tmp`` is a tmpfs of ``tmp_mb``, the rest is applied by the caller
+  ``bot.tools.bounds``): ``/tmp`` is a tmpfs of ``tmp_mb``, the rest is applied by the caller
   while the sandbox waits on ``--block-fd`` before it starts the command;
 - a clean environment: ``PATH``, ``HOME=/workspace`` and ``LANG``, nothing inherited;
   bwrap itself is started with that environment too, because bwrap's own init process is
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.errors import ConfigError
-from bot.tools.limits import MB, ExecLimits, unenforced
+from bot.tools.bounds import MB, ExecLimits, unenforced
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | N
     ``read_only`` names files of the workspace bound read-only over themselves (the persona
     and rule files of a group, for a sender who is not an owner). With ``block_fd`` the
     sandbox waits, built, until a byte can be read there (the caller bounds it meanwhile,
-    ``bot.tools.limits``); ``info_fd`` gets the host pid of its pid 1. ``root`` is where the
+    ``bot.tools.bounds``); ``info_fd`` gets the host pid of its pid 1. ``root`` is where the
     host's directories are looked up (a test points it elsewhere)."""
     args = ["--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if settings.network:
