@@ -39,7 +39,7 @@ from bot.agent.compaction import SUMMARY_SYSTEM, CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest
 from bot.app import BUILTIN_TEMPLATES
-from bot.conversation import Message
+from bot.llm import Message
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import anthropic as anthropic_provider
 from bot.providers import make_provider

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bench.common import percentiles, table
-from bot.conversation import ToolCall
+from bot.llm import ToolCall
 from bot.tools import ExecSettings, ToolContext, builtin_registry, require_sandbox
 
 WARMUP = 5

@@ -35,7 +35,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Protocol
 
-from bot.conversation import ImagePart, Message, TextPart, ThinkingPart, ToolCall, ToolResult, text_size
+from bot.llm import ImagePart, Message, TextPart, ThinkingPart, ToolCall, ToolResult, text_size
 from bot.providers.base import ToolSpec
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from bot.agent.guard import REFUSAL, GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.agent.silence import NOTHING_TO_ADD
 from bot.app import BUILTIN_TEMPLATES
-from bot.conversation import Role
+from bot.llm import Role
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.providers.base import Usage

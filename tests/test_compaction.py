@@ -26,7 +26,7 @@ from bot.agent.compaction import (
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.app import BUILTIN_TEMPLATES
-from bot.conversation import Message, Role, ToolCall, ToolResult
+from bot.llm import Message, Role, ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.store.sqlite import SQLiteStore

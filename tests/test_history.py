@@ -4,7 +4,7 @@ from bot.agent.history import (
     CLEARED_RESULT, MISSING_RESULT, PruneSettings, build_history, estimate_tokens, limit_turns,
     prune_tool_results, repair_pairing,
 )
-from bot.conversation import Message, Role, TextPart, ToolCall, ToolResult
+from bot.llm import Message, Role, TextPart, ToolCall, ToolResult
 
 U = Message.user
 A = Message.assistant

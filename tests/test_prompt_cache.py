@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.conversation import Message, Role, ThinkingPart, ToolCall, ToolResult
+from bot.llm import Message, Role, ThinkingPart, ToolCall, ToolResult
 from bot.providers.anthropic import request_params
 from bot.providers.base import VOLATILE_OPEN, ChatRequest, Usage, with_volatile
 from bot.providers.pricing import cost

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.conversation import Message, Role, ToolCall, ToolResult
+from bot.llm import Message, Role, ToolCall, ToolResult
 from bot.errors import (
     ContextTooLongError,
     ProviderAuthError,

@@ -14,7 +14,7 @@ import anthropic
 import openai
 import pytest
 
-from bot.conversation import Message
+from bot.llm import Message
 from bot.providers.base import ChatRequest, complete
 from bot.providers.openai import OpenAIProvider
 from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens, tool_pairing_problems

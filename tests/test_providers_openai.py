@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ContextTooLongError
 from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec, Usage
 from bot.providers.failures import TransientError

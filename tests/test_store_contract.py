@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
 from bot.store.base import (

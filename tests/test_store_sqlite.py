@@ -12,7 +12,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from bot.conversation import Message, parts_to_json
+from bot.llm import Message, parts_to_json
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.store import migrations, open_store

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from bot import tokens
-from bot.conversation import Message, Role, ToolCall, ToolResult
+from bot.llm import Message, Role, ToolCall, ToolResult
 from bot.providers.base import ToolSpec
 
 

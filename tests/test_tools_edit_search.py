@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.conversation import ToolCall, ToolResult
+from bot.llm import ToolCall, ToolResult
 from bot.tools import ToolContext, ToolRegistry, builtin_registry, files, find
 
 

@@ -17,7 +17,7 @@ import pytest
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest
 from bot.app import BUILTIN_TEMPLATES
-from bot.conversation import ToolCall, ToolResult
+from bot.llm import ToolCall, ToolResult
 from bot.errors import ConfigError
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import Config, load_config
-from bot.conversation import ToolCall, ToolResult
+from bot.llm import ToolCall, ToolResult
 from bot.errors import ConfigError
 from bot.tools import ExecSettings, ToolContext, ToolRegistry, builtin_registry
 from bot.tools.bounds import CgroupRoot, CommandLimits, ExecLimits, find_cgroups, host_cgroups, unenforced
@@ -130,7 +130,7 @@ NOBODY = 65534
 AS_NOBODY = """
 import asyncio, json, os, sys
 from pathlib import Path
-from bot.conversation import ToolCall
+from bot.llm import ToolCall
 from bot.tools import ExecSettings, ToolContext, builtin_registry
 from bot.tools.bounds import ExecLimits
 

@@ -14,7 +14,7 @@ from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult
 from bot.app import BUILTIN_TEMPLATES
-from bot.conversation import ToolResult
+from bot.llm import ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.store.sqlite import SQLiteStore

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.conversation import ToolCall, ToolResult
+from bot.llm import ToolCall, ToolResult
 from bot.tools import ToolContext, ToolRegistry, builtin_registry, memory
 from bot.tools.memory import Chunk, chunk_lines, rank, stem, tokenize
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.config import AccessConfig, Config, ToolsConfig, load_config
-from bot.conversation import ToolCall
+from bot.llm import ToolCall
 from bot.errors import ConfigError
 from bot.messages import ChatType
 from bot.tools import ToolContext, ToolPolicy, ToolRules, builtin_registry, policy_for

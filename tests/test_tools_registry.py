@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
-from bot.conversation import ToolCall, ToolResult
+from bot.llm import ToolCall, ToolResult
 from bot.tools import (
     DEFAULT_TIMEOUTS,
     RepeatDetector,

@@ -17,7 +17,7 @@ from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult
 from bot.agent.prompt import PERSONA_REMINDER
 from bot.app import BUILTIN_TEMPLATES
-from bot.conversation import Role, ToolCall, ToolResult
+from bot.llm import Role, ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.providers.base import Usage

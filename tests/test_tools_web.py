@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from bot.conversation import ToolCall, ToolResult
+from bot.llm import ToolCall, ToolResult
 from bot.messages import ChatType
 from bot.tools import ToolContext, ToolRegistry, WebFetchSettings, builtin_registry
 from bot.tools.netguard import IPAddress, NotAnAddress, address_refusal, literal_host

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.conversation import ToolCall, ToolResult
+from bot.llm import ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.tools import builtin_registry
 from bot.tools.base import ToolContext

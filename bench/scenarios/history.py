@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.common import running_stack
 from bench.report import Figure, Goal
-from bot.conversation import Message
+from bot.llm import Message
 from bot.store.base import Turn
 from bot.store.sqlite import SQLiteStore
 

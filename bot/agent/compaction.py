@@ -37,7 +37,7 @@ from typing import Literal
 
 from bot import tokens
 from bot.agent.history import repair_pairing
-from bot.conversation import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
 from bot.providers.base import ChatRequest, Provider, Usage, complete

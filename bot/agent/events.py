@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
 
-from bot.conversation import ToolCall
+from bot.llm import ToolCall
 from bot.providers.base import RetryInfo, Usage
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from bot.conversation import Message, Role, ToolResult, text_size
+from bot.llm import Message, Role, ToolResult, text_size
 
 MISSING_RESULT = "[Tool result missing -- session was compacted]"
 CLEARED_RESULT = "[Old tool result content cleared]"

@@ -29,7 +29,7 @@ from bot.agent.history import build_history, repair_pairing
 from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
 from bot.agent.silence import NoReplyHoldback, final_answer
 from bot.agent.transcript import context_block, group_turn
-from bot.conversation import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
+from bot.llm import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text

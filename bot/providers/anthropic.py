@@ -17,7 +17,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from bot.conversation import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ProviderError
 from bot.providers.base import (
     ChatRequest,

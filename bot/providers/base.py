@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias
 
-from bot.conversation import Message, Role, TextPart
+from bot.llm import Message, Role, TextPart
 
 
 @dataclass(frozen=True, slots=True)

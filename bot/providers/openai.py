@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from bot.conversation import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall
+from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall
 from bot.errors import ContextTooLongError, ProviderError
 from bot.providers.base import (
     ChatRequest,

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.conversation import Message
+from bot.llm import Message
 from bot.messages import Answer, InboundMessage
 from bot.providers.base import Usage
 from bot.tracing import TraceRecord

@@ -48,7 +48,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             run_id     TEXT    NOT NULL,
             seq        INTEGER NOT NULL,  -- position within the turn
             role       TEXT    NOT NULL,
-            parts      TEXT    NOT NULL,  -- JSON, bot.conversation.parts_to_json
+            parts      TEXT    NOT NULL,  -- JSON, bot.llm.parts_to_json
             created_at REAL    NOT NULL
         );
         CREATE INDEX messages_session_id ON messages (session_id, id);

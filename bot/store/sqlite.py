@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.conversation import Message, Role, parts_from_json, parts_to_json
+from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.errors import StoreCorruptError, StoreError
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.pairing import new_code, normalize_code

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
-from bot.conversation import ToolCall, ToolResult
+from bot.llm import ToolCall, ToolResult
 from bot.providers.base import ToolSpec
 from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError
 from bot.tools.policy import ToolPolicy
