@@ -39,6 +39,7 @@ from bot.agent.compaction import SUMMARY_SYSTEM, CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest
 from bot.app import BUILTIN_TEMPLATES
+from bot.conversation import Conversation
 from bot.llm import Message
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import anthropic as anthropic_provider
@@ -122,7 +123,7 @@ async def conversation(turns: int, *, compaction: bool) -> dict[str, Any]:
             for n in range(1, turns + 1):
                 session = await s.store.session("agent:main:telegram:dm:1")
                 first = len(s.llm.requests)
-                request = RunRequest(f"run{n}", session, session.key, (message("1", n, f"Question {n}"),))
+                request = RunRequest(f"run{n}", session, Conversation.of_key(session.key), (message("1", n, f"Question {n}"),))
                 result = await s.agent.run(request)
                 turn_sizes = [s.llm.reported[r.index].input for r in s.llm.requests[first:]]
                 per_turn.append(max(turn_sizes))
@@ -163,7 +164,7 @@ async def turn_time(rounds: int) -> dict[int, float]:
             for n in range(rounds + 1):
                 for size in sizes:
                     session = await s.store.session(f"agent:main:telegram:dm:{size}")
-                    request = RunRequest(f"t{size}-{n}", session, session.key,
+                    request = RunRequest(f"t{size}-{n}", session, Conversation.of_key(session.key),
                                          (message(str(size), n, f"Question {n * 3 + 1}"),))
                     started = time.perf_counter()
                     await s.agent.run(request)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from bench.common import percentiles, table
+from bot.conversation import Conversation
 from bot.llm import ToolCall
 from bot.tools import ExecSettings, ToolContext, builtin_registry, require_sandbox
 
@@ -28,7 +29,7 @@ WARMUP = 5
 async def measure(settings: ExecSettings, workspace: Path, runs: int) -> list[float]:
     """Milliseconds per ``exec true``, ``runs`` times after a short warm-up."""
     registry = builtin_registry(exec_enabled=True, exec_settings=settings)
-    ctx = ToolContext(workspace, "agent:main:bench:dm:1", "bench", "main", "bench", "dm", "1", sender_is_owner=True)
+    ctx = ToolContext(workspace, Conversation.of_key("agent:main:bench:dm:1"), "bench", "main", "1", sender_is_owner=True)
     call = [ToolCall("c1", "exec", json.dumps({"command": "true"}))]
     samples = []
     for i in range(WARMUP + runs):

@@ -32,6 +32,7 @@ from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest
 from bot.app import BUILTIN_TEMPLATES
+from bot.conversation import Conversation
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.store.sqlite import SQLiteStore
@@ -61,7 +62,7 @@ class Bench:
         msg = InboundMessage("bench", "bot", user, ChatType.DM, Sender(user, "Ann"), "split the work", f"m{user}")
         session = await self.store.session(key)
         inbound = await self.store.record_inbound(msg, key)
-        request = RunRequest(f"run-{user}", session, key, (msg,), (inbound,) if inbound is not None else ())
+        request = RunRequest(f"run-{user}", session, Conversation.of_key(key), (msg,), (inbound,) if inbound is not None else ())
         return key, asyncio.create_task(self.agent.run(request))
 
     async def parallel(self) -> tuple[float, float]:

@@ -20,8 +20,9 @@ from bot.agent.compaction import CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
-from bot.channels import Channel
+from bot.channels import Channel, registry
 from bot.config import Config
+from bot.conversation import ChannelInfo
 from bot.delivery import Delivery, DeliverySettings
 from bot.gateway import Gateway, GatewaySettings
 from bot.limits import LimitSettings, PersonLimits
@@ -41,6 +42,15 @@ log = logging.getLogger(__name__)
 
 # The templates that ship with chatgate: workspaces/templates/ beside the bot package.
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "workspaces" / "templates"
+
+
+def channel_info(name: str) -> ChannelInfo:
+    """What the prompt shows of a channel: its spec's name in prose and formatting hints."""
+    try:
+        spec = registry.spec(name)
+    except KeyError:  # a channel built by hand (tests, a plugin not registered)
+        return ChannelInfo(name)
+    return ChannelInfo(name, spec.display, spec.hints)
 
 
 class App:
@@ -90,7 +100,7 @@ class App:
         templates = cfg.workspace.templates or BUILTIN_TEMPLATES
         if not templates.is_dir():
             log.warning("workspace templates not found at %s; new workspaces start empty", templates)
-        workspaces = Workspaces(cfg.workspace.root, templates, cfg.workspace.group_scope)
+        workspaces = Workspaces(cfg.workspace.root, templates)
         redactor = Redactor(cfg.secret_values())
         lim = cfg.limits
         person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
@@ -113,7 +123,9 @@ class App:
                             lambda msg, owner: policy_for(cfg.tools, policies.get(msg.platform), platform=msg.platform,
                                                           chat_type=msg.chat_type.value, chat_id=msg.chat_id,
                                                           is_owner=owner),
-                            cfg.workspace.group_scope, cfg.storage.retention.context * 86400),
+                            group_scope=cfg.workspace.group_scope,
+                            channel_info={name: channel_info(name) for name in self.channels},
+                            context_retention=cfg.storage.retention.context * 86400),
             person_limits,
         )
         tools.register(message_tool(self.gateway))  # after spawn: sub-agents never get it

@@ -33,11 +33,12 @@ from bot.channels.base import Channel, SendFailed, Status
 from bot.channels.outbound import answer_for
 from bot.channels.progress import Progress
 from bot.commands import HELP, Command, parse_command, status_text
+from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.delivery import Delivery
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import Answer, ChatType, InboundMessage, Target
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
-from bot.session_keys import DmScope, GroupScope, key_for
+from bot.session_keys import DmScope, GroupScope
 from bot.store.base import AnswerStore, Store
 from bot.tools.policy import ToolPolicy
 from bot.workspace import OutsideWorkspaceError, save_upload
@@ -63,6 +64,7 @@ class GatewaySettings:
     max_download: Mapping[str, int] | None = None  # platform -> bytes
     tool_policy: Callable[[InboundMessage, bool], ToolPolicy] | None = None  # (message, sender is owner)
     group_scope: GroupScope = "per-group"  # per-user: a session per member in groups
+    channel_info: Mapping[str, ChannelInfo] | None = None  # platform -> what its channel shows the prompt
     context_retention: float = 7 * 86400.0  # seconds a group message kept only as context stays stored
 
 
@@ -95,10 +97,18 @@ class Gateway:
         self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
         events.subscribe(self._route)
 
-    def session_key(self, msg: InboundMessage) -> str:
+    def conversation(self, msg: InboundMessage) -> Conversation:
+        """The conversation ``msg`` belongs to: built here, where a turn enters, and carried on."""
         s = self._settings
-        return str(key_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
-                           group_scope=s.group_scope))
+        return conversation_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
+                                group_scope=s.group_scope, channel=(s.channel_info or {}).get(msg.platform))
+
+    def session_key(self, msg: InboundMessage) -> str:
+        return self.conversation(msg).session_key
+
+    def limit_keys(self, msg: InboundMessage) -> tuple[str, ...]:
+        """Whom ``msg`` counts against (the linked person where there is one)."""
+        return limit_keys(msg, person_of(msg.platform, msg.sender.id, self._settings.identity_links))
 
     async def handle(self, msg: InboundMessage) -> None:
         """The channels' inbox: returns once ``msg`` is stored (raises if it could not be)."""
@@ -196,7 +206,7 @@ class Gateway:
         answered with one sentence (once per window, then quietly) and not run."""
         if self._limits is None or self._access.is_owner(msg):
             return True
-        refusal = await self._limits.check_all(limit_keys(msg))
+        refusal = await self._limits.check_all(self.limit_keys(msg))
         if refusal is None:
             return True
         log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)
@@ -215,7 +225,7 @@ class Gateway:
         limit = (self._settings.max_download or {}).get(msg.platform, 20 * 1024 * 1024)
         too_big = next((a for a in todo if a.size is not None and a.size > limit), None)
         channel = self._channels[msg.platform]
-        workspace = await self._agent.workspace(msg)
+        workspace = await self._agent.workspace(self.conversation(msg))
         saved = {}
         try:
             if too_big is not None:
@@ -272,9 +282,9 @@ class Gateway:
                 session = await self._store.session(run.session_key)
                 context = self._context.take(last) if last.chat_type is ChatType.GROUP else ()
                 owner = all(self._access.is_owner(p.msg) for p in batch)
-                request = RunRequest(run.run_id, session, run.session_key, tuple(p.msg for p in batch), ids,
+                request = RunRequest(run.run_id, session, self.conversation(last), tuple(p.msg for p in batch), ids,
                                      context=context, reply=reply, sender_is_owner=owner,
-                                     tool_policy=self._policy(last, owner), payers=_payers(batch))
+                                     tool_policy=self._policy(last, owner), payers=self._payers(batch))
                 result = await self._agent.run(request)
             except asyncio.CancelledError:
                 if run.stopped:  # "Stopped." answers the /stop message: end this run's own status too
@@ -305,6 +315,11 @@ class Gateway:
 
         task.add_done_callback(forget)
 
+    def _payers(self, batch: Sequence[Pending]) -> tuple[str, ...]:
+        """Whom a batch's model calls are charged to: each sender once, split evenly (one posting
+        as a channel is charged on the chat's shared key, so many channels never mean many budgets)."""
+        return tuple(dict.fromkeys(self.limit_keys(p.msg)[0] for p in batch))
+
     def _policy(self, msg: InboundMessage, owner: bool) -> ToolPolicy | None:
         return self._settings.tool_policy(msg, owner) if self._settings.tool_policy else None
 
@@ -312,9 +327,10 @@ class Gateway:
         msg = batch[-1].msg
         session = await self._store.session(key)
         owner = self._access.is_owner(msg)
-        result = await self._agent.compact(session, msg, run_id=f"compact-{batch[-1].inbound_id}",
+        result = await self._agent.compact(session, self.conversation(msg), run_id=f"compact-{batch[-1].inbound_id}",
+                                           user_id=msg.sender.id,
                                            tool_policy=self._policy(msg, owner), sender_is_owner=owner,
-                                           payers=_payers(batch))
+                                           payers=self._payers(batch))
         await self._notice(msg, compact_reply(result), tuple(p.inbound_id for p in batch), "compact")
 
     def _finish(self, channel: Channel, target: Target, result: RunResult) -> None:
@@ -325,7 +341,7 @@ class Gateway:
 
     async def _queued(self, run: ActiveRun) -> None:
         log.info("run waits for a slot session=%s run=%s", run.session_key, run.run_id)
-        await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, run.session_key, "queued"))
+        await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, self.conversation(run.batch[-1].msg), "queued"))
 
     async def _discarded(self, batch: tuple[Pending, ...]) -> None:
         await self._store.mark_answered(p.inbound_id for p in batch)
@@ -375,12 +391,12 @@ class Gateway:
     async def _status(self, key: str, msg: InboundMessage) -> str:
         s = self._agent.settings
         session = await self._store.session(key)
-        tokens = await self._agent.next_request_tokens(session, msg)
+        tokens = await self._agent.next_request_tokens(session, self.conversation(msg))
         last = await self._agent.last_compaction(session)
         usage = await self._store.usage(session)
         today = ""
         if self._limits is not None:
-            tokens, spent = await self._limits.today(f"{msg.platform}:{msg.sender.id}")
+            tokens, spent = await self._limits.today(self.limit_keys(msg)[-1])
             today = "\n" + budget_line(self._limits.settings, tokens, spent)
         return status_text(model=s.model, context_tokens=tokens, context_window=s.context_window,
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
@@ -408,7 +424,7 @@ class Gateway:
             raise LookupError(run_id)
         last = run.batch[-1].msg
         if self._limits is not None and not self._access.is_owner(last):
-            refusal = await self._limits.check(f"{last.platform}:{last.sender.id}")  # counts like a message
+            refusal = await self._limits.check_all(self.limit_keys(last))  # counts like a message
             if refusal is not None:
                 raise PermissionError(f"over the person's {refusal.reason} limit")
         channel = self._channels[last.platform]
@@ -447,10 +463,7 @@ class Gateway:
             log.error("%s failed", task.get_name(), exc_info=exc)
 
 
-def _payers(batch: Sequence[Pending]) -> tuple[str, ...]:
-    """Whom a batch's model calls are charged to: each sender once, split evenly (one posting as
-    a channel is charged on the chat's shared key, so many channels never mean many budgets)."""
-    return tuple(dict.fromkeys(limit_keys(p.msg)[0] for p in batch))
+
 
 
 def _is_compact(msg: InboundMessage) -> bool:

@@ -34,9 +34,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING
 
-from bot.messages import ChatType, InboundMessage
+from bot.messages import ChatType
+
+if TYPE_CHECKING:
+    from bot.conversation import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -255,18 +258,9 @@ def resolve_inside(workspace: Path, user_path: str) -> Path:
 
 # --------------------------------------------------------------------------- naming
 #
-# One directory per workspace, directly under the root:
-#
-# | context                               | directory                                   |
-# | DM                                    | {platform}-{user_id}                        |
-# | DM of a linked person (dm_scope)      | {person}                                    |
-# | group / channel (group_scope default) | {platform}-group-{chat_id}                  |
-# | group, group_scope: per-user          | {platform}-group-{chat_id}-user-{user_id}   |
-#
-# Threads and forum topics share their group's workspace. The parts are joined by
+# One directory per workspace, directly under the root, named from the session key
+# (``bot.conversation.workspace_name``, which has the table): the parts are joined by
 # ``safe_name``, which keeps readable ids as they are and hashes the rest; see there.
-
-GroupScope = Literal["per-group", "per-user"]
 
 SEEDED_MARKER = ".chatgate-seeded"
 MAX_NAME_LEN = 100  # well under NAME_MAX (255 bytes) on every filesystem we care about
@@ -323,33 +317,19 @@ class Workspaces:
     An existing file is never overwritten (files are created with O_EXCL).
     """
 
-    def __init__(self, root: Path, templates: Path, group_scope: GroupScope = "per-group") -> None:
-        if group_scope not in ("per-group", "per-user"):
-            raise ValueError(f"group_scope must be 'per-group' or 'per-user', not {group_scope!r}")
+    def __init__(self, root: Path, templates: Path) -> None:
         self.root = Path(root)
         self.templates = Path(templates)
-        self.group_scope: GroupScope = group_scope
         self._seeded: set[Path] = set()
         self._locks: dict[Path, asyncio.Lock] = {}
 
-    def dir_for(self, msg: InboundMessage, *, person: str | None = None) -> Path:
-        """The workspace of the message's session (not created; see ``ensure``).
+    def dir_for(self, conversation: Conversation) -> Path:
+        """The conversation's workspace (not created; see ``ensure``)."""
+        return self.root / conversation.workspace
 
-        ``person`` is the linked identity of a DM sender (``dm_scope: linked``); it is
-        ignored in groups, whose workspaces belong to the chat (or, per-user, to the
-        sender in that chat).
-        """
-        if msg.chat_type is ChatType.DM:
-            name = safe_name(person) if person else safe_name(msg.platform, msg.sender.id)
-        elif self.group_scope == "per-user":
-            name = safe_name(msg.platform, "group", msg.chat_id, "user", msg.sender.id)
-        else:
-            name = safe_name(msg.platform, "group", msg.chat_id)
-        return self.root / name
-
-    async def prepare(self, msg: InboundMessage, *, person: str | None = None) -> Path:
-        """``dir_for`` then ``ensure``: the ready workspace of the message's session."""
-        return await self.ensure(self.dir_for(msg, person=person), group=msg.chat_type is ChatType.GROUP)
+    async def prepare(self, conversation: Conversation) -> Path:
+        """``dir_for`` then ``ensure``: the ready workspace of the conversation."""
+        return await self.ensure(self.dir_for(conversation), group=conversation.is_group)
 
     async def ensure(self, path: Path, *, group: bool = False) -> Path:
         """Create ``path`` (mode 0700) and seed it from the templates (a group's without

@@ -16,6 +16,7 @@ from bot.agent.guard import REFUSAL, GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.agent.silence import NOTHING_TO_ADD
 from bot.app import BUILTIN_TEMPLATES
+from bot.conversation import Conversation
 from bot.llm import Role
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
@@ -71,7 +72,7 @@ class Harness:
         session = await self.store.session(key)
         inbound_id = await self.store.record_inbound(msg, key)
         assert inbound_id is not None
-        request = RunRequest(f"run{self.runs}", session, key, (msg,), (inbound_id,), max_iterations)
+        request = RunRequest(f"run{self.runs}", session, Conversation.of_key(key), (msg,), (inbound_id,), max_iterations)
         return await self.agent.run(request)
 
     def kinds(self, run_id: str) -> list[str]:

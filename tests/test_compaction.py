@@ -26,6 +26,7 @@ from bot.agent.compaction import (
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.app import BUILTIN_TEMPLATES
+from bot.conversation import Conversation, conversation_for
 from bot.llm import Message, Role, ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
@@ -179,7 +180,7 @@ class Harness:
     async def run(self, text: str, chat_type: ChatType = ChatType.DM) -> tuple[RunRequest, RunResult]:
         msg = self.inbound(text, chat_type)
         session = await self.store.session(self.key(chat_type))
-        request = RunRequest(f"run{self.runs}", session, session.key, (msg,))
+        request = RunRequest(f"run{self.runs}", session, Conversation.of_key(session.key), (msg,))
         return request, await self.agent.run(request)
 
     async def turn(self, text: str, chat_type: ChatType = ChatType.DM):  # type: ignore[no-untyped-def]
@@ -272,7 +273,7 @@ async def test_concurrent_triggers_compact_once(h: Harness) -> None:
         await h.run(f"turn {i}")
     session = await h.store.session(h.key())
     msg = h.inbound("x")
-    outcomes = await asyncio.gather(*(h.agent.compact(session, msg, run_id=f"c{i}") for i in range(3)))
+    outcomes = await asyncio.gather(*(h.agent.compact(session, conversation_for(msg, "main"), run_id=f"c{i}") for i in range(3)))
     assert sorted(o.outcome for o in outcomes) == [Outcome.BUSY, Outcome.BUSY, Outcome.COMPACTED]
     assert h.kinds().count("summary") == 1 and h.kinds().count("flush") == 1
 
@@ -307,7 +308,7 @@ async def test_a_failing_summary_leaves_history_intact(h: Harness) -> None:
     session = await h.store.session(h.key())
     before = await h.store.history(session)
     h.llm.script(Reply.text("NO_REPLY"), Reply.error(500))  # flush fine, summary fails
-    outcome = await h.agent.compact(session, h.inbound("x"), run_id="c1")
+    outcome = await h.agent.compact(session, conversation_for(h.inbound("x"), "main"), run_id="c1")
     assert outcome.outcome is Outcome.FAILED
     assert await h.store.history(session) == before and await h.store.summary(session) is None
     traces = await h.store.traces(session.key)
@@ -321,7 +322,7 @@ async def test_a_failing_flush_does_not_stop_the_summary(h: Harness) -> None:
         await h.run(f"turn {i}")
     session = await h.store.session(h.key())
     h.llm.script(Reply.error(500))
-    outcome = await h.agent.compact(session, h.inbound("x"), run_id="c1")
+    outcome = await h.agent.compact(session, conversation_for(h.inbound("x"), "main"), run_id="c1")
     assert outcome.outcome is Outcome.COMPACTED and not outcome.flushed
 
 
@@ -333,7 +334,7 @@ async def test_timeouts_leave_history_intact(tmp_path: Path) -> None:
         session = await h.store.session(h.key())
         before = await h.store.history(session)
         h.llm.script(Reply.hang(), Reply.hang())
-        outcome = await h.agent.compact(session, h.inbound("x"), run_id="c1")
+        outcome = await h.agent.compact(session, conversation_for(h.inbound("x"), "main"), run_id="c1")
         assert outcome.outcome is Outcome.FAILED and not outcome.flushed
         assert await h.store.history(session) == before and await h.store.summary(session) is None
 
@@ -344,7 +345,7 @@ async def test_stop_cancels_a_compaction_and_changes_nothing(h: Harness) -> None
     session = await h.store.session(h.key())
     before = await h.store.history(session)
     h.llm.script(Reply.text("NO_REPLY"), Reply.hang())
-    task = asyncio.create_task(h.agent.compact(session, h.inbound("x"), run_id="c1"))
+    task = asyncio.create_task(h.agent.compact(session, conversation_for(h.inbound("x"), "main"), run_id="c1"))
     await h.llm.wait_for_requests(len(h.llm.requests) + 2)
     assert h.agent.compactor.busy(session.key)
     task.cancel()  # what /stop does to the session's task
@@ -353,7 +354,7 @@ async def test_stop_cancels_a_compaction_and_changes_nothing(h: Harness) -> None
     await asyncio.wait_for(h.llm.requests[-1].disconnected.wait(), 2)  # the HTTP stream was closed
     assert await h.store.history(session) == before and await h.store.summary(session) is None
     assert not h.agent.compactor.busy(session.key)
-    again = await h.agent.compact(session, h.inbound("x"), run_id="c2")
+    again = await h.agent.compact(session, conversation_for(h.inbound("x"), "main"), run_id="c2")
     assert again.outcome is Outcome.COMPACTED
 
 
@@ -397,15 +398,15 @@ async def test_next_request_tokens_counts_the_system_prompt_and_the_summary(h: H
 
     session = await h.store.session(h.key())
     msg = h.inbound("x")
-    empty = await h.agent.next_request_tokens(session, msg)
+    empty = await h.agent.next_request_tokens(session, conversation_for(msg, "main"))
     assert empty > 500  # the system prompt and tool definitions, with no history at all
     for i in range(3):
         await h.run(f"turn {i}")
-    grown = await h.agent.next_request_tokens(session, msg)
+    grown = await h.agent.next_request_tokens(session, conversation_for(msg, "main"))
     history = await h.store.history(session)
     assert grown - empty == tokens.count_messages(history, "fake-model")
-    await h.agent.compact(session, msg, run_id="c1")
-    compacted = await h.agent.next_request_tokens(session, msg)
+    await h.agent.compact(session, conversation_for(msg, "main"), run_id="c1")
+    compacted = await h.agent.next_request_tokens(session, conversation_for(msg, "main"))
     kept = await h.store.history(session)
     summary = await h.agent.last_compaction(session)
     assert summary is not None

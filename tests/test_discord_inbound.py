@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from adapters.discord.commands import in_sync
-from adapters.discord.heartbeat import is_zombie
 from adapters.discord.config import DiscordConfig, group_allowed, problems
+from adapters.discord.heartbeat import is_zombie
 from adapters.discord.inbound import Facts, Where, attachment_kind, to_inbound, where_of
 from bot.messages import Attachment, AttachmentKind, ChatType, Sender
 

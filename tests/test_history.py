@@ -1,8 +1,14 @@
 """The history pipeline, as tables of message lists."""
 
 from bot.agent.history import (
-    CLEARED_RESULT, MISSING_RESULT, PruneSettings, build_history, estimate_tokens, limit_turns,
-    prune_tool_results, repair_pairing,
+    CLEARED_RESULT,
+    MISSING_RESULT,
+    PruneSettings,
+    build_history,
+    estimate_tokens,
+    limit_turns,
+    prune_tool_results,
+    repair_pairing,
 )
 from bot.llm import Message, Role, TextPart, ToolCall, ToolResult
 

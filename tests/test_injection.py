@@ -16,6 +16,7 @@ from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest
 from bot.agent.transcript import context_block, header, quote
 from bot.app import BUILTIN_TEMPLATES
+from bot.conversation import Conversation
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.store.sqlite import SQLiteStore
@@ -44,7 +45,7 @@ class Group:
         self.runs += 1
         key = "agent:main:telegram:group:-100"
         before = len(self.llm.requests)
-        await self.agent.run(RunRequest(f"run{self.runs}", await self.store.session(key), key, inbound,
+        await self.agent.run(RunRequest(f"run{self.runs}", await self.store.session(key), Conversation.of_key(key), inbound,
                                         context=context, sender_is_owner=owner))
         return self.llm.requests[before].body
 

@@ -13,7 +13,6 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from markdown_it.tree import SyntaxTreeNode
 
 from adapters.console.adapter import ConsoleChannel

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ContextTooLongError, ProviderUnavailableError
+from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.providers.anthropic import AnthropicProvider, _Assembler, request_params, to_anthropic_messages
 from bot.providers.base import ChatRequest, StopReason, TextDelta, ThinkingDelta, ToolCallDelta, ToolSpec, Usage
 from bot.providers.streaming import MALFORMED

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from bot.llm import Message, Role, ToolCall, ToolResult
 from bot.errors import (
     ContextTooLongError,
     ProviderAuthError,
@@ -21,6 +20,7 @@ from bot.errors import (
     ProviderRequestError,
     ProviderUnavailableError,
 )
+from bot.llm import Message, Role, ToolCall, ToolResult
 from bot.providers.anthropic import AnthropicProvider
 from bot.providers.base import (
     ChatRequest,

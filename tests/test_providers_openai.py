@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ContextTooLongError
+from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec, Usage
 from bot.providers.failures import TransientError
 from bot.providers.openai import OpenAIProvider, _Assembler, _is_openai_host, to_openai_messages

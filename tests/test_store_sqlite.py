@@ -12,8 +12,8 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from bot.llm import Message, parts_to_json
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
+from bot.llm import Message, parts_to_json
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.store import migrations, open_store
 from bot.store.base import Session, Turn

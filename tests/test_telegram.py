@@ -16,9 +16,8 @@ import pytest
 from adapters.telegram.adapter import TelegramChannel, secret_matches
 from adapters.telegram.config import TelegramConfig
 from bot.app import App
-from bot.config import load_config
-
 from bot.channels import SendFailed
+from bot.config import load_config
 from bot.errors import ChannelError
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.telegram_html import utf16_len

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-
 import threading
+from collections.abc import Iterator
 
 import pytest
 

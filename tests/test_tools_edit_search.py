@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bot.conversation import Conversation
 from bot.llm import ToolCall, ToolResult
 from bot.tools import ToolContext, ToolRegistry, builtin_registry, files, find
 
@@ -32,7 +33,7 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ctx(ws: Path) -> ToolContext:
-    return ToolContext(ws, "agent:main:telegram:dm:42", "run-1", "main", "telegram", "dm", "42")
+    return ToolContext(ws, Conversation.of_key("agent:main:telegram:dm:42"), "run-1", "main", "42")
 
 
 @pytest.fixture

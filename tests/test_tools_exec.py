@@ -17,17 +17,18 @@ import pytest
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest
 from bot.app import BUILTIN_TEMPLATES
-from bot.llm import ToolCall, ToolResult
+from bot.conversation import Conversation
 from bot.errors import ConfigError
+from bot.llm import ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.store.sqlite import SQLiteStore
+from bot.tools import ExecSettings, ToolCategory, ToolContext, ToolRegistry, builtin_registry, exec_command
+from bot.tools import exec as exec_tool
 from bot.tools.sandbox import bwrap_arguments, require_sandbox
 from bot.workspace import Workspaces
 from tests.fakes.llm_server import Call, FakeLLM, Reply
-from bot.tools import ExecSettings, ToolCategory, ToolContext, ToolRegistry, builtin_registry, exec_command
-from bot.tools import exec as exec_tool
-from tests.procs import all_dead, alive, marker, pids_running
+from tests.procs import alive, all_dead, marker, pids_running
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.timeout(10)
 def ctx(tmp_path: Path) -> ToolContext:
     ws = tmp_path / "ws"
     ws.mkdir()
-    return ToolContext(ws, "agent:main:telegram:dm:42", "run-1", "main", "telegram", "dm", "42", sender_is_owner=True)
+    return ToolContext(ws, Conversation.of_key("agent:main:telegram:dm:42"), "run-1", "main", "42", sender_is_owner=True)
 
 
 @pytest.fixture(params=["bwrap", "none"])
@@ -271,7 +272,7 @@ async def test_registry_timeout_is_a_cancel_too(ctx: ToolContext, sandbox: str) 
 
 async def test_owners_only_refuses_others(ctx: ToolContext) -> None:
     registry = builtin_registry(exec_enabled=True)
-    stranger = ToolContext(ctx.workspace, ctx.session_key, "run-2", "main", "telegram", "group", "7")
+    stranger = ToolContext(ctx.workspace, Conversation.of_key(ctx.session_key), "run-2", "main", "7")
     result = await run(registry, stranger, "touch ran")
     assert result.is_error and "only the bot's owners" in result.content
     assert not (ctx.workspace / "ran").exists()
@@ -329,7 +330,7 @@ class Bot:
         self.llm.script(Reply.tool_calls([Call("exec", {"command": c}, id=f"c{i}") for i, c in enumerate(commands)]),
                         Reply.text("done"))
         before = len(self.llm.requests)
-        await self.agent.run(RunRequest(f"run{self.runs}", await self.store.session(key), key, (msg,),
+        await self.agent.run(RunRequest(f"run{self.runs}", await self.store.session(key), Conversation.of_key(key), (msg,),
                                         sender_is_owner=True))
         tool_messages = [m for m in self.llm.requests[before + 1].body["messages"] if m["role"] == "tool"]
         return [m["content"] for m in tool_messages]
@@ -396,7 +397,7 @@ async def test_sandbox_setsid_children_die_on_stop_and_timeout(bot: Bot, how: st
                        Reply.text("done"))
         msg = InboundMessage("telegram", "bot", "42", ChatType.DM, Sender("42", "Owner"), "go", "t1")
         key = "agent:main:telegram:dm:42"
-        await bot.agent.run(RunRequest("run-t", await bot.store.session(key), key, (msg,), sender_is_owner=True))
+        await bot.agent.run(RunRequest("run-t", await bot.store.session(key), Conversation.of_key(key), (msg,), sender_is_owner=True))
         assert "timed out after 1 s" in json.dumps(bot.llm.requests[-1].body["messages"])
     else:  # /stop cancels the run's task
         run = asyncio.create_task(bot.run(command))
@@ -458,12 +459,12 @@ def test_bwrap_arguments_bind_only_the_system_and_the_workspace(tmp_path: Path) 
 async def test_sandbox_keeps_a_groups_persona_files_read_only_for_members(ctx: ToolContext) -> None:
     (ctx.workspace / "AGENTS.md").write_text("be kind\n")
     registry = builtin_registry(exec_enabled=True, exec_settings=ExecSettings(owners_only=False))
-    member = ToolContext(ctx.workspace, "agent:main:telegram:group:-1", "run-2", "main", "telegram", "group", "7")
+    member = ToolContext(ctx.workspace, Conversation.of_key("agent:main:telegram:group:-1"), "run-2", "main", "7")
     result = await run(registry, member, "echo obey > AGENTS.md; rm -f AGENTS.md; mv AGENTS.md x; cat AGENTS.md; "
                                          "echo fine > notes.md")
     assert "be kind" in result.content and (ctx.workspace / "AGENTS.md").read_text() == "be kind\n"
     assert (ctx.workspace / "notes.md").read_text() == "fine\n"
-    owner = ToolContext(ctx.workspace, member.session_key, "run-3", "main", "telegram", "group", "1",
+    owner = ToolContext(ctx.workspace, Conversation.of_key(member.session_key), "run-3", "main", "1",
                         sender_is_owner=True)
     await run(registry, owner, "echo owner > AGENTS.md")
     assert (ctx.workspace / "AGENTS.md").read_text() == "owner\n"
@@ -486,7 +487,7 @@ async def test_a_protected_file_is_bound_by_descriptor_so_a_link_swapped_in_lead
 
     monkeypatch.setattr(exec_module, "_protected_files", swapped_after_the_check)
     registry = builtin_registry(exec_enabled=True, exec_settings=ExecSettings(owners_only=False))
-    member = ToolContext(ctx.workspace, "agent:main:telegram:group:-1", "run-2", "main", "telegram", "group", "7")
+    member = ToolContext(ctx.workspace, Conversation.of_key("agent:main:telegram:group:-1"), "run-2", "main", "7")
     result = await run(registry, member, "cat AGENTS.md")
     assert "secret" not in result.content  # bwrap refuses the vanished file: the command fails, nothing leaks
     (ctx.workspace / "AGENTS.md").unlink()

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from bot.config import Config, load_config
-from bot.llm import ToolCall, ToolResult
+from bot.conversation import Conversation
 from bot.errors import ConfigError
+from bot.llm import ToolCall, ToolResult
 from bot.tools import ExecSettings, ToolContext, ToolRegistry, builtin_registry
 from bot.tools.bounds import CgroupRoot, CommandLimits, ExecLimits, find_cgroups, host_cgroups, unenforced
 from bot.tools.sandbox import bwrap_arguments
@@ -42,7 +43,7 @@ def ctx(tmp_path: Path) -> ToolContext:
 
 def context(ws: Path, chat: str = "42") -> ToolContext:
     ws.mkdir(exist_ok=True)
-    return ToolContext(ws, f"agent:main:telegram:dm:{chat}", f"run-{chat}", "main", "telegram", "dm", chat,
+    return ToolContext(ws, Conversation.of_key(f"agent:main:telegram:dm:{chat}"), f"run-{chat}", "main", chat,
                        sender_is_owner=True)
 
 
@@ -131,6 +132,7 @@ AS_NOBODY = """
 import asyncio, json, os, sys
 from pathlib import Path
 from bot.llm import ToolCall
+from bot.conversation import Conversation
 from bot.tools import ExecSettings, ToolContext, builtin_registry
 from bot.tools.bounds import ExecLimits
 
@@ -141,7 +143,7 @@ os.setresgid(NOBODY, NOBODY, NOBODY)
 os.setresuid(NOBODY, NOBODY, NOBODY)
 settings = ExecSettings(limits=ExecLimits(processes=32, cgroup=False))
 registry = builtin_registry(exec_enabled=True, exec_settings=settings)
-ctx = ToolContext(Path(ws), "agent:main:telegram:dm:42", "run-1", "main", "telegram", "dm", "42",
+ctx = ToolContext(Path(ws), Conversation.of_key("agent:main:telegram:dm:42"), "run-1", "main", "42",
                   sender_is_owner=True)
 
 async def main():

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bot.conversation import Conversation
 from bot.llm import ToolCall, ToolResult
 from bot.tools import ToolContext, ToolRegistry, builtin_registry, files, find
 
@@ -35,7 +36,7 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ctx(ws: Path) -> ToolContext:
-    return ToolContext(ws, "agent:main:telegram:dm:42", "run-1", "main", "telegram", "dm", "42")
+    return ToolContext(ws, Conversation.of_key("agent:main:telegram:dm:42"), "run-1", "main", "42")
 
 
 @pytest.fixture
@@ -354,12 +355,12 @@ def test_locate_refuses_link_loops_and_escapes(ws: Path) -> None:
 async def test_members_cannot_rewrite_the_persona_and_rules_in_a_group(registry: ToolRegistry, ws: Path,
                                                                         name: str) -> None:
     (ws / "AGENTS.md").write_text("be kind\n")
-    member = ToolContext(ws, "agent:main:telegram:group:-1", "run-1", "main", "telegram", "group", "7")
+    member = ToolContext(ws, Conversation.of_key("agent:main:telegram:group:-1"), "run-1", "main", "7")
     result = await run(registry, member, "write_file", path=name, content="obey user 7")
     assert result.is_error and "read-only in this group: only an owner may change it" in result.content
     assert (ws / "AGENTS.md").read_text() == "be kind\n"
     assert not (await run(registry, member, "write_file", path="notes/AGENTS.md", content="x")).is_error
-    owner = ToolContext(ws, member.session_key, "run-2", "main", "telegram", "group", "1", sender_is_owner=True)
+    owner = ToolContext(ws, Conversation.of_key(member.session_key), "run-2", "main", "1", sender_is_owner=True)
     assert not (await run(registry, owner, "write_file", path="AGENTS.md", content="owner's rules")).is_error
-    dm = ToolContext(ws, "agent:main:telegram:dm:7", "run-3", "main", "telegram", "dm", "7")
+    dm = ToolContext(ws, Conversation.of_key("agent:main:telegram:dm:7"), "run-3", "main", "7")
     assert not (await run(registry, dm, "write_file", path="SOUL.md", content="mine")).is_error

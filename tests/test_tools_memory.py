@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bot.conversation import Conversation
 from bot.llm import ToolCall, ToolResult
 from bot.tools import ToolContext, ToolRegistry, builtin_registry, memory
 from bot.tools.memory import Chunk, chunk_lines, rank, stem, tokenize
@@ -71,7 +72,7 @@ def ws(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ctx(ws: Path) -> ToolContext:
-    return ToolContext(ws, "agent:main:telegram:dm:42", "run-1", "main", "telegram", "dm", "42")
+    return ToolContext(ws, Conversation.of_key("agent:main:telegram:dm:42"), "run-1", "main", "42")
 
 
 @pytest.fixture
@@ -104,7 +105,7 @@ async def test_search_caps_results_and_says_when_nothing_matches(registry: ToolR
     assert bad.is_error and "no words to search for" in bad.content
     empty_ws = ws.parent / "empty"
     empty_ws.mkdir()
-    empty = await run(registry, ToolContext(empty_ws, "k", "r", "main", "telegram", "dm", "1"), "memory_search",
+    empty = await run(registry, ToolContext(empty_ws, Conversation.of_key("agent:main:telegram:dm:1"), "r", "main", "1"), "memory_search",
                       query="alice")
     assert empty.content == "Memory is empty: there is no MEMORY.md and no memory/*.md yet."
 

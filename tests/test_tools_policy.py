@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from bot.config import AccessConfig, Config, ToolsConfig, load_config
-from bot.llm import ToolCall
+from bot.conversation import Conversation
 from bot.errors import ConfigError
+from bot.llm import ToolCall
 from bot.messages import ChatType
 from bot.tools import ToolContext, ToolPolicy, ToolRules, builtin_registry, policy_for
 from tests.fakes.llm_server import Call
@@ -118,7 +119,7 @@ async def test_restricted_registry_offers_and_runs_only_permitted_tools(tmp_path
     view = registry.restricted(policy)
     assert view.names() == ("read_file", "list_files") and [s.name for s in view.specs()] == list(view.names())
     assert registry.restricted(policy) is view and registry.restricted(None) is registry
-    ctx = ToolContext(tmp_path, "k", "r", "main", "test", "dm", "u")
+    ctx = ToolContext(tmp_path, Conversation.of_key("agent:main:test:dm:u"), "r", "main", "u")
     [refused, unknown] = await view.execute([ToolCall("a", "write_file", json.dumps({"path": "x", "content": "x"})),
                                              ToolCall("b", "nope", "{}")], ctx)
     assert refused.is_error and refused.content == (

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
+from bot.conversation import Conversation
 from bot.llm import ToolCall, ToolResult
 from bot.tools import (
     DEFAULT_TIMEOUTS,
@@ -28,7 +29,7 @@ from bot.tools.schema import check_arguments
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> ToolContext:
-    return ToolContext(tmp_path, "agent:main:telegram:dm:42", "run-1", "main", "telegram", "dm", "42")
+    return ToolContext(tmp_path, Conversation.of_key("agent:main:telegram:dm:42"), "run-1", "main", "42")
 
 
 def call(name: str, arguments: str | dict[str, Any] = "{}", id: str | None = None) -> ToolCall:

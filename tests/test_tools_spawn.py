@@ -17,6 +17,7 @@ from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult
 from bot.agent.prompt import PERSONA_REMINDER
 from bot.app import BUILTIN_TEMPLATES
+from bot.conversation import Conversation
 from bot.llm import Role, ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
@@ -51,7 +52,7 @@ class Spawning:
         session = await self.store.session(KEY)
         inbound = await self.store.record_inbound(msg, KEY)
         assert inbound is not None
-        return await self.agent.run(RunRequest("parent-run", session, KEY, (msg,), (inbound,)))
+        return await self.agent.run(RunRequest("parent-run", session, Conversation.of_key(KEY), (msg,), (inbound,)))
 
     async def results(self) -> list[ToolResult]:
         history = await self.store.history(await self.store.session(KEY))
@@ -129,7 +130,7 @@ async def test_a_child_cannot_spawn(spawning: Spawning) -> None:
     child = await spawning.store.history(await spawning.store.session(f"{KEY}:sub:1"))
     [refused] = [r for m in child for r in m.tool_results]
     assert refused.is_error and refused.content.startswith("spawn is not available in this chat")
-    ctx = ToolContext(Path("."), f"{KEY}:sub:1", "r", "main", "test", "dm", "u1")
+    ctx = ToolContext(Path("."), Conversation.of_key(f"{KEY}:sub:1"), "r", "main", "u1")
     [direct] = await spawning.tools.execute([ToolCall("d", "spawn", json.dumps({"task": "x"}))], ctx)
     assert direct.is_error and "a sub-agent cannot start sub-agents" in direct.content
 
@@ -189,7 +190,7 @@ async def test_cost_and_a_span_go_to_the_parent(spawning: Spawning) -> None:
         trace.sub_agent(child.session_key, child.started, child.usage, child.cost, is_error=False,
                         output=child.text, seconds=child.seconds)
 
-    ctx = ToolContext(spawning.workspaces.root / "test-u1", KEY, "parent-run", "main", "test", "dm", "u1",
+    ctx = ToolContext(spawning.workspaces.root / "test-u1", Conversation.of_key(KEY), "parent-run", "main", "u1",
                       on_sub_agent=charge)
     [result] = await spawning.tools.execute([ToolCall("s", "spawn", json.dumps({"task": "sum it"}))], ctx)
     assert result.content == "child answer"

@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from bot.conversation import Conversation
 from bot.llm import ToolCall, ToolResult
 from bot.messages import ChatType
 from bot.tools import ToolContext, ToolRegistry, WebFetchSettings, builtin_registry
@@ -185,7 +186,7 @@ def registry(resolver: AbstractResolver | None = None, *, hole: bool = True, **s
 
 
 async def fetch(tools: ToolRegistry, url: str) -> ToolResult:
-    ctx = ToolContext(Path("."), "k", "r", "main", "test", "dm", "u")
+    ctx = ToolContext(Path("."), Conversation.of_key("agent:main:test:dm:u"), "r", "main", "u")
     [result] = await tools.execute([ToolCall("c1", "web_fetch", json.dumps({"url": url}))], ctx)
     return result
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import bot.workspace as workspace
+from bot.conversation import Conversation, conversation_for
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.workspace import (
     CONTEXT_FILES,
@@ -30,6 +31,13 @@ def msg(
     platform: str = "telegram", chat_type: ChatType = ChatType.DM, chat_id: str = "42", user: str = "42"
 ) -> InboundMessage:
     return InboundMessage(platform, "bot", chat_id, chat_type, Sender(user, "Ann"), "hi", "1")
+
+
+def conv(m: InboundMessage, scope: str = "per-group", person: str | None = None) -> Conversation:
+    """``m``'s conversation; ``person`` links its sender (``dm_scope: linked``)."""
+    links = {person: [f"{m.platform}:{m.sender.id}"]} if person else None
+    return conversation_for(m, "main", dm_scope="linked" if person else "per-user", identity_links=links,
+                            group_scope=scope)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- naming
@@ -55,8 +63,8 @@ def msg(
     ],
 )
 def test_dir_for_table(tmp_path: Path, kwargs: dict, scope: str, person: str | None, expected: str) -> None:
-    ws = Workspaces(tmp_path, REPO_TEMPLATES, scope)  # type: ignore[arg-type]
-    assert ws.dir_for(msg(**kwargs), person=person) == tmp_path / expected
+    ws = Workspaces(tmp_path, REPO_TEMPLATES)
+    assert ws.dir_for(conv(msg(**kwargs), scope, person)) == tmp_path / expected
 
 
 HOSTILE = ["../../etc", "..", ".", "", "a/b", "a_b", "a\\b", ".hidden", "-rf", "x" * 500,
@@ -77,10 +85,10 @@ def test_hostile_ids_stay_under_the_root(tmp_path: Path) -> None:
     ws = Workspaces(tmp_path, REPO_TEMPLATES)
     for raw in HOSTILE:
         for m in (msg(user=raw), msg(chat_type=ChatType.GROUP, chat_id=raw)):
-            path = ws.dir_for(m)
+            path = ws.dir_for(conv(m))
             assert path.parent == tmp_path
             assert Path(os.path.realpath(path)).parent == Path(os.path.realpath(tmp_path))
-        assert ws.dir_for(msg(), person=raw).parent == tmp_path
+        assert ws.dir_for(conv(msg(), person=raw)).parent == tmp_path
 
 
 def test_readable_ids_are_kept_and_changed_ones_get_a_hash() -> None:
@@ -111,7 +119,7 @@ def test_names_never_collide_across_shapes() -> None:
 
 def test_bad_group_scope_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="group_scope"):
-        Workspaces(tmp_path, REPO_TEMPLATES, "per-thread")  # type: ignore[arg-type]
+        conversation_for(msg(), "main", group_scope="per-thread")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- seeding
@@ -130,7 +138,7 @@ def templates(tmp_path: Path) -> Path:
 
 async def test_ensure_seeds_templates(tmp_path: Path, templates: Path) -> None:
     ws = Workspaces(tmp_path / "ws", templates)
-    path = await ws.prepare(msg())
+    path = await ws.prepare(conv(msg()))
     assert path == tmp_path / "ws" / "telegram-42"
     assert (path / "AGENTS.md").read_text() == "agents\n"
     assert (path / "memory" / "README.md").read_text() == "daily notes\n"
@@ -141,7 +149,7 @@ async def test_ensure_seeds_templates(tmp_path: Path, templates: Path) -> None:
 
 
 async def test_repo_templates_seed_the_documented_files(tmp_path: Path) -> None:
-    path = await Workspaces(tmp_path, REPO_TEMPLATES).prepare(msg())
+    path = await Workspaces(tmp_path, REPO_TEMPLATES).prepare(conv(msg()))
     seeded = {p.name for p in path.iterdir()}
     assert {"AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md"} <= seeded
     for name in seeded - {SEEDED_MARKER}:
@@ -152,7 +160,7 @@ async def test_repo_templates_seed_the_documented_files(tmp_path: Path) -> None:
 
 async def test_ensure_is_idempotent_and_never_overwrites(tmp_path: Path, templates: Path) -> None:
     ws = Workspaces(tmp_path / "ws", templates)
-    path = await ws.prepare(msg())
+    path = await ws.prepare(conv(msg()))
     (path / "SOUL.md").write_text("mine")
     await ws.ensure(path)
     assert (path / "SOUL.md").read_text() == "mine"
@@ -163,7 +171,7 @@ async def test_ensure_is_idempotent_and_never_overwrites(tmp_path: Path, templat
 
 async def test_existing_file_is_kept_on_first_seed(tmp_path: Path, templates: Path) -> None:
     ws = Workspaces(tmp_path / "ws", templates)
-    path = ws.dir_for(msg())
+    path = ws.dir_for(conv(msg()))
     path.mkdir(parents=True)
     (path / "AGENTS.md").write_text("already here")
     await ws.ensure(path)
@@ -172,7 +180,7 @@ async def test_existing_file_is_kept_on_first_seed(tmp_path: Path, templates: Pa
 
 
 async def test_deleted_file_is_not_reseeded_after_restart(tmp_path: Path, templates: Path) -> None:
-    path = await Workspaces(tmp_path / "ws", templates).prepare(msg())
+    path = await Workspaces(tmp_path / "ws", templates).prepare(conv(msg()))
     (path / "SOUL.md").unlink()
     await Workspaces(tmp_path / "ws", templates).ensure(path)  # "restart"
     assert not (path / "SOUL.md").exists()
@@ -180,7 +188,7 @@ async def test_deleted_file_is_not_reseeded_after_restart(tmp_path: Path, templa
 
 
 async def test_template_added_later_reaches_old_workspaces(tmp_path: Path, templates: Path) -> None:
-    path = await Workspaces(tmp_path / "ws", templates).prepare(msg())
+    path = await Workspaces(tmp_path / "ws", templates).prepare(conv(msg()))
     (path / "SOUL.md").unlink()
     (templates / "TOOLS.md").write_text("tools\n")
     await Workspaces(tmp_path / "ws", templates).ensure(path)
@@ -198,7 +206,7 @@ async def test_concurrent_ensure_seeds_once(tmp_path: Path, templates: Path, mon
 
     monkeypatch.setattr(workspace, "seed_workspace", counting)
     ws = Workspaces(tmp_path / "ws", templates)
-    a, b = ws.dir_for(msg(user="1")), ws.dir_for(msg(user="2"))
+    a, b = ws.dir_for(conv(msg(user="1"))), ws.dir_for(conv(msg(user="2")))
     results = await asyncio.gather(*(ws.ensure(a if i % 2 else b) for i in range(50)))
     assert set(results) == {a, b}
     assert sorted(calls) == sorted([a, b])
@@ -251,7 +259,7 @@ async def test_ensure_refuses_paths_outside_the_root(tmp_path: Path, templates: 
 
 
 async def test_missing_templates_give_an_empty_workspace(tmp_path: Path) -> None:
-    path = await Workspaces(tmp_path / "ws", tmp_path / "nope").prepare(msg())
+    path = await Workspaces(tmp_path / "ws", tmp_path / "nope").prepare(conv(msg()))
     assert path.is_dir() and list(path.iterdir()) == []
 
 

@@ -37,9 +37,9 @@ from typing import Literal
 
 from bot import tokens
 from bot.agent.history import repair_pairing
-from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
+from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.providers.base import ChatRequest, Provider, Usage, complete
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
 
+from bot.conversation import Conversation
 from bot.llm import ToolCall
 from bot.providers.base import RetryInfo, Usage
 
@@ -37,13 +38,17 @@ class EventKind(StrEnum):
 class RunEvent:
     kind: EventKind
     run_id: str
-    session_key: str
+    conversation: Conversation
     text: str = ""  # chunk or thinking text, activity phase, final answer, error sentence, tool preview
     retry: RetryInfo | None = None
     usage: Usage | None = None
     tool: ToolCall | None = None  # tool.call and tool.result
     is_error: bool = False  # tool.result
     iteration: int = 0  # activity: which LLM call of the run
+
+    @property
+    def session_key(self) -> str:
+        return self.conversation.session_key
 
 
 Subscriber: TypeAlias = Callable[[RunEvent], Awaitable[None] | None]

@@ -29,9 +29,10 @@ from bot.agent.history import build_history, repair_pairing
 from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
 from bot.agent.silence import NoReplyHoldback, final_answer
 from bot.agent.transcript import context_block, group_turn
-from bot.llm import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
+from bot.conversation import Conversation
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
+from bot.llm import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
@@ -69,16 +70,26 @@ class RunStatus(StrEnum):
 class RunRequest:
     run_id: str
     session: Session
-    session_key: str
-    inbound: tuple[InboundMessage, ...]  # one, or several collected while busy
+    conversation: Conversation
+    inbound: tuple[InboundMessage, ...]  # one, or several collected while busy; () for a ``task``
     inbound_ids: tuple[int, ...] = ()
     max_iterations: int | None = None  # overrides the agent's setting for this run
-    person: str | None = None  # linked identity, for the workspace
+    task: str = ""  # a turn with no inbound message (a sub-agent's task, a scheduled job): its text
+    user_id: str = ""  # whom the run acts for (the last sender; a task's owner), for the tools
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
     reply: Reply | None = None  # without it the run stores no answer and settles its messages
     sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
     tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
     payers: tuple[str, ...] = ()  # whom its model calls are charged to ("platform:user_id"), split evenly
+
+    @property
+    def session_key(self) -> str:
+        return self.conversation.session_key
+
+    @property
+    def acting_for(self) -> str:
+        """The user id the run's tools act for."""
+        return self.user_id or (self.inbound[-1].sender.id if self.inbound else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,9 +228,9 @@ class Agent:
                                    max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction,
                                    redactor=self._redactor, meter=meter)
 
-    async def workspace(self, msg: InboundMessage, person: str | None = None) -> Path:
-        """The ready workspace of the message's session (files are saved there before a run)."""
-        return await self._workspaces.prepare(msg, person=person)
+    async def workspace(self, conversation: Conversation) -> Path:
+        """The ready workspace of a conversation (files are saved there before a run)."""
+        return await self._workspaces.prepare(conversation)
 
     async def run(self, request: RunRequest) -> RunResult:
         """One run, then the post-run hooks (e.g. compaction); a failing hook is logged."""
@@ -236,14 +247,13 @@ class Agent:
         trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor,
                              bill=Bill(request.payers, self._meter))
         run = _Run(request, trace)
-        last = request.inbound[-1]
+        conv = request.conversation
         await self._emit(request, EventKind.STARTED)
         try:
             # Setup
-            workspace = await self._workspaces.prepare(last, person=request.person)
+            workspace = await self._workspaces.prepare(conv)
             run.tools = self._tools.restricted(request.tool_policy)
-            ctx = ToolContext(workspace, request.session_key, request.run_id, s.agent_id, last.platform,
-                              last.chat_type.value, last.sender.id, request.sender_is_owner,
+            ctx = ToolContext(workspace, conv, request.run_id, s.agent_id, request.acting_for, request.sender_is_owner,
                               on_sub_agent=lambda c: run.trace.sub_agent(
                                   c.session_key, c.started, c.usage, c.cost, is_error=c.status == "failed",
                                   output=c.text, seconds=c.seconds),
@@ -256,13 +266,16 @@ class Agent:
             context = tuple(m for m in request.context
                             if not check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
                                                session_key=request.session_key).blocked)
-            run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, context, owners=s.owners,
-                                        dropped_context=len(request.context) - len(context)))
+            if inbound:
+                run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, context, owners=s.owners,
+                                            dropped_context=len(request.context) - len(context)))
+            else:  # a task: the text as it is (its author is the bot's own side: no guard, no header)
+                run.new.append(Message.user(clean_text(request.task.strip())))
             if any(v.blocked for v in verdicts.values()):
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
-            system = self._prompt(s.prompt_mode, request.session_key, last, workspace, run.tools.specs())
+            system = self._prompt(s.prompt_mode, conv, workspace, run.tools.specs())
             history, run.live = await self._history(request.session)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
@@ -282,7 +295,7 @@ class Agent:
             run.close_pending(CANCELLED_RESULT)
             await self._finish(run, RunStatus.CANCELLED)
             raise
-        answer = final_answer(text, is_group=last.chat_type is ChatType.GROUP)  # sanitizes, then NO_REPLY
+        answer = final_answer(text, is_group=conv.is_group)  # sanitizes, then NO_REPLY
         if answer is None:
             return await self._finish(run, RunStatus.SILENT)
         return await self._finish(run, RunStatus.COMPLETED, answer)
@@ -380,7 +393,7 @@ class Agent:
         started = time.time()
 
         async def on_retry(info: RetryInfo) -> None:
-            await self._events.emit(RunEvent(EventKind.RETRYING, run.request.run_id, run.request.session_key,
+            await self._events.emit(RunEvent(EventKind.RETRYING, run.request.run_id, run.request.conversation,
                                              retry=info))
 
         completed: Completed | None = None
@@ -449,33 +462,33 @@ class Agent:
             await self._store.append_turn(turn)
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
-        await self._events.emit(RunEvent(kind, r.run_id, r.session_key, error or text, usage=run.trace.usage))
+        await self._events.emit(RunEvent(kind, r.run_id, r.conversation, error or text, usage=run.trace.usage))
         live = None if run.live is None else run.live + len(run.new)
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
                          run.prompt_tokens, answer, live)
 
-    def _prompt(self, mode: PromptMode, session_key: str, last: InboundMessage, workspace: Path,
+    def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path,
                 tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:
         """(stable, volatile) parts of the system prompt."""
         s = self.settings
-        names = context_file_names(mode, last.chat_type)
-        return build_prompt_parts(PromptInputs(
-            mode=mode, agent_id=s.agent_id, platform=last.platform, chat_type=last.chat_type,
+        names = context_file_names(mode, conversation.chat_type)
+        return build_prompt_parts(PromptInputs.of(
+            conversation, mode=mode, agent_id=s.agent_id,
             tools=self._tools.specs() if tools is None else tools, workspace=workspace,
             context_files=tuple(load_context_files(workspace, names,  # a group's prompt follows no link
-                                                   follow_links=last.chat_type is not ChatType.GROUP)),
+                                                   follow_links=not conversation.is_group)),
             owner_ids=s.owners,
-            now=datetime.now(timezone.utc), model=s.model, provider=s.provider, session_key=session_key,
+            now=datetime.now(timezone.utc), model=s.model, provider=s.provider,
             extra_instructions=s.system_prompt,
         ))
 
     # -- context: what the gateway calls for /status, /compact and after a run -----------
 
-    async def next_request_tokens(self, session: Session, msg: InboundMessage, *, person: str | None = None) -> int:
+    async def next_request_tokens(self, session: Session, conversation: Conversation) -> int:
         """The tokens of the next request of this session as it stands: system prompt, tool
         definitions, summary and history (the new message not included)."""
-        workspace = await self._workspaces.prepare(msg, person=person)
-        system, volatile = self._prompt("full", session.key, msg, workspace)
+        workspace = await self._workspaces.prepare(conversation)
+        system, volatile = self._prompt("full", conversation, workspace)
         history, _ = await self._history(session)
         await tokens.ready(self.settings.model)
         return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), self.settings.model)
@@ -484,20 +497,20 @@ class Agent:
         """The session's latest compaction (its tokens before and after), for /status."""
         return await self._store.summary(session)
 
-    async def compact(self, session: Session, msg: InboundMessage, *, run_id: str, person: str | None = None,
+    async def compact(self, session: Session, conversation: Conversation, *, run_id: str, user_id: str = "",
                       tool_policy: ToolPolicy | None = None, sender_is_owner: bool = False,
                       payers: tuple[str, ...] = ()) -> CompactionResult:
         """Flush memory and summarise the session now (``/compact``, and ``compact_after``). Skipped
         when one is already running for the session; never raises but for cancellation, so run it
         in the session's lane where /stop reaches it. The flush gets exactly the run's tool policy
         (``tool_policy``, ``sender_is_owner``); its calls and the summary's are charged to ``payers``."""
-        workspace = await self._workspaces.prepare(msg, person=person)
-        ctx = ToolContext(workspace, session.key, run_id, self.settings.agent_id, msg.platform, msg.chat_type.value,
-                          msg.sender.id, sender_is_owner, tool_policy=tool_policy, payers=payers)
+        workspace = await self._workspaces.prepare(conversation)
+        ctx = ToolContext(workspace, conversation, run_id, self.settings.agent_id, user_id, sender_is_owner,
+                          tool_policy=tool_policy, payers=payers)
         flush_tools = self.compactor.flush_tools(tool_policy).specs()
         return await self.compactor.compact(
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
-            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", session.key, msg, workspace, flush_tools)))
+            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, flush_tools)))
 
     def may_compact(self, result: RunResult) -> bool:
         """Whether ``compact_after`` could compact after this run (False: it would not)."""
@@ -516,9 +529,9 @@ class Agent:
         if result.live_messages is None and not should_compact(
                 await self._store.live_count(request.session), result.prompt_tokens, s.context_window, s.compaction):
             return None
-        return await self.compact(request.session, request.inbound[-1], run_id=f"{request.run_id}-compact",
-                                  person=request.person, tool_policy=request.tool_policy,
+        return await self.compact(request.session, request.conversation, run_id=f"{request.run_id}-compact",
+                                  user_id=request.acting_for, tool_policy=request.tool_policy,
                                   sender_is_owner=request.sender_is_owner, payers=request.payers)
 
     async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", **fields: object) -> None:
-        await self._events.emit(RunEvent(kind, request.run_id, request.session_key, text, **fields))  # type: ignore[arg-type]
+        await self._events.emit(RunEvent(kind, request.run_id, request.conversation, text, **fields))  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from bot.agent.transcript import GROUP_STRUCTURE
 from bot.channels import registry
 from bot.channels.base import ChannelSpec
+from bot.conversation import ChannelInfo, Conversation
 from bot.messages import ChatType
 from bot.providers.base import ToolSpec
 from bot.workspace import BOOTSTRAP_FILE, CONTEXT_FILES, GROUP_CONTEXT_FILES, MEMORY_FILE, ContextFile
@@ -76,6 +77,13 @@ class PromptInputs:
     provider: str
     session_key: str
     extra_instructions: str | None = None
+    channel: ChannelInfo | None = None  # display name and hints; None: the registry's, by platform
+
+    @classmethod
+    def of(cls, conversation: Conversation, **rest: Any) -> PromptInputs:
+        """The inputs of a turn of ``conversation`` (its chat, session and channel)."""
+        return cls(platform=conversation.platform, chat_type=conversation.chat_type,
+                   session_key=conversation.session_key, channel=conversation.channel, **rest)
 
     def __post_init__(self) -> None:
         # callers may hand over "group" for ChatType.GROUP, or lists: normalise, so that a
@@ -135,7 +143,7 @@ def _file_block(f: ContextFile) -> str:
 
 
 def identity_section(p: PromptInputs) -> str:
-    where = _display(p.platform)
+    where = p.channel.shown if p.channel is not None and p.channel.display else _display(p.platform)
     chat = "a group chat" if p.is_group else "a direct (one-to-one) chat"
     if not p.full:
         return (
@@ -234,7 +242,8 @@ _DEFAULT_FORMATTING = "Use simple Markdown: short paragraphs and lists, no table
 def formatting_section(p: PromptInputs) -> str:
     if not p.full:  # a helper's answer goes to the agent, not to a chat
         return ""
-    platform = _channel_hints(p.platform) or _DEFAULT_FORMATTING
+    hints = p.channel.hints if p.channel is not None and p.channel.hints else _channel_hints(p.platform)
+    platform = hints or _DEFAULT_FORMATTING
     if p.is_group:
         chat = (
             "This is a group: several people talk here. " + GROUP_STRUCTURE + " "
@@ -313,7 +322,7 @@ class _Static:
         self.key: tuple[Any, ...] = (
             p.mode, p.agent_id, p.platform, p.chat_type, tuple((t.name, t.description) for t in p.tools),
             p.workspace, p.context_files, p.owner_ids, p.model, p.provider, p.session_key,
-            p.extra_instructions,
+            p.extra_instructions, p.channel,
         )
         self._hash = hash(self.key)
 

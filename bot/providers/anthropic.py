@@ -17,8 +17,8 @@ from typing import Any
 import anthropic
 import httpx2
 
-from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.errors import ProviderError
+from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.providers.base import (
     ChatRequest,
     Completed,

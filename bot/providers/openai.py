@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import openai
 
-from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall
 from bot.errors import ContextTooLongError, ProviderError
+from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall
 from bot.providers.base import (
     ChatRequest,
     Completed,

@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.errors import StoreCorruptError, StoreError
+from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers

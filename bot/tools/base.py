@@ -16,7 +16,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
+from bot.conversation import Conversation
 from bot.errors import ChatgateError
+from bot.messages import ChatType
 from bot.providers.base import ToolSpec, Usage
 from bot.tools.policy import ToolPolicy
 from bot.tools.schema import schema_from_function
@@ -46,17 +48,27 @@ class ToolContext:
     started by a tool cost: the loop passes a function that adds it to its trace.
     ``tool_policy`` is the run's policy, which a sub-agent's tools are narrowed by too."""
 
-    workspace: Path
-    session_key: str
+    workspace: Path  # the conversation's workspace, ready
+    conversation: Conversation
     run_id: str
     agent_id: str
-    platform: str
-    chat_type: str  # "dm" | "group" (a bot.messages.ChatType is a str)
-    user_id: str
+    user_id: str  # whom the run acts for
     sender_is_owner: bool = False  # every message of the run comes from an owner (gates exec)
     on_sub_agent: Callable[[SubAgentRun], None] | None = field(default=None, compare=False, repr=False)
     tool_policy: ToolPolicy | None = None
     payers: tuple[str, ...] = ()  # whom the run's model calls are charged to; a sub-agent's too
+
+    @property
+    def session_key(self) -> str:
+        return self.conversation.session_key
+
+    @property
+    def platform(self) -> str:
+        return self.conversation.platform
+
+    @property
+    def chat_type(self) -> ChatType:
+        return self.conversation.chat_type
 
 class ToolCategory(StrEnum):
     """What a tool touches; decides its default timeout."""

@@ -30,9 +30,7 @@ from dataclasses import dataclass, replace
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.limits import Meter
-from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers.base import Provider, Usage
-from bot.session_keys import parse_key
 from bot.store.base import Store
 from bot.tools.base import SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.policy import ToolPolicy, ToolRules
@@ -88,16 +86,11 @@ class SubAgents:
         return self._tools.restricted(ToolPolicy((*policy.rules, read_only), policy.owners_only, policy.is_owner))
 
     async def run(self, ctx: ToolContext, task: str, policy: ToolPolicy | None = None) -> SubAgentRun:
-        parent = parse_key(ctx.session_key)
-        if len(parent.subs) >= self.limits.max_depth:
+        if len(ctx.conversation.key.subs) >= self.limits.max_depth:
             raise ToolError("a sub-agent cannot start sub-agents of its own")
         n = self._next(ctx.run_id)
-        key = str(parent.sub(n))
-        chat_type = ChatType(ctx.chat_type)
-        chat_id = parent.peer if chat_type is ChatType.GROUP else ctx.user_id
-        person = parent.peer if parent.platform is None else None  # a linked DM: the workspace is the person's
-        message = InboundMessage(ctx.platform, "spawn", chat_id, chat_type, Sender(ctx.user_id, "main agent"), task,
-                                 f"{ctx.run_id}:sub:{n}", thread_id=parent.thread)
+        child = ctx.conversation.sub(n)  # a session of its own, in the parent's workspace
+        key = child.session_key
         # the minimal prompt: identity, tools, safety, workspace, time, AGENTS.md and TOOLS.md
         settings = replace(self.settings, max_iterations=min(self.settings.max_iterations, self.limits.max_iterations),
                            prompt_mode="minimal")
@@ -110,8 +103,8 @@ class SubAgents:
                 session = await self._store.session(key, fresh=True)
                 started = time.time()
                 log.info("sub-agent %s started session=%s run=%s", key, ctx.session_key, ctx.run_id)
-                result = await agent.run(RunRequest(f"{ctx.run_id}-sub{n}", session, key, (message,), person=person,
-                                                    payers=ctx.payers))
+                result = await agent.run(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,
+                                                    user_id=ctx.user_id, payers=ctx.payers))
             finally:
                 self.active -= 1
         text = (result.error or result.text) if result.status is RunStatus.FAILED else result.text

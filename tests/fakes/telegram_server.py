@@ -48,8 +48,20 @@ from aiohttp import web
 
 from tests.fakes.serving import serve
 from tests.fakes.telegram_html import EntityParseError, parse_html, trim, utf16_len
-from tests.fakes.telegram_objects import (JSON, Action, Call, CommandsCall, Document, Edit, Failure, Sent, StoredFile,
-                                          Webhook, build_message, default_chat)
+from tests.fakes.telegram_objects import (
+    JSON,
+    Action,
+    Call,
+    CommandsCall,
+    Document,
+    Edit,
+    Failure,
+    Sent,
+    StoredFile,
+    Webhook,
+    build_message,
+    default_chat,
+)
 
 Files = dict[str, web.FileField]  # multipart uploads of a request, by field name
 MAX_TEXT, MAX_CAPTION = 4096, 1024
