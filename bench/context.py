@@ -124,7 +124,7 @@ async def conversation(turns: int, *, compaction: bool) -> dict[str, Any]:
                 session = await s.store.session("agent:main:telegram:dm:1")
                 first = len(s.llm.requests)
                 request = RunRequest(f"run{n}", session, Conversation.of_key(session.key), (message("1", n, f"Question {n}"),))
-                result = await s.agent.run(request)
+                result = await s.agent.complete(request)
                 turn_sizes = [s.llm.reported[r.index].input for r in s.llm.requests[first:]]
                 per_turn.append(max(turn_sizes))
                 outcome = await s.agent.compact_after(request, result)
@@ -167,7 +167,7 @@ async def turn_time(rounds: int) -> dict[int, float]:
                     request = RunRequest(f"t{size}-{n}", session, Conversation.of_key(session.key),
                                          (message(str(size), n, f"Question {n * 3 + 1}"),))
                     started = time.perf_counter()
-                    await s.agent.run(request)
+                    await s.agent.complete(request)
                     if n:  # the first round warms caches
                         times[size].append(time.perf_counter() - started)
     return {size: statistics.median(t) for size, t in times.items()}

@@ -63,7 +63,7 @@ class Bench:
         session = await self.store.session(key)
         inbound = await self.store.record_inbound(msg, key)
         request = RunRequest(f"run-{user}", session, Conversation.of_key(key), (msg,), (inbound,) if inbound is not None else ())
-        return key, asyncio.create_task(self.agent.run(request))
+        return key, asyncio.create_task(self.agent.complete(request))
 
     async def parallel(self) -> tuple[float, float]:
         """(the parent's spawn step, the slowest child's run), seconds."""

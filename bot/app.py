@@ -1,4 +1,4 @@
-"""The running application: store, provider, agent, gateway and channels, as one lifecycle.
+"""The running application: store, provider, agent, intake, turns and channels, as one lifecycle.
 
     async with App(config, adapters) as app:
         await app.wait()
@@ -15,17 +15,17 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from bot.access import Access, access_policies
+from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.channels import Channel, registry
 from bot.config import Config
-from bot.conversation import ChannelInfo
+from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
-from bot.gateway import Gateway, GatewaySettings
-from bot.limits import LimitSettings, PersonLimits
+from bot.intake import Intake, IntakeSettings
+from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.providers import make_provider
 from bot.providers.base import Usage
 from bot.providers.pricing import Price
@@ -36,6 +36,7 @@ from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
 from bot.tools.spawn import SubAgents, spawn_tool
 from bot.tracing import Redactor
+from bot.turns import Turns
 from bot.workspace import Workspaces
 
 log = logging.getLogger(__name__)
@@ -117,22 +118,26 @@ class App:
         downloads = {name: int(getattr(getattr(cfg.channels, name, None), "max_download_mb", 20) * 1024 * 1024)
                      for name in self.channels}
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
-        self.gateway = Gateway(
-            agent, self.store, self.events, self.channels, Access(policies, self.store), self.delivery,
-            GatewaySettings(a.id, a.dm_scope, a.identity_links, limits, r.recover_max_age, downloads,
-                            lambda msg, owner: policy_for(cfg.tools, policies.get(msg.platform), platform=msg.platform,
-                                                          chat_type=msg.chat_type.value, chat_id=msg.chat_id,
-                                                          is_owner=owner),
-                            group_scope=cfg.workspace.group_scope,
-                            channel_info={name: channel_info(name) for name in self.channels},
-                            context_retention=cfg.storage.retention.context * 86400),
-            person_limits,
-        )
-        tools.register(message_tool(self.gateway))  # after spawn: sub-agents never get it
-        self._stack.push_async_callback(self.gateway.aclose)
+        access = Access(policies, self.store)
+        context = GroupContext()
+        intake_settings = IntakeSettings(
+            a.id, a.dm_scope, a.identity_links, cfg.workspace.group_scope,
+            {name: channel_info(name) for name in self.channels}, r.recover_max_age, downloads,
+            cfg.storage.retention.context * 86400)
+        keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links))  # noqa: E731
+        self.turns = Turns(
+            agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
+            is_owner=access.is_owner, keys=keys, person_limits=person_limits,
+            policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
+                                                  chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner))
+        self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
+                             limits=person_limits, agent=agent)
+        tools.register(message_tool(self.turns))  # after spawn: sub-agents never get it
+        self._stack.push_async_callback(self.turns.aclose)
+        self._stack.push_async_callback(self.intake.aclose)
         self._stack.push_async_callback(self.events.aclose)
         for name, channel in self.channels.items():
-            await channel.start(self.gateway.handle)
+            await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
-        await self.gateway.recover()
+        await self.intake.recover()

@@ -1,30 +1,134 @@
-"""Chat commands: parsed here, answered by the gateway at once, even during a run."""
+"""Chat commands: one table, parsed here, answered by the intake at once, even during a run.
+
+``COMMANDS`` is the one list: each entry names its handler, its ``/help`` line, its menu
+description (the platforms' command menus: Telegram's list, Discord's and Slack's slash
+commands; empty keeps it out of menus), whether it is ``urgent`` (never waits behind the
+session's earlier messages) and whether it is for ``owners_only``. ``NAMES``, ``MENU`` and
+``HELP`` are derived from it, so adding a command is one entry here and its handler.
+
+A handler gets the ``CommandHost`` (what the core can do for a command: the intake
+implements it) and the ``CommandCall``, and returns the ``Reply`` owed to the chat, or
+None when it answered on its own (``/compact`` runs in the session's lane).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-NAMES = ("stop", "stopall", "new", "reset", "status", "compact", "help", "start", "whoami")
+from bot.messages import ChatType, InboundMessage
 
+if TYPE_CHECKING:
+    from bot.conversation import Conversation
+
+
+@dataclass(frozen=True, slots=True)
+class CommandCall:
+    """One command as it arrived: parsed, with its message, conversation and stored id."""
+
+    command: Command
+    msg: InboundMessage
+    conversation: Conversation
+    inbound_id: int
+    owner: bool  # the sender is one of the platform's owners
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a command owes the chat: one sentence, and any further inbound messages it
+    answers (``/stop`` answers the stopped run's messages too)."""
+
+    text: str
+    also_answers: tuple[int, ...] = ()
+
+
+class CommandHost(Protocol):
+    async def stop(self, conversation: Conversation) -> tuple[bool, int, tuple[int, ...]]:
+        """Stop the session's run and queue: (a run was stopped, messages dropped, ids it answers)."""
+
+    async def stop_chat(self, platform: str, chat_id: str) -> int:
+        """Stop every run of a chat; how many."""
+
+    async def fresh(self, conversation: Conversation) -> None:
+        """Stop the session and start a fresh one (the old one is kept)."""
+
+    async def status(self, call: CommandCall) -> str:
+        """``/status``'s text."""
+
+    async def compact(self, call: CommandCall) -> None:
+        """Queue a compaction in the session's lane (it answers when done)."""
+
+
+Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    name: str
+    handler: Handler
+    help: str  # the /help line (without the name); "" keeps it out of /help
+    menu: str = ""  # the description in the platforms' command menus; "" keeps it out
+    urgent: bool = False  # answered at once, never behind the session's earlier messages
+    owners_only: bool = False  # others get a sentence in a DM, nothing in a group
+
+
+async def _stop(host: CommandHost, call: CommandCall) -> Reply:
+    stopped, dropped, answered = await host.stop(call.conversation)
+    text = "Stopped." if stopped else "Nothing is running."
+    if dropped:
+        text += f" {dropped} waiting message{'s' if dropped != 1 else ''} dropped."
+    return Reply(text, answered)
+
+
+async def _stopall(host: CommandHost, call: CommandCall) -> Reply:
+    count = await host.stop_chat(call.msg.platform, call.msg.chat_id)
+    return Reply(f"Stopped {count} run{'s' if count != 1 else ''}.")
+
+
+async def _new(host: CommandHost, call: CommandCall) -> Reply:
+    await host.fresh(call.conversation)
+    return Reply("Started a fresh conversation. The old one is kept.")
+
+
+async def _status(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.status(call))
+
+
+async def _compact(host: CommandHost, call: CommandCall) -> None:
+    await host.compact(call)
+
+
+async def _whoami(host: CommandHost, call: CommandCall) -> Reply:
+    msg = call.msg
+    where = "this DM" if msg.chat_type is ChatType.DM else f"chat {msg.chat_id}"
+    return Reply(f"Your {msg.platform} id is {msg.sender.id} ({where}).")
+
+
+async def _help(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(HELP)
+
+
+COMMANDS: tuple[CommandSpec, ...] = (
+    CommandSpec("stop", _stop, "stop the current answer (and drop messages waiting behind it)",
+                "Stop the current answer", urgent=True),
+    CommandSpec("new", _new, "start a fresh conversation (the old one is kept)", "Start a fresh conversation"),
+    CommandSpec("reset", _new, ""),
+    CommandSpec("status", _status, "model, context use, tokens and cost of this conversation",
+                "Model, context and cost of this conversation"),
+    CommandSpec("compact", _compact, "summarise the conversation so far (frees context; nothing is deleted)",
+                "Summarise the conversation so far to free context"),
+    CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
+    CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
+    CommandSpec("help", _help, "this list", "What I can do"),
+    CommandSpec("start", _help, ""),
+)
+BY_NAME: dict[str, CommandSpec] = {spec.name: spec for spec in COMMANDS}
+NAMES = tuple(BY_NAME)
 # The commands a platform registers with its own menu (Telegram's command list, Slack's and
 # Discord's slash commands): (name, description). Adapters read it through bot.channels.
-MENU: tuple[tuple[str, str], ...] = (
-    ("stop", "Stop the current answer"),
-    ("new", "Start a fresh conversation"),
-    ("status", "Model, context and cost of this conversation"),
-    ("compact", "Summarise the conversation so far to free context"),
-    ("whoami", "Your id on this platform"),
-    ("help", "What I can do"),
-)
-
-HELP = """\
-/stop – stop the current answer (and drop messages waiting behind it)
-/new – start a fresh conversation (the old one is kept)
-/status – model, context use, tokens and cost of this conversation
-/compact – summarise the conversation so far (frees context; nothing is deleted)
-/whoami – your id on this platform, for an allowlist
-/stopall – stop every run in this chat (owners)
-/help – this list"""
+MENU: tuple[tuple[str, str], ...] = tuple((spec.name, spec.menu) for spec in COMMANDS if spec.menu)
+HELP = "\n".join(f"/{spec.name} – {spec.help}" for spec in COMMANDS if spec.help)
 
 
 @dataclass(frozen=True, slots=True)

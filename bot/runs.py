@@ -21,9 +21,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.messages import ChatType, InboundMessage
+
+if TYPE_CHECKING:
+    from bot.conversation import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +45,27 @@ class Admission(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    msg: InboundMessage
-    inbound_id: int
+    """One input of a session's next run: a stored inbound message, or (``msg`` None) a
+    ``task`` with no inbound message (a scheduled job, the dashboard) for ``conversation``."""
+
+    msg: InboundMessage | None
+    inbound_id: int | None
     arrived: float = field(default_factory=time.monotonic)
+    task: str = ""
+    conversation: Conversation | None = None
+
+    @property
+    def chat(self) -> tuple[str, str]:
+        if self.msg is not None:
+            return self.msg.platform, self.msg.chat_id
+        assert self.conversation is not None, "a task has its conversation"
+        return self.conversation.platform, self.conversation.chat_id
+
+    @property
+    def in_group(self) -> bool:
+        if self.msg is not None:
+            return self.msg.chat_type is ChatType.GROUP
+        return self.conversation is not None and self.conversation.is_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +88,7 @@ class ActiveRun:
 
     @property
     def chat(self) -> tuple[str, str]:
-        msg = self.batch[-1].msg
-        return msg.platform, msg.chat_id
+        return self.batch[-1].chat
 
 
 class RunRegistry(Protocol):
@@ -143,7 +163,7 @@ class Dispatcher:
         """Take a stored message for its session: run it, queue it, or refuse (queue full)."""
         lane = self._lanes.get(session_key)
         if lane is None:
-            group = (pending.msg.platform, pending.msg.chat_id) if pending.msg.chat_type is ChatType.GROUP else None
+            group = pending.chat if pending.in_group else None
             lane = self._lanes[session_key] = _Lane(session_key, group)
         busy = lane.worker is not None and not lane.worker.done()
         if busy and len(lane.queue) >= self._limits.max_queued:
@@ -224,10 +244,11 @@ class Dispatcher:
     def _take(self, lane: _Lane) -> tuple[Pending, ...]:
         if not lane.queue:
             return ()
-        if self._limits.queue_mode is QueueMode.FOLLOWUP:
-            return (lane.queue.pop(0),)
-        batch = tuple(lane.queue)
-        lane.queue.clear()
+        if self._limits.queue_mode is QueueMode.FOLLOWUP or lane.queue[0].msg is None:
+            return (lane.queue.pop(0),)  # a task is a run of its own
+        count = next((i for i, p in enumerate(lane.queue) if p.msg is None), len(lane.queue))
+        batch = tuple(lane.queue[:count])
+        del lane.queue[:count]
         return batch
 
     async def _run(self, lane: _Lane, run: ActiveRun) -> None:

@@ -73,7 +73,7 @@ class Harness:
         inbound_id = await self.store.record_inbound(msg, key)
         assert inbound_id is not None
         request = RunRequest(f"run{self.runs}", session, Conversation.of_key(key), (msg,), (inbound_id,), max_iterations)
-        return await self.agent.run(request)
+        return await self.agent.complete(request)
 
     def kinds(self, run_id: str) -> list[str]:
         return [e.kind.value for e in self.events if e.run_id == run_id]

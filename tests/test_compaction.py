@@ -181,7 +181,7 @@ class Harness:
         msg = self.inbound(text, chat_type)
         session = await self.store.session(self.key(chat_type))
         request = RunRequest(f"run{self.runs}", session, Conversation.of_key(session.key), (msg,))
-        return request, await self.agent.run(request)
+        return request, await self.agent.complete(request)
 
     async def turn(self, text: str, chat_type: ChatType = ChatType.DM):  # type: ignore[no-untyped-def]
         """A run, then the after-run compaction, as the gateway does it."""

@@ -45,7 +45,7 @@ class Group:
         self.runs += 1
         key = "agent:main:telegram:group:-100"
         before = len(self.llm.requests)
-        await self.agent.run(RunRequest(f"run{self.runs}", await self.store.session(key), Conversation.of_key(key), inbound,
+        await self.agent.complete(RunRequest(f"run{self.runs}", await self.store.session(key), Conversation.of_key(key), inbound,
                                         context=context, sender_is_owner=owner))
         return self.llm.requests[before].body
 

@@ -200,7 +200,7 @@ async def test_a_stopped_run_is_charged_what_it_spent_and_still_after_a_restart(
     await channel.inject(tg_dm("/stop"))
     await channel.wait_for_replies(1)
     assert channel.texts() == ["Stopped."]
-    tokens, _ = await app.gateway._limits.today("telegram:42")  # counted at once, not at the run's end
+    tokens, _ = await app.intake.limits.today("telegram:42")  # counted at once, not at the run's end
     assert tokens >= 10500
     await channel.inject(tg_dm("and another"))
     await channel.wait_for_replies(2)
@@ -221,7 +221,7 @@ async def test_an_interrupted_run_is_charged(start, llm: FakeLLM) -> None:  # ty
     await llm.wait_for_requests(2, timeout=5)
     await channel.inject(tg_dm("never mind, this instead"))
     await channel.wait_for_replies(1)
-    tokens, _ = await app.gateway._limits.today("telegram:42")
+    tokens, _ = await app.intake.limits.today("telegram:42")
     assert tokens >= 3100 + 12 + 5  # the interrupted run's calls and the new run's
 
 
@@ -234,7 +234,7 @@ async def test_a_sub_agent_is_charged_once(start, llm: FakeLLM) -> None:  # type
     await channel.wait_for_replies(1)
     assert channel.texts() == ["done"]
     assert await app.store.usage_since("telegram:42", 0) == (1010 + 505 + 2010, 0.0)
-    tokens, _ = await app.gateway._limits.today("telegram:42")
+    tokens, _ = await app.intake.limits.today("telegram:42")
     assert tokens == 1010 + 505 + 2010
 
 

@@ -330,7 +330,7 @@ class Bot:
         self.llm.script(Reply.tool_calls([Call("exec", {"command": c}, id=f"c{i}") for i, c in enumerate(commands)]),
                         Reply.text("done"))
         before = len(self.llm.requests)
-        await self.agent.run(RunRequest(f"run{self.runs}", await self.store.session(key), Conversation.of_key(key), (msg,),
+        await self.agent.complete(RunRequest(f"run{self.runs}", await self.store.session(key), Conversation.of_key(key), (msg,),
                                         sender_is_owner=True))
         tool_messages = [m for m in self.llm.requests[before + 1].body["messages"] if m["role"] == "tool"]
         return [m["content"] for m in tool_messages]
@@ -397,7 +397,7 @@ async def test_sandbox_setsid_children_die_on_stop_and_timeout(bot: Bot, how: st
                        Reply.text("done"))
         msg = InboundMessage("telegram", "bot", "42", ChatType.DM, Sender("42", "Owner"), "go", "t1")
         key = "agent:main:telegram:dm:42"
-        await bot.agent.run(RunRequest("run-t", await bot.store.session(key), Conversation.of_key(key), (msg,), sender_is_owner=True))
+        await bot.agent.complete(RunRequest("run-t", await bot.store.session(key), Conversation.of_key(key), (msg,), sender_is_owner=True))
         assert "timed out after 1 s" in json.dumps(bot.llm.requests[-1].body["messages"])
     else:  # /stop cancels the run's task
         run = asyncio.create_task(bot.run(command))

@@ -49,7 +49,7 @@ class Loop:
         session = await self.store.session(key)
         inbound_id = await self.store.record_inbound(msg, key)
         assert inbound_id is not None
-        result = await self.agent(tools).run(RunRequest(f"run{self.runs}", session, Conversation.of_key(key), (msg,), (inbound_id,)))
+        result = await self.agent(tools).complete(RunRequest(f"run{self.runs}", session, Conversation.of_key(key), (msg,), (inbound_id,)))
         history = await self.store.history(session)
         ids = {c.id for c in calls}
         results = [r for m in history for r in m.tool_results if r.tool_call_id in ids]

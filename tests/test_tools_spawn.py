@@ -52,7 +52,7 @@ class Spawning:
         session = await self.store.session(KEY)
         inbound = await self.store.record_inbound(msg, KEY)
         assert inbound is not None
-        return await self.agent.run(RunRequest("parent-run", session, Conversation.of_key(KEY), (msg,), (inbound,)))
+        return await self.agent.complete(RunRequest("parent-run", session, Conversation.of_key(KEY), (msg,), (inbound,)))
 
     async def results(self) -> list[ToolResult]:
         history = await self.store.history(await self.store.session(KEY))

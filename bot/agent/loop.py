@@ -33,7 +33,7 @@ from bot.conversation import Conversation
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
 from bot.llm import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
-from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
+from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolContext
@@ -54,9 +54,6 @@ REPEATED_RESULT = "Not run: this exact call was already made twice in a row with
 
 
 PostRunHook = Callable[["RunRequest", "RunResult"], Awaitable[None]]
-# Renders the final text (or a failure sentence, ``failed``) into the answer owed to the
-# chat; called once the run's progress may end, so the answer is stored with the turn.
-Reply = Callable[[str, bool], Awaitable[Answer]]
 
 
 class RunStatus(StrEnum):
@@ -77,7 +74,6 @@ class RunRequest:
     task: str = ""  # a turn with no inbound message (a sub-agent's task, a scheduled job): its text
     user_id: str = ""  # whom the run acts for (the last sender; a task's owner), for the tools
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
-    reply: Reply | None = None  # without it the run stores no answer and settles its messages
     sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
     tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
     payers: tuple[str, ...] = ()  # whom its model calls are charged to ("platform:user_id"), split evenly
@@ -102,7 +98,7 @@ class RunResult:
     iterations: int = 0
     error: str | None = None  # one sentence for the user when status is failed
     prompt_tokens: int = 0  # the last request's prompt (provider-reported where given), for compaction
-    answer: Answer | None = None  # stored with the turn, for delivery
+    turn: Turn | None = None  # what the run adds to its session, not stored yet (None: stored, cancelled)
     live_messages: int | None = None  # the session's live messages with this turn's (None: not read)
 
 
@@ -232,15 +228,28 @@ class Agent:
         """The ready workspace of a conversation (files are saved there before a run)."""
         return await self._workspaces.prepare(conversation)
 
+    async def complete(self, request: RunRequest) -> RunResult:
+        """``run``, then store its turn as it is (no answer to deliver: sub-agents, tools run by
+        hand, tests), then the post-run hooks; the turn runner (``bot.turns``) stores the turn
+        with the rendered answer instead, and then calls ``finished``."""
+        result = await self.run(request)
+        if result.turn is not None:
+            await self._store.append_turn(result.turn)
+        await self.finished(request, result)
+        return result
+
     async def run(self, request: RunRequest) -> RunResult:
-        """One run, then the post-run hooks (e.g. compaction); a failing hook is logged."""
-        result = await self._run(request)
+        """One run, computed: its ``RunResult.turn`` is for the caller to commit (a cancelled
+        run's turn is stored here, as nothing else can)."""
+        return await self._run(request)
+
+    async def finished(self, request: RunRequest, result: RunResult) -> None:
+        """The post-run hooks, once the turn is stored; a failing hook is logged."""
         for hook in self._post_run:
             try:
                 await hook(request, result)
             except Exception:
                 log.exception("post-run hook failed session=%s run=%s", request.session_key, request.run_id)
-        return result
 
     async def _run(self, request: RunRequest) -> RunResult:
         s = self.settings
@@ -449,23 +458,21 @@ class Agent:
         """Store the turn with its trace in one transaction, emit the end event, build the result."""
         r, s = run.request, self.settings
         record = run.trace.finish(status.value, run.iterations, error)
-        answer = None
-        if r.reply is not None and status is not RunStatus.CANCELLED and (text or error):
-            answer = await r.reply(error or text, status is RunStatus.FAILED)
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
-        settle = answer is None and status is not RunStatus.CANCELLED
-        turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model, r.inbound_ids,
-                    record, answer, settle, run.trace.bill.charges() if run.trace.bill else ())
-        if status is RunStatus.CANCELLED:  # still write the turn although the task is being cancelled
-            await asyncio.shield(self._store.append_turn(turn))
-        else:
-            await self._store.append_turn(turn)
+        # Whoever commits a finished turn with an answer to deliver sets ``answer`` and ``settle``.
+        settle = status is not RunStatus.CANCELLED
+        turn: Turn | None = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model,
+                                 r.inbound_ids, record, None, settle,
+                                 run.trace.bill.charges() if run.trace.bill else ())
+        if status is RunStatus.CANCELLED:  # nobody else can: stored although the task is being cancelled
+            await asyncio.shield(self._store.append_turn(turn))  # type: ignore[arg-type]
+            turn = None
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
         await self._events.emit(RunEvent(kind, r.run_id, r.conversation, error or text, usage=run.trace.usage))
         live = None if run.live is None else run.live + len(run.new)
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
-                         run.prompt_tokens, answer, live)
+                         run.prompt_tokens, turn, live)
 
     def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path,
                 tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:

@@ -103,7 +103,7 @@ class SubAgents:
                 session = await self._store.session(key, fresh=True)
                 started = time.time()
                 log.info("sub-agent %s started session=%s run=%s", key, ctx.session_key, ctx.run_id)
-                result = await agent.run(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,
+                result = await agent.complete(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,
                                                     user_id=ctx.user_id, payers=ctx.payers))
             finally:
                 self.active -= 1

@@ -1,0 +1,356 @@
+"""Inbound message -> stored -> access -> commands -> files -> the turn runner.
+
+``handle`` is every channel's ``Inbox``: it stores the message (deduped by platform,
+account, chat and message id), builds its ``Conversation`` once, and puts it in its
+session's intake lane, then returns, so the channel may confirm the event. Each session
+decides its messages in arrival order in a lane of its own (a queue and one worker task
+that lives while there is work): access from metadata alone (an ignored or refused
+message keeps only its dedupe key, and a chat the policy ignores gets nothing), commands
+(``bot.commands``), the person's limits, then the message's files, fetched through its
+channel into the workspace's inbox (this is the only place uploads are saved), and the
+message goes to the turn runner (``bot.turns``). A slow download holds only its own
+session; ``/stop`` and ``/stopall`` never wait in a lane at all.
+
+Outstanding inbound work is bounded: ``handle`` waits for room once ``max_outstanding``
+messages are still being decided, so a channel that awaits its inbox stops taking more
+(Telegram stops polling, Slack's acks wait) instead of piling up tasks; a session with
+``max_waiting`` messages still waiting to be decided gets its next ones answered busy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bot.access import Access, Action, GroupContext
+from bot.agent.loop import FAILED, Agent
+from bot.channels.base import Channel, SendFailed
+from bot.commands import BY_NAME, CommandCall, Reply, parse_command, status_text
+from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
+from bot.limits import PersonLimits, budget_line, limit_keys
+from bot.messages import ChatType, InboundMessage
+from bot.session_keys import DmScope, GroupScope
+from bot.turns import BUSY, Turns, TurnStore
+from bot.workspace import OutsideWorkspaceError, Workspaces, save_upload
+
+log = logging.getLogger(__name__)
+
+UNSAVED = ("Sorry, I could not save your file: inbox/ in your workspace is a link that leads outside it. "
+           "Remove that link and send the file again.")
+MAX_OUTSTANDING = 256  # inbound messages stored but not yet decided, every session together
+MAX_WAITING = 64  # of one session; beyond, a message is answered busy at once
+MAX_DOWNLOADS = 8  # files fetched at once (each session fetches its own in order)
+PRUNE_EVERY = 3600.0  # seconds between two prunings of stored group context
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeSettings:
+    agent_id: str
+    dm_scope: DmScope = "per-user"
+    identity_links: Mapping[str, Sequence[str]] | None = None
+    group_scope: GroupScope = "per-group"  # per-user: a session per member in groups
+    channel_info: Mapping[str, ChannelInfo] | None = None  # platform -> what its channel shows the prompt
+    recover_max_age: float = 600.0
+    max_download: Mapping[str, int] | None = None  # platform -> bytes
+    context_retention: float = 7 * 86400.0  # seconds a group message kept only as context stays stored
+    max_outstanding: int = MAX_OUTSTANDING
+    max_waiting: int = MAX_WAITING
+
+
+@dataclass(slots=True)
+class _Item:
+    msg: InboundMessage
+    conversation: Conversation
+    inbound_id: int
+    received: float
+    recovered: bool = False
+
+
+@dataclass(slots=True)
+class _Lane:
+    items: deque[_Item] = field(default_factory=deque)
+    worker: asyncio.Task[None] | None = None
+
+
+class Intake:
+    def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
+                 workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
+                 limits: PersonLimits | None = None, agent: Agent | None = None) -> None:
+        self._store = store
+        self._channels = channels
+        self._access = access
+        self._turns = turns
+        self._workspaces = workspaces
+        self._context = context
+        self._settings = settings
+        self.limits = limits if limits is not None and limits.active else None
+        self._agent = agent
+        self._lanes: dict[str, _Lane] = {}
+        self._room = asyncio.Semaphore(settings.max_outstanding)
+        self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
+
+    # -- the channels' inbox -------------------------------------------------------------
+
+    def conversation(self, msg: InboundMessage) -> Conversation:
+        """The conversation ``msg`` belongs to: built here, where a turn enters, and carried on."""
+        s = self._settings
+        return conversation_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
+                                group_scope=s.group_scope, channel=(s.channel_info or {}).get(msg.platform))
+
+    def session_key(self, msg: InboundMessage) -> str:
+        return self.conversation(msg).session_key
+
+    def limit_keys(self, msg: InboundMessage) -> tuple[str, ...]:
+        """Whom ``msg`` counts against (the linked person where there is one)."""
+        return limit_keys(msg, person_of(msg.platform, msg.sender.id, self._settings.identity_links))
+
+    async def handle(self, msg: InboundMessage) -> None:
+        """The channels' inbox: returns once ``msg`` is stored (raises if it could not be), and,
+        when ``max_outstanding`` messages are being decided, once there is room again."""
+        conversation = self.conversation(msg)
+        inbound_id = await self._store.record_inbound(msg, conversation.session_key)
+        if inbound_id is None:
+            log.info("redelivered message ignored session=%s message=%s", conversation.session_key, msg.message_id)
+            return
+        if self._early is not None:
+            self._early.add(inbound_id)
+        await self._enqueue(_Item(msg, conversation, inbound_id, time.time()))
+
+    async def recover(self) -> None:
+        """Start-up: first deliver what is owed, then decide again what was never answered;
+        from then on, prune stored group context past its retention every hour."""
+        self._spawn(self._prune_context(), "context pruning")
+        await self._turns.resume()
+        unanswered = await self._store.unanswered()
+        early, self._early = self._early or set(), None  # channels start first: these are being decided
+        for record in unanswered:
+            if record.message.platform not in self._channels or record.id in early:
+                continue
+            log.info("recovering unanswered message session=%s inbound=%s", record.session_key, record.id)
+            await self._enqueue(_Item(record.message, self.conversation(record.message), record.id,
+                                      record.received_at, recovered=True))
+
+    async def aclose(self) -> None:
+        for lane in list(self._lanes.values()):
+            if lane.worker is not None:
+                lane.worker.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        waiting = {lane.worker for lane in self._lanes.values() if lane.worker is not None} | self._tasks
+        if waiting:
+            await asyncio.wait(waiting)
+
+    async def _enqueue(self, item: _Item) -> None:
+        command = parse_command(item.msg.text)
+        if command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent:
+            self._spawn(self._urgent(item), f"command {item.inbound_id}")  # never behind the lane
+            return
+        key = item.conversation.session_key
+        lane = self._lanes.setdefault(key, _Lane())
+        if len(lane.items) >= self._settings.max_waiting:
+            log.warning("intake lane full session=%s; message %s answered busy", key, item.msg.message_id)
+            self._spawn(self._turns.notice(item.msg, BUSY, (item.inbound_id,), "busy"), "busy notice")
+            return
+        await self._room.acquire()  # backpressure: the channel waits here, nothing piles up
+        lane.items.append(item)
+        if lane.worker is None:
+            lane.worker = asyncio.create_task(self._work(key, lane), name=f"intake {key}")
+
+    async def _work(self, key: str, lane: _Lane) -> None:
+        try:
+            while lane.items:
+                item = lane.items[0]
+                try:
+                    await self._process(item)
+                finally:
+                    lane.items.popleft()
+                    self._room.release()
+        finally:
+            lane.worker = None
+            if self._lanes.get(key) is lane and not lane.items:
+                del self._lanes[key]
+
+    # -- deciding ----------------------------------------------------------------------
+
+    async def _urgent(self, item: _Item) -> None:
+        try:
+            if await self._allowed(item):
+                await self._command(item)
+        except Exception:
+            log.exception("command %s failed session=%s", item.inbound_id, item.conversation.session_key)
+            await self._turns.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
+
+    async def _process(self, item: _Item) -> None:
+        try:
+            await self._decide(item)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a full disk, a file where the inbox should be, a store error: one sentence
+            log.exception("inbound %s failed before its run session=%s", item.inbound_id,
+                          item.conversation.session_key)
+            await self._turns.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
+
+    async def _decide(self, item: _Item) -> None:
+        msg = item.msg
+        if not await self._allowed(item):
+            return
+        if parse_command(msg.text) is not None:
+            await self._command(item)
+            return
+        if not await self._within_limits(msg, item.inbound_id):
+            return
+        if item.recovered and time.time() - item.received > self._settings.recover_max_age:
+            preview = " ".join(msg.text.split())[:60]
+            await self._turns.notice(msg, "Sorry, I was restarted before I could answer your message"
+                                          f" (“{preview}”). Please send it again.", (item.inbound_id,), "late")
+            return
+        fetched = await self._fetch(item)
+        if fetched is not None:
+            self._turns.submit(item.conversation, fetched, item.inbound_id)
+
+    async def _allowed(self, item: _Item) -> bool:
+        msg, inbound_id = item.msg, item.inbound_id
+        decision = await self._access.check(msg)
+        if decision.action is Action.RUN:
+            return True
+        log.debug("not run (%s: %s) %s:%s inbound=%s", decision.action, decision.reason, msg.platform,
+                  msg.chat_id, inbound_id)
+        if decision.action is Action.CONTEXT:
+            self._context.remember(msg)
+            await self._store.keep_as_context(inbound_id)  # pruned after storage.retention.context
+            return False
+        await self._store.forget_inbound(inbound_id)  # refused or ignored: only the dedupe key stays
+        if decision.reply:
+            await self._turns.notice(msg, decision.reply, (), "access")
+        return False
+
+    async def _within_limits(self, msg: InboundMessage, inbound_id: int) -> bool:
+        """The person's rate and daily budgets (owners exempt); over one, the message is
+        answered with one sentence (once per window, then quietly) and not run."""
+        if self.limits is None or self._access.is_owner(msg):
+            return True
+        refusal = await self.limits.check_all(self.limit_keys(msg))
+        if refusal is None:
+            return True
+        log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)
+        if refusal.text:
+            await self._turns.notice(msg, refusal.text, (inbound_id,), "limit")
+        else:
+            await self._store.mark_answered((inbound_id,))
+        return False
+
+    async def _fetch(self, item: _Item) -> InboundMessage | None:
+        """The message with its files saved in the workspace's inbox; None when it was refused
+        (too big, or the platform would not give the file), with a notice."""
+        msg, inbound_id = item.msg, item.inbound_id
+        todo = [a for a in msg.attachments if a.path is None]
+        if not todo:
+            return msg
+        limit = (self._settings.max_download or {}).get(msg.platform, 20 * 1024 * 1024)
+        too_big = next((a for a in todo if a.size is not None and a.size > limit), None)
+        channel = self._channels[msg.platform]
+        saved = {}
+        try:
+            if too_big is not None:
+                raise SendFailed(f"“{too_big.name}” is {too_big.size / 1048576:.1f} MB; I can take files up to "
+                                 f"{limit / 1048576:.0f} MB.", permanent=True)
+            workspace = await self._workspaces.prepare(item.conversation)
+            async with self._downloads:
+                for att in todo:
+                    data = await channel.fetch(att, limit)
+                    path = await asyncio.to_thread(save_upload, workspace, att.name, data)
+                    saved[id(att)] = replace(att, path=path, size=len(data), data=None)
+        except OutsideWorkspaceError:  # a link planted in the workspace: never followed out
+            log.warning("files of inbound %s not saved session=%s: inbox/ leads outside the workspace", inbound_id,
+                        item.conversation.session_key)
+            await self._turns.notice(msg, UNSAVED, (inbound_id,), "file")
+            return None
+        except SendFailed as exc:
+            log.info("files of inbound %s not taken session=%s: %s", inbound_id, item.conversation.session_key, exc)
+            text = str(exc) if too_big is not None else "Sorry, I could not download your file; please send it again."
+            await self._turns.notice(msg, text, (inbound_id,), "file")
+            return None
+        fetched = replace(msg, attachments=tuple(saved.get(id(a), a) for a in msg.attachments))
+        await self._store.update_inbound(inbound_id, fetched)
+        return fetched
+
+    # -- commands: the table in bot.commands; this is its CommandHost --------------------
+
+    async def _command(self, item: _Item) -> None:
+        command = parse_command(item.msg.text)
+        assert command is not None
+        spec = BY_NAME[command.name]
+        call = CommandCall(command, item.msg, item.conversation, item.inbound_id, self._access.is_owner(item.msg))
+        if spec.owners_only and not call.owner:
+            if item.msg.chat_type is not ChatType.DM:
+                await self._store.mark_answered((item.inbound_id,))  # not for them: no reply in groups
+                return
+            reply: Reply | None = Reply(f"Only an owner can use /{spec.name}.")
+        else:
+            reply = await spec.handler(self, call)
+        if reply is not None:
+            await self._turns.notice(item.msg, reply.text, (item.inbound_id, *reply.also_answers), "cmd")
+
+    async def stop(self, conversation: Conversation) -> tuple[bool, int, tuple[int, ...]]:
+        return await self._turns.stop(conversation)
+
+    async def stop_chat(self, platform: str, chat_id: str) -> int:
+        return await self._turns.stop_chat(platform, chat_id)
+
+    async def fresh(self, conversation: Conversation) -> None:
+        await self._turns.stop(conversation)
+        await self._store.session(conversation.session_key, fresh=True)
+
+    async def status(self, call: CommandCall) -> str:
+        assert self._agent is not None, "/status needs the agent"
+        s = self._agent.settings
+        key = call.conversation.session_key
+        session = await self._store.session(key)
+        tokens = await self._agent.next_request_tokens(session, call.conversation)
+        last = await self._agent.last_compaction(session)
+        usage = await self._store.usage(session)
+        dispatcher = self._turns.dispatcher
+        text = status_text(model=s.model, context_tokens=tokens, context_window=s.context_window,
+                           input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
+                           turns=usage.turns, running=dispatcher.active(key) is not None,
+                           queued=dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
+                           last_compaction=(last.tokens_before, last.tokens_after) if last else None)
+        if self.limits is not None:
+            tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
+            text += "\n" + budget_line(self.limits.settings, tokens, spent)
+        return text
+
+    async def compact(self, call: CommandCall) -> None:
+        if await self._within_limits(call.msg, call.inbound_id):  # model calls: within the limits, like a message
+            self._turns.submit(call.conversation, call.msg, call.inbound_id)  # in the session's lane, after its run
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    async def _prune_context(self) -> None:
+        while True:
+            try:
+                gone = await self._store.prune_context(time.time() - self._settings.context_retention)
+                if gone:
+                    log.info("pruned %d stored group context messages past their retention", gone)
+            except Exception:  # a busy or full disk: try again at the next round
+                log.exception("pruning stored group context failed")
+            await asyncio.sleep(PRUNE_EVERY)
+
+    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("%s failed", task.get_name(), exc_info=exc)

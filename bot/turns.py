@@ -1,0 +1,307 @@
+"""The turn runner: a Conversation and its input -> progress, the run, one commit, delivery.
+
+A turn starts from any source: stored inbound messages the intake decided to run
+(``submit``), or a text with no inbound message (``start``: a scheduled job, an answered
+approval, the dashboard). Either way it waits in its session's lane (``bot.runs``: one run
+per session, queue modes, caps), then runs here: the chat's progress (status, a streamed
+draft) while the agent computes the turn, then the answer is rendered for the channel and
+committed with the turn in one transaction, and handed to delivery (``bot.delivery``),
+outside the run's slot. The agent never calls back: it returns an uncommitted turn.
+
+``/stop`` cancels the run and returns as soon as the run has ended (its turn stored, so
+the history stays valid): the confirmation is sent before the stopped draft is settled,
+which happens afterwards in a task of its own, still keeping the draft's edit interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from bot.access import GroupContext
+from bot.agent.compaction import compact_reply
+from bot.agent.events import EventBus, EventKind, RunEvent
+from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
+from bot.channels.base import Channel, Status
+from bot.channels.outbound import answer_for
+from bot.channels.progress import Progress
+from bot.commands import parse_command
+from bot.conversation import Conversation
+from bot.delivery import Delivery
+from bot.limits import PersonLimits
+from bot.messages import Answer, InboundMessage, Target
+from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
+from bot.store.base import AnswerStore, Store
+from bot.tools.policy import ToolPolicy
+
+log = logging.getLogger(__name__)
+
+BUSY = "I'm still busy, your message was not queued. Send it again when I've answered, or /stop."
+
+PolicyFor = Callable[[Conversation, bool], ToolPolicy]  # (conversation, every sender an owner)
+Owner = Callable[[InboundMessage], bool]
+Keys = Callable[[InboundMessage], tuple[str, ...]]  # whom a message counts against (PersonLimits keys)
+
+
+class TurnStore(Store, AnswerStore):
+    """The store the turn runner needs: sessions and turns, and what is owed to chats."""
+
+
+class Turns:
+    def __init__(self, agent: Agent, store: TurnStore, events: EventBus, channels: Mapping[str, Channel],
+                 delivery: Delivery, context: GroupContext, *, limits: RunLimits = RunLimits(),
+                 is_owner: Owner = lambda msg: False, keys: Keys | None = None,
+                 policy: PolicyFor | None = None, person_limits: PersonLimits | None = None) -> None:
+        self._agent = agent
+        self._store = store
+        self._events = events
+        self._channels = channels
+        self._delivery = delivery
+        self._context = context
+        self._is_owner = is_owner
+        self._keys = keys or (lambda msg: (f"{msg.platform}:{msg.sender.id}",))
+        self._policy = policy
+        self._limits = person_limits if person_limits is not None and person_limits.active else None
+        self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded)
+        self._progress: dict[str, Progress] = {}
+        self._conversations: dict[str, Conversation] = {}  # run id -> the conversation it serves
+        self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
+        self._compacting: dict[str, asyncio.Task[Any]] = {}  # session key -> its post-run compaction
+        self._tasks: set[asyncio.Task[Any]] = set()
+        events.subscribe(self._route)
+
+    # -- starting turns ----------------------------------------------------------------
+
+    def submit(self, conversation: Conversation, msg: InboundMessage, inbound_id: int) -> Admission:
+        """A decided inbound message: run it in its session's lane (or queue it, or refuse it
+        with a sentence when the session's queue is full)."""
+        admission = self.dispatcher.submit(conversation.session_key,
+                                           Pending(msg, inbound_id, conversation=conversation))
+        if admission is Admission.REJECTED:
+            log.warning("queue full session=%s; message %s not queued", conversation.session_key, msg.message_id)
+            self._spawn(self.notice(msg, BUSY, (inbound_id,), "busy"), "busy notice")
+        return admission
+
+    def start(self, conversation: Conversation, task: str) -> Admission:
+        """A turn with no inbound message: ``task`` is its input, answered in ``conversation``'s
+        chat and delivered like any answer (a scheduled job, an approval answered, the dashboard)."""
+        return self.dispatcher.submit(conversation.session_key, Pending(None, None, task=task,
+                                                                        conversation=conversation))
+
+    # -- stopping ----------------------------------------------------------------------
+
+    async def stop(self, conversation: Conversation) -> tuple[bool, int, tuple[int, ...]]:
+        """Cancel the session's run (and its compaction) and drop its queue; returns once the run
+        has ended: (stopped, dropped, the inbound ids of the stopped run, answered by the caller)."""
+        key = conversation.session_key
+        active = self.dispatcher.active(key)
+        stopped, dropped = await self.dispatcher.stop(key)
+        if (compaction := self._compacting.pop(key, None)) is not None and not compaction.done():
+            compaction.cancel()
+            await asyncio.wait({compaction})
+            stopped = True
+        ids = tuple(p.inbound_id for p in active.batch if p.inbound_id is not None) \
+            if stopped and active is not None else ()
+        return stopped, dropped, ids
+
+    async def stop_chat(self, platform: str, chat_id: str) -> int:
+        return await self.dispatcher.stop_chat(platform, chat_id)
+
+    async def resume(self) -> None:
+        """Start-up: deliver what is owed (before anything new is decided)."""
+        await self._delivery.resume()
+
+    async def aclose(self) -> None:
+        """Cancel every run and task and wait for them; stop delivering."""
+        await self.dispatcher.aclose()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        await self._delivery.aclose()
+
+    # -- running -----------------------------------------------------------------------
+
+    async def _execute(self, run: ActiveRun) -> None:
+        """Run one batch and hand its answer to delivery (the dispatcher owns this task: /stop
+        cancels it); then, when the session grew past its limits, compact it in a task of its
+        own that /stop cancels too."""
+        compacts = tuple(p for p in run.batch if p.msg is not None and _is_compact(p.msg))
+        batch = tuple(p for p in run.batch if p not in compacts)
+        if compacts:  # /compact runs in the session's lane, like a run
+            await self._compact(compacts)
+        if not batch:
+            return
+        last = batch[-1]
+        conversation = last.conversation
+        assert conversation is not None, "the intake and start() give every input its conversation"
+        msgs = tuple(p.msg for p in batch if p.msg is not None)
+        ids = tuple(p.inbound_id for p in batch if p.inbound_id is not None)
+        channel = self._channels[conversation.platform]
+        target = Target.of(msgs[-1]) if msgs else Target(conversation.chat_id, conversation.chat_type,
+                                                           conversation.thread_id)
+        owner = bool(msgs) and all(self._is_owner(m) for m in msgs)
+        progress = Progress(channel, target, channel_streaming(channel))
+        await progress.__aenter__()
+        self._progress[run.run_id] = progress
+        self._conversations[run.run_id] = conversation
+        try:
+            session = await self._store.session(conversation.session_key)
+            context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
+            request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
+                                 context=context, sender_is_owner=owner,
+                                 tool_policy=self._policy(conversation, owner) if self._policy else None,
+                                 payers=tuple(dict.fromkeys(self._keys(m)[0] for m in msgs)))
+            result = await self._agent.run(request)
+        except asyncio.CancelledError:  # /stop, an interrupt or shutdown: the confirmation goes first
+            self._spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")
+            raise
+        except Exception:  # the agent turns its own failures into results: this is the store or a bug
+            log.exception("run failed outside the agent session=%s run=%s", conversation.session_key, run.run_id)
+            await progress.settle()
+            await self._owe(channel, f"failed-{run.run_id}", target, FAILED, ids, failed=True)
+            return
+        finally:
+            self._progress.pop(run.run_id, None)
+            self._conversations.pop(run.run_id, None)
+            self._extra.pop(run.run_id, None)
+        await self._commit(channel, target, run.run_id, ids, result, await progress.settle())
+        await self._agent.finished(request, result)
+        self._compact_later(request, result)
+
+    async def _commit(self, channel: Channel, target: Target, run_id: str, ids: tuple[int, ...], result: RunResult,
+                      draft: str | None) -> None:
+        """The turn and its rendered answer in one transaction, then delivery; a silent turn
+        settles its messages and leaves no trace in the chat."""
+        assert result.turn is not None, "only a cancelled run's turn is stored by the agent"
+        text = result.error or result.text
+        if result.status is RunStatus.SILENT or not text:
+            await self._store.append_turn(result.turn)
+            if result.status is RunStatus.SILENT:
+                self._spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
+            return
+        answer = answer_for(channel, run_id, target, text, inbound_ids=ids, draft_id=draft,
+                            failed=result.status is RunStatus.FAILED)
+        await self._store.append_turn(replace(result.turn, answer=answer, settle=False))
+        self._delivery.push(answer)
+
+    async def _settle_stopped(self, progress: Progress, channel: Channel, target: Target, stopped: bool) -> None:
+        await progress.settle()  # the draft's last edit, after the edit interval
+        if stopped:  # "Stopped." answers the /stop message: end this run's own status too
+            await _quietly(channel.status(target, Status.FAILED))
+
+    def _compact_later(self, request: RunRequest, result: RunResult) -> None:
+        """Compact the session after its run if it grew past its limits, in a task of its own:
+        the session's next message never waits for a summary; /stop cancels it like a run."""
+        key = request.session_key
+        if key in self._compacting or not self._agent.may_compact(result):
+            return
+        task = self._compacting[key] = self._spawn(self._agent.compact_after(request, result), f"compaction {key}")
+
+        def forget(done: asyncio.Task[Any]) -> None:
+            if self._compacting.get(key) is done:
+                del self._compacting[key]
+
+        task.add_done_callback(forget)
+
+    async def _compact(self, batch: tuple[Pending, ...]) -> None:
+        last = batch[-1]
+        assert last.msg is not None and last.conversation is not None and last.inbound_id is not None
+        msg, conversation = last.msg, last.conversation
+        session = await self._store.session(conversation.session_key)
+        owner = self._is_owner(msg)
+        result = await self._agent.compact(session, conversation, run_id=f"compact-{last.inbound_id}",
+                                           user_id=msg.sender.id,
+                                           tool_policy=self._policy(conversation, owner) if self._policy else None,
+                                           sender_is_owner=owner,
+                                           payers=tuple(dict.fromkeys(self._keys(p.msg)[0] for p in batch if p.msg)))
+        await self.notice(msg, compact_reply(result), tuple(p.inbound_id for p in batch if p.inbound_id is not None),
+                          "compact")
+
+    async def _queued(self, run: ActiveRun) -> None:
+        log.info("run waits for a slot session=%s run=%s", run.session_key, run.run_id)
+        conversation = run.batch[-1].conversation
+        if conversation is not None:
+            await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, conversation, "queued"))
+
+    async def _discarded(self, batch: tuple[Pending, ...]) -> None:
+        await self._store.mark_answered(p.inbound_id for p in batch if p.inbound_id is not None)
+
+    # -- sending -----------------------------------------------------------------------
+
+    async def notice(self, msg: InboundMessage, text: str, inbound_ids: tuple[int, ...], kind: str, *,
+                     failed: bool = False) -> None:
+        """Owe the chat of ``msg`` one short message (stored, then delivered like any answer)."""
+        await self._owe(self._channels[msg.platform], f"{kind}-{msg.platform}-{msg.chat_id}-{msg.message_id}",
+                        Target.of(msg), text, inbound_ids, failed=failed)
+
+    async def _owe(self, channel: Channel, answer_id: str, target: Target, text: str, inbound_ids: tuple[int, ...],
+                   *, failed: bool = False) -> None:
+        answer = answer_for(channel, answer_id, target, text, inbound_ids=inbound_ids, failed=failed)
+        await self._store.store_answer(answer)
+        self._delivery.push(answer)
+
+    async def send(self, run_id: str, text: str) -> None:
+        """The ``message`` tool's Messenger: an extra message to the chat the run serves, stored
+        and delivered like any answer, before the run's final answer; it counts against the
+        person's message rate (``PermissionError`` when over)."""
+        run = self.dispatcher.registry.get(run_id)
+        conversation = self._conversations.get(run_id)
+        if run is None or conversation is None:
+            raise LookupError(run_id)
+        last = run.batch[-1].msg
+        if self._limits is not None and last is not None and not self._is_owner(last):
+            refusal = await self._limits.check_all(self._keys(last))  # counts like a message
+            if refusal is not None:
+                raise PermissionError(f"over the person's {refusal.reason} limit")
+        channel = self._channels[conversation.platform]
+        target = Target.of(last) if last is not None else Target(conversation.chat_id, conversation.chat_type,
+                                                                   conversation.thread_id)
+        self._extra[run_id] = n = self._extra.get(run_id, 0) + 1
+        answer = answer_for(channel, f"{run_id}-message-{n}", target, text)
+        await self._store.store_answer(answer)
+        self._delivery.push(answer)
+
+    def push(self, answer: Answer) -> None:
+        self._delivery.push(answer)
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _route(self, event: RunEvent) -> None:
+        progress = self._progress.get(event.run_id)
+        if progress is not None:
+            progress.feed(event)
+
+    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("%s failed", task.get_name(), exc_info=exc)
+
+
+def channel_streaming(channel: Channel) -> Any:
+    """The channel's streaming mode (``off`` when it has none)."""
+    return getattr(channel, "streaming", "off")
+
+
+def _is_compact(msg: InboundMessage) -> bool:
+    command = parse_command(msg.text)
+    return command is not None and command.name == "compact"
+
+
+async def _quietly(step: Awaitable[None]) -> None:
+    try:
+        await step
+    except Exception as exc:  # noqa: BLE001 - cosmetic
+        log.debug("status update failed: %s", exc)
+
+
