@@ -34,12 +34,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bot.messages import ChatType
-
-if TYPE_CHECKING:
-    from bot.conversation import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +303,18 @@ def safe_name(*parts: str) -> str:
 # --------------------------------------------------------------------------- workspaces
 
 
+class Place(Protocol):
+    """Where a turn's files live: what ``Workspaces`` needs of a ``bot.conversation.Conversation``."""
+
+    @property
+    def workspace(self) -> str:
+        """The workspace's folder name under the root."""
+        ...
+
+    @property
+    def is_group(self) -> bool: ...
+
+
 class Workspaces:
     """Finds and seeds per-user workspaces under ``root``.
 
@@ -323,11 +332,11 @@ class Workspaces:
         self._seeded: set[Path] = set()
         self._locks: dict[Path, asyncio.Lock] = {}
 
-    def dir_for(self, conversation: Conversation) -> Path:
+    def dir_for(self, conversation: Place) -> Path:
         """The conversation's workspace (not created; see ``ensure``)."""
         return self.root / conversation.workspace
 
-    async def prepare(self, conversation: Conversation) -> Path:
+    async def prepare(self, conversation: Place) -> Path:
         """``dir_for`` then ``ensure``: the ready workspace of the conversation."""
         return await self.ensure(self.dir_for(conversation), group=conversation.is_group)
 
