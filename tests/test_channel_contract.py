@@ -315,8 +315,11 @@ class SlackHarness(Harness):
     async def say(self, text: str) -> None:
         await self._push(self.slack.event(self.slack.message(self.dm_chat, text, user=self.user)))
 
-    async def command(self, name: str) -> None:  # a slash command
-        await self._push(self.slack.command(f"/{name}", self.dm_chat, user=self.user))
+    async def command(self, name: str) -> None:  # a slash command; one Slack keeps (/help) through /chatgate
+        from adapters.slack.commands import RESERVED
+
+        slash, text = ("/chatgate", name) if name in RESERVED else (f"/{name}", "")
+        await self._push(self.slack.command(slash, self.dm_chat, text=text, user=self.user))
 
     async def say_in_group(self, text: str, *, mention: bool) -> None:
         body = f"<@{self.slack.bot_user}> {text}" if mention else text

@@ -9,6 +9,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -348,6 +349,32 @@ async def test_slash_stop_goes_to_the_live_thread(slack: FakeSlack, start: Start
     assert (stop.text, stop.thread_id, stop.addressed) == ("/stop", mention["ts"], True)
     await channel.status(Target.of(run), Status.FAILED)
     assert (new.text, new.thread_id) == ("/new fresh", mention["ts"])
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_chatgate_stop_is_the_same_message_as_slash_stop(slack: FakeSlack, start: Start, mode: str) -> None:
+    channel, inbox = await start(mode)
+    mention = slack.message("C1", "<@UBOT> write a novel")
+    await deliver(slack, channel, mode, slack.event(mention))
+    [run] = inbox.messages
+    await channel.status(Target.of(run), Status.WORKING)
+    plain = slack.command("/stop", "C1", text="now")
+    await deliver(slack, channel, mode, plain)
+    await deliver(slack, channel, mode, {**slack.command("/chatgate", "C1", text="STOP  now"),
+                                         "trigger_id": plain["trigger_id"]})
+    stop, app_stop = inbox.messages[1:]
+    assert replace(app_stop, timestamp=stop.timestamp) == stop  # all but the time it arrived
+    assert (stop.text, stop.thread_id) == ("/stop now", mention["ts"])
+    await channel.status(Target.of(run), Status.FAILED)
+
+
+async def test_app_command_name_from_the_config(slack: FakeSlack, start: Start) -> None:
+    channel, inbox = await start("http", command="/mybot")
+    for name, text in [("/mybot", "stop"), ("/mybot", "whoami"), ("/mybot", ""), ("/new", "")]:
+        assert (await slack.post_event(url(channel), slack.command(name, "D1", text=text)))[0] == 200
+    assert [m.text for m in inbox.messages] == ["/stop", "/whoami", "/help", "/new"]
+    for name in ("/chatgate", "/status", "/help"):  # another app's, and names Slack keeps: never registered
+        assert (await slack.post_event(url(channel), slack.command(name, "D1", text="stop")))[0] == 404
 
 
 async def test_command_prefix(slack: FakeSlack, start: Start) -> None:

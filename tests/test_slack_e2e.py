@@ -164,11 +164,29 @@ async def _assert_stopped(stack: Stack, mention: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("mode", ["socket", "http"])
-async def test_slash_stop_stops_the_run_in_its_thread(stack: Stack, mode: str) -> None:
-    await stack.start(mode)
+@pytest.mark.parametrize(("slash", "text", "keys"), [
+    ("/stop", "", ""),
+    ("/chatgate", "stop", ""),  # the app command: the same /stop
+    ("/mybot", "stop", ", command: /mybot"),  # a second chatgate app in the workspace
+], ids=["stop", "chatgate-stop", "mybot-stop"])
+async def test_slash_stop_stops_the_run_in_its_thread(stack: Stack, mode: str, slash: str, text: str,
+                                                      keys: str) -> None:
+    await stack.start(mode, keys="dm_policy: open, group_policy: open" + keys)
     mention = await _streaming_run(stack)
-    await stack.send(stack.slack.command("/stop", "C1"))
+    await stack.send(stack.slack.command(slash, "C1", text=text))
     await _assert_stopped(stack, mention)
+
+
+async def test_the_app_command_answers_status_and_help(stack: Stack) -> None:
+    await stack.start("http")
+    s = stack.slack
+    for n, text in enumerate(("status", "help", "", "bogus words"), 1):
+        await stack.send(s.command("/chatgate", "D1", text=text))
+        await s.wait_for_posts(n)  # one answer at a time: their order is the commands'
+    status, help_, bare, bogus = [p.text for p in answers(s, "D1")]
+    assert "fake-model" in status and "fake-model" not in help_
+    assert help_ == bare == bogus and "whoami" in help_  # alone or unknown: the help, as /help gives
+    assert not stack.llm.requests  # never a message for the model
 
 
 async def test_bare_stop_in_the_thread_stops_it(stack: Stack) -> None:

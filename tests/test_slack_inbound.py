@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
+from adapters.slack import commands
 from adapters.slack.config import SlackConfig, check
 from adapters.slack.inbound import (
     Me,
@@ -19,6 +23,7 @@ from adapters.slack.inbound import (
     stop_button_of,
     to_inbound,
 )
+from bot.channels import COMMAND_MENU, COMMAND_NAMES
 from bot.messages import AttachmentKind, ChatType
 
 ME = Me("UBOT", "BBOT", "T1")
@@ -184,11 +189,72 @@ def test_config_channels_key_is_read_as_groups() -> None:
       "channels.slack.app_token: expected a token starting with xapp-"]),
     ({"enabled": True, "mode": "http", "bot_token": "xoxb-1", "signing_secret": "s", "http": {"path": "x"}},
      ['channels.slack.http.path: must start with "/"']),
+    ({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", "command": "/mybot"}, []),
+    ({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", "command": "status"},
+     ["channels.slack.command: Slack keeps /status for itself"]),
+    ({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", "command": "stop"},
+     ["channels.slack.command: /stop is already one of chatgate's own commands"]),
+    ({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", "command": "cg-stop", "command_prefix": "cg-"},
+     ["channels.slack.command: /cg-stop is already one of chatgate's own commands"]),
+    ({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", "command": "My Bot"},
+     ['channels.slack.command: "/my bot" is not a Slack command name']),
 ])
 def test_check_lines(keys: dict[str, object], lines: list[str]) -> None:
     found = check(SlackConfig.model_validate(keys))
     assert len(found) == len(lines) and all(f.startswith(line) for f, line in zip(found, lines, strict=True))
     assert not any("xoxb-1" in f or "xapp-1" in f for f in found)  # never a secret in the lines
+
+
+# ------------------------------------------------------------------------ slash commands
+
+
+@pytest.mark.parametrize(("slash", "text", "routed"), [
+    ("/chatgate", "stop", ("stop", "")),
+    ("/chatgate", " Stop  right now ", ("stop", "right now")),
+    ("/chatgate", "/new fresh", ("new", "fresh")),
+    ("/chatgate", "status", ("status", "")),
+    ("/chatgate", "stopall", ("stopall", "")),  # every command, not only the menu's
+    ("/chatgate", "", ("help", "")),
+    ("/chatgate", "   ", ("help", "")),
+    ("/chatgate", "bogus stop", ("help", "")),
+    ("/stop", " now ", ("stop", "now")),
+    ("/new", "", ("new", "")),
+])
+def test_route(slash: str, text: str, routed: tuple[str, str]) -> None:
+    assert commands.route(slash, text) == routed
+
+
+def test_route_with_a_custom_name_and_a_prefix() -> None:
+    assert commands.route("/mybot", "stop", command="mybot", prefix="cg-") == ("stop", "")
+    assert commands.route("/cg-status", "", command="mybot", prefix="cg-") == ("status", "")
+
+
+def test_the_app_command_name_takes_an_optional_slash() -> None:
+    assert SlackConfig().command == "chatgate"
+    assert SlackConfig.model_validate({"command": " /MyBot"}).command == "mybot"
+
+
+def test_commands_of_their_own_skip_the_names_slack_keeps() -> None:
+    assert "status" in commands.RESERVED and "help" in commands.RESERVED
+    assert set(commands.direct()) == set(COMMAND_NAMES) - commands.RESERVED >= {"stop", "new", "compact", "whoami"}
+    assert set(commands.direct("cg-")) == {f"cg-{name}" for name in COMMAND_NAMES}  # prefixed: Slack's are free
+
+
+def readme_manifest() -> dict[str, object]:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "slash_commands:" in b]
+    return yaml.safe_load(block)
+
+
+def test_the_readme_manifest_registers_what_the_channel_answers() -> None:
+    listed = readme_manifest()["features"]["slash_commands"]  # type: ignore[index]
+    names = [entry["command"] for entry in listed]
+    assert names[0] == "/chatgate" and not {n.removeprefix("/") for n in names} & commands.RESERVED
+    menu = {name for name, _ in COMMAND_MENU}
+    direct = {n.removeprefix("/") for n in names[1:]}
+    assert direct <= menu and direct == menu - commands.RESERVED  # every menu command Slack leaves free
+    assert all(commands.route("/chatgate", name) == (name, "") for name in menu)  # and all through /chatgate
+    assert [(e["command"], e["description"], e.get("usage_hint", "")) for e in listed] == list(commands.manifest())
 
 
 def test_spec_imports_no_sdk() -> None:

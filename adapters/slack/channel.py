@@ -27,7 +27,7 @@ from slack_bolt.middleware.authorization.async_single_team_authorization import 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack import endpoint, inbound
+from adapters.slack import commands, endpoint, inbound
 from adapters.slack.config import SlackConfig
 from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
 from adapters.slack.errors import error_code, send_failed
@@ -40,7 +40,6 @@ from bot.messages import Attachment, ChatType, InboundMessage
 log = logging.getLogger(__name__)
 
 LIMITS = replace(DIALECT_LIMITS, max_chunks=8, edit_every=1.0, status_every=10.0)
-COMMANDS = ("stop", "new", "status", "help")
 NEEDED_SCOPES = ("chat:write", "app_mentions:read", "im:history", "reactions:write", "users:read")
 PARTICIPATION = 24 * 3600.0  # seconds a thread the bot answered in stays addressed
 NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
@@ -164,8 +163,10 @@ class SlackChannel:
             await ack()
 
         async def on_command(command: dict[str, Any], ack: Any) -> None:
-            name = str(command.get("command") or "").lstrip("/").removeprefix(self.config.command_prefix)
-            msg = inbound.command_of(command, self._me, name=name, thread_id=self._thread_for_command(command))
+            name, args = commands.route(str(command.get("command") or ""), str(command.get("text") or ""),
+                                        command=self.config.command, prefix=self.config.command_prefix)
+            msg = inbound.command_of(command, self._me, name=name, args=args,
+                                     thread_id=self._thread_for_command(command))
             await self._deliver(msg)
             await ack()
 
@@ -180,8 +181,10 @@ class SlackChannel:
 
         app.event("message")(on_message)
         app.event("app_mention")(on_message)
-        for name in COMMANDS:
-            app.command(f"/{self.config.command_prefix}{name}")(on_command)
+        app.command(f"/{self.config.command}")(on_command)  # /chatgate <command> [args]
+        for name in commands.direct(self.config.command_prefix):
+            if name != self.config.command:
+                app.command(f"/{name}")(on_command)
         app.action(STOP_BUTTON)(on_stop_button)
         app.event(re.compile(".*"))(on_other)
         return app

@@ -1,12 +1,13 @@
 """The keys under ``channels.slack`` (one pydantic model; imported at every start, so
-pydantic and ``bot.channels`` only)."""
+pydantic, ``bot.channels`` and the pure ``commands`` only)."""
 
 from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
+from adapters.slack import commands
 from bot.channels import ChannelConfig, Float, Int, Secret, Section, Url, secret
 
 # The core's type of an allowed-group entry (an id, or {id, tools}), kept under Slack's name.
@@ -39,7 +40,8 @@ class SlackConfig(ChannelConfig):
     reply_in_thread: bool = True
     thread_participation: bool = True  # follow-ups in a thread the bot answered in (24 h) count as addressed
     streaming: Literal["native", "edit", "off"] = "native"
-    command_prefix: str = ""  # slash commands become /<prefix>stop ... when a workspace has /stop taken
+    command: Annotated[str, AfterValidator(commands.bare)] = commands.APP_COMMAND  # /chatgate <command> [args]
+    command_prefix: str = ""  # the commands of their own become /<prefix>stop ... when a workspace has /stop taken
     max_download_mb: Annotated[Float, Field(gt=0, le=1000)] = 20.0
 
     def required_secrets(self) -> tuple[str, ...]:
@@ -75,4 +77,4 @@ def check(config: SlackConfig) -> list[str]:
         problems.append(f'channels.slack.http.path: must start with "/", got "{config.http.path}"')
     if config.command_prefix and not config.command_prefix.replace("-", "").replace("_", "").isalnum():
         problems.append("channels.slack.command_prefix: may contain only letters, digits, '-' and '_'")
-    return problems
+    return problems + commands.problems(config.command, config.command_prefix)

@@ -163,13 +163,14 @@ def to_inbound(event: JSON, me: Me, *, names: Mapping[str, str], participating: 
         reply_to=None, attachments=attachments_of(event), timestamp=float(event["ts"]))
 
 
-def command_of(payload: JSON, me: Me, *, name: str, thread_id: str | None) -> InboundMessage:
-    """A slash command (``/stop``, or ``/<prefix>stop``) -> ``/<name> args``, addressed.
+def command_of(payload: JSON, me: Me, *, name: str, thread_id: str | None, args: str | None = None) -> InboundMessage:
+    """A slash command (``/stop``, ``/<prefix>stop`` or ``/chatgate stop``) -> ``/<name> args``,
+    addressed; ``args``: the payload's text when None (``commands.route`` gives both).
 
     Slack runs slash commands outside threads; ``thread_id`` is the thread the channel
     picked for it (the caller's live run there, else none)."""
     channel = str(payload.get("channel_id") or "")
-    args = str(payload.get("text") or "").strip()
+    args = str(payload.get("text") or "").strip() if args is None else args.strip()
     user = str(payload.get("user_id") or "")
     return InboundMessage(
         platform=PLATFORM, account=me.user_id, chat_id=channel, chat_type=chat_type_of(channel),

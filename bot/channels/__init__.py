@@ -13,11 +13,12 @@ from bot.channels.base import (
     Status,
 )
 from bot.commands import MENU as COMMAND_MENU
+from bot.commands import NAMES as COMMAND_NAMES
 from bot.config.types import ChannelConfig, Float, GroupConfig, Int, Secret, Section, Url, secret
 from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "Inbox", "Int",
-    "Limits", "LiveDraft",
+    "Limits", "LiveDraft", "COMMAND_NAMES",
     "Measure", "Secret", "Section", "SendFailed", "Status", "Target", "Url", "secret",
 ]
