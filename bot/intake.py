@@ -258,7 +258,7 @@ class Intake:
         channel = self._channels[msg.platform]
         saved = {}
         try:
-            if too_big is not None:
+            if too_big is not None and too_big.size is not None:
                 raise SendFailed(f"“{too_big.name}” is {too_big.size / 1048576:.1f} MB; I can take files up to "
                                  f"{limit / 1048576:.0f} MB.", permanent=True)
             workspace = await self._workspaces.prepare(item.conversation)

@@ -18,10 +18,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.messages import ChatType, InboundMessage
 
@@ -118,7 +118,7 @@ class LocalRegistry:
 
 
 # Runs one batch; owns delivery of its result. Discarded runs are told through on_discard.
-Execute = Callable[[ActiveRun], Awaitable[None]]
+Execute = Callable[[ActiveRun], Coroutine[Any, Any, None]]
 OnQueued = Callable[[ActiveRun], Awaitable[None]]
 OnDiscard = Callable[[tuple[Pending, ...]], Awaitable[None]]
 

@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from bot.access import GroupContext
 from bot.agent.compaction import compact_reply
@@ -46,7 +46,7 @@ Owner = Callable[[InboundMessage], bool]
 Keys = Callable[[InboundMessage], tuple[str, ...]]  # whom a message counts against (PersonLimits keys)
 
 
-class TurnStore(Store, AnswerStore):
+class TurnStore(Store, AnswerStore, Protocol):
     """The store the turn runner needs: sessions and turns, and what is owed to chats."""
 
 

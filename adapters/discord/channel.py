@@ -312,11 +312,12 @@ class DiscordChannel:
             raise SendFailed("discord: not connected yet")
         return self.client.get_partial_messageable(int(to.thread_id or to.chat_id))
 
-    def _reference(self, to: Target, dest: discord.PartialMessageable) -> discord.MessageReference | None:
+    def _reference(self, to: Target, dest: discord.PartialMessageable) -> dict[str, discord.MessageReference]:
+        """``reference=`` for a send: a reply to the triggering message in groups, else nothing."""
         if to.chat_type is ChatType.GROUP and to.reply_to and to.reply_to.isdigit():
-            return discord.MessageReference(message_id=int(to.reply_to), channel_id=dest.id,
-                                            fail_if_not_exists=False)
-        return None
+            return {"reference": discord.MessageReference(message_id=int(to.reply_to), channel_id=dest.id,
+                                                          fail_if_not_exists=False)}
+        return {}
 
     async def send(self, to: Target, text: str) -> str:
         pending = self._deferred.get(to.reply_to) if to.reply_to else None
@@ -325,7 +326,7 @@ class DiscordChannel:
             self._settle(to.reply_to)
             return str(sent.id)
         dest = self._where(to)
-        sent = await _attempt(dest.send(text, reference=self._reference(to, dest), allowed_mentions=QUIET))
+        sent = await _attempt(dest.send(text, **self._reference(to, dest), allowed_mentions=QUIET))
         return str(sent.id)
 
     async def edit(self, to: Target, message_id: str, text: str) -> None:
@@ -341,8 +342,7 @@ class DiscordChannel:
             self._settle(to.reply_to)
             return str(sent.id)
         dest = self._where(to)
-        sent = await _attempt(dest.send(caption, file=file, reference=self._reference(to, dest),
-                                        allowed_mentions=QUIET))
+        sent = await _attempt(dest.send(caption, file=file, **self._reference(to, dest), allowed_mentions=QUIET))
         return str(sent.id)
 
     def _settle(self, interaction_id: str | None) -> None:

@@ -13,7 +13,7 @@ commands on each start (one GET), never on reconnects.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import discord
@@ -33,8 +33,8 @@ def build_tree(client: discord.Client, handle: Handler) -> app_commands.CommandT
     return tree
 
 
-def _callback(name: str, handle: Handler) -> Callable[[discord.Interaction], Awaitable[None]]:
-    async def callback(interaction: discord.Interaction) -> None:
+def _callback(name: str, handle: Handler) -> Callable[[discord.Interaction[Any]], Coroutine[Any, Any, None]]:
+    async def callback(interaction: discord.Interaction[Any]) -> None:
         await handle(interaction, name)
 
     callback.__name__ = name
@@ -45,7 +45,7 @@ def payload(tree: app_commands.CommandTree[Any]) -> list[dict[str, Any]]:
     return [command.to_dict(tree) for command in tree.get_commands()]
 
 
-def in_sync(local: list[dict[str, Any]], remote: list[dict[str, Any]]) -> bool:
+def in_sync(local: Sequence[Mapping[str, Any]], remote: Sequence[Mapping[str, Any]]) -> bool:
     """Does Discord already hold exactly these commands? Only the keys we send are compared
     (Discord adds ids and versions; it may leave out keys whose value is the default)."""
     defaults: dict[str, Any] = {"options": [], "nsfw": False, "dm_permission": True,

@@ -152,6 +152,7 @@ def facts_of(message: Any, channel: Any | None = None) -> Facts:
     author = message.author
     ref = message.reference
     resolved = getattr(ref, "resolved", None) if ref is not None else None
+    replied_to = getattr(resolved, "author", None)
     return Facts(
         message_id=str(message.id),
         channel_id=str(channel.id),
@@ -165,7 +166,7 @@ def facts_of(message: Any, channel: Any | None = None) -> Facts:
         message_type=message.type.value,
         mentions=tuple((str(u.id), getattr(u, "display_name", "") or u.name) for u in message.mentions),
         reply_to=str(ref.message_id) if ref is not None and ref.message_id else None,
-        reply_to_author=str(resolved.author.id) if getattr(resolved, "author", None) is not None else None,
+        reply_to_author=str(replied_to.id) if replied_to is not None else None,
         attachments=tuple(
             Attachment(attachment_kind(a.content_type, a.filename), a.filename, a.content_type, a.size,
                        platform_file_id=a.url)

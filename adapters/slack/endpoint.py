@@ -74,7 +74,7 @@ class _Quiet(logging.LoggerAdapter):  # type: ignore[type-arg]
 
     def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: object) -> None:
         error = exc_info if isinstance(exc_info, BaseException) else None
-        self.debug("%s: %s", msg % args if args else msg, error or "")
+        self.debug("%s: %s", str(msg) % args if args else msg, error or "")
 
 
 def runner(app: AsyncApp, signing_secret: str, path: str, *, max_body: int = MAX_BODY,

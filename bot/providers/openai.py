@@ -126,7 +126,7 @@ class _Assembler:
         self.model = model
         self.text: list[str] = []
         self.thinking: list[str] = []
-        self.calls: list[dict[str, str]] = []  # by our index: id, name, arguments
+        self.calls: list[dict[str, Any]] = []  # by our index: id, name, arguments
         self._slots: dict[int, int] = {}  # wire index -> our index
         self.finish_reason: str | None = None
         self.usage = Usage()
@@ -174,7 +174,7 @@ class _Assembler:
             self.calls.append({"id": "", "name": "", "arguments": ""})
         entry = self.calls[slot]
         fn = call.get("function") or {}
-        name = fn.get("name") or None
+        name: str | None = fn.get("name") or None
         arguments = fn.get("arguments") or ""
         is_new_id = bool(call_id) and not entry["id"]
         if is_new_id:

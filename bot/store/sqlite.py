@@ -411,8 +411,8 @@ class SQLiteStore:
                     for kind, name, started, duration, i, o, cost, err, preview, cr, cw
                     in db.execute(_SPANS, (row[0],))
                 )
-                records.append(TraceRecord(*row[:12], spans=spans, cache_read_tokens=row[12],
-                                           cache_write_tokens=row[13]))
+                head = TraceRecord(*row[:12])  # the columns up to ``error``, in order
+                records.append(replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13]))
             return records
 
         return await self._run(read)

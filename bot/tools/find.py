@@ -207,7 +207,7 @@ def _search(target: Path, root: Path, shown: str, compiled: regex.Pattern[str], 
                       for rel, entry in _capped(walk(target)) if entry.is_file() and inside(root, entry))
     else:
         name = target.relative_to(root).as_posix()
-        candidates = iter([(name, target.name, str(target))])
+        candidates = (item for item in [(name, target.name, str(target))])
     try:
         for rel, below, real in candidates:
             if time.monotonic() > deadline:
