@@ -25,10 +25,10 @@ from collections.abc import Callable
 from typing import Literal
 
 from bot.agent.events import EventKind, RunEvent
-from bot.agent.sanitize import sanitize
 from bot.channels.base import Channel, LiveDraft, SendFailed, Status
 from bot.channels.split import render_chunks
 from bot.messages import Target
+from bot.text.sanitize import sanitize
 
 log = logging.getLogger(__name__)
 
