@@ -20,6 +20,7 @@ from bot.agent.compaction import CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
+from bot.agent.spawn import SubAgents, spawn_tool
 from bot.channels import Channel
 from bot.config import Config
 from bot.delivery import Delivery, DeliverySettings
@@ -33,7 +34,6 @@ from bot.runs import QueueMode, RunLimits
 from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
-from bot.tools.spawn import SubAgents, spawn_tool
 from bot.tracing import Redactor
 from bot.workspace import Workspaces
 
