@@ -1,6 +1,6 @@
 """The running application: store, provider, agent, gateway and channels, as one lifecycle.
 
-    async with App(config, adapters) as app:
+    async with App(config, channels) as app:
         await app.wait()
 
 Entering opens everything in order and, if any step fails, closes what was opened;
@@ -22,7 +22,6 @@ from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.channels import Channel
-from bot.config import Config
 from bot.delivery import Delivery, DeliverySettings
 from bot.gateway import Gateway, GatewaySettings
 from bot.limits import LimitSettings, PersonLimits
@@ -31,6 +30,7 @@ from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
 from bot.runs import QueueMode, RunLimits
+from bot.settings import Config
 from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
@@ -104,8 +104,7 @@ class App:
         limits = RunLimits(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
         policies = access_policies(cfg.channels)
-        downloads = {name: int(getattr(getattr(cfg.channels, name, None), "max_download_mb", 20) * 1024 * 1024)
-                     for name in self.channels}
+        downloads = {name: cfg.max_download_bytes(name) for name in self.channels}
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
         self.gateway = Gateway(
             agent, self.store, self.events, self.channels, Access(policies, self.store), self.delivery,

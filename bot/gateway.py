@@ -29,13 +29,13 @@ from bot.access import Access, Action, GroupContext
 from bot.agent.compaction import compact_reply
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
-from bot.channels.base import Channel, SendFailed, Status
-from bot.channels.outbound import answer_for
-from bot.channels.progress import Progress
+from bot.channels import Channel, SendFailed, Status
 from bot.commands import HELP, Command, parse_command, status_text
 from bot.delivery import Delivery
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import Answer, ChatType, InboundMessage, Target
+from bot.outbound.answer import answer_for
+from bot.outbound.progress import Progress
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
 from bot.session_keys import DmScope, GroupScope, key_for
 from bot.store.base import AnswerStore, Store
@@ -260,8 +260,7 @@ class Gateway:
         channel = self._channels[last.platform]
         target = Target.of(last)
         ids = tuple(p.inbound_id for p in batch)
-        streaming = getattr(channel, "streaming", "off")
-        async with Progress(channel, target, streaming) as progress:  # type: ignore[arg-type]
+        async with Progress(channel, target, channel.streaming) as progress:
             self._progress[run.run_id] = progress
 
             async def reply(text: str, failed: bool) -> Answer:

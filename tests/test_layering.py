@@ -46,7 +46,7 @@ def test_adapters_import_only_the_port_from_the_core(path: Path) -> None:
 def test_importing_a_platform_package_loads_no_sdk(package: str) -> None:
     """A spec is looked up at every start (the config is built from them); its SDK loads only
     when the channel is built."""
-    code = (f"import sys; import adapters.{package}; from bot.config import Config; Config(); "
+    code = (f"import sys; import adapters.{package}; from bot.settings import Config; Config(); "
             f"print([m for m in {SDKS!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
