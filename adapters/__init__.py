@@ -1,1 +1,2 @@
-"""Channel adapters: one package per platform, each owning its SDK and rendering."""
+"""The channels: one package per platform, each owning its SDK and its dialect, all with the
+same file layout (``__init__`` with the SPEC, ``channel``, ``config``, ``dialect``, ``inbound``)."""

@@ -1,6 +1,6 @@
 """Many sessions at once: wall time, memory and CPU of the bot under a burst of new DMs.
 
-The whole bot runs here (``runs.max_concurrent`` = the number of sessions) with an adapter
+The whole bot runs here (``runs.max_concurrent`` = the number of sessions) with a channel
 that counts progress events instead of keeping them; the fake LLM runs in a child process,
 so its memory and CPU are not the bot's, and streams every answer as ``--tokens`` chunks
 over ``--stream-seconds``. One session warms up first; then every session sends one

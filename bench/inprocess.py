@@ -1,5 +1,5 @@
 """The whole bot in the benchmark's own process, for ``bench.stop_latency`` and
-``bench.concurrency``: a recording adapter that notes when replies and events happen, and
+``bench.concurrency``: a recording channel that notes when replies and events happen, and
 the App against the fake LLM in a child process (``python -m bench`` runs the bot in a
 process of its own instead, behind the fake Telegram)."""
 
@@ -17,8 +17,8 @@ from bench.common import FakeLLMProcess
 from bot.agent.events import RunEvent
 from bot.app import App
 from bot.channels import Target
-from bot.config import Config, load_config
-from tests.fakes.channel import RecordingAdapter
+from bot.settings import Config, load_config
+from tests.fakes.channel import RecordingChannel
 
 PLATFORM = "telegram"  # a real platform name, so its access policy (dm_policy: open) applies
 
@@ -29,8 +29,8 @@ class Seen:
     text: str
 
 
-class TimingAdapter(RecordingAdapter):
-    """A RecordingAdapter that notes when each reply was handed to it and lets a caller
+class TimingChannel(RecordingChannel):
+    """A RecordingChannel that notes when each reply was handed to it and lets a caller
     wait for the next reply or event in one chat. ``keep_events=False`` counts progress
     events instead of keeping them, so a big run does not inflate the bot's memory."""
 
@@ -83,11 +83,11 @@ channels: {{{PLATFORM}: {{dm_policy: open}}}}
 
 @asynccontextmanager
 async def running_bot(fake_args: Sequence[str], extra_config: str = "", *,
-                      keep_events: bool = True) -> AsyncIterator[tuple[FakeLLMProcess, App, TimingAdapter]]:
+                      keep_events: bool = True) -> AsyncIterator[tuple[FakeLLMProcess, App, TimingChannel]]:
     """The fake LLM in a child process, and the whole bot in this one, in a fresh directory."""
     with tempfile.TemporaryDirectory(prefix="chatgate-bench-") as tmp:
         async with FakeLLMProcess(*fake_args) as llm:
-            channel = TimingAdapter(keep_events=keep_events)
+            channel = TimingChannel(keep_events=keep_events)
             app = App(bot_config(Path(tmp), llm.openai_base_url, extra_config), {PLATFORM: channel})
             channel.watch(app.events)
             async with app:

@@ -31,13 +31,13 @@ from bench.common import FakeLLMProcess, percentiles, table, verdict
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest
+from bot.agent.spawn import SubAgents, spawn_tool
 from bot.app import BUILTIN_TEMPLATES
 from bot.conversation import Conversation
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.store.sqlite import SQLiteStore
 from bot.tools import builtin_registry
-from bot.tools.spawn import SubAgents, spawn_tool
 from bot.tracing import Redactor, SpanKind
 from bot.workspace import Workspaces
 from tests.fakes.llm_server import Call, Reply

@@ -1,11 +1,11 @@
 """How fast /stop ends a run, in every phase a run can be in, through the real stack.
 
 The whole bot (App, gateway, dispatcher, agent, the real OpenAI SDK provider, SQLite)
-runs here with a recording adapter on a platform with ``dm_policy: open``; the fake LLM
+runs here with a recording channel on a platform with ``dm_policy: open``; the fake LLM
 runs in a child process (``tests.fakes.llm_server --control``). Each trial is a fresh DM
 session: a message, then, once the run is in the phase, ``/stop``. Timed from injecting
 ``/stop`` to (a) the fake seeing the client go away, for phases with an open model
-stream, and (b) "Stopped." being handed to the adapter.
+stream, and (b) "Stopped." being handed to the channel.
 
     python -m bench.stop_latency [--stops 200]
 """
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from bench.common import FakeLLMProcess, percentiles, table, verdict
-from bench.inprocess import Seen, TimingAdapter, running_bot
+from bench.inprocess import Seen, TimingChannel, running_bot
 from tests.fakes.channel import dm
 from tests.fakes.llm_server import Call, Reply
 
@@ -60,7 +60,7 @@ class Sample:
 
 
 class Bench:
-    def __init__(self, llm: FakeLLMProcess, channel: TimingAdapter) -> None:
+    def __init__(self, llm: FakeLLMProcess, channel: TimingChannel) -> None:
         self.llm, self.channel = llm, channel
         self.requests = 0  # model calls made so far: the index of the next one
         self.users = 0
@@ -139,7 +139,7 @@ def report(results: list[tuple[Phase, list[Sample]]], warmup: int) -> None:
           f"process, the fake LLM in a child process; real OpenAI SDK; {os.cpu_count()} CPUs")
     print(table(["phase", "n", "disc p50", "p90", "p99", "max", "Stopped. p50", "p90", "p99", "max"], rows))
     print("milliseconds from injecting /stop until: disc = the fake LLM sees the client go away (phases with an "
-          "open model stream), Stopped. = the reply is handed to the adapter")
+          "open model stream), Stopped. = the reply is handed to the channel")
     overall = summary["all"]
     disconnect_p99 = overall["disconnect_ms"]["p99"] if overall["disconnect_ms"] else None
     print(f"goal: p99 < {GOAL_DISCONNECT_MS:.0f} ms to disconnect: {verdict(disconnect_p99, GOAL_DISCONNECT_MS)}; "

@@ -16,7 +16,7 @@
   is kept as context (``CONTEXT``) when ``require_mention`` is on, else it runs. An
   allowed group is allowed for all its members: ``allow_from`` does not apply there
   (whoever may add people to the group decides who talks to the bot in it).
-- Whether a message *addresses* the bot is the adapter's call (``InboundMessage.addressed``):
+- Whether a message *addresses* the bot is the channel's call (``InboundMessage.addressed``):
   a mention, a reply to the bot or a command for it do; ``@everyone``/``@here``/``@channel``
   never do.
 - A platform with no policy in the mapping (the local console, a test channel) is the
@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from bot.agent.transcript import MAX_CONTEXT_CHARS, MAX_NAME_CHARS
-from bot.config import AccessConfig, ChannelsConfig
+from bot.config import AccessConfig, Section
 from bot.messages import ChatType, InboundMessage
 from bot.pairing import CODE_TTL, MAX_PENDING, origin_of, pairing_reply
 from bot.store.base import PairingStore
@@ -72,7 +72,7 @@ class Decision:
     reason: str = ""  # for logs
 
 
-def access_policies(channels: ChannelsConfig) -> dict[str, AccessConfig]:
+def access_policies(channels: Section) -> dict[str, AccessConfig]:
     """Every platform that has access settings, enabled or not, by platform name."""
     return {name: channel for name, channel in channels if isinstance(channel, AccessConfig)}
 
@@ -89,7 +89,7 @@ class Access:
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``bot_ids`` maps a platform to the bot's own user ids there: defence in depth
-        for adapters, which already drop the bot's own messages."""
+        for channels, which already drop the bot's own messages."""
         self._policies = policies
         self._store = store
         self._bot_ids = bot_ids or {}

@@ -1,6 +1,6 @@
 """The running application: store, provider, agent, intake, turns and channels, as one lifecycle.
 
-    async with App(config, adapters) as app:
+    async with App(config, channels) as app:
         await app.wait()
 
 Entering opens everything in order and, if any step fails, closes what was opened;
@@ -20,8 +20,8 @@ from bot.agent.compaction import CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
+from bot.agent.spawn import SubAgents, spawn_tool
 from bot.channels import Channel, registry
-from bot.config import Config
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.intake import Intake, IntakeSettings
@@ -31,10 +31,10 @@ from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
 from bot.runs import QueueMode, RunLimits
+from bot.settings import Config
 from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
-from bot.tools.spawn import SubAgents, spawn_tool
 from bot.tracing import Redactor
 from bot.turns import Turns
 from bot.workspace import Workspaces
@@ -115,8 +115,7 @@ class App:
         limits = RunLimits(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
         policies = access_policies(cfg.channels)
-        downloads = {name: int(getattr(getattr(cfg.channels, name, None), "max_download_mb", 20) * 1024 * 1024)
-                     for name in self.channels}
+        downloads = {name: cfg.max_download_bytes(name) for name in self.channels}
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
         access = Access(policies, self.store)
         context = GroupContext()

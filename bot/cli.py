@@ -20,7 +20,7 @@ from bot.errors import ChatgateError, ConfigError
 if TYPE_CHECKING:
     from bot.app import App
     from bot.channels import Channel
-    from bot.config import Config
+    from bot.settings import Config
 
 log = logging.getLogger("chatgate")
 
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
     args = parser.parse_args(argv)
 
-    from bot.config import load_config
+    from bot.settings import load_config
 
     try:
         config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing"))
@@ -115,10 +115,11 @@ def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
     from bot.channels import registry
 
     channels: dict[str, Channel] = {}
+    sections = config.channel_sections()
     for name in config.enabled_channels:
         if name == "console" and not interactive:
             continue
-        channels[name] = registry.spec(name).build(getattr(config.channels, name))
+        channels[name] = registry.spec(name).build(sections[name])
     if not channels:
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
     return channels
@@ -128,22 +129,22 @@ async def _serve(config: Config) -> int:
     """`chatgate run`: serve until SIGINT or SIGTERM, then shut down within SHUTDOWN_GRACE."""
     from bot.app import App
 
-    adapters = _channels(config, interactive=sys.stdin.isatty())
+    channels = _channels(config, interactive=sys.stdin.isatty())
     main_task = asyncio.current_task()
     assert main_task is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, main_task.cancel)
-    app = App(config, adapters)
+    app = App(config, channels)
     try:
         await app.__aenter__()  # closes what it opened if it does not finish
     except asyncio.CancelledError:  # SIGTERM while starting (e.g. during recovery): a clean stop
         log.info("stopped while starting")
         return 0
-    log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model, ",".join(adapters))
+    log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model, ",".join(channels))
     code = 0
     try:
-        await _first_closed(adapters.values())  # normally: until a signal cancels us
+        await _first_closed(channels.values())  # normally: until a signal cancels us
     except asyncio.CancelledError:
         log.info("shutting down")
     except ChatgateError as exc:
@@ -157,9 +158,9 @@ async def _serve(config: Config) -> int:
     return code
 
 
-async def _first_closed(adapters: Iterable[Channel]) -> None:
+async def _first_closed(channels: Iterable[Channel]) -> None:
     """Wait until one channel stops on its own; re-raise why it stopped."""
-    waiters = [asyncio.create_task(a.wait_closed()) for a in adapters]
+    waiters = [asyncio.create_task(c.wait_closed()) for c in channels]
     try:
         done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -173,11 +174,12 @@ async def _first_closed(adapters: Iterable[Channel]) -> None:
 async def _chat(config: Config) -> int:
     """`chatgate chat`: the terminal channel alone; Ctrl-C stops an answer, Ctrl-D leaves."""
     from bot.app import App
-    from bot.channels import registry
+    from bot.channels import Interrupts, registry
 
     console = registry.spec("console").build(config.channels.console)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, console.interrupt)  # type: ignore[attr-defined]
+    if isinstance(console, Interrupts):  # Ctrl-C stops the answer, not the program
+        loop.add_signal_handler(signal.SIGINT, console.interrupt)
     app = App(config, {"console": console})
     await app.__aenter__()
     try:

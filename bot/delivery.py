@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from bot.backoff import Backoff
-from bot.channels.base import Channel, SendFailed, Status
+from bot.channels import Channel, SendFailed, Status
 from bot.messages import Answer, Chunk
 from bot.store.base import AnswerStore
 

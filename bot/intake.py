@@ -29,7 +29,7 @@ from typing import Any
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
-from bot.channels.base import Channel, SendFailed
+from bot.channels import Channel, SendFailed
 from bot.commands import BY_NAME, CommandCall, Reply, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys

@@ -1,4 +1,4 @@
-"""The normalised nouns that cross the line between adapters and the core."""
+"""The normalised nouns that cross the line between channels and the core."""
 
 from __future__ import annotations
 

@@ -25,14 +25,14 @@ from bot.access import GroupContext
 from bot.agent.compaction import compact_reply
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
-from bot.channels.base import Channel, Status
-from bot.channels.outbound import answer_for
-from bot.channels.progress import Progress
+from bot.channels import Channel, Status
 from bot.commands import parse_command
 from bot.conversation import Conversation
 from bot.delivery import Delivery
 from bot.limits import PersonLimits
 from bot.messages import Answer, InboundMessage, Target
+from bot.outbound.answer import answer_for
+from bot.outbound.progress import Progress
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
 from bot.store.base import AnswerStore, Store
 from bot.tools.policy import ToolPolicy
@@ -144,7 +144,7 @@ class Turns:
         target = Target.of(msgs[-1]) if msgs else Target(conversation.chat_id, conversation.chat_type,
                                                            conversation.thread_id)
         owner = bool(msgs) and all(self._is_owner(m) for m in msgs)
-        progress = Progress(channel, target, channel_streaming(channel))
+        progress = Progress(channel, target, channel.streaming)
         await progress.__aenter__()
         self._progress[run.run_id] = progress
         self._conversations[run.run_id] = conversation
@@ -286,11 +286,6 @@ class Turns:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("%s failed", task.get_name(), exc_info=exc)
-
-
-def channel_streaming(channel: Channel) -> Any:
-    """The channel's streaming mode (``off`` when it has none)."""
-    return getattr(channel, "streaming", "off")
 
 
 def _is_compact(msg: InboundMessage) -> bool:

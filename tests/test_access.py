@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from bot.access import Access, Action, Decision, GroupContext, access_policies, format_context
-from bot.config import AccessConfig, ChannelsConfig, Config
+from bot.config import AccessConfig
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
+from bot.settings import ChannelsConfig, Config
 from bot.store.base import ApprovedSender, PairingCode
 
 

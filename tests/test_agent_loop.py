@@ -14,7 +14,6 @@ import pytest
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.guard import REFUSAL, GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
-from bot.agent.silence import NOTHING_TO_ADD
 from bot.app import BUILTIN_TEMPLATES
 from bot.conversation import Conversation
 from bot.llm import Role
@@ -22,6 +21,7 @@ from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.providers.base import Usage
 from bot.store.sqlite import SQLiteStore
+from bot.text.silence import NOTHING_TO_ADD
 from bot.tools import ToolCategory, ToolContext, ToolError, builtin_registry, tool
 from bot.tracing import Redactor
 from bot.workspace import Workspaces

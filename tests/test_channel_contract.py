@@ -28,10 +28,10 @@ from typing import Any, ClassVar
 import pytest
 
 from bot.app import App
-from bot.channels import Channel, Limits, SendFailed, Status, Target
-from bot.channels.split import measure
-from bot.config import load_config
+from bot.channels import Channel, Limits, SendFailed, Status, Streams, Target
 from bot.messages import Attachment, ChatType, InboundMessage
+from bot.outbound.split import measure
+from bot.settings import load_config
 from bot.store.sqlite import inbound_from_json
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply
@@ -113,7 +113,8 @@ class Recorder:
         return data
 
     async def _stream(self, to: Target) -> Any:
-        return _RecordedStream(self, await self.inner.stream(to))
+        inner = await self.inner.stream(to)
+        return None if inner is None else _RecordedStream(self, inner)  # None: progress edits a draft here
 
     # -- what the user sees -------------------------------------------------------------
 
@@ -199,7 +200,7 @@ workspace: {{root: "{self.tmp / 'workspaces'}"}}
 """)
         config = load_config(path, env={})
         inner = self.build(config)
-        native = getattr(inner, "stream", None) is not None
+        native = isinstance(inner, Streams)
         mode = ("native" if native else "edit") if streaming else "off"
         self.channel = Recorder(inner, self.limits(inner), mode)
         self.app = App(config, {self.platform: self.channel})  # type: ignore[dict-item]
@@ -243,7 +244,7 @@ class ConsoleHarness(Harness):
         self.screen = io.StringIO()
 
     def build(self, config: Any) -> Channel:
-        from adapters.console.adapter import ConsoleChannel
+        from adapters.console.channel import ConsoleChannel
 
         reader, self._writer = os.pipe()
         self._fds += [reader, self._writer]
@@ -277,7 +278,7 @@ class TelegramHarness(Harness):
                 f" dm_policy: open, group_policy: open}}}}")
 
     def build(self, config: Any) -> Channel:
-        from adapters.telegram.adapter import TelegramChannel
+        from adapters.telegram.channel import TelegramChannel
 
         return TelegramChannel(config.channels.telegram)  # type: ignore[return-value]
 

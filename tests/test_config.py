@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bot.config import Config, load_config
 from bot.errors import ConfigError
+from bot.settings import Config, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = {"OPENAI_API_KEY": "sk-test-0000000000000000wxyz"}

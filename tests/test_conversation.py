@@ -14,7 +14,7 @@ from bot.app import App
 from bot.conversation import ChannelInfo, Conversation, conversation_for, workspace_name
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.session_keys import SessionKey
-from tests.fakes.channel import RecordingAdapter, dm
+from tests.fakes.channel import RecordingChannel, dm
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.test_gateway_runs import config
 
@@ -22,12 +22,12 @@ OPEN = "channels: {telegram: {dm_policy: open}, discord: {dm_policy: open}}"
 
 
 @pytest.fixture
-async def both(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[App, RecordingAdapter, RecordingAdapter]]:
+async def both(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[tuple[App, RecordingChannel, RecordingChannel]]:
     cfg = config(tmp_path, llm, OPEN)
     agent = cfg.agent.model_copy(update={"dm_scope": "linked",
                                          "identity_links": {"ann": ["telegram:42", "discord:9001"]}})
     cfg = cfg.model_copy(update={"agent": agent})
-    telegram, discord = RecordingAdapter("telegram"), RecordingAdapter("discord")
+    telegram, discord = RecordingChannel("telegram"), RecordingChannel("discord")
     app = App(cfg, {"telegram": telegram, "discord": discord})
     await app.__aenter__()
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.backoff import Backoff
-from bot.channels.base import SendFailed
+from bot.channels import SendFailed
 from bot.delivery import Delivery, DeliverySettings
 from bot.messages import Answer, ChatType, Chunk, Target
 from bot.store.sqlite import SQLiteStore

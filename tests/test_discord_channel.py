@@ -14,10 +14,10 @@ from adapters.discord.channel import TOKEN_REFUSED, DiscordChannel
 from adapters.discord.config import DiscordConfig
 from bot.agent.events import EventKind, RunEvent
 from bot.channels import COMMAND_MENU, Backoff, SendFailed, Status, Target
-from bot.channels.progress import Progress
 from bot.conversation import Conversation
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
+from bot.outbound.progress import Progress
 from tests.fakes.discord_server import MESSAGE_CONTENT, FakeDiscord
 
 USER, OTHER = 4242, 4343
@@ -257,7 +257,7 @@ async def test_stop_lets_a_message_being_stored_finish(dc: FakeDiscord) -> None:
     channel = DiscordChannel(config(dc))
     await asyncio.wait_for(channel.start(slow_inbox), 10)
     dc.dm(USER, "in the middle of a shutdown")
-    await eventually(lambda: channel._tasks)  # noqa: SLF001 - the event is with the inbox now
+    await eventually(lambda: channel._life.tasks)  # noqa: SLF001 - the event is with the inbox now
     stopping = asyncio.create_task(channel.stop())
     await asyncio.sleep(0.2)
     assert not stopping.done()

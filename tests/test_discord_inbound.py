@@ -151,7 +151,7 @@ def test_config_keys_are_the_contract() -> None:
 
 def test_channel_entries_carry_their_tool_rules_to_the_core() -> None:
     config = cfg(guilds=["g1"], channels=["c1", {"id": 22, "tools": {"deny": ["exec"]}}])
-    assert [g.id for g in config.groups] == ["c1", "22", "*"]  # "*": the adapter already filtered
+    assert [g.id for g in config.groups] == ["c1", "22", "*"]  # "*": the channel already filtered
     entry = config.group("22")
     assert entry is not None and entry.tools.deny == ("exec",)
     fallback = config.group("c9")

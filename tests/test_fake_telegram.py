@@ -1,5 +1,5 @@
 """The fake Telegram Bot API, driven by the real python-telegram-bot: if PTB accepts what the
-fake answers and the fake refuses what Telegram refuses, adapter tests can trust it."""
+fake answers and the fake refuses what Telegram refuses, channel tests can trust it."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot.app import App
-from bot.config import Config, load_config
-from tests.fakes.channel import RecordingAdapter, dm
+from bot.settings import Config, load_config
+from tests.fakes.channel import RecordingChannel, dm
 from tests.fakes.llm_server import FakeLLM, Reply, without_context
 
 
@@ -33,8 +33,8 @@ def provider(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def app(tmp_path: Path, llm: FakeLLM, provider: str) -> AsyncIterator[tuple[App, RecordingAdapter]]:
-    channel = RecordingAdapter()
+async def app(tmp_path: Path, llm: FakeLLM, provider: str) -> AsyncIterator[tuple[App, RecordingChannel]]:
+    channel = RecordingChannel()
     app = App(make_config(tmp_path, llm, provider), {"test": channel})
     channel.watch(app.events)
     async with app as running:
@@ -56,7 +56,7 @@ def user_texts(llm: FakeLLM, index: int) -> list[str]:
     return texts
 
 
-async def test_answers_and_remembers(app: tuple[App, RecordingAdapter], llm: FakeLLM) -> None:
+async def test_answers_and_remembers(app: tuple[App, RecordingChannel], llm: FakeLLM) -> None:
     _, channel = app
     await channel.inject(dm("hello"))
     await channel.wait_for_replies(1)
@@ -72,14 +72,14 @@ async def test_answers_and_remembers(app: tuple[App, RecordingAdapter], llm: Fak
 async def test_history_survives_a_restart(tmp_path: Path, llm: FakeLLM, provider: str) -> None:
     config = make_config(tmp_path, llm, provider)
     for text in ("first", "second"):
-        channel = RecordingAdapter()
+        channel = RecordingChannel()
         async with App(config, {"test": channel}):
             await channel.inject(dm(text))
             await channel.wait_for_replies(1)
     assert user_texts(llm, 1) == ["first", "second"]
 
 
-async def test_redelivered_message_runs_once(app: tuple[App, RecordingAdapter], llm: FakeLLM) -> None:
+async def test_redelivered_message_runs_once(app: tuple[App, RecordingChannel], llm: FakeLLM) -> None:
     _, channel = app
     msg = dm("only once", message_id="tg-77")
     await channel.inject(msg)
@@ -90,7 +90,7 @@ async def test_redelivered_message_runs_once(app: tuple[App, RecordingAdapter], 
     assert len(llm.requests) == 1
 
 
-async def test_stop_closes_the_stream_and_keeps_history_valid(app: tuple[App, RecordingAdapter],
+async def test_stop_closes_the_stream_and_keeps_history_valid(app: tuple[App, RecordingChannel],
                                                               llm: FakeLLM) -> None:
     _, channel = app
     llm.script(Reply.text("a long answer " * 50, delay=0.05))
@@ -107,14 +107,14 @@ async def test_stop_closes_the_stream_and_keeps_history_valid(app: tuple[App, Re
     assert "'a lo" in str(llm.requests[1].body["messages"])  # the partial answer was kept
 
 
-async def test_stop_with_nothing_running(app: tuple[App, RecordingAdapter]) -> None:
+async def test_stop_with_nothing_running(app: tuple[App, RecordingChannel]) -> None:
     _, channel = app
     await channel.inject(dm("/stop"))
     await channel.wait_for_replies(1)
     assert channel.texts() == ["Nothing is running."]
 
 
-async def test_new_starts_a_fresh_session(app: tuple[App, RecordingAdapter], llm: FakeLLM) -> None:
+async def test_new_starts_a_fresh_session(app: tuple[App, RecordingChannel], llm: FakeLLM) -> None:
     running, channel = app
     await channel.inject(dm("remember me"))
     await channel.wait_for_replies(1)
@@ -126,7 +126,7 @@ async def test_new_starts_a_fresh_session(app: tuple[App, RecordingAdapter], llm
     assert len(old) == 2  # the fresh session has the new turn; the old one is kept in the store
 
 
-async def test_provider_refusal_is_one_sentence(app: tuple[App, RecordingAdapter], llm: FakeLLM) -> None:
+async def test_provider_refusal_is_one_sentence(app: tuple[App, RecordingChannel], llm: FakeLLM) -> None:
     _, channel = app
     llm.script(Reply.error(401))
     await channel.inject(dm("hi"))
@@ -134,7 +134,7 @@ async def test_provider_refusal_is_one_sentence(app: tuple[App, RecordingAdapter
     assert "API key" in reply.text and "\n" not in reply.text and "Traceback" not in reply.text
 
 
-async def test_sessions_run_concurrently_and_a_busy_session_waits(app: tuple[App, RecordingAdapter],
+async def test_sessions_run_concurrently_and_a_busy_session_waits(app: tuple[App, RecordingChannel],
                                                                  llm: FakeLLM) -> None:
     _, channel = app
     llm.script(Reply.text("slow for alice", delay=0.05), Reply.text("quick for bob"))

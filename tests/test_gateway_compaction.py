@@ -10,8 +10,8 @@ import pytest
 
 from bot.agent.compaction import SUMMARY_HEADER
 from bot.app import App
-from bot.config import load_config
-from tests.fakes.channel import RecordingAdapter
+from bot.settings import load_config
+from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.test_gateway_runs import OPEN, tg_dm
 
@@ -24,7 +24,7 @@ class Running:
         self.tmp_path, self.llm = tmp_path, llm
         self.stack: list[App] = []
 
-    async def start(self, trigger_messages: int, extra: str = "") -> tuple[App, RecordingAdapter]:
+    async def start(self, trigger_messages: int, extra: str = "") -> tuple[App, RecordingChannel]:
         path = self.tmp_path / "config.yaml"
         path.write_text(f"""
 agent: {{model: fake-model, compaction: {{trigger_messages: {trigger_messages}, keep_last: 2}}}}
@@ -34,7 +34,7 @@ workspace: {{root: "{self.tmp_path / 'workspaces'}"}}
 {OPEN}
 {extra}
 """)
-        channel = RecordingAdapter("telegram")
+        channel = RecordingChannel("telegram")
         app = App(load_config(path, env={}), {"telegram": channel})
         channel.watch(app.events)
         await app.__aenter__()
@@ -50,7 +50,7 @@ async def running(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Running]:
         await app.__aexit__(None, None, None)
 
 
-async def chat(channel: RecordingAdapter, llm: FakeLLM, *texts: str) -> None:
+async def chat(channel: RecordingChannel, llm: FakeLLM, *texts: str) -> None:
     for text in texts:
         before = len(channel.texts())
         await channel.inject(tg_dm(text))

@@ -12,9 +12,9 @@ import pytest
 
 from bot.app import App
 from bot.channels import SendFailed, Target
-from bot.config import Config, load_config
 from bot.messages import ChatType, InboundMessage, Sender
-from tests.fakes.channel import RecordingAdapter, dm
+from bot.settings import Config, load_config
+from tests.fakes.channel import RecordingChannel, dm
 from tests.fakes.llm_server import Call, FakeLLM, Reply, without_context
 from tests.procs import all_dead, marker, pids_running
 
@@ -29,7 +29,7 @@ def tg_dm(text: str, user: str = "42") -> InboundMessage:
     return dm(text, user, platform="telegram")
 
 
-AppFactory = Callable[..., "AsyncIterator[tuple[App, RecordingAdapter]]"]
+AppFactory = Callable[..., "AsyncIterator[tuple[App, RecordingChannel]]"]
 
 
 def config(tmp_path: Path, llm: FakeLLM, extra: str = "") -> Config:
@@ -50,8 +50,8 @@ class Running:
         self.tmp_path, self.llm = tmp_path, llm
         self.stack: list[App] = []
 
-    async def start(self, extra: str = "", platform: str = "telegram") -> tuple[App, RecordingAdapter]:
-        channel = RecordingAdapter(platform)
+    async def start(self, extra: str = "", platform: str = "telegram") -> tuple[App, RecordingChannel]:
+        channel = RecordingChannel(platform)
         app = App(config(self.tmp_path, self.llm, extra), {platform: channel})
         channel.watch(app.events)
         await app.__aenter__()
@@ -140,7 +140,7 @@ async def test_stored_group_context_is_pruned_after_its_retention(running: Runni
     cfg = config(tmp_path, llm, OPEN)
     retention = cfg.storage.retention.model_copy(update={"context": 0.00001})  # 0.864 s
     cfg = cfg.model_copy(update={"storage": cfg.storage.model_copy(update={"retention": retention})})
-    channel = RecordingAdapter("telegram")
+    channel = RecordingChannel("telegram")
     app = App(cfg, {"telegram": channel})
     await app.__aenter__()
     running.stack.append(app)
@@ -151,7 +151,7 @@ async def test_stored_group_context_is_pruned_after_its_retention(running: Runni
     await asyncio.sleep(1.0)  # past the retention (0.864 s)
     await app.__aexit__(None, None, None)
     running.stack.remove(app)
-    again = App(cfg, {"telegram": RecordingAdapter("telegram")})
+    again = App(cfg, {"telegram": RecordingChannel("telegram")})
     await again.__aenter__()  # pruned as it starts, then every hour
     running.stack.append(again)
     await asyncio.sleep(0.1)
@@ -176,7 +176,7 @@ async def test_no_cross_session_leak(running: Running, llm: FakeLLM, tmp_path: P
 # -- /stop everywhere ---------------------------------------------------------------------
 
 
-async def stop_and_check(channel: RecordingAdapter, llm: FakeLLM, *, request: int = 0) -> float:
+async def stop_and_check(channel: RecordingChannel, llm: FakeLLM, *, request: int = 0) -> float:
     started = time.monotonic()
     await channel.inject(tg_dm("/stop"))
     replies = await channel.wait_for_replies(1)
@@ -269,7 +269,7 @@ async def test_stop_with_nothing_running_and_the_queue_dropped(running: Running,
     assert len(llm.requests) == 1
 
 
-async def _next_request(channel: RecordingAdapter, llm: FakeLLM) -> str:
+async def _next_request(channel: RecordingChannel, llm: FakeLLM) -> str:
     """Send another message; the request it makes must carry a valid history."""
     before = len(llm.requests)
     await channel.inject(tg_dm("and now?"))
@@ -356,7 +356,7 @@ async def test_pairing_flow(running: Running, llm: FakeLLM) -> None:
 # -- delivery -------------------------------------------------------------------------------
 
 
-class FlakyAdapter(RecordingAdapter):
+class FlakyChannel(RecordingChannel):
     """Fails the first attempt of every send, as a platform timing out would."""
 
     def __init__(self, platform: str) -> None:
@@ -371,12 +371,12 @@ class FlakyAdapter(RecordingAdapter):
 
 
 async def test_a_failed_send_is_retried_and_delivered_once(tmp_path: Path, llm: FakeLLM) -> None:
-    channel = FlakyAdapter("telegram")
+    channel = FlakyChannel("telegram")
     async with App(config(tmp_path, llm, OPEN), {"telegram": channel}):
         await channel.inject(tg_dm("hello"))
         await channel.wait_for_replies(1)
         assert channel.attempts == 2
-    again = RecordingAdapter("telegram")
+    again = RecordingChannel("telegram")
     async with App(config(tmp_path, llm, OPEN), {"telegram": again}):  # a restart owes nothing
         await asyncio.sleep(0.3)
     assert channel.texts() == ["echo: hello"] and again.sent == [] and len(llm.requests) == 1

@@ -15,7 +15,7 @@ from bot.limits import Bill, LimitSettings, PersonLimits, limit_keys, split
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers.base import Usage
 from bot.store.base import Charge
-from tests.fakes.channel import RecordingAdapter
+from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
 from tests.test_gateway_runs import config, group_msg, tg_dm
 
@@ -26,8 +26,8 @@ OPEN = "channels: {telegram: {dm_policy: open, group_policy: open}}"
 async def start(tmp_path: Path, llm: FakeLLM) -> AsyncIterator:  # type: ignore[type-arg]
     apps: list[App] = []
 
-    async def started(extra: str, *, group_scope: str = "per-group") -> tuple[App, RecordingAdapter]:
-        channel = RecordingAdapter("telegram")
+    async def started(extra: str, *, group_scope: str = "per-group") -> tuple[App, RecordingChannel]:
+        channel = RecordingChannel("telegram")
         cfg = config(tmp_path, llm, extra)
         cfg = cfg.model_copy(update={"workspace": cfg.workspace.model_copy(update={"group_scope": group_scope})})
         app = App(cfg, {"telegram": channel})

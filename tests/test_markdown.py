@@ -15,16 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it.tree import SyntaxTreeNode
 
-from adapters.console.adapter import ConsoleChannel
+from adapters.console.channel import ConsoleChannel
 from adapters.discord.dialect import DISCORD
 from adapters.discord.dialect import LIMITS as DISCORD_LIMITS
 from adapters.slack.dialect import LIMITS as SLACK_LIMITS
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import LIMITS as TELEGRAM_LIMITS
 from adapters.telegram.dialect import TELEGRAM
-from bot.channels.base import Limits
-from bot.channels.markdown import _MD, PLAIN, Dialect, _Walker, plain_line, quote_lines, render, safe_url, to_plain
-from bot.channels.split import Role, render_chunks, split
+from bot.channels import PLAIN, Dialect, Limits, Role, quote_lines
+from bot.outbound.markdown import _MD, _Walker, plain_line, render, safe_url, to_plain
+from bot.outbound.split import render_chunks, split
 from tests.test_telegram_render import assert_telegram_html
 
 CONSOLE_LIMITS = ConsoleChannel.limits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.agent.sanitize import (
+from bot.text.sanitize import (
     STEPS,
     code_spans,
     collapse_consecutive_duplicate_blocks,

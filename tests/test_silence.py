@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.agent.silence import (
+from bot.text.silence import (
     NO_REPLY,
     NOTHING_TO_ADD,
     NoReplyHoldback,
@@ -180,7 +180,7 @@ def test_holdback_property(fragments: list[str], size: int) -> None:
 @given(st.text(alphabet="noNO_REPLYrepl \n\t*`.!xX9😀\\", max_size=30))
 @settings(max_examples=3000, database=None, deadline=None)
 def test_tail_start_scan_equals_the_regex(text: str) -> None:
-    from bot.agent.silence import _TAIL, tail_start
+    from bot.text.silence import _TAIL, tail_start
 
     expected = _TAIL.search(text, 0, len(text))
     assert expected is not None

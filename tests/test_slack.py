@@ -22,6 +22,7 @@ from adapters.slack.dialect import SLACK, ping_free, sendable
 from bot.channels import SendFailed, Status, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
+from bot.outbound.progress import EditDraft
 from tests.fakes.slack_server import FakeSlack
 
 pytestmark = pytest.mark.timeout(20)
@@ -556,7 +557,8 @@ async def test_no_thread_no_stream_but_a_draft_with_the_stop_button(slack: FakeS
     channel, inbox = await start("http", clock=clock)
     dm = Target("D1", ChatType.DM, None, "1.000001")  # a top-level DM: Slack streams only in threads
     await channel.status(dm, Status.WORKING)
-    draft = await channel.stream(dm)
+    assert await channel.stream(dm) is None  # no stream here: the core's progress edits a draft instead
+    draft = EditDraft(channel, dm)
     await draft.append("Hello")
     clock.now += 0.2
     await draft.append(" **there**, friend")  # within a second: shown by a later edit
@@ -588,7 +590,7 @@ async def test_refused_tokens_and_missing_scopes_name_the_key(slack: FakeSlack, 
 
 
 async def test_rendered_answer_goes_as_mrkdwn_chunks(slack: FakeSlack, start: Start) -> None:
-    from bot.channels.split import render_chunks
+    from bot.outbound.split import render_chunks
 
     channel, _ = await start("socket")
     answer = "Use `a < b && c > d` and see [the docs](https://x.io/?a=1&b=2); <!channel> stays text.\n\n" + \

@@ -16,7 +16,7 @@ import pytest
 from adapters.slack.channel import SlackChannel
 from adapters.slack.dialect import SLACK
 from bot.app import App
-from bot.config import load_config
+from bot.settings import load_config
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.slack_server import FakeSlack, Post
 

@@ -19,9 +19,9 @@ from adapters.slack.dialect import LIMITS as SLACK_LIMITS
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import LIMITS as TELEGRAM_LIMITS
 from adapters.telegram.dialect import TELEGRAM
-from bot.channels import Limits, Measure
-from bot.channels.markdown import PLAIN, Dialect, render
-from bot.channels.split import Role, measure, render_chunks, split, too_many, utf16_len
+from bot.channels import PLAIN, Dialect, Limits, Measure, Role
+from bot.outbound.markdown import render
+from bot.outbound.split import measure, render_chunks, split, too_many, utf16_len
 from tests.test_telegram_chunk import long_answer
 from tests.test_telegram_render import assert_telegram_html
 

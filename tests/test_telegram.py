@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.telegram.adapter import TelegramChannel, secret_matches
+from adapters.telegram.channel import TelegramChannel, secret_matches
 from adapters.telegram.config import TelegramConfig
 from bot.app import App
 from bot.channels import SendFailed
-from bot.config import load_config
 from bot.errors import ChannelError
+from bot.settings import load_config
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.telegram_html import utf16_len
 from tests.fakes.telegram_server import FakeTelegram

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from adapters.telegram.dialect import LIMITS, TELEGRAM, TELEGRAM_LIMIT, html_to_text
 from bot.channels import Limits, Measure
-from bot.channels.split import measure, split, too_many, utf16_len
+from bot.outbound.split import measure, split, too_many, utf16_len
 from tests.test_telegram_render import assert_telegram_html, render
 
 

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.telegram.dialect import TELEGRAM, html_to_text
-from bot.channels import markdown
-from bot.channels.markdown import HR, TABLE_MAX_WIDTH
+from bot.channels import HR
+from bot.outbound import markdown
+from bot.outbound.markdown import TABLE_MAX_WIDTH
 
 
 def render(text: str) -> str:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import Config, load_config
 from bot.conversation import Conversation
 from bot.errors import ConfigError
 from bot.llm import ToolCall, ToolResult
+from bot.settings import Config, load_config
 from bot.tools import ExecSettings, ToolContext, ToolRegistry, builtin_registry
 from bot.tools.bounds import CgroupRoot, CommandLimits, ExecLimits, find_cgroups, host_cgroups, unenforced
 from bot.tools.sandbox import bwrap_arguments

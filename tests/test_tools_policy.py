@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from bot.config import AccessConfig, Config, ToolsConfig, load_config
+from bot.config import AccessConfig, ToolsConfig
 from bot.conversation import Conversation
 from bot.errors import ConfigError
 from bot.llm import ToolCall
 from bot.messages import ChatType
+from bot.settings import Config, load_config
 from bot.tools import ToolContext, ToolPolicy, ToolRules, builtin_registry, policy_for
 from tests.fakes.llm_server import Call
 from tests.test_tools_loop import Loop, offered

@@ -16,6 +16,7 @@ from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult
 from bot.agent.prompt import PERSONA_REMINDER
+from bot.agent.spawn import READ_ONLY_TOOLS, SpawnLimits, SubAgents, spawn_tool
 from bot.app import BUILTIN_TEMPLATES
 from bot.conversation import Conversation
 from bot.llm import Role, ToolCall, ToolResult
@@ -25,7 +26,6 @@ from bot.providers.base import Usage
 from bot.store.sqlite import SQLiteStore
 from bot.tools import ToolContext, ToolPolicy, ToolRegistry, ToolRules, WebFetchSettings, builtin_registry
 from bot.tools.base import SubAgentRun
-from bot.tools.spawn import READ_ONLY_TOOLS, SpawnLimits, SubAgents, spawn_tool
 from bot.tools.web import web_fetch_tool
 from bot.tracing import Redactor, SpanKind, TraceBuilder
 from bot.workspace import Workspaces

@@ -62,9 +62,9 @@ async def test_an_inbox_link_planted_by_exec_does_not_carry_uploads_out(stack: S
 
 
 async def start_with_exec(stack: Stack, tmp_path: Path) -> None:  # noqa: F811
-    from adapters.telegram.adapter import TelegramChannel
+    from adapters.telegram.channel import TelegramChannel
     from bot.app import App
-    from bot.config import load_config
+    from bot.settings import load_config
 
     path = tmp_path / "config.yaml"
     path.write_text(f"""

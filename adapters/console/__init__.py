@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from bot.channels import ChannelSpec, Section
-
-
-class ConsoleConfig(Section):
-    enabled: bool = True
+from adapters.console.config import ConsoleConfig
+from bot.channels import Channel, ChannelSpec
 
 
-def build(config: ConsoleConfig) -> Any:
-    from adapters.console.adapter import ConsoleChannel
+def build(config: ConsoleConfig) -> Channel:
+    from adapters.console.channel import ConsoleChannel
 
     return ConsoleChannel()
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from adapters.discord.config import DiscordConfig, problems
 from bot.channels import Channel, ChannelSpec
 
@@ -16,7 +14,7 @@ HINTS = (
 )
 
 
-def build(config: Any) -> Channel:
+def build(config: DiscordConfig) -> Channel:
     from adapters.discord.channel import DiscordChannel
 
     return DiscordChannel(config)

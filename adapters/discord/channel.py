@@ -37,7 +37,7 @@ from adapters.discord.config import DiscordConfig, group_allowed
 from adapters.discord.dialect import DISCORD
 from adapters.discord.dialect import LIMITS as DIALECT_LIMITS
 from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, to_inbound, where_of
-from bot.channels import Backoff, Inbox, SendFailed, Status, Target
+from bot.channels import Backoff, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
@@ -75,7 +75,7 @@ class DiscordChannel:
                  start_wait: float = 30.0) -> None:
         self.config = config
         self.dialect = dialect
-        self.streaming = config.streaming  # read by the core's progress: "edit" edits one draft
+        self.streaming: Streaming = config.streaming  # read by the core's progress: "edit" edits one draft
         self.heartbeat_timeout = heartbeat_timeout  # a connection silent this long is closed and resumed
         self.answer_wait = answer_wait  # a deferred slash command nobody answers is withdrawn after this
         self.backoff = backoff
@@ -88,7 +88,7 @@ class DiscordChannel:
         self._inbox: Inbox | None = None
         self._bot_id = ""
         self._ready = asyncio.Event()
-        self._closed: asyncio.Future[None] | None = None
+        self._life = Lifecycle()
         self._supervisor: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None  # Discord's zombie rule (see heartbeat)
         self._stopping = False
@@ -96,13 +96,12 @@ class DiscordChannel:
         self._deferred: dict[str, _Deferred] = {}
         self._threads: dict[int, Any] = {}  # channels learnt over REST (threads the cache missed)
         self._files: aiohttp.ClientSession | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self, inbox: Inbox) -> None:
         self._inbox = inbox
-        self._closed = asyncio.get_running_loop().create_future()
+        self._life.open()
         endpoints.apply(self.config.api_base, self.config.gateway_url)
         self._files = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300, sock_connect=10))
         client = await self._login()
@@ -116,8 +115,8 @@ class DiscordChannel:
         ready = asyncio.create_task(self._ready.wait())
         await asyncio.wait({ready, self._supervisor}, timeout=self.start_wait, return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
-        if self._closed.done() and self._closed.exception() is not None:
-            raise self._closed.exception()  # type: ignore[misc]
+        if (failure := self._life.failure) is not None:
+            raise failure
         if not self._ready.is_set():  # the gateway is slow or down: do not hold up the other channels
             log.warning("discord: no gateway connection after %g s; still trying", self.start_wait)
 
@@ -133,26 +132,18 @@ class DiscordChannel:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        if self._tasks:  # messages being stored: the gateway will not send them again
-            await asyncio.wait(self._tasks, timeout=STORE_GRACE)
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
+        # messages being stored get a grace: the gateway will not send them again
+        await self._life.stop_tasks(grace=STORE_GRACE)
         if self._files is not None:
             await self._files.close()
-        if self._closed is not None and not self._closed.done():
-            self._closed.set_result(None)
+        self._life.close()
 
     async def wait_closed(self) -> None:
-        assert self._closed is not None
-        await asyncio.shield(self._closed)
+        await self._life.wait()
 
     def _fail(self, error: ChannelError) -> None:
         log.error("%s", error)
-        if self._closed is not None and not self._closed.done():
-            self._closed.set_exception(error)
-            self._closed.exception()  # retrieved here: start() or wait_closed() reports it
+        self._life.fail(error)  # start() or wait_closed() reports it
 
     def _new_client(self) -> discord.Client:
         intents = discord.Intents.none()
@@ -264,9 +255,8 @@ class DiscordChannel:
         assert self._inbox is not None
         # discord.py runs each event in a task it does not keep: own it, so stop() waits for it.
         task = asyncio.current_task()
-        if task is not None and task not in self._tasks:
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        if task is not None:
+            self._life.own(task)
         if self._stopping:
             return
         async with self._inbound:
@@ -303,7 +293,7 @@ class DiscordChannel:
         """Nobody answered a deferred slash command: remove its "thinking…" reply."""
         pending = self._deferred.pop(interaction_id, None)
         if pending is not None:
-            self._spawn(_quietly(pending.interaction.delete_original_response()))
+            self._life.spawn(_quietly(pending.interaction.delete_original_response()))
 
     # -- outbound ----------------------------------------------------------------------
 
@@ -382,11 +372,6 @@ class DiscordChannel:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise SendFailed(f"{attachment.name}: {type(exc).__name__}: {exc}") from None
         return bytes(data)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
 
 class _Client(discord.Client):

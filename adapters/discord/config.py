@@ -5,11 +5,11 @@ channels, and a channel holds threads and forum posts. ``guilds`` lists the serv
 every channel is allowed; ``channels`` lists single channels (a thread or forum post is
 allowed when its parent channel is), each an id or, like Telegram's ``groups``,
 ``{id, tools: {allow, deny}}`` with its own tool rules; ``"*"`` in either allows every
-guild. The adapter applies that allowlist itself, before anything reaches the core
+guild. The channel applies that allowlist itself, before anything reaches the core
 (``group_allowed``): a message from a guild or channel that is not allowed is dropped there
 and nothing of it is stored. ``groups`` is therefore not a key here but derived: the
 ``channels`` entries (for their tool rules) and a ``"*"`` entry, so that the core's
-generic group check passes what the adapter let through. Everything else (``dm_policy``,
+generic group check passes what the channel let through. Everything else (``dm_policy``,
 ``allow_from``, ``owners``, ``require_mention``) is decided by the core as on every platform.
 """
 
@@ -53,7 +53,7 @@ class DiscordConfig(ChannelConfig):
     streaming: Literal["off", "edit"] = "off"
     allow_bots: bool = False  # answer other bots and webhooks (the core's loop guard still applies)
     max_download_mb: Annotated[Float, Field(gt=0, le=500)] = 25.0
-    # Derived, not a key: the adapter has already applied guilds/channels (see the module doc).
+    # Derived, not a key: the channel has already applied guilds/channels (see the module doc).
     groups: tuple[GroupConfig, ...] = Field(default=(), exclude=True)
 
     @field_validator("groups", mode="before")
@@ -66,10 +66,6 @@ class DiscordConfig(ChannelConfig):
         entries = self.channels if any(c.id == "*" for c in self.channels) else (*self.channels, GroupConfig(id="*"))
         object.__setattr__(self, "groups", entries)  # a frozen model: derived once, here
         return self
-
-    @property
-    def max_download_bytes(self) -> int:
-        return int(self.max_download_mb * 1024 * 1024)
 
 
 def group_allowed(config: DiscordConfig, guild_id: str, channel_id: str, parent_id: str | None = None) -> bool:

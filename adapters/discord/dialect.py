@@ -9,7 +9,7 @@ punctuation), as is a ``#``, ``>``, ``-`` or ``+`` that would open a line's bloc
 inside bare URLs, which Discord must still recognise. Italics use ``_``, which Discord
 does not apply inside a word ("un_believ_able" stays as it is); bold works anywhere.
 ``@everyone`` and ``@here`` get a zero-width space after the ``@``, a second line of
-defence behind the adapter's allowed mentions.
+defence behind the channel's allowed mentions.
 
 A message is at most 2,000 characters as sent, and long messages read badly in Discord's
 narrow column: ``LIMITS`` also cuts after 17 lines.
@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import re
 
-from bot.channels import Limits, Measure
-from bot.channels.markdown import HR, quote_lines
-from bot.channels.split import Atom, Role, text_atoms
+from bot.channels import Atom, DialectBase, Limits, Measure, Role, text_atoms
 
 __all__ = ["DISCORD", "DiscordDialect", "LIMITS"]
 
@@ -58,10 +56,8 @@ def _url(url: str) -> str:
     return url.replace("<", "%3C").replace(">", "%3E").replace(" ", "%20")
 
 
-class DiscordDialect:
+class DiscordDialect(DialectBase):
     name = "discord"
-    hr = HR
-    link_markup = True
     block_openers = "#>+-"
 
     def text(self, text: str) -> str:
@@ -97,23 +93,11 @@ class DiscordDialect:
     def link(self, inner: str, url: str) -> str:
         return f"[{inner}](<{_url(url)}>)"
 
-    def quote(self, inner: str) -> str:
-        return quote_lines(inner, "> ")
-
     def heading(self, inner: str, level: int) -> str:
         return f"{'#' * level} {inner}" if level <= 3 else f"**{inner}**"
 
-    def item(self, number: int | None) -> str:
-        return "• " if number is None else f"{number}. "
-
-    def table(self, lines: list[str]) -> str:
-        return self.code_block("\n".join(lines), "")
-
     def tokens(self, rendered: str) -> list[Atom]:
         return _Reader(rendered).atoms
-
-    def plain(self, rendered: str) -> str:
-        return "".join(atom.char for atom in self.tokens(rendered))
 
 
 class _Reader:

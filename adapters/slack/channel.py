@@ -32,8 +32,8 @@ from adapters.slack.config import SlackConfig
 from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
 from adapters.slack.errors import error_code, send_failed
 from adapters.slack.inbound import STOP_BUTTON, Me, Options
-from adapters.slack.progress import STREAM_ROLLOVER, EditDraft, SlackStream, StatusBoard
-from bot.channels import Inbox, LiveDraft, SendFailed, Status, Target
+from adapters.slack.progress import STREAM_ROLLOVER, SlackStream, StatusBoard
+from bot.channels import Inbox, Lifecycle, LiveDraft, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage
 
@@ -82,7 +82,7 @@ class SlackChannel:
         if config.bot_token is None:
             raise ChannelError("channels.slack.bot_token: missing (set SLACK_BOT_TOKEN)")
         self.config, self.dialect, self._clock = config, dialect, clock
-        self.streaming = config.streaming  # read by the core's progress: native | edit | off
+        self.streaming: Streaming = config.streaming  # read by the core's progress: native | edit | off
         self._rollover = stream_rollover  # seconds before a fresh stream (tests shorten it)
         self._options = Options(reply_in_thread=config.reply_in_thread,
                                 allowed_bots=frozenset(config.allow_from))
@@ -93,7 +93,7 @@ class SlackChannel:
         self._status: StatusBoard | None = None
         self._socket: Any = None  # bolt's AsyncSocketModeHandler
         self._runner: web.AppRunner | None = None
-        self._closed: asyncio.Future[None] | None = None
+        self._life = Lifecycle()
         self._names: OrderedDict[str, str] = OrderedDict()
         self._threads: OrderedDict[tuple[str, str], float] = OrderedDict()  # where the bot posted -> when
         self._senders: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()  # (chat, ts) -> (user, team)
@@ -109,7 +109,7 @@ class SlackChannel:
 
     async def start(self, inbox: Inbox) -> None:
         self._inbox = inbox
-        self._closed = asyncio.get_running_loop().create_future()
+        self._life.open()
         self._session = aiohttp.ClientSession()
         try:
             self._client = AsyncWebClient(token=self.config.bot_token.get_secret_value(),  # type: ignore[union-attr]
@@ -244,8 +244,7 @@ class SlackChannel:
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
-        if self._closed is not None and not self._closed.done():
-            self._closed.set_result(None)
+        self._life.close()
 
     def _send_failed(self, exc: Exception, what: str) -> SendFailed:
         """The ``SendFailed`` for a failed send; a token Slack now refuses also stops the channel
@@ -257,12 +256,10 @@ class SlackChannel:
         return send_failed(exc, what)
 
     def _fail(self, error: ChannelError) -> None:
-        if self._closed is not None and not self._closed.done():
-            self._closed.set_exception(error)
+        self._life.fail(error)
 
     async def wait_closed(self) -> None:
-        assert self._closed is not None
-        await asyncio.shield(self._closed)
+        await self._life.wait()
 
     # -- inbound -----------------------------------------------------------------------
 
@@ -399,14 +396,15 @@ class SlackChannel:
         except (SlackApiError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
             log.info("slack: removing the Stop button in %s failed: %s", to.chat_id, exc)
 
-    async def stream(self, to: Target) -> LiveDraft:
+    async def stream(self, to: Target) -> LiveDraft | None:
         """Slack's own streaming message in the thread of ``to``. Slack streams only in
-        threads: an answer that goes to the chat itself (a top-level DM, or a channel reply
-        with ``reply_in_thread: false``) gets a draft message edited at most every
-        ``limits.edit_every`` instead (with the Stop button), not a stream under the user's
-        message that would split the answer between the thread and the chat."""
+        threads: for an answer that goes to the chat itself (a top-level DM, or a channel reply
+        with ``reply_in_thread: false``) there is none (None), and the core's progress edits a
+        draft message at most every ``limits.edit_every`` instead (with the Stop button, as
+        ``send`` adds it), not a stream under the user's message that would split the answer
+        between the thread and the chat."""
         if not to.thread_id:
-            return EditDraft(self, to)
+            return None
         sender = self._senders.get((to.chat_id, to.reply_to or ""))
         recipient = sender if to.chat_type is ChatType.GROUP and sender else None
         return SlackStream(self.client, channel=to.chat_id, thread_ts=to.thread_id, recipient=recipient,

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import re
 
-from bot.channels import Limits, Measure
-from bot.channels.markdown import HR, quote_lines
-from bot.channels.split import Atom, Role, text_atoms
+from bot.channels import Atom, DialectBase, Limits, Measure, Role, text_atoms
 
 __all__ = ["LIMITS", "SLACK", "SlackDialect", "ping_free", "sendable"]
 
@@ -76,9 +74,8 @@ def _code(code: str) -> str:
     return code
 
 
-class SlackDialect:
+class SlackDialect(DialectBase):
     name = "slack"
-    hr = HR
     link_markup = False
     block_openers = ""  # ">" is always sent as "&gt;"
 
@@ -118,23 +115,8 @@ class SlackDialect:
         inner = _MENTION.sub(lambda found: _esc(found.group(0)), inner)  # no <...> inside <...>
         return f"<{_esc(url).replace('|', '%7C')}|{inner}>"
 
-    def quote(self, inner: str) -> str:
-        return quote_lines(inner, "> ")
-
-    def heading(self, inner: str, level: int) -> str:
-        return self.bold(inner)
-
-    def item(self, number: int | None) -> str:
-        return "• " if number is None else f"{number}. "
-
-    def table(self, lines: list[str]) -> str:
-        return self.code_block("\n".join(lines), "")
-
     def tokens(self, rendered: str) -> list[Atom]:
         return _Reader(rendered).atoms
-
-    def plain(self, rendered: str) -> str:
-        return "".join(atom.char for atom in self.tokens(rendered))
 
 
 class _Reader:

@@ -12,9 +12,9 @@ working again (a late refresh is dropped).
 stream is started before Slack's ~5-minute stream limit and when Slack says the message
 is no longer streaming; on close the continuation messages are deleted and the first
 one's ts is returned (the answer's first chunk replaces it). What it streams pings nobody
-(``dialect.ping_free``; a token cut between two appends waits for its end). ``EditDraft``
-stands in where Slack cannot stream (outside threads): one message, edited at most every
-second, rendered in the dialect like the answer.
+(``dialect.ping_free``; a token cut between two appends waits for its end). Where Slack
+cannot stream (outside threads) the channel offers no stream, and the core's progress
+edits a draft message instead (``bot.outbound.progress.EditDraft``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.dialect import ping_free, sendable
 from adapters.slack.errors import error_code
-from bot.channels import Channel, SendFailed, Status, Target
-from bot.channels.split import render_chunks
+from bot.channels import Status, Target
 from bot.messages import ChatType
 
 log = logging.getLogger(__name__)
@@ -249,57 +248,6 @@ class SlackStream:
                 except (SlackApiError, OSError, asyncio.TimeoutError) as exc:
                     log.info("slack: deleting a stream continuation in %s failed: %s", self._channel, exc)
         return self._messages[0] if self._messages else None
-
-
-class EditDraft:
-    """A ``LiveDraft`` where Slack cannot stream (no thread): one message, sent once and
-    edited at most every ``limits.edit_every`` seconds with the first chunk of the Markdown
-    so far, rendered in the channel's dialect."""
-
-    def __init__(self, channel: Channel, to: Target, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._channel, self._to, self._clock = channel, to, clock
-        self._raw = ""
-        self._shown = ""
-        self._ts: str | None = None
-        self._last = float("-inf")
-        self._lock = asyncio.Lock()
-        self._later: asyncio.Task[None] | None = None
-        self._broken = False
-        self._closed = False
-
-    async def append(self, text: str) -> None:
-        self._raw += text
-        wait = self._channel.limits.edit_every - (self._clock() - self._last)
-        if wait <= 0:
-            await self._flush()
-        elif self._later is None or self._later.done():
-            self._later = asyncio.create_task(self._flush_after(wait))
-
-    async def _flush_after(self, wait: float) -> None:
-        await asyncio.sleep(wait)
-        await self._flush()
-
-    async def _flush(self) -> None:
-        async with self._lock:
-            chunks = render_chunks(self._raw, self._channel.dialect, self._channel.limits) if self._raw.strip() else []
-            if self._broken or self._closed or not chunks or chunks[0] == self._shown:
-                return
-            self._last = self._clock()
-            try:
-                if self._ts is None:
-                    self._ts = await self._channel.send(self._to, chunks[0])
-                else:
-                    await self._channel.edit(self._to, self._ts, chunks[0])
-            except SendFailed as exc:
-                log.info("slack: draft in %s failed (%s); it stays as it is", self._to.chat_id, exc)
-                self._broken = True
-                return
-            self._shown = chunks[0]
-
-    async def close(self) -> str | None:
-        self._closed = True
-        await _settle(self._later, self._lock)
-        return self._ts
 
 
 async def _settle(later: asyncio.Task[None] | None, lock: asyncio.Lock) -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from adapters.telegram.config import TelegramConfig
-from bot.channels import ChannelSpec
+from bot.channels import Channel, ChannelSpec
 
 HINTS = ("Telegram shows a Markdown subset: **bold**, _italic_, `code`, code blocks and links. "
          "No tables and no headings (use a bold line); keep paragraphs short.")
 
 
-def build(config: TelegramConfig) -> Any:
-    from adapters.telegram.adapter import TelegramChannel
+def build(config: TelegramConfig) -> Channel:
+    from adapters.telegram.channel import TelegramChannel
 
     return TelegramChannel(config)
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import html
 import re
 
-from bot.channels import Limits, Measure
-from bot.channels.split import Atom, Role, text_atoms
+from bot.channels import Atom, DialectBase, Limits, Measure, Role, text_atoms
 
 __all__ = ["LIMITS", "TELEGRAM", "TELEGRAM_LIMIT", "TelegramDialect", "html_to_text"]
 
@@ -40,11 +39,8 @@ def html_to_text(html_text: str) -> str:
     return html.unescape(_TAG.sub("", html_text))
 
 
-class TelegramDialect:
+class TelegramDialect(DialectBase):
     name = "telegram"
-    hr = "———"
-    link_markup = True
-    block_openers = ""
 
     def text(self, text: str) -> str:
         return _esc(text)
@@ -74,12 +70,6 @@ class TelegramDialect:
 
     def quote(self, inner: str) -> str:
         return f"<blockquote>{inner}</blockquote>"
-
-    def heading(self, inner: str, level: int) -> str:
-        return f"<b>{inner}</b>"
-
-    def item(self, number: int | None) -> str:
-        return "• " if number is None else f"{number}. "
 
     def table(self, lines: list[str]) -> str:
         return "<pre>" + self.code_text("\n".join(lines)) + "</pre>"

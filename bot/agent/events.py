@@ -1,4 +1,4 @@
-"""Events a run emits while it lives; adapters, tracing and logs subscribe.
+"""Events a run emits while it lives; progress, tracing and logs subscribe.
 
 Subscribers are independent: each gets events through its own callback, and one that
 raises is logged and skipped, never breaking the run or the other subscribers.

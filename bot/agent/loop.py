@@ -27,7 +27,6 @@ from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.guard import REFUSAL, GuardMode, check_input
 from bot.agent.history import build_history, repair_pairing
 from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
-from bot.agent.silence import NoReplyHoldback, final_answer
 from bot.agent.transcript import context_block, group_turn
 from bot.conversation import Conversation
 from bot.errors import ProviderError
@@ -36,6 +35,7 @@ from bot.llm import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResu
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
+from bot.text.silence import NoReplyHoldback, final_answer
 from bot.tools.base import ToolContext
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry

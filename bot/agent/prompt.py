@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bot.agent.transcript import GROUP_STRUCTURE
-from bot.channels import registry
-from bot.channels.base import ChannelSpec
+from bot.channels import ChannelSpec, registry
 from bot.conversation import ChannelInfo, Conversation
 from bot.messages import ChatType
 from bot.providers.base import ToolSpec
@@ -44,7 +43,7 @@ PERSONA_REMINDER = "Stay in character as described in SOUL.md and IDENTITY.md, h
 
 
 
-def _channel(platform: str) -> ChannelSpec | None:
+def _channel(platform: str) -> ChannelSpec[Any] | None:
     """The platform's registry entry (its name in prose, its formatting hints), if registered."""
     try:
         return registry.spec(platform)

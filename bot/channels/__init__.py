@@ -1,24 +1,46 @@
-"""The channel port and what every channel shares. Adapters import from here only
-(plus ``bot.messages`` and ``bot.errors``)."""
+"""The channel port: what the core asks of a platform and what a platform brings.
+
+A platform package (``adapters/<name>/``) imports from here only (plus ``bot.messages``
+and ``bot.errors``); the core's output pipeline (``bot.outbound``) builds on it too, and
+the port imports neither.
+
+- ``channel``: ``Channel``, ``Inbox``, ``Limits``, ``Measure``, ``Status``, ``SendFailed``
+- ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
+  ``Interrupts``: what only some channels can do, checked with ``isinstance``
+- ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
+  ``Atom``s a dialect reads back, ``PLAIN``
+- ``lifecycle``: the closed future, the failure that ended it and the owned tasks every
+  channel keeps
+- ``spec`` and ``registry``: ``ChannelSpec`` and the channels by name
+- the config building blocks a platform's ``channels.<name>`` model is made of (from
+  ``bot.config.types``), the command menu (``bot.commands``), ``Backoff``
+"""
 
 from bot.backoff import Backoff
-from bot.channels.base import (
-    Channel,
-    ChannelSpec,
-    Inbox,
-    Limits,
-    LiveDraft,
-    Measure,
-    SendFailed,
-    Status,
-)
+from bot.channels.capabilities import Asks, Choice, Interrupts, LiveDraft, Notes, Streams
+from bot.channels.channel import Channel, Inbox, Limits, Measure, SendFailed, Status
+from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms
+from bot.channels.lifecycle import Lifecycle
+from bot.channels.spec import ChannelSpec
 from bot.commands import MENU as COMMAND_MENU
 from bot.commands import NAMES as COMMAND_NAMES
-from bot.config.types import ChannelConfig, Float, GroupConfig, Int, Secret, Section, Url, secret
+from bot.config.types import (
+    ChannelConfig,
+    ChannelSection,
+    Float,
+    GroupConfig,
+    Int,
+    Secret,
+    Section,
+    Streaming,
+    Url,
+    secret,
+)
 from bot.messages import Target
 
 __all__ = [
-    "COMMAND_MENU", "Backoff", "Channel", "ChannelConfig", "ChannelSpec", "Float", "GroupConfig", "Inbox", "Int",
-    "Limits", "LiveDraft", "COMMAND_NAMES",
-    "Measure", "Secret", "Section", "SendFailed", "Status", "Target", "Url", "secret",
+    "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig", "ChannelSection",
+    "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Inbox", "Int", "Interrupts",
+    "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "PlainDialect", "Role", "Secret", "Section",
+    "SendFailed", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines", "secret", "text_atoms",
 ]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
+from typing import Any
 
-from bot.channels.base import ChannelSpec
+from bot.channels.spec import ChannelSpec
 
 BUILTIN: dict[str, str] = {
     "console": "adapters.console:SPEC",
@@ -31,7 +32,7 @@ def names() -> tuple[str, ...]:
 
 
 @cache
-def spec(name: str) -> ChannelSpec:
+def spec(name: str) -> ChannelSpec[Any]:
     module, _, attr = BUILTIN[name].partition(":")
     found = getattr(importlib.import_module(module), attr)
     if not isinstance(found, ChannelSpec) or found.name != name:
@@ -39,5 +40,5 @@ def spec(name: str) -> ChannelSpec:
     return found
 
 
-def specs() -> tuple[ChannelSpec, ...]:
+def specs() -> tuple[ChannelSpec[Any], ...]:
     return tuple(spec(name) for name in BUILTIN)

@@ -1,6 +1,11 @@
 """One YAML file -> typed, validated, frozen config, checked before anything starts.
 
-``load_config(path)`` reads the file, expands ``${VAR}`` / ``${VAR:-default}`` from the
+This package is the machinery and the core's keys; the file's whole model, with a section
+per registered channel, is assembled by the composition root (``bot.settings``: ``Config``
+and ``load_config``), since the channels' models come from the channel registry and the
+registry's platform packages build their models on this package.
+
+``load(model, path)`` reads the file, expands ``${VAR}`` / ``${VAR:-default}`` from the
 environment in string values of the parsed tree (``$${`` is a literal ``${``), fills each
 secret that the file leaves out from its environment variable, and validates the result
 into the models. Every mistake raises ``ConfigError`` as one line naming the dotted key
@@ -15,17 +20,17 @@ Without a path, ``./config.yaml`` is used if present, else the built-in defaults
 key, and any non-empty value works, e.g. ``OPENAI_API_KEY=local``); Anthropic's is the root.
 
 Secrets are ``SecretStr``: their repr is masked, ``describe()`` shows at most the ends.
-``load_config`` insists on the secrets that will be used; a ``Config`` built in code (tests)
-does not. The package imports only pydantic and PyYAML (and each channel's config model,
-never its SDK); it runs at every start.
+``load`` insists on the secrets that will be used; a config built in code (tests) does not.
+The package imports only pydantic and PyYAML; it runs at every start.
 
-- ``types``: field types, secrets, ``Section``, the shared access keys (``ChannelConfig``)
-- ``schema``: the core sections, ``Config``, ``channels`` built from the channel registry
-- ``loading``: YAML, ``${VAR}``, secrets from the environment, ``load_config``
+- ``types``: field types, secrets, ``Section``, what every channel's section is
+  (``ChannelSection``) and the base of every platform's (``ChannelConfig``)
+- ``schema``: the core sections, ``CoreConfig`` (all but the platforms' sections)
+- ``loading``: YAML, ``${VAR}``, secrets from the environment, ``load``
 - ``wording``: pydantic errors as one line naming the key and the fix
 
-Names are imported lazily (PEP 562), so that a channel's config model can build on
-``bot.config.types`` while ``schema`` reads the channel registry.
+Names of ``schema`` and ``loading`` are imported lazily (PEP 562): a platform's config
+model, built on ``bot.config.types`` through the port, loads no YAML and no core section.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 from bot.config.types import (
     AccessConfig,
     ChannelConfig,
+    ChannelSection,
     Float,
     GroupConfig,
     Int,
@@ -42,19 +48,20 @@ from bot.config.types import (
     Name,
     Secret,
     Section,
+    Streaming,
     ToolRulesConfig,
     Url,
     secret,
 )
 
 _LAZY = {
-    "Config": "schema", "ChannelsConfig": "schema", "AgentConfig": "schema", "DEFAULT_MODELS": "schema",
+    "CoreConfig": "schema", "AgentConfig": "schema", "DEFAULT_MODELS": "schema",
     "ProviderConfig": "schema", "dotted": "schema", "ToolsConfig": "schema", "WebFetchConfig": "schema",
-    "load_config": "loading", "DEFAULT_PATH": "loading",
+    "load": "loading", "DEFAULT_PATH": "loading",
 }
 
-__all__ = ["AccessConfig", "ChannelConfig", "Float", "GroupConfig", "Int", "Loc", "Name", "Secret", "Section",
-           "ToolRulesConfig", "Url", "secret", *_LAZY]
+__all__ = ["AccessConfig", "ChannelConfig", "ChannelSection", "Float", "GroupConfig", "Int", "Loc", "Name", "Secret",
+           "Section", "Streaming", "ToolRulesConfig", "Url", "secret", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,8 @@
-"""Loading: one YAML file (or the environment alone) -> expanded -> validated ``Config``.
+"""Loading: one YAML file (or the environment alone) -> expanded -> validated config.
+
+``load(model, path)`` validates into ``model``, the file's whole model: the composition
+root's ``bot.settings.Config`` (whose ``load_config`` calls this), which knows the
+platforms' sections.
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded in string values of the parsed tree
 (``$${`` is a literal ``${``); each secret the file leaves out is read from its
@@ -11,17 +15,18 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from bot.config.schema import SECRETS, Config, dotted, holds_secret
+from bot.config.schema import CoreConfig, dotted, holds_secret, secrets
 from bot.config.types import Loc
 from bot.config.wording import describe_value, from_validation
 from bot.errors import ConfigError
 
 DEFAULT_PATH = Path("config.yaml")
+C = TypeVar("C", bound=CoreConfig)
 
 # -------------------------------------------------------------------- env expansion
 
@@ -29,12 +34,13 @@ _REF = re.compile(r"\$\$\{|\$\{([^}]*)\}|\$\{")
 _REF_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.S)
 
 
-def _expand(node: Any, env: Mapping[str, str], loc: Loc, used: dict[Loc, tuple[str, ...]]) -> Any:
+def _expand(node: Any, env: Mapping[str, str], loc: Loc, used: dict[Loc, tuple[str, ...]],
+            model: type[BaseModel]) -> Any:
     """Expand references in every string value (never in keys); note which variables fed which key."""
     if isinstance(node, dict):
-        return {k: _expand(v, env, (*loc, k), used) for k, v in node.items()}
+        return {k: _expand(v, env, (*loc, k), used, model) for k, v in node.items()}
     if isinstance(node, list):
-        return [_expand(v, env, (*loc, i), used) for i, v in enumerate(node)]
+        return [_expand(v, env, (*loc, i), used, model) for i, v in enumerate(node)]
     if not isinstance(node, str) or "${" not in node:
         return node
     names: list[str] = []
@@ -44,7 +50,7 @@ def _expand(node: Any, env: Mapping[str, str], loc: Loc, used: dict[Loc, tuple[s
             return "${"
         body = _REF_BODY.fullmatch(m.group(1) or "")
         if m.group(1) is None or body is None:
-            shown = "" if holds_secret(loc) else f" {describe_value(m.group(0))}"
+            shown = "" if holds_secret(loc, model) else f" {describe_value(m.group(0))}"
             raise ConfigError(dotted(loc), f"bad variable reference{shown}",
                               "write ${NAME} or ${NAME:-default}; $${ for a literal ${")
         names.append(body.group(1))
@@ -56,9 +62,10 @@ def _expand(node: Any, env: Mapping[str, str], loc: Loc, used: dict[Loc, tuple[s
     return out
 
 
-def _fill_secrets(tree: dict[str, Any], env: Mapping[str, str], used: dict[Loc, tuple[str, ...]]) -> None:
+def _fill_secrets(tree: dict[str, Any], env: Mapping[str, str], used: dict[Loc, tuple[str, ...]],
+                  model: type[BaseModel]) -> None:
     """Each secret the file leaves out (or null) is read from its environment variable."""
-    for loc, var in SECRETS.items():
+    for loc, var in secrets(model).items():
         node: Any = tree
         for part in loc[:-1]:
             if node.get(part) is None:
@@ -131,9 +138,10 @@ def _read_yaml(path: Path, shown: str) -> Any:
 # -------------------------------------------------------------------------- load
 
 
-def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
-                require_secrets: bool = True) -> Config:
-    """Read, expand and validate the config; raise ``ConfigError`` (one line) on the first mistake.
+def load(model: type[C], path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
+         require_secrets: bool = True) -> C:
+    """Read, expand and validate the config into ``model``; raise ``ConfigError`` (one line) on
+    the first mistake.
 
     ``require_secrets=False`` is for commands that only read the store (``chatgate traces``)."""
     env = os.environ if env is None else env
@@ -146,14 +154,14 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
             raw = {}
         if not isinstance(raw, dict):
             raise ConfigError(shown, f"expected a mapping of sections (agent:, providers:, ...), got {describe_value(raw)}")
-        tree, source = _expand(raw, env, (), used), shown
+        tree, source = _expand(raw, env, (), used, model), shown
     else:
         tree, source = _tree_from_env(env, used), "built-in defaults and environment (no config.yaml)"
-    _fill_secrets(tree, env, used)
+    _fill_secrets(tree, env, used, model)
     try:
-        config = Config.model_validate(tree)
+        config = model.model_validate(tree)
     except ValidationError as exc:
-        raise from_validation(exc, used) from None
+        raise from_validation(exc, used, model) from None
     config._source = source
     config._source_path = Path(source) if from_file else None
     if config.storage.path.is_dir():
@@ -187,20 +195,20 @@ def _tree_from_env(env: Mapping[str, str], used: dict[Loc, tuple[str, ...]]) -> 
     return {"agent": agent, "providers": providers}
 
 
-def _require_secrets(config: Config, used: Mapping[Loc, tuple[str, ...]], from_file: bool) -> None:
+def _require_secrets(config: CoreConfig, used: Mapping[Loc, tuple[str, ...]], from_file: bool) -> None:
     """The selected provider's key and the tokens of enabled channels must be set."""
-    wanted = [loc for loc in SECRETS if loc[:2] == ("providers", config.agent.provider)]
+    known = secrets(type(config))
+    wanted = [loc for loc in known if loc[:2] == ("providers", config.agent.provider)]
+    sections = config.channel_sections()
     for name in config.enabled_channels:
-        channel = getattr(config.channels, name)
-        needed = getattr(channel, "required_secrets", lambda: ())()
-        wanted += [("channels", name, *field.split(".")) for field in needed]
+        wanted += [("channels", name, *field.split(".")) for field in sections[name].required_secrets()]
     for loc in wanted:
         node: Any = config
         for part in loc:
             node = getattr(node, part)
         if node is not None:
             continue
-        var, names = SECRETS[loc], used.get(loc)
+        var, names = known[loc], used.get(loc)
         if not from_file:
             chosen = ("agent", "provider") in used  # CHATGATE_PROVIDER named it
             other = "" if chosen or var != "OPENAI_API_KEY" else ", or ANTHROPIC_API_KEY for Anthropic"

@@ -1,25 +1,41 @@
-"""The core's config sections and ``Config``; ``channels`` is built from the channel registry,
-each platform bringing its own model (``ChannelSpec.config``).
+"""The core's config sections and ``CoreConfig``, the file's model without the platforms.
 
-Also the model introspection the loader and the error wording use: which model validates
-a location, where the secrets are, and a location's dotted name.
+``channels`` is an empty section here: each platform brings its own model
+(``ChannelSpec.config``), and the composition root (``bot.settings.Config``) gives
+``channels`` one section per registered channel. This package never imports the channel
+registry (whose platform packages build their models on ``bot.config.types``).
+
+Also the model introspection the loader and the error wording use, for a given model:
+which model validates a location, where the secrets are, and a location's dotted name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, create_model, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
 
-from bot.channels import registry
-from bot.config.types import Float, Int, Loc, Name, Secret, Section, ToolPattern, ToolRulesConfig, Url, secret
+from bot.config.types import (
+    DEFAULT_DOWNLOAD_MB,
+    AccessConfig,
+    ChannelConfig,
+    ChannelSection,
+    Float,
+    Int,
+    Loc,
+    Name,
+    Secret,
+    Section,
+    ToolPattern,
+    ToolRulesConfig,
+    Url,
+    secret,
+)
 from bot.errors import ConfigError
 from bot.providers.context import context_window_for
-
-if TYPE_CHECKING:
-    from bot.tools.sandbox import ExecSettings
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 
@@ -111,17 +127,6 @@ class ModelPrice(Section):
     cache_write: Annotated[Float, Field(ge=0)] | None = None
 
 
-
-
-def _channels_model() -> type[Section]:
-    """``channels:``: one section per registered platform, each the platform's own model."""
-    fields: dict[str, Any] = {spec.name: (spec.config, spec.config()) for spec in registry.specs()}
-    return create_model("ChannelsConfig", __base__=Section, **fields)
-
-
-ChannelsConfig = _channels_model()
-
-
 class RetentionConfig(Section):
     # days a group message that did not address the bot is kept (text and all) after the
     # bot saw it; the context it gave is in memory only, so this is the audit trail
@@ -206,11 +211,13 @@ class LoggingConfig(Section):
     format: Literal["text"] = "text"  # the only format the CLI writes so far
 
 
-class Config(Section):
+class CoreConfig(Section):
+    """The config file's model but for the platforms' sections (see the module doc)."""
+
     agent: AgentConfig = AgentConfig()
     providers: ProvidersConfig = ProvidersConfig()
     pricing: dict[Name, ModelPrice] = {}
-    channels: ChannelsConfig = ChannelsConfig()
+    channels: Section = Section()  # one section per registered channel in bot.settings.Config
     storage: StorageConfig = StorageConfig()
     workspace: WorkspaceConfig = WorkspaceConfig()
     runs: RunsConfig = RunsConfig()
@@ -224,7 +231,7 @@ class Config(Section):
     _env_sources: dict[Loc, tuple[str, ...]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
-    def _fits(self) -> Config:
+    def _fits(self) -> CoreConfig:
         a = self.agent
         if a.max_tokens >= a.window:
             window = (f"agent.context_window ({a.window})" if a.context_window is not None
@@ -259,19 +266,22 @@ class Config(Section):
             paths.insert(0, self._source_path)
         return tuple(p.absolute() for p in paths)
 
-    def exec_settings(self) -> ExecSettings:
-        """``tools.exec`` as the exec tool takes it (``builtin_registry(exec_settings=...)``)."""
-        from bot.tools.bounds import ExecLimits
-        from bot.tools.sandbox import ExecSettings
-
-        e = self.tools.exec
-        return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
-                            private=self.private_paths(), limits=ExecLimits(**e.limits.model_dump()))
+    def channel_sections(self) -> dict[str, ChannelSection]:
+        """``channels.<name>`` by name, every registered channel's, enabled or not."""
+        return {name: section for name, section in self.channels if isinstance(section, ChannelSection)}
 
     def owner_ids(self) -> tuple[str, ...]:
         """Every channel's owners as ``platform:user_id`` (``AgentSettings.owners``, the prompt)."""
-        return tuple(f"{name}:{uid}" for name in ChannelsConfig.model_fields
-                     for uid in getattr(getattr(self.channels, name), "owners", ()))
+        return tuple(f"{name}:{uid}" for name, section in self.channel_sections().items()
+                     if isinstance(section, AccessConfig) for uid in section.owners)
+
+    def max_download_bytes(self, channel: str) -> int:
+        """The largest file fetched from a message on ``channel`` (the default for a channel
+        without the key: the terminal, a test's)."""
+        section = self.channel_sections().get(channel)
+        if isinstance(section, ChannelConfig):
+            return section.max_download_bytes
+        return int(DEFAULT_DOWNLOAD_MB * 1024 * 1024)
 
     def warnings(self) -> list[str]:
         """Choices that are allowed but unsafe, for ``chatgate check``."""
@@ -279,61 +289,14 @@ class Config(Section):
         if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
             found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
                          "file, database, environment and every workspace (set it to bwrap)")
-        for name in self.enabled_channels:  # each platform's own checks (token shapes, empty allowlists ...)
-            check = registry.spec(name).check
-            if check is not None:
-                found += check(getattr(self.channels, name))
         return found
 
     @property
     def enabled_channels(self) -> tuple[str, ...]:
-        return tuple(name for name in ChannelsConfig.model_fields if getattr(self.channels, name).enabled)
-
-    def describe(self) -> str:
-        """What would start, for ``chatgate check``; every secret is masked, and so are the
-        credentials of URLs (``user:pass@``, token path segments, ``?token=``)."""
-        from bot.tracing import mask_url
-
-        a, p = self.agent, self.provider_settings()
-        lines = [
-            f"config     {self._source}",
-            f"agent      {a.id}: up to {a.max_iterations} iterations, context window {a.window} "
-            f"tokens, answers up to {a.max_tokens} tokens, dm_scope {a.dm_scope}"
-            + (f", system_prompt {len(a.system_prompt)} chars" if a.system_prompt else ""),
-            f"provider   {a.provider}, model {a.model}",
-            f"           base_url {mask_url(p.base_url)}",
-            f"           api_key {self._mask(('providers', a.provider, 'api_key'), p.api_key)}",
-            f"           timeout {p.timeout:g}s, {p.max_retries} retries, Retry-After cap {p.retry_after_cap:g}s",
-        ]
-        channels = []
-        for name in self.enabled_channels:
-            channel = getattr(self.channels, name)
-            details = []
-            for field, value in channel:
-                if field == "enabled":
-                    continue
-                loc = ("channels", name, field)
-                shown = self._mask(loc, value) if loc in SECRETS else _shown(value, mask_url)
-                details.append(f"{type(channel).model_fields[field].alias or field} {shown}")
-            channels.append(f"{name} ({', '.join(details)})" if details else name)
-        lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
-        if self.pricing:
-            lines.append(f"pricing    overrides for {', '.join(self.pricing)}")
-        lines += [
-            f"storage    {self.storage.path}",
-            f"workspace  {self.workspace.root}",
-            f"runs       up to {self.runs.max_concurrent} at once, queue_mode {self.runs.queue_mode}",
-            f"delivery   failed sends retried for {self.delivery.retry_for:g}s",
-            f"logging    {self.logging.level}, {self.logging.format}",
-        ]
-        e = self.tools.exec
-        if e.enabled:
-            lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
-                             f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
-                             f"{self.exec_settings().limits.describe()}")
-        return "\n".join(lines)
+        return tuple(name for name, section in self.channel_sections().items() if section.enabled)
 
     def _mask(self, loc: Loc, secret: SecretStr | None) -> str:
+        """A secret as ``chatgate check`` shows it: at most its ends, and where it came from."""
         if secret is None:
             return "(not set)"
         value = secret.get_secret_value()
@@ -342,22 +305,12 @@ class Config(Section):
         return f"{shown} from {', '.join(names)}" if names else shown
 
 
-def _shown(value: Any, mask_url: Any) -> Any:
-    """A channel setting as ``check`` prints it: URLs (also inside a section) masked."""
-    if isinstance(value, str) and "://" in value:
-        return mask_url(value)
-    if isinstance(value, BaseModel):
-        inner = ", ".join(f"{k} {_shown(v, mask_url)}" for k, v in value if not isinstance(v, SecretStr) and v is not None)
-        return f"({inner})"
-    return value
-
-
 # ---------------------------------------------------------------- model introspection
 
 
-def model_at(loc: Loc) -> type[BaseModel] | None:
-    """The model class that validates the mapping at ``loc`` (a dict key counts as a step)."""
-    model: type[BaseModel] = Config
+def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
+    """The model class below ``model`` that validates the mapping at ``loc`` (a dict key counts
+    as a step)."""
     i = 0
     while i < len(loc):
         field = model.model_fields.get(loc[i]) if isinstance(loc[i], str) else None
@@ -376,7 +329,7 @@ def model_at(loc: Loc) -> type[BaseModel] | None:
     return model
 
 
-def _secret_fields(model: type[BaseModel] = Config, prefix: Loc = ()) -> Iterator[tuple[Loc, str]]:
+def _secret_fields(model: type[BaseModel], prefix: Loc = ()) -> Iterator[tuple[Loc, str]]:
     """Every secret field below ``model``: (location, environment variable)."""
     for name, field in model.model_fields.items():
         annotation = field.annotation
@@ -386,12 +339,15 @@ def _secret_fields(model: type[BaseModel] = Config, prefix: Loc = ()) -> Iterato
             yield (*prefix, name), str(field.json_schema_extra["env"])
 
 
-SECRETS: dict[Loc, str] = dict(_secret_fields())
+@cache
+def secrets(model: type[BaseModel]) -> dict[Loc, str]:
+    """Every secret field below ``model``: its location -> its environment variable."""
+    return dict(_secret_fields(model))
 
 
-def holds_secret(loc: Loc) -> bool:
+def holds_secret(loc: Loc, model: type[BaseModel]) -> bool:
     """True for a secret and for every section around one: their values are never echoed."""
-    return any(secret[: len(loc)] == loc for secret in SECRETS)
+    return any(secret[: len(loc)] == loc for secret in secrets(model))
 
 
 def dotted(loc: Loc) -> str:

@@ -1,8 +1,8 @@
 """The building blocks of every config model: typed fields that read YAML strictly, secrets,
 and the access keys every platform shares (``ChannelConfig``).
 
-Platform packages build their ``channels.<name>`` model from these (through
-``bot.channels``); nothing here knows a platform.
+Platform packages build their ``channels.<name>`` model from these (through the port,
+``bot.channels``, which re-exports them); nothing here knows a platform.
 """
 
 from __future__ import annotations
@@ -149,8 +149,13 @@ class AccessConfig(Section):
         return exact or next((g for g in self.groups if g.id == "*"), None)
 
 
-class ChannelConfig(AccessConfig):
-    """The base of every platform's ``channels.<name>`` model: access keys plus ``enabled``."""
+Streaming = Literal["off", "edit", "native"]  # how a run's text shows while it streams (bot.outbound.progress)
+DEFAULT_DOWNLOAD_MB = 20.0
+
+
+class ChannelSection(Section):
+    """What every ``channels.<name>`` model is, the terminal's too: ``enabled``, and the
+    secrets it needs when enabled."""
 
     enabled: bool = False
 
@@ -160,3 +165,21 @@ class ChannelConfig(AccessConfig):
         ``ConfigError`` for a missing non-secret value that the mode needs."""
         return tuple(name for name, field in type(self).model_fields.items()
                      if isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra)
+
+
+class ChannelConfig(AccessConfig, ChannelSection):
+    """The base of every platform's ``channels.<name>`` model (the terminal, with its one
+    trusted user, has no access keys and is a plain ``ChannelSection``): the access keys
+    (``owners`` among them), and what the core reads of every platform besides ``enabled``:
+    ``streaming``, how a run's text shows while it streams (``off``; ``edit``, one draft
+    message; ``native``, the platform's own stream), and ``max_download_mb``, the largest
+    file fetched from a message. A platform narrows these to what it supports, with its own
+    defaults (Telegram streams ``off`` or ``edit``, Slack ``native`` by default; Discord takes
+    files up to 25 MB)."""
+
+    streaming: Streaming = "off"
+    max_download_mb: Annotated[Float, Field(gt=0)] = DEFAULT_DOWNLOAD_MB
+
+    @property
+    def max_download_bytes(self) -> int:
+        return int(self.max_download_mb * 1024 * 1024)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from bot.config.schema import dotted, holds_secret, model_at
 from bot.config.types import Loc
@@ -42,12 +42,13 @@ _PHRASES = {
 }
 
 
-def _phrase(err: Mapping[str, Any], secret: bool) -> tuple[str, str | None]:
-    """(problem, fix) for one pydantic error; never pydantic's own wording when we know better."""
+def _phrase(err: Mapping[str, Any], secret: bool, root: type[BaseModel]) -> tuple[str, str | None]:
+    """(problem, fix) for one pydantic error in a ``root`` model; never pydantic's own wording
+    when we know better."""
     kind, ctx, loc = err["type"], err.get("ctx") or {}, err["loc"]
     got = "" if secret else f", got {describe_value(err['input'])}"
     if kind == "extra_forbidden":
-        model = model_at(loc[:-1])
+        model = model_at(loc[:-1], root)
         allowed = list(model.model_fields) if model else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         if close:
@@ -78,14 +79,16 @@ def _phrase(err: Mapping[str, Any], secret: bool) -> tuple[str, str | None]:
     return str(err["msg"]).splitlines()[0] + got, None
 
 
-def from_validation(exc: ValidationError, env_sources: Mapping[Loc, tuple[str, ...]]) -> ConfigError:
+def from_validation(exc: ValidationError, env_sources: Mapping[Loc, tuple[str, ...]],
+                    root: type[BaseModel]) -> ConfigError:
+    """The first error of validating a ``root`` model, as one line naming the key and the fix."""
     err = exc.errors(include_url=False)[0]
     loc: Loc = tuple(err["loc"])
     if loc[-1:] == ("[key]",):  # the key itself is wrong: name it as a key, not an index
         loc = (*loc[:-2], str(loc[-2]))
     elif err["type"] == "invalid_key":
         loc = (*loc[:-1], str(loc[-1]))
-    problem, fix = _phrase(err, secret=holds_secret(loc))
+    problem, fix = _phrase(err, secret=holds_secret(loc, root), root=root)
     names = env_sources.get(loc)
     if names and fix is None:
         fix = f"check {' and '.join(names)}"

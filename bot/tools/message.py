@@ -17,8 +17,8 @@ import logging
 from collections import OrderedDict
 from typing import Protocol
 
-from bot.agent.sanitize import sanitize
-from bot.agent.silence import is_silent, strip_no_reply
+from bot.text.sanitize import sanitize
+from bot.text.silence import is_silent, strip_no_reply
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
 
 log = logging.getLogger(__name__)

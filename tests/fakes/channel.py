@@ -10,8 +10,7 @@ import itertools
 from dataclasses import dataclass
 
 from bot.agent.events import EventBus, RunEvent
-from bot.channels import Inbox, Limits, SendFailed, Status, Target
-from bot.channels.markdown import PLAIN
+from bot.channels import PLAIN, Inbox, Limits, SendFailed, Status, Streaming, Target
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
 _ids = itertools.count(1)
@@ -40,7 +39,7 @@ class Sent:
 class RecordingChannel:
     dialect = PLAIN
     limits = Limits(chunk=4000)
-    streaming = "off"
+    streaming: Streaming = "off"
 
     def __init__(self, platform: str = "test") -> None:
         self.name = platform
@@ -113,5 +112,3 @@ class RecordingChannel:
     def texts(self) -> list[str]:
         return [r.text for r in self.sent]
 
-
-RecordingAdapter = RecordingChannel  # the name older tests use

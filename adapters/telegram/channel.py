@@ -44,7 +44,7 @@ from adapters.telegram.config import TelegramConfig
 from adapters.telegram.dialect import LIMITS, TELEGRAM, html_to_text
 from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, to_inbound
 from adapters.telegram.transport import AiohttpRequest
-from bot.channels import COMMAND_MENU, Backoff, Inbox, SendFailed, Status, Target
+from bot.channels import COMMAND_MENU, Backoff, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment
 
@@ -80,7 +80,7 @@ class TelegramChannel:
     def __init__(self, config: TelegramConfig, *, poll_timeout: int = POLL_TIMEOUT,
                  watchdog_grace: float = WATCHDOG_GRACE) -> None:
         self.config = config
-        self.streaming = config.streaming
+        self.streaming: Streaming = config.streaming
         self._poll_timeout = poll_timeout
         self._watchdog = poll_timeout + watchdog_grace
         root = config.base_url.rstrip("/")
@@ -93,15 +93,14 @@ class TelegramChannel:
         self._albums: dict[str, _Album] = {}
         self._migrated: dict[str, str] = {}  # group id -> the supergroup it became
         self._blocked: set[str] = set()  # chats that refused us, logged once
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed: asyncio.Future[None] | None = None
+        self._life = Lifecycle()
         self._site: web.AppRunner | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self, inbox: Inbox) -> None:
         self._inbox = inbox
-        self._closed = asyncio.get_running_loop().create_future()
+        self._life.open()
         try:
             await self.bot.initialize()  # getMe
         except InvalidToken:
@@ -116,27 +115,23 @@ class TelegramChannel:
             await self._start_webhook()
         else:
             await self.bot.delete_webhook()
-            self._spawn(self._poll(), "telegram poller")
+            self._life.spawn(self._poll(), "telegram poller")
         log.info("telegram: @%s connected (%s)", self._identity.username, self.config.mode)
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
+        await self._life.stop_tasks()
         if self._site is not None:
             await self._site.cleanup()
             self._site = None
         await self.bot.shutdown()
+        self._life.close()
 
     async def wait_closed(self) -> None:
-        assert self._closed is not None
-        await asyncio.shield(self._closed)
+        await self._life.wait()
 
     def _fail(self, error: ChannelError) -> None:
         log.error("%s", error)
-        if self._closed is not None and not self._closed.done():
-            self._closed.set_exception(error)
+        self._life.fail(error)
 
     async def _sync_commands(self) -> None:
         """setMyCommands only when the list differs from what Telegram has."""
@@ -242,7 +237,7 @@ class TelegramChannel:
         album = self._albums.get(key)
         if album is None:
             album = self._albums[key] = _Album([], update.update_id)
-            self._spawn(self._flush_album(key), f"telegram album {key}")
+            self._life.spawn(self._flush_album(key), f"telegram album {key}")
         album.parts.append(message)
         album.update_ids.append(update.update_id)
         if wait_album:
@@ -350,12 +345,6 @@ class TelegramChannel:
             except TelegramError as exc:  # network errors, timeouts, 5xx
                 raise SendFailed(exc.message) from None
         raise SendFailed(f"chat {chat_id} migrated twice", permanent=True)
-
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
 
 def _seconds(value: float | timedelta) -> float:

@@ -1,6 +1,6 @@
 """Split a rendered answer into messages that each fit a platform's limits.
 
-Pure functions. The dialect reads its rendered text back as atoms (``Dialect.tokens``):
+Pure functions. The dialect reads its rendered text back as ``Atom``s (``Dialect.tokens``):
 markup that opens or closes formatting, a line prefix (a quote's "> ", a heading's "# "),
 or one unit of text (a character, a whole escape such as ``&lt;`` or ``\\*``, a mention),
 so a split never falls inside a tag, an entity, an escape, a surrogate pair or a markup
@@ -18,32 +18,12 @@ start of the next one.
 from __future__ import annotations
 
 import bisect
-from enum import IntEnum
 from itertools import accumulate
-from typing import TYPE_CHECKING, NamedTuple
 
-from bot.channels.base import Limits, Measure
+from bot.channels import Atom, Dialect, Limits, Measure, Role
+from bot.outbound.markdown import plain_line, render
 
-if TYPE_CHECKING:
-    from bot.channels.markdown import Dialect
-
-__all__ = ["Atom", "Role", "measure", "render_chunks", "split", "text_atoms", "too_many", "utf16_len"]
-
-
-class Role(IntEnum):
-    TEXT = 0  # visible text
-    OPEN = 1  # opens formatting; ``close`` is the markup that ends it at a cut
-    CLOSE = 2  # closes the innermost open formatting with the same tag
-    PREFIX = 3  # markup that belongs to what follows it (a line's "> " or "# ")
-
-
-class Atom(NamedTuple):
-    raw: str  # as it appears in the rendered text
-    char: str = ""  # the text it shows ("" for markup)
-    tag: str = ""  # markup: "b", "i", "s", "code", "pre", "a", "quote", "h" ... ("" for text)
-    role: Role = Role.TEXT
-    close: str = ""  # for an opener: the markup that closes it
-
+__all__ = ["measure", "render_chunks", "split", "too_many", "utf16_len"]
 
 _Stack = tuple[Atom, ...]  # open formatting, outermost first
 _OPEN, _CLOSE = Role.OPEN, Role.CLOSE
@@ -53,22 +33,6 @@ _BREAKS: tuple[tuple[str, ...], ...] = (("\n\n",), ("\n",), (". ", "! ", "? "), 
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units: characters outside the BMP count two."""
     return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
-
-
-_CHAR_ATOMS: dict[str, Atom] = {}  # one atom per distinct character: far fewer objects
-
-
-def text_atoms(text: str) -> list[Atom]:
-    """One text atom per character of ``text`` (which needs no escaping)."""
-    cache = _CHAR_ATOMS
-    try:
-        return [cache[char] for char in text]
-    except KeyError:
-        if len(cache) > 65536:
-            cache.clear()
-        for char in text:
-            cache.setdefault(char, Atom(char, char))
-        return [cache[char] for char in text]
 
 
 def measure(rendered: str, dialect: Dialect, limits: Limits) -> int:
@@ -85,8 +49,6 @@ def too_many(chunks: list[str], limits: Limits) -> bool:
 
 def render_chunks(markdown: str, dialect: Dialect, limits: Limits) -> list[str]:
     """Render model Markdown in ``dialect`` and split it under ``limits``."""
-    from bot.channels.markdown import plain_line, render
-
     line = plain_line(markdown)
     if line is None:
         return split(render(markdown, dialect), dialect, limits)

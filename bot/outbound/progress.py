@@ -8,11 +8,15 @@ While it lives, ``Status.WORKING`` is refreshed every ``limits.status_every`` se
 (Telegram's "typing…" expires after ~5 s). With ``streaming: edit`` the text streamed so
 far is shown in one draft message, sent once and edited at most every
 ``limits.edit_every`` seconds; with ``native`` it goes to the platform's own streaming
-message (``channel.stream``). A draft shows only what the final answer could show: the
-text passes the sanitizer (no ``<think>``, tool markup or echoed system lines, and no
-half-written tag at its end) after the run's NO_REPLY hold-back. ``settle`` stops
-everything and returns the draft's id, which the answer's first chunk then replaces;
-leaving the block, by any way (an exception, a cancellation), stops it too.
+message (the channel is a ``Streams``), or, where the platform has none for this chat
+(``stream`` gives None), to an ``EditDraft``. A channel that ``Notes`` gets a line per
+tool call and retry. Both capabilities are taken once, when the progress is made.
+
+A draft shows only what the final answer could show: the text passes the sanitizer (no
+``<think>``, tool markup or echoed system lines, and no half-written tag at its end) after
+the run's NO_REPLY hold-back. ``settle`` stops everything and returns the draft's id,
+which the answer's first chunk then replaces; leaving the block, by any way (an
+exception, a cancellation), stops it too.
 """
 
 from __future__ import annotations
@@ -22,17 +26,15 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Literal
 
 from bot.agent.events import EventKind, RunEvent
-from bot.agent.sanitize import sanitize
-from bot.channels.base import Channel, LiveDraft, SendFailed, Status
-from bot.channels.split import render_chunks
+from bot.channels import Channel, LiveDraft, Notes, SendFailed, Status, Streaming, Streams
 from bot.messages import Target
+from bot.outbound.split import render_chunks
+from bot.text.sanitize import sanitize
 
 log = logging.getLogger(__name__)
 
-Streaming = Literal["off", "edit", "native"]
 _OPEN_TAG_AT_END = re.compile(r"<[^<>\n]*\Z")
 
 
@@ -46,8 +48,10 @@ class Progress:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._channel = channel
         self._target = target
+        self._streams = channel if isinstance(channel, Streams) else None
+        self._notes = channel if isinstance(channel, Notes) else None
         self._streaming: Streaming = streaming
-        if streaming == "native" and getattr(channel, "stream", None) is None:
+        if streaming == "native" and self._streams is None:
             self._streaming = "edit"
         self._clock = clock
         self._raw = ""
@@ -60,7 +64,7 @@ class Progress:
         self._status: asyncio.Task[None] | None = None
         self._drafts: asyncio.Task[None] | None = None
         self._settled = False
-        self._notes: set[asyncio.Future[None]] = set()
+        self._noting: set[asyncio.Future[None]] = set()
 
     async def __aenter__(self) -> Progress:
         self._status = asyncio.create_task(self._keep_status(), name=f"status {self._target.chat_id}")
@@ -74,10 +78,9 @@ class Progress:
     def feed(self, event: RunEvent) -> None:
         if self._settled:
             return
-        note = getattr(self._channel, "note", None)
-        if note is not None and (line := _note_line(event)):
-            self._notes.add(task := asyncio.ensure_future(note(self._target, line)))
-            task.add_done_callback(self._notes.discard)
+        if self._notes is not None and (line := _note_line(event)):
+            self._noting.add(task := asyncio.ensure_future(self._notes.note(self._target, line)))
+            task.add_done_callback(self._noting.discard)
         if self._drafts is None:
             return
         if event.kind is EventKind.CHUNK:
@@ -147,7 +150,9 @@ class Progress:
         if not text.startswith(self._shown) or len(text) == len(self._shown):
             return  # the sanitizer took back text already streamed: the final answer corrects it
         if self._live is None:
-            self._live = await self._channel.stream(self._target)  # type: ignore[attr-defined]
+            assert self._streams is not None
+            live = await self._streams.stream(self._target)
+            self._live = live if live is not None else EditDraft(self._channel, self._target, clock=self._clock)
         await self._live.append(text[len(self._shown):])
         self._shown = text
 
@@ -160,6 +165,63 @@ class Progress:
         else:
             await self._channel.edit(self._target, self._draft_id, chunks[0])
         self._shown, self._last_edit = chunks[0], self._clock()
+
+
+class EditDraft:
+    """A ``LiveDraft`` where a platform has no native stream for a chat (Slack outside
+    threads): one message, sent once and edited at most every ``limits.edit_every`` seconds
+    with the first chunk of the Markdown so far, rendered in the channel's dialect. A failed
+    request leaves the message as it is; the answer replaces it anyway."""
+
+    def __init__(self, channel: Channel, to: Target, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._channel, self._to, self._clock = channel, to, clock
+        self._raw = ""
+        self._shown = ""
+        self._id: str | None = None
+        self._last = float("-inf")
+        self._lock = asyncio.Lock()
+        self._later: asyncio.Task[None] | None = None
+        self._broken = False
+        self._closed = False
+
+    async def append(self, text: str) -> None:
+        self._raw += text
+        wait = self._channel.limits.edit_every - (self._clock() - self._last)
+        if wait <= 0:
+            await self._flush()
+        elif self._later is None or self._later.done():
+            self._later = asyncio.create_task(self._flush_after(wait))
+
+    async def _flush_after(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            chunks = render_chunks(self._raw, self._channel.dialect, self._channel.limits) if self._raw.strip() else []
+            if self._broken or self._closed or not chunks or chunks[0] == self._shown:
+                return
+            self._last = self._clock()
+            try:
+                if self._id is None:
+                    self._id = await self._channel.send(self._to, chunks[0])
+                else:
+                    await self._channel.edit(self._to, self._id, chunks[0])
+            except SendFailed as exc:
+                log.info("draft in %s failed (%s); it stays as it is", self._to.chat_id, exc)
+                self._broken = True
+                return
+            self._shown = chunks[0]
+
+    async def close(self) -> str | None:
+        self._closed = True
+        if self._later is not None and not self._later.done():
+            # cancelled while it waits, awaited while its request is in flight (a request cut
+            # off half way could leave a message nobody knows the id of)
+            if not self._lock.locked():
+                self._later.cancel()
+            await asyncio.wait({self._later})
+        return self._id
 
 
 def _note_line(event: RunEvent) -> str:

@@ -1,29 +1,26 @@
-"""The channel port: what the core asks of a platform, and what a platform brings.
+"""The channel port: what the core asks of every platform.
 
 A channel turns platform events into ``InboundMessage``s and hands each to the core's
 ``Inbox``; the call returns once the message is stored, and only then may the channel
 confirm the event to the platform (Telegram's offset, Slack's ack). Everything a channel
 sends is already rendered in its ``dialect`` and split under its ``limits`` by the core's
-outbound pipeline (``bot.channels.outbound``); delivery (``bot.delivery``) owns retries,
-so a channel's ``send`` makes one attempt and raises ``SendFailed`` when it did not land.
+outbound pipeline (``bot.outbound``); delivery (``bot.delivery``) owns retries, so a
+channel's ``send`` makes one attempt and raises ``SendFailed`` when it did not land.
 
-A platform package brings one ``ChannelSpec``: its name, its pydantic config model, a
-builder that imports the SDK only when called, and formatting hints for the prompt. The
-registry (``bot.channels.registry``) finds specs by name; nothing else in the core names a
-platform.
+What only some channels can do is a capability of its own (``bot.channels.capabilities``:
+``Streams``, ``Notes``, ``Asks``, ``Interrupts``), checked with ``isinstance`` where the
+channel is wired, never looked up by name where it is used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
-from bot.messages import Attachment, Target
-
-if TYPE_CHECKING:
-    from bot.channels.markdown import Dialect
+from bot.channels.dialect import Dialect
+from bot.config.types import Streaming
+from bot.messages import Attachment, InboundMessage, Target
 
 
 class Measure(StrEnum):
@@ -71,9 +68,14 @@ class Inbox(Protocol):
 
 
 class Channel(Protocol):
+    """One platform. ``streaming`` says how the core's progress shows a run's text while it
+    streams: ``off``, ``edit`` (one draft message, edited) or ``native`` (the channel's own
+    streaming message: it must be a ``Streams``; without it progress edits a draft)."""
+
     name: str
     limits: Limits
     dialect: Dialect
+    streaming: Streaming
 
     async def start(self, inbox: Inbox) -> None:
         """Connect and begin receiving; returns once connected (raises ``ChannelError``)."""
@@ -82,7 +84,7 @@ class Channel(Protocol):
         """Stop receiving and release connections; idempotent."""
 
     async def wait_closed(self) -> None:
-        """Return when the channel ends on its own; raise ``ChannelError`` when it cannot go on."""
+        """Return when the channel ends (on its own, or stopped); raise ``ChannelError`` when it cannot go on."""
 
     async def send(self, to: Target, text: str) -> str:
         """Send one rendered chunk; the platform's message id."""
@@ -98,29 +100,3 @@ class Channel(Protocol):
 
     async def fetch(self, attachment: Attachment, limit: int) -> bytes:
         """Download an attachment of at most ``limit`` bytes (``SendFailed`` when bigger)."""
-
-
-# Optional, found with getattr: ``stream(to) -> LiveDraft`` (a native streaming message) and
-# ``note(to, text)`` (a line about the run's activity: a tool call, a retry; the terminal).
-
-
-class LiveDraft(Protocol):
-    """A platform's own streaming message (Slack's chat.startStream), used by progress
-    when a channel offers ``stream(to)`` and its streaming mode is ``native``."""
-
-    async def append(self, text: str) -> None: ...
-
-    async def close(self) -> str | None:
-        """End the stream; the id of the message it became (the answer's first chunk edits it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelSpec:
-    """What a platform package registers. ``build`` imports the SDK; nothing else may."""
-
-    name: str
-    config: type[Any]  # a ChannelConfig subclass: the keys under channels.<name>
-    build: Callable[[Any], Channel]
-    hints: str = ""  # how to format answers here, for the system prompt
-    display: str = ""  # the platform's name in prose ("Telegram")
-    check: Callable[[Any], list[str]] | None = None  # problems `chatgate check` reports, as dotted-key lines

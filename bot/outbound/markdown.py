@@ -9,9 +9,9 @@ own), nested quotes are flattened into one, tables are laid out as aligned monos
 raw HTML is shown as text, and only ``http(s):``, ``tg:`` and ``mailto:`` links are kept
 (any other link keeps its text and loses the link).
 
-A dialect also reads its own output back as atoms (``Dialect.tokens``) for the splitter
-(``bot.channels.split``), and turns a rendered chunk back into plain text (``plain``) for
-a fallback when a platform refuses the markup.
+The dialect interface is the port's (``bot.channels.dialect``: platform packages write
+their dialects against it); the walk is here, in the core's outbound pipeline, with the
+splitter (``bot.outbound.split``) that reads the dialect's output back as atoms.
 """
 
 from __future__ import annotations
@@ -19,81 +19,13 @@ from __future__ import annotations
 import re
 import textwrap
 import unicodedata
-from typing import TYPE_CHECKING, Protocol
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-if TYPE_CHECKING:
-    from bot.channels.split import Atom
+from bot.channels import PLAIN, Dialect
 
-__all__ = ["HR", "PLAIN", "TABLE_MAX_WIDTH", "Dialect", "PlainDialect", "language_of", "plain_line", "quote_lines",
-           "render", "safe_url", "table_lines", "to_plain", "width"]
-
-
-class Dialect(Protocol):
-    """A platform's atoms. Every method returns text in the dialect, ready to send.
-
-    ``inner`` arguments are already rendered (escaped) by the walker; ``code`` arguments are
-    raw and escaped by the dialect (``code_text``). ``link_markup`` says whether formatting
-    may appear inside a link's text (else the walker gives the link plain, escaped text).
-    ``block_openers`` are the characters that open a block when a line starts with them
-    (Discord's ``#``, ``>``, ``-``, ``+``): a chunk cut from the middle of a line that starts
-    with one gets it escaped (``text``), as the walker escapes a line's start.
-    """
-
-    name: str
-    hr: str  # a horizontal rule's line
-    link_markup: bool
-    block_openers: str
-
-    def text(self, text: str) -> str:
-        """Escape plain text so that it shows as it is."""
-        ...
-
-    def code_text(self, code: str) -> str:
-        """Escape text inside code (inline or block)."""
-        ...
-
-    def bold(self, inner: str) -> str: ...
-
-    def italic(self, inner: str) -> str: ...
-
-    def strike(self, inner: str) -> str: ...
-
-    def code(self, code: str) -> str:
-        """Inline code from raw text."""
-        ...
-
-    def code_block(self, code: str, language: str) -> str:
-        """A code block from raw text; ``language`` is "" or a word like ``python``."""
-        ...
-
-    def link(self, inner: str, url: str) -> str:
-        """A link; ``url`` passed the allow-list."""
-        ...
-
-    def quote(self, inner: str) -> str:
-        """A block quote around rendered blocks (quotes inside quotes are flattened)."""
-        ...
-
-    def heading(self, inner: str, level: int) -> str: ...
-
-    def item(self, number: int | None) -> str:
-        """A list item's marker: a bullet (``number`` None) or a number, with its space."""
-        ...
-
-    def table(self, lines: list[str]) -> str:
-        """A table laid out as aligned monospace ``lines`` (raw text, not escaped)."""
-        ...
-
-    def tokens(self, rendered: str) -> list[Atom]:
-        """Read rendered text back as atoms for the splitter."""
-        ...
-
-    def plain(self, rendered: str) -> str:
-        """A rendered chunk as the plain text a reader would see."""
-        ...
+__all__ = ["TABLE_MAX_WIDTH", "language_of", "plain_line", "render", "safe_url", "table_lines", "to_plain", "width"]
 
 
 def _accept_every_link(url: str) -> bool:
@@ -112,7 +44,6 @@ _STYLES = ("strong", "em", "s")
 _LISTS = ("bullet_list", "ordered_list")
 _PRE_BLOCKS = ("fence", "code_block", "table")
 
-HR = "———"
 TABLE_MAX_WIDTH = 60  # characters of a table line before columns are narrowed and wrapped
 TABLE_MIN_COLUMN = 6
 
@@ -259,27 +190,6 @@ class _Walker:
         return "".join(out)
 
 
-def quote_lines(inner: str, prefix: str = "> ", fence: str = "```") -> str:
-    """Prefix every line of ``inner`` with ``prefix``, except the lines of its code blocks
-    (from a line that starts with ``fence`` to the next): a quote marker inside a code block
-    would be code."""
-    lines = inner.split("\n")
-    out: list[str] = []
-    in_code = False
-    for index, line in enumerate(lines):
-        if line.startswith(fence):
-            in_code = not in_code  # code never holds a fence: dialects break it up
-            out.append(line)
-        elif in_code:
-            out.append(line)
-        elif not line and (index + 1 < len(lines) and lines[index + 1].startswith(fence)
-                           or index and lines[index - 1].startswith(fence)):
-            out.append(line)  # the blank line around a code block ends the quote
-        else:
-            out.append(prefix + line)
-    return "\n".join(out)
-
-
 def plain_of(node: SyntaxTreeNode) -> str:
     """Plain text of inline content (table cells, image alt text, link text)."""
     parts: list[str] = []
@@ -345,62 +255,3 @@ def table_lines(node: SyntaxTreeNode) -> list[str]:
         if index == 0:
             lines.append("-+-".join("-" * w for w in widths))
     return lines
-
-
-# --- the terminal's dialect: plain text ---------------------------------------------------
-
-class PlainDialect:
-    """Readable text without markup: code blocks as their lines, tables aligned, links
-    followed by their address, quotes behind "│ "."""
-
-    name = "plain"
-    hr = HR
-    link_markup = False
-    block_openers = ""
-
-    def text(self, text: str) -> str:
-        return text
-
-    def code_text(self, code: str) -> str:
-        return code
-
-    def bold(self, inner: str) -> str:
-        return inner
-
-    def italic(self, inner: str) -> str:
-        return inner
-
-    def strike(self, inner: str) -> str:
-        return inner
-
-    def code(self, code: str) -> str:
-        return code
-
-    def code_block(self, code: str, language: str) -> str:
-        return code
-
-    def link(self, inner: str, url: str) -> str:
-        return url if inner in (url, url.removeprefix("mailto:")) else f"{inner} ({url})"
-
-    def quote(self, inner: str) -> str:
-        return "\n".join("│ " + line if line else "│" for line in inner.split("\n"))
-
-    def heading(self, inner: str, level: int) -> str:
-        return inner
-
-    def item(self, number: int | None) -> str:
-        return "• " if number is None else f"{number}. "
-
-    def table(self, lines: list[str]) -> str:
-        return "\n".join(lines)
-
-    def tokens(self, rendered: str) -> list[Atom]:
-        from bot.channels.split import text_atoms
-
-        return text_atoms(rendered)
-
-    def plain(self, rendered: str) -> str:
-        return rendered
-
-
-PLAIN = PlainDialect()

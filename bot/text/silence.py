@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from bot.agent.sanitize import mask_code, sanitize, unmask_code
+from bot.text.sanitize import mask_code, sanitize, unmask_code
 
 NO_REPLY = "NO_REPLY"
 NOTHING_TO_ADD = "I don't have anything to add."

@@ -1,8 +1,8 @@
 """The terminal channel: a DM between the local OS user and the assistant.
 
 Lines typed on stdin become inbound messages; streamed text is printed as it arrives
-(the channel's native stream), tool calls as one line each.
-``/stop`` or Ctrl-C (``interrupt``) cancels the running answer without leaving, Ctrl-D
+(the channel ``Streams``), tool calls as one line each (it ``Notes``).
+``/stop`` or Ctrl-C (it ``Interrupts``) cancels the running answer without leaving, Ctrl-D
 (end of input) closes the channel. Reading uses the event loop's reader on the file
 descriptor, never a thread and never O_NONBLOCK on the shared terminal.
 """
@@ -17,9 +17,10 @@ import sys
 import uuid
 from typing import TextIO
 
-from bot.channels import Inbox, Limits, SendFailed, Status, Target
-from bot.channels.markdown import PLAIN
-from bot.messages import Attachment, ChatType, InboundMessage, Sender
+from adapters.console.dialect import CONSOLE, LIMITS
+from adapters.console.inbound import PLATFORM, to_inbound
+from bot.channels import Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.messages import Attachment
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +29,10 @@ BOT = "bot › "
 
 
 class ConsoleChannel:
-    name = "console"
-    dialect = PLAIN
-    limits = Limits(chunk=1_000_000, max_chunks=1_000, edit_every=0.0, status_every=3600.0)
-    streaming = "native"
+    name = PLATFORM
+    dialect = CONSOLE
+    limits = LIMITS
+    streaming: Streaming = "native"
 
     def __init__(self, *, user: str | None = None, input_fd: int | None = None, output: TextIO | None = None) -> None:
         self.user = user or getpass.getuser()
@@ -41,25 +42,28 @@ class ConsoleChannel:
         self._buffer = b""
         self._pending = 0  # lines sent to the gateway and not yet answered
         self._mid_line = False  # a stream was printed without its line end
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.closed = asyncio.Event()
+        self._reading = False
+        self._life = Lifecycle()
 
     async def start(self, inbox: Inbox) -> None:
         self._inbox = inbox
+        self._life.open()
         asyncio.get_running_loop().add_reader(self._fd, self._readable)
+        self._reading = True
         self._write(f"chatgate – chatting as {self.user}. /stop or Ctrl-C stops an answer, /new starts over, Ctrl-D exits.\n{YOU}")
 
     async def stop(self) -> None:
-        if not self.closed.is_set():
-            asyncio.get_running_loop().remove_reader(self._fd)
-            self.closed.set()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
+        self._stop_reading()
+        self._life.close()
+        await self._life.stop_tasks()
 
     async def wait_closed(self) -> None:
-        await self.closed.wait()
+        await self._life.wait()
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            asyncio.get_running_loop().remove_reader(self._fd)
+            self._reading = False
 
     def interrupt(self) -> None:
         """Ctrl-C: stop the running answer, or remind how to leave."""
@@ -111,9 +115,9 @@ class ConsoleChannel:
             data = os.read(self._fd, 65536)
         except OSError:  # the terminal went away
             data = b""
-        if not data:
-            asyncio.get_running_loop().remove_reader(self._fd)
-            self.closed.set()
+        if not data:  # end of input (Ctrl-D): the channel ends
+            self._stop_reading()
+            self._life.close()
             return
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
@@ -127,19 +131,8 @@ class ConsoleChannel:
     def _submit(self, text: str) -> None:
         if not text.startswith("/"):
             self._pending += 1
-        msg = InboundMessage(
-            platform=self.name,
-            account="console",
-            chat_id=self.user,
-            chat_type=ChatType.DM,
-            sender=Sender(self.user, self.user, self.user),
-            text=text,
-            message_id=uuid.uuid4().hex,
-        )
         assert self._inbox is not None
-        task = asyncio.create_task(self._inbox(msg), name="console inbound")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._life.spawn(self._inbox(to_inbound(self.user, text)), "console inbound")
 
     def _write(self, text: str) -> None:
         self._out.write(text)

@@ -1,5 +1,9 @@
 """spawn: hand a self-contained task to a sub-agent and get its answer back.
 
+The tool is made here, in the agent package, because a sub-agent is an ``Agent`` run:
+the tools package stays below the agent (the loop imports the tool registry; no tool
+imports the loop).
+
 A sub-agent is an ``Agent`` run in a child session (``<parent key>:sub:<n>``, a fresh
 session every time) with the minimal prompt and read-only tools (``READ_ONLY_TOOLS``,
 narrowed further by the parent run's own policy): it can look things up in the same

@@ -1,5 +1,6 @@
-"""The outbound pipeline: an answer's Markdown -> the channel's dialect -> chunks under its
-limits -> (a file when there would be too many) -> an ``Answer`` ready to store and deliver.
+"""The end of the outbound pipeline: an answer's Markdown -> the channel's dialect -> chunks
+under its limits -> (a file when there would be too many) -> an ``Answer`` ready to store
+and deliver.
 
 Pure but for the clock: the chunks are rendered once, here, and stored as they will be
 sent, so a resumed delivery sends exactly what the first attempt would have.
@@ -7,10 +8,10 @@ sent, so a resumed delivery sends exactly what the first attempt would have.
 
 from __future__ import annotations
 
-from bot.channels.base import Channel
-from bot.channels.markdown import render
-from bot.channels.split import render_chunks, too_many
+from bot.channels import Channel
 from bot.messages import Answer, Chunk, Target
+from bot.outbound.markdown import render
+from bot.outbound.split import render_chunks, too_many
 
 FILE_NAME = "answer.md"
 FILE_NOTE = "_The full answer is long, so it is attached as a file._"

@@ -1,0 +1,133 @@
+"""This installation's config: the core's sections and one section per registered channel.
+
+    config = load_config("config.yaml")     # a Config: validated, frozen, secrets checked
+    config.channels.telegram.token          # each platform's own model (ChannelSpec.config)
+
+Part of the composition root, with ``cli`` and ``app``: the one place where the config
+package (``bot.config``: the machinery and the core's keys) meets the channel registry
+(``bot.channels.registry``: each platform's model) and the tools (``exec_settings``). The
+config package imports neither, so that the port, whose platform packages build their
+models on the config's building blocks, and the config never import each other.
+
+Importing this module imports every registered platform package (its config model, never
+its SDK: ``ChannelSpec.build`` imports that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, SecretStr, create_model
+
+from bot.channels import registry
+from bot.config import Section
+from bot.config.loading import load
+from bot.config.schema import CoreConfig, secrets
+
+if TYPE_CHECKING:
+    from bot.tools.sandbox import ExecSettings
+
+__all__ = ["ChannelsConfig", "Config", "load_config"]
+
+
+def _channels_model() -> type[Section]:
+    """``channels:``: one section per registered platform, each the platform's own model."""
+    fields: dict[str, Any] = {spec.name: (spec.config, spec.config()) for spec in registry.specs()}
+    return create_model("ChannelsConfig", __base__=Section, **fields)
+
+
+ChannelsConfig = _channels_model()
+
+
+class Config(CoreConfig):
+    """The config file's whole model."""
+
+    channels: ChannelsConfig = ChannelsConfig()
+
+    def warnings(self) -> list[str]:
+        """Choices that are allowed but unsafe, and each enabled platform's own checks (token
+        shapes, empty allowlists ...), for ``chatgate check``."""
+        found = super().warnings()
+        sections = self.channel_sections()
+        for name in self.enabled_channels:
+            check = registry.spec(name).check
+            if check is not None:
+                found += check(sections[name])
+        return found
+
+    def exec_settings(self) -> ExecSettings:
+        """``tools.exec`` as the exec tool takes it (``builtin_registry(exec_settings=...)``)."""
+        from bot.tools.bounds import ExecLimits
+        from bot.tools.sandbox import ExecSettings
+
+        e = self.tools.exec
+        return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
+                            private=self.private_paths(), limits=ExecLimits(**e.limits.model_dump()))
+
+    def describe(self) -> str:
+        """What would start, for ``chatgate check``; every secret is masked, and so are the
+        credentials of URLs (``user:pass@``, token path segments, ``?token=``)."""
+        from bot.tracing import mask_url
+
+        known = secrets(type(self))
+        a, p = self.agent, self.provider_settings()
+        lines = [
+            f"config     {self._source}",
+            f"agent      {a.id}: up to {a.max_iterations} iterations, context window {a.window} "
+            f"tokens, answers up to {a.max_tokens} tokens, dm_scope {a.dm_scope}"
+            + (f", system_prompt {len(a.system_prompt)} chars" if a.system_prompt else ""),
+            f"provider   {a.provider}, model {a.model}",
+            f"           base_url {mask_url(p.base_url)}",
+            f"           api_key {self._mask(('providers', a.provider, 'api_key'), p.api_key)}",
+            f"           timeout {p.timeout:g}s, {p.max_retries} retries, Retry-After cap {p.retry_after_cap:g}s",
+        ]
+        channels = []
+        sections = self.channel_sections()
+        for name in self.enabled_channels:
+            channel = sections[name]
+            details = []
+            for field, value in channel:
+                if field == "enabled":
+                    continue
+                loc = ("channels", name, field)
+                shown = self._mask(loc, value) if loc in known else _shown(value, mask_url)
+                details.append(f"{type(channel).model_fields[field].alias or field} {shown}")
+            channels.append(f"{name} ({', '.join(details)})" if details else name)
+        lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
+        if self.pricing:
+            lines.append(f"pricing    overrides for {', '.join(self.pricing)}")
+        lines += [
+            f"storage    {self.storage.path}",
+            f"workspace  {self.workspace.root}",
+            f"runs       up to {self.runs.max_concurrent} at once, queue_mode {self.runs.queue_mode}",
+            f"delivery   failed sends retried for {self.delivery.retry_for:g}s",
+            f"logging    {self.logging.level}, {self.logging.format}",
+        ]
+        e = self.tools.exec
+        if e.enabled:
+            lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
+                             f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
+                             f"{self.exec_settings().limits.describe()}")
+        return "\n".join(lines)
+
+
+def _shown(value: Any, mask_url: Any) -> Any:
+    """A channel setting as ``check`` prints it: URLs (also inside a section) masked."""
+    if isinstance(value, str) and "://" in value:
+        return mask_url(value)
+    if isinstance(value, BaseModel):
+        inner = ", ".join(f"{k} {_shown(v, mask_url)}" for k, v in value
+                          if not isinstance(v, SecretStr) and v is not None)
+        return f"({inner})"
+    return value
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
+                require_secrets: bool = True) -> Config:
+    """Read, expand and validate the config file (``bot.config.loading``); raise ``ConfigError``
+    (one line) on the first mistake.
+
+    ``require_secrets=False`` is for commands that only read the store (``chatgate traces``)."""
+    return load(Config, path, env, require_secrets=require_secrets)
