@@ -59,6 +59,9 @@ class CommandHost(Protocol):
     async def compact(self, call: CommandCall) -> None:
         """Queue a compaction in the session's lane (it answers when done)."""
 
+    def spelling(self, call: CommandCall) -> Callable[[str], str]:
+        """How a command is typed on the platform the call came from (``/name`` on most)."""
+
 
 Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
 
@@ -106,7 +109,7 @@ async def _whoami(host: CommandHost, call: CommandCall) -> Reply:
 
 
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
-    return Reply(HELP)
+    return Reply(help_text(host.spelling(call)))
 
 
 COMMANDS: tuple[CommandSpec, ...] = (
@@ -128,7 +131,14 @@ NAMES = tuple(BY_NAME)
 # The commands a platform registers with its own menu (Telegram's command list, Slack's and
 # Discord's slash commands): (name, description). Adapters read it through bot.channels.
 MENU: tuple[tuple[str, str], ...] = tuple((spec.name, spec.menu) for spec in COMMANDS if spec.menu)
-HELP = "\n".join(f"/{spec.name} – {spec.help}" for spec in COMMANDS if spec.help)
+
+
+def help_text(spell: Callable[[str], str] = lambda name: f"/{name}") -> str:
+    """``/help``'s text, each command as ``spell`` types it on the platform at hand."""
+    return "\n".join(f"{spell(spec.name)} – {spec.help}" for spec in COMMANDS if spec.help)
+
+
+HELP = help_text()
 
 
 @dataclass(frozen=True, slots=True)

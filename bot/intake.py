@@ -23,13 +23,13 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
-from bot.channels import Channel, SendFailed
+from bot.channels import Channel, SendFailed, SpellsCommands
 from bot.commands import BY_NAME, CommandCall, Reply, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
@@ -326,6 +326,10 @@ class Intake:
             tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
             text += "\n" + budget_line(self.limits.settings, tokens, spent)
         return text
+
+    def spelling(self, call: CommandCall) -> Callable[[str], str]:
+        channel = self._channels.get(call.msg.platform)
+        return channel.command_text if isinstance(channel, SpellsCommands) else (lambda name: f"/{name}")
 
     async def compact(self, call: CommandCall) -> None:
         if await self._within_limits(call.msg, call.inbound_id):  # model calls: within the limits, like a message

@@ -186,6 +186,10 @@ async def test_the_app_command_answers_status_and_help(stack: Stack) -> None:
     status, help_, bare, bogus = [p.text for p in answers(s, "D1")]
     assert "fake-model" in status and "fake-model" not in help_
     assert help_ == bare == bogus and "whoami" in help_  # alone or unknown: the help, as /help gives
+    lines = help_.splitlines()  # each command as it is typed here: Slack keeps /status and /help
+    assert any(line.startswith("/chatgate status") for line in lines)
+    assert any(line.startswith("/chatgate help") for line in lines)
+    assert any(line.startswith("/stop") for line in lines) and not any(line.startswith("/status") for line in lines)
     assert not stack.llm.requests  # never a message for the model
 
 

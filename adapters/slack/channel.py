@@ -246,6 +246,10 @@ class SlackChannel:
             await session.close()
         self._life.close()
 
+    def command_text(self, name: str) -> str:
+        """``SpellsCommands``: ``/stop`` where Slack leaves the name to apps, else ``/chatgate status``."""
+        return commands.spelled(name, command=self.config.command, prefix=self.config.command_prefix)
+
     def _send_failed(self, exc: Exception, what: str) -> SendFailed:
         """The ``SendFailed`` for a failed send; a token Slack now refuses also stops the channel
         (the send stays pending, for the restart with a good token)."""

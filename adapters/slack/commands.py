@@ -55,6 +55,12 @@ def manifest(command: str = APP_COMMAND, prefix: str = "") -> tuple[tuple[str, s
               if f"{prefix}{name}" in free and f"{prefix}{name}" != command))
 
 
+def spelled(name: str, *, command: str = APP_COMMAND, prefix: str = "") -> str:
+    """How a person types chatgate's command ``name`` on Slack: ``/stop`` (or ``/<prefix>stop``)
+    where it is a slash command of its own, else ``/chatgate status``."""
+    return f"/{prefix}{name}" if f"{prefix}{name}" in direct(prefix) else f"/{command} {name}"
+
+
 def route(slash: str, text: str, *, command: str = APP_COMMAND, prefix: str = "") -> tuple[str, str]:
     """A slash command as Slack sent it -> (chatgate's command, its args).
 

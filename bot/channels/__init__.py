@@ -17,7 +17,7 @@ the port imports neither.
 """
 
 from bot.backoff import Backoff
-from bot.channels.capabilities import Asks, Choice, Interrupts, LiveDraft, Notes, Streams
+from bot.channels.capabilities import Asks, Choice, Interrupts, LiveDraft, Notes, SpellsCommands, Streams
 from bot.channels.channel import Channel, Inbox, Limits, Measure, SendFailed, Status
 from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms
 from bot.channels.lifecycle import Lifecycle
@@ -39,8 +39,9 @@ from bot.config.types import (
 from bot.messages import Target
 
 __all__ = [
-    "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig", "ChannelSection",
-    "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Inbox", "Int", "Interrupts",
-    "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "PlainDialect", "Role", "Secret", "Section",
-    "SendFailed", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines", "secret", "text_atoms",
+    "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
+    "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Inbox", "Int",
+    "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "PlainDialect", "Role", "Secret",
+    "Section", "SendFailed", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
+    "secret", "text_atoms",
 ]

@@ -10,6 +10,8 @@ by having the method: there is nothing to register.
 - ``Notes``: a line about a run's activity (a tool call, a retry): the terminal.
 - ``Asks``: a question with buttons. No channel offers it yet; approvals will.
 - ``Interrupts``: Ctrl-C in the terminal stops the running answer.
+- ``SpellsCommands``: a platform where a command is typed otherwise than ``/name`` (Slack
+  keeps ``/status`` and ``/help`` for itself: there they are ``/chatgate status``).
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ class Asks(Protocol):
         pressed it, in the chat and thread of the question, with ``reply_to`` the id this call
         returned and ``text`` the pressed choice's ``id``. The core decides what a press means
         (and who may press) like any other inbound message."""
+
+
+@runtime_checkable
+class SpellsCommands(Protocol):
+    def command_text(self, name: str) -> str:
+        """How a person types chatgate's command ``name`` here (``/chatgate status``), for /help."""
 
 
 @runtime_checkable
