@@ -129,6 +129,7 @@ class FakeTelegram:
         self.actions: list[Action] = []
         self.documents: list[Document] = []
         self.commands_calls: list[CommandsCall] = []
+        self.delivered: dict[int, float] = {}  # update_id -> when getUpdates first answered with it
         self.files: dict[str, StoredFile] = {}
         self.chats: dict[int | str, JSON] = {}
         self.messages: dict[tuple[int | str, int], JSON] = {}  # (chat_id, message_id) -> Message
@@ -468,8 +469,10 @@ class FakeTelegram:
                     await changed.wait()
             except TimeoutError:
                 pass
+        now = time.monotonic()
         for p in batch:
             p.delivered = True
+            self.delivered.setdefault(p.update_id, now)
         return [p.update for p in batch]
 
     async def _set_webhook(self, params: JSON, files: Files) -> tuple[bool, str]:
