@@ -163,6 +163,7 @@ class SlackStream:
         self._messages: list[str] = []
         self._lock = asyncio.Lock()
         self._later: asyncio.Task[None] | None = None
+        self._again = False  # text came while the delayed flush was sending: it goes round once more
         self._closed = False
 
     async def _open(self) -> None:
@@ -177,15 +178,23 @@ class SlackStream:
         if self._closed or not text:
             return
         self._buffer += text
+        if self._later is not None and not self._later.done():
+            self._again = True  # one flush pending at a time: it sends this too, keeping the interval
+            return
         wait = self._every - (self._clock() - self._flushed)
         if wait <= 0:
             await self._flush()
-        elif self._later is None or self._later.done():
+        else:
             self._later = asyncio.create_task(self._flush_after(wait))
 
     async def _flush_after(self, wait: float) -> None:
-        await asyncio.sleep(wait)
-        await self._flush()
+        while True:
+            await asyncio.sleep(wait)
+            self._again = False
+            await self._flush()
+            if not self._again or self._closed:
+                return
+            wait = max(0.0, self._every - (self._clock() - self._flushed))
 
     async def _flush(self, *, last: bool = False) -> None:
         async with self._lock:
@@ -234,6 +243,8 @@ class SlackStream:
 
     async def close(self) -> str | None:
         await _settle(self._later, self._lock)
+        if self._buffer and (wait := self._every - (self._clock() - self._flushed)) > 0:
+            await asyncio.sleep(wait)  # the last append keeps the interval too (a stopped answer's included)
         await self._flush(last=True)
         async with self._lock:
             self._closed = True

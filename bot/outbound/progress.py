@@ -182,19 +182,28 @@ class EditDraft:
         self._lock = asyncio.Lock()
         self._later: asyncio.Task[None] | None = None
         self._broken = False
+        self._again = False  # text came while the delayed flush was sending: it goes round once more
         self._closed = False
 
     async def append(self, text: str) -> None:
         self._raw += text
+        if self._later is not None and not self._later.done():
+            self._again = True  # one flush pending at a time: it shows this too, keeping the interval
+            return
         wait = self._channel.limits.edit_every - (self._clock() - self._last)
         if wait <= 0:
             await self._flush()
-        elif self._later is None or self._later.done():
+        else:
             self._later = asyncio.create_task(self._flush_after(wait))
 
     async def _flush_after(self, wait: float) -> None:
-        await asyncio.sleep(wait)
-        await self._flush()
+        while True:
+            await asyncio.sleep(wait)
+            self._again = False
+            await self._flush()
+            if not self._again or self._closed or self._broken:
+                return
+            wait = max(0.0, self._channel.limits.edit_every - (self._clock() - self._last))
 
     async def _flush(self) -> None:
         async with self._lock:
