@@ -95,6 +95,7 @@ class Intake:
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
+        self._recovered: frozenset[int] = frozenset()  # the ids recover() took: a channel's late handle skips them
 
     # -- the channels' inbox -------------------------------------------------------------
 
@@ -121,6 +122,8 @@ class Intake:
             return
         if self._early is not None:
             self._early.add(inbound_id)
+        elif inbound_id in self._recovered:  # stored just before recover() read it: recover() has it
+            return
         await self._enqueue(_Item(msg, conversation, inbound_id, time.time()))
 
     async def recover(self) -> None:
@@ -129,7 +132,10 @@ class Intake:
         self._spawn(self._prune_context(), "context pruning")
         await self._turns.resume()
         unanswered = await self._store.unanswered()
-        early, self._early = self._early or set(), None  # channels start first: these are being decided
+        # channels start first: what they handed over is theirs to decide, the rest is ours; both
+        # sides look at these sets without waiting in between, so no message is decided twice
+        early, self._early = self._early or set(), None
+        self._recovered = frozenset(record.id for record in unanswered if record.id not in early)
         for record in unanswered:
             if record.message.platform not in self._channels or record.id in early:
                 continue

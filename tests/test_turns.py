@@ -135,3 +135,45 @@ async def test_stop_is_confirmed_before_the_stopped_draft_settles(started, llm: 
     await asyncio.sleep(channel.limits.edit_every + 0.5)
     edits = [t for kind, t, _ in channel.log if kind in ("send", "edit") and _ != "Stopped."]
     assert all(b - a >= channel.limits.edit_every - 0.05 for a, b in zip(edits, edits[1:]))  # the interval kept
+
+
+async def test_a_message_stored_while_recovery_reads_is_decided_once(  # type: ignore[no-untyped-def]
+        started, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A channel hands over a message as the bot starts; it is stored just before recovery reads
+    what is unanswered, and the channel's call resumes only after recovery took its list: one
+    of the two decides it, never both (it used to be answered twice)."""
+    from bot.store.sqlite import SQLiteStore
+
+    recovered, resume = asyncio.Event(), asyncio.Event()
+    real_record, real_unanswered = SQLiteStore.record_inbound, SQLiteStore.unanswered
+
+    async def record(self, msg, key):  # type: ignore[no-untyped-def]
+        inbound_id = await real_record(self, msg, key)
+        if msg.text == "sent as the bot starts":
+            await resume.wait()  # stored; the channel's call resumes late
+        return inbound_id
+
+    async def unanswered(self):  # type: ignore[no-untyped-def]
+        found = await real_unanswered(self)
+        recovered.set()
+        return found
+
+    monkeypatch.setattr(SQLiteStore, "record_inbound", record)
+    monkeypatch.setattr(SQLiteStore, "unanswered", unanswered)
+
+    class Early(RecordingChannel):
+        async def start(self, inbox):  # type: ignore[no-untyped-def]
+            await super().start(inbox)
+            self.early = asyncio.create_task(inbox(dm("sent as the bot starts", "42", platform="telegram")))
+            await asyncio.sleep(0.05)  # stored before recovery reads
+
+    channel = Early("telegram")
+    starting = asyncio.create_task(started(channel))
+    await asyncio.wait_for(recovered.wait(), 5)
+    await asyncio.sleep(0.05)
+    resume.set()
+    await starting
+    await channel.early
+    await channel.wait_for_replies(1)
+    await asyncio.sleep(0.5)
+    assert channel.texts() == ["echo: sent as the bot starts"] and len(llm.requests) == 1
