@@ -24,6 +24,7 @@ from bot.agent.spawn import SubAgents, spawn_tool
 from bot.channels import Channel, registry
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
+from bot.errors import ConfigError
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.providers import make_provider
@@ -75,17 +76,21 @@ class App:
     async def _open(self) -> None:
         cfg = self.config
         self.store = await self._stack.enter_async_context(SQLiteStore(cfg.storage.path))
-        settings = cfg.provider_settings()
+        connection = cfg.provider_settings()
+        if connection.api_key is None:  # load_config insists on it; a config built in code may not
+            raise ConfigError(f"providers.{cfg.agent.provider}.api_key", "not set")
         self.provider = make_provider(
             cfg.agent.provider,
-            api_key=settings.api_key.get_secret_value(),
-            base_url=settings.base_url,
-            timeout=settings.timeout,
-            max_retries=settings.max_retries,
-            retry_after_cap=settings.retry_after_cap,
+            api_key=connection.api_key.get_secret_value(),
+            base_url=connection.base_url,
+            timeout=connection.timeout,
+            max_retries=connection.max_retries,
+            retry_after_cap=connection.retry_after_cap,
         )
         self._stack.push_async_callback(self.provider.aclose)
-        overrides = {model: Price(p.input, p.output, p.cache_read, p.cache_write) for model, p in cfg.pricing.items()}
+        # a cache price left out is 0.0 in a Price: "no separate price", billed as input
+        overrides = {model: Price(p.input, p.output, p.cache_read or 0.0, p.cache_write or 0.0)
+                     for model, p in cfg.pricing.items()}
 
         def cost(model: str, usage: Usage) -> float:
             return price_cost(model, usage, overrides)

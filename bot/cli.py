@@ -176,7 +176,7 @@ async def _chat(config: Config) -> int:
     from bot.app import App
     from bot.channels import Interrupts, registry
 
-    console = registry.spec("console").build(config.channels.console)
+    console = registry.spec("console").build(config.channel_sections()["console"])
     loop = asyncio.get_running_loop()
     if isinstance(console, Interrupts):  # Ctrl-C stops the answer, not the program
         loop.add_signal_handler(signal.SIGINT, console.interrupt)

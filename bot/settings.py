@@ -1,7 +1,7 @@
 """This installation's config: the core's sections and one section per registered channel.
 
     config = load_config("config.yaml")     # a Config: validated, frozen, secrets checked
-    config.channels.telegram.token          # each platform's own model (ChannelSpec.config)
+    config.channel_sections()["telegram"]   # each platform's own model (ChannelSpec.config)
 
 Part of the composition root, with ``cli`` and ``app``: the one place where the config
 package (``bot.config``: the machinery and the core's keys) meets the channel registry
@@ -38,7 +38,12 @@ def _channels_model() -> type[Section]:
     return create_model("ChannelsConfig", __base__=Section, **fields)
 
 
-ChannelsConfig = _channels_model()
+if TYPE_CHECKING:
+    # Its fields are the registered channels, known only at run time: a type checker sees a
+    # Section, and code reads a platform's section by name (Config.channel_sections()).
+    ChannelsConfig = Section
+else:
+    ChannelsConfig = _channels_model()
 
 
 class Config(CoreConfig):

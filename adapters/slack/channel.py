@@ -33,7 +33,7 @@ from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
 from adapters.slack.errors import error_code, send_failed
 from adapters.slack.inbound import STOP_BUTTON, Me, Options
 from adapters.slack.progress import STREAM_ROLLOVER, SlackStream, StatusBoard
-from bot.channels import Inbox, Lifecycle, LiveDraft, SendFailed, Status, Streaming, Target
+from bot.channels import Dialect, Inbox, Lifecycle, LiveDraft, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage
 
@@ -77,10 +77,11 @@ class SlackChannel:
     name = "slack"
     limits = LIMITS
 
-    def __init__(self, config: SlackConfig, dialect: Any, *, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, config: SlackConfig, dialect: Dialect, *, clock: Callable[[], float] = time.monotonic,
                  stream_rollover: float = STREAM_ROLLOVER) -> None:
         if config.bot_token is None:
             raise ChannelError("channels.slack.bot_token: missing (set SLACK_BOT_TOKEN)")
+        self._token = config.bot_token.get_secret_value()
         self.config, self.dialect, self._clock = config, dialect, clock
         self.streaming: Streaming = config.streaming  # read by the core's progress: native | edit | off
         self._rollover = stream_rollover  # seconds before a fresh stream (tests shorten it)
@@ -112,7 +113,7 @@ class SlackChannel:
         self._life.open()
         self._session = aiohttp.ClientSession()
         try:
-            self._client = AsyncWebClient(token=self.config.bot_token.get_secret_value(),  # type: ignore[union-attr]
+            self._client = AsyncWebClient(token=self._token,
                                           base_url=self.config.base_url, session=self._session, retry_handlers=[])
             self._status = StatusBoard(self._client, clock=self._clock)
             auth = await self._auth_test()

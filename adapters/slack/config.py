@@ -8,10 +8,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, Field
 
 from adapters.slack import commands
-from bot.channels import ChannelConfig, Float, Int, Secret, Section, Url, secret
-
-# The core's type of an allowed-group entry (an id, or {id, tools}), kept under Slack's name.
-_GROUPS = ChannelConfig.model_fields["groups"].annotation
+from bot.channels import ChannelConfig, Float, Groups, Int, Secret, Section, Url, secret
 
 
 class SlackHttp(Section):
@@ -36,7 +33,7 @@ class SlackConfig(ChannelConfig):
     signing_secret: Secret = secret("SLACK_SIGNING_SECRET")  # HTTP mode only
     http: SlackHttp = SlackHttp()
     base_url: Url = "https://slack.com/api/"
-    groups: _GROUPS = Field(default=(), alias="channels")  # type: ignore[valid-type]
+    groups: Groups = Field(default=(), alias="channels")  # the core's allowed groups, under Slack's name
     reply_in_thread: bool = True
     thread_participation: bool = True  # follow-ups in a thread the bot answered in (24 h) count as addressed
     streaming: Literal["native", "edit", "off"] = "native"

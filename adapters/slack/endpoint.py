@@ -24,7 +24,7 @@ import hashlib
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import StreamReader, web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
@@ -68,7 +68,7 @@ async def read_at_most(content: StreamReader, limit: int) -> bytes | None:
     return bytes(body)
 
 
-class _Quiet(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _Quiet(logging.LoggerAdapter[logging.Logger]):
     """aiohttp's server log for the endpoint: its errors are what anonymous senders cause (our
     handler logs its own), so they are DEBUG lines, without a traceback."""
 
@@ -117,9 +117,10 @@ def handler(app: AsyncApp, signing_secret: str, *, max_body: int = MAX_BODY, rea
         assert timestamp is not None and signature is not None
         if not signed(secret, timestamp, body, signature):
             return refuse(request, 401, "wrong signature")
+        # a plain dict, as bolt reads headers: by lower-case name, the last value of each
+        headers: dict[str, str | Sequence[str]] = {name.lower(): value for name, value in request.headers.items()}
         try:
-            bolt_request = AsyncBoltRequest(body=body.decode(), query=request.query_string,
-                                            headers=request.headers)  # type: ignore[arg-type]
+            bolt_request = AsyncBoltRequest(body=body.decode(), query=request.query_string, headers=headers)
         except ValueError as exc:  # signed, yet not UTF-8 or not JSON: nothing Slack sends
             log.warning("slack: a signed request could not be read: %s", exc)
             return web.Response(status=400)

@@ -44,7 +44,7 @@ from adapters.telegram.config import TelegramConfig
 from adapters.telegram.dialect import LIMITS, TELEGRAM, html_to_text
 from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, to_inbound
 from adapters.telegram.transport import AiohttpRequest
-from bot.channels import COMMAND_MENU, Backoff, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.channels import COMMAND_MENU, Backoff, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment
 
@@ -74,7 +74,7 @@ class _Album:
 
 class TelegramChannel:
     name = "telegram"
-    dialect = TELEGRAM
+    dialect: Dialect = TELEGRAM
     limits = LIMITS
 
     def __init__(self, config: TelegramConfig, *, poll_timeout: int = POLL_TIMEOUT,

@@ -10,7 +10,7 @@ Three pure stages, in order (seed 000, section 5):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from bot.llm import Message, Role, ToolResult, text_size
@@ -113,7 +113,7 @@ def _prunable_indexes(messages: list[Message], keep_last_assistants: int) -> lis
     return [i for i, m in enumerate(messages[:protected_from]) if m.role is Role.TOOL and i != first_user]
 
 
-def _map_results(message: Message, fn) -> Message:  # type: ignore[no-untyped-def]
+def _map_results(message: Message, fn: Callable[[ToolResult], ToolResult]) -> Message:
     return Message(message.role, tuple(fn(p) if isinstance(p, ToolResult) else p for p in message.parts))
 
 

@@ -461,11 +461,11 @@ class Agent:
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         # Whoever commits a finished turn with an answer to deliver sets ``answer`` and ``settle``.
         settle = status is not RunStatus.CANCELLED
-        turn: Turn | None = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model,
-                                 r.inbound_ids, record, None, settle,
-                                 run.trace.bill.charges() if run.trace.bill else ())
+        finished = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model,
+                        r.inbound_ids, record, None, settle, run.trace.bill.charges() if run.trace.bill else ())
+        turn: Turn | None = finished
         if status is RunStatus.CANCELLED:  # nobody else can: stored although the task is being cancelled
-            await asyncio.shield(self._store.append_turn(turn))  # type: ignore[arg-type]
+            await asyncio.shield(self._store.append_turn(finished))
             turn = None
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
@@ -540,5 +540,7 @@ class Agent:
                                   user_id=request.acting_for, tool_policy=request.tool_policy,
                                   sender_is_owner=request.sender_is_owner, payers=request.payers)
 
-    async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", **fields: object) -> None:
-        await self._events.emit(RunEvent(kind, request.run_id, request.conversation, text, **fields))  # type: ignore[arg-type]
+    async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", *, tool: ToolCall | None = None,
+                    is_error: bool = False, iteration: int = 0) -> None:
+        await self._events.emit(RunEvent(kind, request.run_id, request.conversation, text, tool=tool,
+                                         is_error=is_error, iteration=iteration))

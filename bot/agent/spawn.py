@@ -35,7 +35,7 @@ from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.limits import Meter
 from bot.providers.base import Provider, Usage
-from bot.store.base import Store
+from bot.store.base import CompactingStore
 from bot.tools.base import SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.policy import ToolPolicy, ToolRules
 from bot.tools.registry import ToolRegistry
@@ -59,7 +59,7 @@ class SpawnLimits:
 class SubAgents:
     """Runs the sub-agents of every run in the process: one instance per app."""
 
-    def __init__(self, settings: AgentSettings, provider: Provider, store: Store, tools: ToolRegistry,
+    def __init__(self, settings: AgentSettings, provider: Provider, store: CompactingStore, tools: ToolRegistry,
                  workspaces: Workspaces, cost: Callable[[str, Usage], float], redactor: Redactor | None = None,
                  limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None) -> None:
         self.settings = settings

@@ -29,6 +29,7 @@ from bot.config.types import (
     ChannelSection,
     Float,
     GroupConfig,
+    Groups,
     Int,
     Secret,
     Section,
@@ -40,8 +41,8 @@ from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
-    "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Inbox", "Int",
-    "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "PlainDialect", "Role", "Secret",
+    "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Inbox",
+    "Int", "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "PlainDialect", "Role", "Secret",
     "Section", "SendFailed", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
     "secret", "text_atoms",
 ]

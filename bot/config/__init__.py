@@ -43,6 +43,7 @@ from bot.config.types import (
     ChannelSection,
     Float,
     GroupConfig,
+    Groups,
     Int,
     Loc,
     Name,
@@ -60,8 +61,8 @@ _LAZY = {
     "load": "loading", "DEFAULT_PATH": "loading",
 }
 
-__all__ = ["AccessConfig", "ChannelConfig", "ChannelSection", "Float", "GroupConfig", "Int", "Loc", "Name", "Secret",
-           "Section", "Streaming", "ToolRulesConfig", "Url", "secret", *_LAZY]
+__all__ = ["AccessConfig", "ChannelConfig", "ChannelSection", "Float", "GroupConfig", "Groups", "Int", "Loc", "Name",
+           "Secret", "Section", "Streaming", "ToolRulesConfig", "Url", "secret", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

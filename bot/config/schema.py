@@ -313,7 +313,8 @@ def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
     as a step)."""
     i = 0
     while i < len(loc):
-        field = model.model_fields.get(loc[i]) if isinstance(loc[i], str) else None
+        step = loc[i]
+        field = model.model_fields.get(step) if isinstance(step, str) else None
         if field is None:
             return None
         annotation = field.annotation
@@ -329,8 +330,8 @@ def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
     return model
 
 
-def _secret_fields(model: type[BaseModel], prefix: Loc = ()) -> Iterator[tuple[Loc, str]]:
-    """Every secret field below ``model``: (location, environment variable)."""
+def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """Every secret field below ``model``: (location: field names only, environment variable)."""
     for name, field in model.model_fields.items():
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -340,8 +341,8 @@ def _secret_fields(model: type[BaseModel], prefix: Loc = ()) -> Iterator[tuple[L
 
 
 @cache
-def secrets(model: type[BaseModel]) -> dict[Loc, str]:
-    """Every secret field below ``model``: its location -> its environment variable."""
+def secrets(model: type[BaseModel]) -> dict[tuple[str, ...], str]:
+    """Every secret field below ``model``: its location (field names) -> its environment variable."""
     return dict(_secret_fields(model))
 
 

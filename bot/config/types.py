@@ -110,14 +110,19 @@ class GroupConfig(Section):
         return repr(self.id) if self.tools == ToolRulesConfig() else f"{self.id!r} (tools {self.tools!r})"
 
 
+# The allowed groups of a platform: chat ids, or {id, tools: {allow, deny}}; "*" allows every
+# group. A platform that calls them otherwise keeps this type under its own key (Slack's
+# ``channels``: ``groups: Groups = Field(default=(), alias="channels")``).
+Groups = tuple[Annotated[GroupConfig, BeforeValidator(_group_entry)], ...]
+
+
 class AccessConfig(Section):
     """Who may talk to the bot on one platform (DESIGN section 5)."""
 
     dm_policy: Literal["allowlist", "pairing", "open", "disabled"] = "allowlist"
     allow_from: tuple[PlatformId, ...] = ()  # user ids allowed to DM; members of an allowed group need not be listed
     group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
-    # allowed groups: chat ids, or {id, tools: {allow, deny}}; "*" allows every group
-    groups: tuple[Annotated[GroupConfig, BeforeValidator(_group_entry)], ...] = ()
+    groups: Groups = ()  # allowed groups: chat ids, or {id, tools: {allow, deny}}; "*" allows every group
     require_mention: bool = True
     owners: tuple[PlatformId, ...] = ()  # user ids allowed admin commands (/stopall)
 

@@ -28,14 +28,14 @@ from bot.channels import PLAIN, Dialect
 __all__ = ["TABLE_MAX_WIDTH", "language_of", "plain_line", "render", "safe_url", "table_lines", "to_plain", "width"]
 
 
-def _accept_every_link(url: str) -> bool:
-    # markdown-it would leave `[x](javascript:...)` unparsed, showing the raw Markdown;
-    # we take every link token and apply our own allow-list in `safe_url` instead.
-    return True
+class _EveryLink(MarkdownIt):
+    def validateLink(self, url: str) -> bool:
+        # markdown-it would leave `[x](javascript:...)` unparsed, showing the raw Markdown;
+        # we take every link token and apply our own allow-list in `safe_url` instead.
+        return True
 
 
-_MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
-_MD.validateLink = _accept_every_link  # type: ignore[method-assign]
+_MD = _EveryLink("commonmark").enable(["table", "strikethrough"])
 
 _SAFE_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
 _SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*):")
@@ -246,8 +246,8 @@ def table_lines(node: SyntaxTreeNode) -> list[str]:
     while sum(widths) > budget and max(widths) > TABLE_MIN_COLUMN:
         widths[widths.index(max(widths))] -= 1  # narrow the widest column, then wrap it
     lines: list[str] = []
-    for index, row in enumerate(rows):
-        wrapped = [textwrap.wrap(cell, max(1, w)) or [""] for cell, w in zip(row, widths)]
+    for index, texts in enumerate(rows):
+        wrapped = [textwrap.wrap(cell, max(1, w)) or [""] for cell, w in zip(texts, widths)]
         for n in range(max(len(cell) for cell in wrapped)):
             parts = [_pad(cell[n] if n < len(cell) else "", w, align)
                      for cell, w, align in zip(wrapped, widths, aligns)]
