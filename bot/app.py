@@ -31,7 +31,7 @@ from bot.providers import make_provider
 from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
-from bot.runs import QueueMode, RunLimits
+from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
 from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
@@ -117,7 +117,7 @@ class App:
                                             meter=meter)))
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter)
         r = cfg.runs
-        limits = RunLimits(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
+        limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
         policies = access_policies(cfg.channels)
         downloads = {name: cfg.max_download_bytes(name) for name in self.channels}

@@ -69,7 +69,7 @@ class Pending:
 
 
 @dataclass(frozen=True, slots=True)
-class RunLimits:
+class RunCaps:
     max_concurrent: int = 16
     max_per_group: int = 3
     queue_mode: QueueMode = QueueMode.COLLECT
@@ -134,7 +134,7 @@ class _Lane:
 
 
 class Dispatcher:
-    def __init__(self, execute: Execute, limits: RunLimits = RunLimits(), *,
+    def __init__(self, execute: Execute, limits: RunCaps = RunCaps(), *,
                  on_queued: OnQueued | None = None, on_discard: OnDiscard | None = None,
                  registry: RunRegistry | None = None) -> None:
         self._execute = execute

@@ -64,12 +64,12 @@ class Config(CoreConfig):
 
     def exec_settings(self) -> ExecSettings:
         """``tools.exec`` as the exec tool takes it (``builtin_registry(exec_settings=...)``)."""
-        from bot.tools.bounds import ExecLimits
+        from bot.tools.bounds import ExecBounds
         from bot.tools.sandbox import ExecSettings
 
         e = self.tools.exec
         return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
-                            private=self.private_paths(), limits=ExecLimits(**e.limits.model_dump()))
+                            private=self.private_paths(), limits=ExecBounds(**e.limits.model_dump()))
 
     def describe(self) -> str:
         """What would start, for ``chatgate check``; every secret is masked, and so are the

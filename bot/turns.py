@@ -33,7 +33,7 @@ from bot.limits import PersonLimits
 from bot.messages import Answer, InboundMessage, Target
 from bot.outbound.answer import answer_for
 from bot.outbound.progress import Progress
-from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunLimits
+from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunCaps
 from bot.store.base import AnswerStore, Store
 from bot.tools.policy import ToolPolicy
 
@@ -52,7 +52,7 @@ class TurnStore(Store, AnswerStore, Protocol):
 
 class Turns:
     def __init__(self, agent: Agent, store: TurnStore, events: EventBus, channels: Mapping[str, Channel],
-                 delivery: Delivery, context: GroupContext, *, limits: RunLimits = RunLimits(),
+                 delivery: Delivery, context: GroupContext, *, limits: RunCaps = RunCaps(),
                  is_owner: Owner = lambda msg: False, keys: Keys | None = None,
                  policy: PolicyFor | None = None, person_limits: PersonLimits | None = None) -> None:
         self._agent = agent

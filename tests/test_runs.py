@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from bot.messages import ChatType, InboundMessage, Sender
-from bot.runs import ActiveRun, Admission, Dispatcher, Pending, QueueMode, RunLimits
+from bot.runs import ActiveRun, Admission, Dispatcher, Pending, QueueMode, RunCaps
 
 _ids = itertools.count(1)
 
@@ -56,7 +56,7 @@ async def settle(d: Dispatcher, timeout: float = 5.0) -> None:
 ])
 async def test_busy_session_queues_in_arrival_order(mode: QueueMode, expected: list[list[str]]) -> None:
     rec = Recorder()
-    d = Dispatcher(rec, RunLimits(queue_mode=mode, debounce=0.01))
+    d = Dispatcher(rec, RunCaps(queue_mode=mode, debounce=0.01))
     assert d.submit("k", pending("a")) is Admission.STARTED
     assert d.submit("k", pending("b")) is Admission.QUEUED
     assert d.submit("k", pending("c")) is Admission.QUEUED
@@ -66,7 +66,7 @@ async def test_busy_session_queues_in_arrival_order(mode: QueueMode, expected: l
 
 async def test_interrupt_cancels_the_active_run_and_runs_the_newest() -> None:
     rec = Recorder(hold=0.3)
-    d = Dispatcher(rec, RunLimits(queue_mode=QueueMode.INTERRUPT, debounce=0.01))
+    d = Dispatcher(rec, RunCaps(queue_mode=QueueMode.INTERRUPT, debounce=0.01))
     d.submit("k", pending("old"))
     await rec.started.wait()
     d.submit("k", pending("new"))
@@ -76,7 +76,7 @@ async def test_interrupt_cancels_the_active_run_and_runs_the_newest() -> None:
 
 async def test_sessions_run_concurrently() -> None:
     rec = Recorder(hold=0.2)
-    d = Dispatcher(rec, RunLimits())
+    d = Dispatcher(rec, RunCaps())
     for i in range(5):
         d.submit(f"k{i}", pending("x", chat=f"c{i}"))
     await settle(d)
@@ -90,7 +90,7 @@ async def test_global_and_group_caps_queue_runs_without_dropping_them() -> None:
     async def on_queued(run: ActiveRun) -> None:
         queued.append(run.session_key)
 
-    d = Dispatcher(rec, RunLimits(max_concurrent=4, max_per_group=2), on_queued=on_queued)
+    d = Dispatcher(rec, RunCaps(max_concurrent=4, max_per_group=2), on_queued=on_queued)
     for i in range(3):  # three threads of one group: at most 2 at once
         d.submit(f"g:thread:{i}", pending("x", chat="g", chat_type=ChatType.GROUP))
     await asyncio.sleep(0.05)
@@ -99,7 +99,7 @@ async def test_global_and_group_caps_queue_runs_without_dropping_them() -> None:
     assert len(rec.batches) == 3
 
     rec2 = Recorder(hold=0.1)
-    d2 = Dispatcher(rec2, RunLimits(max_concurrent=3))
+    d2 = Dispatcher(rec2, RunCaps(max_concurrent=3))
     for i in range(7):
         d2.submit(f"k{i}", pending("x", chat=f"c{i}"))
     await settle(d2)
@@ -108,7 +108,7 @@ async def test_global_and_group_caps_queue_runs_without_dropping_them() -> None:
 
 async def test_queue_cap_rejects_the_21st() -> None:
     rec = Recorder(hold=0.2)
-    d = Dispatcher(rec, RunLimits(max_queued=20, queue_mode=QueueMode.FOLLOWUP, debounce=0))
+    d = Dispatcher(rec, RunCaps(max_queued=20, queue_mode=QueueMode.FOLLOWUP, debounce=0))
     d.submit("k", pending("first"))
     admissions = [d.submit("k", pending(str(i))) for i in range(21)]
     assert admissions[:20] == [Admission.QUEUED] * 20 and admissions[20] is Admission.REJECTED
@@ -122,7 +122,7 @@ async def test_stop_cancels_the_run_and_discards_the_queue() -> None:
     async def on_discard(batch: tuple[Pending, ...]) -> None:
         discarded.append([p.msg.text for p in batch])
 
-    d = Dispatcher(rec, RunLimits(debounce=0), on_discard=on_discard)
+    d = Dispatcher(rec, RunCaps(debounce=0), on_discard=on_discard)
     d.submit("k", pending("a"))
     d.submit("k", pending("b"))
     await rec.started.wait()
@@ -135,7 +135,7 @@ async def test_stop_cancels_the_run_and_discards_the_queue() -> None:
 
 async def test_stop_a_run_waiting_for_a_slot() -> None:
     rec = Recorder(hold=5)
-    d = Dispatcher(rec, RunLimits(max_concurrent=1))
+    d = Dispatcher(rec, RunCaps(max_concurrent=1))
     d.submit("busy", pending("x", chat="c1"))
     await rec.started.wait()
     d.submit("waiting", pending("y", chat="c2"))
@@ -149,7 +149,7 @@ async def test_stop_a_run_waiting_for_a_slot() -> None:
 
 async def test_stop_bumps_the_generation() -> None:
     rec = Recorder(hold=5)
-    d = Dispatcher(rec, RunLimits())
+    d = Dispatcher(rec, RunCaps())
     d.submit("k", pending("a"))
     await rec.started.wait()
     run = d.active("k")
@@ -161,7 +161,7 @@ async def test_stop_bumps_the_generation() -> None:
 
 async def test_debounce_waits_for_quiet_before_a_follow_up() -> None:
     rec = Recorder(hold=0.05)
-    d = Dispatcher(rec, RunLimits(queue_mode=QueueMode.COLLECT, debounce=0.3))
+    d = Dispatcher(rec, RunCaps(queue_mode=QueueMode.COLLECT, debounce=0.3))
     loop = asyncio.get_running_loop()
     started = loop.time()
     d.submit("k", pending("a"))
@@ -176,7 +176,7 @@ async def test_debounce_waits_for_quiet_before_a_follow_up() -> None:
 
 async def test_the_first_message_is_never_delayed() -> None:
     rec = Recorder(hold=0)
-    d = Dispatcher(rec, RunLimits(debounce=5))
+    d = Dispatcher(rec, RunCaps(debounce=5))
     d.submit("k", pending("a"))
     await asyncio.wait_for(rec.started.wait(), 0.5)
     await settle(d)
@@ -184,7 +184,7 @@ async def test_the_first_message_is_never_delayed() -> None:
 
 async def test_shutdown_propagates_and_keeps_nothing_running() -> None:
     rec = Recorder(hold=5)
-    d = Dispatcher(rec, RunLimits())
+    d = Dispatcher(rec, RunCaps())
     d.submit("k", pending("a"))
     await rec.started.wait()
     await d.aclose()

@@ -54,7 +54,7 @@ _TOKEN = os.urandom(3).hex()  # with the pid: unique even beside another pid nam
 
 
 @dataclass(frozen=True, slots=True)
-class ExecLimits:
+class ExecBounds:
     """The bounds of one command (``tools.exec.limits``); ``None`` leaves one unbounded."""
 
     processes: int | None = 256  # processes and threads at once
@@ -223,7 +223,7 @@ class CommandCgroup:
         self.version = version
 
     @classmethod
-    def make(cls, root: CgroupRoot, limits: ExecLimits) -> CommandCgroup | None:
+    def make(cls, root: CgroupRoot, limits: ExecBounds) -> CommandCgroup | None:
         """A fresh cgroup bounded as ``limits`` say, or ``None`` if no controller is wanted."""
         name = f"{_PREFIX}-{os.getpid()}-{_TOKEN}-{next(_serial)}"
         wanted = {}
@@ -354,7 +354,7 @@ class CommandLimits:
     under bubblewrap, ``preexec`` without), watched while it runs (``watch``), read when it
     is over (``verdict``), and closed (``close``: cgroup removed)."""
 
-    limits: ExecLimits
+    limits: ExecBounds
     sandboxed: bool
     cgroup: CommandCgroup | None = None
     stopped: bool = False  # killed by us for going over the process bound
@@ -362,7 +362,7 @@ class CommandLimits:
     _procs_fds: list[int] = field(default_factory=list)
 
     @classmethod
-    def open(cls, limits: ExecLimits, *, sandboxed: bool, root: CgroupRoot | None = None) -> CommandLimits:
+    def open(cls, limits: ExecBounds, *, sandboxed: bool, root: CgroupRoot | None = None) -> CommandLimits:
         if root is None:
             root = host_cgroups() if limits.cgroup else CgroupRoot()
         return cls(limits, sandboxed, CommandCgroup.make(root, limits))
@@ -482,7 +482,7 @@ async def _sandbox_tmp(pid: int, size: int) -> int | None:
     return None
 
 
-def unenforced(limits: ExecLimits, *, sandboxed: bool, root: CgroupRoot | None = None) -> list[str]:
+def unenforced(limits: ExecBounds, *, sandboxed: bool, root: CgroupRoot | None = None) -> list[str]:
     """The bounds this host cannot enforce, in words (for a start-up warning)."""
     if root is None:
         root = host_cgroups() if limits.cgroup else CgroupRoot()

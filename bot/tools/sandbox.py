@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.errors import ConfigError
-from bot.tools.bounds import MB, ExecLimits, unenforced
+from bot.tools.bounds import MB, ExecBounds, unenforced
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class ExecSettings:
     owners_only: bool = True
     private: tuple[Path, ...] = ()  # the bot's config file, database, workspace root: never shown
     bwrap: str = "bwrap"  # the executable, looked up on PATH
-    limits: ExecLimits = ExecLimits()
+    limits: ExecBounds = ExecBounds()
 
 
 def clean_environment(home: str, lang: str | None = None) -> dict[str, str]:
