@@ -39,6 +39,7 @@ from bot.text.silence import NoReplyHoldback, final_answer
 from bot.tools.base import ToolContext
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry
+from bot.tools.toolset import Toolset
 from bot.tracing import Redactor, TraceBuilder
 from bot.workspace import Workspaces, load_context_files, read_inside, save_upload
 
@@ -209,6 +210,7 @@ class Agent:
         redactor: Redactor | None = None,
         post_run: Sequence[PostRunHook] = (),
         meter: Meter | None = None,
+        toolsets: Sequence[Toolset] = (),
     ) -> None:
         self.settings = settings
         self._provider = provider
@@ -220,6 +222,7 @@ class Agent:
         self._redactor = redactor or Redactor()
         self._post_run = tuple(post_run)
         self._meter = meter
+        self._toolsets = tuple(toolsets)
         self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
                                    max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction,
                                    redactor=self._redactor, meter=meter)
@@ -261,12 +264,15 @@ class Agent:
         try:
             # Setup
             workspace = await self._workspaces.prepare(conv)
-            run.tools = self._tools.restricted(request.tool_policy)
             ctx = ToolContext(workspace, conv, request.run_id, s.agent_id, request.acting_for, request.sender_is_owner,
                               on_sub_agent=lambda c: run.trace.sub_agent(
                                   c.session_key, c.started, c.usage, c.cost, is_error=c.status == "failed",
                                   output=c.text, seconds=c.seconds),
                               tool_policy=request.tool_policy, payers=request.payers)
+            offers = [toolset.offer(ctx) for toolset in self._toolsets]
+            run.tools = self._tools.restricted(request.tool_policy).joined(
+                (t for offer in offers for t in offer.tools), request.tool_policy)
+            sections = tuple(offer.prompt for offer in offers if offer.prompt)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
             verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
@@ -284,7 +290,7 @@ class Agent:
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
-            system = self._prompt(s.prompt_mode, conv, workspace, run.tools.specs())
+            system = self._prompt(s.prompt_mode, conv, workspace, run.tools.specs(), sections)
             history, run.live = await self._history(request.session)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
@@ -475,7 +481,7 @@ class Agent:
                          run.prompt_tokens, turn, live)
 
     def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path,
-                tools: tuple[ToolSpec, ...] | None = None) -> tuple[str, str]:
+                tools: tuple[ToolSpec, ...] | None = None, sections: tuple[str, ...] = ()) -> tuple[str, str]:
         """(stable, volatile) parts of the system prompt."""
         s = self.settings
         names = context_file_names(mode, conversation.chat_type)
@@ -486,7 +492,7 @@ class Agent:
                                                    follow_links=not conversation.is_group)),
             owner_ids=s.owners,
             now=datetime.now(timezone.utc), model=s.model, provider=s.provider,
-            extra_instructions=s.system_prompt,
+            extra_instructions=s.system_prompt, toolset_sections=sections,
         ))
 
     # -- context: what the gateway calls for /status, /compact and after a run -----------

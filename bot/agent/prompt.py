@@ -77,6 +77,7 @@ class PromptInputs:
     session_key: str
     extra_instructions: str | None = None
     channel: ChannelInfo | None = None  # display name and hints; None: the registry's, by platform
+    toolset_sections: tuple[str, ...] = ()  # what the run's toolsets say of their tools (MCP, skills)
 
     @classmethod
     def of(cls, conversation: Conversation, **rest: Any) -> PromptInputs:
@@ -91,6 +92,7 @@ class PromptInputs:
             raise ValueError(f"prompt mode must be 'full' or 'minimal', not {self.mode!r}")
         object.__setattr__(self, "chat_type", ChatType(self.chat_type))
         object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "toolset_sections", tuple(self.toolset_sections))
         object.__setattr__(self, "context_files", tuple(self.context_files))
         object.__setattr__(self, "owner_ids", tuple(self.owner_ids))
         object.__setattr__(self, "workspace", Path(self.workspace))
@@ -192,6 +194,10 @@ def tools_section(p: PromptInputs) -> str:
         "## Tools\n"
         "Call a tool when it gets a better answer than guessing; do not announce routine calls.\n" + lines
     )
+
+
+def toolsets_section(p: PromptInputs) -> str:
+    return "\n\n".join(p.toolset_sections)
 
 
 def safety_section(p: PromptInputs) -> str:
@@ -298,7 +304,7 @@ def reminder_section(p: PromptInputs) -> str:
 Section = Callable[[PromptInputs], str]
 # the same text turn after turn (a prompt cache can hold it); runtime and time come after
 STABLE: tuple[Section, ...] = (
-    identity_section, bootstrap_section, persona_section, tools_section, safety_section,
+    identity_section, bootstrap_section, persona_section, tools_section, toolsets_section, safety_section,
     workspace_section, owner_section, formatting_section, context_section, extra_section, reminder_section,
 )
 
@@ -321,7 +327,7 @@ class _Static:
         self.key: tuple[Any, ...] = (
             p.mode, p.agent_id, p.platform, p.chat_type, tuple((t.name, t.description) for t in p.tools),
             p.workspace, p.context_files, p.owner_ids, p.model, p.provider, p.session_key,
-            p.extra_instructions, p.channel,
+            p.extra_instructions, p.channel, p.toolset_sections,
         )
         self._hash = hash(self.key)
 

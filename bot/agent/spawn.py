@@ -28,7 +28,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from bot.agent.events import EventBus
@@ -39,6 +39,7 @@ from bot.store.base import CompactingStore
 from bot.tools.base import SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.policy import ToolPolicy, ToolRules
 from bot.tools.registry import ToolRegistry
+from bot.tools.toolset import Toolset
 from bot.tracing import Redactor
 from bot.workspace import Workspaces
 
@@ -61,9 +62,11 @@ class SubAgents:
 
     def __init__(self, settings: AgentSettings, provider: Provider, store: CompactingStore, tools: ToolRegistry,
                  workspaces: Workspaces, cost: Callable[[str, Usage], float], redactor: Redactor | None = None,
-                 limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None) -> None:
+                 limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None,
+                 toolsets: Sequence[Toolset] = ()) -> None:
         self.settings = settings
         self._meter = meter
+        self._toolsets = tuple(toolsets)  # offered to children as to their parents, under the children's policy
         self.limits = limits
         self._provider, self._store, self._tools = provider, store, tools
         self._workspaces, self._cost, self._redactor = workspaces, cost, redactor or Redactor()
@@ -100,7 +103,7 @@ class SubAgents:
                            prompt_mode="minimal")
         agent = Agent(settings, self._provider,
                             self._store, self._events, self.child_tools(policy), self._workspaces, self._cost,
-                            self._redactor, meter=self._meter)
+                            self._redactor, meter=self._meter, toolsets=self._toolsets)
         async with self._slots:
             self.active += 1
             try:

@@ -75,6 +75,26 @@ class ToolRegistry:
             self._views[policy] = view
         return view
 
+    def joined(self, extra: Iterable[Tool], policy: ToolPolicy | None = None) -> ToolRegistry:
+        """This registry with the ``extra`` tools ``policy`` permits after its own, as a registry
+        of its own (not cached: a run's toolsets offer per run); a refused one is withheld with
+        its reason, as ``restricted`` does. A name already here keeps its first tool."""
+        added: list[Tool] = []
+        withheld: dict[str, str] = {}
+        for t in extra:
+            if t.name in self._tools:
+                continue
+            if policy is not None and (why := policy.refusal(t.name)) is not None:
+                withheld[t.name] = why
+            else:
+                added.append(t)
+        if not added and not withheld:
+            return self
+        view = ToolRegistry((*self._tools.values(), *added), timeouts=self.timeouts,
+                            max_output_chars=self.max_output_chars)
+        view._withheld = {**self._withheld, **withheld}
+        return view
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

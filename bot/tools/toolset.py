@@ -1,0 +1,35 @@
+"""Toolsets: tools that depend on whom a run is for (MCP servers, skills).
+
+The built-in registry is the same for every run, narrowed by the run's ``ToolPolicy``.
+A ``Toolset`` is asked once per run, before its first model call, what it offers that
+run (its ``ToolContext`` says who, where and under which policy): some tools and a
+prompt section that introduces them. The agent narrows the offered tools by the same
+policy as the built-ins, so a toolset decides *who may* (grants) and the policy decides
+*which* (``tools.allow``/``tools.deny``). A toolset that offers nothing costs the run
+one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.tools.base import Tool, ToolContext
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """What a toolset offers one run: tools, and a prompt section ("" for none) that the
+    system prompt shows after the tool list (it should change rarely: it is cached)."""
+
+    tools: tuple[Tool, ...] = ()
+    prompt: str = ""
+
+
+NOTHING = Offer()
+
+
+class Toolset(Protocol):
+    """A source of tools for a run; ``offer`` must be quick (no I/O): it runs per run."""
+
+    def offer(self, ctx: ToolContext) -> Offer: ...
