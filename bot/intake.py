@@ -8,13 +8,15 @@ that lives while there is work): access from metadata alone (an ignored or refus
 message keeps only its dedupe key, and a chat the policy ignores gets nothing), commands
 (``bot.commands``), the person's limits, then the message's files, fetched through its
 channel into the workspace's inbox (this is the only place uploads are saved), and the
-message goes to the turn runner (``bot.turns``). A slow download holds only its own
-session; ``/stop`` and ``/stopall`` never wait in a lane at all.
+message goes on to be run. The lane is the session's one lane in the turn runner
+(``bot.runs``): its first stage decides, beside the session's active run, so that
+``/status`` answers while a run goes on. A slow download holds only its own session;
+``/stop`` and ``/stopall`` never wait in a lane at all.
 
 Outstanding inbound work is bounded: ``handle`` waits for room once ``max_outstanding``
 messages are still being decided, so a channel that awaits its inbox stops taking more
 (Telegram stops polling, Slack's acks wait) instead of piling up tasks; a session with
-``max_waiting`` messages still waiting to be decided gets its next ones answered busy.
+``RunCaps.max_waiting`` messages still waiting to be decided gets its next ones answered busy.
 """
 
 from __future__ import annotations
@@ -22,10 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
@@ -35,6 +35,7 @@ from bot.conversation import ChannelInfo, Conversation, conversation_for, person
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import ChatType, InboundMessage
 from bot.session_keys import DmScope, GroupScope
+from bot.tasks import OwnedTasks
 from bot.turns import BUSY, Turns, TurnStore
 from bot.workspace import OutsideWorkspaceError, Workspaces, save_upload
 
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 UNSAVED = ("Sorry, I could not save your file: inbox/ in your workspace is a link that leads outside it. "
            "Remove that link and send the file again.")
 MAX_OUTSTANDING = 256  # inbound messages stored but not yet decided, every session together
-MAX_WAITING = 64  # of one session; beyond, a message is answered busy at once
 MAX_DOWNLOADS = 8  # files fetched at once (each session fetches its own in order)
 PRUNE_EVERY = 3600.0  # seconds between two prunings of stored group context
 
@@ -59,7 +59,6 @@ class IntakeSettings:
     max_download: Mapping[str, int] | None = None  # platform -> bytes
     context_retention: float = 7 * 86400.0  # seconds a group message kept only as context stays stored
     max_outstanding: int = MAX_OUTSTANDING
-    max_waiting: int = MAX_WAITING
 
 
 @dataclass(slots=True)
@@ -69,12 +68,6 @@ class _Item:
     inbound_id: int
     received: float
     recovered: bool = False
-
-
-@dataclass(slots=True)
-class _Lane:
-    items: deque[_Item] = field(default_factory=deque)
-    worker: asyncio.Task[None] | None = None
 
 
 class Intake:
@@ -90,10 +83,9 @@ class Intake:
         self._settings = settings
         self.limits = limits if limits is not None and limits.active else None
         self._agent = agent
-        self._lanes: dict[str, _Lane] = {}
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = OwnedTasks()
         self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
         self._recovered: frozenset[int] = frozenset()  # the ids recover() took: a channel's late handle skips them
 
@@ -116,7 +108,7 @@ class Intake:
         """The channels' inbox: returns once ``msg`` is stored (raises if it could not be), and,
         when ``max_outstanding`` messages are being decided, once there is room again."""
         conversation = self.conversation(msg)
-        inbound_id = await self._store.record_inbound(msg, conversation.session_key)
+        inbound_id = await self._store.record_inbound(msg, conversation)
         if inbound_id is None:
             log.info("redelivered message ignored session=%s message=%s", conversation.session_key, msg.message_id)
             return
@@ -129,7 +121,7 @@ class Intake:
     async def recover(self) -> None:
         """Start-up: first deliver what is owed, then decide again what was never answered;
         from then on, prune stored group context past its retention every hour."""
-        self._spawn(self._prune_context(), "context pruning")
+        self._tasks.spawn(self._prune_context(), "context pruning")
         await self._turns.resume()
         unanswered = await self._store.unanswered()
         # channels start first: what they handed over is theirs to decide, the rest is ours; both
@@ -144,44 +136,26 @@ class Intake:
                                       record.received_at, recovered=True))
 
     async def aclose(self) -> None:
-        for lane in list(self._lanes.values()):
-            if lane.worker is not None:
-                lane.worker.cancel()
-        for task in list(self._tasks):
-            task.cancel()
-        waiting = {lane.worker for lane in self._lanes.values() if lane.worker is not None} | self._tasks
-        if waiting:
-            await asyncio.wait(waiting)
+        """Stop the intake's own tasks (the lanes are the turn runner's: it closes them)."""
+        await self._tasks.stop()
 
     async def _enqueue(self, item: _Item) -> None:
         command = parse_command(item.msg.text)
         if command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent:
-            self._spawn(self._urgent(item), f"command {item.inbound_id}")  # never behind the lane
-            return
-        key = item.conversation.session_key
-        lane = self._lanes.setdefault(key, _Lane())
-        if len(lane.items) >= self._settings.max_waiting:
-            log.warning("intake lane full session=%s; message %s answered busy", key, item.msg.message_id)
-            self._spawn(self._turns.notice(item.msg, BUSY, (item.inbound_id,), "busy"), "busy notice")
+            self._tasks.spawn(self._urgent(item), f"command {item.inbound_id}")  # never behind the lane
             return
         await self._room.acquire()  # backpressure: the channel waits here, nothing piles up
-        lane.items.append(item)
-        if lane.worker is None:
-            lane.worker = asyncio.create_task(self._work(key, lane), name=f"intake {key}")
+        if not self._turns.decide(item.conversation, lambda: self._step(item)):
+            self._room.release()
+            log.warning("intake lane full session=%s; message %s answered busy", item.conversation.session_key,
+                        item.msg.message_id)
+            self._tasks.spawn(self._turns.notice(item.msg, BUSY, (item.inbound_id,), "busy"), "busy notice")
 
-    async def _work(self, key: str, lane: _Lane) -> None:
+    async def _step(self, item: _Item) -> None:
         try:
-            while lane.items:
-                item = lane.items[0]
-                try:
-                    await self._process(item)
-                finally:
-                    lane.items.popleft()
-                    self._room.release()
+            await self._process(item)
         finally:
-            lane.worker = None
-            if self._lanes.get(key) is lane and not lane.items:
-                del self._lanes[key]
+            self._room.release()
 
     # -- deciding ----------------------------------------------------------------------
 
@@ -312,13 +286,13 @@ class Intake:
 
     async def fresh(self, conversation: Conversation) -> None:
         await self._turns.stop(conversation)
-        await self._store.session(conversation.session_key, fresh=True)
+        await self._store.session(conversation, fresh=True)
 
     async def status(self, call: CommandCall) -> str:
         assert self._agent is not None, "/status needs the agent"
         s = self._agent.settings
         key = call.conversation.session_key
-        session = await self._store.session(key)
+        session = await self._store.session(call.conversation)
         tokens = await self._agent.next_request_tokens(session, call.conversation)
         last = await self._agent.last_compaction(session)
         usage = await self._store.usage(session)
@@ -352,15 +326,3 @@ class Intake:
             except Exception:  # a busy or full disk: try again at the next round
                 log.exception("pruning stored group context failed")
             await asyncio.sleep(PRUNE_EVERY)
-
-    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            log.error("%s failed", task.get_name(), exc_info=exc)

@@ -1,4 +1,10 @@
-"""Per-session lanes: one active run per session, queue modes, concurrency caps.
+"""Per-session lanes: messages decided in order, one active run per session, queue modes, caps.
+
+Each session has one lane, with two stages. The intake hands it stored messages to decide
+(``decide``: access, commands, limits, files; at most ``max_waiting`` waiting), one after
+another in arrival order, in a task of the lane's that runs beside the active run, so that
+``/status`` and friends answer at once while a run goes on. A decided message comes back
+as ``submit``, the run stage:
 
 A message for an idle session starts a run at once. A message for a busy session waits
 in the session's queue (at most ``max_queued``), and is run after the active run:
@@ -8,8 +14,9 @@ queued run starts once no message has arrived for ``debounce`` seconds. Runs of
 different sessions are concurrent, under a global cap and a per-group-chat cap; a run
 waiting for a slot is reported as queued, never dropped.
 
-Every task is owned by a lane; ``stop`` cancels the active run (or the queued one) and
-discards the queue; ``aclose`` cancels everything and propagates.
+Every task is owned by a lane, and a lane lives while it has work in either stage; ``stop``
+cancels the active run (or the queued one) and discards the queue (messages still being
+decided go on: each is answered); ``aclose`` cancels everything and propagates.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -75,6 +83,7 @@ class RunCaps:
     queue_mode: QueueMode = QueueMode.COLLECT
     debounce: float = 0.5
     max_queued: int = 20
+    max_waiting: int = 64  # messages of one session waiting to be decided; beyond, the intake answers busy
 
 
 @dataclass(slots=True)
@@ -121,16 +130,23 @@ class LocalRegistry:
 Execute = Callable[[ActiveRun], Coroutine[Any, Any, None]]
 OnQueued = Callable[[ActiveRun], Awaitable[None]]
 OnDiscard = Callable[[tuple[Pending, ...]], Awaitable[None]]
+Decide = Callable[[], Awaitable[None]]  # decides one stored message (and submits it when it is to run)
 
 
 @dataclass(slots=True)
 class _Lane:
     key: str
     group: tuple[str, str] | None  # (platform, chat id) of a group chat, for its cap
+    undecided: deque[Decide] = field(default_factory=deque)
+    decider: asyncio.Task[None] | None = None
     queue: list[Pending] = field(default_factory=list)
     active: ActiveRun | None = None
     worker: asyncio.Task[None] | None = None
     generation: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return not (self.undecided or self.queue or self.decider or self.worker)
 
 
 class Dispatcher:
@@ -156,15 +172,25 @@ class Dispatcher:
         return lane.generation if lane else 0
 
     def queued(self, session_key: str) -> int:
+        """Messages of the session waiting: to be decided, or to run."""
         lane = self._lanes.get(session_key)
-        return len(lane.queue) if lane else 0
+        return len(lane.queue) + len(lane.undecided) if lane else 0
+
+    def decide(self, session_key: str, step: Decide, group: tuple[str, str] | None = None) -> bool:
+        """Take one stored message to decide in the session's lane, after those before it; False
+        (not taken) when ``max_waiting`` are waiting already. ``group``: the (platform, chat id) of
+        a group chat, for its cap."""
+        lane = self._lane(session_key, group)
+        if len(lane.undecided) >= self._limits.max_waiting:
+            return False
+        lane.undecided.append(step)
+        if lane.decider is None:
+            lane.decider = asyncio.create_task(self._decide(lane), name=f"intake {session_key}")
+        return True
 
     def submit(self, session_key: str, pending: Pending) -> Admission:
         """Take a stored message for its session: run it, queue it, or refuse (queue full)."""
-        lane = self._lanes.get(session_key)
-        if lane is None:
-            group = pending.chat if pending.in_group else None
-            lane = self._lanes[session_key] = _Lane(session_key, group)
+        lane = self._lane(session_key, pending.chat if pending.in_group else None)
         busy = lane.worker is not None and not lane.worker.done()
         if busy and len(lane.queue) >= self._limits.max_queued:
             return Admission.REJECTED
@@ -204,7 +230,7 @@ class Dispatcher:
 
     async def aclose(self) -> None:
         """Shutdown: cancel every lane and wait; nothing is discarded (recovery runs it later)."""
-        workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
+        workers = [task for lane in self._lanes.values() for task in (lane.decider, lane.worker) if task is not None]
         for worker in workers:
             worker.cancel()
         if workers:
@@ -215,7 +241,32 @@ class Dispatcher:
         if run.task is not None and not run.task.done():
             run.task.cancel()
 
-    # -- the lane worker ---------------------------------------------------------------
+    def _lane(self, key: str, group: tuple[str, str] | None) -> _Lane:
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(key, group)
+        return lane
+
+    def _release(self, lane: _Lane) -> None:
+        if self._lanes.get(lane.key) is lane and lane.idle:
+            del self._lanes[lane.key]
+
+    # -- the lane's tasks --------------------------------------------------------------
+
+    async def _decide(self, lane: _Lane) -> None:
+        """Decide the waiting messages one by one (a step answers its own failures; one that
+        escapes is logged and the lane goes on)."""
+        try:
+            while lane.undecided:
+                try:
+                    await lane.undecided[0]()
+                except Exception:
+                    log.exception("deciding a message failed session=%s", lane.key)
+                finally:
+                    lane.undecided.popleft()
+        finally:
+            lane.decider = None
+            self._release(lane)
 
     async def _work(self, lane: _Lane, first: tuple[Pending, ...]) -> None:
         """Run the first batch at once, then whatever queued meanwhile, debounced."""
@@ -233,8 +284,8 @@ class Dispatcher:
                 await self._debounce(lane)
                 batch = self._take(lane)
         finally:
-            if self._lanes.get(lane.key) is lane and not lane.queue:
-                del self._lanes[lane.key]
+            lane.worker = None
+            self._release(lane)
 
     async def _debounce(self, lane: _Lane) -> None:
         """A follow-up run starts once no message arrived for ``debounce`` seconds."""

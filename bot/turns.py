@@ -33,8 +33,9 @@ from bot.limits import PersonLimits
 from bot.messages import Answer, InboundMessage, Target
 from bot.outbound.answer import answer_for
 from bot.outbound.progress import Progress
-from bot.runs import ActiveRun, Admission, Dispatcher, Pending, RunCaps
+from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps
 from bot.store.base import AnswerStore, Store
+from bot.tasks import OwnedTasks
 from bot.tools.policy import ToolPolicy
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,8 @@ class Turns:
         self._progress: dict[str, Progress] = {}
         self._conversations: dict[str, Conversation] = {}  # run id -> the conversation it serves
         self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
-        self._compacting: dict[str, asyncio.Task[Any]] = {}  # session key -> its post-run compaction
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._compacting: dict[str, asyncio.Future[Any]] = {}  # session key -> its post-run compaction
+        self._tasks = OwnedTasks()
         events.subscribe(self._route)
 
     # -- starting turns ----------------------------------------------------------------
@@ -82,8 +83,14 @@ class Turns:
                                            Pending(msg, inbound_id, conversation=conversation))
         if admission is Admission.REJECTED:
             log.warning("queue full session=%s; message %s not queued", conversation.session_key, msg.message_id)
-            self._spawn(self.notice(msg, BUSY, (inbound_id,), "busy"), "busy notice")
+            self._tasks.spawn(self.notice(msg, BUSY, (inbound_id,), "busy"), "busy notice")
         return admission
+
+    def decide(self, conversation: Conversation, step: Decide) -> bool:
+        """The intake's stage of the session's lane: ``step`` decides one stored message after
+        those before it (and ``submit``s it when it is to run); False when too many wait."""
+        group = (conversation.platform, conversation.chat_id) if conversation.is_group else None
+        return self.dispatcher.decide(conversation.session_key, step, group)
 
     def start(self, conversation: Conversation, task: str) -> Admission:
         """A turn with no inbound message: ``task`` is its input, answered in ``conversation``'s
@@ -117,10 +124,7 @@ class Turns:
     async def aclose(self) -> None:
         """Cancel every run and task and wait for them; stop delivering."""
         await self.dispatcher.aclose()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
+        await self._tasks.stop()
         await self._delivery.aclose()
 
     # -- running -----------------------------------------------------------------------
@@ -149,7 +153,7 @@ class Turns:
         self._progress[run.run_id] = progress
         self._conversations[run.run_id] = conversation
         try:
-            session = await self._store.session(conversation.session_key)
+            session = await self._store.session(conversation)
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
             request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
                                  context=context, sender_is_owner=owner,
@@ -157,7 +161,7 @@ class Turns:
                                  payers=tuple(dict.fromkeys(self._keys(m)[0] for m in msgs)))
             result = await self._agent.run(request)
         except asyncio.CancelledError:  # /stop, an interrupt or shutdown: the confirmation goes first
-            self._spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")
+            self._tasks.spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")
             raise
         except Exception:  # the agent turns its own failures into results: this is the store or a bug
             log.exception("run failed outside the agent session=%s run=%s", conversation.session_key, run.run_id)
@@ -181,7 +185,7 @@ class Turns:
         if result.status is RunStatus.SILENT or not text:
             await self._store.append_turn(result.turn)
             if result.status is RunStatus.SILENT:
-                self._spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
+                self._tasks.spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
             return
         answer = answer_for(channel, run_id, target, text, inbound_ids=ids, draft_id=draft,
                             failed=result.status is RunStatus.FAILED)
@@ -199,9 +203,10 @@ class Turns:
         key = request.session_key
         if key in self._compacting or not self._agent.may_compact(result):
             return
-        task = self._compacting[key] = self._spawn(self._agent.compact_after(request, result), f"compaction {key}")
+        task = self._compacting[key] = self._tasks.spawn(self._agent.compact_after(request, result),
+                                                         f"compaction {key}")
 
-        def forget(done: asyncio.Task[Any]) -> None:
+        def forget(done: asyncio.Future[Any]) -> None:
             if self._compacting.get(key) is done:
                 del self._compacting[key]
 
@@ -211,7 +216,7 @@ class Turns:
         last = batch[-1]
         assert last.msg is not None and last.conversation is not None and last.inbound_id is not None
         msg, conversation = last.msg, last.conversation
-        session = await self._store.session(conversation.session_key)
+        session = await self._store.session(conversation)
         owner = self._is_owner(msg)
         result = await self._agent.compact(session, conversation, run_id=f"compact-{last.inbound_id}",
                                            user_id=msg.sender.id,
@@ -274,18 +279,6 @@ class Turns:
         progress = self._progress.get(event.run_id)
         if progress is not None:
             progress.feed(event)
-
-    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            log.error("%s failed", task.get_name(), exc_info=exc)
 
 
 def _is_compact(msg: InboundMessage) -> bool:

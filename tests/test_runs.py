@@ -189,3 +189,52 @@ async def test_shutdown_propagates_and_keeps_nothing_running() -> None:
     await rec.started.wait()
     await d.aclose()
     assert rec.cancelled == [["a"]] and rec.running == 0
+
+
+async def test_one_lane_decides_in_order_beside_the_active_run_and_ends_when_idle() -> None:
+    """The intake's stage and the run stage are one lane: a message is decided (and answered,
+    as /status is) while the session's run goes on, decided ones join the run queue, and the
+    lane is gone once both stages are empty."""
+    rec = Recorder(hold=0.3)
+    d = Dispatcher(rec, RunCaps(queue_mode=QueueMode.FOLLOWUP, debounce=0.0, max_waiting=2))
+    decided: list[str] = []
+    gate = asyncio.Event()
+
+    def step(text: str, run: bool = True, wait: bool = False):  # type: ignore[no-untyped-def]
+        async def decide() -> None:
+            if wait:
+                await gate.wait()
+            decided.append(text)
+            if run:
+                d.submit("k", pending(text))
+        return decide
+
+    assert d.decide("k", step("a"))
+    await rec.started.wait()  # "a" runs
+    assert d.decide("k", step("status", run=False))
+    await asyncio.sleep(0.05)
+    assert decided == ["a", "status"] and rec.running == 1  # answered while "a" still runs
+    assert d.decide("k", step("b", wait=True)) and d.decide("k", step("c"))
+    assert not d.decide("k", step("d"))  # max_waiting: the intake answers it busy
+    assert d.queued("k") == 2  # both stages count
+    gate.set()
+    await settle(d)
+    assert decided == ["a", "status", "b", "c"]
+    assert [texts for _, texts in rec.batches] == [["a"], ["b"], ["c"]]
+    assert not d._lanes
+
+
+async def test_a_failing_decision_does_not_stop_the_lane() -> None:
+    d = Dispatcher(Recorder(hold=0.0), RunCaps(debounce=0.0))
+    decided: list[str] = []
+
+    async def broken() -> None:
+        raise RuntimeError("disk full")
+
+    async def fine() -> None:
+        decided.append("fine")
+
+    d.decide("k", broken)
+    d.decide("k", fine)
+    await settle(d)
+    assert decided == ["fine"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.conversation import Conversation
 from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
@@ -77,6 +78,15 @@ async def test_session_is_created_once_per_key(store: Store) -> None:
     assert a == again
     assert a.key == "agent:main:telegram:dm:1"
     assert other.id != a.id
+
+
+async def test_a_conversation_is_its_session_key_at_the_store_edge(store: Store) -> None:
+    conversation = Conversation.of_key("agent:main:telegram:dm:42")
+    session = await store.session(conversation)
+    assert session == await store.session("agent:main:telegram:dm:42")
+    inbound_id = await store.record_inbound(inbound("m9", chat_id="42"), conversation)
+    assert inbound_id is not None
+    assert [r.session_key for r in await store.unanswered()] == ["agent:main:telegram:dm:42"]
 
 
 async def test_concurrent_first_use_of_a_key_makes_one_session(store: Store) -> None:

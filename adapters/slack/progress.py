@@ -33,7 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.dialect import ping_free, sendable
 from adapters.slack.errors import error_code
-from bot.channels import Status, Target
+from bot.channels import Pacer, Status, Target
 from bot.messages import ChatType
 
 log = logging.getLogger(__name__)
@@ -155,15 +155,13 @@ class SlackStream:
                  clock: Callable[[], float] = time.monotonic, on_post: Callable[[], None] | None = None) -> None:
         self._client, self._channel, self._thread, self._clock = client, channel, thread_ts, clock
         self._recipient = recipient  # (user id, team id): Slack wants them in channels
-        self._every, self._rollover, self._on_post = every, rollover, on_post
+        self._rollover, self._on_post = rollover, on_post
         self._stream: Any = None  # slack_sdk AsyncChatStream
         self._started = 0.0
-        self._flushed = 0.0
         self._buffer = ""
         self._messages: list[str] = []
         self._lock = asyncio.Lock()
-        self._later: asyncio.Task[None] | None = None
-        self._again = False  # text came while the delayed flush was sending: it goes round once more
+        self._pacer = Pacer(self._flush, every, clock=clock)
         self._closed = False
 
     async def _open(self) -> None:
@@ -178,37 +176,21 @@ class SlackStream:
         if self._closed or not text:
             return
         self._buffer += text
-        if self._later is not None and not self._later.done():
-            self._again = True  # one flush pending at a time: it sends this too, keeping the interval
-            return
-        wait = self._every - (self._clock() - self._flushed)
-        if wait <= 0:
-            await self._flush()
-        else:
-            self._later = asyncio.create_task(self._flush_after(wait))
+        await self._pacer.poke()
 
-    async def _flush_after(self, wait: float) -> None:
-        while True:
-            await asyncio.sleep(wait)
-            self._again = False
-            await self._flush()
-            if not self._again or self._closed:
-                return
-            wait = max(0.0, self._every - (self._clock() - self._flushed))
-
-    async def _flush(self, *, last: bool = False) -> None:
+    async def _flush(self, *, last: bool = False) -> bool:
         async with self._lock:
             cut = len(self._buffer) if last else sendable(self._buffer)
             if not cut or self._closed:
-                return
+                return False
             text, self._buffer = self._buffer[:cut], self._buffer[cut:]
-            self._flushed = self._clock()
             try:
                 await self._put(ping_free(text))
             except SlackApiError as exc:
                 log.info("slack: stream in %s failed: %s", self._channel, error_code(exc))
             except (OSError, asyncio.TimeoutError) as exc:
                 log.info("slack: stream in %s failed: %s", self._channel, exc)
+            return True
 
     async def _put(self, text: str) -> None:
         if self._stream is not None and self._clock() - self._started >= self._rollover:
@@ -242,8 +224,8 @@ class SlackStream:
                 raise
 
     async def close(self) -> str | None:
-        await _settle(self._later, self._lock)
-        if self._buffer and (wait := self._every - (self._clock() - self._flushed)) > 0:
+        await self._pacer.settle()
+        if self._buffer and (wait := self._pacer.left()) > 0:
             await asyncio.sleep(wait)  # the last append keeps the interval too (a stopped answer's included)
         await self._flush(last=True)
         async with self._lock:
@@ -259,13 +241,3 @@ class SlackStream:
                 except (SlackApiError, OSError, asyncio.TimeoutError) as exc:
                     log.info("slack: deleting a stream continuation in %s failed: %s", self._channel, exc)
         return self._messages[0] if self._messages else None
-
-
-async def _settle(later: asyncio.Task[None] | None, lock: asyncio.Lock) -> None:
-    """End a delayed flush: cancelled while it waits, awaited while its request is in flight
-    (a request cut off half way could leave a message nobody knows the ts of)."""
-    if later is None or later.done():
-        return
-    if not lock.locked():
-        later.cancel()
-    await asyncio.wait({later})

@@ -107,7 +107,7 @@ class SubAgents:
         async with self._slots:
             self.active += 1
             try:
-                session = await self._store.session(key, fresh=True)
+                session = await self._store.session(child, fresh=True)
                 started = time.time()
                 log.info("sub-agent %s started session=%s run=%s", key, ctx.session_key, ctx.run_id)
                 result = await agent.complete(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,

@@ -21,6 +21,7 @@ from bot.channels.capabilities import Asks, Choice, Interrupts, LiveDraft, Notes
 from bot.channels.channel import Channel, Inbox, Limits, Measure, SendFailed, Status
 from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms
 from bot.channels.lifecycle import Lifecycle
+from bot.channels.pacing import Pacer
 from bot.channels.spec import ChannelSpec
 from bot.commands import MENU as COMMAND_MENU
 from bot.commands import NAMES as COMMAND_NAMES
@@ -42,7 +43,7 @@ from bot.messages import Target
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
     "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Inbox",
-    "Int", "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "PlainDialect", "Role", "Secret",
+    "Int", "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "Pacer", "PlainDialect", "Role", "Secret",
     "Section", "SendFailed", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
     "secret", "text_atoms",
 ]

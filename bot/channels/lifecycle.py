@@ -9,8 +9,8 @@
 The end of a channel is one future: ``close`` ends it cleanly (stopped, or the terminal's
 input ended), ``fail`` ends it with the error ``wait`` then raises (a refused token, a
 second poller); the first ending wins, and a failure nobody waits for is not reported
-again by asyncio. The tasks a channel starts are owned here (STYLE habit 8): kept in a set
-with a discard callback, and ``stop_tasks`` ends them, after an optional grace for those
+again by asyncio. The tasks a channel starts are owned here (``bot.tasks.OwnedTasks``), and
+``stop_tasks`` ends them, after an optional grace for those
 handing a message to the inbox.
 """
 
@@ -20,11 +20,13 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
+from bot.tasks import OwnedTasks
+
 
 class Lifecycle:
     def __init__(self) -> None:
         self._closed: asyncio.Future[None] | None = None
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks = OwnedTasks()
 
     def open(self) -> None:
         """At ``start``: a fresh end, not reached yet (on the running loop)."""
@@ -61,27 +63,16 @@ class Lifecycle:
 
     @property
     def tasks(self) -> frozenset[asyncio.Future[Any]]:
-        return frozenset(self._tasks)
+        return self._tasks.tasks
 
     def spawn(self, work: Awaitable[Any], name: str | None = None) -> asyncio.Future[Any]:
         """Run ``work`` as a task the channel owns."""
-        task = asyncio.ensure_future(work)
-        if name is not None and isinstance(task, asyncio.Task):
-            task.set_name(name)
-        self.own(task)
-        return task
+        return self._tasks.spawn(work, name)
 
     def own(self, task: asyncio.Future[Any]) -> None:
         """Own a task someone else started (an SDK's event handler), so that ``stop_tasks`` waits for it."""
-        if task not in self._tasks:
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        self._tasks.own(task)
 
     async def stop_tasks(self, grace: float = 0.0) -> None:
         """End the owned tasks: those still running after ``grace`` seconds are cancelled."""
-        if grace > 0 and self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=grace)
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks))
+        await self._tasks.stop(grace)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 from bot.agent.events import EventKind, RunEvent
-from bot.channels import Channel, LiveDraft, Notes, SendFailed, Status, Streaming, Streams
+from bot.channels import Channel, LiveDraft, Notes, Pacer, SendFailed, Status, Streaming, Streams
 from bot.messages import Target
 from bot.outbound.split import render_chunks
 from bot.text.sanitize import sanitize
@@ -174,43 +174,24 @@ class EditDraft:
     request leaves the message as it is; the answer replaces it anyway."""
 
     def __init__(self, channel: Channel, to: Target, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._channel, self._to, self._clock = channel, to, clock
+        self._channel, self._to = channel, to
         self._raw = ""
         self._shown = ""
         self._id: str | None = None
-        self._last = float("-inf")
         self._lock = asyncio.Lock()
-        self._later: asyncio.Task[None] | None = None
+        self._pacer = Pacer(self._flush, channel.limits.edit_every, clock=clock)
         self._broken = False
-        self._again = False  # text came while the delayed flush was sending: it goes round once more
         self._closed = False
 
     async def append(self, text: str) -> None:
         self._raw += text
-        if self._later is not None and not self._later.done():
-            self._again = True  # one flush pending at a time: it shows this too, keeping the interval
-            return
-        wait = self._channel.limits.edit_every - (self._clock() - self._last)
-        if wait <= 0:
-            await self._flush()
-        else:
-            self._later = asyncio.create_task(self._flush_after(wait))
+        await self._pacer.poke()
 
-    async def _flush_after(self, wait: float) -> None:
-        while True:
-            await asyncio.sleep(wait)
-            self._again = False
-            await self._flush()
-            if not self._again or self._closed or self._broken:
-                return
-            wait = max(0.0, self._channel.limits.edit_every - (self._clock() - self._last))
-
-    async def _flush(self) -> None:
+    async def _flush(self) -> bool:
         async with self._lock:
             chunks = render_chunks(self._raw, self._channel.dialect, self._channel.limits) if self._raw.strip() else []
             if self._broken or self._closed or not chunks or chunks[0] == self._shown:
-                return
-            self._last = self._clock()
+                return False
             try:
                 if self._id is None:
                     self._id = await self._channel.send(self._to, chunks[0])
@@ -219,17 +200,13 @@ class EditDraft:
             except SendFailed as exc:
                 log.info("draft in %s failed (%s); it stays as it is", self._to.chat_id, exc)
                 self._broken = True
-                return
+                return True
             self._shown = chunks[0]
+            return True
 
     async def close(self) -> str | None:
         self._closed = True
-        if self._later is not None and not self._later.done():
-            # cancelled while it waits, awaited while its request is in flight (a request cut
-            # off half way could leave a message nobody knows the id of)
-            if not self._lock.locked():
-                self._later.cancel()
-            await asyncio.wait({self._later})
+        await self._pacer.settle()
         return self._id
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
+from bot.conversation import Conversation
 from bot.llm import Message
 from bot.messages import Answer, InboundMessage
 from bot.providers.base import Usage
@@ -109,13 +110,21 @@ class InboundRecord:
     received_at: float
 
 
+SessionOf: TypeAlias = Conversation | str  # whose session: a conversation, or its session key as text
+
+
+def key_of(of: SessionOf) -> str:
+    """The session key a store keeps: the store turns a conversation into text here, at its edge."""
+    return of if isinstance(of, str) else of.session_key
+
+
 class Store(Protocol):
-    async def record_inbound(self, msg: InboundMessage, session_key: str) -> int | None:
-        """Log an inbound message before it is run; its row id, or None for a redelivery."""
+    async def record_inbound(self, msg: InboundMessage, of: SessionOf) -> int | None:
+        """Log an inbound message of a conversation before it is run; its row id, or None for a redelivery."""
         ...
 
-    async def session(self, key: str, *, fresh: bool = False) -> Session:
-        """The current session for ``key``; ``fresh`` starts a new one (the old is kept)."""
+    async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
+        """The current session of a conversation; ``fresh`` starts a new one (the old is kept)."""
         ...
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:

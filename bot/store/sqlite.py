@@ -43,10 +43,12 @@ from bot.store.base import (
     PairingCode,
     Recent,
     Session,
+    SessionOf,
     StoredMessage,
     Summary,
     Turn,
     UsageTotals,
+    key_of,
 )
 from bot.tracing import Span, SpanKind, TraceRecord
 
@@ -210,8 +212,8 @@ class SQLiteStore:
 
     # -- the Store port --------------------------------------------------------------
 
-    async def record_inbound(self, msg: InboundMessage, session_key: str) -> int | None:
-        row = (msg.platform, msg.account, msg.chat_id, msg.message_id, session_key, inbound_to_json(msg), time.time())
+    async def record_inbound(self, msg: InboundMessage, of: SessionOf) -> int | None:
+        row = (msg.platform, msg.account, msg.chat_id, msg.message_id, key_of(of), inbound_to_json(msg), time.time())
         future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self._arriving.append((row, future))
         if len(self._arriving) == 1:  # the first of a burst: one transaction will take them all
@@ -250,7 +252,8 @@ class SQLiteStore:
             if not future.done():
                 future.set_result(inbound_id)
 
-    async def session(self, key: str, *, fresh: bool = False) -> Session:
+    async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
+        key = key_of(of)
         if not fresh:
             rows = await self._run(lambda db: db.execute(_CURRENT_SESSION, (key,)).fetchall())
             if rows:
