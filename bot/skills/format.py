@@ -71,7 +71,7 @@ def parse_skill(text: str, folder: str) -> SkillInfo:
         data = yaml.safe_load(front)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 2})" if mark is not None else ""
+        where = f" (line {mark.line + 1})" if mark is not None else ""  # its line 0 ends the opening ---
         problem = getattr(exc, "problem", None) or "cannot be read"
         raise SkillFormatError(f"its front matter is not valid YAML{where}: {problem}") from None
     if not isinstance(data, Mapping):

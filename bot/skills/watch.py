@@ -32,7 +32,7 @@ def announce(before: Catalog, after: Catalog, guard: GuardMode) -> None:
     known = set(before.problems)
     for problem in after.problems:
         if problem not in known:
-            log.warning("skill skipped: %s %s", problem.path, problem.why)
+            log.warning("skill skipped: %s: %s", problem.path, problem.why)
     flagged = {(s.source, s.flagged) for s in before.skills}
     for skill in after.skills:
         if skill.flagged and (skill.source, skill.flagged) not in flagged:
