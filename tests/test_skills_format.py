@@ -55,6 +55,7 @@ BAD = [
     ("compatibility too long", md(f"name: x\ndescription: y\ncompatibility: {'c' * 501}"), "x", "at most 500"),
     ("nested metadata", md("name: x\ndescription: y\nmetadata: {a: {b: c}}"), "x", "metadata is not a mapping"),
     ("tools not text", md("name: x\ndescription: y\nallowed-tools: {a: b}"), "x", "allowed-tools is not"),
+    ("nested too deeply", md("name: x\ndescription: y\nm: " + "[" * 20_000), "x", "nested too deeply"),
 ]
 
 

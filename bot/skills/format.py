@@ -74,6 +74,8 @@ def parse_skill(text: str, folder: str) -> SkillInfo:
         where = f" (line {mark.line + 1})" if mark is not None else ""  # its line 0 ends the opening ---
         problem = getattr(exc, "problem", None) or "cannot be read"
         raise SkillFormatError(f"its front matter is not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise SkillFormatError("its front matter is nested too deeply to read") from None
     if not isinstance(data, Mapping):
         raise SkillFormatError("its front matter is not a mapping of keys (name: ..., description: ...)")
     name = _text(data, "name", required=True)

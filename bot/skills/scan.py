@@ -123,8 +123,11 @@ def _scan(fd: int, folder: Path, guard: GuardMode, *, follow: bool,
     skills: list[Skill] = []
     problems: list[Problem] = []
     entries: list[tuple[str, StatKey | None]] = []
-    with os.scandir(fd) as listing:
-        found = sorted((e for e in listing if not e.name.startswith(".")), key=lambda e: e.name)
+    try:
+        with os.scandir(fd) as listing:
+            found = sorted((e for e in listing if not e.name.startswith(".")), key=lambda e: e.name)
+    except OSError as exc:
+        return Scanned(Catalog((), (Problem(folder, f"cannot be listed: {exc.strerror or exc}"),)), Stamp(before))
     for entry in found:
         path = folder / entry.name
         try:

@@ -59,7 +59,11 @@ class Skills:
         policy = ctx.tool_policy
         if policy is not None and not policy.permits(READ_SKILL):
             return NOTHING
-        return self._seen(ctx, policy is None or policy.permits(SKILL_SEARCH)).offer
+        try:
+            return self._seen(ctx, policy is None or policy.permits(SKILL_SEARCH)).offer
+        except Exception:  # a folder that cannot be read in some new way: the run goes on without skills
+            log.exception("skills could not be offered session=%s run=%s", ctx.session_key, ctx.run_id)
+            return NOTHING
 
     def visible(self, ctx: ToolContext) -> tuple[Skill, ...]:
         """The skills of this run's workspace: the shared ones, and its own over them."""
