@@ -35,6 +35,7 @@ from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
 from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
+from bot.skills import open_skills
 from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
@@ -121,10 +122,13 @@ class App:
             mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()))
         self._stack.push_async_callback(approvals.aclose)
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
+        self.skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
+                                  guard=GuardMode(a.input_guard), inline_max=cfg.skills.inline_max)
+        toolsets = [self.skills]
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
-                                            meter=meter, gate=approvals)))
+                                            meter=meter, toolsets=toolsets, gate=approvals)))
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
-                      gate=approvals)
+                      toolsets=toolsets, gate=approvals)
         r = cfg.runs
         limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)

@@ -15,7 +15,8 @@ the context files. A sandboxed command can plant links anywhere in its workspace
 which runs outside the sandbox, never follows one out.
 
 In a group workspace every file the group's prompt shows (``GROUP_PROTECTED``, derived from
-``GROUP_CONTEXT_FILES``) is read-only to the model unless the sender is an owner:
+``GROUP_CONTEXT_FILES``), and everything in its ``skills/`` folder (instructions the bot follows,
+``GROUP_PROTECTED_FOLDERS``), is read-only to the model unless the sender is an owner:
 ``read_only_for`` says so for a located path. BOOTSTRAP.md is neither seeded nor loaded in a
 group: a first-run ritual is for one person's own assistant, not for a room.
 """
@@ -67,6 +68,8 @@ GROUP_CONTEXT_FILES = tuple(name for name in CONTEXT_FILES if name not in (MEMOR
 # Read-only to non-owners in a group: every file its prompt shows, and BOOTSTRAP.md, which
 # no group loads but whose name says "follow me" to any prompt that ever would.
 GROUP_PROTECTED = (*GROUP_CONTEXT_FILES, BOOTSTRAP_FILE)
+SKILLS_FOLDER = "skills"  # a workspace's own Agent Skills (bot.skills)
+GROUP_PROTECTED_FOLDERS = (SKILLS_FOLDER,)  # read-only to non-owners in a group, with all they hold
 GROUP_UNSEEDED = frozenset({BOOTSTRAP_FILE})
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -234,10 +237,14 @@ def _relative_parts(root: str, given: str, path: str, shown: str | None = None) 
 
 def read_only_for(relative: str, *, chat_type: str, sender_is_owner: bool) -> bool:
     """True when the model may not write ``relative`` for this sender: a persona or rule
-    file at the top of a group workspace, and the sender is not an owner."""
+    file at the top of a group workspace, or anything in its ``skills/`` folder (the folder
+    itself included), and the sender is not an owner."""
     if sender_is_owner or chat_type != ChatType.GROUP.value:
         return False
-    return relative.casefold() in {name.casefold() for name in GROUP_PROTECTED}
+    folded = relative.casefold()
+    if folded.split("/", 1)[0] in {name.casefold() for name in GROUP_PROTECTED_FOLDERS}:
+        return True
+    return folded in {name.casefold() for name in GROUP_PROTECTED}
 
 
 def resolve_inside(workspace: Path, user_path: str) -> Path:

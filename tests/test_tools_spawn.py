@@ -107,7 +107,8 @@ async def test_children_run_at_once_with_read_only_tools_and_the_minimal_prompt(
     children = spawning.child_requests()
     assert len(children) == 3
     for request in children:
-        assert set(tool_names(request)) == set(READ_ONLY_TOOLS) - {"web_fetch"}  # web_fetch is not registered
+        # web_fetch is not registered; read_skill and skill_search come with skills (none here)
+        assert set(tool_names(request)) == set(READ_ONLY_TOOLS) - {"web_fetch", "read_skill", "skill_search"}
         system = request.body["messages"][0]["content"]
         assert PERSONA_REMINDER not in system, system
         assert "working on one task" in system
@@ -205,6 +206,7 @@ async def test_cost_and_a_span_go_to_the_parent(spawning: Spawning) -> None:
 
 def test_children_tools_follow_the_parents_policy(spawning: Spawning) -> None:
     spawning.tools.register(web_fetch_tool(WebFetchSettings()))
-    assert spawning.subagents.child_tools(None).names() == READ_ONLY_TOOLS
+    skills = ("read_skill", "skill_search")  # offered by the skills toolset, not registered here
+    assert spawning.subagents.child_tools(None).names() == tuple(n for n in READ_ONLY_TOOLS if n not in skills)
     policy = ToolPolicy((ToolRules("tools", deny=("web_fetch", "memory_*")),))
     assert spawning.subagents.child_tools(policy).names() == ("read_file", "list_files", "search_files")

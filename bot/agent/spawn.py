@@ -45,7 +45,8 @@ from bot.workspace import Workspaces
 
 log = logging.getLogger(__name__)
 
-READ_ONLY_TOOLS = ("read_file", "list_files", "search_files", "memory_search", "memory_get", "web_fetch")
+READ_ONLY_TOOLS = ("read_file", "list_files", "search_files", "memory_search", "memory_get", "web_fetch",
+                   "read_skill", "skill_search")
 _RUNS_REMEMBERED = 4096  # parent runs whose child count is kept
 
 

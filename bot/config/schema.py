@@ -11,6 +11,7 @@ which model validates a location, where the secrets are, and a location's dotted
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from functools import cache
@@ -225,6 +226,14 @@ class HooksConfig(Section):
     pre_tool: tuple[PreToolHookConfig, ...] = ()  # exit 0 lets a call through; else its first line refuses it
 
 
+class SkillsConfig(Section):
+    """Agent Skills (``bot.skills``): folders with a SKILL.md, listed in the prompt, read with read_skill."""
+
+    paths: tuple[Path, ...] | None = None  # shared skill folders; None: skills/ in the data directory
+    in_workspaces: bool = True  # also each workspace's own skills/ (in a group, only owners change it)
+    inline_max: Annotated[Int, Field(ge=0, le=100)] = 15  # listed in the prompt up to this many; more: skill_search
+
+
 class LoggingConfig(Section):
     level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -247,6 +256,7 @@ class CoreConfig(Section):
     limits: LimitsConfig = LimitsConfig()
     tools: ToolsConfig = ToolsConfig()
     hooks: HooksConfig = HooksConfig()
+    skills: SkillsConfig = SkillsConfig()
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")
@@ -261,6 +271,23 @@ class CoreConfig(Section):
                       else f"the context window of {a.model} ({a.window}; set agent.context_window to change it)")
             raise ConfigError("agent.max_tokens", f"must be less than {window}, got {a.max_tokens}")
         return self
+
+    @model_validator(mode="after")
+    def _skills_outside_workspaces(self) -> CoreConfig:
+        root = Path(os.path.abspath(self.workspace.root))
+        for i, folder in enumerate(self.skill_folders()):
+            if root in Path(os.path.abspath(folder)).parents or Path(os.path.abspath(folder)) == root:
+                key = f"skills.paths[{i}]" if self.skills.paths is not None else "skills.paths"
+                raise ConfigError(key, f"{folder} is inside workspace.root, where the bot's file tools could change "
+                                       "shared skills; put them elsewhere (a workspace's own go in its skills/)")
+        return self
+
+    def skill_folders(self) -> tuple[Path, ...]:
+        """The shared skill folders: ``skills.paths``, else ``skills/`` in the data directory (the
+        folder of ``storage.path``)."""
+        if self.skills.paths is not None:
+            return self.skills.paths
+        return (self.storage.path.parent / "skills",)
 
     def provider_settings(self) -> ProviderConfig:
         """The settings of the provider ``agent.provider`` selects."""

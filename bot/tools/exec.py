@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import json
 import logging
 import os
@@ -45,7 +46,7 @@ from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.bounds import CommandLimits
 from bot.tools.sandbox import SANDBOX_WORKSPACE, ExecSettings, clean_environment, sandbox_command
 from bot.tracing import Redactor
-from bot.workspace import GROUP_PROTECTED, read_only_for
+from bot.workspace import GROUP_PROTECTED, GROUP_PROTECTED_FOLDERS, read_only_for
 
 log = logging.getLogger(__name__)
 
@@ -278,23 +279,29 @@ async def _execute(ctx: ToolContext, command: str, limit: float, settings: ExecS
 
 
 def _protected_files(ctx: ToolContext, workspace: Path) -> list[tuple[int, str]]:
-    """The group's prompt files that this sender may not change (see ``read_only_for``), each
-    as an ``O_PATH`` descriptor opened with ``O_NOFOLLOW`` through the workspace's own, to be
-    bound read-only by descriptor: what is bound is the regular file that was checked, never
-    where a link swapped in meanwhile would lead. Links (which a group's prompt does not
-    follow) and missing files are left out. The caller closes the descriptors."""
+    """The group's prompt files and its ``skills/`` folder that this sender may not change (see
+    ``read_only_for``), each as an ``O_PATH`` descriptor opened with ``O_NOFOLLOW`` through the
+    workspace's own, to be bound read-only by descriptor: what is bound is the regular file or
+    folder that was checked, never where a link swapped in meanwhile would lead. Links (which a
+    group's prompt and skills do not follow) and missing files are left out; a missing
+    ``skills/`` is made (empty), so that no command of a member can make one of its own. The
+    caller closes the descriptors."""
     if not any(read_only_for(name, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner)
-               for name in GROUP_PROTECTED):
+               for name in (*GROUP_PROTECTED, *GROUP_PROTECTED_FOLDERS)):
         return []
     found: list[tuple[int, str]] = []
     root = os.open(os.path.realpath(workspace), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        for name in GROUP_PROTECTED:
+        for name in GROUP_PROTECTED_FOLDERS:
+            with contextlib.suppress(OSError):  # there already (or a link, left out below)
+                os.mkdir(name, 0o700, dir_fd=root)
+        for name, wanted in (*((n, stat.S_ISREG) for n in GROUP_PROTECTED),
+                             *((n, stat.S_ISDIR) for n in GROUP_PROTECTED_FOLDERS)):
             try:
                 fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root)
             except OSError:
                 continue
-            if stat.S_ISREG(os.fstat(fd).st_mode):
+            if wanted(os.fstat(fd).st_mode):
                 found.append((fd, name))
             else:
                 os.close(fd)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import posixpath
 import re
 import secrets
 import stat
@@ -243,6 +244,9 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
 
 def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[int, bool]:
     shown = _shown(path)
+    if read_only_for(_as_written(ctx.workspace, path), chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner):
+        raise ToolError(f"{shown} is read-only in this group: only an owner may change it; "
+                        "tell the user so instead of working around it")  # before any folder is made for it
     with _locate(ctx.workspace, path, make_parents=True) as loc:
         if read_only_for(loc.relative, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner):
             raise ToolError(f"{loc.relative} is read-only in this group: only an owner may change it; "
@@ -276,6 +280,16 @@ def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[int, bool]:
                 raise ToolError(f"cannot write {shown}: {exc.strerror or 'error'}") from None
             raise
     return len(data), existing is None
+
+
+def _as_written(workspace: Path, path: str) -> str:
+    """``path`` as a path from the workspace, by its text alone (``..`` applied, no link followed):
+    what ``read_only_for`` is asked before the walk, which may create folders, and after it."""
+    for root in (str(workspace).rstrip("/"), os.path.realpath(workspace)):
+        if path.startswith(f"{root}/"):
+            path = path[len(root) + 1:]
+            break
+    return posixpath.normpath(path)
 
 
 # -- edit_file ---------------------------------------------------------------------------
