@@ -11,9 +11,11 @@ provider and the store.
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
@@ -22,7 +24,7 @@ from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
-from bot.channels import Channel, registry
+from bot.channels import SOLE, Channel, UsesLeases, registry
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
@@ -36,12 +38,16 @@ from bot.providers.pricing import cost as price_cost
 from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
 from bot.skills import open_skills
-from bot.store.sqlite import SQLiteStore
+from bot.store import AppStore, SQLiteStore, store_for
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
 from bot.tracing import Redactor
 from bot.turns import Turns
 from bot.workspace import Workspaces
+
+if TYPE_CHECKING:
+    from bot.cluster import Cluster
+    from bot.store.pg import PostgresStore
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +84,10 @@ class App:
 
     async def _open(self) -> None:
         cfg = self.config
-        self.store = await self._stack.enter_async_context(SQLiteStore(cfg.storage.path))
+        writable(cfg.workspace.root)
+        opened = store_for(cfg.storage.path, cfg.storage.database_url, pool_size=cfg.storage.pool_size)
+        self.store: AppStore = await self._stack.enter_async_context(opened)
+        self.cluster = cluster = None if isinstance(opened, SQLiteStore) else self._cluster(opened)
         connection = cfg.provider_settings()
         if connection.api_key is None:  # load_config insists on it; a config built in code may not
             raise ConfigError(f"providers.{cfg.agent.provider}.api_key", "not set")
@@ -113,13 +122,13 @@ class App:
         redactor = Redactor(cfg.secret_values())
         lim = cfg.limits
         person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
-                                     self.store)
+                                     self.store, shared=cluster)
         meter = person_limits.charge if person_limits.active else None
         policies = access_policies(cfg.channels)
         self.approvals = approvals = Approvals(
             self.store, self.channels, approval_settings(cfg.tools),
             is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
-            mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()))
+            mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()), elsewhere=cluster)
         self._stack.push_async_callback(approvals.aclose)
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         self.skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
@@ -133,7 +142,8 @@ class App:
         limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
         downloads = {name: cfg.max_download_bytes(name) for name in self.channels}
-        self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
+        self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for),
+                                 claim=cluster.claim_answer if cluster is not None else None)
         access = Access(policies, self.store)
         context = GroupContext()
         intake_settings = IntakeSettings(
@@ -145,17 +155,43 @@ class App:
             agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
             is_owner=access.is_owner, keys=keys, person_limits=person_limits,
             policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
-                                                  chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner))
+                                                  chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner),
+            peers=cluster)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent, approvals=approvals)
+                             limits=person_limits, agent=agent, approvals=approvals, peers=cluster)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get it
+        if cluster is not None:  # leaves after the runs are cancelled: nobody takes a session still running here
+            self._stack.push_async_callback(cluster.aclose)
+            await cluster.start(self.intake)
         self._stack.push_async_callback(self.turns.aclose)
         self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
         self._stack.push_async_callback(self.events.aclose)
         for name, channel in self.channels.items():
+            if isinstance(channel, UsesLeases):
+                channel.use_leases(cluster if cluster is not None else SOLE)
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
         await approvals.recover()  # cards a previous process left waiting: expired
         await self.intake.recover()
+
+    def _cluster(self, store: PostgresStore) -> Cluster:
+        """This instance in the cluster of every instance on the same database (not started yet)."""
+        from bot.cluster import Cluster, ClusterSettings, default_instance
+
+        c = self.config.cluster
+        url = self.config.storage.database_url
+        assert url is not None
+        return Cluster(store.pool, url, ClusterSettings(c.instance or default_instance(), c.lease_seconds))
+
+
+def writable(root: Path) -> None:
+    """``workspace.root`` must take files (several instances: a filesystem they all share); one line when not."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".chatgate-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError("workspace.root", f"{root} is not writable ({exc.strerror or exc})",
+                          "give the bot a folder it can write; several instances need one they all share") from None

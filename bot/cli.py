@@ -1,4 +1,4 @@
-"""chatgate's command line: run | chat | check.
+"""chatgate's command line: run | chat | check | traces | pairing | migrate | status.
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """
@@ -11,9 +11,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import ChatgateError, ConfigError
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from bot.app import App
     from bot.channels import Channel
     from bot.settings import Config
+    from bot.store.pg import PostgresStore
+    from bot.store.sqlite import SQLiteStore
 
 log = logging.getLogger("chatgate")
 
@@ -48,12 +50,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     approve.add_argument("code")
     revoke = pairing_sub.add_parser("revoke", help="take back an approval")
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
+    status = sub.add_parser("status", help="the instances alive on the PostgreSQL database, what each owns, lag")
+    status.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
+    migrate = sub.add_parser("migrate", help="copy a SQLite database into an empty PostgreSQL one")
+    migrate.add_argument("--from", dest="source", required=True, help="the SQLite file, e.g. data/chatgate.db")
+    migrate.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host/database")
     args = parser.parse_args(argv)
+    if args.command == "migrate":
+        return _guarded(_migrate(args.source, args.target))
 
     from bot.settings import load_config
 
     try:
-        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing"))
+        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing", "status"))
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
@@ -76,9 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"warning: {warning}", file=sys.stderr)
         return 0
     if args.command == "traces":
-        return asyncio.run(_traces(config, args.session, args.last))
+        return _guarded(_traces(config, args.session, args.last))
     if args.command == "pairing":
-        return asyncio.run(_pairing(config, args))
+        return _guarded(_pairing(config, args))
+    if args.command == "status":
+        return _guarded(_status(config))
     secrets = config.secret_values()
     if args.command == "run":
         _setup_logging(config.logging.level, secrets=secrets)
@@ -92,6 +103,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChatgateError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
+
+
+def _guarded(command: Coroutine[Any, Any, int]) -> int:
+    """A command that is not the bot: a store that cannot be opened is one line, exit 1."""
+    try:
+        return asyncio.run(command)
+    except ChatgateError as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _status(config: Config) -> int:
+    from bot.cluster.status import format_status, read_status
+    from bot.store.pg import PostgresStore
+
+    url = config.storage.database_url
+    if url is None:
+        print(f"one instance on SQLite ({config.storage.path}); several instances share a PostgreSQL database: "
+              "set storage.url")
+        return 0
+    async with PostgresStore(url, pool_size=2) as store:
+        print(format_status(await read_status(store.pool, config.cluster.lease_seconds), config.storage.shown))
+    return 0
+
+
+async def _migrate(source: str, target: str) -> int:
+    from bot.store.copy import copy_sqlite_to_postgres
+
+    if not target.startswith(("postgresql://", "postgres://")):
+        print(f"chatgate: --to must be a postgresql:// URL, got {target.split('://')[0]}://...", file=sys.stderr)
+        return 2
+    copied = await copy_sqlite_to_postgres(source, target)
+    print(f"copied {sum(c.rows for c in copied)} rows in {len(copied)} tables (counts checked):")
+    for c in copied:
+        print(f"  {c.table:<18} {c.rows}")
+    return 0
 
 
 def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[str] = ()) -> logging.Handler:
@@ -196,14 +243,19 @@ async def _chat(config: Config) -> int:
     return 0
 
 
+def _store(config: Config) -> SQLiteStore | PostgresStore:
+    from bot.store import store_for
+
+    return store_for(config.storage.path, config.storage.database_url, pool_size=2)
+
+
 async def _traces(config: Config, session: str | None, last: int) -> int:
-    from bot.store.sqlite import SQLiteStore
     from bot.tracing import format_traces
 
-    if not config.storage.path.exists():
+    if config.storage.url is None and not config.storage.path.exists():
         print(f"no database at {config.storage.path} yet")
         return 0
-    async with SQLiteStore(config.storage.path) as store:
+    async with _store(config) as store:
         print(format_traces(await store.traces(session, last)))
     return 0
 
@@ -211,10 +263,9 @@ async def _traces(config: Config, session: str | None, last: int) -> int:
 async def _pairing(config: Config, args: argparse.Namespace) -> int:
     import time
 
-    from bot.store.sqlite import SQLiteStore
     from bot.tracing import strip_controls as clean  # names and ids come from strangers
 
-    async with SQLiteStore(config.storage.path) as store:
+    async with _store(config) as store:
         now = time.time()
         if args.action == "list":
             pending = await store.pending_pairings(now)

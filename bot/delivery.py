@@ -10,7 +10,9 @@ the answer's first failure; a permanent failure (blocked, chat gone, malformed) 
 end of that window gives the answer up (logged; its messages count as answered, so the
 model is never asked again). Workers run outside the runs' concurrency slots: a long
 flood wait holds only its own chat. ``resume`` on start-up sends what a previous process
-stored but did not deliver, from the first undelivered chunk: nothing is regenerated.
+stored but did not deliver, from the first undelivered chunk: nothing is regenerated. With
+several instances, ``claim`` decides which one sends an answer (the one that stored it, or
+the one that took over from a dead one): an answer claimed by a live other is skipped.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bot.store.base import AnswerStore
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+Claim = Callable[[Answer], Awaitable[bool]]  # several instances: is this one to send it?
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +44,13 @@ class DeliverySettings:
 class Delivery:
     def __init__(self, store: AnswerStore, channels: Mapping[str, Channel],
                  settings: DeliverySettings = DeliverySettings(), *, sleep: Sleep = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, claim: Claim | None = None) -> None:
         self._store = store
         self._channels = channels
         self._settings = settings
         self._sleep = sleep
         self._clock = clock
+        self._claim = claim
         self._queues: dict[tuple[str, str], deque[Answer]] = {}
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._owed: set[str] = set()  # ids of the answers queued or being sent
@@ -96,7 +100,10 @@ class Delivery:
             while queue:
                 answer = queue[0]
                 try:
-                    await self._deliver(answer)
+                    if self._claim is None or await self._claim(answer):
+                        await self._deliver(answer)
+                    else:
+                        log.info("answer %s is sent by another instance", answer.id)
                 except Exception:  # a bug or a store failure: log once, keep the chat's queue going
                     log.exception("delivery of %s failed; it is retried at the next start", answer.id)
                 queue.popleft()

@@ -104,7 +104,7 @@ class Config(CoreConfig):
         if self.pricing:
             lines.append(f"pricing    overrides for {', '.join(self.pricing)}")
         lines += [
-            f"storage    {self.storage.path}",
+            f"storage    {self.storage.shown}",
             f"workspace  {self.workspace.root}",
             f"runs       up to {self.runs.max_concurrent} at once, queue_mode {self.runs.queue_mode}",
             f"delivery   failed sends retried for {self.delivery.retry_for:g}s",

@@ -33,6 +33,7 @@ from bot.limits import PersonLimits
 from bot.messages import Answer, InboundMessage, Target
 from bot.outbound.answer import answer_for
 from bot.outbound.progress import Progress
+from bot.peers import Peers, Stopped
 from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps
 from bot.store.base import AnswerStore, Store
 from bot.tasks import OwnedTasks
@@ -55,7 +56,8 @@ class Turns:
     def __init__(self, agent: Agent, store: TurnStore, events: EventBus, channels: Mapping[str, Channel],
                  delivery: Delivery, context: GroupContext, *, limits: RunCaps = RunCaps(),
                  is_owner: Owner = lambda msg: False, keys: Keys | None = None,
-                 policy: PolicyFor | None = None, person_limits: PersonLimits | None = None) -> None:
+                 policy: PolicyFor | None = None, person_limits: PersonLimits | None = None,
+                 peers: Peers | None = None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -66,7 +68,9 @@ class Turns:
         self._keys = keys or (lambda msg: (f"{msg.platform}:{msg.sender.id}",))
         self._policy = policy
         self._limits = person_limits if person_limits is not None and person_limits.active else None
-        self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded)
+        self._peers = peers  # other instances (PostgreSQL): a session's lane may run on one of them
+        self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded,
+                                     on_idle=peers.idle if peers is not None else None)
         self._progress: dict[str, Progress] = {}
         self._conversations: dict[str, Conversation] = {}  # run id -> the conversation it serves
         self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
@@ -100,10 +104,16 @@ class Turns:
 
     # -- stopping ----------------------------------------------------------------------
 
-    async def stop(self, conversation: Conversation) -> tuple[bool, int, tuple[int, ...]]:
+    async def stop(self, conversation: Conversation) -> Stopped:
         """Cancel the session's run (and its compaction) and drop its queue; returns once the run
-        has ended: (stopped, dropped, the inbound ids of the stopped run, answered by the caller)."""
-        key = conversation.session_key
+        has ended: (stopped, dropped, the inbound ids of the stopped run, answered by the caller).
+        With other instances, the one whose lane it is stops it."""
+        if self._peers is not None and (remote := await self._peers.stop(conversation.session_key)) is not None:
+            return remote
+        return await self.stop_here(conversation.session_key)
+
+    async def stop_here(self, key: str) -> Stopped:
+        """``stop`` of a session whose lane is on this instance."""
         active = self.dispatcher.active(key)
         stopped, dropped = await self.dispatcher.stop(key)
         if (compaction := self._compacting.pop(key, None)) is not None and not compaction.done():
@@ -115,7 +125,8 @@ class Turns:
         return stopped, dropped, ids
 
     async def stop_chat(self, platform: str, chat_id: str) -> int:
-        return await self.dispatcher.stop_chat(platform, chat_id)
+        here = await self.dispatcher.stop_chat(platform, chat_id)
+        return here + (await self._peers.stop_chat(platform, chat_id) if self._peers is not None else 0)
 
     async def resume(self) -> None:
         """Start-up: deliver what is owed (before anything new is decided)."""

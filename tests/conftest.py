@@ -54,3 +54,10 @@ async def llm() -> AsyncIterator[FakeLLM]:
     """A fake OpenAI + Anthropic server on 127.0.0.1 for one test."""
     async with FakeLLM() as server:
         yield server
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The PostgreSQL tests' template database goes with the test process."""
+    from tests.pg import drop_templates
+
+    drop_templates()

@@ -1,7 +1,7 @@
 """The Store contract: every implementation must pass this suite.
 
-Add an implementation by adding a factory to ``FACTORIES`` (a later PostgreSQL store
-would skip itself when no server is configured)."""
+Add an implementation by adding a factory to ``FACTORIES``. The PostgreSQL one gets a database
+of its own per test, and skips (one line) when no server answers (``tests/pg.py``)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,14 @@ from bot.store.base import (
     UsageTotals,
 )
 from bot.store.sqlite import SQLiteStore
+from tests.pg import postgres_store
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
 
 FACTORIES: dict[str, StoreFactory] = {
     "sqlite-file": lambda tmp: SQLiteStore(tmp / "data" / "chatgate.db"),
     "sqlite-memory": lambda tmp: SQLiteStore(":memory:"),
+    "postgres": lambda tmp: postgres_store(),
 }
 
 

@@ -1,12 +1,13 @@
 """The Store port: sessions, their history, the inbound log and usage.
 
-Two small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
+Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
 ``bot.access`` and ``chatgate pairing``), ``AnswerStore`` (what is owed to chats and which
-chunks were delivered, for ``bot.delivery``) and ``SummaryStore`` (compaction's summaries
-and cuts). ``SQLiteStore`` implements all four.
+chunks were delivered, for ``bot.delivery``), ``SummaryStore`` (compaction's summaries
+and cuts) and ``ApprovalStore``. ``AppStore`` is all of them on one object, what the
+composition root opens.
 
-SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
-(tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
+``SQLiteStore`` (``bot.store.sqlite``) and ``PostgresStore`` (``bot.store.pg``) implement
+every one, and both pass the same contract suite (tests/test_store_contract.py).
 """
 
 from __future__ import annotations
@@ -339,3 +340,7 @@ class AnswerStore(Protocol):
     async def give_up(self, answer: Answer) -> None:
         """Stop owing an answer that cannot be delivered; its inbound rows count as answered."""
         ...
+
+
+class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, Protocol):
+    """Every store port on one object: what the composition root opens and hands out."""

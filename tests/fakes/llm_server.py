@@ -131,6 +131,8 @@ class Received:
     reply: Reply
     disconnected: asyncio.Event = field(default_factory=asyncio.Event, repr=False)  # client left early
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)  # response fully sent
+    started: float = field(default_factory=time.monotonic)  # when it arrived
+    ended: list[float] = field(default_factory=list, repr=False)  # when it was answered or left (once)
 
     @property
     def dialect(self) -> Dialect:
@@ -517,9 +519,11 @@ class FakeLLM:
         try:
             response = await self._respond(request, received)
         except (asyncio.CancelledError, ConnectionError):
+            received.ended.append(time.monotonic())
             if not self._stopping.is_set():
                 received.disconnected.set()
             raise
+        received.ended.append(time.monotonic())
         received.finished.set()
         return response
 

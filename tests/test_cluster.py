@@ -1,0 +1,193 @@
+"""Several instances on one PostgreSQL database: real `chatgate run` processes (three), the fake
+Telegram (webhook behind a round-robin balancer on loopback, or polling) and the fake LLM in this
+test process (tests/cluster_bed.py). Every message answered exactly once; one session's messages
+run in order, one at a time, wherever they arrive; /stop through another instance; SIGKILL of
+the instance running a turn, and of the Telegram poller."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.cluster_bed import ROOT, TOKEN, Instances, wait_until
+from tests.fakes.llm_server import Call, FakeLLM, Reply
+from tests.fakes.slack_server import FakeSlack
+from tests.fakes.telegram_server import FakeTelegram, Sent
+from tests.pg import fresh_database
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Instances]:
+    options = getattr(request, "param", {})
+    async with fresh_database() as url, FakeLLM() as llm, FakeTelegram(token=TOKEN) as tg, \
+            Instances(tmp_path, url, llm, tg, **options) as instances:
+        await instances.start()
+        yield instances
+
+
+def sent_to(tg: FakeTelegram, chat_id: int) -> list[Sent]:
+    return [s for s in tg.sent if s.chat_id == chat_id]
+
+
+def last_user_text(llm: FakeLLM, index: int) -> str:
+    messages = llm.requests[index].body["messages"]
+    text = str(next(m["content"] for m in reversed(messages) if m["role"] == "user"))
+    return text.split("\n\n<chatgate-context", 1)[0]
+
+
+async def test_every_message_is_answered_exactly_once_across_three_instances(cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    chats = [1000 + n for n in range(24)]
+    updates = [tg.message(chat, f"hello from {chat}", user_id=chat) for chat in chats]
+    statuses = await asyncio.gather(*(cluster.post(u) for u in updates))
+    assert statuses == [200] * len(updates)
+    assert min(cluster.balancer.hits) >= 7  # every instance took its share
+    for update in updates[:6]:  # Telegram sends some again (to other instances): deduped in the shared store
+        assert await cluster.post(update) == 200
+    await wait_until(lambda: all(sent_to(tg, c) for c in chats), 30, "every chat answered", cluster.tails)
+    await asyncio.sleep(1.5)
+    assert sorted((s.chat_id, s.plain) for s in tg.sent) == [(c, f"echo: hello from {c}") for c in chats]
+    assert len(llm.requests) == len(chats)
+    assert await cluster.query("SELECT count(*) FROM inbound WHERE answered_at IS NULL") == [(0,)]
+    status = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", "status", "-c",
+                                                  str(cluster.config(cluster.items[0])), cwd=ROOT,
+                                                  stdout=asyncio.subprocess.PIPE)
+    out, _ = await status.communicate()
+    text = out.decode()
+    assert "3 instances alive" in text and all(f"  {i.name} " in text for i in cluster.items), text
+    assert "lag: 0 messages not answered yet; 0 answers not delivered yet" in text, text
+
+
+@pytest.mark.parametrize("cluster", [{"runs": {"queue_mode": "followup", "debounce_ms": 0}}], indirect=True)
+async def test_one_sessions_messages_run_in_order_one_at_a_time_wherever_they_arrive(cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    llm.script(*(Reply.text(f"answer {n}", chunk_size=4, delay=0.05) for n in range(4)))
+    for n in range(4):  # round robin: the four land on three instances
+        assert await cluster.post(tg.message(77, f"question {n}", user_id=77)) == 200
+        await asyncio.sleep(0.05)
+    await wait_until(lambda: len(sent_to(tg, 77)) == 4, 40, "four answers", cluster.tails)
+    assert [last_user_text(llm, n) for n in range(4)] == [f"question {n}" for n in range(4)]
+    for before, after in zip(llm.requests, llm.requests[1:]):  # never two at once
+        assert before.finished.is_set() and after.started >= before.ended[0], (before.index, after.index)
+    assert [s.plain for s in sent_to(tg, 77)] == [f"answer {n}" for n in range(4)]
+
+
+async def test_stop_sent_through_another_instance_stops_the_run_where_it_runs(cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    llm.script(Reply.text("once upon a time " * 200, chunk_size=8, delay=0.05))
+    assert await cluster.post(tg.message(55, "tell me a long story", user_id=55)) == 200
+    await llm.wait_for_requests(1, timeout=10)
+    runner = await cluster.holder("session:agent:main:telegram:dm:55")
+    cluster.balancer.aim((cluster.items.index(runner) + 2) % len(cluster.items))
+    assert await cluster.post(tg.message(55, "/status", user_id=55)) == 200  # handed to the lane's owner
+    await wait_until(lambda: sent_to(tg, 55), 10, "the /status answered", cluster.tails)
+    assert "a run is active" in (sent_to(tg, 55)[0].plain or "")
+    cluster.balancer.aim((cluster.items.index(runner) + 1) % len(cluster.items))
+    hits = list(cluster.balancer.hits)
+    sent = time.monotonic()
+    assert await cluster.post(tg.message(55, "/stop", user_id=55)) == 200
+    took = [i for i, (a, b) in enumerate(zip(hits, cluster.balancer.hits)) if b > a]
+    assert [cluster.items[i].name for i in took] != [runner.name]  # another instance received the /stop
+    await asyncio.wait_for(llm.requests[0].disconnected.wait(), 5)
+    closed = time.monotonic() - sent
+    await wait_until(lambda: len(sent_to(tg, 55)) == 2, 10, "the /stop answered",
+                     lambda: f"sent {[s.plain for s in tg.sent]}; model asked {[last_user_text(llm, r.index) for r in llm.requests]}\n"
+                             + cluster.tails(60))
+    await asyncio.sleep(1.0)
+    assert [s.plain for s in sent_to(tg, 55)][1:] == ["Stopped."]
+    assert closed < 1.0, f"the model stream closed {closed:.3f} s after the /stop"
+    assert len(llm.requests) == 1
+
+
+async def test_sigkill_of_the_instance_running_a_turn_is_answered_once_by_another(cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    llm.script(Reply.text("slow answer " * 100, chunk_size=8, delay=0.05))
+    assert await cluster.post(tg.message(66, "hello?", user_id=66)) == 200
+    await llm.wait_for_requests(1, timeout=10)
+    runner = await cluster.holder("session:agent:main:telegram:dm:66")
+    await cluster.kill(runner)
+    killed = time.monotonic()
+    await wait_until(lambda: sent_to(tg, 66), 30, "an answer from another instance", cluster.tails)
+    took = time.monotonic() - killed
+    await asyncio.sleep(2 * cluster.lease_seconds)
+    assert [s.plain for s in sent_to(tg, 66)] == ["echo: hello?"]  # asked again once, answered once
+    assert len(llm.requests) == 2
+    assert took < 4 * cluster.lease_seconds, took
+
+
+@pytest.mark.parametrize("cluster", [{"tools": {"approval": {"write_file": "ask"}}}], indirect=True)
+async def test_an_approval_is_answered_through_another_instance(cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    llm.script(Reply.tool_calls([Call("write_file", {"path": "notes.md", "content": "hello"})]), Reply.text("Saved."))
+    assert await cluster.post(tg.message(88, "save a note", user_id=88)) == 200
+    await wait_until(lambda: sent_to(tg, 88), 15, "the approval card", cluster.tails)
+    card = sent_to(tg, 88)[0].plain or ""
+    approval_id = card.split("/deny ")[1].rstrip(".").strip()
+    runner = await cluster.holder("session:agent:main:telegram:dm:88")
+    cluster.balancer.aim((cluster.items.index(runner) + 1) % len(cluster.items))
+    assert await cluster.post(tg.message(88, f"/approve {approval_id}", user_id=88)) == 200
+    await wait_until(lambda: len(sent_to(tg, 88)) >= 3, 15, "approved and answered", cluster.tails)
+    await asyncio.sleep(0.5)
+    assert sorted(s.plain or "" for s in sent_to(tg, 88)[1:]) == ["Approved.", "Saved."]
+    assert (cluster.tmp / "workspaces" / "telegram-88" / "notes.md").read_text() == "hello"
+
+
+@pytest.mark.parametrize("cluster", [{"mode": "polling"}], indirect=True)
+async def test_sigkill_of_the_telegram_poller_hands_polling_to_another_without_losing_updates(
+        cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    poller = await cluster.holder("telegram:poller:123456")
+    for n in range(5):
+        tg.push(tg.message(200 + n, f"before {n}", user_id=200 + n))
+    await wait_until(lambda: len(tg.sent) == 5, 20, "the first five answered", cluster.tails)
+    while await cluster.query("SELECT 1 FROM answers WHERE delivered_at IS NULL"):  # and recorded as sent
+        await asyncio.sleep(0.05)
+    tg.hold("sendMessage")  # answers of the next ones hang: the poller dies with them unsent
+    for n in range(5):
+        tg.push(tg.message(300 + n, f"during {n}", user_id=300 + n))
+    await cluster.kill(poller)
+    for n in range(5):
+        tg.push(tg.message(400 + n, f"after {n}", user_id=400 + n))
+    tg.release("sendMessage")
+    successor = await cluster.holder("telegram:poller:123456", timeout=20, not_=poller)
+    assert successor.alive
+    chats = [200 + n for n in range(5)] + [300 + n for n in range(5)] + [400 + n for n in range(5)]
+    await wait_until(lambda: all(sent_to(tg, c) for c in chats), 40, "every update answered", cluster.tails)
+    await asyncio.sleep(1.5)
+    assert sorted(s.chat_id for s in tg.sent) == sorted(chats), cluster.tails(200)  # each once
+    assert all(i.alive for i in cluster.items if i is not poller)
+    for instance in cluster.items:
+        assert "another program is polling" not in instance.log.read_text(errors="replace")
+    assert not tg.pending
+
+
+@pytest.mark.parametrize("mode", ["http", "socket"])
+async def test_slack_behind_a_balancer_or_a_socket_per_instance_answers_each_event_once(
+        tmp_path: Path, mode: str) -> None:
+    async with fresh_database() as url, FakeLLM() as llm, FakeTelegram(token=TOKEN) as tg, FakeSlack() as slack, \
+            Instances(tmp_path, url, llm, tg, mode=mode, slack=slack) as cluster:
+        await cluster.start()
+        if mode == "socket":
+            await wait_until(lambda: len(slack.sockets) == 3, 10, "a socket per instance", cluster.tails)
+        events = [slack.event(slack.message(f"D{n}", f"hello {n}", user=f"U{n}")) for n in range(12)]
+        for event in events:
+            if mode == "http":
+                status, _ = await slack.post_event(f"{cluster.balancer.url}/slack/events", event)
+                assert status == 200
+            else:
+                await slack.wait_for_ack(await slack.push(event))
+        if mode == "http":  # Slack retries one (it timed out on its side): another instance gets it
+            assert (await slack.post_event(f"{cluster.balancer.url}/slack/events", events[0], retry_num=1))[0] == 200
+            assert min(cluster.balancer.hits) >= 4
+        await slack.wait_for_posts(12, timeout=30)
+        await asyncio.sleep(1.0)
+        posts = [p for p in slack.posts if p.method == "chat.postMessage"]
+        assert sorted((p.channel, p.text) for p in posts) == sorted((f"D{n}", f"echo: hello {n}") for n in range(12))
+        assert len(llm.requests) == 12
