@@ -38,7 +38,7 @@ from bot.outbound.markdown import render
 from bot.outbound.split import measure
 from bot.settings import load_config
 from bot.store.sqlite import inbound_from_json
-from tests.fakes.channel import RecordingInbox
+from tests.fakes.channel import CHOICES, RecordingInbox
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.slack_server import FakeSlack
@@ -745,8 +745,6 @@ async def test_an_answer_undelivered_at_close_is_delivered_once_after_reopening(
 
 # ----------------------------------------------------------------------------- questions (Asks)
 
-CHOICES = (Choice("ap:r1:c1:once", "Allow once", "y"), Choice("ap:r1:c1:session", "Allow for this session", "s"),
-           Choice("ap:r1:c1:always", "Always allow", "a"), Choice("ap:r1:c1:deny", "Deny", "n"))
 
 
 async def ask(harness: Harness, channel: Any, markdown: str = "Run **exec** `ls -la`?") -> str:

@@ -12,10 +12,8 @@ import pytest
 
 from adapters.console.channel import ConsoleChannel
 from bot.channels import Asks, Choice, Target
-from tests.fakes.channel import RecordingInbox
+from tests.fakes.channel import CHOICES, RecordingInbox
 
-CHOICES = (Choice("ap:r1:c1:once", "Allow once", "y"), Choice("ap:r1:c1:session", "Allow for this session", "s"),
-           Choice("ap:r1:c1:always", "Always allow", "a"), Choice("ap:r1:c1:deny", "Deny", "n"))
 ME = Target("alice")
 
 

@@ -19,12 +19,10 @@ from adapters.discord.channel import DiscordChannel
 from adapters.discord.config import DiscordConfig
 from bot.channels import Asks, Choice, Target
 from bot.messages import ChatType
-from tests.fakes.channel import RecordingInbox
+from tests.fakes.channel import CHOICES, RecordingInbox
 from tests.fakes.discord_server import FakeDiscord
 
 USER, OTHER = 4242, 4343
-CHOICES = (Choice("ap:r1:c1:once", "Allow once", "y"), Choice("ap:r1:c1:session", "Allow for this session", "s"),
-           Choice("ap:r1:c1:always", "Always allow", "a"), Choice("ap:r1:c1:deny", "Deny", "n"))
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ still acknowledged, the ephemeral answer, the Stop button left alone."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -21,13 +22,11 @@ from adapters.slack.dialect import SLACK
 from adapters.slack.inbound import ASK_BLOCK
 from bot.channels import Asks, Choice, Target
 from bot.messages import ChatType, InboundMessage
-from tests.fakes.channel import RecordingInbox
+from tests.fakes.channel import CHOICES, RecordingInbox
 from tests.fakes.slack_server import FakeSlack
 
 pytestmark = pytest.mark.timeout(20)
 
-CHOICES = (Choice("ap:r1:c1:once", "Allow once", "y"), Choice("ap:r1:c1:session", "Allow for this session", "s"),
-           Choice("ap:r1:c1:deny", "Deny", "n"))
 THREAD = "1700000000.000100"
 
 
@@ -50,26 +49,18 @@ async def slack() -> AsyncIterator[FakeSlack]:
         yield fake
 
 
-Start = Callable[..., Awaitable[tuple[SlackChannel, SlowInbox]]]
-
-
-@pytest.fixture
-async def start(slack: FakeSlack) -> AsyncIterator[Start]:
-    channels: list[SlackChannel] = []
-
-    async def go(mode: str = "socket", delay: float = 0.0) -> tuple[SlackChannel, SlowInbox]:
-        config = SlackConfig.model_validate({
-            "enabled": True, "mode": mode, "bot_token": slack.bot_token, "app_token": slack.app_token,
-            "signing_secret": slack.signing_secret, "base_url": slack.base_url,
-            "http": {"listen": "127.0.0.1", "port": 0}, "channels": ["*"]})
-        channel = SlackChannel(config, SLACK)
-        inbox = SlowInbox(delay)
-        await channel.start(inbox)
-        channels.append(channel)
-        return channel, inbox
-
-    yield go
-    for channel in channels:
+@asynccontextmanager
+async def running(slack: FakeSlack, mode: str = "socket", delay: float = 0.0
+                  ) -> AsyncIterator[tuple[SlackChannel, SlowInbox]]:
+    config = SlackConfig.model_validate({
+        "enabled": True, "mode": mode, "bot_token": slack.bot_token, "app_token": slack.app_token,
+        "signing_secret": slack.signing_secret, "base_url": slack.base_url,
+        "http": {"listen": "127.0.0.1", "port": 0}, "channels": ["*"]})
+    channel, inbox = SlackChannel(config, SLACK), SlowInbox(delay)
+    await channel.start(inbox)
+    try:
+        yield channel, inbox
+    finally:
         await channel.stop()
 
 
@@ -99,84 +90,83 @@ def test_the_blocks_are_sections_and_one_actions_block_of_buttons() -> None:
 
 
 @pytest.mark.parametrize("mode", ["socket", "http"])
-async def test_a_press_comes_through_either_mode_acked_within_3_s(slack: FakeSlack, start: Start,
-                                                                   mode: str) -> None:
-    channel, inbox = await start(mode)
-    assert isinstance(channel, Asks)
-    to = Target("C1", ChatType.GROUP, THREAD)
-    question = await channel.ask(to, "Allow *exec*?", CHOICES)
-    (post,) = slack.posts
-    assert (post.channel, post.ts, post.thread_ts, post.text) == ("C1", question, THREAD, "Allow *exec*?")
-    seconds = await press(slack, channel, mode, slack.click(post, CHOICES[1].id, user="U2"))
-    assert seconds < 3.0
-    (msg,) = await inbox.wait(1)
-    assert (msg.platform, msg.chat_id, msg.chat_type, msg.thread_id, msg.reply_to) == (
-        "slack", "C1", ChatType.GROUP, THREAD, question)
-    assert (msg.sender.id, msg.text, msg.addressed, msg.message_id.startswith("act:")) == (
-        "U2", CHOICES[1].id, True, True)
+async def test_a_press_comes_through_either_mode_acked_within_3_s(slack: FakeSlack, mode: str) -> None:
+    async with running(slack, mode) as (channel, inbox):
+        assert isinstance(channel, Asks)
+        to = Target("C1", ChatType.GROUP, THREAD)
+        question = await channel.ask(to, "Allow *exec*?", CHOICES)
+        (post,) = slack.posts
+        assert (post.channel, post.ts, post.thread_ts, post.text) == ("C1", question, THREAD, "Allow *exec*?")
+        seconds = await press(slack, channel, mode, slack.click(post, CHOICES[1].id, user="U2"))
+        assert seconds < 3.0
+        (msg,) = await inbox.wait(1)
+        assert (msg.platform, msg.chat_id, msg.chat_type, msg.thread_id, msg.reply_to) == (
+            "slack", "C1", ChatType.GROUP, THREAD, question)
+        assert (msg.sender.id, msg.text, msg.addressed, msg.message_id.startswith("act:")) == (
+            "U2", CHOICES[1].id, True, True)
 
 
-async def test_a_slow_store_is_still_acked_within_slack_s_3_s(slack: FakeSlack, start: Start) -> None:
-    channel, inbox = await start("http", delay=1.0)
-    question = await channel.ask(Target("D1"), "Allow?", CHOICES)
-    seconds = await press(slack, channel, "http", slack.click(slack.messages[("D1", question)], CHOICES[0].id))
-    assert 1.0 <= seconds < 3.0 and len(inbox.messages) == 1  # stored, then acknowledged
+async def test_a_slow_store_is_still_acked_within_slack_s_3_s(slack: FakeSlack) -> None:
+    async with running(slack, "http", delay=1.0) as (channel, inbox):
+        question = await channel.ask(Target("D1"), "Allow?", CHOICES)
+        seconds = await press(slack, channel, "http", slack.click(slack.messages[("D1", question)], CHOICES[0].id))
+        assert 1.0 <= seconds < 3.0 and len(inbox.messages) == 1  # stored, then acknowledged
 
 
-async def test_an_unsigned_press_is_refused(slack: FakeSlack, start: Start) -> None:
-    channel, inbox = await start("http")
-    question = await channel.ask(Target("D1"), "Allow?", CHOICES)
-    click = slack.click(slack.messages[("D1", question)], CHOICES[0].id)
-    url = f"http://127.0.0.1:{channel.port}/slack/events"
-    assert (await slack.post_event(url, click, bad_signature=True))[0] == 401
-    await asyncio.sleep(0.2)
-    assert inbox.messages == []
+async def test_an_unsigned_press_is_refused(slack: FakeSlack) -> None:
+    async with running(slack, "http") as (channel, inbox):
+        question = await channel.ask(Target("D1"), "Allow?", CHOICES)
+        click = slack.click(slack.messages[("D1", question)], CHOICES[0].id)
+        url = f"http://127.0.0.1:{channel.port}/slack/events"
+        assert (await slack.post_event(url, click, bad_signature=True))[0] == 401
+        await asyncio.sleep(0.2)
+        assert inbox.messages == []
 
 
-async def test_a_top_level_question_s_press_has_no_thread(slack: FakeSlack, start: Start) -> None:
+async def test_a_top_level_question_s_press_has_no_thread(slack: FakeSlack) -> None:
     """A question at the top of a DM that later got replies is a thread's root: its press is not
     in that thread (it is the session of the DM itself)."""
-    channel, inbox = await start()
-    question = await channel.ask(Target("D1"), "Allow?", CHOICES)
-    click = slack.click(slack.messages[("D1", question)], CHOICES[0].id)
-    click["container"]["thread_ts"] = click["message"]["thread_ts"] = question
-    await press(slack, channel, "socket", click)
-    (msg,) = await inbox.wait(1)
-    assert (msg.chat_type, msg.thread_id, msg.reply_to) == (ChatType.DM, None, question)
+    async with running(slack) as (channel, inbox):
+        question = await channel.ask(Target("D1"), "Allow?", CHOICES)
+        click = slack.click(slack.messages[("D1", question)], CHOICES[0].id)
+        click["container"]["thread_ts"] = click["message"]["thread_ts"] = question
+        await press(slack, channel, "socket", click)
+        (msg,) = await inbox.wait(1)
+        assert (msg.chat_type, msg.thread_id, msg.reply_to) == (ChatType.DM, None, question)
 
 
-async def test_the_answer_is_ephemeral_and_closing_leaves_no_buttons(slack: FakeSlack, start: Start) -> None:
-    channel, inbox = await start()
-    to = Target("C1", ChatType.GROUP, THREAD)
-    question = await channel.ask(to, "Allow?", CHOICES)
-    await press(slack, channel, "socket", slack.click(slack.messages[("C1", question)], CHOICES[0].id, user="U2"))
-    (msg,) = await inbox.wait(1)
-    await channel.answer_press(msg, "Only the person who asked can decide.")
-    await channel.answer_press(msg)  # nothing to say: nothing sent
-    (ephemeral,) = slack.ephemerals
-    assert (ephemeral.channel, ephemeral.user, ephemeral.thread_ts, ephemeral.text) == (
-        "C1", "U2", THREAD, "Only the person who asked can decide.")
-    assert [p.method for p in slack.posts] == ["chat.postMessage"]  # nothing in the channel itself
-    await channel.close_question(to, question, "*exec*: denied by Alice")
-    now = slack.messages[("C1", question)]
-    assert now.text == "*exec*: denied by Alice" and not [b for b in now.blocks or () if b["type"] == "actions"]
+async def test_the_answer_is_ephemeral_and_closing_leaves_no_buttons(slack: FakeSlack) -> None:
+    async with running(slack) as (channel, inbox):
+        to = Target("C1", ChatType.GROUP, THREAD)
+        question = await channel.ask(to, "Allow?", CHOICES)
+        await press(slack, channel, "socket", slack.click(slack.messages[("C1", question)], CHOICES[0].id, user="U2"))
+        (msg,) = await inbox.wait(1)
+        await channel.answer_press(msg, "Only the person who asked can decide.")
+        await channel.answer_press(msg)  # nothing to say: nothing sent
+        (ephemeral,) = slack.ephemerals
+        assert (ephemeral.channel, ephemeral.user, ephemeral.thread_ts, ephemeral.text) == (
+            "C1", "U2", THREAD, "Only the person who asked can decide.")
+        assert [p.method for p in slack.posts] == ["chat.postMessage"]  # nothing in the channel itself
+        await channel.close_question(to, question, "*exec*: denied by Alice")
+        now = slack.messages[("C1", question)]
+        assert now.text == "*exec*: denied by Alice" and not [b for b in now.blocks or () if b["type"] == "actions"]
 
 
-async def test_an_answer_slack_refuses_is_logged_not_raised(slack: FakeSlack, start: Start) -> None:
-    channel, inbox = await start()
-    question = await channel.ask(Target("D1"), "Allow?", CHOICES)
-    await press(slack, channel, "socket", slack.click(slack.messages[("D1", question)], CHOICES[0].id))
-    (msg,) = await inbox.wait(1)
-    slack.fail_next("chat.postEphemeral", "user_not_in_channel")
-    await channel.answer_press(msg, "Expired.")
-    assert slack.ephemerals == []
+async def test_an_answer_slack_refuses_is_logged_not_raised(slack: FakeSlack) -> None:
+    async with running(slack) as (channel, inbox):
+        question = await channel.ask(Target("D1"), "Allow?", CHOICES)
+        await press(slack, channel, "socket", slack.click(slack.messages[("D1", question)], CHOICES[0].id))
+        (msg,) = await inbox.wait(1)
+        slack.fail_next("chat.postEphemeral", "user_not_in_channel")
+        await channel.answer_press(msg, "Expired.")
+        assert slack.ephemerals == []
 
 
-async def test_the_stop_button_is_not_a_press(slack: FakeSlack, start: Start) -> None:
-    channel, inbox = await start()
-    post_ts = await channel.ask(Target("D1"), "Allow?", CHOICES)
-    stop = slack.click(slack.messages[("D1", post_ts)], CHOICES[0].id)
-    stop["actions"][0] |= {"action_id": "chatgate_stop", "block_id": "other", "value": THREAD}
-    await press(slack, channel, "socket", stop)
-    (msg,) = await inbox.wait(1)
-    assert msg.text == "/stop" and msg.reply_to is None
+async def test_the_stop_button_is_not_a_press(slack: FakeSlack) -> None:
+    async with running(slack) as (channel, inbox):
+        post_ts = await channel.ask(Target("D1"), "Allow?", CHOICES)
+        stop = slack.click(slack.messages[("D1", post_ts)], CHOICES[0].id)
+        stop["actions"][0] |= {"action_id": "chatgate_stop", "block_id": "other", "value": THREAD}
+        await press(slack, channel, "socket", stop)
+        (msg,) = await inbox.wait(1)
+        assert msg.text == "/stop" and msg.reply_to is None

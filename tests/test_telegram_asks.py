@@ -18,12 +18,10 @@ from adapters.telegram.channel import TelegramChannel
 from adapters.telegram.config import TelegramConfig
 from bot.channels import Asks, Choice, Target
 from bot.messages import ChatType
-from tests.fakes.channel import RecordingInbox
+from tests.fakes.channel import CHOICES, RecordingInbox
 from tests.fakes.telegram_server import FakeTelegram
 
 GROUP = -1001234567890
-CHOICES = (Choice("ap:r1:c1:once", "Allow once", "y"), Choice("ap:r1:c1:session", "Allow for this session", "s"),
-           Choice("ap:r1:c1:always", "Always allow", "a"), Choice("ap:r1:c1:deny", "Deny", "n"))
 
 
 @pytest.fixture

@@ -124,7 +124,17 @@ def to_inbound(facts: Facts, bot_id: str, *, allow_bots: bool = False) -> Inboun
     if not facts.content and not facts.attachments:
         return None  # nothing to read: a sticker, an embed, or text Discord withheld (no content intent)
     addressed, text = addressing(facts, bot_id)
-    chat_id, thread_id = _place(facts)
+    return _inbound(facts, bot_id, text=text, message_id=facts.message_id, addressed=addressed,
+                    reply_to=facts.reply_to)
+
+
+def _inbound(facts: Facts, bot_id: str, *, text: str, message_id: str, addressed: bool,
+             reply_to: str | None) -> InboundMessage:
+    """The message where ``facts`` place it: a thread is its parent channel's chat."""
+    if facts.where is Where.THREAD:
+        chat_id, thread_id = facts.parent_id or facts.channel_id, facts.channel_id
+    else:
+        chat_id, thread_id = facts.channel_id, None
     return InboundMessage(
         platform=PLATFORM,
         account=bot_id,
@@ -132,20 +142,13 @@ def to_inbound(facts: Facts, bot_id: str, *, allow_bots: bool = False) -> Inboun
         chat_type=ChatType.DM if facts.where is Where.DM else ChatType.GROUP,
         sender=facts.author,
         text=text,
-        message_id=facts.message_id,
+        message_id=message_id,
         addressed=addressed,
         thread_id=thread_id,
-        reply_to=facts.reply_to,
+        reply_to=reply_to,
         attachments=facts.attachments,
         timestamp=facts.timestamp,
     )
-
-
-def _place(facts: Facts) -> tuple[str, str | None]:
-    """(chat id, thread id): a thread is its parent channel's chat."""
-    if facts.where is Where.THREAD:
-        return facts.parent_id or facts.channel_id, facts.channel_id
-    return facts.channel_id, None
 
 
 def press_of(facts: Facts, bot_id: str, question_id: str) -> InboundMessage | None:
@@ -153,20 +156,8 @@ def press_of(facts: Facts, bot_id: str, question_id: str) -> InboundMessage | No
     ``content`` the button's custom id. None where the bot does not answer."""
     if facts.where is None:
         return None
-    chat_id, thread_id = _place(facts)
-    return InboundMessage(
-        platform=PLATFORM,
-        account=bot_id,
-        chat_id=chat_id,
-        chat_type=ChatType.DM if facts.where is Where.DM else ChatType.GROUP,
-        sender=facts.author,
-        text=facts.content,
-        message_id=f"{PRESS_PREFIX}{facts.message_id}",
-        addressed=True,
-        thread_id=thread_id,
-        reply_to=question_id,
-        timestamp=facts.timestamp,
-    )
+    return _inbound(facts, bot_id, text=facts.content, message_id=f"{PRESS_PREFIX}{facts.message_id}",
+                    addressed=True, reply_to=question_id)
 
 
 def facts_of(message: Any, channel: Any | None = None) -> Facts:

@@ -12,10 +12,14 @@ import time
 from dataclasses import dataclass
 
 from bot.agent.events import EventBus, RunEvent
-from bot.channels import PLAIN, Inbox, Limits, SendFailed, Status, Streaming, Target
+from bot.channels import PLAIN, Choice, Inbox, Limits, SendFailed, Status, Streaming, Target
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
 _ids = itertools.count(1)
+
+# an approval's choices, as the tests of every channel's questions (``Asks``) ask them
+CHOICES = (Choice("ap:r1:c1:once", "Allow once", "y"), Choice("ap:r1:c1:session", "Allow for this session", "s"),
+           Choice("ap:r1:c1:always", "Always allow", "a"), Choice("ap:r1:c1:deny", "Deny", "n"))
 
 
 def dm(text: str, user: str = "u1", *, platform: str = "test", message_id: str | None = None) -> InboundMessage:
