@@ -271,7 +271,7 @@ class Approvals:
             if isinstance(channel, Asks):
                 choices = [Choice(i, label, key) for i, label, key in
                            choices_for(record.id, allow_always=self.settings.allow_always)]
-                question_id = await channel.ask(waiting.target, text, choices)
+                question_id = await channel.ask(waiting.target, _rendered(channel, text), choices)
             else:
                 question_id = await channel.send(waiting.target, _rendered(channel, text))
         except (SendFailed, OSError, ValueError) as exc:
@@ -299,7 +299,7 @@ class Approvals:
         assert record.question_id is not None
         try:
             if isinstance(channel, Asks) and record.buttons:
-                await channel.close_question(target, record.question_id, text)
+                await channel.close_question(target, record.question_id, _rendered(channel, text))
             else:
                 await channel.edit(target, record.question_id, _rendered(channel, text))
         except (SendFailed, OSError) as exc:

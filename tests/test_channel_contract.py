@@ -189,6 +189,7 @@ class Harness:
 
     def __init__(self, tmp: Path, llm: FakeLLM) -> None:
         self.tmp, self.llm = tmp, llm
+        self.extra_yaml = ""  # more of the config, for tests of a feature through every channel
         self.app: App | None = None
         self.channel: Recorder | None = None
         self.alone: Any = None  # the channel started without the App (start_alone)
@@ -210,6 +211,7 @@ providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}"
 storage: {{path: "{self.tmp / 'chatgate.db'}"}}
 workspace: {{root: "{self.tmp / 'workspaces'}"}}
 {self.channel_yaml()}
+{self.extra_yaml}
 """)
         return load_config(path, env={})
 
