@@ -21,10 +21,12 @@ from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings
 from bot.agent.spawn import SubAgents, spawn_tool
+from bot.approvals import Approvals, approval_settings
 from bot.channels import Channel, registry
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
+from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.providers import make_provider
@@ -113,18 +115,23 @@ class App:
         person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
                                      self.store)
         meter = person_limits.charge if person_limits.active else None
+        policies = access_policies(cfg.channels)
+        self.approvals = approvals = Approvals(
+            self.store, self.channels, approval_settings(cfg.tools),
+            is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
+            mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()))
+        self._stack.push_async_callback(approvals.aclose)
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         self.skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
                                   guard=GuardMode(a.input_guard), inline_max=cfg.skills.inline_max)
         toolsets = [self.skills]
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
-                                            meter=meter, toolsets=toolsets)))
+                                            meter=meter, toolsets=toolsets, gate=approvals)))
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
-                      toolsets=toolsets)
+                      toolsets=toolsets, gate=approvals)
         r = cfg.runs
         limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
-        policies = access_policies(cfg.channels)
         downloads = {name: cfg.max_download_bytes(name) for name in self.channels}
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
         access = Access(policies, self.store)
@@ -140,13 +147,15 @@ class App:
             policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
                                                   chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner))
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent)
+                             limits=person_limits, agent=agent, approvals=approvals)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get it
         self._stack.push_async_callback(self.turns.aclose)
+        self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
         self._stack.push_async_callback(self.events.aclose)
         for name, channel in self.channels.items():
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
+        await approvals.recover()  # cards a previous process left waiting: expired
         await self.intake.recover()

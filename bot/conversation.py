@@ -71,6 +71,11 @@ class Conversation:
         return cls(key, platform, account, key.peer, key.kind, key.thread,
                    key.peer if key.platform is None else None, channel or ChannelInfo(platform))
 
+    @property
+    def root(self) -> Conversation:
+        """The chat's own conversation: a sub-agent's parent (at any depth), else itself."""
+        return replace(self, key=replace(self.key, subs=())) if self.key.subs else self
+
     def sub(self, n: int) -> Conversation:
         """The n-th sub-agent's conversation: a session of its own, the parent's workspace."""
         return replace(self, key=self.key.sub(n))

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
+from bot.approvals import Approvals
 from bot.channels import Channel, SendFailed, SpellsCommands
 from bot.commands import BY_NAME, CommandCall, Reply, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
@@ -36,6 +37,7 @@ from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import ChatType, InboundMessage
 from bot.session_keys import DmScope, GroupScope
 from bot.tasks import OwnedTasks
+from bot.tools.approval import Decision
 from bot.turns import BUSY, Turns, TurnStore
 from bot.workspace import OutsideWorkspaceError, Workspaces, save_upload
 
@@ -73,7 +75,8 @@ class _Item:
 class Intake:
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
-                 limits: PersonLimits | None = None, agent: Agent | None = None) -> None:
+                 limits: PersonLimits | None = None, agent: Agent | None = None,
+                 approvals: Approvals | None = None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -83,6 +86,7 @@ class Intake:
         self._settings = settings
         self.limits = limits if limits is not None and limits.active else None
         self._agent = agent
+        self._approvals = approvals
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
@@ -140,6 +144,9 @@ class Intake:
         await self._tasks.stop()
 
     async def _enqueue(self, item: _Item) -> None:
+        if self._approvals is not None and self._approvals.is_answer(item.msg.text):
+            self._tasks.spawn(self._press(item), f"press {item.inbound_id}")  # a run waits for it: at once
+            return
         command = parse_command(item.msg.text)
         if command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent:
             self._tasks.spawn(self._urgent(item), f"command {item.inbound_id}")  # never behind the lane
@@ -166,6 +173,14 @@ class Intake:
         except Exception:
             log.exception("command %s failed session=%s", item.inbound_id, item.conversation.session_key)
             await self._turns.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
+
+    async def _press(self, item: _Item) -> None:
+        """A button pressed: never a message for the model; answered by the press's own reply."""
+        assert self._approvals is not None
+        try:
+            await self._approvals.press(item.msg)
+        finally:
+            await self._store.mark_answered((item.inbound_id,))
 
     async def _process(self, item: _Item) -> None:
         try:
@@ -194,6 +209,9 @@ class Intake:
         fetched = await self._fetch(item)
         if fetched is not None:
             self._turns.submit(item.conversation, fetched, item.inbound_id)
+            if self._approvals is not None and (reminder := self._approvals.remind(
+                    item.conversation.session_key, self.spelling_for(msg.platform))) is not None:
+                await self._turns.notice(msg, reminder, (), "remind")
 
     async def _allowed(self, item: _Item) -> bool:
         msg, inbound_id = item.msg, item.inbound_id
@@ -302,14 +320,29 @@ class Intake:
                            turns=usage.turns, running=dispatcher.active(key) is not None,
                            queued=dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
                            last_compaction=(last.tokens_before, last.tokens_after) if last else None)
+        if self._approvals is not None and (waiting := self._approvals.status_line(key)):
+            text += "\n" + waiting
         if self.limits is not None:
             tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
             text += "\n" + budget_line(self.limits.settings, tokens, spent)
         return text
 
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
-        channel = self._channels.get(call.msg.platform)
+        return self.spelling_for(call.msg.platform)
+
+    def spelling_for(self, platform: str) -> Callable[[str], str]:
+        channel = self._channels.get(platform)
         return channel.command_text if isinstance(channel, SpellsCommands) else (lambda name: f"/{name}")
+
+    async def approve(self, call: CommandCall, approval_id: str, how: str) -> str:
+        if self._approvals is None:
+            return "Nothing waits for approval here."
+        decision = {"once": Decision.ONCE, "session": Decision.SESSION, "always": Decision.ALWAYS,
+                    "deny": Decision.DENY}[how]
+        refusal = await self._approvals.decide(approval_id, decision, call.msg)
+        if refusal is not None:
+            return refusal
+        return "Denied." if decision is Decision.DENY else "Approved."
 
     async def compact(self, call: CommandCall) -> None:
         if await self._within_limits(call.msg, call.inbound_id):  # model calls: within the limits, like a message

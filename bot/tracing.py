@@ -60,6 +60,7 @@ class SpanKind(StrEnum):
     LLM = "llm"
     TOOL = "tool"
     AGENT = "agent"  # a sub-agent run; its tokens and cost count in its parent's run
+    APPROVAL = "approval"  # a call waiting for a person: asked, who decided what, how long it waited
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +199,11 @@ class TraceBuilder:
         self.spans.append(Span(SpanKind.TOOL, name, started, duration * 1000,
                                is_error=is_error, preview=self.redact.preview(output)))
 
+    def approval(self, tool: str, started: float, outcome: str) -> None:
+        """A tool call that waited for a person (``outcome``: who decided what)."""
+        self.spans.append(Span(SpanKind.APPROVAL, tool, started, (self.clock() - started) * 1000,
+                               is_error=not outcome.startswith("allowed"), preview=self.redact.preview(outcome)))
+
     def sub_agent(self, session_key: str, started: float, usage: Usage, cost: float, *, is_error: bool,
                   output: str, seconds: float) -> None:
         """A sub-agent's run as a span of this run; its tokens and cost are added to this run's
@@ -227,7 +233,9 @@ def format_traces(traces: Iterable[TraceRecord]) -> str:
         if t.error:
             lines.append(f"    error: {strip_controls(t.error)}")
         for s in t.spans:
-            if s.kind is not SpanKind.TOOL:
+            if s.kind is SpanKind.APPROVAL:
+                detail = "waited"
+            elif s.kind is not SpanKind.TOOL:
                 detail = (f"{s.input_tokens:>7} in {s.output_tokens:>6} out"
                           f"{_cached(s.cache_read_tokens, s.cache_write_tokens)}  ${s.cost:.4f}")
             else:

@@ -18,29 +18,11 @@ from bot.conversation import Conversation
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
 from bot.outbound.progress import Progress
+from tests.fakes.channel import RecordingInbox as Inbox
 from tests.fakes.discord_server import MESSAGE_CONTENT, FakeDiscord
 
 USER, OTHER = 4242, 4343
 PING_NOBODY = {"parse": [], "replied_user": True}
-
-
-class Inbox:
-    """The core's inbox as a recorder: stores (keeps) every message, at once."""
-
-    def __init__(self) -> None:
-        self.messages: list[InboundMessage] = []
-        self._changed = asyncio.Event()
-
-    async def __call__(self, msg: InboundMessage) -> None:
-        self.messages.append(msg)
-        self._changed.set()
-
-    async def wait(self, n: int, timeout: float = 10.0) -> list[InboundMessage]:
-        async with asyncio.timeout(timeout):
-            while len(self.messages) < n:
-                self._changed.clear()
-                await self._changed.wait()
-        return self.messages[:n]
 
 
 @pytest.fixture

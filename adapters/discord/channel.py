@@ -18,6 +18,11 @@ chunk replies to the triggering message; threads are sent to as channels. A slas
 is deferred at once and its answer edits the deferred reply. discord.py's own 429 handling
 (Retry-After, buckets) is kept up to 30 s; a longer wait, a 5xx it gave up on or a network
 error is a ``SendFailed`` delivery retries; a malformed or forbidden send is permanent.
+
+Questions (``Asks``, see ``presses``): ``ask`` sends buttons whose custom id is the choice's
+id; a press on any button of the bot's messages (this process's or an earlier one's) is
+deferred at once and handed to the inbox; ``answer_press`` is an ephemeral follow-up,
+``close_question`` edits the message and removes its components.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,8 +42,9 @@ from adapters.discord.commands import build_tree, sync
 from adapters.discord.config import DiscordConfig, group_allowed
 from adapters.discord.dialect import DISCORD
 from adapters.discord.dialect import LIMITS as DIALECT_LIMITS
-from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, to_inbound, where_of
-from bot.channels import Backoff, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, press_of, to_inbound, where_of
+from adapters.discord.presses import Held, layout
+from bot.channels import Backoff, Choice, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
@@ -94,6 +101,7 @@ class DiscordChannel:
         self._stopping = False
         self._inbound = asyncio.Semaphore(INBOUND_AT_ONCE)
         self._deferred: dict[str, _Deferred] = {}
+        self._held = Held()  # presses waiting for the core's answer
         self._threads: dict[int, Any] = {}  # channels learnt over REST (threads the cache missed)
         self._files: aiohttp.ClientSession | None = None
 
@@ -265,27 +273,50 @@ class DiscordChannel:
                 # The gateway never redelivers: say so loudly, with the ids to find the message.
                 log.exception("discord: could not store message %s in chat %s", msg.message_id, msg.chat_id)
 
-    async def _slash(self, interaction: discord.Interaction, name: str) -> None:
+    def _facts(self, interaction: discord.Interaction, content: str) -> Facts | None:
+        """The facts of an interaction (a slash command, a press) with ``content``; None outside
+        the chats the bot serves."""
         channel = interaction.channel
         guild = str(interaction.guild_id) if interaction.guild_id else None
         kind = getattr(getattr(channel, "type", None), "value", None)
         where = where_of(kind if guild or kind is not None else 1, guild is not None)
-        parent = getattr(channel, "parent_id", None)
+        raw_parent = getattr(channel, "parent_id", None)
+        parent = str(raw_parent) if raw_parent else None
         channel_id = str(interaction.channel_id)
-        if where is None or (guild is not None and not group_allowed(self.config, guild, channel_id,
-                                                                     str(parent) if parent else None)):
+        if where is None or (guild is not None and not group_allowed(self.config, guild, channel_id, parent)):
+            return None
+        user = interaction.user
+        return Facts(str(interaction.id), channel_id, where,
+                     Sender(str(user.id), user.display_name, user.name, bool(user.bot)), content, guild, parent,
+                     timestamp=interaction.created_at.timestamp())
+
+    async def _slash(self, interaction: discord.Interaction, name: str) -> None:
+        facts = self._facts(interaction, f"/{name}")
+        if facts is None:
             return  # not a chat we serve: no answer of any kind (Discord tells the user it failed)
         await interaction.response.defer(thinking=True)  # first: Discord's 3 s
-        user = interaction.user
-        facts = Facts(str(interaction.id), channel_id, where, Sender(str(user.id), user.display_name, user.name,
-                                                                     bool(user.bot)),
-                      f"/{name}", guild, str(parent) if parent else None,
-                      timestamp=interaction.created_at.timestamp())
         msg = to_inbound(facts, self._bot_id, allow_bots=True)
         if msg is None:
             return
         pending = self._deferred[msg.message_id] = _Deferred(interaction)
         pending.expiry = asyncio.get_running_loop().call_later(self.answer_wait, self._withdraw, msg.message_id)
+        await self._take(msg)
+
+    async def _press(self, interaction: discord.Interaction) -> None:
+        """A click on a button of one of the bot's messages (see ``presses``)."""
+        data: Mapping[str, object] = interaction.data or {}
+        question = interaction.message
+        if question is None or str(question.author.id) != self._bot_id or data.get("component_type") != 2:
+            return
+        facts = self._facts(interaction, str(data.get("custom_id") or ""))
+        msg = press_of(facts, self._bot_id, str(question.id)) if facts is not None else None
+        if msg is None:
+            return
+        try:
+            await interaction.response.defer()  # first: Discord's 3 s; the message stays as it is
+        except (discord.HTTPException, discord.InteractionResponded, aiohttp.ClientError, OSError) as exc:
+            log.info("discord: deferring press %s failed (%s); handing it over all the same", msg.message_id, exc)
+        self._held.keep(msg.message_id, interaction)
         await self._take(msg)
 
     def _withdraw(self, interaction_id: str) -> None:
@@ -314,13 +345,33 @@ class DiscordChannel:
             sent = await _attempt(pending.interaction.edit_original_response(content=text, allowed_mentions=QUIET))
             self._settle(to.reply_to)
             return str(sent.id)
+        return await self._post(to, text)
+
+    async def _post(self, to: Target, text: str, **extra: Any) -> str:
+        """A new message in ``to``'s channel or thread, a reply to the trigger in groups."""
         dest = self._where(to)
         reference = self._reference(to, dest)
-        if reference is None:
-            sent = await _attempt(dest.send(text, allowed_mentions=QUIET))
-        else:
-            sent = await _attempt(dest.send(text, reference=reference, allowed_mentions=QUIET))
+        if reference is not None:
+            extra["reference"] = reference
+        sent = await _attempt(dest.send(text, allowed_mentions=QUIET, **extra))
         return str(sent.id)
+
+    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
+        return await self._post(to, text, view=layout(choices))
+
+    async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
+        interaction = self._held.take(press.message_id)
+        if interaction is None or not text:
+            return
+        try:
+            await interaction.followup.send(text, ephemeral=True, allowed_mentions=QUIET)
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            log.info("discord: the answer to press %s did not reach %s: %s", press.message_id, press.sender.id, exc)
+
+    async def close_question(self, to: Target, question_id: str, text: str) -> None:
+        dest = self._where(to)
+        await _attempt(dest.get_partial_message(int(question_id)).edit(content=text, view=None,
+                                                                        allowed_mentions=QUIET))
 
     async def edit(self, to: Target, message_id: str, text: str) -> None:
         dest = self._where(to)
@@ -334,13 +385,7 @@ class DiscordChannel:
                 content=caption, attachments=[file], allowed_mentions=QUIET))
             self._settle(to.reply_to)
             return str(sent.id)
-        dest = self._where(to)
-        reference = self._reference(to, dest)
-        if reference is None:
-            sent = await _attempt(dest.send(caption, file=file, allowed_mentions=QUIET))
-        else:
-            sent = await _attempt(dest.send(caption, file=file, reference=reference, allowed_mentions=QUIET))
-        return str(sent.id)
+        return await self._post(to, caption, file=file)
 
     def _settle(self, interaction_id: str | None) -> None:
         pending = self._deferred.pop(interaction_id or "", None)
@@ -397,6 +442,10 @@ class _Client(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self.channel._message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:  # slash commands go to the tree
+        if interaction.type is discord.InteractionType.component:
+            await self.channel._press(interaction)
 
 
 async def _attempt(call: Any) -> Any:

@@ -6,6 +6,12 @@ the inbox returned (bolt runs with ``process_before_response``: the ack is the l
 last step, so a message that could not be stored is not acknowledged and Slack sends it
 again). Web API calls make one attempt: slack_sdk's retry handlers are off, so a send is
 never made twice by the SDK; delivery retries, after ``Retry-After`` on a 429.
+
+Questions (``Asks``): ``ask`` posts Block Kit buttons (``blocks.question_blocks``); a press
+is a ``block_actions`` interaction, through Socket Mode or posted (form-encoded
+``payload=``) to the same Request URL as events, acknowledged once stored like every
+event (well within Slack's 3 s); ``answer_press`` is an ephemeral message to the presser,
+``close_question`` replaces the question with its outcome, without buttons.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,12 +34,13 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import commands, endpoint, inbound
+from adapters.slack.blocks import question_blocks, sections, stop_blocks
 from adapters.slack.config import SlackConfig
 from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
 from adapters.slack.errors import error_code, send_failed
-from adapters.slack.inbound import STOP_BUTTON, Me, Options
+from adapters.slack.inbound import ASK_BLOCK, STOP_BUTTON, Me, Options
 from adapters.slack.progress import STREAM_ROLLOVER, SlackStream, StatusBoard
-from bot.channels import Dialect, Inbox, Lifecycle, LiveDraft, SendFailed, Status, Streaming, Target
+from bot.channels import Choice, Dialect, Inbox, Lifecycle, LiveDraft, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage
 
@@ -44,7 +51,6 @@ NEEDED_SCOPES = ("chat:write", "app_mentions:read", "im:history", "reactions:wri
 PARTICIPATION = 24 * 3600.0  # seconds a thread the bot answered in stays addressed
 NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
 MAX_LOOKUPS = 10  # users looked up for one message; the others stay ids
-SECTION = 3000  # Slack's limit on one section block's text
 _REMEMBERED = 4096
 REFUSED = frozenset({"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
                      "not_allowed_token_type"})
@@ -55,22 +61,6 @@ def _bounded_put(d: OrderedDict[Any, Any], key: Any, value: Any) -> None:
     d.move_to_end(key)
     while len(d) > _REMEMBERED:
         d.popitem(last=False)
-
-
-def sections(text: str) -> list[dict[str, Any]]:
-    """mrkdwn as section blocks of at most 3,000 characters, cut at line ends where possible."""
-    blocks = []
-    while text:
-        cut = len(text) if len(text) <= SECTION else (text.rfind("\n", 0, SECTION) + 1 or SECTION)
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:cut]}})
-        text = text[cut:]
-    return blocks
-
-
-def stop_blocks(text: str, thread: str | None) -> list[dict[str, Any]]:
-    button = {"type": "button", "action_id": STOP_BUTTON, "text": {"type": "plain_text", "text": "Stop"},
-              "style": "danger", "value": thread or ""}
-    return [*sections(text), {"type": "actions", "elements": [button]}]
 
 
 class SlackChannel:
@@ -177,6 +167,12 @@ class SlackChannel:
                 await self._deliver(msg)
             await ack()
 
+        async def on_press(body: dict[str, Any], ack: Any) -> None:
+            msg = inbound.press_of(body, self._me)
+            if msg is not None:
+                await self._deliver(msg)
+            await ack()
+
         async def on_other(ack: Any) -> None:
             await ack()
 
@@ -187,6 +183,7 @@ class SlackChannel:
             if name != self.config.command:
                 app.command(f"/{name}")(on_command)
         app.action(STOP_BUTTON)(on_stop_button)
+        app.action({"block_id": ASK_BLOCK})(on_press)
         app.event(re.compile(".*"))(on_other)
         return app
 
@@ -368,6 +365,38 @@ class SlackChannel:
             params["blocks"] = stop_blocks(text, to.thread_id)
         try:
             await self.client.chat_update(**params)
+        except Exception as exc:  # noqa: BLE001
+            raise self._send_failed(exc, "chat.update") from exc
+
+    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
+        # text: the notification's and the fallback's, rendered mrkdwn like every send (its <, > and & escaped)
+        params: dict[str, Any] = {"channel": to.chat_id, "text": text, "blocks": question_blocks(text, choices)}
+        if to.thread_id:
+            params["thread_ts"] = to.thread_id
+        try:
+            sent = await self.client.chat_postMessage(**params)
+        except Exception as exc:  # noqa: BLE001 - mapped, or re-raised when not a Slack/transport failure
+            raise self._send_failed(exc, "chat.postMessage") from exc
+        self._participated(to.chat_id, to.thread_id)
+        return str(sent["ts"])
+
+    async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
+        """An ephemeral message to the presser, in the question's thread; a press needs no other
+        answer on Slack (its ack was the answer). Refusals are logged, never raised."""
+        if not text:
+            return
+        params: dict[str, Any] = {"channel": press.chat_id, "user": press.sender.id, "text": text}
+        if press.thread_id:
+            params["thread_ts"] = press.thread_id
+        try:
+            await self.client.chat_postEphemeral(**params)
+        except (SlackApiError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            log.info("slack: the answer to a press in %s did not reach %s: %s", press.chat_id, press.sender.id,
+                     error_code(exc) if isinstance(exc, SlackApiError) else exc)
+
+    async def close_question(self, to: Target, question_id: str, text: str) -> None:
+        try:
+            await self.client.chat_update(channel=to.chat_id, ts=question_id, text=text, blocks=sections(text))
         except Exception as exc:  # noqa: BLE001
             raise self._send_failed(exc, "chat.update") from exc
 

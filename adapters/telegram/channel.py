@@ -13,6 +13,11 @@ Outbound: ``send`` / ``edit`` / ``send_file`` make one attempt each with a rende
 chunk; a chunk Telegram cannot parse is resent once as plain text, a group that became a
 supergroup is followed; any other failure is ``SendFailed`` for delivery to retry (with
 Telegram's ``retry_after``) or give up (blocked by the user, chat gone, bad request).
+
+Questions (``Asks``, see ``presses``): ``ask`` sends a message with an inline keyboard, a
+press comes in as a ``callback_query`` update, confirmed like a message once stored, and
+is answered once (the core's ``answer_press``, else blank after two seconds);
+``close_question`` edits the question's text and takes its keyboard away.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import asyncio
 import hmac
 import io
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -42,11 +47,23 @@ from telegram.error import (
 
 from adapters.telegram.config import TelegramConfig
 from adapters.telegram.dialect import LIMITS, TELEGRAM, html_to_text
-from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, to_inbound
+from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, press_of, to_inbound
+from adapters.telegram.presses import ANSWER_WITHIN, NO_KEYBOARD, Answers, keyboard, query_id
 from adapters.telegram.transport import AiohttpRequest
-from bot.channels import COMMAND_MENU, Backoff, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.channels import (
+    COMMAND_MENU,
+    Backoff,
+    Choice,
+    Dialect,
+    Inbox,
+    Lifecycle,
+    SendFailed,
+    Status,
+    Streaming,
+    Target,
+)
 from bot.errors import ChannelError
-from bot.messages import Attachment
+from bot.messages import Attachment, InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +73,7 @@ WATCHDOG_GRACE = 30  # a poll silent for POLL_TIMEOUT + this is abandoned and re
 ALBUM_WAIT = 0.8  # seconds to gather the parts of an album
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BACKOFF = Backoff(base=1.0, factor=2.0, cap=30.0)  # polling, and updates the core could not store
+UPDATES = ["message", "callback_query"]  # what the bot asks Telegram for: messages and button presses
 
 
 def secret_matches(sent: str | None, secret: str) -> bool:
@@ -78,7 +96,7 @@ class TelegramChannel:
     limits = LIMITS
 
     def __init__(self, config: TelegramConfig, *, poll_timeout: int = POLL_TIMEOUT,
-                 watchdog_grace: float = WATCHDOG_GRACE) -> None:
+                 watchdog_grace: float = WATCHDOG_GRACE, answer_within: float = ANSWER_WITHIN) -> None:
         self.config = config
         self.streaming: Streaming = config.streaming
         self._poll_timeout = poll_timeout
@@ -94,6 +112,7 @@ class TelegramChannel:
         self._migrated: dict[str, str] = {}  # group id -> the supergroup it became
         self._blocked: set[str] = set()  # chats that refused us, logged once
         self._life = Lifecycle()
+        self._answers = Answers(self.bot, self._life, wait=answer_within)
         self._site: web.AppRunner | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -153,7 +172,7 @@ class TelegramChannel:
                 async with asyncio.timeout(self._watchdog):
                     updates = await self.bot.get_updates(offset=held if held is not None else offset,
                                                          timeout=0 if held is not None else self._poll_timeout,
-                                                         allowed_updates=["message"])
+                                                         allowed_updates=UPDATES)
             except TimeoutError:
                 log.warning("telegram: a poll went silent for %.0f s; polling again", self._watchdog)
                 continue
@@ -201,7 +220,7 @@ class TelegramChannel:
         await web.TCPSite(runner, s.listen, s.port).start()
         self._site = runner
         secret = s.secret_token.get_secret_value() if s.secret_token is not None else None
-        await self.bot.set_webhook(s.url or "", secret_token=secret, allowed_updates=["message"])
+        await self.bot.set_webhook(s.url or "", secret_token=secret, allowed_updates=UPDATES)
 
     async def _webhook_request(self, request: web.Request) -> web.Response:
         secret = self.config.webhook.secret_token
@@ -221,11 +240,19 @@ class TelegramChannel:
         return web.Response(status=200)
 
     async def _take(self, update: Update, *, wait_album: bool = False) -> None:
-        """Hand one update's message to the core (returns once stored), or gather an album part."""
+        """Hand one update's message or button press to the core (returns once stored), or gather
+        an album part."""
+        assert self._identity is not None and self._inbox is not None
+        if update.callback_query is not None:
+            query = update.callback_query
+            self._answers.arrived(query.id)  # the spinner stops within two seconds, stored or not
+            press = press_of(query, self._identity)
+            if press is not None:
+                await self._inbox(press)
+            return
         message = message_of(update)
         if message is None:
             return
-        assert self._identity is not None and self._inbox is not None
         if message.from_user is not None and message.from_user.id == self._identity.id:
             return
         if not message.media_group_id:
@@ -307,6 +334,28 @@ class TelegramChannel:
             thread = int(to.thread_id) if to.thread_id else None
             await self._attempt(to.chat_id, lambda c: self.bot.send_chat_action(
                 c, ChatAction.TYPING, message_thread_id=thread))
+
+    # -- questions (Asks) ----------------------------------------------------------------
+
+    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
+        markup = keyboard(choices)
+        params = self._where(to)
+        sent = await self._parsed(to.chat_id, text, lambda c, body, mode: self.bot.send_message(
+            c, body, parse_mode=mode, reply_markup=markup, **params))
+        return str(sent.message_id)
+
+    async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
+        query = query_id(press.message_id)
+        if query is not None:
+            await self._answers.answer(query, text)
+
+    async def close_question(self, to: Target, question_id: str, text: str) -> None:
+        try:
+            await self._parsed(to.chat_id, text, lambda c, body, mode: self.bot.edit_message_text(
+                body, c, int(question_id), parse_mode=mode, reply_markup=NO_KEYBOARD))
+        except SendFailed as exc:
+            if "message is not modified" not in str(exc).lower():
+                raise
 
     def _where(self, to: Target) -> dict[str, Any]:
         params: dict[str, Any] = {"message_thread_id": int(to.thread_id) if to.thread_id else None}

@@ -5,18 +5,26 @@ Private chats are DMs; groups and supergroups are groups; a forum topic is a thr
 username, a reply to one of its messages, or a command (``/stop``, ``/stop@thisbot``;
 ``/stop@otherbot`` is for someone else). The bot's own mention is stripped from the text.
 Edited messages, channel posts and service messages are not inbound messages at all.
+
+A press on one of the bot's inline buttons (a callback query) is an inbound message too
+(``press_of``): from the presser, in the chat and topic of the question, replying to it,
+its text the button's ``callback_data``, its id ``cb:<query id>`` (a redelivered update
+gives the same id). Telegram sends a press without its message only for messages sent
+inline (no chat): those are not ours.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
-from telegram import Message, MessageEntity, Update
+from telegram import CallbackQuery, Message, MessageEntity, Update
 
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 
 PLATFORM = "telegram"
+PRESS_PREFIX = "cb:"  # a press's message id is this and the callback query's id
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +63,10 @@ def attachments_of(message: Message) -> tuple[Attachment, ...]:
 
 
 def chat_type_of(message: Message) -> ChatType | None:
-    kind = message.chat.type
+    return _chat_type(message.chat.type)
+
+
+def _chat_type(kind: str) -> ChatType | None:
     if kind == "private":
         return ChatType.DM
     if kind in ("group", "supergroup"):
@@ -124,4 +135,30 @@ def to_inbound(message: Message, bot: BotIdentity, attachments: tuple[Attachment
         reply_to=str(reply.message_id) if reply is not None else None,
         attachments=attachments,
         timestamp=message.date.timestamp(),
+    )
+
+
+def press_of(query: CallbackQuery, bot: BotIdentity) -> InboundMessage | None:
+    """A press on a button of the bot's message -> the InboundMessage ``Asks`` describes; None for
+    a button of an inline message or one without ``callback_data``. A message older than 48 h
+    comes without its content (``InaccessibleMessage``): its forum topic is then unknown."""
+    message = query.message
+    if message is None or query.data is None:
+        return None
+    chat_type = _chat_type(message.chat.type)
+    if chat_type is None:
+        return None
+    user = query.from_user
+    return InboundMessage(
+        platform=PLATFORM,
+        account=str(bot.id),
+        chat_id=str(message.chat.id),
+        chat_type=chat_type,
+        sender=Sender(str(user.id), user.full_name, user.username, user.is_bot),
+        text=query.data,
+        message_id=f"{PRESS_PREFIX}{query.id}",
+        addressed=True,
+        thread_id=thread_of(message) if isinstance(message, Message) else None,
+        reply_to=str(message.message_id),
+        timestamp=time.time(),
     )

@@ -36,7 +36,7 @@ from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, c
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.text.silence import NoReplyHoldback, final_answer
-from bot.tools.base import ToolContext
+from bot.tools.base import Gate, ToolContext
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tools.toolset import Toolset
@@ -211,6 +211,7 @@ class Agent:
         post_run: Sequence[PostRunHook] = (),
         meter: Meter | None = None,
         toolsets: Sequence[Toolset] = (),
+        gate: Gate | None = None,
     ) -> None:
         self.settings = settings
         self._provider = provider
@@ -223,6 +224,7 @@ class Agent:
         self._post_run = tuple(post_run)
         self._meter = meter
         self._toolsets = tuple(toolsets)
+        self._gate = gate  # hooks and approvals, before each tool call
         self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
                                    max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction,
                                    redactor=self._redactor, meter=meter)
@@ -268,7 +270,8 @@ class Agent:
                               on_sub_agent=lambda c: run.trace.sub_agent(
                                   c.session_key, c.started, c.usage, c.cost, is_error=c.status == "failed",
                                   output=c.text, seconds=c.seconds),
-                              tool_policy=request.tool_policy, payers=request.payers)
+                              tool_policy=request.tool_policy, payers=request.payers, gate=self._gate,
+                              on_approval=run.trace.approval)
             offers = [toolset.offer(ctx) for toolset in self._toolsets]
             run.tools = self._tools.restricted(request.tool_policy).joined(
                 (t for offer in offers for t in offer.tools), request.tool_policy)

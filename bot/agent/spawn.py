@@ -36,7 +36,7 @@ from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.limits import Meter
 from bot.providers.base import Provider, Usage
 from bot.store.base import CompactingStore
-from bot.tools.base import SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
+from bot.tools.base import Gate, SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.policy import ToolPolicy, ToolRules
 from bot.tools.registry import ToolRegistry
 from bot.tools.toolset import Toolset
@@ -64,10 +64,11 @@ class SubAgents:
     def __init__(self, settings: AgentSettings, provider: Provider, store: CompactingStore, tools: ToolRegistry,
                  workspaces: Workspaces, cost: Callable[[str, Usage], float], redactor: Redactor | None = None,
                  limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None,
-                 toolsets: Sequence[Toolset] = ()) -> None:
+                 toolsets: Sequence[Toolset] = (), gate: Gate | None = None) -> None:
         self.settings = settings
         self._meter = meter
         self._toolsets = tuple(toolsets)  # offered to children as to their parents, under the children's policy
+        self._gate = gate  # a child's calls are approved like its parent's, in the parent's chat
         self.limits = limits
         self._provider, self._store, self._tools = provider, store, tools
         self._workspaces, self._cost, self._redactor = workspaces, cost, redactor or Redactor()
@@ -104,7 +105,7 @@ class SubAgents:
                            prompt_mode="minimal")
         agent = Agent(settings, self._provider,
                             self._store, self._events, self.child_tools(policy), self._workspaces, self._cost,
-                            self._redactor, meter=self._meter, toolsets=self._toolsets)
+                            self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate)
         async with self._slots:
             self.active += 1
             try:
@@ -112,7 +113,8 @@ class SubAgents:
                 started = time.time()
                 log.info("sub-agent %s started session=%s run=%s", key, ctx.session_key, ctx.run_id)
                 result = await agent.complete(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,
-                                                    user_id=ctx.user_id, payers=ctx.payers))
+                                                    user_id=ctx.user_id, payers=ctx.payers,
+                                                    sender_is_owner=ctx.sender_is_owner))
             finally:
                 self.active -= 1
         text = (result.error or result.text) if result.status is RunStatus.FAILED else result.text

@@ -8,7 +8,7 @@ by having the method: there is nothing to register.
 - ``Streams``: the platform's own streaming message (Slack's chat.startStream, the
   terminal printing deltas), used by progress when the channel's ``streaming`` is ``native``.
 - ``Notes``: a line about a run's activity (a tool call, a retry): the terminal.
-- ``Asks``: a question with buttons. No channel offers it yet; approvals will.
+- ``Asks``: a question with buttons, pressed later (approvals).
 - ``Interrupts``: Ctrl-C in the terminal stops the running answer.
 - ``SpellsCommands``: a platform where a command is typed otherwise than ``/name`` (Slack
   keeps ``/status`` and ``/help`` for itself: there they are ``/chatgate status``).
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from bot.messages import Target
+from bot.messages import InboundMessage, Target
 
 
 class LiveDraft(Protocol):
@@ -48,23 +48,44 @@ class Notes(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """One button of a question: ``id`` comes back when it is pressed, ``label`` is shown."""
+    """One button of a question: ``id`` comes back when it is pressed, ``label`` is shown, ``key``
+    is its one-letter shortcut where a question is answered by typing (the terminal's y/n)."""
 
-    id: str
+    id: str  # at most 64 bytes of ASCII (Telegram's callback_data is the smallest room)
     label: str
+    key: str = ""
 
 
 @runtime_checkable
 class Asks(Protocol):
-    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
-        """Show ``text`` (rendered in the channel's dialect) with one button per choice; the
-        platform's id of that message.
+    """Questions with buttons (approvals). A channel without it gets the question as text with
+    typed answers (``/approve <id>``), which the core sends itself."""
 
-        A press is not an answer to this call (it may come hours later, after a restart): it
-        comes back through the channel's ``Inbox`` as an ``InboundMessage`` from the person who
-        pressed it, in the chat and thread of the question, with ``reply_to`` the id this call
-        returned and ``text`` the pressed choice's ``id``. The core decides what a press means
-        (and who may press) like any other inbound message."""
+    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
+        """Show ``text`` (already rendered in the channel's dialect, as ``send`` takes it, and
+        fitting one message) with one button per choice; the platform's id of that message.
+        Raises ``ValueError`` for a choice id the platform cannot carry, ``SendFailed`` like ``send``.
+
+        A press is not an answer to this call (it may come hours later, after a restart, on a
+        button sent by an earlier process): it comes back through the channel's ``Inbox`` as an
+        ``InboundMessage`` from the person who pressed, in the chat and thread of the question,
+        with ``reply_to`` the id this call returned, ``text`` the pressed choice's ``id``,
+        ``addressed`` true, and a ``message_id`` of the press's own (a redelivered press is
+        deduped like a message). The core decides what a press means and who may press, and
+        then calls ``answer_press`` once for it. The channel meets its platform's deadline for
+        acknowledging the press by itself (Slack's 3 s, Discord's 3 s, Telegram's spinner)."""
+
+    async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
+        """The core's answer to a press, once: nothing to say (``None``), or a short sentence for
+        the person who pressed only (Telegram: the callback's notice; Slack: an ephemeral
+        message; Discord: an ephemeral follow-up; the terminal: a line). Best effort: it never
+        raises, and an answer later than ~2 s may be lost where the platform takes one answer
+        per press (Telegram: the channel answers blank by itself then)."""
+
+    async def close_question(self, to: Target, question_id: str, text: str) -> None:
+        """Replace the question's text with ``text`` (rendered, like ``ask``'s: what was decided, by
+        whom) and remove its buttons, so that nothing can be pressed any more. Raises
+        ``SendFailed`` like ``edit``; a question already showing that text is not an error."""
 
 
 @runtime_checkable

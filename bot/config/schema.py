@@ -12,12 +12,13 @@ which model validates a location, where the secrets are, and a location's dotted
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
 
 from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
@@ -196,12 +197,33 @@ class WebFetchConfig(Section):
     max_chars: Annotated[Int, Field(ge=500, le=200_000)] = 20_000  # of the text given to the model
 
 
+def _approver(value: Any) -> Any:
+    if isinstance(value, str) and value not in ("requester", "owners") and not re.match(r"^[a-z]+:.+$", value):
+        raise ValueError("must be requester, owners, or a person as platform:user_id")
+    return value
+
+
 class ToolsConfig(ToolRulesConfig):
     """``allow``/``deny`` apply everywhere; a group's ``tools`` narrow them further."""
 
     owners_only: tuple[ToolPattern, ...] = ("exec",)  # offered only to the platform's owners
+    # tool name or glob -> ask | never; written rules bind owners too (defaults: exec and mcp__* ask non-owners)
+    approval: dict[ToolPattern, Literal["ask", "never"]] = {}
+    approvers: tuple[Annotated[str, AfterValidator(_approver)], ...] = ("requester", "owners")
+    approval_timeout: Annotated[Float, Field(gt=0, le=86_400)] = 300.0  # seconds; then the call is denied
+    allow_always: bool = False  # offer "Always allow" (remembered per person and exact call)
     exec: ExecToolConfig = ExecToolConfig()
     web_fetch: WebFetchConfig = WebFetchConfig()
+
+
+class PreToolHookConfig(Section):
+    run: Annotated[str, Field(min_length=1)]  # a shell command, run like exec, the call as JSON on stdin
+    tools: tuple[ToolPattern, ...] = ("*",)
+    timeout: Annotated[Float, Field(gt=0, le=600)] = 10.0
+
+
+class HooksConfig(Section):
+    pre_tool: tuple[PreToolHookConfig, ...] = ()  # exit 0 lets a call through; else its first line refuses it
 
 
 class SkillsConfig(Section):
@@ -233,6 +255,7 @@ class CoreConfig(Section):
     delivery: DeliveryConfig = DeliveryConfig()
     limits: LimitsConfig = LimitsConfig()
     tools: ToolsConfig = ToolsConfig()
+    hooks: HooksConfig = HooksConfig()
     skills: SkillsConfig = SkillsConfig()
     logging: LoggingConfig = LoggingConfig()
 

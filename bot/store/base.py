@@ -265,6 +265,60 @@ class PairingStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """A tool call that waited (or waits) for a person's decision."""
+
+    id: str
+    run_id: str
+    call_id: str
+    session_key: str
+    platform: str
+    chat_id: str
+    chat_type: str
+    thread_id: str | None
+    tool: str
+    requester: str  # platform:user_id
+    question_id: str | None = None
+    buttons: bool = False
+    outcome: str = "pending"  # bot.tools.approval.Outcome
+    decision: str | None = None  # bot.tools.approval.Decision
+    decided_by: str | None = None
+    asked_at: float = 0.0
+    decided_at: float | None = None
+
+
+class ApprovalStore(Protocol):
+    """Approvals and the grants they leave ("for this session", "always")."""
+
+    async def add_approval(self, record: ApprovalRecord) -> None:
+        ...
+
+    async def approval_shown(self, approval_id: str, question_id: str, buttons: bool) -> None:
+        """The card is in the chat: its platform id, and whether it has buttons."""
+        ...
+
+    async def settle_approval(self, approval_id: str, outcome: str, decision: str | None, decided_by: str | None,
+                              at: float) -> bool:
+        """End a pending approval; False when it had ended already (the first ending wins)."""
+        ...
+
+    async def approval(self, approval_id: str) -> ApprovalRecord | None:
+        ...
+
+    async def pending_approvals(self) -> list[ApprovalRecord]:
+        """Approvals not ended yet, oldest first (after a restart: cards to expire)."""
+        ...
+
+    async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
+        """Remember a grant: ``scope`` "session" (holder: the session key; shape "*": any call of the
+        tool) or "always" (holder: the person; shape: the exact call)."""
+        ...
+
+    async def granted(self, scope: str, holder: str, tool: str, shape: str) -> bool:
+        ...
+
+
 class AnswerStore(Protocol):
     """What is owed to chats: an answer is stored before its first chunk is sent, each chunk
     is recorded when the platform took it, and the last one answers the inbound rows."""

@@ -261,6 +261,44 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX inbound_context ON inbound (received_at) WHERE context = 1;
         """,
     ),
+    Migration(
+        "0010_approvals",
+        """
+        -- a tool call that waited for a person: bound to (run_id, call_id), ended once
+        CREATE TABLE approvals (
+            id          TEXT PRIMARY KEY,
+            run_id      TEXT NOT NULL,
+            call_id     TEXT NOT NULL,
+            session_key TEXT NOT NULL,
+            platform    TEXT NOT NULL,
+            chat_id     TEXT NOT NULL,
+            chat_type   TEXT NOT NULL,
+            thread_id   TEXT,
+            tool        TEXT NOT NULL,
+            requester   TEXT NOT NULL,  -- platform:user_id of the person the run acts for
+            question_id TEXT,  -- the card's platform message id, once shown
+            buttons     INTEGER NOT NULL DEFAULT 0,  -- shown with buttons (else as text)
+            outcome     TEXT NOT NULL DEFAULT 'pending',
+            decision    TEXT,
+            decided_by  TEXT,
+            asked_at    REAL NOT NULL,
+            decided_at  REAL
+        );
+        CREATE INDEX approvals_pending ON approvals (asked_at) WHERE outcome = 'pending';
+
+        -- "Allow for this session" (holder: the session key) and "Always allow" (holder: the
+        -- person; shape: the exact call)
+        CREATE TABLE approval_grants (
+            scope      TEXT NOT NULL,
+            holder     TEXT NOT NULL,
+            tool       TEXT NOT NULL,
+            shape      TEXT NOT NULL,
+            granted_by TEXT NOT NULL,
+            granted_at REAL NOT NULL,
+            PRIMARY KEY (scope, holder, tool, shape)
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -36,8 +36,10 @@ from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
+from bot.store import approvals as sql_approvals
 from bot.store import migrations
 from bot.store.base import (
+    ApprovalRecord,
     ApprovedSender,
     InboundRecord,
     PairingCode,
@@ -487,6 +489,35 @@ class SQLiteStore:
         else:
             rows = await self._run(lambda db: db.execute(_APPROVED_OF, (platform,)).fetchall())
         return [ApprovedSender(*row) for row in rows]
+
+    # -- the ApprovalStore port ---------------------------------------------------------
+
+    async def add_approval(self, record: ApprovalRecord) -> None:
+        await self._write(lambda db: db.execute(sql_approvals.INSERT, sql_approvals.row(record)))
+
+    async def approval_shown(self, approval_id: str, question_id: str, buttons: bool) -> None:
+        await self._write(lambda db: db.execute(sql_approvals.SHOWN, (question_id, int(buttons), approval_id)))
+
+    async def settle_approval(self, approval_id: str, outcome: str, decision: str | None, decided_by: str | None,
+                              at: float) -> bool:
+        cursor = await self._write(lambda db: db.execute(sql_approvals.SETTLE,
+                                                         (outcome, decision, decided_by, at, approval_id)))
+        return cursor.rowcount == 1
+
+    async def approval(self, approval_id: str) -> ApprovalRecord | None:
+        rows = await self._run(lambda db: db.execute(sql_approvals.ONE, (approval_id,)).fetchall())
+        return sql_approvals.record(rows[0]) if rows else None
+
+    async def pending_approvals(self) -> list[ApprovalRecord]:
+        rows = await self._run(lambda db: db.execute(sql_approvals.PENDING).fetchall())
+        return [sql_approvals.record(r) for r in rows]
+
+    async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
+        await self._write(lambda db: db.execute(sql_approvals.GRANT, (scope, holder, tool, shape, granted_by, at)))
+
+    async def granted(self, scope: str, holder: str, tool: str, shape: str) -> bool:
+        rows = await self._run(lambda db: db.execute(sql_approvals.GRANTED, (scope, holder, tool, shape)).fetchall())
+        return bool(rows)
 
     # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
 

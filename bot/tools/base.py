@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from bot.conversation import Conversation
 from bot.errors import ChatgateError
@@ -57,6 +57,8 @@ class ToolContext:
     on_sub_agent: Callable[[SubAgentRun], None] | None = field(default=None, compare=False, repr=False)
     tool_policy: ToolPolicy | None = None
     payers: tuple[str, ...] = ()  # whom the run's model calls are charged to; a sub-agent's too
+    gate: Gate | None = field(default=None, compare=False, repr=False)  # hooks and approvals, before each call
+    on_approval: Callable[[str, float, str], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def session_key(self) -> str:
@@ -69,6 +71,13 @@ class ToolContext:
     @property
     def chat_type(self) -> ChatType:
         return self.conversation.chat_type
+
+class Gate(Protocol):
+    """What stands between a checked call and its tool (``bot.approvals``: hooks, then approval)."""
+
+    async def permit(self, ctx: ToolContext, tool: Tool, call_id: str, arguments: Mapping[str, Any]) -> str | None:
+        """None to run the call; else the sentence the model reads instead of a result."""
+
 
 class ToolCategory(StrEnum):
     """What a tool touches; decides its default timeout."""
@@ -108,6 +117,7 @@ class Tool:
     category: ToolCategory
     parameters: dict[str, Any]  # JSON schema of the arguments object
     function: ToolFunction = field(repr=False)
+    approval: Literal["ask", "never"] | None = None  # declared by its source (an MCP server); None: the rules'
     spec: ToolSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -39,6 +39,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
@@ -154,8 +155,57 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
         await bounds.close()
 
 
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How a command ended: its output (head and tail), exit code (negative: killed by that
+    signal), and what else explains it."""
+
+    output: str
+    code: int | None
+    timed_out: bool = False
+    note: str | None = None  # the bound it hit
+    sandbox_failed: bool = False  # bubblewrap could not build the sandbox
+    stopped: bool = False  # stopped for going over a bound
+
+
+async def run_shell(ctx: ToolContext, command: str, limit: float, settings: ExecSettings, *,
+                    stdin: bytes | None = None) -> Finished:
+    """``command`` run as ``exec`` runs it (sandboxed, bounded) with ``stdin``, for hooks: how it
+    ended, nothing raised for its exit. ``ToolError`` when it could not be started at all."""
+    workspace = Path(os.path.realpath(ctx.workspace))
+    try:
+        bounds = CommandLimits.open(settings.limits, sandboxed=settings.sandbox == "bwrap")
+    except OSError as exc:
+        raise ToolError(f"the command's limits could not be set up: {exc}") from None
+    try:
+        return await _execute(ctx, command, limit, settings, workspace, bounds, stdin)
+    finally:
+        await bounds.close()
+
+
 async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSettings, workspace: Path,
                bounds: CommandLimits) -> str:
+    end = await _execute(ctx, command, limit, settings, workspace, bounds)
+    output, code, note = end.output, end.code, end.note
+    body = output if not output or output.endswith("\n") else f"{output}\n"
+    if note is not None:
+        log.info("exec hit a limit session=%s run=%s: %s", ctx.session_key, ctx.run_id, note)
+    if end.timed_out:
+        log.warning("exec timed out after %g s session=%s run=%s", limit, ctx.session_key, ctx.run_id)
+        raise ToolError(f"{body}[timed out after {limit:g} s; the command was killed{f'; {note}' if note else ''}]")
+    if end.sandbox_failed:
+        log.error("exec: bubblewrap could not build the sandbox session=%s run=%s: %s", ctx.session_key,
+                  ctx.run_id, output.strip()[:300])
+        raise ToolError("exec: the sandbox could not start (bubblewrap failed); the bot's owner must check "
+                        "tools.exec.sandbox")
+    if end.stopped:
+        raise ToolError(f"{body}[{note}]")
+    log.debug("exec exited with %s, %d chars session=%s run=%s", code, len(output), ctx.session_key, ctx.run_id)
+    return f"{body}{_status(code, note)}"
+
+
+async def _execute(ctx: ToolContext, command: str, limit: float, settings: ExecSettings, workspace: Path,
+                   bounds: CommandLimits, stdin: bytes | None = None) -> Finished:
     sandboxed = bounds.sandboxed
     capture = OutputCapture()
     loop = asyncio.get_running_loop()
@@ -184,7 +234,8 @@ async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSetti
             argv, env, cwd, keep = [SHELL, "-c", command], exec_environment(workspace), str(workspace), ()
             preexec = bounds.preexec_fn()
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+            stdout=write_fd, stderr=write_fd,
             start_new_session=True, pass_fds=keep, preexec_fn=preexec)
     except BaseException as exc:
         transport.close()
@@ -204,9 +255,12 @@ async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSetti
 
     sandbox = _Sandbox(proc.pid, info_read if sandboxed else None, block_write if sandboxed else None)
     pump = asyncio.create_task(_pump(stream, capture), name=f"exec-output:{proc.pid}")
+    feed = asyncio.create_task(_feed(proc, stdin), name=f"exec-input:{proc.pid}") if stdin is not None else None
     try:
         timed_out = await _wait_or_stop(proc, limit, sandbox, bounds)
     finally:
+        if feed is not None:
+            feed.cancel()
         # on exit, timeout and cancellation alike: synchronous, so nothing can skip it
         sandbox.kill(signal.SIGKILL)
         bounds.kill()
@@ -217,25 +271,11 @@ async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSetti
             sandbox.unblock()  # only now: a sandbox still waiting would start its command on EOF
 
     output = capture.text()
-    body = output if not output or output.endswith("\n") else f"{output}\n"
     code = proc.returncode
     if sandboxed and code is not None and 128 < code < 128 + 65:
         code = 128 - code  # bwrap reports a child killed by signal N as 128+N, as shells do
-    note = bounds.verdict(code)
-    if note is not None:
-        log.info("exec hit a limit session=%s run=%s: %s", ctx.session_key, ctx.run_id, note)
-    if timed_out:
-        log.warning("exec timed out after %g s session=%s run=%s", limit, ctx.session_key, ctx.run_id)
-        raise ToolError(f"{body}[timed out after {limit:g} s; the command was killed{f'; {note}' if note else ''}]")
-    if sandboxed and code == _BWRAP_FAILED and sandbox.child_pid is None:
-        log.error("exec: bubblewrap could not build the sandbox session=%s run=%s: %s", ctx.session_key,
-                  ctx.run_id, output.strip()[:300])
-        raise ToolError("exec: the sandbox could not start (bubblewrap failed); the bot's owner must check "
-                        "tools.exec.sandbox")
-    if bounds.stopped:
-        raise ToolError(f"{body}[{note}]")
-    log.debug("exec exited with %s, %d chars session=%s run=%s", code, capture.total, ctx.session_key, ctx.run_id)
-    return f"{body}{_status(code, note)}"
+    return Finished(output, code, timed_out, bounds.verdict(code),
+                    sandboxed and code == _BWRAP_FAILED and sandbox.child_pid is None, bounds.stopped)
 
 
 def _protected_files(ctx: ToolContext, workspace: Path) -> list[tuple[int, str]]:
@@ -353,6 +393,17 @@ class _Sandbox:
         if self._info_fd is not None:
             _close(self._info_fd)
             self._info_fd = None
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    """Write ``data`` to the command's stdin and close it (a command that stops reading is fine)."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+        proc.stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
 
 
 async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:

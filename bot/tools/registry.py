@@ -169,6 +169,10 @@ class ToolRegistry:
         if problems:
             return (f"{call.name}: invalid arguments: {'; '.join(problems)}. "
                     f"Expected: {describe_parameters(tool.parameters)}"), True
+        if ctx.gate is not None:  # waiting for a person is not the tool's time
+            refusal = await ctx.gate.permit(ctx, tool, call.id, arguments)
+            if refusal is not None:
+                return refusal, True
         timeout = self.timeouts.get(tool.category, DEFAULT_TIMEOUTS[ToolCategory.OTHER])
         try:
             async with asyncio.timeout(timeout):

@@ -59,6 +59,17 @@ class Edit:
     parse_mode: str | None
     time: float
     inline_message_id: str | None = None
+    reply_markup: JSON | None = None  # the keyboard the edit left (None: no buttons any more)
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackAnswer:
+    """An answerCallbackQuery Telegram accepted: the press's spinner stopped, ``text`` shown to the presser."""
+
+    query_id: str
+    text: str | None
+    show_alert: bool
+    time: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,5 +218,5 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
     return ("edited_" if edited else "") + ("channel_post" if channel_post else "message"), msg
 
 
-__all__ = ["Action", "Call", "CommandsCall", "Document", "Edit", "Failure", "JSON", "Sent", "StoredFile", "Webhook",
+__all__ = ["Action", "Call", "CallbackAnswer", "CommandsCall", "Document", "Edit", "Failure", "JSON", "Sent", "StoredFile", "Webhook",
            "build_message", "chat_type_of", "default_chat"]

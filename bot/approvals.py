@@ -1,0 +1,329 @@
+"""Approvals: a tool call that needs a person waits for their press, bound to its run.
+
+``Approvals`` is the run's ``Gate`` (``bot.tools.base``): before a checked call runs, the
+pre-tool hooks (``bot.hooks``) may refuse it, then ``ApprovalRules`` say whether it needs
+a person. If so, and no grant covers it ("Allow for this session", "Always allow"), a card
+goes to the chat (buttons where the channel ``Asks``, else text with ``/approve <id>``)
+and the call, only that call, waits:
+
+- a press is an inbound message (stored and deduped by the intake like any other) that
+  ``press`` turns into a decision. It counts only while the run that asked waits for it,
+  and only from an approver (``tools.approvers``: the person the run acts for, the
+  owners, named people); anyone else gets a short private answer and nothing changes;
+  a press after the run ended, was stopped or timed out gets "expired" and runs nothing;
+- ``tools.approval_timeout`` seconds without a decision deny the call;
+- ``/stop`` cancels the run, and with it the wait: the card is closed as expired.
+
+The decision is stored before the call runs (the first ending wins, in the store), the
+card is edited to say who decided what, and the run's trace gets a span. A denied or timed
+out call is refused to the model for the rest of its run. At start-up, cards left pending
+by a previous process are closed as expired (their runs are gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from bot.channels import Asks, Channel, Choice, SendFailed, SpellsCommands
+from bot.messages import ChatType, InboundMessage, Target
+from bot.outbound.split import render_chunks
+from bot.store.base import ApprovalRecord, ApprovalStore
+from bot.tasks import OwnedTasks
+from bot.tools.approval import (
+    ApprovalRules,
+    Decision,
+    Outcome,
+    call_shape,
+    choices_for,
+    outcome_text,
+    parse_choice,
+    question_text,
+)
+from bot.tools.base import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from bot.config.schema import ToolsConfig
+
+log = logging.getLogger(__name__)
+
+Owner = Callable[[str, str], bool]  # (platform, user id) -> one of the platform's owners
+PreTool = Callable[[ToolContext, str, Mapping[str, Any], str], Awaitable[str | None]]  # bot.hooks.PreToolHooks
+
+EXPIRED = "This question has expired; nothing was run."
+NOT_YOURS = "Only the person who asked (or an owner) can answer this."
+REMINDER = ("A question above waits for your answer: use its buttons (or {approve} {id} / {deny} {id}). "
+            "Your message is queued.")
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalSettings:
+    rules: ApprovalRules = ApprovalRules()
+    timeout: float = 300.0
+    approvers: tuple[str, ...] = ("requester", "owners")  # and/or "platform:user_id" entries
+    allow_always: bool = False
+
+
+def approval_settings(tools: ToolsConfig) -> ApprovalSettings:
+    """``tools.approval*`` as the approvals take them."""
+    return ApprovalSettings(ApprovalRules(tuple(tools.approval.items())), tools.approval_timeout,
+                            tuple(tools.approvers), tools.allow_always)
+
+
+@dataclass(slots=True)
+class _Waiting:
+    record: ApprovalRecord
+    target: Target
+    arguments: Mapping[str, Any]
+    shape: str
+    future: asyncio.Future[tuple[Decision, str]] = field(default_factory=lambda: asyncio.get_running_loop()
+                                                         .create_future())
+    reminded: bool = False
+
+
+class Approvals:
+    def __init__(self, store: ApprovalStore, channels: Mapping[str, Channel], settings: ApprovalSettings, *,
+                 is_owner: Owner, mask: Callable[[str], str] = lambda text: text,
+                 hooks: PreTool | None = None, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._channels = channels
+        self.settings = settings
+        self._is_owner = is_owner
+        self._mask = mask
+        self._hooks = hooks
+        self._clock = clock
+        self._waiting: dict[str, _Waiting] = {}  # approval id -> the call waiting for it
+        self._refused: dict[str, set[str]] = {}  # run id -> tools denied in that run
+        self._tasks = OwnedTasks()
+        self._closing = False
+
+    # -- the Gate ------------------------------------------------------------------------
+
+    async def permit(self, ctx: ToolContext, tool: Tool, call_id: str, arguments: Mapping[str, Any]) -> str | None:
+        if self._hooks is not None and (refusal := await self._hooks(ctx, tool.name, arguments, call_id)) is not None:
+            return refusal
+        if not self.settings.rules.needs(tool.name, is_owner=ctx.sender_is_owner, declared=tool.approval):
+            return None
+        if tool.name in self._refused.get(ctx.run_id, ()):
+            return (f"{tool.name} was denied earlier in this run: do not call it again; go on without it "
+                    "or tell the person what you would need.")
+        session = _session_of(ctx)
+        requester = f"{ctx.platform}:{ctx.user_id}"
+        shape = call_shape(tool.name, arguments)
+        if await self._store.granted("session", session, tool.name, "*") or (
+                self.settings.allow_always and await self._store.granted("always", requester, tool.name, shape)):
+            return None
+        return await self._ask(ctx, tool, call_id, arguments, shape, session, requester)
+
+    async def _ask(self, ctx: ToolContext, tool: Tool, call_id: str, arguments: Mapping[str, Any], shape: str,
+                   session: str, requester: str) -> str | None:
+        conv = ctx.conversation
+        channel = self._channels.get(conv.platform)
+        if channel is None:
+            return f"{tool.name} needs a person's approval, and this chat cannot ask for it: it was not run."
+        record = ApprovalRecord(secrets.token_hex(5), ctx.run_id, call_id, session, conv.platform, conv.chat_id,
+                                conv.chat_type.value, conv.thread_id, tool.name, requester, asked_at=self._clock())
+        target = Target(conv.chat_id, conv.chat_type, conv.thread_id)
+        waiting = _Waiting(record, target, arguments, shape)
+        await self._store.add_approval(record)
+        self._waiting[record.id] = waiting
+        started = self._clock()
+        try:
+            if not await self._show(channel, waiting):
+                await self._end(waiting, Outcome.EXPIRED, None, None)
+                return f"{tool.name} needs a person's approval, and the question could not be shown: it was not run."
+            log.info("approval %s asked: %s session=%s run=%s", record.id, tool.name, session, ctx.run_id)
+            try:
+                async with asyncio.timeout(self.settings.timeout):
+                    decision, by = await waiting.future
+            except TimeoutError:
+                if await self._end(waiting, Outcome.TIMED_OUT, None, None):
+                    self._refuse(ctx.run_id, tool.name)
+                    self._trace(ctx, tool.name, started, "timed out")
+                    return (f"No one approved {tool.name} within {self.settings.timeout:g} s, so it was denied. "
+                            "Do not retry it in this run; tell the person it needs their approval.")
+                decision, by = await waiting.future  # a decision stored in the same moment wins
+        except asyncio.CancelledError:  # /stop or the run's end: the card says so, in the background
+            if not self._closing:  # at shutdown the channels are gone: the next start closes the card
+                self._tasks.spawn(self._end(waiting, Outcome.EXPIRED, None, None), f"approval {record.id} expired")
+            self._trace(ctx, tool.name, started, "expired: the run was stopped")
+            raise
+        finally:
+            self._waiting.pop(record.id, None)
+        self._trace(ctx, tool.name, started, f"{'denied' if decision is Decision.DENY else 'allowed'} "
+                                              f"({decision.name.lower()}) by {by}")
+        if decision is Decision.DENY:
+            self._refuse(ctx.run_id, tool.name)
+            return (f"The person denied {tool.name}. Do not call it again in this run; go on without it or "
+                    "ask them what they want instead.")
+        return None
+
+    # -- presses and typed answers --------------------------------------------------------
+
+    def is_answer(self, text: str) -> bool:
+        """A pressed button's id (``ap:<id>:<decision>``)."""
+        return parse_choice(text) is not None
+
+    async def press(self, msg: InboundMessage) -> None:
+        """A button pressed: a decision for the call waiting for it, if the presser may decide."""
+        parsed = parse_choice(msg.text)
+        channel = self._channels.get(msg.platform)
+        reply = EXPIRED if parsed is None else await self.decide(parsed[0], parsed[1], msg)
+        if isinstance(channel, Asks):
+            try:
+                await channel.answer_press(msg, reply)
+            except Exception:  # noqa: BLE001 - the press's own acknowledgement is cosmetic
+                log.info("answering a press in %s:%s failed", msg.platform, msg.chat_id, exc_info=True)
+
+    async def decide(self, approval_id: str, decision: Decision, msg: InboundMessage) -> str | None:
+        """Decide for the approval ``approval_id`` as ``msg``'s sender; None when it was taken,
+        else the sentence for them (not theirs to decide, expired)."""
+        waiting = self._waiting.get(approval_id)
+        if waiting is None or waiting.future.done():
+            return EXPIRED
+        if not self._may_decide(waiting.record, msg):
+            log.info("approval %s: %s:%s may not decide", approval_id, msg.platform, msg.sender.id)
+            return NOT_YOURS
+        if decision is Decision.ALWAYS and not self.settings.allow_always:
+            decision = Decision.ONCE
+        by = msg.sender.name or msg.sender.username or msg.sender.id
+        outcome = Outcome.DENIED if decision is Decision.DENY else Outcome.ALLOWED
+        if not await self._end(waiting, outcome, decision, by):
+            return EXPIRED
+        now = self._clock()
+        record = waiting.record
+        if decision is Decision.SESSION:
+            await self._store.grant("session", record.session_key, record.tool, "*", f"{msg.platform}:{msg.sender.id}",
+                                    now)
+        elif decision is Decision.ALWAYS:
+            await self._store.grant("always", record.requester, record.tool, waiting.shape,
+                                    f"{msg.platform}:{msg.sender.id}", now)
+        if not waiting.future.done():
+            waiting.future.set_result((decision, by))
+        return None
+
+    def _may_decide(self, record: ApprovalRecord, msg: InboundMessage) -> bool:
+        if msg.platform != record.platform or msg.chat_id != record.chat_id:
+            return False
+        who = f"{msg.platform}:{msg.sender.id}"
+        for entry in self.settings.approvers:
+            if entry == "requester" and who == record.requester:
+                return True
+            if entry == "owners" and self._is_owner(msg.platform, msg.sender.id):
+                return True
+            if entry == who:
+                return True
+        return False
+
+    # -- what the intake asks ----------------------------------------------------------
+
+    def pending_in(self, session_key: str) -> list[ApprovalRecord]:
+        return [w.record for w in self._waiting.values() if w.record.session_key == session_key]
+
+    def remind(self, session_key: str, spell: Callable[[str], str] = lambda name: f"/{name}") -> str | None:
+        """The reminder owed to a message that arrives while a card of its session waits: once per card."""
+        for waiting in self._waiting.values():
+            if waiting.record.session_key == session_key and not waiting.reminded:
+                waiting.reminded = True
+                return REMINDER.format(approve=spell("approve"), deny=spell("deny"), id=waiting.record.id)
+        return None
+
+    def status_line(self, session_key: str) -> str:
+        pending = self.pending_in(session_key)
+        if not pending:
+            return ""
+        return "Waiting for approval: " + ", ".join(f"{r.tool} ({r.id})" for r in pending)
+
+    async def recover(self) -> None:
+        """Start-up: cards a previous process left pending are closed as expired."""
+        for record in await self._store.pending_approvals():
+            if record.id in self._waiting:
+                continue
+            await self._store.settle_approval(record.id, Outcome.EXPIRED.value, None, None, self._clock())
+            channel = self._channels.get(record.platform)
+            if channel is not None and record.question_id is not None:
+                target = Target(record.chat_id, ChatType(record.chat_type), record.thread_id)
+                await self._close(channel, target, record, outcome_text(record.tool, Outcome.EXPIRED, None, "", 0))
+            log.info("approval %s expired at start-up (its run is gone)", record.id)
+
+    def closing(self) -> None:
+        """Shutdown begins (before the runs are cancelled): cards still waiting stay pending in the
+        store, and the next start closes them as expired (the channels are stopping now)."""
+        self._closing = True
+
+    async def aclose(self) -> None:
+        await self._tasks.stop(grace=2.0)
+
+    # -- the card ------------------------------------------------------------------------
+
+    async def _show(self, channel: Channel, waiting: _Waiting) -> bool:
+        record = waiting.record
+        buttons = isinstance(channel, Asks)
+        spell = channel.command_text if isinstance(channel, SpellsCommands) else (lambda name: f"/{name}")
+        text = question_text(record.tool, waiting.arguments, record.id, self._mask, buttons=buttons,
+                             allow_always=self.settings.allow_always, spell=spell)
+        try:
+            if isinstance(channel, Asks):
+                choices = [Choice(i, label, key) for i, label, key in
+                           choices_for(record.id, allow_always=self.settings.allow_always)]
+                question_id = await channel.ask(waiting.target, _rendered(channel, text), choices)
+            else:
+                question_id = await channel.send(waiting.target, _rendered(channel, text))
+        except (SendFailed, OSError, ValueError) as exc:
+            log.warning("approval %s: the question could not be shown in %s:%s: %s", record.id, record.platform,
+                        record.chat_id, exc)
+            return False
+        waiting.record = record = replace(record, question_id=question_id, buttons=buttons)
+        await self._store.approval_shown(record.id, question_id, buttons)
+        return True
+
+    async def _end(self, waiting: _Waiting, outcome: Outcome, decision: Decision | None, by: str | None) -> bool:
+        """Store the ending (the first wins), then edit the card; False when it had ended already."""
+        record = waiting.record
+        now = self._clock()
+        if not await self._store.settle_approval(record.id, outcome.value, decision.value if decision else None,
+                                                 by, now):
+            return False
+        channel = self._channels.get(record.platform)
+        if channel is not None and record.question_id is not None:
+            text = outcome_text(record.tool, outcome, decision, by or "", now - record.asked_at)
+            self._tasks.spawn(self._close(channel, waiting.target, record, text), f"approval {record.id} card")
+        return True
+
+    async def _close(self, channel: Channel, target: Target, record: ApprovalRecord, text: str) -> None:
+        assert record.question_id is not None
+        try:
+            if isinstance(channel, Asks) and record.buttons:
+                await channel.close_question(target, record.question_id, _rendered(channel, text))
+            else:
+                await channel.edit(target, record.question_id, _rendered(channel, text))
+        except (SendFailed, OSError) as exc:
+            log.info("approval %s: the card could not be updated: %s", record.id, exc)
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _refuse(self, run_id: str, tool: str) -> None:
+        self._refused.setdefault(run_id, set()).add(tool)
+        while len(self._refused) > 1024:  # runs long over: forget the oldest
+            del self._refused[next(iter(self._refused))]
+
+    def _trace(self, ctx: ToolContext, tool: str, started: float, outcome: str) -> None:
+        if ctx.on_approval is not None:
+            ctx.on_approval(tool, started, outcome)
+
+
+def _session_of(ctx: ToolContext) -> str:
+    """The chat's session: a sub-agent's calls are granted and shown in its parent's."""
+    return ctx.conversation.root.session_key
+
+
+def _rendered(channel: Channel, markdown: str) -> str:
+    chunks = render_chunks(markdown, channel.dialect, channel.limits)
+    return chunks[0] if chunks else markdown
+
+

@@ -1,0 +1,83 @@
+"""Pre-tool hooks: the operator's commands that may refuse a tool call before it runs.
+
+``hooks.pre_tool`` lists hooks, each a shell command (``run``) for the tools its ``tools``
+globs match, run as ``exec`` runs commands (the same sandbox and bounds, in the run's
+workspace, a clean environment: no secret of the bot's) with the call as JSON on stdin::
+
+    {"tool": "exec", "arguments": {...}, "session": "...", "platform": "telegram",
+     "chat_id": "42", "user_id": "42", "run_id": "...", "call_id": "..."}
+
+Exit 0 lets the call through to the next hook (and then to approval); any other exit, a
+timeout or a hook that cannot start refuses it, and the model reads the hook's first line
+of output as the reason. Hooks run in the order written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from bot.tools.base import ToolContext, ToolError
+from bot.tools.exec import run_shell
+from bot.tools.sandbox import ExecSettings
+
+if TYPE_CHECKING:
+    from bot.config.schema import HooksConfig
+
+log = logging.getLogger(__name__)
+
+REASON_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class PreToolHook:
+    run: str  # shell command
+    tools: tuple[str, ...] = ("*",)  # tool names or globs it checks
+    timeout: float = 10.0
+
+    def applies(self, tool: str) -> bool:
+        return any(fnmatchcase(tool, pattern) for pattern in self.tools)
+
+
+class PreToolHooks:
+    def __init__(self, hooks: Sequence[PreToolHook], settings: ExecSettings) -> None:
+        self.hooks = tuple(hooks)
+        self._settings = settings
+
+    async def __call__(self, ctx: ToolContext, tool: str, arguments: Mapping[str, Any], call_id: str = "") -> str | None:
+        """None when every matching hook lets the call through; else the refusal."""
+        matching = [hook for hook in self.hooks if hook.applies(tool)]
+        if not matching:
+            return None
+        payload = json.dumps({
+            "tool": tool, "arguments": dict(arguments), "session": ctx.session_key, "platform": ctx.platform,
+            "chat_id": ctx.conversation.chat_id, "user_id": ctx.user_id, "run_id": ctx.run_id, "call_id": call_id,
+        }, ensure_ascii=False, default=str).encode()
+        for n, hook in enumerate(matching, 1):
+            try:
+                end = await run_shell(ctx, hook.run, hook.timeout, self._settings, stdin=payload)
+            except ToolError as exc:
+                log.warning("pre-tool hook %d for %s could not start session=%s: %s", n, tool, ctx.session_key, exc)
+                return f"{tool} was refused: a pre-tool hook could not run ({exc})."
+            if end.timed_out:
+                return f"{tool} was refused: a pre-tool hook did not answer within {hook.timeout:g} s."
+            if end.code != 0:
+                reason = next((line.strip() for line in end.output.splitlines() if line.strip()), "")
+                reason = reason[:REASON_CHARS] or f"exit code {end.code}"
+                log.info("pre-tool hook %d refused %s session=%s run=%s: %s", n, tool, ctx.session_key, ctx.run_id,
+                         reason)
+                return f"{tool} was refused by a pre-tool hook: {reason}"
+        return None
+
+
+def pre_tool_hooks(config: HooksConfig, exec_settings: ExecSettings) -> PreToolHooks | None:
+    """``hooks.pre_tool`` run like ``exec`` (its sandbox and bounds, never its network); None when empty."""
+    if not config.pre_tool:
+        return None
+    hooks = [PreToolHook(h.run, tuple(h.tools), h.timeout) for h in config.pre_tool]
+    return PreToolHooks(hooks, replace(exec_settings, network=False))

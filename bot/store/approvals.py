@@ -1,0 +1,32 @@
+"""SQL of the approvals tables (``0010_approvals``), shared by the store implementations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bot.store.base import ApprovalRecord
+
+COLUMNS = ("id, run_id, call_id, session_key, platform, chat_id, chat_type, thread_id, tool, requester, "
+           "question_id, buttons, outcome, decision, decided_by, asked_at, decided_at")
+INSERT = f"INSERT INTO approvals ({COLUMNS}) VALUES ({', '.join('?' * 17)})"
+SHOWN = "UPDATE approvals SET question_id = ?, buttons = ? WHERE id = ?"
+SETTLE = ("UPDATE approvals SET outcome = ?, decision = ?, decided_by = ?, decided_at = ? "
+          "WHERE id = ? AND outcome = 'pending'")
+ONE = f"SELECT {COLUMNS} FROM approvals WHERE id = ?"
+PENDING = f"SELECT {COLUMNS} FROM approvals WHERE outcome = 'pending' ORDER BY asked_at"
+GRANT = ("INSERT OR IGNORE INTO approval_grants (scope, holder, tool, shape, granted_by, granted_at) "
+         "VALUES (?, ?, ?, ?, ?, ?)")
+GRANTED = "SELECT 1 FROM approval_grants WHERE scope = ? AND holder = ? AND tool = ? AND shape IN (?, '*')"
+
+
+def row(record: ApprovalRecord) -> tuple[object, ...]:
+    r = record
+    return (r.id, r.run_id, r.call_id, r.session_key, r.platform, r.chat_id, r.chat_type, r.thread_id, r.tool,
+            r.requester, r.question_id, int(r.buttons), r.outcome, r.decision, r.decided_by, r.asked_at,
+            r.decided_at)
+
+
+def record(v: Sequence[Any]) -> ApprovalRecord:
+    return ApprovalRecord(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], bool(v[11]), v[12],
+                          v[13], v[14], v[15], v[16])
