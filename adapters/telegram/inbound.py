@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 from telegram import Message, MessageEntity, Update
 
@@ -30,14 +31,15 @@ def message_of(update: Update) -> Message | None:
     message = update.message
     if message is None or message.from_user is None:
         return None  # edits, channel posts, callbacks, anonymous admins ...
-    if message.text is None and message.caption is None and not (message.photo or message.document or message.voice):
+    if message.text is None and message.caption is None and not (message.photo or message.document or message.voice
+                                                                 or message.audio):
         return None  # service messages: joins, pins, topic changes ...
     return message
 
 
 def attachments_of(message: Message) -> tuple[Attachment, ...]:
     """The message's files as metadata (nothing is downloaded here): the largest photo size,
-    a document, a voice note."""
+    a document, a voice note (Ogg/Opus) or an audio file, with its length."""
     found: list[Attachment] = []
     if message.photo:
         photo = message.photo[-1]  # the largest size
@@ -50,8 +52,18 @@ def attachments_of(message: Message) -> tuple[Attachment, ...]:
     if message.voice:
         v = message.voice
         found.append(Attachment(AttachmentKind.VOICE, f"voice-{message.message_id}.ogg", v.mime_type or "audio/ogg",
-                                v.file_size, platform_file_id=v.file_id))
+                                v.file_size, platform_file_id=v.file_id, duration=_seconds(v.duration)))
+    if message.audio:
+        a = message.audio
+        found.append(Attachment(AttachmentKind.AUDIO, a.file_name or f"audio-{message.message_id}", a.mime_type,
+                                a.file_size, platform_file_id=a.file_id, duration=_seconds(a.duration)))
     return tuple(found)
+
+
+def _seconds(duration: int | timedelta | None) -> float | None:
+    if duration is None:
+        return None
+    return duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
 
 
 def chat_type_of(message: Message) -> ChatType | None:

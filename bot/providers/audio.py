@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import openai
 
@@ -25,7 +25,7 @@ from bot.providers.retry import RetryPolicy, Sleep
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-SPEECH_FORMAT = "opus"  # Ogg/Opus: Telegram shows it as a voice note
+SPEECH_FORMAT: Final = "opus"  # Ogg/Opus: Telegram shows it as a voice note
 
 
 @dataclass(frozen=True, slots=True)
