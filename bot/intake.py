@@ -310,6 +310,9 @@ class Intake:
         if not await self._allowed(item) or not await self._within_limits(item.msg, item.inbound_id) \
                 or await self._late(item):
             return None
+        if not fetched and (refusal := await self._listener.refuse_early(item.msg, self._payers(item.msg))):
+            await self._turns.notice(item.msg, refusal, (item.inbound_id,), "unheard", failed=True)
+            return None
         msg = await self._fetch(item, fetched)
         if msg is None:
             return None

@@ -166,10 +166,11 @@ class PersonLimits:
             await self._audio_today(person, p, now)
             left = allowed * 60 - p.used_audio
             if left <= 0 or (seconds is not None and seconds > left):
+                rest = f"{left:.0f} s" if left < 120 else f"{left / 60:.0f} minutes"
                 text = (f"You've used today's {allowed:g} minutes of voice messages; type instead, or try again "
                         "after 00:00 UTC." if left < 1 else
-                        f"That voice message is longer than the {left / 60:.1f} minutes of audio you have left "
-                        "today; send a shorter one, or type instead.")
+                        f"That voice message is longer than the {rest} of audio you have left today; send a "
+                        "shorter one, or type instead.")
                 return Refusal(text, "audio")
         return None
 

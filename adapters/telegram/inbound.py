@@ -52,18 +52,19 @@ def attachments_of(message: Message) -> tuple[Attachment, ...]:
     if message.voice:
         v = message.voice
         found.append(Attachment(AttachmentKind.VOICE, f"voice-{message.message_id}.ogg", v.mime_type or "audio/ogg",
-                                v.file_size, platform_file_id=v.file_id, duration=_seconds(v.duration)))
+                                v.file_size, platform_file_id=v.file_id, duration=_seconds(v.to_dict().get("duration"))))
     if message.audio:
         a = message.audio
         found.append(Attachment(AttachmentKind.AUDIO, a.file_name or f"audio-{message.message_id}", a.mime_type,
-                                a.file_size, platform_file_id=a.file_id, duration=_seconds(a.duration)))
+                                a.file_size, platform_file_id=a.file_id, duration=_seconds(a.to_dict().get("duration"))))
     return tuple(found)
 
 
-def _seconds(duration: int | timedelta | None) -> float | None:
-    if duration is None:
-        return None
-    return duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
+def _seconds(duration: object) -> float | None:
+    """The wire's seconds (``to_dict``: PTB 22 warns on the attribute while it moves to timedelta)."""
+    if isinstance(duration, timedelta):
+        return duration.total_seconds()
+    return float(duration) if isinstance(duration, (int, float)) else None
 
 
 def chat_type_of(message: Message) -> ChatType | None:

@@ -85,12 +85,27 @@ class Listener:
             return f"That voice message is {_length(att.duration)} long; I can take up to {_length(s.max_seconds)}."
         return None
 
+    async def refuse_early(self, msg: InboundMessage, payers: Sequence[str] = ()) -> str | None:
+        """The sentence for audio refused by what the platform says of it (size, length, the
+        minutes left), before it is downloaded; None to go on."""
+        todo = [a for a in msg.attachments if a.audible and a.transcript is None]
+        for att in todo:
+            if (refusal := self.too_big(att)) is not None:
+                return refusal
+        if self._limits is not None and payers:
+            known = [a.duration for a in todo if a.duration is not None]
+            over = await self._limits.check_audio(payers, sum(known) if len(known) == len(todo) else None)
+            if over is not None:
+                return over.text
+        return None
+
     async def hear(self, att: Attachment, data: bytes, payers: Sequence[str] = ()) -> Heard:
         """The transcript of ``att`` (``data`` its bytes), counted against ``payers``' minutes
         (none for an owner)."""
         if (refusal := self.too_big(att)) is not None:
             return Heard(refusal=refusal)
-        length = att.duration if att.duration is not None else seconds_of(data)
+        known = [n for n in (att.duration, seconds_of(data)) if n]  # the longer, if the two disagree
+        length = max(known) if known else None
         if len(data) > self.settings.max_bytes:
             return Heard(refusal=self.too_big(Attachment(att.kind, att.name, size=len(data))))
         if length is not None and length > self.settings.max_seconds:
