@@ -223,8 +223,10 @@ def read_ref(ref: FileRef) -> bytes:
         data = read_inside(Path(ref.workspace), ref.path, ref.size)
     except FileNotFoundError:
         raise SendFailed(f"{ref.path} was removed before it was sent", permanent=True) from None
-    except (OSError, ValueError) as exc:  # bigger now, a link out, a folder: not the file that was meant
-        raise SendFailed(f"{ref.path} changed before it was sent ({exc})", permanent=True) from None
+    except ValueError:  # bigger now
+        raise SendFailed(f"{ref.path} changed before it was sent", permanent=True) from None
+    except OSError as exc:  # a link out, a folder: not the file that was meant
+        raise SendFailed(f"{ref.path} changed before it was sent ({exc.strerror or exc})", permanent=True) from None
     if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
         raise SendFailed(f"{ref.path} changed before it was sent", permanent=True)
     return data
