@@ -29,7 +29,9 @@ from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
-from bot.providers import make_provider
+from bot.media.hearing import HearingSettings, Listener
+from bot.media.speaking import SpeechSettings, VoiceAnswers
+from bot.providers import make_audio, make_provider
 from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
@@ -39,6 +41,7 @@ from bot.skills import open_skills
 from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
+from bot.tools.send_file import send_file_tool
 from bot.tracing import Redactor
 from bot.turns import Turns
 from bot.workspace import Workspaces
@@ -112,8 +115,8 @@ class App:
         workspaces = Workspaces(cfg.workspace.root, templates)
         redactor = Redactor(cfg.secret_values())
         lim = cfg.limits
-        person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
-                                     self.store)
+        person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd,
+                                                   lim.audio_minutes_per_day), self.store)
         meter = person_limits.charge if person_limits.active else None
         policies = access_policies(cfg.channels)
         self.approvals = approvals = Approvals(
@@ -141,14 +144,17 @@ class App:
             {name: channel_info(name) for name in self.channels}, r.recover_max_age, downloads,
             cfg.storage.retention.context * 86400)
         keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links))  # noqa: E731
+        listener, voice = self._media(person_limits)
         self.turns = Turns(
             agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
-            is_owner=access.is_owner, keys=keys, person_limits=person_limits,
+            is_owner=access.is_owner, keys=keys, person_limits=person_limits, voice=voice,
             policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
                                                   chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner))
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent, approvals=approvals)
-        tools.register(message_tool(self.turns))  # after spawn: sub-agents never get it
+                             limits=person_limits, agent=agent, approvals=approvals, listener=listener,
+                             voice=voice)
+        tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these two
+        tools.register(send_file_tool(self.turns))
         self._stack.push_async_callback(self.turns.aclose)
         self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
@@ -159,3 +165,24 @@ class App:
             log.info("channel started: %s", name)
         await approvals.recover()  # cards a previous process left waiting: expired
         await self.intake.recover()
+
+    def _media(self, limits: PersonLimits) -> tuple[Listener | None, VoiceAnswers]:
+        """What ``media:`` switches on: transcription of voice notes, and voice answers."""
+        media = self.config.media
+        clients = {}
+        for name in ("transcription", "speech"):
+            endpoint = getattr(media, name)
+            if endpoint.enabled:
+                client = make_audio(endpoint.provider, api_key=endpoint.api_key.get_secret_value()
+                                    if endpoint.api_key is not None else "", base_url=endpoint.base_url,
+                                    timeout=endpoint.timeout, key=f"media.{name}.provider")
+                self._stack.push_async_callback(client.aclose)
+                clients[name] = client
+        t, sp = media.transcription, media.speech
+        listener = None
+        if "transcription" in clients:
+            listener = Listener(clients["transcription"], HearingSettings(
+                t.model, t.max_seconds, int(t.max_mb * 1024 * 1024), media.echo_transcript), limits)
+        speaker = clients.get("speech")
+        voice = VoiceAnswers(self.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars) if speaker else None)
+        return listener, voice

@@ -65,6 +65,9 @@ class CommandHost(Protocol):
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
         """How a command is typed on the platform the call came from (``/name`` on most)."""
 
+    async def voice(self, call: CommandCall) -> str:
+        """``/voice``'s answer: the chat's voice answers, set to ``on``, ``off`` or ``auto`` when given."""
+
 
 Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
 
@@ -126,6 +129,10 @@ async def _deny(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.approve(call, approval_id, "deny"))
 
 
+async def _voice(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.voice(call))
+
+
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(host.spelling(call)))
 
@@ -140,6 +147,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("compact", _compact, "summarise the conversation so far (frees context; nothing is deleted)",
                 "Summarise the conversation so far to free context"),
     CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
+    CommandSpec("voice", _voice, "voice answers in this chat: on, off, or auto (a voice message gets one)"),
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
     CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),
     CommandSpec("deny", _deny, "deny a waiting approval: <id>", urgent=True),

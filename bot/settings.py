@@ -110,6 +110,12 @@ class Config(CoreConfig):
             f"delivery   failed sends retried for {self.delivery.retry_for:g}s",
             f"logging    {self.logging.level}, {self.logging.format}",
         ]
+        t, sp = self.media.transcription, self.media.speech
+        media = [f"voice notes transcribed by {t.model} at {mask_url(t.base_url)} (up to {t.max_seconds} s, "
+                 f"{t.max_mb:g} MB)"] if t.enabled else []
+        media += [f"voice answers by {sp.model}, voice {sp.voice} (/voice per chat)"] if sp.enabled else []
+        if media:
+            lines.insert(-1, f"media      {'; '.join(media)}")
         e = self.tools.exec
         if e.enabled:
             lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "

@@ -16,6 +16,7 @@ which happens afterwards in a task of its own, still keeping the draft's edit in
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -30,16 +31,20 @@ from bot.commands import parse_command
 from bot.conversation import Conversation
 from bot.delivery import Delivery
 from bot.limits import PersonLimits
-from bot.messages import Answer, InboundMessage, Target
+from bot.media.speaking import VOICE_FILE, VoiceAnswers
+from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
 from bot.outbound.answer import answer_for
+from bot.outbound.split import render_chunks
 from bot.outbound.progress import Progress
 from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps
 from bot.store.base import AnswerStore, Store
 from bot.tasks import OwnedTasks
 from bot.tools.policy import ToolPolicy
+from bot.tools.send_file import QUEUED
 
 log = logging.getLogger(__name__)
 
+FILE_WAIT = 90.0  # seconds send_file waits for the platform to take a file (then it stays owed)
 BUSY = "I'm still busy, your message was not queued. Send it again when I've answered, or /stop."
 
 PolicyFor = Callable[[Conversation, bool], ToolPolicy]  # (conversation, every sender an owner)
@@ -55,7 +60,8 @@ class Turns:
     def __init__(self, agent: Agent, store: TurnStore, events: EventBus, channels: Mapping[str, Channel],
                  delivery: Delivery, context: GroupContext, *, limits: RunCaps = RunCaps(),
                  is_owner: Owner = lambda msg: False, keys: Keys | None = None,
-                 policy: PolicyFor | None = None, person_limits: PersonLimits | None = None) -> None:
+                 policy: PolicyFor | None = None, person_limits: PersonLimits | None = None,
+                 voice: VoiceAnswers | None = None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -66,6 +72,7 @@ class Turns:
         self._keys = keys or (lambda msg: (f"{msg.platform}:{msg.sender.id}",))
         self._policy = policy
         self._limits = person_limits if person_limits is not None and person_limits.active else None
+        self._voice = voice if voice is not None and voice.available else None
         self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded)
         self._progress: dict[str, Progress] = {}
         self._conversations: dict[str, Conversation] = {}  # run id -> the conversation it serves
@@ -173,6 +180,8 @@ class Turns:
             self._conversations.pop(run.run_id, None)
             self._extra.pop(run.run_id, None)
         await self._commit(channel, target, run.run_id, ids, result, await progress.settle())
+        if self._voice is not None and result.status is RunStatus.COMPLETED and result.text:
+            self._tasks.spawn(self._speak(channel, target, run.run_id, msgs, result.text), f"voice {run.run_id}")
         await self._agent.finished(request, result)
         self._compact_later(request, result)
 
@@ -271,6 +280,61 @@ class Turns:
         self._delivery.push(answer)
 
     def push(self, answer: Answer) -> None:
+        self._delivery.push(answer)
+
+    async def _speak(self, channel: Channel, target: Target, run_id: str, msgs: tuple[InboundMessage, ...],
+                     text: str) -> None:
+        """The answer spoken too, when the chat's /voice asks: a voice note after the text."""
+        assert self._voice is not None
+        if not await self._voice.wanted(channel.name, target.chat_id, msgs, text):
+            return
+        data = await self._voice.speak(text)
+        if data is not None:
+            await self._owe_answer(Answer(f"{run_id}-voice", channel.name, target,
+                                          (Chunk("", VOICE_FILE, data, voice=True),)))
+
+    # -- send_file: the tool's FileSender ----------------------------------------------
+
+    def upload_limit(self, run_id: str) -> tuple[str, int]:
+        conversation = self._conversations.get(run_id)
+        if conversation is None or self.dispatcher.registry.get(run_id) is None:
+            raise LookupError(run_id)
+        channel = self._channels[conversation.platform]
+        return conversation.channel.shown or channel.name, channel.limits.max_upload
+
+    async def send_file(self, run_id: str, ref: FileRef, caption: str) -> str | None:
+        """A workspace file to the chat the run serves, once per message and content, and how it went."""
+        run = self.dispatcher.registry.get(run_id)
+        conversation = self._conversations.get(run_id)
+        if run is None or conversation is None:
+            raise LookupError(run_id)
+        channel = self._channels[conversation.platform]
+        last = run.batch[-1].msg
+        target = Target.of(last) if last is not None else Target(conversation.chat_id, conversation.chat_type,
+                                                                   conversation.thread_id)
+        first = next((p.inbound_id for p in run.batch if p.inbound_id is not None), None)
+        key = hashlib.sha256(f"{ref.path}\0{ref.sha256}".encode()).hexdigest()[:16]
+        answer_id = f"file-{conversation.platform}-{first if first is not None else run_id}-{key}"
+        state = await self._store.answer_state(answer_id)
+        if state == "delivered":
+            return None  # this message had it already (a run repeated after a restart)
+        if state == "given_up":
+            answer_id = f"{answer_id}-{run_id}"
+        rendered = render_chunks(caption, channel.dialect, channel.limits)[:1] if caption else []
+        name = ref.path.rsplit("/", 1)[-1]
+        answer = Answer(answer_id, channel.name, target, (Chunk(rendered[0] if rendered else "", name, file_ref=ref),))
+        done = self._delivery.outcome(answer_id)
+        try:
+            if state != "owed":
+                await self._owe_answer(answer)
+            return await asyncio.wait_for(asyncio.shield(done), FILE_WAIT)
+        except TimeoutError:
+            return QUEUED
+        finally:
+            self._delivery.forget(answer_id, done)
+
+    async def _owe_answer(self, answer: Answer) -> None:
+        await self._store.store_answer(answer)
         self._delivery.push(answer)
 
     # -- plumbing ----------------------------------------------------------------------

@@ -316,7 +316,7 @@ class ConsoleHarness(Harness):
         return ConsoleChannel(user=self.user, input_fd=reader, output=self.screen)  # type: ignore[return-value]
 
     def limits(self, inner: Any) -> Limits:
-        return replace(inner.limits, chunk=400, max_chunks=4, **FAST)
+        return replace(inner.limits, chunk=600, max_chunks=4, **FAST)
 
     async def say(self, text: str) -> None:
         os.write(self._writer, text.encode() + b"\n")

@@ -72,6 +72,7 @@ class Terminal:
 
 def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL", "_TOKEN"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)  # this checkout, not an installed copy
     env.update(extra)
     return env
 

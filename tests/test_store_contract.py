@@ -16,7 +16,7 @@ import pytest
 
 from bot.conversation import Conversation
 from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
-from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, InboundMessage, Sender, Target
+from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, FileRef, InboundMessage, Sender, Target
 from bot.providers.base import Usage
 from bot.store.base import (
     AnswerStore,
@@ -27,6 +27,7 @@ from bot.store.base import (
     Recent,
     Session,
     Store,
+    MediaStore,
     Summary,
     Turn,
     UsageTotals,
@@ -555,3 +556,34 @@ async def test_text_with_a_lone_surrogate_is_stored(store: Store) -> None:
     assert await store.record_inbound(odd, "k") is not None
     [record] = await store.unanswered()
     assert record.message.text == odd.text
+
+
+# -- media: voice modes, audio use, files by reference ----------------------------------
+
+
+async def test_voice_modes_are_per_chat_and_audio_use_per_person(store: MediaStore) -> None:
+    assert await store.voice_mode("telegram", "42") is None
+    await store.set_voice_mode("telegram", "42", "auto")
+    await store.set_voice_mode("telegram", "42", "on")
+    await store.set_voice_mode("slack", "42", "off")
+    assert (await store.voice_mode("telegram", "42"), await store.voice_mode("slack", "42")) == ("on", "off")
+    await store.record_audio("telegram:42", 12.5, at=1000.0)
+    await store.record_audio("telegram:42", 3.0, at=2000.0)
+    await store.record_audio("telegram:7", 60.0, at=2000.0)
+    assert await store.audio_since("telegram:42", 1500.0) == 3.0
+    assert await store.audio_since("telegram:42", 0.0) == 15.5 and await store.audio_since("nobody", 0.0) == 0.0
+
+
+async def test_a_file_chunk_by_reference_round_trips_and_its_answer_has_a_state(store: AnswerStore) -> None:
+    ref = FileRef("/ws/telegram-42", "out/report.csv", 25, "ab" * 32)
+    answer = Answer("file-1", "telegram", Target("42"), (Chunk("caption", "report.csv", file_ref=ref),
+                                                         Chunk("", "answer.ogg", b"OggS", voice=True)))
+    assert await store.answer_state("file-1") is None
+    await store.store_answer(answer)
+    assert await store.undelivered() == [answer] and await store.answer_state("file-1") == "owed"
+    await store.chunk_sent(answer, 0, "m1")
+    await store.chunk_sent(answer, 1, "m2")
+    assert await store.answer_state("file-1") == "delivered"
+    await store.store_answer(replace(answer, id="file-2"))
+    await store.give_up(replace(answer, id="file-2"))
+    assert await store.answer_state("file-2") == "given_up"

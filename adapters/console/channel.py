@@ -88,7 +88,11 @@ class ConsoleChannel:
         self._answered()
 
     async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
-        return await self.send(to, f"{caption}\n{data.decode(errors='replace')}".strip())
+        try:
+            body = data.decode()
+        except UnicodeDecodeError:  # a voice note, an image: not for a terminal to print
+            body = f"[{name}: {len(data):,} bytes]"
+        return await self.send(to, f"{caption}\n{body}".strip())
 
     async def status(self, to: Target, status: Status) -> None:
         if status is Status.SILENT:  # nothing will be sent

@@ -51,7 +51,8 @@ from bot.messages import Attachment, ChatType, InboundMessage, Sender
 log = logging.getLogger(__name__)
 
 # The dialect's 2,000 characters and 17 lines; typing lasts ~10 s on Discord, so refresh every 8.
-LIMITS = replace(DIALECT_LIMITS, status_every=8.0)
+UPLOAD_LIMIT = 10 * 1024 * 1024  # what a bot may attach in a server without boosts
+LIMITS = replace(DIALECT_LIMITS, status_every=8.0, max_upload=UPLOAD_LIMIT)
 # The model may write @everyone or <@id>: nobody is pinged but the person a reply answers.
 QUIET = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
 MAX_RATELIMIT_WAIT = 30.0  # discord.py waits out shorter 429s itself; longer ones go back to delivery
@@ -386,6 +387,13 @@ class DiscordChannel:
             self._settle(to.reply_to)
             return str(sent.id)
         return await self._post(to, caption, file=file)
+
+    def names(self) -> tuple[str, ...]:
+        """The bot's user name and display name, for a voice message that calls it by name (``Named``)."""
+        user = self.client.user if self.client is not None else None
+        if user is None:
+            return ()
+        return tuple(dict.fromkeys(n for n in (user.name, getattr(user, "global_name", None), user.display_name) if n))
 
     def _settle(self, interaction_id: str | None) -> None:
         pending = self._deferred.pop(interaction_id or "", None)

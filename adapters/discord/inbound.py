@@ -188,9 +188,16 @@ def facts_of(message: Any, channel: Any | None = None) -> Facts:
         mentions=tuple((str(u.id), getattr(u, "display_name", "") or u.name) for u in message.mentions),
         reply_to=str(ref.message_id) if ref is not None and ref.message_id else None,
         reply_to_author=str(replied_to.id) if replied_to is not None else None,
-        attachments=tuple(
-            Attachment(attachment_kind(a.content_type, a.filename), a.filename, a.content_type, a.size,
-                       platform_file_id=a.url)
-            for a in message.attachments),
+        attachments=tuple(attachment_of(a) for a in message.attachments),
         timestamp=message.created_at.timestamp(),
     )
+
+
+def attachment_of(a: Any) -> Attachment:
+    """A discord.py ``Attachment`` as metadata: a voice message (its flag) is a voice note, with
+    its length (``duration_secs``)."""
+    voice = bool(getattr(a, "is_voice_message", lambda: False)())
+    kind = AttachmentKind.VOICE if voice else attachment_kind(a.content_type, a.filename)
+    duration = getattr(a, "duration", None)
+    return Attachment(kind, a.filename, a.content_type, a.size, platform_file_id=a.url,
+                      duration=float(duration) if duration is not None else None)

@@ -46,7 +46,8 @@ from bot.messages import Attachment, ChatType, InboundMessage
 
 log = logging.getLogger(__name__)
 
-LIMITS = replace(DIALECT_LIMITS, max_chunks=8, edit_every=1.0, status_every=10.0)
+UPLOAD_LIMIT = 1024 * 1024 * 1024  # Slack takes files up to 1 GB
+LIMITS = replace(DIALECT_LIMITS, max_chunks=8, edit_every=1.0, status_every=10.0, max_upload=UPLOAD_LIMIT)
 NEEDED_SCOPES = ("chat:write", "app_mentions:read", "im:history", "reactions:write", "users:read")
 PARTICIPATION = 24 * 3600.0  # seconds a thread the bot answered in stays addressed
 NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
@@ -79,6 +80,7 @@ class SlackChannel:
                                 allowed_bots=frozenset(config.allow_from))
         self._inbox: Inbox | None = None
         self._me = Me("")
+        self._bot_names: tuple[str, ...] = ()
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
         self._status: StatusBoard | None = None
@@ -134,7 +136,12 @@ class SlackChannel:
                 raise ChannelError(f"channels.slack.bot_token: the app lacks the scope {', '.join(missing)} "
                                    "(add it under OAuth & Permissions > Bot Token Scopes and reinstall the app)")
         self._me = Me(str(auth["user_id"]), str(auth.get("bot_id") or ""), str(auth.get("team_id") or ""))
+        self._bot_names = (str(auth["user"]),) if auth.get("user") else ()
         return auth
+
+    def names(self) -> tuple[str, ...]:
+        """The bot's user name in the workspace, for an audio clip that calls it by name (``Named``)."""
+        return self._bot_names
 
     def _bolt(self, auth: Any) -> AsyncApp:
         http = self.config.mode == "http"

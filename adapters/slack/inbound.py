@@ -91,14 +91,18 @@ def kind_of(mime: str | None) -> AttachmentKind:
 
 
 def attachments_of(event: JSON) -> tuple[Attachment, ...]:
-    """Files as metadata only; the bytes are fetched (with the bot token) only if the message runs."""
+    """Files as metadata only; the bytes are fetched (with the bot token) only if the message runs.
+    An audio clip recorded in Slack (subtype ``slack_audio``) is a voice note."""
     found = []
     for f in event.get("files") or ():
         url = f.get("url_private_download") or f.get("url_private")
         if not url or f.get("mode") in ("tombstone", "hidden_by_limit", "external"):
             continue
-        found.append(Attachment(kind=kind_of(f.get("mimetype")), name=f.get("name") or f.get("id") or "file",
-                                mime_type=f.get("mimetype"), size=f.get("size"), platform_file_id=url))
+        kind = AttachmentKind.VOICE if f.get("subtype") == "slack_audio" else kind_of(f.get("mimetype"))
+        millis = f.get("duration_ms")  # audio and video clips recorded in Slack
+        found.append(Attachment(kind=kind, name=f.get("name") or f.get("id") or "file",
+                                mime_type=f.get("mimetype"), size=f.get("size"), platform_file_id=url,
+                                duration=millis / 1000 if isinstance(millis, (int, float)) else None))
     return tuple(found)
 
 

@@ -9,7 +9,7 @@ it (a failed store holds the offset, and the update comes again); the webhook an
 updates and are stored as one message once the album is complete. Files travel as
 metadata; the core fetches them (``fetch``) only for messages that will run.
 
-Outbound: ``send`` / ``edit`` / ``send_file`` make one attempt each with a rendered HTML
+Outbound: ``send`` / ``edit`` / ``send_file`` / ``send_voice`` make one attempt each with a rendered HTML
 chunk; a chunk Telegram cannot parse is resent once as plain text, a group that became a
 supergroup is followed; any other failure is ``SendFailed`` for delivery to retry (with
 Telegram's ``retry_after``) or give up (blocked by the user, chat gone, bad request).
@@ -74,6 +74,7 @@ ALBUM_WAIT = 0.8  # seconds to gather the parts of an album
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BACKOFF = Backoff(base=1.0, factor=2.0, cap=30.0)  # polling, and updates the core could not store
 UPDATES = ["message", "callback_query"]  # what the bot asks Telegram for: messages and button presses
+UPLOAD_LIMIT = 50 * 1024 * 1024  # the Bot API's limit on a file a bot sends (documents, voice notes)
 
 
 def secret_matches(sent: str | None, secret: str) -> bool:
@@ -93,7 +94,7 @@ class _Album:
 class TelegramChannel:
     name = "telegram"
     dialect: Dialect = TELEGRAM
-    limits = LIMITS
+    limits = replace(LIMITS, max_upload=UPLOAD_LIMIT)
 
     def __init__(self, config: TelegramConfig, *, poll_timeout: int = POLL_TIMEOUT,
                  watchdog_grace: float = WATCHDOG_GRACE, answer_within: float = ANSWER_WITHIN) -> None:
@@ -328,6 +329,19 @@ class TelegramChannel:
         sent = await self._attempt(to.chat_id, lambda c: self.bot.send_document(
             c, data, filename=name, caption=caption or None, parse_mode=ParseMode.HTML, **params))
         return str(sent.message_id)
+
+    async def send_voice(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        """Ogg/Opus as a voice note: Telegram shows it as a voice bubble (``SendsVoice``)."""
+        params = self._where(to)
+        sent = await self._attempt(to.chat_id, lambda c: self.bot.send_voice(
+            c, data, filename=name, caption=caption or None, parse_mode=ParseMode.HTML, **params))
+        return str(sent.message_id)
+
+    def names(self) -> tuple[str, ...]:
+        """The bot's username and first name, for a voice note that calls it by name (``Named``)."""
+        if self._identity is None:
+            return ()
+        return tuple(n for n in (self._identity.username, self.bot.bot.first_name) if n)
 
     async def status(self, to: Target, status: Status) -> None:
         if status is Status.WORKING:  # Telegram has no status to clear: "typing…" ends with the next message

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from telegram import CallbackQuery, Message, MessageEntity, Update
 
@@ -38,14 +39,15 @@ def message_of(update: Update) -> Message | None:
     message = update.message
     if message is None or message.from_user is None:
         return None  # edits, channel posts, callbacks, anonymous admins ...
-    if message.text is None and message.caption is None and not (message.photo or message.document or message.voice):
+    if message.text is None and message.caption is None and not (message.photo or message.document or message.voice
+                                                                 or message.audio):
         return None  # service messages: joins, pins, topic changes ...
     return message
 
 
 def attachments_of(message: Message) -> tuple[Attachment, ...]:
     """The message's files as metadata (nothing is downloaded here): the largest photo size,
-    a document, a voice note."""
+    a document, a voice note (Ogg/Opus) or an audio file, with its length."""
     found: list[Attachment] = []
     if message.photo:
         photo = message.photo[-1]  # the largest size
@@ -58,8 +60,19 @@ def attachments_of(message: Message) -> tuple[Attachment, ...]:
     if message.voice:
         v = message.voice
         found.append(Attachment(AttachmentKind.VOICE, f"voice-{message.message_id}.ogg", v.mime_type or "audio/ogg",
-                                v.file_size, platform_file_id=v.file_id))
+                                v.file_size, platform_file_id=v.file_id, duration=_seconds(v.to_dict().get("duration"))))
+    if message.audio:
+        a = message.audio
+        found.append(Attachment(AttachmentKind.AUDIO, a.file_name or f"audio-{message.message_id}", a.mime_type,
+                                a.file_size, platform_file_id=a.file_id, duration=_seconds(a.to_dict().get("duration"))))
     return tuple(found)
+
+
+def _seconds(duration: object) -> float | None:
+    """The wire's seconds (``to_dict``: PTB 22 warns on the attribute while it moves to timedelta)."""
+    if isinstance(duration, timedelta):
+        return duration.total_seconds()
+    return float(duration) if isinstance(duration, (int, float)) else None
 
 
 def chat_type_of(message: Message) -> ChatType | None:

@@ -158,8 +158,10 @@ def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[Inbound
         for att in msg.attachments:
             if att.kind is AttachmentKind.IMAGE and att.data is not None:
                 parts.append(ImagePart(att.mime_type or "image/jpeg", base64.b64encode(att.data).decode()))
-            elif att.path and att.kind is AttachmentKind.VOICE:
-                notes[id(msg)].append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
+            elif att.path and att.audible:
+                what = "voice note" if att.kind is AttachmentKind.VOICE else "audio"
+                heard = "its transcript is the text above" if att.transcript else "it was not transcribed"
+                notes[id(msg)].append(f"[{what} saved in the workspace: {att.path}; {heard}]")
             elif att.path:
                 notes[id(msg)].append(f"[{att.kind.value} saved in the workspace: {att.path}]")
     if inbound and inbound[-1].chat_type is ChatType.GROUP:

@@ -6,7 +6,7 @@ the port imports neither.
 
 - ``channel``: ``Channel``, ``Inbox``, ``Limits``, ``Measure``, ``Status``, ``SendFailed``
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
-  ``Interrupts``: what only some channels can do, checked with ``isinstance``
+  ``Interrupts``, ``SendsVoice``, ``Named``: what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
   ``Atom``s a dialect reads back, ``PLAIN``
 - ``lifecycle``: the closed future, the failure that ended it and the owned tasks every
@@ -17,7 +17,17 @@ the port imports neither.
 """
 
 from bot.backoff import Backoff
-from bot.channels.capabilities import Asks, Choice, Interrupts, LiveDraft, Notes, SpellsCommands, Streams
+from bot.channels.capabilities import (
+    Asks,
+    Choice,
+    Interrupts,
+    LiveDraft,
+    Named,
+    Notes,
+    SendsVoice,
+    SpellsCommands,
+    Streams,
+)
 from bot.channels.channel import Channel, Inbox, Limits, Measure, SendFailed, Status
 from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms
 from bot.channels.lifecycle import Lifecycle
@@ -43,7 +53,7 @@ from bot.messages import Target
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
     "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Inbox",
-    "Int", "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "Pacer", "PlainDialect", "Role", "Secret",
-    "Section", "SendFailed", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
+    "Int", "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Named", "Notes", "Pacer", "PlainDialect", "Role",
+    "Secret", "Section", "SendFailed", "SendsVoice", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
     "secret", "text_atoms",
 ]

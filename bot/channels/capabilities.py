@@ -12,6 +12,9 @@ by having the method: there is nothing to register.
 - ``Interrupts``: Ctrl-C in the terminal stops the running answer.
 - ``SpellsCommands``: a platform where a command is typed otherwise than ``/name`` (Slack
   keeps ``/status`` and ``/help`` for itself: there they are ``/chatgate status``).
+- ``SendsVoice``: a voice note the platform plays inline (Telegram's voice bubble); elsewhere
+  a voice answer goes as an audio file (``send_file``).
+- ``Named``: what the bot is called there, so that a spoken message can address it by name.
 """
 
 from __future__ import annotations
@@ -99,3 +102,15 @@ class Interrupts(Protocol):
     def interrupt(self) -> None:
         """Ctrl-C: stop the running answer (the terminal turns it into ``/stop``). Called from a
         signal handler on the event loop: it must not block."""
+
+
+@runtime_checkable
+class SendsVoice(Protocol):
+    async def send_voice(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        """Send ``data`` (Ogg/Opus) as a voice note with a rendered caption; the platform's message id."""
+
+
+@runtime_checkable
+class Named(Protocol):
+    def names(self) -> tuple[str, ...]:
+        """What the bot is called here (its username, its display name); empty before it connected."""

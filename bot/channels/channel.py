@@ -8,7 +8,7 @@ outbound pipeline (``bot.outbound``); delivery (``bot.delivery``) owns retries, 
 channel's ``send`` makes one attempt and raises ``SendFailed`` when it did not land.
 
 What only some channels can do is a capability of its own (``bot.channels.capabilities``:
-``Streams``, ``Notes``, ``Asks``, ``Interrupts``), checked with ``isinstance`` where the
+``Streams``, ``Notes``, ``Asks``, ``Interrupts``, ``SendsVoice``, ``Named``), checked with ``isinstance`` where the
 channel is wired, never looked up by name where it is used.
 """
 
@@ -38,6 +38,7 @@ class Limits:
     max_chunks: int = 8  # above this many messages the answer goes as a .md file
     edit_every: float = 1.0  # seconds between edits of a streaming draft
     status_every: float = 4.0  # seconds between refreshes of "typing…" (it expires on the platform)
+    max_upload: int = 20 * 1024 * 1024  # bytes of the largest file the bot may send there
 
 
 class Status(StrEnum):

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
 
@@ -164,6 +165,7 @@ class LimitsConfig(Section):
     messages_per_minute: Annotated[Int, Field(ge=1)] | None = 20
     daily_tokens: Annotated[Int, Field(ge=1)] | None = None
     daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
+    audio_minutes_per_day: Annotated[Float, Field(gt=0)] | None = None  # voice notes and audio transcribed
     max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = 16
 
 
@@ -234,6 +236,48 @@ class SkillsConfig(Section):
     inline_max: Annotated[Int, Field(ge=0, le=100)] = 15  # listed in the prompt up to this many; more: skill_search
 
 
+class AudioEndpointConfig(Section):
+    """An OpenAI-compatible audio endpoint (OpenAI, or a local Whisper / TTS server through
+    ``base_url``); ``api_key`` null reads OPENAI_API_KEY, and a local server needs none."""
+
+    enabled: bool = False
+    provider: Literal["openai"] = "openai"  # the OpenAI audio API, or any server speaking it
+    model: Name = "whisper-1"
+    base_url: Url = "https://api.openai.com/v1"
+    api_key: Secret = _secret("OPENAI_API_KEY")
+    timeout: Annotated[Float, Field(gt=0)] = 120.0
+
+    def needs_key(self) -> bool:
+        """OpenAI's own endpoint refuses a request without a key; a local server takes one without."""
+        return self.enabled and urlsplit(self.base_url).hostname == "api.openai.com"
+
+
+class TranscriptionConfig(AudioEndpointConfig):
+    """Voice notes and audio files in: transcribed, and the transcript is the message."""
+
+    max_seconds: Annotated[Int, Field(ge=1)] = 600  # longer voice notes are refused with a sentence
+    max_mb: Annotated[Float, Field(gt=0, le=1024)] = 20.0  # bigger audio files too (OpenAI takes up to 25)
+
+
+class SpeechConfig(AudioEndpointConfig):
+    """Voice answers (``/voice on|off|auto`` per chat), as Opus."""
+
+    model: Name = "gpt-4o-mini-tts"
+    voice: Name = "alloy"
+    max_chars: Annotated[Int, Field(ge=1, le=4096)] = 1000  # longer answers are sent as text only
+
+
+class MediaConfig(Section):
+    transcription: TranscriptionConfig = TranscriptionConfig()
+    echo_transcript: bool = False  # show the person what was heard before the answer
+    speech: SpeechConfig = SpeechConfig()
+
+    def required_secrets(self) -> tuple[tuple[str, ...], ...]:
+        """The media keys that must be set (``chatgate run`` stops without them)."""
+        return tuple(("media", name, "api_key") for name in ("transcription", "speech")
+                     if getattr(self, name).needs_key())
+
+
 class LoggingConfig(Section):
     level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -257,6 +301,7 @@ class CoreConfig(Section):
     tools: ToolsConfig = ToolsConfig()
     hooks: HooksConfig = HooksConfig()
     skills: SkillsConfig = SkillsConfig()
+    media: MediaConfig = MediaConfig()
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")

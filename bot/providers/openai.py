@@ -1,6 +1,7 @@
 """OpenAI Chat Completions, and any compatible server (vLLM, Ollama, ...) via ``base_url``.
 
-Imported only when this provider is chosen: it is the one module that imports ``openai``.
+Imported only when this provider is chosen: with its sibling ``bot.providers.audio`` (which
+shares ``failure_of``), the only modules that import ``openai``.
 
 The request goes through the SDK's low-level ``client.post``: its HTTP client, auth headers,
 timeouts, ``{"error": ...}`` chunks raised as ``APIError``, and exception classes, but not
@@ -251,24 +252,28 @@ class OpenAIProvider(StreamingProvider):
         return _Assembler(model)
 
     def _failure(self, err: openai.OpenAIError) -> TransientError | ProviderError:
-        """The SDK's exception as a retryable failure or our typed error."""
-        if isinstance(err, openai.APIResponseValidationError):
-            return malformed(self.name, "response does not match the schema")
-        if isinstance(err, openai.APIStatusError):
-            message, code = _error_fields(err.body, err.message)
-            return classify_status(err.status_code, scrub(message, self._secret), provider=self.name,
-                                   code=code, retry_after=parse_retry_after(err.response.headers))
-        if isinstance(err, openai.APITimeoutError) and not refused_connection(err):
-            return TransientError("timeout", provider=self.name)
-        if isinstance(err, openai.APIConnectionError):
-            return TransientError("connection error", provider=self.name, detail=describe_cause(err, self._secret))
-        if isinstance(err, openai.APIError):  # an error object inside the stream
-            message, code = _error_fields(err.body, err.message)
-            message = scrub(message, self._secret)
-            if looks_like_context_overflow(code, message):
-                return ContextTooLongError(f"{self.name}: {message}", provider=self.name)
-            return TransientError("error in stream", provider=self.name, detail=message)
-        return ProviderError(f"{self.name}: {describe_cause(err, self._secret)}", provider=self.name)
+        return failure_of(err, self.name, self._secret)
+
+
+def failure_of(err: openai.OpenAIError, name: str, secret: str) -> TransientError | ProviderError:
+    """The SDK's exception as a retryable failure or our typed error (chat and audio alike)."""
+    if isinstance(err, openai.APIResponseValidationError):
+        return malformed(name, "response does not match the schema")
+    if isinstance(err, openai.APIStatusError):
+        message, code = _error_fields(err.body, err.message)
+        return classify_status(err.status_code, scrub(message, secret), provider=name,
+                               code=code, retry_after=parse_retry_after(err.response.headers))
+    if isinstance(err, openai.APITimeoutError) and not refused_connection(err):
+        return TransientError("timeout", provider=name)
+    if isinstance(err, openai.APIConnectionError):
+        return TransientError("connection error", provider=name, detail=describe_cause(err, secret))
+    if isinstance(err, openai.APIError):  # an error object inside the stream
+        message, code = _error_fields(err.body, err.message)
+        message = scrub(message, secret)
+        if looks_like_context_overflow(code, message):
+            return ContextTooLongError(f"{name}: {message}", provider=name)
+        return TransientError("error in stream", provider=name, detail=message)
+    return ProviderError(f"{name}: {describe_cause(err, secret)}", provider=name)
 
 
 def _error_fields(body: object, fallback: str) -> tuple[str, str | None]:

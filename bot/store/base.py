@@ -3,7 +3,7 @@
 Two small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
 ``bot.access`` and ``chatgate pairing``), ``AnswerStore`` (what is owed to chats and which
 chunks were delivered, for ``bot.delivery``) and ``SummaryStore`` (compaction's summaries
-and cuts). ``SQLiteStore`` implements all four.
+and cuts) and ``MediaStore`` (voice modes, audio minutes). ``SQLiteStore`` implements all five.
 
 SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
 (tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 from bot.conversation import Conversation
 from bot.llm import Message
@@ -338,4 +338,30 @@ class AnswerStore(Protocol):
 
     async def give_up(self, answer: Answer) -> None:
         """Stop owing an answer that cannot be delivered; its inbound rows count as answered."""
+        ...
+
+    async def answer_state(self, answer_id: str) -> AnswerState | None:
+        """Where a stored answer stands; None when there is no answer with this id."""
+        ...
+
+
+AnswerState = Literal["owed", "delivered", "given_up"]
+
+
+class MediaStore(Protocol):
+    """Voice answers per chat (``/voice``) and the seconds of audio each person had
+    transcribed (``limits.audio_minutes_per_day``)."""
+
+    async def voice_mode(self, platform: str, chat_id: str) -> str | None:
+        """The chat's ``/voice`` mode (on, off, auto); None when it never set one."""
+        ...
+
+    async def set_voice_mode(self, platform: str, chat_id: str, mode: str) -> None: ...
+
+    async def record_audio(self, person: str, seconds: float, at: float) -> None:
+        """``seconds`` of audio transcribed for ``person`` at ``at``."""
+        ...
+
+    async def audio_since(self, person: str, since: float) -> float:
+        """Seconds of audio transcribed for ``person`` since ``since``."""
         ...

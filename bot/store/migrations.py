@@ -299,6 +299,33 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0011_media",
+        """
+        -- voice answers per chat (/voice on|off|auto); a chat without a row is off
+        CREATE TABLE voice_modes (
+            platform   TEXT NOT NULL,
+            chat_id    TEXT NOT NULL,
+            mode       TEXT NOT NULL,  -- on | off | auto
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (platform, chat_id)
+        );
+
+        -- seconds of audio transcribed per person, for limits.audio_minutes_per_day
+        CREATE TABLE audio_use (
+            id         INTEGER PRIMARY KEY,
+            person     TEXT NOT NULL,
+            seconds    REAL NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX audio_use_person ON audio_use (person, created_at);
+
+        -- a file sent from a workspace (send_file) is stored by reference and read at send
+        -- time: JSON bot.messages.FileRef; voice: the file is a voice note
+        ALTER TABLE chunks ADD COLUMN file_ref TEXT;
+        ALTER TABLE chunks ADD COLUMN voice INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -37,8 +37,10 @@ from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMe
 from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
 from bot.store import approvals as sql_approvals
+from bot.store import media as sql_media
 from bot.store import migrations
 from bot.store.base import (
+    AnswerState,
     ApprovalRecord,
     ApprovedSender,
     InboundRecord,
@@ -551,6 +553,27 @@ class SQLiteStore:
     async def give_up(self, answer: Answer) -> None:
         now = time.time()
         await self._write(lambda db: _settle_answer(db, answer, now, given_up=True))
+
+    async def answer_state(self, answer_id: str) -> AnswerState | None:
+        row = await self._run(lambda db: db.execute(sql_answers.ANSWER_STATE, (answer_id,)).fetchone())
+        return sql_answers.state_of(row)
+
+    # -- the MediaStore port -------------------------------------------------------------
+
+    async def voice_mode(self, platform: str, chat_id: str) -> str | None:
+        row = await self._run(lambda db: db.execute(sql_media.VOICE_MODE, (platform, chat_id)).fetchone())
+        return str(row[0]) if row else None
+
+    async def set_voice_mode(self, platform: str, chat_id: str, mode: str) -> None:
+        now = time.time()
+        await self._write(lambda db: db.execute(sql_media.SET_VOICE_MODE, (platform, chat_id, mode, now)))
+
+    async def record_audio(self, person: str, seconds: float, at: float) -> None:
+        await self._write(lambda db: db.execute(sql_media.RECORD_AUDIO, (person, seconds, at)))
+
+    async def audio_since(self, person: str, since: float) -> float:
+        row = await self._run(lambda db: db.execute(sql_media.AUDIO_SINCE, (person, since)).fetchone())
+        return float(row[0])
 
     # -- internals -------------------------------------------------------------------
 

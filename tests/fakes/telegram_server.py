@@ -162,6 +162,7 @@ class FakeTelegram:
             "sendMessage": self._send_message, "editMessageText": self._edit_message_text,
             "deleteMessage": self._delete_message, "sendChatAction": self._send_chat_action,
             "sendDocument": self._send_document, "sendPhoto": self._send_photo, "getFile": self._get_file,
+            "sendVoice": self._send_voice, "sendAudio": self._send_audio,
             "setMyCommands": self._set_my_commands, "getMyCommands": self._get_my_commands,
             "deleteMyCommands": self._delete_my_commands, "answerCallbackQuery": self._answer_callback_query,
         }
@@ -673,6 +674,12 @@ class FakeTelegram:
     async def _send_photo(self, params: JSON, files: Files) -> JSON:
         return await self._send_file("sendPhoto", "photo", params, files)
 
+    async def _send_voice(self, params: JSON, files: Files) -> JSON:
+        return await self._send_file("sendVoice", "voice", params, files)
+
+    async def _send_audio(self, params: JSON, files: Files) -> JSON:
+        return await self._send_file("sendAudio", "audio", params, files)
+
     async def _send_file(self, method: str, kind: str, params: JSON, files: Files) -> JSON:
         chat_id = self._chat_id(params)
         upload = files.get(kind)
@@ -699,6 +706,8 @@ class FakeTelegram:
         meta = {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "file_size": len(data)}
         media: Any = [{**meta, "width": 320, "height": 240}] if kind == "photo" else \
             {**meta, "file_name": filename, "mime_type": mime or "application/octet-stream"}
+        if kind in ("voice", "audio"):  # Telegram works out the length; a voice note has no file name
+            media = {**{k: v for k, v in media.items() if kind == "audio" or k != "file_name"}, "duration": 1}
         msg = self._bot_message(chat_id, params, reply_to, **{kind: media}, caption=plain or None,
                                 caption_entities=entities)
         self._record_sent(method, params, msg, caption, plain, reply_to)
