@@ -493,7 +493,7 @@ class OccurrenceStore(Protocol):
         Whether each was claimed: a second claimer of the same occurrence gets False."""
         ...
 
-    async def close(self, closing: Closing) -> int | None:
+    async def close_occurrence(self, closing: Closing) -> int | None:
         """Close a running occurrence (a failure adds one to the job's failures in a row,
         another outcome but skipped resets them); the job's failures in a row, or None when the
         occurrence was not running (closed already, by its turn for instance)."""

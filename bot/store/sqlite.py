@@ -601,7 +601,7 @@ class SQLiteStore:
 
         return await self._write(write)
 
-    async def close(self, closing: Closing) -> int | None:
+    async def close_occurrence(self, closing: Closing) -> int | None:
         now = time.time()
         return await self._write(lambda db: _close(db, closing, now))
 
