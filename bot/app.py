@@ -23,7 +23,7 @@ from bot.agent.loop import Agent, AgentSettings
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
 from bot.channels import Channel, registry
-from bot.conversation import ChannelInfo, person_of
+from bot.conversation import ChannelInfo, Conversation, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
@@ -34,6 +34,10 @@ from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
 from bot.runs import QueueMode, RunCaps
+from bot.schedules.checks import checks_for
+from bot.schedules.scheduler import Scheduler, TaskTools
+from bot.schedules.service import Schedules, ScheduleSettings
+from bot.schedules.tool import schedule_tool
 from bot.settings import Config
 from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
@@ -142,9 +146,29 @@ class App:
             is_owner=access.is_owner, keys=keys, person_limits=person_limits,
             policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
                                                   chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner))
+        sc = cfg.schedules
+        schedule_settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval,
+                                             sc.check_timeout)
+        exec_on = cfg.tools.exec
+        approval_rules = approval_settings(cfg.tools).rules
+
+        def may_check(conv: Conversation, owner: bool) -> bool:  # exec for this person, without approval
+            return exec_on.enabled and (owner or not exec_on.owners_only) \
+                and policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
+                               chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner).permits("exec") \
+                and not approval_rules.needs("exec", is_owner=owner)
+
+        self.scheduler = Scheduler(
+            self.store, self.turns, access, schedule_settings, platforms=intake_settings.channel_info or {},
+            limits=person_limits if person_limits.active else None,
+            tools=TaskTools(checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout),
+                            may_check, workspaces.prepare, a.id),
+            spell=lambda platform: self.intake.spelling_for(platform))
+        self.schedules = Schedules(self.store, schedule_settings, wake=self.scheduler.wake)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent, approvals=approvals)
+                             limits=person_limits, agent=agent, approvals=approvals, schedules=self.schedules)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get it
+        tools.register(schedule_tool(self.schedules, may_check))
         self._stack.push_async_callback(self.turns.aclose)
         self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
@@ -155,3 +179,5 @@ class App:
             log.info("channel started: %s", name)
         await approvals.recover()  # cards a previous process left waiting: expired
         await self.intake.recover()
+        self._stack.push_async_callback(self.scheduler.aclose)  # the first to stop: no job starts after
+        self.scheduler.start()  # after recovery: what is owed goes out first

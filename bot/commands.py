@@ -65,6 +65,9 @@ class CommandHost(Protocol):
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
         """How a command is typed on the platform the call came from (``/name`` on most)."""
 
+    async def schedule(self, call: CommandCall) -> str:
+        """``/remind``, ``/tasks`` and ``/tz`` (``bot.schedules.commands``): the reply."""
+
 
 Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
 
@@ -126,6 +129,10 @@ async def _deny(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.approve(call, approval_id, "deny"))
 
 
+async def _schedule(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.schedule(call))
+
+
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(host.spelling(call)))
 
@@ -143,6 +150,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
     CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),
     CommandSpec("deny", _deny, "deny a waiting approval: <id>", urgent=True),
+    CommandSpec("remind", _schedule, "a reminder: <when> <text>, when being in 20m, at 18:00 or tomorrow 9:00"),
+    CommandSpec("tasks", _schedule, "your reminders and scheduled tasks here; cancel|pause|resume <id>",
+                "Your reminders and scheduled tasks"),
+    CommandSpec("tz", _schedule, "your time zone; tz Europe/Berlin sets it", "Your time zone"),
     CommandSpec("help", _help, "this list", "What I can do"),
     CommandSpec("start", _help, ""),
 )

@@ -469,9 +469,9 @@ class JobStore(Protocol):
 
     async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
                          next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
-        """Move a job in one of ``expect`` to ``state`` (and ``next_at``, ``reason``; resuming
-        also clears its failures), storing ``answer`` in the same transaction; False, and
-        nothing changed, when the job is not in one of ``expect``."""
+        """Move a job in one of ``expect`` to ``state`` (and ``next_at``, ``reason``; making an
+        inactive job active clears its failures), storing ``answer`` in the same transaction;
+        False, and nothing changed, when the job is not in one of ``expect``."""
         ...
 
 
@@ -493,10 +493,11 @@ class OccurrenceStore(Protocol):
         Whether each was claimed: a second claimer of the same occurrence gets False."""
         ...
 
-    async def close_occurrence(self, closing: Closing) -> int | None:
-        """Close a running occurrence (a failure adds one to the job's failures in a row,
-        another outcome but skipped resets them); the job's failures in a row, or None when the
-        occurrence was not running (closed already, by its turn for instance)."""
+    async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
+        """Close a running occurrence, storing ``answer`` in the same transaction (a failure adds
+        one to the job's failures in a row; completed, silent and skipped reset them); the job's
+        failures in a row, or None, and nothing stored, when the occurrence was not running
+        (closed already, by its turn for instance)."""
         ...
 
     async def unclosed(self) -> list[Occurrence]:

@@ -53,9 +53,10 @@ FORGET_ZONE = "DELETE FROM person_zones WHERE person = ?"
 
 
 def update(states: int) -> str:
-    """Move a job in one of ``states`` states (placeholders last) to a state; resuming clears its failures."""
+    """Move a job in one of ``states`` states (placeholders last) to a state; making it active again
+    clears its failures."""
     return ("UPDATE jobs SET state = ?, next_at = ?, reason = ?, "
-            "failures = CASE WHEN ? = 'active' THEN 0 ELSE failures END, updated_at = ? "
+            "failures = CASE WHEN ? = 'active' AND state <> 'active' THEN 0 ELSE failures END, updated_at = ? "
             f"WHERE id = ? AND state IN ({', '.join('?' * states)})")
 
 

@@ -601,9 +601,18 @@ class SQLiteStore:
 
         return await self._write(write)
 
-    async def close_occurrence(self, closing: Closing) -> int | None:
+    async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
         now = time.time()
-        return await self._write(lambda db: _close(db, closing, now))
+        owed = sql_answers.answer_rows(answer) if answer is not None else None
+
+        def write(db: sqlite3.Connection) -> int | None:
+            failures = _close(db, closing, now)
+            if failures is not None and owed is not None:
+                db.execute(sql_answers.INSERT_ANSWER, owed[0])
+                db.executemany(sql_answers.INSERT_CHUNK, owed[1])
+            return failures
+
+        return await self._write(write)
 
     async def unclosed(self) -> list[Occurrence]:
         rows = await self._run(lambda db: db.execute(sql_jobs.UNCLOSED).fetchall())
