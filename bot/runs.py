@@ -226,8 +226,8 @@ class Dispatcher:
             lane.worker = asyncio.create_task(self._work(lane, (pending,)), name=f"lane {session_key}")
             return Admission.STARTED
         lane.queue.append(pending)
-        if self._limits.queue_mode is QueueMode.INTERRUPT and lane.active is not None:
-            self._cancel(lane.active)
+        if self._limits.queue_mode is QueueMode.INTERRUPT and lane.active is not None and pending.msg is not None:
+            self._cancel(lane.active)  # a person's new message interrupts; a task (a scheduled job) waits its turn
         return Admission.QUEUED
 
     async def stop(self, session_key: str) -> tuple[bool, int]:

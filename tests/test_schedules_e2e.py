@@ -48,14 +48,20 @@ async def test_a_reminder_one_second_ahead_is_delivered_once(bot: Bot) -> None:
     assert bot.query("SELECT state FROM jobs") == [("done",)]
 
 
+async def ask_for_a_task(b: Bot, after: str, task: str, confirmation: str, answer: str) -> None:
+    """The person asks; the model makes a task with the schedule tool and confirms; the task's
+    turn will answer ``answer``."""
+    await b.start()
+    b.llm.script(Reply.tool_calls([Call("schedule", {"action": "create", "kind": "task", "after": after,
+                                                     "text": task})]),
+                 Reply.text(confirmation), Reply.text(answer))
+    b.tg.push(b.tg.message(DM_USER, f"in {after}: {task}", user_id=DM_USER))
+
+
 async def test_a_tasks_answer_is_delivered_and_in_the_next_turns_history(bot: Bot) -> None:
     tg, llm = bot.tg, bot.llm
-    await bot.start()
-    llm.script(Reply.tool_calls([Call("schedule", {"action": "create", "kind": "task", "after": "2s",
-                                                   "text": "Tell them the magic word."})]),
-               Reply.text("Done: I'll tell you in 2 seconds."),
-               Reply.text("The magic word is xyzzy."))
-    tg.push(tg.message(DM_USER, "in 2 s tell me the magic word", user_id=DM_USER))
+    await ask_for_a_task(bot, "2s", "Tell them the magic word.", "Done: I'll tell you in 2 seconds.",
+                         "The magic word is xyzzy.")
     texts = await texts_to(bot, 2)
     assert texts == ["Done: I'll tell you in 2 seconds.", "The magic word is xyzzy."]
     assert "Made task 1: once, " in prompt(llm, 1)  # the tool's answer, times in the person's zone
@@ -69,12 +75,7 @@ async def test_a_tasks_answer_is_delivered_and_in_the_next_turns_history(bot: Bo
 
 async def test_a_no_reply_task_sends_nothing(bot: Bot) -> None:
     tg, llm = bot.tg, bot.llm
-    await bot.start()
-    llm.script(Reply.tool_calls([Call("schedule", {"action": "create", "kind": "task", "after": "1s",
-                                                   "text": "Tell them only if the build failed."})]),
-               Reply.text("Watching the build."),
-               Reply.text("NO_REPLY"))
-    tg.push(tg.message(DM_USER, "tell me if the build fails", user_id=DM_USER))
+    await ask_for_a_task(bot, "1s", "Tell them only if the build failed.", "Watching the build.", "NO_REPLY")
     await texts_to(bot, 1)
     await llm.wait_for_requests(3, timeout=10)
     await asyncio.sleep(1.5)
