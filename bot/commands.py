@@ -151,9 +151,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),
     CommandSpec("deny", _deny, "deny a waiting approval: <id>", urgent=True),
     CommandSpec("remind", _schedule, "a reminder: <when> <text>, when being in 20m, at 18:00 or tomorrow 9:00"),
-    CommandSpec("tasks", _schedule, "your reminders and scheduled tasks here; cancel|pause|resume <id>",
-                "Your reminders and scheduled tasks"),
-    CommandSpec("tz", _schedule, "your time zone; tz Europe/Berlin sets it", "Your time zone"),
+    CommandSpec("tasks", _schedule, "your reminders and scheduled tasks here; cancel|pause|resume <id>"),
+    CommandSpec("tz", _schedule, "your time zone; tz Europe/Berlin sets it"),
     CommandSpec("help", _help, "this list", "What I can do"),
     CommandSpec("start", _help, ""),
 )
