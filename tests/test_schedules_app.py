@@ -24,7 +24,6 @@ ACCESS = (f"channels: {{telegram: {{dm_policy: pairing, allow_from: ['{ADA}', '{
           "schedules: {default_timezone: Europe/Berlin, max_per_person: 3}")
 
 Start = Callable[..., Awaitable[tuple[App, RecordingChannel]]]
-ENV = base_env(PYTHONPATH=str(Path(__file__).resolve().parent.parent))  # this tree's bot, wherever it is installed
 
 
 @pytest.fixture
@@ -156,14 +155,14 @@ async def test_a_removed_persons_job_is_paused_and_the_owners_see_why(started: S
     assert job.state is JobState.PAUSED and job.reason == "its creator may no longer use the bot in this chat"
     await app.__aexit__(None, None, None)  # the CLI reads the store beside (or without) the bot
     (tmp_path / "cli.yaml").write_text(f"storage: {{path: '{tmp_path / 'chatgate.db'}'}}\n")
-    listed = run_cli("schedules", "-c", str(tmp_path / "cli.yaml"), cwd=tmp_path, env=ENV)
+    listed = run_cli("schedules", "-c", str(tmp_path / "cli.yaml"), cwd=tmp_path, env=base_env())
     assert listed.returncode == 0, listed.stderr
     assert "paused (its creator may no longer use the bot in this chat)" in listed.stdout
     assert "telegram:77 by 77 (User 77)  look outside" in listed.stdout
     cancelled = run_cli("schedules", "-c", str(tmp_path / "cli.yaml"), "cancel", str(job.id), cwd=tmp_path,
-                        env=ENV)
+                        env=base_env())
     assert cancelled.returncode == 0 and cancelled.stdout.startswith(f"cancelled {job.id}  reminder")
     again = run_cli("schedules", "-c", str(tmp_path / "cli.yaml"), "cancel", str(job.id), cwd=tmp_path,
-                    env=ENV)
+                    env=base_env())
     assert again.returncode == 1 and "no active or paused job" in again.stderr
-    assert run_cli("schedules", "-c", str(tmp_path / "cli.yaml"), cwd=tmp_path, env=ENV).stdout == "no jobs\n"
+    assert run_cli("schedules", "-c", str(tmp_path / "cli.yaml"), cwd=tmp_path, env=base_env()).stdout == "no jobs\n"
