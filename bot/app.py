@@ -23,7 +23,7 @@ from bot.agent.loop import Agent, AgentSettings
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
 from bot.channels import Channel, registry
-from bot.conversation import ChannelInfo, Conversation, person_of
+from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
@@ -34,7 +34,7 @@ from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
 from bot.runs import QueueMode, RunCaps
-from bot.schedules.checks import checks_for
+from bot.schedules.checks import check_allowed, checks_for
 from bot.schedules.scheduler import Scheduler, TaskTools
 from bot.schedules.service import Schedules, ScheduleSettings
 from bot.schedules.tool import schedule_tool
@@ -150,13 +150,10 @@ class App:
         schedule_settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval,
                                              sc.check_timeout)
         exec_on = cfg.tools.exec
-        approval_rules = approval_settings(cfg.tools).rules
-
-        def may_check(conv: Conversation, owner: bool) -> bool:  # exec for this person, without approval
-            return exec_on.enabled and (owner or not exec_on.owners_only) \
-                and policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
-                               chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner).permits("exec") \
-                and not approval_rules.needs("exec", is_owner=owner)
+        may_check = check_allowed(
+            lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
+                                           chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner),
+            approval_settings(cfg.tools).rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
 
         self.scheduler = Scheduler(
             self.store, self.turns, access, schedule_settings, platforms=intake_settings.channel_info or {},

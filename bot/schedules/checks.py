@@ -22,8 +22,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from bot.conversation import Conversation
+from bot.tools.approval import ApprovalRules
 from bot.tools.base import ToolContext, ToolError
 from bot.tools.exec import run_shell
+from bot.tools.policy import ToolPolicy
 from bot.tools.sandbox import ExecSettings
 
 log = logging.getLogger(__name__)
@@ -138,3 +141,16 @@ def checks_for(settings: ExecSettings | None, timeout: float) -> Checks:
     if settings is not None:
         checks.register(CommandCheck.KIND, command_runner(settings, timeout))
     return checks
+
+
+def check_allowed(policy: Callable[[Conversation, bool], ToolPolicy], rules: ApprovalRules, *, exec_enabled: bool,
+                  owners_only: bool) -> Callable[[Conversation, bool], bool]:
+    """Whether a person (an owner or not) may give a task a check command in a conversation: exec
+    is on, open to them (``tools.exec.owners_only``), offered to them there (the tool policy), and
+    needs no approval for them (nobody is there to give it when the check runs)."""
+
+    def allowed(conversation: Conversation, owner: bool) -> bool:
+        return (exec_enabled and (owner or not owners_only) and policy(conversation, owner).permits("exec")
+                and not rules.needs("exec", is_owner=owner))
+
+    return allowed
