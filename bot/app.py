@@ -36,6 +36,10 @@ from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
 from bot.runs import QueueMode, RunCaps
+from bot.schedules.checks import check_allowed, checks_for
+from bot.schedules.scheduler import Scheduler, TaskTools
+from bot.schedules.service import Schedules, ScheduleSettings
+from bot.schedules.tool import schedule_tool
 from bot.settings import Config
 from bot.skills import open_skills
 from bot.store.sqlite import SQLiteStore
@@ -150,11 +154,28 @@ class App:
             is_owner=access.is_owner, keys=keys, person_limits=person_limits, voice=voice,
             policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
                                                   chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner))
+        sc = cfg.schedules
+        schedule_settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval,
+                                             sc.check_timeout)
+        exec_on = cfg.tools.exec
+        may_check = check_allowed(
+            lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
+                                           chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner),
+            approval_settings(cfg.tools).rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
+
+        self.scheduler = Scheduler(
+            self.store, self.turns, access, schedule_settings, platforms=intake_settings.channel_info or {},
+            limits=person_limits if person_limits.active else None,
+            tools=TaskTools(checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout),
+                            may_check, workspaces.prepare, a.id),
+            spell=lambda platform: self.intake.spelling_for(platform))
+        self.schedules = Schedules(self.store, schedule_settings, wake=self.scheduler.wake)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
                              limits=person_limits, agent=agent, approvals=approvals, listener=listener,
-                             voice=voice)
-        tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these two
+                             voice=voice, schedules=self.schedules)
+        tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
+        tools.register(schedule_tool(self.schedules, may_check))
         self._stack.push_async_callback(self.turns.aclose)
         self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
@@ -165,6 +186,8 @@ class App:
             log.info("channel started: %s", name)
         await approvals.recover()  # cards a previous process left waiting: expired
         await self.intake.recover()
+        self._stack.push_async_callback(self.scheduler.aclose)  # the first to stop: no job starts after
+        self.scheduler.start()  # after recovery: what is owed goes out first
 
     def _media(self, limits: PersonLimits) -> tuple[Listener | None, VoiceAnswers]:
         """What ``media:`` switches on: transcription of voice notes, and voice answers."""

@@ -1,4 +1,4 @@
-"""chatgate's command line: run | chat | check.
+"""chatgate's command line: run | chat | check | traces | pairing | schedules.
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """
@@ -48,12 +48,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     approve.add_argument("code")
     revoke = pairing_sub.add_parser("revoke", help="take back an approval")
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
+    schedules = sub.add_parser("schedules", help="everyone's reminders and scheduled tasks: list, cancel")
+    schedules.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    schedules_sub = schedules.add_subparsers(dest="action")
+    listing = schedules_sub.add_parser("list", help="active and paused jobs (the default)")
+    listing.add_argument("--all", action="store_true", help="finished ones too")
+    cancel = schedules_sub.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("job", type=int, help="the job's id, as `schedules list` shows it")
     args = parser.parse_args(argv)
 
     from bot.settings import load_config
 
     try:
-        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing"))
+        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing", "schedules"))
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
@@ -79,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_traces(config, args.session, args.last))
     if args.command == "pairing":
         return asyncio.run(_pairing(config, args))
+    if args.command == "schedules":
+        from bot.schedules.admin import schedules_command
+
+        return asyncio.run(schedules_command(config.storage.path, args.action or "list", getattr(args, "job", None),
+                                             everything=getattr(args, "all", False)))
     secrets = config.secret_values()
     if args.command == "run":
         _setup_logging(config.logging.level, secrets=secrets)

@@ -68,6 +68,9 @@ class CommandHost(Protocol):
     async def voice(self, call: CommandCall) -> str:
         """``/voice``'s answer: the chat's voice answers, set to ``on``, ``off`` or ``auto`` when given."""
 
+    async def schedule(self, call: CommandCall) -> str:
+        """``/remind``, ``/tasks`` and ``/tz`` (``bot.schedules.commands``): the reply."""
+
 
 Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
 
@@ -133,6 +136,10 @@ async def _voice(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.voice(call))
 
 
+async def _schedule(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.schedule(call))
+
+
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(host.spelling(call)))
 
@@ -151,6 +158,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
     CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),
     CommandSpec("deny", _deny, "deny a waiting approval: <id>", urgent=True),
+    CommandSpec("remind", _schedule, "a reminder: <when> <text>, when being in 20m, at 18:00 or tomorrow 9:00"),
+    CommandSpec("tasks", _schedule, "your reminders and scheduled tasks here; cancel|pause|resume <id>"),
+    CommandSpec("tz", _schedule, "your time zone; tz Europe/Berlin sets it"),
     CommandSpec("help", _help, "this list", "What I can do"),
     CommandSpec("start", _help, ""),
 )

@@ -48,6 +48,8 @@ from bot.media.naming import addresses, spoken_command
 from bot.media.speaking import NOT_SET_UP, VoiceAnswers
 from bot.messages import Attachment, ChatType, InboundMessage, Target
 from bot.outbound.progress import Progress
+from bot.schedules import commands as schedule_commands
+from bot.schedules.service import Creator, Schedules
 from bot.session_keys import DmScope, GroupScope
 from bot.tasks import OwnedTasks
 from bot.tools.approval import Decision
@@ -91,7 +93,7 @@ class Intake:
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
                  approvals: Approvals | None = None, listener: Listener | None = None,
-                 voice: VoiceAnswers | None = None) -> None:
+                 voice: VoiceAnswers | None = None, schedules: Schedules | None = None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -104,6 +106,7 @@ class Intake:
         self._approvals = approvals
         self._listener = listener
         self._voice = voice
+        self._schedules = schedules
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
@@ -461,7 +464,24 @@ class Intake:
         if self.limits is not None:
             tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
             text += "\n" + budget_line(self.limits.settings, tokens, spent)
+        if self._schedules is not None:
+            zone, source = await self._schedules.zone_of(self._creator(call).person)
+            text += f"\nTime zone: {zone} ({source})"
         return text
+
+    async def schedule(self, call: CommandCall) -> str:
+        if self._schedules is None:
+            return "Reminders and scheduled tasks are not available here."
+        creator, spell, args = self._creator(call), self.spelling(call), call.command.args
+        if call.command.name == "remind":
+            return await schedule_commands.remind(self._schedules, creator, args, spell)
+        if call.command.name == "tasks":
+            return await schedule_commands.tasks(self._schedules, creator, args, spell)
+        return await schedule_commands.timezone(self._schedules, creator.person, args, spell)
+
+    @staticmethod
+    def _creator(call: CommandCall) -> Creator:
+        return Creator(call.conversation, call.msg.sender.id, call.msg.sender.name or call.msg.sender.username or "")
 
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
         return self.spelling_for(call.msg.platform)

@@ -36,8 +36,8 @@ from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
 from bot.outbound.answer import answer_for
 from bot.outbound.split import render_chunks
 from bot.outbound.progress import Progress
-from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps
-from bot.store.base import AnswerStore, Store
+from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps, TaskOrder
+from bot.store.base import AnswerStore, Closing, Store
 from bot.tasks import OwnedTasks
 from bot.tools.policy import ToolPolicy
 from bot.tools.send_file import QUEUED
@@ -99,11 +99,20 @@ class Turns:
         group = (conversation.platform, conversation.chat_id) if conversation.is_group else None
         return self.dispatcher.decide(conversation.session_key, step, group)
 
-    def start(self, conversation: Conversation, task: str) -> Admission:
+    def start(self, conversation: Conversation, task: str, *, order: TaskOrder | None = None) -> Admission:
         """A turn with no inbound message: ``task`` is its input, answered in ``conversation``'s
-        chat and delivered like any answer (a scheduled job, an approval answered, the dashboard)."""
+        chat and delivered like any answer (a scheduled job, an approval answered, the dashboard);
+        ``order`` says whom it acts for and more (see ``TaskOrder``)."""
         return self.dispatcher.submit(conversation.session_key, Pending(None, None, task=task,
-                                                                        conversation=conversation))
+                                                                        conversation=conversation, order=order))
+
+    async def run_task(self, conversation: Conversation, task: str, order: TaskOrder) -> str:
+        """``start`` the task and wait until its turn is committed; how it ended: completed,
+        silent, failed, stopped (by /stop), or busy (the session's queue was full: not run)."""
+        ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if self.start(conversation, task, order=replace(order, ended=ended)) is Admission.REJECTED:
+            return "busy"
+        return await ended
 
     # -- stopping ----------------------------------------------------------------------
 
@@ -154,7 +163,9 @@ class Turns:
         channel = self._channels[conversation.platform]
         target = Target.of(msgs[-1]) if msgs else Target(conversation.chat_id, conversation.chat_type,
                                                            conversation.thread_id)
-        owner = bool(msgs) and all(self._is_owner(m) for m in msgs)
+        order = last.order
+        owner = order.owner if order is not None else bool(msgs) and all(self._is_owner(m) for m in msgs)
+        payers = order.payers if order is not None else tuple(dict.fromkeys(self._keys(m)[0] for m in msgs))
         progress = Progress(channel, target, channel.streaming)
         await progress.__aenter__()
         self._progress[run.run_id] = progress
@@ -163,42 +174,58 @@ class Turns:
             session = await self._store.session(conversation)
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
             request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
+                                 user_id=order.user_id if order is not None else "",
                                  context=context, sender_is_owner=owner,
                                  tool_policy=self._policy(conversation, owner) if self._policy else None,
-                                 payers=tuple(dict.fromkeys(self._keys(m)[0] for m in msgs)))
+                                 payers=payers, prompt_mode=order.prompt_mode if order is not None else None)
             result = await self._agent.run(request)
         except asyncio.CancelledError:  # /stop, an interrupt or shutdown: the confirmation goes first
             self._tasks.spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")
+            if order is not None:
+                order.end("stopped" if run.stopped else None)
             raise
         except Exception:  # the agent turns its own failures into results: this is the store or a bug
             log.exception("run failed outside the agent session=%s run=%s", conversation.session_key, run.run_id)
             await progress.settle()
             await self._owe(channel, f"failed-{run.run_id}", target, FAILED, ids, failed=True)
+            if order is not None:
+                order.end("failed")
             return
         finally:
             self._progress.pop(run.run_id, None)
             self._conversations.pop(run.run_id, None)
             self._extra.pop(run.run_id, None)
-        await self._commit(channel, target, run.run_id, ids, result, await progress.settle())
+        closes = None
+        if order is not None and order.closes is not None:
+            closes = Closing(order.closes[0], order.closes[1], str(result.status))
+        try:
+            await self._commit(channel, target, run.run_id, ids, result, await progress.settle(), closes)
+        except BaseException:
+            if order is not None:
+                order.end(None)
+            raise
+        if order is not None:
+            order.end(str(result.status))
         if self._voice is not None and result.status is RunStatus.COMPLETED and result.text:
             self._tasks.spawn(self._speak(channel, target, run.run_id, msgs, result.text), f"voice {run.run_id}")
         await self._agent.finished(request, result)
         self._compact_later(request, result)
 
     async def _commit(self, channel: Channel, target: Target, run_id: str, ids: tuple[int, ...], result: RunResult,
-                      draft: str | None) -> None:
+                      draft: str | None, closes: Closing | None = None) -> None:
         """The turn and its rendered answer in one transaction, then delivery; a silent turn
-        settles its messages and leaves no trace in the chat."""
+        settles its messages and leaves no trace in the chat. A scheduled task's turn closes its
+        occurrence (``closes``) in the same transaction: a restart never runs it again."""
         assert result.turn is not None, "only a cancelled run's turn is stored by the agent"
         text = result.error or result.text
         if result.status is RunStatus.SILENT or not text:
-            await self._store.append_turn(result.turn)
+            await self._store.append_turn(replace(result.turn, closes=closes))
             if result.status is RunStatus.SILENT:
                 self._tasks.spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
             return
         answer = answer_for(channel, run_id, target, text, inbound_ids=ids, draft_id=draft,
                             failed=result.status is RunStatus.FAILED)
-        await self._store.append_turn(replace(result.turn, answer=answer, settle=False))
+        await self._store.append_turn(replace(result.turn, answer=answer, settle=False, closes=closes))
         self._delivery.push(answer)
 
     async def _settle_stopped(self, progress: Progress, channel: Channel, target: Target, stopped: bool) -> None:
@@ -242,6 +269,9 @@ class Turns:
             await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, conversation, "queued"))
 
     async def _discarded(self, batch: tuple[Pending, ...]) -> None:
+        for pending in batch:
+            if pending.order is not None:
+                pending.order.end("stopped")
         await self._store.mark_answered(p.inbound_id for p in batch if p.inbound_id is not None)
 
     # -- sending -----------------------------------------------------------------------
@@ -278,6 +308,12 @@ class Turns:
         answer = answer_for(channel, f"{run_id}-message-{n}", target, text)
         await self._store.store_answer(answer)
         self._delivery.push(answer)
+
+    def render(self, conversation: Conversation, answer_id: str, text: str) -> Answer:
+        """``text`` (Markdown) as an answer owed to ``conversation``'s chat, rendered for its
+        channel, not stored yet: the caller stores it with what owes it, then ``push``es it."""
+        target = Target(conversation.chat_id, conversation.chat_type, conversation.thread_id)
+        return answer_for(self._channels[conversation.platform], answer_id, target, text)
 
     def push(self, answer: Answer) -> None:
         self._delivery.push(answer)

@@ -16,6 +16,8 @@ import pytest
 
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 class Terminal:
     """A chatgate process whose stdin/stdout is a pseudo-terminal we type into."""
@@ -72,7 +74,8 @@ class Terminal:
 
 def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL", "_TOKEN"))}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)  # this checkout, not an installed copy
+    # `python -m bot` in a temporary directory runs this tree's bot, not whichever is installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
     env.update(extra)
     return env
 

@@ -10,6 +10,7 @@ from bench.scenarios import (
     on_slack,
     overhead,
     scale,
+    schedules,
     startup,
     stop,
     streaming,
@@ -18,4 +19,4 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord, on_slack)}
+                                 on_discord, on_slack, schedules)}

@@ -78,6 +78,7 @@ class RunRequest:
     sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
     tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
     payers: tuple[str, ...] = ()  # whom its model calls are charged to ("platform:user_id"), split evenly
+    prompt_mode: PromptMode | None = None  # overrides the agent's setting for this run (a scheduled task's)
 
     @property
     def session_key(self) -> str:
@@ -295,7 +296,7 @@ class Agent:
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
-            system = self._prompt(s.prompt_mode, conv, workspace, run.tools.specs(), sections)
+            system = self._prompt(request.prompt_mode or s.prompt_mode, conv, workspace, run.tools.specs(), sections)
             history, run.live = await self._history(request.session)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations

@@ -278,6 +278,26 @@ class MediaConfig(Section):
                      if getattr(self, name).needs_key())
 
 
+def _iana_zone(value: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError("not an IANA time zone, such as Europe/Berlin or America/New_York") from None
+    return value
+
+
+class SchedulesConfig(Section):
+    """Reminders and scheduled tasks (``bot.schedules``); durations in seconds."""
+
+    default_timezone: Annotated[str, AfterValidator(_iana_zone)] | None = None  # None: the machine's
+    grace: Annotated[Float, Field(ge=0)] = 3600.0  # missed while down by less: run late; by more: listed
+    max_per_person: Annotated[Int, Field(ge=1, le=10_000)] = 20  # active and paused jobs per person
+    min_interval: Annotated[Float, Field(ge=0)] = 300.0  # between occurrences of a recurring job
+    check_timeout: Annotated[Float, Field(gt=0, le=600)] = 60.0  # a task's check command
+
+
 class LoggingConfig(Section):
     level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -302,6 +322,7 @@ class CoreConfig(Section):
     hooks: HooksConfig = HooksConfig()
     skills: SkillsConfig = SkillsConfig()
     media: MediaConfig = MediaConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")

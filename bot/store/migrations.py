@@ -326,6 +326,63 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE chunks ADD COLUMN voice INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    Migration(
+        "0012_schedules",
+        """
+        -- scheduled jobs: a rule (at / every / cron) with its IANA zone, the next occurrence as a
+        -- UTC instant, and the conversation it belongs to
+        CREATE TABLE jobs (
+            id           INTEGER PRIMARY KEY,
+            kind         TEXT    NOT NULL,  -- reminder | task
+            text         TEXT    NOT NULL,
+            rule         TEXT    NOT NULL,  -- at | every | cron
+            zone         TEXT    NOT NULL,
+            anchor       INTEGER NOT NULL,  -- epoch seconds: the instant (at), the first occurrence (every)
+            every        INTEGER NOT NULL DEFAULT 0,  -- seconds
+            cron         TEXT    NOT NULL DEFAULT '',
+            state        TEXT    NOT NULL DEFAULT 'active',
+            next_at      INTEGER,  -- epoch seconds, UTC; NULL once finished
+            reason       TEXT    NOT NULL DEFAULT '',
+            failures     INTEGER NOT NULL DEFAULT 0,  -- failed runs in a row
+            prompt       TEXT    NOT NULL DEFAULT 'full',
+            check_spec   TEXT,  -- JSON
+            person       TEXT    NOT NULL,  -- whom it counts against: person:<name> or platform:user_id
+            creator      TEXT    NOT NULL,  -- the creator's user id on the platform
+            creator_name TEXT    NOT NULL DEFAULT '',
+            session_key  TEXT    NOT NULL,
+            platform     TEXT    NOT NULL,
+            account      TEXT    NOT NULL,
+            chat_id      TEXT    NOT NULL,
+            chat_type    TEXT    NOT NULL,
+            thread_id    TEXT,
+            linked       TEXT,  -- the conversation's linked person (identity_links), if any
+            created_at   REAL    NOT NULL,
+            updated_at   REAL    NOT NULL
+        );
+        CREATE INDEX jobs_due ON jobs (next_at) WHERE state = 'active';
+        CREATE INDEX jobs_person ON jobs (person, platform, chat_id) WHERE state IN ('active', 'paused');
+
+        -- one row per occurrence, claimed before it runs: (job, instant) is its key
+        CREATE TABLE occurrences (
+            job_id     INTEGER NOT NULL REFERENCES jobs (id),
+            at         INTEGER NOT NULL,  -- the scheduled instant, epoch seconds UTC
+            state      TEXT    NOT NULL,  -- running | closed
+            outcome    TEXT,
+            late       INTEGER NOT NULL DEFAULT 0,  -- seconds after its instant that it ran
+            claimed_at REAL    NOT NULL,
+            closed_at  REAL,
+            PRIMARY KEY (job_id, at)
+        );
+        CREATE INDEX occurrences_unclosed ON occurrences (claimed_at) WHERE state = 'running';
+
+        -- the time zone a person chose with /tz
+        CREATE TABLE person_zones (
+            person TEXT PRIMARY KEY,
+            zone   TEXT NOT NULL,
+            set_at REAL NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
