@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
@@ -36,9 +37,13 @@ from bot.settings import Config
 from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
+from bot.tools.toolset import Toolset
 from bot.tracing import Redactor
 from bot.turns import Turns
 from bot.workspace import Workspaces
+
+if TYPE_CHECKING:
+    from bot.mcp.hub import McpHub
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,7 @@ class App:
         self.config = config
         self.channels = dict(channels)
         self.events = EventBus()
+        self.mcp: McpHub | None = None  # the MCP servers, when mcp.servers names any
         self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> App:
@@ -112,10 +118,19 @@ class App:
         person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
                                      self.store)
         meter = person_limits.charge if person_limits.active else None
+        toolsets: list[Toolset] = []
+        if cfg.mcp.enabled:  # the SDK is imported only when a server is configured
+            from bot.mcp.hub import McpHub
+
+            self.mcp = await self._stack.enter_async_context(McpHub(
+                cfg.mcp, workspaces=workspaces, identity_links=a.identity_links, dm_scope=a.dm_scope,
+                log_dir=cfg.storage.path.parent / "mcp"))  # starts them in the background
+            toolsets.append(self.mcp)
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
-                                            meter=meter)))
-        agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter)
+                                            meter=meter, toolsets=toolsets)))
+        agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
+                      toolsets=toolsets)
         r = cfg.runs
         limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
@@ -135,7 +150,7 @@ class App:
             policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
                                                   chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner))
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent)
+                             limits=person_limits, agent=agent, servers=self.mcp)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get it
         self._stack.push_async_callback(self.turns.aclose)
         self._stack.push_async_callback(self.intake.aclose)

@@ -62,6 +62,19 @@ class CommandHost(Protocol):
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
         """How a command is typed on the platform the call came from (``/name`` on most)."""
 
+    async def servers(self, call: CommandCall) -> str:
+        """``/mcp``'s text: every MCP server, its state, tools and last error."""
+
+
+class ServerReport(Protocol):
+    """What the status commands read of the MCP servers (``bot.mcp.hub.McpHub``)."""
+
+    def overview(self) -> str:
+        """Every server: state, tools, last error."""
+
+    def personal(self, conversation: Conversation, user_id: str, owner: bool) -> str:
+        """One line: the servers this sender may use in this chat, and their state ("" for none)."""
+
 
 Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
 
@@ -108,6 +121,10 @@ async def _whoami(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(f"Your {msg.platform} id is {msg.sender.id} ({where}).")
 
 
+async def _mcp(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.servers(call))
+
+
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(host.spelling(call)))
 
@@ -123,6 +140,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "Summarise the conversation so far to free context"),
     CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
+    CommandSpec("mcp", _mcp, "the MCP servers: state, tools, last error (owners)", owners_only=True),
     CommandSpec("help", _help, "this list", "What I can do"),
     CommandSpec("start", _help, ""),
 )

@@ -30,7 +30,7 @@ from typing import Any
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.channels import Channel, SendFailed, SpellsCommands
-from bot.commands import BY_NAME, CommandCall, Reply, parse_command, status_text
+from bot.commands import BY_NAME, CommandCall, Reply, ServerReport, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import ChatType, InboundMessage
@@ -80,7 +80,8 @@ class _Lane:
 class Intake:
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
-                 limits: PersonLimits | None = None, agent: Agent | None = None) -> None:
+                 limits: PersonLimits | None = None, agent: Agent | None = None,
+                 servers: ServerReport | None = None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -90,6 +91,7 @@ class Intake:
         self._settings = settings
         self.limits = limits if limits is not None and limits.active else None
         self._agent = agent
+        self._servers = servers  # the MCP servers, for /status and /mcp
         self._lanes: dict[str, _Lane] = {}
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
@@ -331,7 +333,13 @@ class Intake:
         if self.limits is not None:
             tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
             text += "\n" + budget_line(self.limits.settings, tokens, spent)
+        if self._servers is not None and (line := self._servers.personal(call.conversation, call.msg.sender.id,
+                                                                         call.owner)):
+            text += "\n" + line
         return text
+
+    async def servers(self, call: CommandCall) -> str:
+        return self._servers.overview() if self._servers is not None else "No MCP servers are configured."
 
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
         channel = self._channels.get(call.msg.platform)

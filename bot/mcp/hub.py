@@ -1,0 +1,269 @@
+"""``McpHub``: every configured MCP server, its supervisors and tools; the agent's ``Toolset``.
+
+    async with McpHub(config.mcp, workspaces=workspaces) as hub:
+        agent = Agent(..., toolsets=[hub])
+
+Entering starts one supervisor task per shared server and returns at once: a server that is
+slow, down or crashing never delays start-up, another server or a run that does not use it.
+A per-person server starts one process per person, in that person's workspace, on the
+person's first call, and stops it after ``idle_timeout`` without calls; its tools are known
+before any person's process runs from a catalog listing made at start-up (one process in an
+empty folder of its own, which lists the tools and stops).
+
+``offer`` (once per run, no I/O) gives the run the tools of the servers it may use (``grant``,
+``bot.mcp.grants``) that are up, inline up to ``mcp.inline_max`` tools, else ``mcp_tool_search``
+with the tools held. A call is checked against the grant again (a forged call is refused),
+goes to the server (the person's own process for a per-person one), and its result becomes
+text, images and files (``bot.mcp.results``); ``isError`` raises ``ToolError``, a failed result
+the model reads. ``statuses`` is the honest state of every server for the status commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+
+from bot.conversation import Conversation
+from bot.mcp.config import McpConfig, McpServerConfig
+from bot.mcp.grants import Asker, may_use
+from bot.mcp.report import ServerStatus, overview, personal
+from bot.mcp.results import render, settle
+from bot.mcp.supervisor import State, Supervisor
+from bot.mcp.tools import mcp_tool_search, prompt_section, server_tools
+from bot.messages import ChatType
+from bot.session_keys import SessionKey
+from bot.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from bot.tools.toolset import NOTHING, Offer
+from bot.workspace import Workspaces
+
+log = logging.getLogger(__name__)
+
+REAP_EVERY = 30.0  # seconds between two looks for idle per-person processes (less for short idle_timeouts)
+CLOSE_WAIT = 4.0  # seconds leaving waits for the servers to stop
+
+
+@dataclass(slots=True)
+class _Instance:
+    supervisor: Supervisor
+    task: asyncio.Task[None]
+
+
+@dataclass(slots=True)
+class _Server:
+    name: str
+    settings: McpServerConfig
+    main: Supervisor  # shared: the connection; per-person: the catalog listing
+    tools: tuple[Tool, ...] = ()
+    listing: tuple[types.Tool, ...] = ()  # what ``tools`` was built from
+    people: dict[str, _Instance] = field(default_factory=dict)  # per-person: by workspace
+
+    @property
+    def per_person(self) -> bool:
+        return self.settings.scope == "per-person"
+
+    def offered(self) -> bool:
+        """Whether its tools go to runs now: a shared server up, a per-person one's catalog known."""
+        return bool(self.tools) and (self.main.listed.is_set() if self.per_person else self.main.state.usable)
+
+
+class McpHub:
+    def __init__(self, config: McpConfig, *, workspaces: Workspaces | None = None,
+                 identity_links: Mapping[str, Sequence[str]] | None = None, dm_scope: str = "per-user",
+                 log_dir: Path | None = None) -> None:
+        self.config = config
+        self._workspaces = workspaces
+        self._links = {k: tuple(v) for k, v in (identity_links or {}).items()}
+        self._dm_scope = dm_scope
+        self._log_dir = log_dir
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._servers: dict[str, _Server] = {}
+        for name, settings in config.enabled.items():
+            scratch = self._catalog_dir(name) if settings.scope == "per-person" else None
+            main = Supervisor(name, settings, cwd=scratch, log_file=self._log(name),
+                              on_change=partial(self._changed, name), once=settings.scope == "per-person")
+            self._servers[name] = _Server(name, settings, main)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> McpHub:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def start(self) -> None:
+        """Start every server's supervisor in the background; returns at once."""
+        for server in self._servers.values():
+            self._spawn(server.main.run(), f"mcp:{server.name}")
+        idle = [s.settings.idle_timeout for s in self._servers.values() if s.per_person]
+        if idle:
+            self._spawn(self._reap(min(REAP_EVERY, min(idle) / 4)), "mcp:reaper")
+        if self._servers:
+            log.info("mcp: %d servers starting in the background: %s", len(self._servers), ", ".join(self._servers))
+
+    async def aclose(self) -> None:
+        """Stop every server (their processes with them) and forget them."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT)
+            if pending:
+                log.warning("mcp: %d servers took more than %.0f s to stop", len(pending), CLOSE_WAIT)
+        for server in self._servers.values():
+            server.people.clear()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
+
+    async def settled(self, timeout: float) -> None:
+        """Until every server's first attempt is over, at most ``timeout`` seconds (the CLI)."""
+        await asyncio.gather(*(s.main.wait_settled(timeout) for s in self._servers.values()))
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("%s ended by a bug", task.get_name(), exc_info=exc)
+
+    def _log(self, name: str, who: str = "") -> Path | None:
+        if self._log_dir is None:
+            return None
+        return self._log_dir / f"{name}{f'.{who}' if who else ''}.log"
+
+    def _catalog_dir(self, name: str) -> Path:
+        if self._log_dir is not None:
+            folder = self._log_dir / "catalog" / name
+        else:
+            if self._scratch is None:
+                self._scratch = tempfile.TemporaryDirectory(prefix="chatgate-mcp-")
+            folder = Path(self._scratch.name) / name
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return folder
+
+    # -- the toolset --------------------------------------------------------------------
+
+    def offer(self, ctx: ToolContext) -> Offer:
+        """The tools of the servers this run may use that are up (see the module doc)."""
+        asker = Asker.of(ctx)
+        tools: list[Tool] = []
+        shown: list[tuple[str, int]] = []
+        for server in self._servers.values():
+            if server.offered() and may_use(server.settings.grant, asker, self._links):
+                tools += server.tools
+                shown.append((server.name, len(server.tools)))
+        if not tools:
+            return NOTHING
+        if len(tools) > self.config.inline_max:
+            return Offer((mcp_tool_search,), prompt_section(shown, True), held=tuple(tools))
+        return Offer(tuple(tools), prompt_section(shown, False))
+
+    async def call(self, ctx: ToolContext, name: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+        """One tool call for ``ctx``'s run; a failed one raises ``ToolError`` (the model reads it)."""
+        server = self._servers.get(name)
+        if server is None:
+            raise ToolError(f"there is no MCP server {name}")
+        if not may_use(server.settings.grant, Asker.of(ctx), self._links):
+            log.warning("mcp: refused a call of %s on %s (not granted) session=%s run=%s", tool, name,
+                        ctx.session_key, ctx.run_id)
+            raise ToolError(f"the MCP server {name} is not available to you")
+        supervisor = await self._instance(server, ctx) if server.per_person else server.main
+        rendered = render(await supervisor.call(tool, arguments))
+        output = await settle(rendered, ctx.workspace, f"{name}-{tool}", self.config.result_max_chars)
+        if rendered.is_error:
+            raise ToolError(output.text if output.text.strip() else f"{tool} failed (the server said no more)")
+        return output
+
+    # -- per-person processes -------------------------------------------------------------
+
+    async def _home(self, ctx: ToolContext) -> Path:
+        """The person's own workspace: the run's in a DM, their DM workspace from a group."""
+        if ctx.chat_type is not ChatType.GROUP or self._workspaces is None:
+            return ctx.workspace
+        person = ctx.conversation.person if self._dm_scope == "linked" else None
+        key = SessionKey(ctx.agent_id, ChatType.DM, person or ctx.user_id, None if person else ctx.platform)
+        return await self._workspaces.prepare(Conversation.of_key(key))
+
+    async def _instance(self, server: _Server, ctx: ToolContext) -> Supervisor:
+        home = await self._home(ctx)
+        key = str(home)
+        instance = server.people.get(key)
+        if instance is None or instance.task.done():
+            supervisor = Supervisor(f"{server.name} ({home.name})", server.settings, cwd=home,
+                                    log_file=self._log(server.name, home.name),
+                                    on_change=partial(self._changed, server.name))
+            instance = server.people[key] = _Instance(supervisor, self._spawn(supervisor.run(),
+                                                                             f"mcp:{server.name}:{home.name}"))
+            log.info("mcp server %s: starting a process for %s", server.name, home.name)
+        supervisor = instance.supervisor
+        supervisor.last_used = time.monotonic()
+        if not await supervisor.wait_usable(server.settings.connect_timeout):
+            why = supervisor.last_error or f"no answer within {server.settings.connect_timeout:g} s"
+            raise ToolError(f"the MCP server {server.name} did not start for you: {why}")
+        return supervisor
+
+    async def _reap(self, every: float) -> None:
+        """Stop the per-person processes idle for their server's ``idle_timeout``."""
+        while True:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            for server in self._servers.values():
+                for key, instance in list(server.people.items()):
+                    idle = now - instance.supervisor.last_used
+                    if instance.supervisor.in_flight == 0 and idle >= server.settings.idle_timeout:
+                        del server.people[key]
+                        instance.task.cancel()
+                        log.info("mcp server %s: stopped the process for %s after %.0f s idle", server.name,
+                                 Path(key).name, idle)
+
+    # -- state --------------------------------------------------------------------------
+
+    def _changed(self, name: str, supervisor: Supervisor) -> None:
+        """A supervisor's state or tools changed: a new listing rebuilds that server's tools."""
+        server = self._servers.get(name)
+        if server is not None and supervisor.listed.is_set() and supervisor.tools is not server.listing:
+            server.listing = supervisor.tools
+            server.tools = server_tools(server.name, server.settings, supervisor.tools, self.call)
+
+    def statuses(self) -> tuple[ServerStatus, ...]:
+        found = []
+        for server in self._servers.values():
+            s = server.settings
+            snap = server.main.snapshot()
+            errors = [i.supervisor.last_error for i in server.people.values() if i.supervisor.last_error]
+            grant = ", ".join(s.grant)
+            found.append(ServerStatus(server.name, s.transport, s.scope, grant, snap.state, len(server.tools),
+                                      errors[-1] if errors else snap.last_error, snap.since, snap.retry_at,
+                                      len(server.people) if server.per_person else 1))
+        return tuple(found)
+
+    def overview(self) -> str:
+        """Every server (``/mcp``, ``chatgate mcp``)."""
+        return overview(self.statuses())
+
+    def personal(self, conversation: Conversation, user_id: str, owner: bool) -> str:
+        """``/status``'s line: the servers the sender may use in this chat."""
+        who = f"person:{conversation.person}" if conversation.person else f"{conversation.platform}:{user_id}"
+        asker = Asker(conversation.platform, conversation.chat_id, conversation.is_group, owner, (who,))
+        mine = [s for s in self.statuses()
+                if may_use(self._servers[s.name].settings.grant, asker, self._links)]
+        return personal(mine)
+
+    def state(self, name: str) -> State:
+        return self._servers[name].main.state
