@@ -32,12 +32,13 @@ from typing import Any
 
 import mcp_types as types
 
+from bot.backoff import Backoff
 from bot.conversation import Conversation
 from bot.mcp.config import McpConfig, McpServerConfig
 from bot.mcp.grants import Asker, may_use
 from bot.mcp.report import ServerStatus, overview, personal
 from bot.mcp.results import render, settle
-from bot.mcp.supervisor import State, Supervisor
+from bot.mcp.supervisor import BACKOFF, State, Supervisor
 from bot.mcp.tools import mcp_tool_search, prompt_section, server_tools
 from bot.messages import ChatType
 from bot.session_keys import SessionKey
@@ -78,8 +79,9 @@ class _Server:
 class McpHub:
     def __init__(self, config: McpConfig, *, workspaces: Workspaces | None = None,
                  identity_links: Mapping[str, Sequence[str]] | None = None, dm_scope: str = "per-user",
-                 log_dir: Path | None = None) -> None:
+                 log_dir: Path | None = None, backoff: Backoff | None = None) -> None:
         self.config = config
+        self._backoff = backoff or BACKOFF
         self._workspaces = workspaces
         self._links = {k: tuple(v) for k, v in (identity_links or {}).items()}
         self._dm_scope = dm_scope
@@ -89,7 +91,7 @@ class McpHub:
         self._servers: dict[str, _Server] = {}
         for name, settings in config.enabled.items():
             scratch = self._catalog_dir(name) if settings.scope == "per-person" else None
-            main = Supervisor(name, settings, cwd=scratch, log_file=self._log(name),
+            main = Supervisor(name, settings, cwd=scratch, log_file=self._log(name), backoff=self._backoff,
                               on_change=partial(self._changed, name), once=settings.scope == "per-person")
             self._servers[name] = _Server(name, settings, main)
 
@@ -174,6 +176,10 @@ class McpHub:
             return Offer((mcp_tool_search,), prompt_section(shown, True), held=tuple(tools))
         return Offer(tuple(tools), prompt_section(shown, False))
 
+    def available(self) -> tuple[Tool, ...]:
+        """Every tool of the servers that are up, whoever may use them."""
+        return tuple(t for server in self._servers.values() if server.offered() for t in server.tools)
+
     async def call(self, ctx: ToolContext, name: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
         """One tool call for ``ctx``'s run; a failed one raises ``ToolError`` (the model reads it)."""
         server = self._servers.get(name)
@@ -183,8 +189,16 @@ class McpHub:
             log.warning("mcp: refused a call of %s on %s (not granted) session=%s run=%s", tool, name,
                         ctx.session_key, ctx.run_id)
             raise ToolError(f"the MCP server {name} is not available to you")
-        supervisor = await self._instance(server, ctx) if server.per_person else server.main
-        rendered = render(await supervisor.call(tool, arguments))
+        if server.per_person:
+            supervisor = await self._instance(server, ctx)
+            with supervisor.using():  # from its start on: never stopped as idle while it is wanted
+                if not await supervisor.wait_usable(server.settings.connect_timeout):
+                    why = supervisor.last_error or f"no answer within {server.settings.connect_timeout:g} s"
+                    raise ToolError(f"the MCP server {name} did not start for you: {why}")
+                result = await supervisor.call(tool, arguments)
+        else:
+            result = await server.main.call(tool, arguments)
+        rendered = render(result)
         output = await settle(rendered, ctx.workspace, f"{name}-{tool}", self.config.result_max_chars)
         if rendered.is_error:
             raise ToolError(output.text if output.text.strip() else f"{tool} failed (the server said no more)")
@@ -206,17 +220,12 @@ class McpHub:
         instance = server.people.get(key)
         if instance is None or instance.task.done():
             supervisor = Supervisor(f"{server.name} ({home.name})", server.settings, cwd=home,
-                                    log_file=self._log(server.name, home.name),
+                                    log_file=self._log(server.name, home.name), backoff=self._backoff,
                                     on_change=partial(self._changed, server.name))
             instance = server.people[key] = _Instance(supervisor, self._spawn(supervisor.run(),
                                                                              f"mcp:{server.name}:{home.name}"))
             log.info("mcp server %s: starting a process for %s", server.name, home.name)
-        supervisor = instance.supervisor
-        supervisor.last_used = time.monotonic()
-        if not await supervisor.wait_usable(server.settings.connect_timeout):
-            why = supervisor.last_error or f"no answer within {server.settings.connect_timeout:g} s"
-            raise ToolError(f"the MCP server {server.name} did not start for you: {why}")
-        return supervisor
+        return instance.supervisor
 
     async def _reap(self, every: float) -> None:
         """Stop the per-person processes idle for their server's ``idle_timeout``."""

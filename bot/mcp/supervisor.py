@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -205,10 +205,9 @@ class Supervisor:
             why = f": {self.last_error}" if self.last_error else ""
             raise ToolError(f"the MCP server {self.label} is {self._state.value}{why}; try again later")
         timeout = self.settings.call_timeout
-        self.in_flight += 1
-        self.last_used = time.monotonic()
         try:
-            result = await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            with self.using():
+                result = await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:
                 self._degrade(f"a call of {tool} timed out after {timeout:g} s")
@@ -220,11 +219,19 @@ class Supervisor:
         except (RuntimeError, ValidationError) as exc:  # a result that does not fit the tool's own schema
             raise ToolError(f"the MCP server {self.label} sent a result that is not valid: "
                             f"{describe_error(exc)}") from None
+        self._recovered()
+        return result
+
+    @contextmanager
+    def using(self) -> Iterator[None]:
+        """Counts as a use while inside (an idle per-person process is stopped only when none is)."""
+        self.in_flight += 1
+        self.last_used = time.monotonic()
+        try:
+            yield
         finally:
             self.in_flight -= 1
             self.last_used = time.monotonic()
-        self._recovered()
-        return result
 
     # -- state: set by the owning task (and a call's own outcome) ------------------------
 
