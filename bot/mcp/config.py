@@ -101,10 +101,10 @@ class McpServerConfig(Section):
     enabled: bool = True
     command: Annotated[str, Field(min_length=1)] | None = None
     args: tuple[str, ...] = ()
-    env: dict[str, str] = {}
+    env: dict[str, str] = Field(default={}, repr=False)  # values are secrets: never in a repr
     cwd: Path | None = None
     url: Annotated[str, Field(pattern=r"^https?://[^/\s]+")] | None = None
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = Field(default={}, repr=False)
     allow_private: bool = False  # HTTP: also private, loopback and link-local addresses
     connect_timeout: Annotated[Float, Field(gt=0, le=300)] = 10.0  # connect, handshake and tool list
     call_timeout: Annotated[Float, Field(gt=0, le=3600)] = 120.0  # one tool call
