@@ -18,7 +18,7 @@ from bot.mcp.naming import tool_names
 from bot.mcp.report import ServerStatus, line, personal
 from bot.mcp.results import Blob, _settle, render
 from bot.mcp.schemas import MAX_DESCRIPTION, describe, fit_schema, restore_arguments
-from bot.mcp.supervisor import State
+from bot.mcp.state import State
 from bot.mcp.tools import prompt_section, rank
 from bot.tools.base import Tool, ToolCategory, ToolContext
 

@@ -13,7 +13,7 @@ import pytest
 
 from bot.agent.loop import RunStatus
 from bot.llm import Role
-from bot.mcp.supervisor import State
+from bot.mcp.state import State
 from bot.tools.policy import ToolPolicy, ToolRules
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.mcp_servers.harness import FAST, Bench, bench, config, free_port, http_server, stdio, wait_for

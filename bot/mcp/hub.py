@@ -3,12 +3,13 @@
     async with McpHub(config.mcp, workspaces=workspaces) as hub:
         agent = Agent(..., toolsets=[hub])
 
-Entering starts one supervisor task per shared server and returns at once: a server that is
-slow, down or crashing never delays start-up, another server or a run that does not use it.
-A per-person server starts one process per person, in that person's workspace, on the
-person's first call, and stops it after ``idle_timeout`` without calls; its tools are known
-before any person's process runs from a catalog listing made at start-up (one process in an
-empty folder of its own, which lists the tools and stops).
+Entering returns at once: one task loads the SDK in a worker thread (importing it takes a
+good part of a second) and then starts one supervisor task per server. A server that is
+slow, down or crashing never delays start-up, another server, or a run that does not use
+it. A per-person server starts one process per person, in that person's workspace, on the
+person's first call, and stops it after ``idle_timeout`` without calls (``bot.mcp.people``);
+its tools are known before any person's process runs from a catalog listing made at start-up
+(one process in an empty folder of its own, which lists the tools and stops).
 
 ``offer`` (once per run, no I/O) gives the run the tools of the servers it may use (``grant``,
 ``bot.mcp.grants``) that are up, inline up to ``mcp.inline_max`` tools, else ``mcp_tool_search``
@@ -21,24 +22,23 @@ the model reads. ``statuses`` is the honest state of every server for the status
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from bot.backoff import Backoff
 from bot.conversation import Conversation
 from bot.mcp.config import McpConfig, McpServerConfig
 from bot.mcp.grants import Asker, may_use
+from bot.mcp.people import People
 from bot.mcp.report import ServerStatus, overview, personal
-from bot.mcp.results import render, settle
-from bot.mcp.supervisor import BACKOFF, State, Supervisor
+from bot.mcp.state import State
 from bot.mcp.tools import mcp_tool_search, prompt_section, server_tools
 from bot.messages import ChatType
 from bot.session_keys import SessionKey
@@ -46,34 +46,32 @@ from bot.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from bot.tools.toolset import NOTHING, Offer
 from bot.workspace import Workspaces
 
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from bot.mcp.supervisor import Supervisor
+
 log = logging.getLogger(__name__)
 
 REAP_EVERY = 30.0  # seconds between two looks for idle per-person processes (less for short idle_timeouts)
 CLOSE_WAIT = 4.0  # seconds leaving waits for the servers to stop
-
-
-@dataclass(slots=True)
-class _Instance:
-    supervisor: Supervisor
-    task: asyncio.Task[None]
+SDK = ("bot.mcp.supervisor", "bot.mcp.results")  # what the worker thread imports (the SDK with them)
 
 
 @dataclass(slots=True)
 class _Server:
     name: str
     settings: McpServerConfig
-    main: Supervisor  # shared: the connection; per-person: the catalog listing
+    main: Supervisor | None = None  # shared: the connection; per-person: the catalog listing
+    people: People | None = None  # per-person: the processes
     tools: tuple[Tool, ...] = ()
     listing: tuple[types.Tool, ...] = ()  # what ``tools`` was built from
-    people: dict[str, _Instance] = field(default_factory=dict)  # per-person: by workspace
-
-    @property
-    def per_person(self) -> bool:
-        return self.settings.scope == "per-person"
 
     def offered(self) -> bool:
         """Whether its tools go to runs now: a shared server up, a per-person one's catalog known."""
-        return bool(self.tools) and (self.main.listed.is_set() if self.per_person else self.main.state.usable)
+        if not self.tools or self.main is None:
+            return False
+        return self.main.listed.is_set() if self.people is not None else self.main.state.usable
 
 
 class McpHub:
@@ -81,19 +79,16 @@ class McpHub:
                  identity_links: Mapping[str, Sequence[str]] | None = None, dm_scope: str = "per-user",
                  log_dir: Path | None = None, backoff: Backoff | None = None) -> None:
         self.config = config
-        self._backoff = backoff or BACKOFF
         self._workspaces = workspaces
         self._links = {k: tuple(v) for k, v in (identity_links or {}).items()}
         self._dm_scope = dm_scope
         self._log_dir = log_dir
+        self._backoff = backoff
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._servers: dict[str, _Server] = {}
-        for name, settings in config.enabled.items():
-            scratch = self._catalog_dir(name) if settings.scope == "per-person" else None
-            main = Supervisor(name, settings, cwd=scratch, log_file=self._log(name), backoff=self._backoff,
-                              on_change=partial(self._changed, name), once=settings.scope == "per-person")
-            self._servers[name] = _Server(name, settings, main)
+        self._servers = {name: _Server(name, settings) for name, settings in config.enabled.items()}
+        self._booted = asyncio.Event()
+        self._started_at = time.time()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -105,36 +100,59 @@ class McpHub:
         await self.aclose()
 
     def start(self) -> None:
-        """Start every server's supervisor in the background; returns at once."""
+        """Load the SDK and start every server, in the background; returns at once."""
+        if self._servers:
+            self._spawn(self._boot(), "mcp:start")
+
+    async def _boot(self) -> None:
+        wanted = [*SDK, *(["bot.mcp.http"] if any(s.settings.url for s in self._servers.values()) else [])]
+        await asyncio.to_thread(lambda: [importlib.import_module(m) for m in wanted])
+        from bot.mcp.supervisor import BACKOFF, Supervisor
+
         for server in self._servers.values():
+            s = server.settings
+            per_person = s.scope == "per-person"
+            server.main = Supervisor(server.name, s, cwd=self._catalog_dir(server.name) if per_person else None,
+                                     log_file=self._log(server.name), backoff=self._backoff or BACKOFF,
+                                     on_change=partial(self._changed, server.name), once=per_person)
+            if per_person:
+                server.people = People(server.name, s.idle_timeout, partial(self._person, server), self._spawn)
             self._spawn(server.main.run(), f"mcp:{server.name}")
-        idle = [s.settings.idle_timeout for s in self._servers.values() if s.per_person]
+        idle = [s.people.idle_timeout for s in self._servers.values() if s.people is not None]
         if idle:
             self._spawn(self._reap(min(REAP_EVERY, min(idle) / 4)), "mcp:reaper")
-        if self._servers:
-            log.info("mcp: %d servers starting in the background: %s", len(self._servers), ", ".join(self._servers))
+        self._booted.set()
+        log.info("mcp: %d servers starting: %s", len(self._servers), ", ".join(self._servers))
 
     async def aclose(self) -> None:
-        """Stop every server (their processes with them) and forget them."""
+        """Stop every server (their processes with them)."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         if tasks:
-            done, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT)
+            _, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT)
             if pending:
                 log.warning("mcp: %d servers took more than %.0f s to stop", len(pending), CLOSE_WAIT)
         for server in self._servers.values():
-            server.people.clear()
+            if server.people is not None:
+                server.people.forget()
         if self._scratch is not None:
             self._scratch.cleanup()
             self._scratch = None
 
     async def settled(self, timeout: float) -> None:
         """Until every server's first attempt is over, at most ``timeout`` seconds (the CLI)."""
-        await asyncio.gather(*(s.main.wait_settled(timeout) for s in self._servers.values()))
+        deadline = time.monotonic() + timeout
+        try:
+            async with asyncio.timeout(timeout):
+                await self._booted.wait()
+        except TimeoutError:
+            return
+        await asyncio.gather(*(s.main.wait_settled(deadline - time.monotonic())
+                               for s in self._servers.values() if s.main is not None))
 
-    def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
@@ -182,15 +200,17 @@ class McpHub:
 
     async def call(self, ctx: ToolContext, name: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
         """One tool call for ``ctx``'s run; a failed one raises ``ToolError`` (the model reads it)."""
+        from bot.mcp.results import render, settle  # loaded with the SDK: a lookup
+
         server = self._servers.get(name)
-        if server is None:
-            raise ToolError(f"there is no MCP server {name}")
+        if server is None or server.main is None:
+            raise ToolError(f"the MCP server {name} is not running")
         if not may_use(server.settings.grant, Asker.of(ctx), self._links):
             log.warning("mcp: refused a call of %s on %s (not granted) session=%s run=%s", tool, name,
                         ctx.session_key, ctx.run_id)
             raise ToolError(f"the MCP server {name} is not available to you")
-        if server.per_person:
-            supervisor = await self._instance(server, ctx)
+        if server.people is not None:
+            supervisor = server.people.get(await self._home(ctx))
             with supervisor.using():  # from its start on: never stopped as idle while it is wanted
                 if not await supervisor.wait_usable(server.settings.connect_timeout):
                     why = supervisor.last_error or f"no answer within {server.settings.connect_timeout:g} s"
@@ -214,32 +234,20 @@ class McpHub:
         key = SessionKey(ctx.agent_id, ChatType.DM, person or ctx.user_id, None if person else ctx.platform)
         return await self._workspaces.prepare(Conversation.of_key(key))
 
-    async def _instance(self, server: _Server, ctx: ToolContext) -> Supervisor:
-        home = await self._home(ctx)
-        key = str(home)
-        instance = server.people.get(key)
-        if instance is None or instance.task.done():
-            supervisor = Supervisor(f"{server.name} ({home.name})", server.settings, cwd=home,
-                                    log_file=self._log(server.name, home.name), backoff=self._backoff,
-                                    on_change=partial(self._changed, server.name))
-            instance = server.people[key] = _Instance(supervisor, self._spawn(supervisor.run(),
-                                                                             f"mcp:{server.name}:{home.name}"))
-            log.info("mcp server %s: starting a process for %s", server.name, home.name)
-        return instance.supervisor
+    def _person(self, server: _Server, home: Path) -> Supervisor:
+        from bot.mcp.supervisor import BACKOFF, Supervisor
+
+        return Supervisor(f"{server.name} ({home.name})", server.settings, cwd=home,
+                          log_file=self._log(server.name, home.name), backoff=self._backoff or BACKOFF,
+                          on_change=partial(self._changed, server.name))
 
     async def _reap(self, every: float) -> None:
         """Stop the per-person processes idle for their server's ``idle_timeout``."""
         while True:
             await asyncio.sleep(every)
-            now = time.monotonic()
             for server in self._servers.values():
-                for key, instance in list(server.people.items()):
-                    idle = now - instance.supervisor.last_used
-                    if instance.supervisor.in_flight == 0 and idle >= server.settings.idle_timeout:
-                        del server.people[key]
-                        instance.task.cancel()
-                        log.info("mcp server %s: stopped the process for %s after %.0f s idle", server.name,
-                                 Path(key).name, idle)
+                if server.people is not None:
+                    server.people.reap()
 
     # -- state --------------------------------------------------------------------------
 
@@ -250,16 +258,23 @@ class McpHub:
             server.listing = supervisor.tools
             server.tools = server_tools(server.name, server.settings, supervisor.tools, self.call)
 
+    def state(self, name: str) -> State:
+        main = self._servers[name].main
+        return State.CONNECTING if main is None else main.state
+
     def statuses(self) -> tuple[ServerStatus, ...]:
         found = []
         for server in self._servers.values():
             s = server.settings
-            snap = server.main.snapshot()
-            errors = [i.supervisor.last_error for i in server.people.values() if i.supervisor.last_error]
-            grant = ", ".join(s.grant)
-            found.append(ServerStatus(server.name, s.transport, s.scope, grant, snap.state, len(server.tools),
-                                      errors[-1] if errors else snap.last_error, snap.since, snap.retry_at,
-                                      len(server.people) if server.per_person else 1))
+            state, error, since, retry = State.CONNECTING, None, self._started_at, None
+            if server.main is not None:
+                snap = server.main.snapshot()
+                state, error, since, retry = snap.state, snap.last_error, snap.since, snap.retry_at
+            people = server.people
+            if people is not None:
+                error = people.last_error() or error
+            found.append(ServerStatus(server.name, s.transport, s.scope, ", ".join(s.grant), state, len(server.tools),
+                                      error, since, retry, people.running if people is not None else 1))
         return tuple(found)
 
     def overview(self) -> str:
@@ -270,9 +285,5 @@ class McpHub:
         """``/status``'s line: the servers the sender may use in this chat."""
         who = f"person:{conversation.person}" if conversation.person else f"{conversation.platform}:{user_id}"
         asker = Asker(conversation.platform, conversation.chat_id, conversation.is_group, owner, (who,))
-        mine = [s for s in self.statuses()
-                if may_use(self._servers[s.name].settings.grant, asker, self._links)]
-        return personal(mine)
-
-    def state(self, name: str) -> State:
-        return self._servers[name].main.state
+        return personal([s for s in self.statuses() if may_use(self._servers[s.name].settings.grant, asker,
+                                                               self._links)])

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.mcp.supervisor import State
+from bot.mcp.state import State
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ from pydantic import ValidationError
 from bot.backoff import Backoff
 from bot.mcp.config import McpServerConfig
 from bot.mcp.connection import Signals, connect, describe_error, last_line, list_tools
+from bot.mcp.state import Snapshot, State
 from bot.tools.base import ToolError
 
 log = logging.getLogger(__name__)
@@ -51,28 +50,6 @@ BACKOFF = Backoff(base=1.0, factor=2.0, cap=60.0)
 PING_EVERY = 30.0  # seconds between health pings of a quiet connection
 PING_TIMEOUT = 10.0
 PINGS_MISSED = 2  # unanswered pings in a row that end a connection
-
-
-class State(StrEnum):
-    CONNECTING = "connecting"
-    READY = "ready"
-    DEGRADED = "degraded"
-    DOWN = "down"
-
-    @property
-    def usable(self) -> bool:
-        return self in (State.READY, State.DEGRADED)
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """What others may read of a supervisor at one moment."""
-
-    state: State
-    tools: int
-    last_error: str | None
-    since: float  # time.time() of the last state change
-    retry_at: float | None  # time.time() of the next attempt while down
 
 
 class Supervisor:

@@ -17,14 +17,15 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from fnmatch import fnmatchcase
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from bot.mcp.config import McpServerConfig
 from bot.mcp.naming import tool_names
 from bot.mcp.schemas import cap, describe, fit_schema, restore_arguments
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolOutput, tool
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 CallFn = Callable[[ToolContext, str, str, dict[str, Any]], Awaitable[ToolOutput]]  # ctx, server, tool, arguments
 TIMEOUT_MARGIN = 5.0  # seconds the registry's timeout leaves the server's call_timeout
