@@ -39,6 +39,7 @@ HEAD_CHARS = 4_000  # of an oversized text, what the model reads at once
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # an image above this is saved only (the providers' inline limit)
 MAX_BLOB_BYTES = 50 * 1024 * 1024  # a binary part above this is not saved either
 SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+EMPTY = "(the tool returned nothing)"
 _SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
            "audio/wav": ".wav", "audio/mpeg": ".mp3", "audio/ogg": ".ogg", "application/pdf": ".pdf",
            "application/json": ".json", "text/plain": ".txt"}
@@ -98,7 +99,10 @@ def head_and_path(text: str, saved: str, head: int = HEAD_CHARS) -> str:
 
 async def settle(rendered: Rendered, workspace: Path, stem: str, max_chars: int) -> ToolOutput:
     """The result as a ``ToolOutput``: blobs saved under ``mcp-output/``, images shown, an
-    oversized text saved with its head kept. ``stem`` names the files (server and tool)."""
+    oversized text saved with its head kept. ``stem`` names the files (server and tool).
+    Files are written in a worker thread; a plain text that fits needs none."""
+    if all(isinstance(p, str) for p in rendered.pieces) and sum(map(len, rendered.pieces)) <= max_chars:
+        return ToolOutput("\n".join(p for p in rendered.pieces if isinstance(p, str)) or EMPTY)
     return await asyncio.to_thread(_settle, rendered, workspace, stem, max_chars)
 
 
@@ -123,7 +127,7 @@ def _settle(rendered: Rendered, workspace: Path, stem: str, max_chars: int) -> T
         if shown:
             images.append(ImagePart(piece.mime, piece.data))
         texts.append(f"[{piece.about}, {len(data):,} bytes, {saved}{'; shown to you below' if shown else ''}]")
-    text = "\n".join(texts) or "(the tool returned nothing)"
+    text = "\n".join(texts) or EMPTY
     if len(text) > max_chars:
         saved = _save(workspace, f"{base}.txt", text.encode("utf-8", "replace"))
         text = head_and_path(text, saved)
