@@ -139,6 +139,24 @@ async def test_a_server_that_crashes_mid_call_is_back_within_the_backoff(llm: Fa
         assert status.state is State.READY and status.last_error == "the server closed the connection"
 
 
+async def test_an_http_server_that_dies_is_seen_at_the_next_call_and_reconnected_when_back(llm: FakeLLM,
+                                                                                          tmp_path: Path) -> None:
+    port = free_port()
+    mcp = config({"web": {"url": f"http://127.0.0.1:{port}/mcp", "allow_private": True, "grant": "everyone"}})
+    async with bench(llm, tmp_path, mcp, backoff=FAST) as b:
+        with http_server(port):
+            await wait_for(lambda: usable(b, "web"))
+        llm.script(calls(("mcp__web__echo", {"text": "anyone?"})), Reply.text("it is gone"))
+        await b.run()
+        assert "closed the connection during the call" in b.result(1, "c0")
+        await wait_for(lambda: b.hub.state("web") is State.DOWN)
+        with http_server(port):
+            await wait_for(lambda: usable(b, "web"), timeout=15)
+            llm.script(calls(("mcp__web__echo", {"text": "back"})), Reply.text("done"))
+            await b.run()
+            assert b.result(3, "c0") == "echo: back"
+
+
 async def test_a_server_down_at_start_delays_nothing_and_its_tools_appear_when_it_is_up(llm: FakeLLM,
                                                                                         tmp_path: Path) -> None:
     port = free_port()

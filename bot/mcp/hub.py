@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 REAP_EVERY = 30.0  # seconds between two looks for idle per-person processes (less for short idle_timeouts)
 CLOSE_WAIT = 4.0  # seconds leaving waits for the servers to stop
 SDK = ("bot.mcp.supervisor", "bot.mcp.results")  # what the worker thread imports (the SDK with them)
+# loggers of the SDK that say something at INFO for every request or reconnect: the hub's own
+# log lines say what changed, once (a level set explicitly for them is kept)
+CHATTY = ("httpx2", "mcp.client.streamable_http")
 
 
 @dataclass(slots=True)
@@ -107,6 +110,9 @@ class McpHub:
     async def _boot(self) -> None:
         wanted = [*SDK, *(["bot.mcp.http"] if any(s.settings.url for s in self._servers.values()) else [])]
         await asyncio.to_thread(lambda: [importlib.import_module(m) for m in wanted])
+        for name in CHATTY:
+            if logging.getLogger(name).level == logging.NOTSET:
+                logging.getLogger(name).setLevel(logging.WARNING)
         from bot.mcp.supervisor import BACKOFF, Supervisor
 
         for server in self._servers.values():

@@ -47,7 +47,7 @@ from bot.tools.base import ToolError
 log = logging.getLogger(__name__)
 
 BACKOFF = Backoff(base=1.0, factor=2.0, cap=60.0)
-PING_EVERY = 30.0  # seconds between health pings of a quiet connection
+PING_EVERY = 15.0  # seconds between health pings of a quiet connection (HTTP: how a dead server is seen)
 PING_TIMEOUT = 10.0
 PINGS_MISSED = 2  # unanswered pings in a row that end a connection
 
