@@ -440,11 +440,12 @@ async def test_unaddressed_group_messages_come_as_context(harness: Harness) -> N
 async def test_commands_are_answered_without_the_model(harness: Harness) -> None:
     channel = await harness.start()
     await harness.command("help")
-    await channel.wait(lambda: channel.messages())
+    await channel.wait(lambda: any("this list" in m for m in channel.messages()))  # its last line
+    parts = len(channel.messages())  # a channel with short messages splits the list
     await harness.command("stop")
-    await channel.wait(lambda: len(channel.messages()) == 2)
-    help_text, stop_text = channel.messages()
-    assert "/stop" in help_text and stop_text == "Nothing is running."
+    await channel.wait(lambda: len(channel.messages()) == parts + 1)
+    *help_parts, stop_text = channel.messages()
+    assert "/stop" in "".join(help_parts) and stop_text == "Nothing is running."
     assert not harness.llm.requests
 
 

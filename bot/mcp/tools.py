@@ -5,7 +5,8 @@ the server's ``tools.allow``/``tools.deny`` applied to its own names, then each 
 ``mcp__<server>__<tool>`` (``bot.mcp.naming``), its schema fitted (``bot.mcp.schemas``) and
 its description capped. Calling one calls ``call(ctx, server, tool, arguments)`` with the
 arguments under the server's own names; the tool's timeout is the server's ``call_timeout``
-plus a margin, so that the server's own timeout (which tells the server to stop) speaks first.
+plus its ``connect_timeout`` (a person's process may have to start first) and a margin, so
+that the server's own timeout (which tells the server to stop) speaks first.
 
 When a run is granted more MCP tools than ``mcp.inline_max``, it is offered ``mcp_tool_search``
 instead of them: the tools are held (``Offer.held``), and the search finds them by words of
@@ -51,7 +52,7 @@ def server_tools(server: str, settings: McpServerConfig, listed: Iterable[types.
         built.append(Tool(names[listed_tool.name], describe(listed_tool.description, server, listed_tool.name),
                           ToolCategory.MCP, fitted.parameters,
                           _caller(call, server, listed_tool.name, fitted.renames),
-                          timeout=settings.call_timeout + TIMEOUT_MARGIN))
+                          timeout=settings.connect_timeout + settings.call_timeout + TIMEOUT_MARGIN))
     return tuple(built)
 
 
