@@ -19,8 +19,8 @@ from bot.mcp.report import ServerStatus, line, personal
 from bot.mcp.results import Blob, _settle, render
 from bot.mcp.schemas import MAX_DESCRIPTION, describe, fit_schema, restore_arguments
 from bot.mcp.state import State
-from bot.mcp.tools import prompt_section, rank
-from bot.tools.base import Tool, ToolCategory, ToolContext
+from bot.mcp.tools import prompt_section, rank, server_tools
+from bot.tools.base import Tool, ToolCategory, ToolContext, ToolOutput
 
 _PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -131,6 +131,31 @@ def test_the_asker_of_a_run_is_its_payers_else_its_user(tmp_path: Path) -> None:
     assert Asker.of(ctx) == Asker("telegram", "-100", True, False, ("telegram:7", "telegram:8"))
     alone = ToolContext(tmp_path, Conversation.of_key("agent:main:telegram:dm:7"), "r", "main", "7")
     assert Asker.of(alone).people == ("telegram:7",)
+
+
+# -- a server's tools -------------------------------------------------------------------------
+
+def test_a_servers_tools_follow_its_allow_and_deny_rules() -> None:
+    settings = McpConfig.model_validate({"servers": {"s": {
+        "command": "x", "call_timeout": 30, "tools": {"allow": ["read_*", "list"], "deny": ["read_secret"]}}}}).servers["s"]
+    listed = [types.Tool(name=n, description=f"{n} it", input_schema={"type": "object"})
+              for n in ("read_file", "read_secret", "list", "write_file")]
+
+    async def call(ctx: ToolContext, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+        return ToolOutput(tool)
+
+    tools = server_tools("s", settings, listed, call)
+    assert [t.name for t in tools] == ["mcp__s__read_file", "mcp__s__list"]
+    assert all(t.category is ToolCategory.MCP and t.timeout == 10 + 30 + 5 for t in tools)
+
+
+async def test_an_http_server_is_reached_only_at_public_addresses() -> None:
+    from bot.mcp.http import AddressRefused, checked_addresses
+
+    for host in ("127.0.0.1", "localhost", "10.1.2.3", "169.254.169.254", "[::1]", "127.1"):
+        with pytest.raises(AddressRefused):
+            await checked_addresses(host, 443)
+    assert [str(ip) for ip in await checked_addresses("93.184.215.14", 443)] == ["93.184.215.14"]
 
 
 # -- search and prompt -----------------------------------------------------------------------

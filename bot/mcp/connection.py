@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 CLIENT = types.Implementation(name="chatgate", version="0.1.0")
 MAX_PAGES = 50  # of one tools/list walk
+MAX_LOG = 1024 * 1024  # bytes of a server's stderr log before it is moved aside (at its next start)
 
 
 @dataclass(slots=True)
@@ -118,10 +119,17 @@ def stdio_environment(settings: McpServerConfig) -> dict[str, str]:
 
 
 def _stderr(log_file: Path | None, stack: AsyncExitStack) -> TextIO:
+    """Where the server's stderr goes: its log, moved to ``<log>.1`` past ``MAX_LOG`` bytes
+    (one older file kept), so a chatty server never fills the disk."""
     if log_file is None:
         sink = open(os.devnull, "w")  # noqa: SIM115 - closed by the stack
     else:
         log_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            if log_file.stat().st_size > MAX_LOG:
+                log_file.replace(log_file.with_name(log_file.name + ".1"))
+        except FileNotFoundError:
+            pass
         sink = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - closed by the stack
     stack.callback(sink.close)
     return sink

@@ -101,8 +101,9 @@ async def settle(rendered: Rendered, workspace: Path, stem: str, max_chars: int)
     """The result as a ``ToolOutput``: blobs saved under ``mcp-output/``, images shown, an
     oversized text saved with its head kept. ``stem`` names the files (server and tool).
     Files are written in a worker thread; a plain text that fits needs none."""
-    if all(isinstance(p, str) for p in rendered.pieces) and sum(map(len, rendered.pieces)) <= max_chars:
-        return ToolOutput("\n".join(p for p in rendered.pieces if isinstance(p, str)) or EMPTY)
+    texts = [p for p in rendered.pieces if isinstance(p, str)]
+    if len(texts) == len(rendered.pieces) and sum(len(t) + 1 for t in texts) <= max_chars + 1:
+        return ToolOutput("\n".join(texts) or EMPTY)
     return await asyncio.to_thread(_settle, rendered, workspace, stem, max_chars)
 
 
