@@ -148,9 +148,10 @@ async def _stops(stack: Stack, count: int) -> list[Figure]:
                           "env": {"MARKS": str(marks["stdio"])}},
                 "http": {"url": f"http://127.0.0.1:{port}/mcp", "allow_private": True, "grant": "everyone"}}}}
             await stack.start_bot(extra=config)
-            await asyncio.sleep(3)  # the servers connect in the background
             for n, (transport, name) in enumerate((("stdio", "mcp__stdio__slow"), ("HTTP", "mcp__http__slow"))):
-                delays, missed = await _stop_each(stack, name, marks[transport], FIRST_CHAT + n * 1000, count)
+                chats = FIRST_CHAT + n * 1000
+                await _warm(stack, name, marks[transport], chats - 100)
+                delays, missed = await _stop_each(stack, name, marks[transport], chats, count)
                 p = percentiles(delays) if delays else None
                 figures += [
                     Figure(NAME, f"{transport}: /stop to the server's cancellation, median ({len(delays)} stops)",
@@ -163,6 +164,19 @@ async def _stops(stack: Stack, count: int) -> list[Figure]:
                                           goal=Goal("=", 0)))
             await stack.stop_bot()
     return figures
+
+
+async def _warm(stack: Stack, name: str, marks: Path, chat_id: int) -> None:
+    """Until a call of ``name`` reaches its server (the servers connect in the background), then stopped."""
+    for attempt in range(20):
+        started = _lines(marks, "started")
+        await stack.llm.script(Reply.tool_calls([Call(name, {"seconds": 60}, id=f"w{attempt}")]))
+        await stack.tg.push(stack.tg.dm(chat_id + attempt, "warm up"))
+        if await _until(lambda: _lines(marks, "started") > started, 3):
+            await stack.ask(chat_id + attempt, "/stop")
+            return
+        await stack.tg.sent_in(chat_id + attempt, 1, 10)  # the model was told the tool is unknown: answered
+    raise RuntimeError(f"{name} never started; the bot's log:\n{stack.bot.log_tail() if stack.bot else ''}")
 
 
 async def _stop_each(stack: Stack, name: str, marks: Path, first_chat: int, count: int) -> tuple[list[float], int]:
