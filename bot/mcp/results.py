@@ -24,7 +24,6 @@ import binascii
 import json
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,7 +149,3 @@ def _save(workspace: Path, name: str, data: bytes) -> str:
         return f"not saved ({exc.strerror or exc})"
     return f"saved in the workspace as {OUTPUT_DIR}/{name}"
 
-
-def joined_text(pieces: Sequence[str | Blob]) -> str:
-    """The text pieces alone (an error result's message)."""
-    return "\n".join(p for p in pieces if isinstance(p, str)).strip()
