@@ -122,9 +122,9 @@ class App:
         if cfg.mcp.enabled:  # the SDK is imported only when a server is configured
             from bot.mcp.hub import McpHub
 
-            self.mcp = await self._stack.enter_async_context(McpHub(
-                cfg.mcp, workspaces=workspaces, identity_links=a.identity_links, dm_scope=a.dm_scope,
-                log_dir=cfg.storage.path.parent / "mcp"))  # starts them in the background
+            self.mcp = McpHub(cfg.mcp, workspaces=workspaces, identity_links=a.identity_links, dm_scope=a.dm_scope,
+                              log_dir=cfg.storage.path.parent / "mcp")
+            self._stack.push_async_callback(self.mcp.aclose)
             toolsets.append(self.mcp)
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
@@ -159,4 +159,6 @@ class App:
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
+        if self.mcp is not None:  # in the background, once the channels listen: never ahead of them
+            self.mcp.start()
         await self.intake.recover()

@@ -3,8 +3,9 @@
     async with McpHub(config.mcp, workspaces=workspaces) as hub:
         agent = Agent(..., toolsets=[hub])
 
-Entering returns at once: one task loads the SDK in a worker thread (importing it takes a
-good part of a second) and then starts one supervisor task per server. A server that is
+Entering (or ``start``: the app calls it once its channels listen) returns at once: one task
+loads the SDK in a worker thread (importing it takes a good part of a second) and then starts
+one supervisor task per server. A server that is
 slow, down or crashing never delays start-up, another server, or a run that does not use
 it. A per-person server starts one process per person, in that person's workspace, on the
 person's first call, and stops it after ``idle_timeout`` without calls (``bot.mcp.people``);
@@ -91,6 +92,7 @@ class McpHub:
         self._tasks: set[asyncio.Task[None]] = set()
         self._servers = {name: _Server(name, settings) for name, settings in config.enabled.items()}
         self._booted = asyncio.Event()
+        self._started = False
         self._started_at = time.time()
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -103,8 +105,9 @@ class McpHub:
         await self.aclose()
 
     def start(self) -> None:
-        """Load the SDK and start every server, in the background; returns at once."""
-        if self._servers:
+        """Load the SDK and start every server, in the background; returns at once (once only)."""
+        if self._servers and not self._started:
+            self._started = True
             self._spawn(self._boot(), "mcp:start")
 
     async def _boot(self) -> None:
