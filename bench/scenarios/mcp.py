@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import statistics
 import sys
 import tempfile
@@ -16,7 +17,6 @@ from bench.report import Figure, Goal
 from bot.conversation import Conversation
 from bot.llm import ToolCall
 from bot.mcp.config import McpConfig
-from bot.mcp.connection import Signals, connect
 from bot.mcp.hub import McpHub
 from bot.tools import ToolCategory, ToolContext, tool
 from bot.tools.registry import ToolRegistry
@@ -24,16 +24,17 @@ from tests.fakes.llm_server import Call, Reply
 from tests.mcp_servers.harness import DEMO, free_port, http_server
 
 NAME = "mcp"
-HOW = ("Latency: in one process, the tool registry the agent loop uses runs one call at a time, 300 times (quick: "
-       "100) after 20 unmeasured, the kinds interleaved: a built-in tool that returns at once, the demo server's `noop` (the SDK's own "
-       "MCPServer; it returns at once) through the hub over stdio and over streamable HTTP on 127.0.0.1, and the "
-       "same `noop` called with the SDK's ClientSession alone. Added latency = the MCP call minus the built-in; "
-       "chatgate's own share = the MCP call minus the bare SDK call (the rest is the SDK, the pipe or HTTP and the "
-       "server). Start-up: `chatgate run` started 5 times (quick: 3) with no MCP server and with 5 (4 demo servers "
-       "over stdio, 1 HTTP server nobody listens on), process start to first getUpdates. /stop: the bot serving "
-       "Telegram DMs calls the demo server's `slow` over stdio and HTTP, 30 times each (quick: 10); /stop is pushed "
-       "once the server wrote that the call started; timed from the push (fake Telegram's clock) to the server "
-       "writing that it saw the cancellation (its clock; both time.monotonic()).")
+HOW = ("Latency: in one process, the tool registry the agent loop uses runs one call at a time, 300 times "
+       "(quick: 100) after 20 unmeasured, the kinds interleaved in a random order: a built-in tool that returns at once, the demo "
+       "server's `noop` (the SDK's own MCPServer; it returns at once) through the hub over stdio and over streamable "
+       "HTTP on 127.0.0.1, and the same `noop` on the same connection through the SDK's ClientSession alone. Added "
+       "latency = the MCP call minus the built-in; chatgate's own share = the MCP call minus the bare SDK call (the "
+       "rest is the SDK, the pipe or HTTP and the server). Start-up: `chatgate run` started 5 times (quick: 3) with "
+       "no MCP server and with 5 (4 demo servers over stdio, 1 HTTP server nobody listens on), process start to "
+       "first getUpdates. /stop: the bot serving Telegram DMs calls the demo server's `slow` over stdio and HTTP, 30 "
+       "times each (quick: 10); /stop is pushed once the server wrote that the call started; timed from the push "
+       "(fake Telegram's clock) to the server writing that it saw the cancellation (its clock; both "
+       "time.monotonic()).")
 FIRST_CHAT = 9000
 
 
@@ -55,10 +56,14 @@ async def builtin_noop(ctx: ToolContext) -> str:
 
 
 async def _timed(calls: dict[str, Callable[[], Awaitable[object]]], count: int) -> dict[str, list[float]]:
-    """Each call ``count`` times, interleaved (one of each in turn), after 20 unmeasured rounds."""
+    """Each call ``count`` times, interleaved (one of each per round, in a random order: no call
+    always follows the same one), after 20 unmeasured rounds."""
     times: dict[str, list[float]] = {name: [] for name in calls}
+    order = list(calls)
     for round_ in range(20 + count):
-        for name, call in calls.items():
+        random.shuffle(order)
+        for name in order:
+            call = calls[name]
             started = time.perf_counter()
             await call()
             if round_ >= 20:
@@ -72,7 +77,7 @@ async def _latency(count: int) -> list[Figure]:
         mcp = McpConfig.model_validate({"servers": {
             "stdio": {"command": sys.executable, "args": [DEMO], "grant": "everyone"},
             "http": {"url": f"http://127.0.0.1:{port}/mcp", "allow_private": True, "grant": "everyone"}}})
-        async with McpHub(mcp) as hub, AsyncExitStack() as bare:
+        async with McpHub(mcp) as hub:
             await hub.settled(30)
             ctx = ToolContext(Path(tmp), Conversation.of_key("agent:main:bench:dm:u1"), "r1", "main", "u1")
             registry = ToolRegistry([builtin_noop]).joined(hub.offer(ctx).tools)
@@ -81,8 +86,8 @@ async def _latency(count: int) -> list[Figure]:
                 call = [ToolCall("c1", name, "{}")]
                 return lambda: registry.execute(call, ctx)
 
-            # the same noop on a ClientSession of its own: no hub, no registry, no result handling
-            sessions = {name: (await connect(bare, mcp.servers[name], Signals())).session for name in ("stdio", "http")}
+            # the same noop on the same connection, straight through the SDK: no registry, hub or result handling
+            sessions = {name: session for name in ("stdio", "http") if (session := hub.session(name)) is not None}
             times = await _timed({
                 "builtin": through_registry("builtin_noop"),
                 "stdio": through_registry("mcp__stdio__noop"),

@@ -49,6 +49,7 @@ from bot.workspace import Workspaces
 
 if TYPE_CHECKING:
     import mcp_types as types
+    from mcp import ClientSession
 
     from bot.mcp.supervisor import Supervisor
 
@@ -266,6 +267,11 @@ class McpHub:
         if server is not None and supervisor.listed.is_set() and supervisor.tools is not server.listing:
             server.listing = supervisor.tools
             server.tools = server_tools(server.name, server.settings, supervisor.tools, self.call)
+
+    def session(self, name: str) -> ClientSession | None:
+        """A shared server's live SDK session (None while down), for diagnostics and benchmarks."""
+        main = self._servers[name].main
+        return None if main is None else main.session
 
     def state(self, name: str) -> State:
         main = self._servers[name].main

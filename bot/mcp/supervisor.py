@@ -82,6 +82,11 @@ class Supervisor:
     def state(self) -> State:
         return self._state
 
+    @property
+    def session(self) -> ClientSession | None:
+        """The live session (None while down), for diagnostics and benchmarks: calls go through ``call``."""
+        return self._session
+
     def snapshot(self) -> Snapshot:
         return Snapshot(self._state, len(self.tools), self.last_error, self._since, self._retry_at)
 
