@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
@@ -46,9 +47,13 @@ from bot.store.sqlite import SQLiteStore
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
 from bot.tools.send_file import send_file_tool
+from bot.tools.toolset import Toolset
 from bot.tracing import Redactor
 from bot.turns import Turns
 from bot.workspace import Workspaces
+
+if TYPE_CHECKING:
+    from bot.mcp.hub import McpHub
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,7 @@ class App:
         self.config = config
         self.channels = dict(channels)
         self.events = EventBus()
+        self.mcp: McpHub | None = None  # the MCP servers, when mcp.servers names any
         self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> App:
@@ -128,10 +134,18 @@ class App:
             is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
             mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()))
         self._stack.push_async_callback(approvals.aclose)
+        toolsets: list[Toolset] = []
+        if cfg.mcp.enabled:  # the SDK is imported only when a server is configured
+            from bot.mcp.hub import McpHub
+
+            self.mcp = McpHub(cfg.mcp, workspaces=workspaces, identity_links=a.identity_links, dm_scope=a.dm_scope,
+                              log_dir=cfg.storage.path.parent / "mcp")
+            self._stack.push_async_callback(self.mcp.aclose)
+            toolsets.append(self.mcp)
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         self.skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
                                   guard=GuardMode(a.input_guard), inline_max=cfg.skills.inline_max)
-        toolsets = [self.skills]
+        toolsets.append(self.skills)
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
                                             meter=meter, toolsets=toolsets, gate=approvals)))
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
@@ -172,7 +186,7 @@ class App:
         self.schedules = Schedules(self.store, schedule_settings, wake=self.scheduler.wake)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
                              limits=person_limits, agent=agent, approvals=approvals, listener=listener,
-                             voice=voice, schedules=self.schedules)
+                             voice=voice, schedules=self.schedules, servers=self.mcp)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
         tools.register(schedule_tool(self.schedules, may_check))
@@ -185,6 +199,8 @@ class App:
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
         await approvals.recover()  # cards a previous process left waiting: expired
+        if self.mcp is not None:  # in the background, once the channels listen: never ahead of them
+            self.mcp.start()
         await self.intake.recover()
         self._stack.push_async_callback(self.scheduler.aclose)  # the first to stop: no job starts after
         self.scheduler.start()  # after recovery: what is owed goes out first

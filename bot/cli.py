@@ -1,4 +1,4 @@
-"""chatgate's command line: run | chat | check | traces | pairing | schedules.
+"""chatgate's command line: run | chat | check | mcp | traces | pairing | schedules.
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """
@@ -36,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chat.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     check = sub.add_parser("check", help="validate a config file and show what would start")
     check.add_argument("-c", "--config", required=True, help="path to config.yaml")
+    mcp = sub.add_parser("mcp", help="connect to the MCP servers and show their state, tools and last error")
+    mcp.add_argument("-c", "--config", required=True, help="path to config.yaml")
     traces = sub.add_parser("traces", help="show what recent runs did and cost")
     traces.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
     traces.add_argument("--session", help="only this session key")
@@ -60,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.settings import load_config
 
     try:
-        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing", "schedules"))
+        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing", "schedules", "mcp"))
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
@@ -81,6 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      else None, GuardMode(config.agent.input_guard))))
         for warning in config.warnings():
             print(f"warning: {warning}", file=sys.stderr)
+        if config.mcp.enabled:
+            print(asyncio.run(_mcp_servers(config)))
+        return 0
+    if args.command == "mcp":
+        print(asyncio.run(_mcp_servers(config)))
         return 0
     if args.command == "traces":
         return asyncio.run(_traces(config, args.session, args.last))
@@ -206,6 +213,22 @@ async def _chat(config: Config) -> int:
         print(file=sys.stdout)
         await _close(app)
     return 0
+
+
+async def _mcp_servers(config: Config) -> str:
+    """Connect to every enabled MCP server at once, wait for each one's first attempt (its
+    ``connect_timeout`` at most), and say how each is: state, tools, last error."""
+    if not config.mcp.enabled:
+        return "No MCP servers are configured (mcp.servers)."
+    import tempfile
+
+    from bot.mcp.hub import McpHub
+
+    wait = max(s.connect_timeout for s in config.mcp.enabled.values()) + 1.0
+    with tempfile.TemporaryDirectory(prefix="chatgate-mcp-") as logs:  # the servers' stderr, for their last words
+        async with McpHub(config.mcp, log_dir=Path(logs)) as hub:
+            await hub.settled(wait)
+            return hub.overview()
 
 
 async def _traces(config: Config, session: str | None, last: int) -> int:

@@ -71,6 +71,19 @@ class CommandHost(Protocol):
     async def schedule(self, call: CommandCall) -> str:
         """``/remind``, ``/tasks`` and ``/tz`` (``bot.schedules.commands``): the reply."""
 
+    async def servers(self, call: CommandCall) -> str:
+        """``/mcp``'s text: every MCP server, its state, tools and last error."""
+
+
+class ServerReport(Protocol):
+    """What the status commands read of the MCP servers (``bot.mcp.hub.McpHub``)."""
+
+    def overview(self) -> str:
+        """Every server: state, tools, last error."""
+
+    def personal(self, conversation: Conversation, user_id: str, owner: bool) -> str:
+        """One line: the servers this sender may use in this chat, and their state ("" for none)."""
+
 
 Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
 
@@ -140,6 +153,10 @@ async def _schedule(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.schedule(call))
 
 
+async def _mcp(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.servers(call))
+
+
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(host.spelling(call)))
 
@@ -161,6 +178,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("remind", _schedule, "a reminder: <when> <text>, when being in 20m, at 18:00 or tomorrow 9:00"),
     CommandSpec("tasks", _schedule, "your reminders and scheduled tasks here; cancel|pause|resume <id>"),
     CommandSpec("tz", _schedule, "your time zone; tz Europe/Berlin sets it"),
+    CommandSpec("mcp", _mcp, "the MCP servers: state, tools, last error (owners)", owners_only=True),
     CommandSpec("help", _help, "this list", "What I can do"),
     CommandSpec("start", _help, ""),
 )

@@ -40,7 +40,7 @@ from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.approvals import Approvals
 from bot.channels import Channel, Named, SendFailed, SpellsCommands
-from bot.commands import BY_NAME, NAMES, CommandCall, Reply, parse_command, status_text
+from bot.commands import BY_NAME, NAMES, CommandCall, Reply, ServerReport, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.media.hearing import NOT_HEARD, Heard, Listener, echo_line
@@ -93,7 +93,8 @@ class Intake:
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
                  approvals: Approvals | None = None, listener: Listener | None = None,
-                 voice: VoiceAnswers | None = None, schedules: Schedules | None = None) -> None:
+                 voice: VoiceAnswers | None = None, schedules: Schedules | None = None,
+                 servers: ServerReport | None = None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -107,6 +108,7 @@ class Intake:
         self._listener = listener
         self._voice = voice
         self._schedules = schedules
+        self._servers = servers  # the MCP servers, for /status and /mcp
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
@@ -467,7 +469,13 @@ class Intake:
         if self._schedules is not None:
             zone, source = await self._schedules.zone_of(self._creator(call).person)
             text += f"\nTime zone: {zone} ({source})"
+        if self._servers is not None and (line := self._servers.personal(call.conversation, call.msg.sender.id,
+                                                                         call.owner)):
+            text += "\n" + line
         return text
+
+    async def servers(self, call: CommandCall) -> str:
+        return self._servers.overview() if self._servers is not None else "No MCP servers are configured."
 
     async def schedule(self, call: CommandCall) -> str:
         if self._schedules is None:

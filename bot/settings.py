@@ -5,9 +5,11 @@
 
 Part of the composition root, with ``cli`` and ``app``: the one place where the config
 package (``bot.config``: the machinery and the core's keys) meets the channel registry
-(``bot.channels.registry``: each platform's model) and the tools (``exec_settings``). The
-config package imports neither, so that the port, whose platform packages build their
-models on the config's building blocks, and the config never import each other.
+(``bot.channels.registry``: each platform's model), the tools (``exec_settings``) and the
+MCP servers (``mcp:``, whose model ``bot.mcp.config`` builds on the config's building
+blocks). The config package imports none of them, so that the port and the MCP package,
+whose models are built on the config's building blocks, and the config never import each
+other.
 
 Importing this module imports every registered platform package (its config model, never
 its SDK: ``ChannelSpec.build`` imports that).
@@ -25,6 +27,7 @@ from bot.channels import registry
 from bot.config import Section
 from bot.config.loading import load
 from bot.config.schema import CoreConfig, secrets
+from bot.mcp.config import McpConfig
 
 if TYPE_CHECKING:
     from bot.tools.sandbox import ExecSettings
@@ -50,6 +53,11 @@ class Config(CoreConfig):
     """The config file's whole model."""
 
     channels: ChannelsConfig = ChannelsConfig()
+    mcp: McpConfig = McpConfig()
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every secret that is set, the MCP servers' ``env`` and ``headers`` values too."""
+        return (*super().secret_values(), *self.mcp.secret_values())
 
     def warnings(self) -> list[str]:
         """Choices that are allowed but unsafe, and each enabled platform's own checks (token
@@ -116,12 +124,27 @@ class Config(CoreConfig):
         media += [f"voice answers by {sp.model}, voice {sp.voice} (/voice per chat)"] if sp.enabled else []
         if media:
             lines.insert(-1, f"media      {'; '.join(media)}")
+        for name, server in self.mcp.servers.items():
+            lines.insert(-1, f"mcp        {name}: {_mcp_server(server, mask_url)}")
         e = self.tools.exec
         if e.enabled:
             lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
                              f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
                              f"{self.exec_settings().limits.describe()}")
         return "\n".join(lines)
+
+
+def _mcp_server(server: Any, mask_url: Any) -> str:
+    """An MCP server as ``check`` shows it: the values of ``env`` and ``headers`` never shown."""
+    if not server.enabled:
+        return "disabled"
+    where = (f"stdio {server.command}" + (f" ({len(server.args)} args)" if server.args else "")
+             if server.command is not None else f"http {mask_url(server.url)}")
+    extra = [f"env {', '.join(server.env)}" if server.env else "", f"headers {', '.join(server.headers)}"
+             if server.headers else "", "allow_private" if server.allow_private else ""]
+    grant = ", ".join(server.grant)
+    return ", ".join(part for part in (where, *extra, f"{server.scope}", f"granted to {grant}",
+                                       f"timeouts {server.connect_timeout:g}s/{server.call_timeout:g}s") if part)
 
 
 def _shown(value: Any, mask_url: Any) -> Any:

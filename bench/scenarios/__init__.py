@@ -6,6 +6,7 @@ from __future__ import annotations
 from bench.scenarios import (
     delivery,
     history,
+    mcp,
     on_discord,
     on_slack,
     overhead,
@@ -19,4 +20,4 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord, on_slack, schedules)}
+                                 on_discord, on_slack, schedules, mcp)}

@@ -277,7 +277,10 @@ class Agent:
                               on_approval=run.trace.approval)
             offers = [toolset.offer(ctx) for toolset in self._toolsets]
             run.tools = self._tools.restricted(request.tool_policy).joined(
-                (t for offer in offers for t in offer.tools), request.tool_policy)
+                (t for offer in offers for t in offer.tools), request.tool_policy,
+                held=(t for offer in offers for t in offer.held))
+            if run.tools.held():  # its tools may enable them (mcp_tool_search)
+                ctx = replace(ctx, held=run.tools)
             sections = tuple(offer.prompt for offer in offers if offer.prompt)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
@@ -347,7 +350,6 @@ class Agent:
         ~70 % plus the rest (in memory only; the turn is stored whole)."""
         repeats = RepeatDetector()
         tools = run.tools or self._tools
-        specs = tools.specs()
         s = self.settings
         system, volatile = prompt
         whole_system = f"{system}\n\n{volatile}"  # what is counted: the volatile part is sent too
@@ -358,6 +360,7 @@ class Agent:
         while run.iterations < limit:
             run.iterations += 1
             await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
+            specs = tools.specs()  # cached; it changes only when a tool enabled more (ToolContext.held)
             messages = [*base, *run.new[covered:]]
             run.prompt_tokens = await self._prompt_tokens(whole_system, messages, specs, reported, threshold)
             if may_compact and run.prompt_tokens >= threshold:
@@ -457,10 +460,13 @@ class Agent:
 
         tools = run.tools or self._tools
         allowed, extra = calls[:self.settings.max_tool_calls_per_step], calls[self.settings.max_tool_calls_per_step:]
-        results = await tools.execute(allowed, ctx, done=run.done, on_done=finished)
+        images: dict[str, tuple[ImagePart, ...]] = {}
+        results = await tools.execute(allowed, ctx, done=run.done, on_done=finished, images=images)
         results += [ToolResult(c.id, TOO_MANY_CALLS.format(n=self.settings.max_tool_calls_per_step), is_error=True)
                     for c in extra]
-        run.new.append(Message(Role.TOOL, tuple(results)))
+        # images a tool returned follow the results (both providers show them to the model there)
+        shown = tuple(image for c in allowed for image in images.get(c.id, ()))
+        run.new.append(Message(Role.TOOL, (*results, *shown)))
         run.pending = ()
         for call, result in zip(calls, results, strict=True):
             await self._emit(run.request, EventKind.TOOL_RESULT, self._redactor.preview(result.content), tool=call,

@@ -7,7 +7,8 @@ imports the loop).
 A sub-agent is an ``Agent`` run in a child session (``<parent key>:sub:<n>``, a fresh
 session every time) with the minimal prompt and read-only tools (``READ_ONLY_TOOLS``,
 narrowed further by the parent run's own policy): it can look things up in the same
-workspace, never change it, run commands or message anyone. Limits:
+workspace, never change it, run commands or message anyone. The toolsets (MCP servers,
+skills) offer it what they offer its parent's person, under the parent run's policy. Limits:
 
 - depth: a sub-agent is never offered ``spawn`` (depth limit 1), and a ``spawn`` call
   from a session that is already a sub-agent's is refused;
@@ -112,8 +113,10 @@ class SubAgents:
                 session = await self._store.session(child, fresh=True)
                 started = time.time()
                 log.info("sub-agent %s started session=%s run=%s", key, ctx.session_key, ctx.run_id)
+                # the parent's policy narrows what the toolsets offer the child (MCP tools, skills),
+                # as it narrows the child's built-ins (child_tools)
                 result = await agent.complete(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,
-                                                    user_id=ctx.user_id, payers=ctx.payers,
+                                                    user_id=ctx.user_id, payers=ctx.payers, tool_policy=policy,
                                                     sender_is_owner=ctx.sender_is_owner))
             finally:
                 self.active -= 1
