@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
@@ -41,6 +42,9 @@ from bot.tracing import Redactor
 from bot.turns import Turns
 from bot.workspace import Workspaces
 
+if TYPE_CHECKING:
+    from bot.dashboard.server import Dashboard
+
 log = logging.getLogger(__name__)
 
 # The templates that ship with chatgate: workspaces/templates/ beside the bot package.
@@ -61,7 +65,19 @@ class App:
         self.config = config
         self.channels = dict(channels)
         self.events = EventBus()
+        self.dashboard: Dashboard | None = None  # with dashboard.enabled: its server (``dashboard.url``)
         self._stack = AsyncExitStack()
+
+    def _dashboard(self, limits: PersonLimits, redact: Redactor) -> Dashboard:
+        """The operator dashboard on this bot (``dashboard.enabled``): imported only then."""
+        from bot.dashboard.server import Dashboard
+        from bot.dashboard.sources import Bot, PeoplePolicy
+
+        dispatcher = self.turns.dispatcher
+        bot = Bot(self.events, dispatcher.registry, dispatcher.queued, self.turns.stop_run, self.channels,
+                  self.config.agent.model)
+        return Dashboard(self.config.dashboard_settings(), self.store, bot=bot,
+                         people=PeoplePolicy(limits.settings, self.config.owner_ids()), redact=redact)
 
     async def __aenter__(self) -> App:
         try:
@@ -145,6 +161,8 @@ class App:
         self._stack.push_async_callback(self.turns.aclose)
         self._stack.push_async_callback(self.intake.aclose)
         self._stack.push_async_callback(self.events.aclose)
+        if cfg.dashboard.enabled:  # before the channels: a busy port stops start-up before anything is received
+            self.dashboard = await self._stack.enter_async_context(self._dashboard(person_limits, redactor))
         for name, channel in self.channels.items():
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
