@@ -54,6 +54,8 @@ def when(ts: float | None) -> str:
 
 def duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
     if seconds < 10:
         return f"{seconds:.1f} s"
     if seconds < 120:
@@ -72,9 +74,15 @@ def ago(ts: float | None, now: float | None = None) -> str:
 
 
 def usd(cost: float) -> str:
+    """Dollars: cents from $1 on, else up to four decimals ($0.012, $0.0003)."""
     if cost == 0:
         return "$0"
-    return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
+    if cost >= 1:
+        return f"${cost:,.2f}"
+    if cost < 0.0001:
+        return "<$0.0001"
+    shown = f"{cost:.4f}".rstrip("0")
+    return f"${shown}0" if len(shown.split(".")[1]) < 2 else f"${shown}"
 
 
 def count(n: int) -> str:

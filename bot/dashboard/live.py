@@ -1,8 +1,8 @@
 """The live board: the runs in flight, from the active-run registry and the run events.
 
 The registry says which runs exist (a run stopped while it waited for a slot leaves no
-event); the events say what each one does: when it started, which tool it is in, whether it
-is retrying. ``on_event`` is an inline subscriber of the bus, so it must be quick: it drops
+event); the events say what each one does: when it started, whether it waits for a slot,
+which tool it is in, whether it is retrying. ``on_event`` is an inline subscriber of the bus, so it must be quick: it drops
 text chunks at once (most events of a run), updates one dict entry for the others, and,
 only while a page is watching, arms one timer that wakes the watchers ``interval`` seconds
 later. Many events in that time are one update: a page costs the bot one snapshot per
@@ -56,6 +56,7 @@ class _Seen:
     started_at: float
     tool: str = ""
     retrying: bool = False
+    waiting: bool = False  # for a slot (``runs.max_concurrent``, a group's cap)
 
 
 class LiveBoard:
@@ -92,6 +93,8 @@ class LiveBoard:
             return
         if kind is EventKind.STARTED:
             self._seen[event.run_id] = _Seen(self._clock())
+        elif kind is EventKind.ACTIVITY and event.text == "queued":
+            self._seen[event.run_id] = _Seen(self._clock(), waiting=True)
         elif kind in _ENDS:
             self._seen.pop(event.run_id, None)
         else:
@@ -147,10 +150,11 @@ class LiveBoard:
         runs = tuple(self._bot.registry.runs())
         for run in runs:
             seen = self._seen.get(run.run_id)
-            if seen is None:  # waiting for a slot: since its first message arrived
-                started, state, tool = now - (mono - run.batch[0].arrived), "waiting", ""
+            if seen is None:  # started before the board listened (or between two events): since it arrived
+                started, state, tool = now - (mono - run.batch[-1].arrived), "running", ""
             else:
-                started, state, tool = seen.started_at, "retrying" if seen.retrying else "running", seen.tool
+                state = "waiting" if seen.waiting else "retrying" if seen.retrying else "running"
+                started, tool = seen.started_at, seen.tool
             person, where = _who(run)
             rows.append(LiveRun(run.run_id, run.session_key, session_label(run.session_key), person, where,
                                 self._bot.model, started, state, tool, self._bot.queued(run.session_key)))

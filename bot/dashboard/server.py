@@ -37,7 +37,7 @@ from bot.dashboard.live import LiveBoard
 from bot.dashboard.pages.login import login_page
 from bot.dashboard.settings import DashboardSettings
 from bot.dashboard.sources import Bot, DashboardStore, Operations, PeoplePolicy
-from bot.dashboard.views import Views
+from bot.dashboard.views import FORM, LOGIN, Views
 from bot.errors import ConfigError
 from bot.store.base import AuditEntry
 from bot.tasks import OwnedTasks
@@ -141,7 +141,7 @@ class Dashboard:
             if request.method == "GET" and request.path != "/live/events":
                 raise web.HTTPSeeOther("/login")
             return _text(401, "Log in first.")
-        request["login"] = login
+        request[LOGIN] = login
         if request.method == "POST":
             if not same_origin(request.headers, self.origin(request)):
                 await self.audit(request, f"post {request.path}", "", "refused: another origin")
@@ -150,7 +150,7 @@ class Dashboard:
             if not _csrf_ok(login, _field(form, "csrf")):
                 await self.audit(request, f"post {request.path}", "", "refused: no valid CSRF token")
                 return _text(403, "Refused: the form's token is missing or wrong; reload the page and try again.")
-            request["form"] = form
+            request[FORM] = {k: v for k, v in form.items() if isinstance(v, str)}
         elif request.path == "/live/events" and not feed_allowed(request.headers, self.origin(request)):
             return _text(403, "Refused: the live feed is for the dashboard's own page.")
         return await handler(request)
@@ -166,7 +166,7 @@ class Dashboard:
 
     async def audit(self, request: web.Request, action: str, target: str, outcome: str, *, user: str | None = None,
                     role: str | None = None) -> None:
-        login = request.get("login")
+        login = request.get(LOGIN)
         entry = AuditEntry(self._clock(), clip(strip_controls(user if user is not None else
                                                                login.user if login else ""), 64),
                            role if role is not None else str(login.role) if login else "", action,
@@ -211,7 +211,7 @@ class Dashboard:
             return _page(login_page(error="Wrong name or password.", user=name), status=401)
         self.sessions.close(request.cookies.get(self.cookie))  # a login never reuses a cookie
         token, login = self.sessions.open(user.name, user.role)
-        request["login"] = login
+        request[LOGIN] = login
         await self.audit(request, "login", "", "done")
         response = web.HTTPSeeOther("/live")
         response.set_cookie(self.cookie, token, httponly=True, samesite="Strict", secure=self.settings.secure,

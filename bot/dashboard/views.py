@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+LOGIN = web.RequestKey("login", Login)  # set by the server's guard on every request past it
+FORM = web.RequestKey("form", dict[str, str])  # a POST's text fields, once its CSRF token was checked
+
 SESSIONS_SHOWN = 100
 TRACES_SHOWN = 100
 BEHIND_AFTER = 60.0  # seconds an answer may wait before its channel shows as behind
@@ -278,13 +281,11 @@ class Views:
 
 
 def _login(request: web.Request) -> Login:
-    login: Login = request["login"]
-    return login
+    return request[LOGIN]
 
 
 def _form(request: web.Request, name: str) -> str:
-    value = request["form"].get(name)
-    return value[:200] if isinstance(value, str) else ""
+    return request[FORM].get(name, "")[:200]
 
 
 def _page(body: str) -> web.Response:

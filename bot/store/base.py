@@ -305,7 +305,7 @@ class SessionSummary:
     created_at: float
     archived: bool  # replaced by a fresh session (/new); kept
     last_activity: float  # its newest message, else its creation
-    title: str  # the start of its first user message
+    title: str  # the start of its first user message (or of the message waiting for its first turn)
     sender: str  # the name of the last person who wrote in it ("" when unknown)
     input_tokens: int = 0
     output_tokens: int = 0

@@ -24,12 +24,13 @@ from bot.store.base import (
 )
 
 RECENT_INBOUND = 20_000  # inbound rows (newest) read for the names of senders
-TITLE_CHARS = 120
+TITLE_CHARS = 400  # of a session's first user message, as stored (the page shortens it)
 DAY = 86400.0
 
-# the last sender's name per session key, among the newest inbound rows
+# the last sender's name and text per session key, among the newest inbound rows
 _NAMES = (
-    "SELECT session_key, json_extract(payload, '$.sender.name') FROM inbound WHERE id IN"
+    "SELECT session_key, json_extract(payload, '$.sender.name'), json_extract(payload, '$.text') FROM inbound"
+    " WHERE context = 0 AND id IN"
     " (SELECT MAX(id) FROM inbound WHERE payload != '' AND id > (SELECT COALESCE(MAX(id), 0) FROM inbound) - ?"
     " GROUP BY session_key)"
 )
@@ -90,18 +91,20 @@ def like(text: str) -> str:
 def _title(parts: str | None) -> str:
     if not parts:
         return ""
-    text = " ".join(Message(Role.USER, parts_from_json(parts)).text.split())
-    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+    return Message(Role.USER, parts_from_json(parts)).text.strip()[:TITLE_CHARS]
 
 
-def _summary(row: tuple[Any, ...], names: dict[str, str]) -> SessionSummary:
+def _summary(row: tuple[Any, ...], recent: dict[str, tuple[str, str]]) -> SessionSummary:
+    """A session row; before its first turn is stored, its title is the text waiting for it."""
     id_, key, created, archived, last, first, i, o, cost, turns = row
-    return SessionSummary(id_, key, created, bool(archived), last, _title(first), names.get(key, "") or "",
+    name, text = recent.get(key, ("", ""))
+    return SessionSummary(id_, key, created, bool(archived), last, _title(first) or text[:TITLE_CHARS], name,
                           int(i), int(o), float(cost), int(turns))
 
 
-def _names(db: sqlite3.Connection) -> dict[str, str]:
-    return {key: name for key, name in db.execute(_NAMES, (RECENT_INBOUND,)) if name}
+def _names(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
+    """Session key -> (the last sender's name, their text), from the newest inbound rows."""
+    return {key: (name or "", text or "") for key, name, text in db.execute(_NAMES, (RECENT_INBOUND,))}
 
 
 def sessions(db: sqlite3.Connection, search: str, limit: int) -> list[SessionSummary]:
@@ -111,7 +114,7 @@ def sessions(db: sqlite3.Connection, search: str, limit: int) -> list[SessionSum
         rows = db.execute(f"{_SESSIONS} ORDER BY 5 DESC LIMIT ?", (limit,)).fetchall()
         return [_summary(row, names) for row in rows]
     wanted = search.casefold()
-    keys = [key for key, name in names.items() if wanted in name.casefold()]
+    keys = [key for key, (name, _) in names.items() if wanted in name.casefold()]
     marks = ",".join("?" * len(keys))
     by_name = f" OR s.key IN ({marks})" if keys else ""
     query = f"{_SESSIONS} AND (s.key LIKE ? ESCAPE '\\' OR {_TEXT_MATCH}{by_name}) ORDER BY 5 DESC LIMIT ?"

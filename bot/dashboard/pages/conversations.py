@@ -3,9 +3,11 @@ compaction summaries marked. Every text is shown as text, scrubbed of configured
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
+from bot.agent.transcript import ADDRESSED_HEADING, QUOTE
 from bot.dashboard.html import Html, ago, clip, count, escape, join, path, plural, render, usd, when
 from bot.dashboard.live import session_label
 from bot.dashboard.pages.layout import Viewer, badge, link, page, section, table
@@ -13,6 +15,8 @@ from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, 
 from bot.store.base import LoggedMessage, SessionLog, SessionSummary, Summary
 
 Redact = Callable[[str], str]
+TITLE_CHARS = 120
+_HEADER = re.compile(r'from ".*" \(id [^()]*\):')
 TOOL_TEXT = 4000  # characters of a tool call's arguments or result shown (the rest is cut, and said so)
 
 
@@ -22,7 +26,7 @@ def sessions_page(viewer: Viewer, sessions: Sequence[SessionSummary], search: st
                   'aria-label="Search by person, session or text" maxlength="200">'
                   '<button type="submit" class="button">Search</button>{}</form>', search,
                   link("/conversations", "Clear") if search else Html(""))
-    rows = [(link(path("conversations", s.id), s.title or "(no text)"),
+    rows = [(link(path("conversations", s.id), title_of(s.title) or "(no text)"),
              render('<span title="{}">{}</span>', s.key, session_label(s.key)),
              s.sender or "—", render('<span title="{}">{}</span>', when(s.last_activity), ago(s.last_activity)),
              f"{count(s.input_tokens)} in / {count(s.output_tokens)} out", usd(s.cost),
@@ -33,7 +37,8 @@ def sessions_page(viewer: Viewer, sessions: Sequence[SessionSummary], search: st
              plural(len(sessions), "session"))
     body = join([form, render('<p class="note">{}</p>', found),
                  table(("Conversation", "Session", "Person", "Last activity", "Tokens", "Cost", "Turns"), rows,
-                       empty="No conversation matches." if search else "No conversation yet.")])
+                       empty="No conversation matches." if search else "No conversation yet.",
+                       cols=("", "", "", "nowrap", "num", "num"))])
     return page("Conversations", body, viewer, active="conversations")
 
 
@@ -48,7 +53,17 @@ def conversation_page(viewer: Viewer, log: SessionLog, redact: Redact) -> Html:
     body = join([facts, render('<p><a href="{}">Runs of this session</a></p>',
                                "/runs?session=" + quote(s.key, safe="")), earlier, transcript(log.messages, log.summaries,
                                                                                       redact)])
-    return page(s.title or session_label(s.key), body, viewer, active="conversations")
+    return page(title_of(s.title) or session_label(s.key), body, viewer, active="conversations")
+
+
+def title_of(text: str) -> str:
+    """What was asked, in a line: a group turn's headings and sender headers taken off, its
+    quoted lines unquoted (``bot.agent.transcript`` writes them)."""
+    if ADDRESSED_HEADING in text:
+        text = text.split(ADDRESSED_HEADING, 1)[1]
+    lines = [line[len(QUOTE):] if line.startswith(QUOTE) else line for line in text.splitlines()
+             if not _HEADER.fullmatch(line.strip())]
+    return clip(" ".join(lines), TITLE_CHARS)
 
 
 def transcript(messages: Sequence[LoggedMessage], summaries: Sequence[Summary], redact: Redact) -> Html:

@@ -32,12 +32,13 @@ def page(title: str, body: Html, viewer: Viewer, *, active: str, scripts: Sequen
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="csrf-token" content="{csrf}"><title>{title} · chatgate</title>'
-        '<link rel="stylesheet" href="{css}">{tags}</head>'
+        '<link rel="icon" href="{icon}" type="image/svg+xml"><link rel="stylesheet" href="{css}">{tags}</head>'
         '<body data-may-act="{act}"><header class="top"><a class="brand" href="/live">chatgate</a>'
         '<nav aria-label="Pages">{nav}</nav><div class="who"><span class="user">{user}</span>'
         '<span class="role role-{role}">{role}</span>{logout}</div></header>'
         '<main>{flash}<h1>{title}</h1>{body}</main></body></html>',
-        csrf=viewer.csrf, title=title, css=url("app.css"), tags=tags, act="yes" if viewer.may_act else "no",
+        csrf=viewer.csrf, title=title, css=url("app.css"), icon=url("icon.svg"), tags=tags,
+        act="yes" if viewer.may_act else "no",
         nav=nav, user=viewer.user, role=viewer.role, flash=flash, body=body,
         logout=action("/logout", "Log out", viewer, css="link"),
     )
@@ -48,8 +49,8 @@ def bare(title: str, body: Html) -> Html:
     return render(
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1"><title>{} · chatgate</title>'
-        '<link rel="stylesheet" href="{}"></head><body class="bare"><main>{}</main></body></html>',
-        title, url("app.css"), body)
+        '<link rel="icon" href="{}" type="image/svg+xml"><link rel="stylesheet" href="{}"></head>'
+        '<body class="bare"><main>{}</main></body></html>', title, url("icon.svg"), url("app.css"), body)
 
 
 def action(path: str, label: str, viewer: Viewer, *, fields: Mapping[str, str] | None = None, css: str = "",
@@ -68,10 +69,12 @@ def section(title: str, body: Html, *, note: str = "", ident: str = "") -> Html:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, css: str = "", empty: str = "Nothing here.",
-          body_id: str = "") -> Html:
-    """A table whose cells carry their column's name, so that a phone shows each row as a card."""
-    lines = [render("<tr>{}</tr>", join(render('<td data-label="{}">{}</td>', h, cell) for h, cell in zip(headers, row)))
-             for row in rows]
+          body_id: str = "", cols: Sequence[str] = ()) -> Html:
+    """A table whose cells carry their column's name, so that a phone shows each row as a card;
+    ``cols``: a class per column (``nowrap``, ``num``)."""
+    classes = [render(' class="{}"', c) if c else Html("") for c in cols] + [Html("")] * (len(headers) - len(cols))
+    lines = [render("<tr>{}</tr>", join(render('<td data-label="{}"{}>{}</td>', h, k, cell)
+                                        for h, k, cell in zip(headers, classes, row))) for row in rows]
     tbody_attr = render(' id="{}"', body_id) if body_id else Html("")
     if not lines and not body_id:
         return render('<p class="empty">{}</p>', empty)

@@ -64,7 +64,8 @@ def jobs_table(viewer: Viewer, jobs: Sequence[Job] | None, controllable: bool, n
         state = badge("paused", "warn") if j.paused else badge("active", "ok")
         rows.append((render("{}<br><small>{}</small>", j.kind, clip(j.text, 80)), j.rule, session_label(j.where),
                      state, when(j.next_at) if j.next_at and not j.paused else "—", buttons))
-    return table(("Job", "Rule", "For", "State", "Next", ""), rows, empty="No job is scheduled.")
+    return table(("Job", "Rule", "For", "State", "Next", ""), rows, empty="No job is scheduled.",
+                 cols=("", "", "", "", "nowrap", "nowrap"))
 
 
 def approvals_table(approvals: Sequence[PendingApproval] | None, now: float) -> Html:
@@ -86,4 +87,5 @@ def actions_table(actions: Sequence[AuditEntry]) -> Html:
     rows = [(when(a.at), render("{} <small>{}</small>", a.user, a.role), a.action, a.target or "—",
              badge(a.outcome, "ok" if a.outcome == "done" else "bad" if a.outcome.startswith("refused") else "muted"),
              a.address or "—") for a in actions]
-    return table(("When", "Who", "Action", "Target", "Outcome", "From"), rows, empty="Nothing was done here yet.")
+    return table(("When", "Who", "Action", "Target", "Outcome", "From"), rows, empty="Nothing was done here yet.",
+                 cols=("nowrap",))

@@ -59,11 +59,18 @@ def usage_table(usage: Sequence[PersonUsage], limits: LimitSettings) -> Html:
     for p in usage:
         limit_tokens = None if p.owner else limits.daily_tokens
         limit_cost = None if p.owner else limits.daily_cost_usd
-        today = [render("{} tokens · {}", count(p.today_tokens), usd(p.today_cost))]
+        today = []
         if limit_tokens:
-            today.append(meter(p.today_tokens, limit_tokens, f"{p.today_tokens:,} of {limit_tokens:,} tokens today"))
+            today.append(render('<div class="budget"><span>{} of {} tokens</span>{}</div>', count(p.today_tokens),
+                                count(limit_tokens), meter(p.today_tokens, limit_tokens,
+                                                           f"{p.today_tokens:,} of {limit_tokens:,} tokens today")))
+        else:
+            today.append(render('<div class="budget"><span>{} tokens</span></div>', count(p.today_tokens)))
         if limit_cost:
-            today.append(meter(p.today_cost, limit_cost, f"{usd(p.today_cost)} of {usd(limit_cost)} today"))
+            today.append(render('<div class="budget"><span>{} of {}</span>{}</div>', usd(p.today_cost), usd(limit_cost),
+                                meter(p.today_cost, limit_cost, f"{usd(p.today_cost)} of {usd(limit_cost)} today")))
+        else:
+            today.append(render('<div class="budget"><span>{}</span></div>', usd(p.today_cost)))
         month = render("{} tokens · {}", count(sum(p.daily_tokens)), usd(sum(p.daily_cost)))
         chart = bars([float(t) for t in p.daily_tokens], float(limit_tokens) if limit_tokens else None,
                      f"Tokens per day over {DAYS} days, {p.person}")

@@ -30,7 +30,7 @@ def runs_page(viewer: Viewer, traces: Sequence[TraceRecord], *, session: str = "
             + (", failed ones only" if failed_only else "") + f"; {usd(total)} in all.")
     body = join([render('<p class="filters">{}</p>', filters), render('<p class="note">{}</p>', note),
                  table(("Started", "Session", "Status", "Model", "Steps", "Tokens", "Cost", "Took", "Error"), rows,
-                       empty="No run recorded yet.")])
+                       empty="No run recorded yet.", cols=("nowrap", "", "", "nowrap", "num", "num", "num", "num"))])
     return page("Runs", body, viewer, active="runs")
 
 
@@ -57,7 +57,8 @@ def run_page(viewer: Viewer, trace: TraceRecord) -> Html:
                      span_bar(start, seconds, total, str(s.kind), s.is_error),
                      f"+{duration(start)}", duration(seconds), tokens, usd(s.cost) if s.cost else "—", preview))
     spans = table(("Kind", "Name", "Timeline", "At", "Took", "Tokens in / out", "Cost", "Output"), rows,
-                  css="grid waterfall", empty="This run recorded no span.")
+                  css="grid waterfall", empty="This run recorded no span.",
+                  cols=("", "", "", "num", "num", "num", "num"))
     body = join([facts, error, section("Spans", spans, note="Each bar sits where the call ran on the run's time "
                                        "axis; model calls are blue, tools green, sub-agents purple, errors red.")])
     return page(f"Run {t.run_id[:12]}", body, viewer, active="runs")

@@ -16,6 +16,7 @@
 
   function duration(seconds) {
     seconds = Math.max(0, seconds);
+    if (seconds < 1) { return Math.round(seconds * 1000) + " ms"; }
     if (seconds < 10) { return seconds.toFixed(1) + " s"; }
     if (seconds < 120) { return Math.round(seconds) + " s"; }
     if (seconds < 7200) { return Math.round(seconds / 60) + " min"; }
