@@ -5,6 +5,7 @@ feed, the audit trail, start-up refusals and the CLI. The browser tests
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import shutil
 import subprocess
@@ -238,13 +239,16 @@ def test_a_remote_bind_with_a_proxy_or_tls_is_accepted(tmp_path: Path) -> None:
         assert config.dashboard.allow_remote
 
 
-def test_passwd_writes_a_hash_the_config_accepts(tmp_path: Path) -> None:
+def test_passwd_writes_a_hash_the_config_accepts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(tmp_path, "\n  enabled: false   # not yet\n  users: {}")
     before = config.read_text()
 
     def passwd(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "bot", "dashboard", "passwd", "-c", str(config), *args],
-                              input=stdin, capture_output=True, text=True, timeout=60, cwd=ROOT)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))  # not a terminal: one line is the password
+        code = main(["dashboard", "passwd", "-c", str(config), *args])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
 
     done = passwd("ann", "--role", "operator", stdin="correct horse\n")
     assert done.returncode == 0, done.stderr

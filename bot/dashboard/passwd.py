@@ -107,8 +107,9 @@ def set_user(text: str, user: str, hashed: str, role: str | None) -> str | None:
         if setting is None:
             continue
         at = _find(lines, entry + 1, entry_end, field, key)
-        if at is None:
-            lines.insert(entry + 1, f"{' ' * field}{key}: {setting}")
+        if at is None:  # after the user's last line
+            last = max((i for i in range(entry, entry_end) if _is_content(lines[i])), default=entry)
+            lines.insert(last + 1, f"{' ' * field}{key}: {setting}")
             entry_end += 1
         else:
             comment = re.search(r"\s+#.*$", lines[at].split(":", 1)[1])
