@@ -22,7 +22,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from bot.agent.events import EventKind, RunEvent
 from bot.dashboard.sources import Bot
@@ -51,6 +51,9 @@ class LiveRun:
     queued: int  # messages of its session waiting behind it
 
 
+_FIELDS = tuple(f.name for f in fields(LiveRun))
+
+
 @dataclass(slots=True)
 class _Seen:
     started_at: float
@@ -59,12 +62,22 @@ class _Seen:
     waiting: bool = False  # for a slot (``runs.max_concurrent``, a group's cap)
 
 
+@dataclass(frozen=True, slots=True)
+class _Fixed:
+    """What a run's row shows that never changes while it lives: worked out once."""
+
+    label: str
+    person: str
+    where: str
+
+
 class LiveBoard:
     def __init__(self, bot: Bot, *, interval: float = INTERVAL, clock: Callable[[], float] = time.time) -> None:
         self._bot = bot
         self._interval = interval
         self._clock = clock
         self._seen: dict[str, _Seen] = {}
+        self._fixed: dict[str, _Fixed] = {}
         self._watchers = 0
         self._timer: asyncio.TimerHandle | None = None
         self._wake: asyncio.Future[None] | None = None
@@ -155,21 +168,24 @@ class LiveBoard:
             else:
                 state = "waiting" if seen.waiting else "retrying" if seen.retrying else "running"
                 started, tool = seen.started_at, seen.tool
-            person, where = _who(run)
-            rows.append(LiveRun(run.run_id, run.session_key, session_label(run.session_key), person, where,
+            fixed = self._fixed.get(run.run_id)
+            if fixed is None:
+                fixed = self._fixed[run.run_id] = _Fixed(session_label(run.session_key), *_who(run))
+            rows.append(LiveRun(run.run_id, run.session_key, fixed.label, fixed.person, fixed.where,
                                 self._bot.model, started, state, tool, self._bot.queued(run.session_key)))
-        if len(self._seen) > len(runs):  # ended without an event (a failure outside the agent)
+        if len(self._seen) > len(runs) or len(self._fixed) > len(runs):  # ended (some without an event)
             alive = {run.run_id for run in runs}
-            for run_id in [r for r in self._seen if r not in alive]:
-                del self._seen[run_id]
+            for known in (self._seen, self._fixed):
+                for run_id in [r for r in known if r not in alive]:
+                    del known[run_id]
         rows.sort(key=lambda r: r.started_at)
         return rows
 
     def payload(self, rows: list[LiveRun] | None = None) -> str:
         """The feed's JSON: the rows and the server's time (the page counts elapsed time from it)."""
         rows = self.snapshot() if rows is None else rows
-        return json.dumps({"now": self._clock(), "runs": [asdict(r) for r in rows]}, ensure_ascii=False,
-                          separators=(",", ":"))
+        shown = [{name: getattr(r, name) for name in _FIELDS} for r in rows]
+        return json.dumps({"now": self._clock(), "runs": shown}, ensure_ascii=False, separators=(",", ":"))
 
 
 def _who(run: ActiveRun) -> tuple[str, str]:
