@@ -18,14 +18,15 @@ from bot.dashboard import passwords
 
 NAME = "dashboard"
 HOW = ("The fake LLM streams every answer (40 tokens over 1 s); 20 chats each send their next DM as soon as "
-       "the previous answer arrived, so 20 runs are live all the time; 400 messages (quick: 120) per phase, in 20 "
-       "new chats (after one unmeasured message each). Phases alternate, 3 rounds (quick: 1), the order swapped "
-       "every round: the bot without the dashboard, and with dashboard.enabled and a page open (logged in, /live loaded, its event stream read as Chromium would). CPU = the bot process's "
-       "user+system time (/proc) per message, the median of the rounds; added = with / without - 1 (on 2 shared "
-       "cores, rounds of the same phase differ by up to ~15 %: the figure below it is the dashboard's own work, "
-       "measured alone). Row latency = when the stream "
-       "delivered the first update holding a run, minus that run's start (the run.started event, stamped by the "
-       "bot in the row), both time.time() on this machine.")
+       "the previous answer arrived, so 20 runs are live all the time; 400 messages (quick: 120) per round, in 20 "
+       "new chats (after one unmeasured message each). Two stacks (fakes and bot) run side by side, so that both "
+       "bots see the same load on the machine: one bot without the dashboard, one with dashboard.enabled and a "
+       "page open (logged in, /live loaded, its event stream read as Chromium would). CPU = the bot process's "
+       "user+system time (/proc) per message; added = the median over 4 rounds (quick: 1), the stacks taking "
+       "turns with the dashboard, of with / without - 1 in the same round. Below it, the dashboard's own work, "
+       "measured alone in this process. Row latency = when the stream delivered the first update holding a run, "
+       "minus that run's start (the run.started event, stamped by the bot in the row), both time.time() on this "
+       "machine.")
 CHATS = 20
 TOKENS, SECONDS = 40, 1.0
 FIRST_CHAT = 7000
@@ -101,7 +102,7 @@ class Page:
 
 
 async def run(quick: bool) -> list[Figure]:
-    messages, rounds = (120, 1) if quick else (400, 3)
+    messages, rounds = (120, 1) if quick else (400, 4)
     port = _free_port()
     dashboard: JSON = {"dashboard": {"enabled": True, "bind": f"127.0.0.1:{port}", "users": {USER: {
         "role": "viewer", "password_hash": passwords.hash_password(PASSWORD, n=passwords.MIN_N)}}}}
@@ -109,49 +110,50 @@ async def run(quick: bool) -> list[Figure]:
     on: list[float] = []
     latencies: list[float] = []
     runs_seen = updates = 0
-    async with running_stack("--tokens", str(TOKENS), "--stream-seconds", str(SECONDS)) as stack:
-        phase = 0
-        for r in range(rounds):
-            for with_page in ((False, True) if r % 2 == 0 else (True, False)):  # the order alternates
-                first_chat = FIRST_CHAT + 100 * phase
-                phase += 1
-                if not with_page:
-                    await stack.start_bot()
-                    off.append(await _phase(stack, first_chat, messages) / messages)
-                    continue
-                await stack.start_bot(extra=dashboard)
-                page = Page(f"http://127.0.0.1:{port}")
-                await page.open()
-                try:
-                    on.append(await _phase(stack, first_chat, messages) / messages)
-                    await asyncio.sleep(0.3)
-                finally:
-                    await page.close()
-                latencies += [page.first_seen[run_id] - page.started[run_id] for run_id in page.first_seen]
-                runs_seen += len(page.first_seen)
-                updates += page.updates
-    cpu_off, cpu_on = statistics.median(off), statistics.median(on)
-    update = await _update_cost()
+    args = ("--tokens", str(TOKENS), "--stream-seconds", str(SECONDS))
+    async with running_stack(*args) as first, running_stack(*args) as second:
+        for r in range(rounds):  # the two stacks take turns with the dashboard
+            plain, shown = (first, second) if r % 2 == 0 else (second, first)
+            await plain.start_bot()
+            await shown.start_bot(extra=dashboard)
+            page = Page(f"http://127.0.0.1:{port}")
+            await page.open()
+            chats = FIRST_CHAT + 100 * r
+            try:
+                cpu_off, cpu_on = await asyncio.gather(_phase(plain, chats, messages), _phase(shown, chats, messages))
+                await asyncio.sleep(0.3)
+            finally:
+                await page.close()
+            off.append(cpu_off / messages)
+            on.append(cpu_on / messages)
+            latencies += [page.first_seen[run_id] - page.started[run_id] for run_id in page.first_seen]
+            runs_seen += len(page.first_seen)
+            updates += page.updates
+    added = statistics.median(b / a - 1 for a, b in zip(off, on))
+    update, event = await _update_cost()
     p = percentiles(latencies) if latencies else {"p50": float("nan"), "p99": float("nan"), "max": float("nan")}
-    total = messages * rounds
+    total = (messages + CHATS) * rounds
+    per_message = updates / total
     return [
-        Figure(NAME, f"bot CPU per message, dashboard off ({CHATS} runs live)", cpu_off * 1000, "ms"),
-        Figure(NAME, "bot CPU per message, dashboard on and a page open", cpu_on * 1000, "ms"),
-        Figure(NAME, "added CPU per message with a page open", (cpu_on / cpu_off - 1) * 100, "%", Goal("<", 5),
-               note=f"rounds off {', '.join(f'{c * 1000:.2f}' for c in off)} ms, on "
-                    f"{', '.join(f'{c * 1000:.2f}' for c in on)} ms"),
+        Figure(NAME, f"bot CPU per message, dashboard off ({CHATS} runs live)", statistics.median(off) * 1000, "ms"),
+        Figure(NAME, "bot CPU per message, dashboard on and a page open", statistics.median(on) * 1000, "ms"),
+        Figure(NAME, "added CPU per message with a page open", added * 100, "%", Goal("<", 5),
+               note="per round (on / off - 1): " + ", ".join(f"{(b / a - 1) * 100:+.1f} %" for a, b in zip(off, on))),
         Figure(NAME, f"one live update alone: {CHATS} runs' rows and their JSON", update * 1e6, "µs"),
+        Figure(NAME, "one run event alone (a streamed chunk, dropped at once)", event * 1e6, "µs"),
+        Figure(NAME, "the dashboard's own work per message (its updates and the events of a run)",
+               (per_message * update + (TOKENS + 4) * event) * 1e6, "µs"),
         Figure(NAME, f"run start to its row on the live page, median ({len(latencies)} runs)", p["p50"] * 1000,
                "ms"),
         Figure(NAME, "run start to its row on the live page, p99", p["p99"] * 1000, "ms", Goal("<", 500)),
-        Figure(NAME, "runs the page showed, of those started", runs_seen, note=f"of {total + CHATS * rounds}"),
-        Figure(NAME, "live page updates per message", updates / (total + CHATS * rounds)),
+        Figure(NAME, "runs the page showed, of those started", runs_seen, note=f"of {total}"),
+        Figure(NAME, "live page updates per message", per_message),
     ]
 
 
-async def _update_cost() -> float:
+async def _update_cost() -> tuple[float, float]:
     """CPU seconds of one update of the live page with CHATS runs (the board's snapshot and its
-    JSON), measured alone in this process on a registry of CHATS runs."""
+    JSON) and of one streamed chunk's event reaching the board, measured alone in this process."""
     from bot.agent.events import EventBus, EventKind, RunEvent
     from bot.conversation import Conversation
     from bot.dashboard.live import LiveBoard
@@ -184,5 +186,11 @@ async def _update_cost() -> float:
     started = time.process_time()
     for _ in range(n):
         board.payload()
+    update = (time.process_time() - started) / n
+    chunk = RunEvent(EventKind.CHUNK, "run0", conversation, "tok ")
+    started = time.process_time()
+    for _ in range(n * 20):
+        board.on_event(chunk)
+    event = (time.process_time() - started) / (n * 20)
     board.close()
-    return (time.process_time() - started) / n
+    return update, event

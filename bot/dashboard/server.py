@@ -190,9 +190,11 @@ class Dashboard:
         name = (_field(form, "user") or "").strip()[:64]
         password = (_field(form, "password") or "")[:1024]
         address = self.address(request)
+        # a name that is no user's is never written down: it may be a password typed in the wrong field
+        shown = name if name in self.settings.users else "(not a user)"
         wait = self.limiter.retry_after(address, name)
         if wait is not None:
-            await self.audit(request, "login", "", "refused: too many failed logins", user=name, role="")
+            await self.audit(request, "login", "", "refused: too many failed logins", user=shown, role="")
             response = _page(login_page(error=f"Too many failed logins. Try again in {duration(wait)}.", user=name),
                              status=429)
             response.headers["Retry-After"] = str(int(wait) + 1)
@@ -207,7 +209,7 @@ class Dashboard:
                 ok = await asyncio.to_thread(passwords.verify, password, user.password_hash)
         if not ok or user is None:
             self.limiter.failed(address, name)
-            await self.audit(request, "login", "", "refused: wrong name or password", user=name, role="")
+            await self.audit(request, "login", "", "refused: wrong name or password", user=shown, role="")
             return _page(login_page(error="Wrong name or password.", user=name), status=401)
         self.sessions.close(request.cookies.get(self.cookie))  # a login never reuses a cookie
         token, login = self.sessions.open(user.name, user.role)

@@ -62,7 +62,7 @@ def action(path: str, label: str, viewer: Viewer, *, fields: Mapping[str, str] |
                   render(' title="{}"', title) if title else Html(""), label)
 
 
-def section(title: str, body: Html, *, note: str = "", ident: str = "") -> Html:
+def section(title: str, body: Html, *, note: str | Html = "", ident: str = "") -> Html:
     extra = render('<p class="note">{}</p>', note) if note else Html("")
     return render('<section{}><h2>{}</h2>{}{}</section>', render(' id="{}"', ident) if ident else Html(""), title,
                   extra, body)

@@ -12,9 +12,9 @@ from bot.dashboard.pages.layout import Viewer, action, badge, page, section, tab
 from bot.messages import Answer
 
 RUN_HEADERS = ("Session", "Person", "Model", "Elapsed", "Now", "Queued", "")
-STANDALONE = ("This dashboard runs on its own (chatgate dashboard), not inside the bot: it reads the bot's "
-              "database, but runs in flight and their Stop buttons are only on the dashboard that "
-              "`chatgate run` serves (dashboard.enabled: true).")
+STANDALONE = Html("This dashboard runs on its own (<code>chatgate dashboard</code>), not inside the bot: it reads "
+                  "the bot's database, but runs in flight and their Stop buttons are only on the dashboard that "
+                  "<code>chatgate run</code> serves (<code>dashboard.enabled: true</code>).")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,8 @@ from bot.dashboard.pages.layout import bare
 def login_page(*, error: str = "", user: str = "", can_log_in: bool = True) -> Html:
     problem = render('<p class="error" role="alert">{}</p>', error) if error else Html("")
     if not can_log_in:
-        problem = render('<p class="error" role="alert">{}</p>', "No dashboard user has a password yet: set one "
-                         "with `chatgate dashboard passwd -c CONFIG NAME`.")
+        problem = Html('<p class="error" role="alert">No dashboard user has a password yet: set one with '
+                       "<code>chatgate dashboard passwd -c CONFIG NAME</code>.</p>")
     return bare("Log in", render(
         '<form class="login" method="post" action="/login"><h1>chatgate</h1><p class="note">Operator dashboard</p>{}'
         '<label>Name<input name="user" autocomplete="username" required maxlength="64" value="{}" autofocus></label>'

@@ -35,8 +35,9 @@ class PersonUsage:
 def people_page(viewer: Viewer, *, usage: Sequence[PersonUsage], limits: LimitSettings, owners: Sequence[str],
                 pending: Sequence[PairingCode], approved: Sequence[ApprovedSender], now: float) -> Html:
     parts = [section("Pairing requests", pairing_table(viewer, pending, now), ident="pairing",
-                     note="People who wrote to the bot on a platform with dm_policy: pairing. Approve lets them in "
-                          "(as `chatgate pairing approve CODE` does); Deny drops the request."),
+                     note=Html("People who wrote to the bot on a platform with <code>dm_policy: pairing</code>. "
+                               "Approve lets them in (as <code>chatgate pairing approve CODE</code> does); Deny drops "
+                               "the request (writing again asks anew).")),
              section("Usage", usage_table(usage, limits), ident="usage", note=_limits_note(limits)),
              section("Owners", owners_list(owners), ident="owners",
                      note="From the config (channels.<platform>.owners): exempt from limits, may use admin commands."),
