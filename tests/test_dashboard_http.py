@@ -165,6 +165,17 @@ async def test_logins_are_rate_limited_per_address(bed: Bed) -> None:
     assert outcomes.count("refused: wrong name or password") == 5 and outcomes[0] == "refused: too many failed logins"
 
 
+async def test_a_failed_login_never_writes_down_a_name_that_is_nobodys(bed: Bed, caplog: pytest.LogCaptureFixture) -> None:
+    http = await bed.client()
+    caplog.set_level("INFO")
+    assert (await http.login("Tr0ub4dor&3", "x")).status == 401  # a password typed in the name field
+    assert (await http.login("olive", "not-her-password")).status == 401
+    assert bed.app is not None
+    users = [a.user for a in await bed.app.store.actions()]
+    assert users == ["olive", "(not a user)"]
+    assert "Tr0ub4dor" not in caplog.text and "not-her-password" not in caplog.text
+
+
 async def test_an_empty_or_unknown_password_never_logs_in(tmp_path: Path, llm: FakeLLM) -> None:
     async with Bed(tmp_path, llm, users=f'    olive: {{role: operator, password_hash: "{cheap_hash("pw")}"}}\n'
                                         "    ghost: {role: operator, password_hash: ''}") as bed:

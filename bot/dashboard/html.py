@@ -5,7 +5,8 @@ escaped where it is put into a page.
     render("<td>{}</td>", Html("<b>x</b>"))  # Html goes in as it is
     join(render("<li>{}</li>", n) for n in names)
 
-Only this module makes ``Html`` from text it did not escape, and only from constants. The
+``Html(...)`` is written only around constants (a tag, a fixed sentence with ``<code>``); text
+that comes from anywhere else reaches a page through ``render``, ``escape`` or ``join``. The
 formatting helpers (``ago``, ``usd``, ``count`` …) return plain text, escaped like the rest.
 """
 
