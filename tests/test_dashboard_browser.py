@@ -14,13 +14,14 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.dashboard.server import Dashboard
-from bot.dashboard.sources import Bot, Job, McpServer, Operations, PeoplePolicy, PendingApproval
+from bot.dashboard.sources import Bot, Operations, PeoplePolicy
 from bot.limits import LimitSettings
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.store.base import Summary
@@ -298,6 +299,36 @@ async def test_the_login_is_rate_limited(browser: Any, bed: Bed) -> None:
 # -- every page, seeded, at two widths -----------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Server:  # the MCP hub's ServerStatus has these fields (and more)
+    name: str
+    transport: str
+    state: str
+    tools: int
+    last_error: str | None
+    since: float
+
+
+@dataclass(frozen=True)
+class ScheduledJob:
+    id: str
+    kind: str
+    rule: str
+    session_key: str
+    next_at: float | None
+    paused: bool = False
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Waiting:  # the approvals store's ApprovalRecord has these fields (and more)
+    id: str
+    tool: str
+    requester: str
+    session_key: str
+    asked_at: float
+
+
 class FakeOps:
     """What the MCP hub, the scheduler and the approvals would give (their own shapes differ:
     the App turns them into these rows)."""
@@ -306,20 +337,19 @@ class FakeOps:
         self.paused: set[str] = set()
         self.cancelled: set[str] = set()
 
-    def mcp_status(self) -> Sequence[McpServer]:
+    def mcp_status(self) -> Sequence[Server]:
         now = time.time()
-        return (McpServer("files", "stdio", "ready", 7, None, now - 3600),
-                McpServer("tickets", "http", "down", 0, "connection refused (retry in 30 s)", now - 95),
-                McpServer("search", "http", "degraded", 3, "slow answers", now - 600))
+        return (Server("files", "stdio", "ready", 7, None, now - 3600),
+                Server("tickets", "http", "down", 0, "connection refused (retry in 30 s)", now - 95),
+                Server("search", "http", "degraded", 3, "slow answers", now - 600))
 
-    async def jobs(self) -> Sequence[Job]:
+    async def jobs(self) -> Sequence[ScheduledJob]:
         now = time.time()
-        jobs = [Job("j1", "reminder", "every day at 09:00 Europe/Paris", "agent:main:telegram:dm:42", now + 3600,
-                    text="Stand-up in 10 minutes"),
-                Job("j2", "task", "cron 0 18 * * 1-5 UTC", "agent:main:telegram:group:-1001", now + 7200,
-                    text="Summarise the day's messages for the team")]
-        return [Job(j.id, j.kind, j.rule, j.where, j.next_at, j.id in self.paused, j.text) for j in jobs
-                if j.id not in self.cancelled]
+        jobs = [ScheduledJob("j1", "reminder", "every day at 09:00 Europe/Paris", "agent:main:telegram:dm:42",
+                             now + 3600, text="Stand-up in 10 minutes"),
+                ScheduledJob("j2", "task", "cron 0 18 * * 1-5 UTC", "agent:main:telegram:group:-1001", now + 7200,
+                             text="Summarise the day's messages for the team")]
+        return [replace(j, paused=j.id in self.paused) for j in jobs if j.id not in self.cancelled]
 
     async def set_paused(self, job_id: str, paused: bool) -> bool:
         (self.paused.add if paused else self.paused.discard)(job_id)
@@ -329,8 +359,8 @@ class FakeOps:
         self.cancelled.add(job_id)
         return True
 
-    async def pending_approvals(self) -> Sequence[PendingApproval]:
-        return (PendingApproval("a1", "exec", "telegram:43", "agent:main:telegram:group:-1001", time.time() - 40),)
+    async def pending_approvals(self) -> Sequence[Waiting]:
+        return (Waiting("a1", "exec", "telegram:43", "agent:main:telegram:group:-1001", time.time() - 40),)
 
 
 async def seed(bed: Bed, llm: FakeLLM) -> None:

@@ -165,7 +165,8 @@ async def test_logins_are_rate_limited_per_address(bed: Bed) -> None:
     assert outcomes.count("refused: wrong name or password") == 5 and outcomes[0] == "refused: too many failed logins"
 
 
-async def test_a_failed_login_never_writes_down_a_name_that_is_nobodys(bed: Bed, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failed_login_never_writes_down_a_name_that_is_nobodys(bed: Bed,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
     http = await bed.client()
     caplog.set_level("INFO")
     assert (await http.login("Tr0ub4dor&3", "x")).status == 401  # a password typed in the name field

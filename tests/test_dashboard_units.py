@@ -239,8 +239,10 @@ def test_titles_are_what_was_asked(text: str, title: str) -> None:
 
 
 @pytest.mark.parametrize(("key", "label"), [
-    ("agent:main:telegram:dm:42", "telegram DM 42"), ("agent:main:slack:group:C1:thread:17.5", "slack group C1 thread 17.5"),
-    ("agent:main:dm:ann", "linked DM ann"), ("agent:main:telegram:group:-100:user:7:sub:1", "telegram group -100 member 7 sub 1"),
+    ("agent:main:telegram:dm:42", "telegram DM 42"),
+    ("agent:main:slack:group:C1:thread:17.5", "slack group C1 thread 17.5"),
+    ("agent:main:dm:ann", "linked DM ann"),
+    ("agent:main:telegram:group:-100:user:7:sub:1", "telegram group -100 member 7 sub 1"),
     ("not a key", "not a key"),
 ])
 def test_session_labels(key: str, label: str) -> None:

@@ -631,7 +631,8 @@ async def test_a_session_log_has_its_messages_compacted_ones_marked_and_its_summ
                                  Message(Role.ASSISTANT, (ToolCall("c1", "read_file", '{"path": "a"}'),)),
                                  Message(Role.TOOL, (ToolResult("c1", "content of a"),)), Message.assistant("four")))
     live = await store.live_messages(session)  # type: ignore[attr-defined]
-    assert await store.save_summary(session, Summary("one and two", live[1].id, 2, 50, 10, "compact-1", T0))  # type: ignore[attr-defined]
+    summary = Summary("one and two", live[1].id, 2, 50, 10, "compact-1", T0)
+    assert await store.save_summary(session, summary)  # type: ignore[attr-defined]
     log = await b.session_log(session.id)
     assert log is not None and log.session.key == session.key and log.earlier == 0
     assert [(m.run_id, m.message.text, m.compacted) for m in log.messages] == [

@@ -2,10 +2,10 @@
 
 The registry says which runs exist (a run stopped while it waited for a slot leaves no
 event); the events say what each one does: when it started, whether it waits for a slot,
-which tool it is in, whether it is retrying. ``on_event`` is an inline subscriber of the bus, so it must be quick: it drops
-text chunks at once (most events of a run), updates one dict entry for the others, and,
-only while a page is watching, arms one timer that wakes the watchers ``interval`` seconds
-later. Many events in that time are one update: a page costs the bot one snapshot per
+which tool it is in, whether it is retrying. ``on_event`` is an inline subscriber of the
+bus, so it must be quick: it drops text chunks at once (most events of a run), updates one
+dict entry for the others, and, only while a page is watching, arms one timer that wakes the
+watchers ``interval`` seconds later. Many events in that time are one update: a page costs the bot one snapshot per
 interval at most, however busy it is.
 
     board = LiveBoard(bot); board.start()

@@ -30,8 +30,16 @@ from aiohttp import web
 
 from bot.dashboard import passwords
 from bot.dashboard.assets import ASSETS
-from bot.dashboard.auth import LoginLimiter, Sessions, feed_allowed, host_allowed, is_loopback_name, own_origin, same_origin
-from bot.dashboard.auth import csrf_ok as _csrf_ok
+from bot.dashboard.auth import (
+    LoginLimiter,
+    Sessions,
+    csrf_ok,
+    feed_allowed,
+    host_allowed,
+    is_loopback_name,
+    own_origin,
+    same_origin,
+)
 from bot.dashboard.html import clip, duration
 from bot.dashboard.live import LiveBoard
 from bot.dashboard.pages.login import login_page
@@ -147,7 +155,7 @@ class Dashboard:
                 await self.audit(request, f"post {request.path}", "", "refused: another origin")
                 return _text(403, "Refused: this request does not come from the dashboard's own page.")
             form = await request.post()
-            if not _csrf_ok(login, _field(form, "csrf")):
+            if not csrf_ok(login, _field(form, "csrf")):
                 await self.audit(request, f"post {request.path}", "", "refused: no valid CSRF token")
                 return _text(403, "Refused: the form's token is missing or wrong; reload the page and try again.")
             request[FORM] = {k: v for k, v in form.items() if isinstance(v, str)}

@@ -5,9 +5,10 @@
   registry, the queue lengths, ``stop_run`` (``/stop`` from the page) and its channels.
   ``chatgate dashboard`` alone has none: the pages that need a live bot say so.
 - ``Operations``: optional, read-only sources for the Operations page, each a one-method
-  Protocol with its own row type, passed when the bot has them (MCP servers, scheduled
+  Protocol with a Protocol for its rows, passed when the bot has them (MCP servers, scheduled
   jobs, pending approvals); a missing one shows as "not configured". Jobs may also be
-  paused, resumed and cancelled when their source is a ``JobControl`` (checked once).
+  paused, resumed and cancelled when their source is a ``JobControl`` (checked once, where
+  the page is drawn and where an action arrives).
 - ``PeoplePolicy``: the limits and owners the People page measures against.
 """
 
@@ -57,31 +58,44 @@ class PeoplePolicy:
 
 
 # -- the Operations page's sources ------------------------------------------------------
+# The rows are read-only Protocols: a source may hand over its own records as they are (the MCP
+# hub's ServerStatus, the approvals store's ApprovalRecord) when they have these attributes.
 
 
-@dataclass(frozen=True, slots=True)
-class McpServer:
-    name: str
-    transport: str  # stdio | http
-    state: str  # connecting | ready | degraded | down
-    tools: int
-    last_error: str | None = None
-    since: float = 0.0  # time.time() of its last change of state
+class McpServer(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def transport(self) -> str: ...  # stdio | http
+    @property
+    def state(self) -> str: ...  # connecting | ready | degraded | down
+    @property
+    def tools(self) -> int: ...
+    @property
+    def last_error(self) -> str | None: ...
+    @property
+    def since(self) -> float: ...  # time.time() of its last change of state
 
 
 class McpSource(Protocol):
     def mcp_status(self) -> Sequence[McpServer]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    id: str
-    kind: str  # reminder | task
-    rule: str  # at / every / cron, in words
-    where: str  # the session key it runs for
-    next_at: float | None = None  # time.time() of its next occurrence
-    paused: bool = False
-    text: str = ""  # the reminder's text or the task's input
+class Job(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...  # reminder | task
+    @property
+    def rule(self) -> str: ...  # at / every / cron with its zone, in words
+    @property
+    def session_key(self) -> str: ...  # whose conversation it runs in
+    @property
+    def next_at(self) -> float | None: ...  # time.time() of its next occurrence
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def text(self) -> str: ...  # the reminder's text or the task's input
 
 
 class JobSource(Protocol):
@@ -99,13 +113,17 @@ class JobControl(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class PendingApproval:
-    id: str
-    tool: str
-    requester: str  # platform:user_id
-    where: str  # the session key of the run that waits
-    asked_at: float = 0.0
+class PendingApproval(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def requester(self) -> str: ...  # platform:user_id
+    @property
+    def session_key(self) -> str: ...  # the conversation whose run waits
+    @property
+    def asked_at(self) -> float: ...
 
 
 class ApprovalSource(Protocol):

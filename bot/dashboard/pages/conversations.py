@@ -10,7 +10,7 @@ from urllib.parse import quote
 from bot.agent.transcript import ADDRESSED_HEADING, QUOTE
 from bot.dashboard.html import Html, ago, clip, count, escape, join, path, plural, render, usd, when
 from bot.dashboard.live import session_label
-from bot.dashboard.pages.layout import Viewer, badge, link, page, section, table
+from bot.dashboard.pages.layout import Viewer, badge, link, page, table
 from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.store.base import LoggedMessage, SessionLog, SessionSummary, Summary
 
@@ -50,9 +50,8 @@ def conversation_page(viewer: Viewer, log: SessionLog, redact: Redact) -> Html:
                    when(s.last_activity), f"{s.input_tokens:,}", f"{s.output_tokens:,}", usd(s.cost), s.turns)
     earlier = (render('<p class="note">{} earlier left out.</p>', plural(log.earlier, "message"))
                if log.earlier else Html(""))
-    body = join([facts, render('<p><a href="{}">Runs of this session</a></p>',
-                               "/runs?session=" + quote(s.key, safe="")), earlier, transcript(log.messages, log.summaries,
-                                                                                      redact)])
+    runs = render('<p><a href="{}">Runs of this session</a></p>', "/runs?session=" + quote(s.key, safe=""))
+    body = join([facts, runs, earlier, transcript(log.messages, log.summaries, redact)])
     return page(title_of(s.title) or session_label(s.key), body, viewer, active="conversations")
 
 

@@ -31,8 +31,8 @@ def live_page(viewer: Viewer, *, runs: Sequence[LiveRun] | None, channels: Seque
         body = render('<p class="notice">{}</p>', STANDALONE)
     else:
         body = join([
-            render('<p class="live-state"><span id="live-count">{}</span> · '
-                   '<span id="live-status" class="dot">connecting…</span></p>', plural(len(runs), "run") + " in flight"),
+            render('<p class="live-state"><span id="live-count">{}</span> · <span id="live-status" class="dot">'
+                   'connecting…</span></p>', plural(len(runs), "run") + " in flight"),
             run_table(runs, viewer, now),
         ])
     parts = [section("Runs in flight", body, ident="runs"),

@@ -62,7 +62,7 @@ def jobs_table(viewer: Viewer, jobs: Sequence[Job] | None, controllable: bool, n
                             action("/operations/cancel", "Cancel", viewer, fields={"job": j.id}, css="button danger")],
                            " ")
         state = badge("paused", "warn") if j.paused else badge("active", "ok")
-        rows.append((render("{}<br><small>{}</small>", j.kind, clip(j.text, 80)), j.rule, session_label(j.where),
+        rows.append((render("{}<br><small>{}</small>", j.kind, clip(j.text, 80)), j.rule, session_label(j.session_key),
                      state, when(j.next_at) if j.next_at and not j.paused else "—", buttons))
     return table(("Job", "Rule", "For", "State", "Next", ""), rows, empty="No job is scheduled.",
                  cols=("", "", "", "", "nowrap", "nowrap"))
@@ -71,7 +71,7 @@ def jobs_table(viewer: Viewer, jobs: Sequence[Job] | None, controllable: bool, n
 def approvals_table(approvals: Sequence[PendingApproval] | None, now: float) -> Html:
     if approvals is None:
         return _absent()
-    rows = [(a.tool, a.requester, session_label(a.where), ago(a.asked_at, now)) for a in approvals]
+    rows = [(a.tool, a.requester, session_label(a.session_key), ago(a.asked_at, now)) for a in approvals]
     return table(("Tool", "Asked by", "In", "Waiting"), rows, empty="No approval is pending.")
 
 
