@@ -10,11 +10,12 @@ that module.
 - ``passwords``: scrypt hashes of the users' passwords; ``passwd``: the config edit of
   ``chatgate dashboard passwd``
 - ``auth``: sessions, CSRF tokens, the login limiter, the Origin and Host checks
-- ``html``: escaping on by default (``Html``, ``render``), the page layout
-- ``pages/``: one module per page, data in, ``Html`` out
-- ``live``: the live board (runs from the registry and the run events) and its SSE feed
+- ``html``: escaping on by default (``Html``, ``render``) and the words pages use
+- ``pages/``: one module per page, data in, ``Html`` out; ``layout`` and ``charts``
+- ``live``: the live board (runs from the registry and the run events)
 - ``sources``: what the dashboard reads: the store's ports, the running bot (``Bot``) and
   the optional operations sources (MCP servers, scheduled jobs, pending approvals)
-- ``server``: the aiohttp application, its routes, headers and actions
-- ``static/``: the stylesheet and the scripts, served from the package
+- ``server``: the aiohttp application, its guard and headers, the login;
+  ``views``: the pages' handlers, the actions and the live feed (server-sent events)
+- ``assets`` and ``static/``: the stylesheet, the script and the icon, served from memory
 """

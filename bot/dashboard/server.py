@@ -64,7 +64,6 @@ HEADERS = {
     "Cross-Origin-Resource-Policy": "same-origin",
     "Permissions-Policy": "camera=(), microphone=(), geolocation=(), interest-cohort=()",
 }
-PUBLIC = ("/login", "/static/")
 MAX_BODY = 64 * 1024  # forms are a few fields
 KDF_AT_ONCE = 2  # password checks at once (each takes ~128 MiB for a moment)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -140,7 +139,7 @@ class Dashboard:
         s = self.settings
         if not host_allowed(request.headers.get("Host"), loopback_only=self._loopback and not s.behind_proxy):
             return _text(421, "This dashboard answers only to its own address.")
-        if request.path.startswith(PUBLIC) and request.path != "/logout":
+        if request.path == "/login" or request.path.startswith("/static/"):
             if request.method == "POST" and not same_origin(request.headers, self.origin(request)):
                 return _text(403, "Refused: this request does not come from the dashboard's own page.")
             return await handler(request)
