@@ -20,8 +20,9 @@ import aiohttp
 from bot.app import App
 from bot.dashboard import passwords
 from bot.settings import Config, load_config
-from tests.fakes.channel import RecordingChannel
-from tests.fakes.llm_server import FakeLLM
+from bot.runs import ActiveRun
+from tests.fakes.channel import RecordingChannel, dm
+from tests.fakes.llm_server import FakeLLM, Reply
 
 PASSWORDS = {"olive": "olive-operator-pw", "vera": "vera-viewer-pw"}
 ROLES = {"olive": "operator", "vera": "viewer"}
@@ -90,6 +91,15 @@ class Bed:
             await client.close()
         if self.app is not None:
             await self.app.__aexit__(None, None, None)
+
+    async def hanging_run(self) -> ActiveRun:
+        """A DM whose run waits for the model until it is stopped: the one run in flight."""
+        assert self.app is not None
+        self.llm.script(Reply.hang())
+        await self.telegram.inject(dm("keep going", "42", platform="telegram"))
+        await self.llm.wait_for_requests(1)
+        (run,) = self.app.turns.dispatcher.registry.runs()
+        return run
 
     @property
     def url(self) -> str:

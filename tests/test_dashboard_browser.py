@@ -168,10 +168,7 @@ async def test_a_pairing_request_approved_from_the_page_lets_the_person_in(brows
 async def test_a_viewer_has_no_stop_button_and_a_forged_post_is_refused(browser: Any, bed: Bed,
                                                                       llm: FakeLLM) -> None:
     assert bed.app is not None
-    llm.script(Reply.hang())
-    await bed.telegram.inject(dm("keep going", "42", platform="telegram"))
-    await llm.wait_for_requests(1)
-    (run,) = bed.app.turns.dispatcher.registry.runs()
+    run = await bed.hanging_run()
     w = await open_page(browser)
     await log_in(w, bed.url, "vera")
     await live_connected(w)
@@ -196,10 +193,7 @@ async def test_a_viewer_has_no_stop_button_and_a_forged_post_is_refused(browser:
 async def test_without_csrf_token_from_another_site_or_without_a_session_the_dashboard_refuses(
         browser: Any, bed: Bed, llm: FakeLLM) -> None:
     assert bed.app is not None
-    llm.script(Reply.hang())
-    await bed.telegram.inject(dm("busy", "42", platform="telegram"))
-    await llm.wait_for_requests(1)
-    (run,) = bed.app.turns.dispatcher.registry.runs()
+    run = await bed.hanging_run()
     w = await open_page(browser)
     await log_in(w, bed.url, "olive")
     # no CSRF token, from the dashboard's own page and session

@@ -99,10 +99,7 @@ async def test_a_referer_from_the_page_stands_for_a_missing_origin(bed: Bed) -> 
 
 async def test_a_viewer_is_refused_every_action_and_it_is_recorded(bed: Bed, llm: FakeLLM) -> None:
     assert bed.app is not None
-    llm.script(Reply.hang())
-    await bed.telegram.inject(dm("a long one", "5", platform="telegram"))
-    await llm.wait_for_requests(1)
-    (run,) = bed.app.turns.dispatcher.registry.runs()
+    run = await bed.hanging_run()
     vera = await bed.client("vera")
     page = await (await vera.get("/live")).text()
     assert "Stop" not in page.split('id="live-runs"')[1].split("</tbody>")[0]

@@ -272,18 +272,18 @@ def _board(registry: FakeRegistry, now: list[float]) -> tuple[LiveBoard, EventBu
     return board, bus
 
 
-def _run(run_id: str, user: str) -> tuple[ActiveRun, Conversation]:
+def _one_run(user: str) -> tuple[LiveBoard, EventBus, FakeRegistry, Conversation]:
+    """A board (its clock at 1000) on a registry holding run ``r1``, of a DM from ``user``."""
+    registry = FakeRegistry()
+    board, bus = _board(registry, [1000.0])
     msg = dm("hello", user, platform="telegram")
     conversation = Conversation.of_key(f"agent:main:telegram:dm:{user}")
-    return ActiveRun(run_id, conversation.session_key, 0, (Pending(msg, 1, conversation=conversation),)), conversation
+    registry.active.append(ActiveRun("r1", conversation.session_key, 0, (Pending(msg, 1, conversation=conversation),)))
+    return board, bus, registry, conversation
 
 
 async def test_the_board_shows_each_run_and_what_it_does() -> None:
-    now = [1000.0]
-    registry = FakeRegistry()
-    board, bus = _board(registry, now)
-    run, conversation = _run("r1", "42")
-    registry.active.append(run)
+    board, bus, registry, conversation = _one_run("42")
     (row,) = board.snapshot()
     assert (row.state, row.tool, row.person, row.where, row.model, row.queued) == (
         "running", "", "User 42 (telegram:42)", "DM", "gpt-x", 2)  # seen before any event: running
@@ -305,11 +305,7 @@ async def test_the_board_shows_each_run_and_what_it_does() -> None:
 
 
 async def test_the_board_wakes_its_watchers_once_per_interval_and_ignores_text() -> None:
-    now = [1000.0]
-    registry = FakeRegistry()
-    board, bus = _board(registry, now)
-    run, conversation = _run("r1", "7")
-    registry.active.append(run)
+    board, bus, _, conversation = _one_run("7")
     async with board.watching():
         waiter = asyncio.ensure_future(board.changed(5))
         await asyncio.sleep(0)

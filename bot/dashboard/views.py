@@ -206,25 +206,25 @@ class Views:
         raise web.HTTPSeeOther("/live")
 
     async def approve(self, request: web.Request) -> web.StreamResponse:
-        code = _form(request, "code")
-        if (refused := await self._refuse(request, "approve", code, "approve pairing requests")) is not None:
-            return refused
-        found = await self._store.approve_pairing(code, time.time())
-        who = f"{found.platform}:{found.user_id}" if found else code
-        await self._server.audit(request, "approve", who, "done" if found else "not found")
-        _login(request).flash = (f"Approved {found.user_name or who} ({who}): they can talk to the bot now."
-                                 if found else "That request is gone (approved, denied or expired).")
-        raise web.HTTPSeeOther("/people")
+        return await self._pairing(request, "approve")
 
     async def deny(self, request: web.Request) -> web.StreamResponse:
+        return await self._pairing(request, "deny")
+
+    async def _pairing(self, request: web.Request, what: str) -> web.StreamResponse:
         code = _form(request, "code")
-        if (refused := await self._refuse(request, "deny", code, "deny pairing requests")) is not None:
+        if (refused := await self._refuse(request, what, code, f"{what} pairing requests")) is not None:
             return refused
-        found = await self._store.deny_pairing(code, time.time())
+        decide = self._store.approve_pairing if what == "approve" else self._store.deny_pairing
+        found = await decide(code, time.time())
         who = f"{found.platform}:{found.user_id}" if found else code
-        await self._server.audit(request, "deny", who, "done" if found else "not found")
-        _login(request).flash = (f"Denied the request of {found.user_name or who} ({who})." if found else
-                                 "That request is gone (approved, denied or expired).")
+        await self._server.audit(request, what, who, "done" if found else "not found")
+        if found is None:
+            _login(request).flash = "That request is gone (approved, denied or expired)."
+        elif what == "approve":
+            _login(request).flash = f"Approved {found.user_name or who} ({who}): they can talk to the bot now."
+        else:
+            _login(request).flash = f"Denied the request of {found.user_name or who} ({who})."
         raise web.HTTPSeeOther("/people")
 
     async def pause(self, request: web.Request) -> web.StreamResponse:
