@@ -11,7 +11,8 @@ provider and the store.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,7 +54,9 @@ from bot.turns import Turns
 from bot.workspace import Workspaces
 
 if TYPE_CHECKING:
+    from bot.dashboard.server import Dashboard
     from bot.mcp.hub import McpHub
+    from bot.mcp.report import ServerStatus
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +79,23 @@ class App:
         self.channels = dict(channels)
         self.events = EventBus()
         self.mcp: McpHub | None = None  # the MCP servers, when mcp.servers names any
+        self.dashboard: Dashboard | None = None  # with dashboard.enabled: its server (``dashboard.url``)
         self._stack = AsyncExitStack()
+
+    def _dashboard(self, limits: PersonLimits, redact: Redactor) -> Dashboard:
+        """The operator dashboard on this bot (``dashboard.enabled``): imported only then."""
+        from bot.dashboard.server import Dashboard
+        from bot.dashboard.sources import Bot, Operations, PeoplePolicy
+        from bot.schedules.operator import OperatorJobs
+
+        dispatcher = self.turns.dispatcher
+        bot = Bot(self.events, dispatcher.registry, dispatcher.queued, self.turns.stop_run, self.channels,
+                  self.config.agent.model)
+        operations = Operations(mcp=_McpStatus(self.mcp) if self.mcp is not None else None,
+                                jobs=OperatorJobs(self.store, time.time, self.scheduler.wake),
+                                approvals=self.store)
+        return Dashboard(self.config.dashboard_settings(), self.store, bot=bot, operations=operations,
+                         people=PeoplePolicy(limits.settings, self.config.owner_ids()), redact=redact)
 
     async def __aenter__(self) -> App:
         try:
@@ -194,6 +213,8 @@ class App:
         self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
         self._stack.push_async_callback(self.events.aclose)
+        if cfg.dashboard.enabled:  # before the channels: a busy port stops start-up before anything is received
+            self.dashboard = await self._stack.enter_async_context(self._dashboard(person_limits, redactor))
         for name, channel in self.channels.items():
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
@@ -225,3 +246,13 @@ class App:
         speaker = clients.get("speech")
         voice = VoiceAnswers(self.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars) if speaker else None)
         return listener, voice
+
+
+class _McpStatus:
+    """The MCP servers as the dashboard's Operations page reads them."""
+
+    def __init__(self, hub: McpHub) -> None:
+        self._hub = hub
+
+    def mcp_status(self) -> Sequence[ServerStatus]:
+        return self._hub.statuses()

@@ -98,12 +98,17 @@ class CommandSpec:
     owners_only: bool = False  # others get a sentence in a DM, nothing in a group
 
 
-async def _stop(host: CommandHost, call: CommandCall) -> Reply:
-    stopped, dropped, answered = await host.stop(call.conversation)
+def stop_text(stopped: bool, dropped: int) -> str:
+    """What ``/stop`` tells the chat (the dashboard's Stop says the same)."""
     text = "Stopped." if stopped else "Nothing is running."
     if dropped:
         text += f" {dropped} waiting message{'s' if dropped != 1 else ''} dropped."
-    return Reply(text, answered)
+    return text
+
+
+async def _stop(host: CommandHost, call: CommandCall) -> Reply:
+    stopped, dropped, answered = await host.stop(call.conversation)
+    return Reply(stop_text(stopped, dropped), answered)
 
 
 async def _stopall(host: CommandHost, call: CommandCall) -> Reply:

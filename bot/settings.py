@@ -30,6 +30,7 @@ from bot.config.schema import CoreConfig, secrets
 from bot.mcp.config import McpConfig
 
 if TYPE_CHECKING:
+    from bot.dashboard.settings import DashboardSettings
     from bot.tools.sandbox import ExecSettings
 
 __all__ = ["ChannelsConfig", "Config", "load_config"]
@@ -79,6 +80,17 @@ class Config(CoreConfig):
         return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
                             private=self.private_paths(), limits=ExecBounds(**e.limits.model_dump()))
 
+    def dashboard_settings(self) -> DashboardSettings:
+        """``dashboard:`` as the dashboard takes it (loaded only when the dashboard is used)."""
+        from bot.config.schema import parse_bind
+        from bot.dashboard.settings import DashboardSettings, Role, User
+
+        d = self.dashboard
+        host, port = parse_bind(d.bind)
+        users = {name: User(name, Role(u.role), u.password_hash.get_secret_value() if u.password_hash else None)
+                 for name, u in d.users.items()}
+        return DashboardSettings(host, port, users, d.tls_cert, d.tls_key, d.behind_proxy)
+
     def describe(self) -> str:
         """What would start, for ``chatgate check``; every secret is masked, and so are the
         credentials of URLs (``user:pass@``, token path segments, ``?token=``)."""
@@ -126,6 +138,12 @@ class Config(CoreConfig):
             lines.insert(-1, f"media      {'; '.join(media)}")
         for name, server in self.mcp.servers.items():
             lines.insert(-1, f"mcp        {name}: {_mcp_server(server, mask_url)}")
+        d = self.dashboard
+        users = [u.role for u in d.users.values() if u.password_hash]
+        shown = (f"{d.bind}{', https' if d.tls_cert else ''}{', behind a proxy' if d.behind_proxy else ''}; "
+                 f"{len(users)} user{'s' if len(users) != 1 else ''} with a password "
+                 f"({users.count('operator')} operator{'s' if users.count('operator') != 1 else ''})")
+        lines.insert(-1, f"dashboard  {'on at ' + shown if d.enabled else 'off (chatgate dashboard serves it alone)'}")
         e = self.tools.exec
         if e.enabled:
             lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "

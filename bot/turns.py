@@ -27,7 +27,7 @@ from bot.agent.compaction import compact_reply
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
 from bot.channels import Channel, Status
-from bot.commands import parse_command
+from bot.commands import parse_command, stop_text
 from bot.conversation import Conversation
 from bot.delivery import Delivery
 from bot.limits import PersonLimits
@@ -132,6 +132,27 @@ class Turns:
 
     async def stop_chat(self, platform: str, chat_id: str) -> int:
         return await self.dispatcher.stop_chat(platform, chat_id)
+
+    async def stop_run(self, run_id: str) -> bool:
+        """Stop one run from outside its chat (the dashboard) as ``/stop`` does: the session's run
+        and queue end, and the chat is told what ``/stop`` would tell it ("Stopped."), which
+        answers the stopped run's messages. False when the run had already ended."""
+        run = self.dispatcher.registry.get(run_id)
+        conversation = run.batch[-1].conversation if run is not None else None
+        if run is None or conversation is None or self.dispatcher.active(conversation.session_key) is not run:
+            return False  # ended meanwhile: never stop the session's next run instead
+        stopped, dropped, ids = await self.stop(conversation)
+        if not stopped:
+            return False
+        log.info("run stopped from outside its chat session=%s run=%s", conversation.session_key, run_id)
+        text = stop_text(stopped, dropped)
+        last = next((p.msg for p in reversed(run.batch) if p.msg is not None), None)
+        if last is not None:
+            await self.notice(last, text, ids, "stopped")
+        else:  # a task (a scheduled job, the dashboard): told in the conversation's chat
+            target = Target(conversation.chat_id, conversation.chat_type, conversation.thread_id)
+            await self._owe(self._channels[conversation.platform], f"stopped-{run_id}", target, text, ids)
+        return True
 
     async def resume(self) -> None:
         """Start-up: deliver what is owed (before anything new is decided)."""

@@ -54,3 +54,11 @@ async def llm() -> AsyncIterator[FakeLLM]:
     """A fake OpenAI + Anthropic server on 127.0.0.1 for one test."""
     async with FakeLLM() as server:
         yield server
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where the dashboard's browser tests saved their screenshots (look at them)."""
+    from tests.dashboard_bed import SCREENSHOTS, taken
+
+    if taken:
+        terminalreporter.write_line(f"dashboard screenshots ({len(taken)}): {SCREENSHOTS}")

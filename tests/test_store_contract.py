@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import pytest
 
@@ -42,6 +42,9 @@ from bot.store.base import (
     When,
 )
 from bot.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from bot.dashboard.sources import DashboardStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
 
@@ -741,3 +744,148 @@ async def test_a_persons_zone(store: TurnsAndSchedules) -> None:
     assert await store.zone("telegram:42") == "America/New_York"
     await store.set_zone("telegram:42", None)
     assert await store.zone("telegram:42") is None
+
+
+# -- the dashboard's ports (BrowseStore, AuditStore) and denying a pairing code ---------------
+
+
+async def test_deny_pairing_drops_the_code_and_the_sender_may_ask_again(store: PairingStore) -> None:
+    code = await store.pairing_request("telegram", "42", "Ada", now=T0)
+    assert code is not None
+    assert await store.deny_pairing(code.code.lower(), T0 + 1) == code
+    assert await store.pending_pairings(T0 + 1) == [] and not await store.is_approved("telegram", "42")
+    assert await store.deny_pairing(code.code, T0 + 2) is None  # gone
+    again = await store.pairing_request("telegram", "42", "Ada", now=T0 + 3)
+    assert again is not None and again.code != code.code
+    assert await store.approve_pairing(again.code, T0 + 4) == again
+    assert await store.deny_pairing(again.code, T0 + 5) is None  # used: a denial cannot undo an approval
+    assert await store.is_approved("telegram", "42")
+
+
+def _browse(store: Store) -> DashboardStore:
+    """Every implementation is a DashboardStore too (the dashboard's reads and audit trail)."""
+    return cast("DashboardStore", store)
+
+
+async def _conversation(store: Store, key: str, user: str, name: str, text: str, answer: str, *, run: str,
+                        message_id: str, cost: float = 0.01) -> Session:
+    msg = InboundMessage("telegram", "bot1", user, ChatType.DM, Sender(user, name), text, message_id)
+    await store.record_inbound(msg, key)
+    session = await store.session(key)
+    await store.append_turn(turn(session, run, Message.user(text), Message.assistant(answer),
+                                 usage=Usage(100, 20), cost=cost))
+    return session
+
+
+async def test_sessions_are_listed_newest_first_and_found_by_person_key_or_text(store: Store) -> None:
+    b = _browse(store)
+    ada = await _conversation(store, "agent:main:telegram:dm:1", "1", "Ada Lovelace", "compute Bernoulli numbers",
+                              "Here they are", run="r1", message_id="m1")
+    await asyncio.sleep(0.01)
+    bob = await _conversation(store, "agent:main:telegram:dm:2", "2", "Bob", "100% of the_budget?", "Yes",
+                              run="r2", message_id="m2", cost=0.02)
+    await store.session("agent:main:telegram:dm:2:sub:1")  # a sub-agent's: never listed
+    listed = await b.sessions()
+    assert [s.id for s in listed] == [bob.id, ada.id]
+    first = listed[1]
+    assert (first.key, first.title, first.sender, first.turns, first.input_tokens, first.output_tokens) == (
+        "agent:main:telegram:dm:1", "compute Bernoulli numbers", "Ada Lovelace", 1, 100, 20)
+    assert first.cost == pytest.approx(0.01) and not first.archived
+    assert [s.id for s in await b.sessions("lovelace")] == [ada.id]  # the sender's name
+    assert [s.id for s in await b.sessions("bernoulli")] == [ada.id]  # a message's text
+    assert [s.id for s in await b.sessions("telegram:dm:2")] == [bob.id]  # the key
+    assert [s.id for s in await b.sessions("100%")] == [bob.id]  # LIKE's wildcards are literal
+    assert [s.id for s in await b.sessions("_budget")] == [bob.id]
+    assert await b.sessions("%x%") == [] and await b.sessions("nothing like it") == []
+    assert len(await b.sessions(limit=1)) == 1
+
+
+async def test_a_session_waiting_for_its_first_turn_is_titled_by_its_message(store: Store) -> None:
+    msg = InboundMessage("telegram", "bot1", "3", ChatType.DM, Sender("3", "Cy"), "first words", "m9")
+    await store.record_inbound(msg, "agent:main:telegram:dm:3")
+    await store.session("agent:main:telegram:dm:3")
+    (listed,) = await _browse(store).sessions()
+    assert (listed.title, listed.sender, listed.turns) == ("first words", "Cy", 0)
+
+
+async def test_a_session_log_has_its_messages_compacted_ones_marked_and_its_summaries(store: Store) -> None:
+    b = _browse(store)
+    session = await _conversation(store, "agent:main:telegram:dm:1", "1", "Ada", "one", "two", run="r1",
+                                  message_id="m1")
+    await store.append_turn(turn(session, "r2", Message.user("three"),
+                                 Message(Role.ASSISTANT, (ToolCall("c1", "read_file", '{"path": "a"}'),)),
+                                 Message(Role.TOOL, (ToolResult("c1", "content of a"),)), Message.assistant("four")))
+    live = await store.live_messages(session)  # type: ignore[attr-defined]
+    summary = Summary("one and two", live[1].id, 2, 50, 10, "compact-1", T0)
+    assert await store.save_summary(session, summary)  # type: ignore[attr-defined]
+    log = await b.session_log(session.id)
+    assert log is not None and log.session.key == session.key and log.earlier == 0
+    assert [(m.run_id, m.message.text, m.compacted) for m in log.messages] == [
+        ("r1", "one", True), ("r1", "two", True), ("r2", "three", False), ("r2", "", False), ("r2", "", False),
+        ("r2", "four", False)]
+    assert log.messages[3].message.tool_calls[0].name == "read_file"
+    assert [(s.text, s.through_id) for s in log.summaries] == [("one and two", live[1].id)]
+    short = await b.session_log(session.id, limit=2)
+    assert short is not None and short.earlier == 4 and [m.message.text for m in short.messages] == ["", "four"]
+    assert await b.session_log(session.id + 1000) is None
+
+
+async def test_one_trace_is_read_by_its_run_id(store: Store) -> None:
+    from bot.tracing import Span, SpanKind, TraceRecord
+
+    session = await store.session("agent:main:telegram:dm:1")
+    record = TraceRecord("run-t", session.key, "main", 100.0, 102.0, "failed", "gpt-x", 10, 2, 0.5, 1, "boom",
+                         spans=(Span(SpanKind.LLM, "gpt-x", 100.1, 900.0, 10, 2, 0.5),))
+    await store.append_turn(turn(session, "run-t", Message.user("hi"), trace=record))
+    b = _browse(store)
+    assert await b.trace("run-t") == record
+    assert await b.trace("run-none") is None
+
+
+async def test_daily_usage_per_person_and_their_names(store: Store) -> None:
+    from bot.store.base import Charge
+
+    b = _browse(store)
+    session = await _conversation(store, "agent:main:telegram:dm:1", "1", "Ada", "hi", "hello", run="r1",
+                                  message_id="m1")
+    await store.append_turn(turn(session, "r2", Message.user("more"), charges=(Charge("telegram:1", 70, 0.5),
+                                                                                Charge("slack:U9", 30, 0.25))))
+    now = time.time()
+    start = now - 86400 * 2
+    report = await b.daily_usage(start)
+    assert {(d.person, d.tokens, d.cost) for d in report.days} == {("telegram:1", 70, 0.5), ("slack:U9", 30, 0.25)}
+    (day,) = {d.day for d in report.days}
+    assert start + 86400 * 2 <= day + 86400 and day <= now  # the day the charges fell on
+    assert report.names["telegram:1"] == "Ada" and "slack:U9" not in report.names
+    assert (await b.daily_usage(now + 10)).days == []
+
+
+async def test_failures_are_failed_runs_and_given_up_answers_newest_first(store: Store) -> None:
+    from bot.tracing import TraceRecord
+
+    session = await store.session("agent:main:telegram:dm:1")
+    for run_id, status, ended in (("ok", "completed", 10.0), ("bad", "failed", 20.0)):
+        await store.append_turn(turn(session, run_id, Message.user("x"), trace=TraceRecord(
+            run_id, session.key, "main", ended - 1, ended, status, "m", error="it broke" if status == "failed"
+            else None)))
+    answer = Answer("a1", "telegram", Target("c9"), (Chunk("one"), Chunk("two")))
+    await store.store_answer(answer)  # type: ignore[attr-defined]
+    await store.chunk_sent(answer, 0, "1")  # type: ignore[attr-defined]
+    await store.give_up(answer)  # type: ignore[attr-defined]
+    found = await _browse(store).failures()
+    assert [(f.kind, f.where, f.run_id) for f in found] == [("delivery", "telegram:c9", ""),
+                                                             ("run", session.key, "bad")]
+    assert found[0].detail == "answer a1 given up with 1 part unsent" and found[1].detail == "it broke"
+    assert len(await _browse(store).failures(limit=1)) == 1
+
+
+async def test_dashboard_actions_are_recorded_newest_first(store: Store) -> None:
+    from bot.store.base import AuditEntry
+
+    b = _browse(store)
+    entries = [AuditEntry(T0 + i, "olive", "operator", action, f"target-{i}", "done", "127.0.0.1")
+               for i, action in enumerate(("login", "stop", "approve"))]
+    for entry in entries:
+        await b.record_action(entry)
+    assert await b.actions() == entries[::-1]
+    assert await b.actions(limit=1) == [entries[-1]]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from bench.scenarios import (
+    dashboard,
     delivery,
     history,
     mcp,
@@ -20,4 +21,4 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord, on_slack, schedules, mcp)}
+                                 on_discord, on_slack, schedules, mcp, dashboard)}

@@ -11,6 +11,7 @@ which model validates a location, where the secrets are, and a location's dotted
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
+from pydantic_core import PydanticCustomError
 
 from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
@@ -298,6 +300,77 @@ class SchedulesConfig(Section):
     check_timeout: Annotated[Float, Field(gt=0, le=600)] = 60.0  # a task's check command
 
 
+DEFAULT_DASHBOARD_BIND = "127.0.0.1:8787"
+_BIND = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})")
+
+
+def parse_bind(value: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:8787`` for IPv6) -> (host, port); ValueError when it is not one."""
+    match = _BIND.fullmatch(value.strip())
+    if match is None or int(match.group("port")) > 65535:
+        raise ValueError(value)
+    return match.group("v6") or match.group("host"), int(match.group("port"))
+
+
+def is_loopback(host: str) -> bool:
+    """Only this machine can reach ``host``: 127.0.0.0/8, ::1 or ``localhost``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def _password_hash(value: SecretStr | None) -> SecretStr | None:
+    if value is not None:
+        from bot.dashboard.passwords import problem  # stdlib only; loaded when a hash is configured
+
+        if (why := problem(value.get_secret_value())) is not None:
+            raise PydanticCustomError("password_hash", why)
+    return value
+
+
+class DashboardUserConfig(Section):
+    """One person who may log in to the dashboard."""
+
+    role: Literal["viewer", "operator"] = "viewer"  # viewers see everything and change nothing
+    # scrypt hash from `chatgate dashboard passwd`; none (or empty): this user cannot log in
+    password_hash: Annotated[Secret, AfterValidator(_password_hash)] = None
+
+
+class DashboardConfig(Section):
+    """The operator dashboard (``bot.dashboard``): a web page served by ``chatgate run`` when
+    ``enabled``, or alone by ``chatgate dashboard``."""
+
+    enabled: bool = False
+    bind: str = DEFAULT_DASHBOARD_BIND  # host:port; loopback only unless allow_remote
+    allow_remote: bool = False  # a non-loopback bind, then only with TLS or behind_proxy
+    tls_cert: Path | None = None  # PEM certificate chain and key: the dashboard serves https
+    tls_key: Path | None = None
+    behind_proxy: bool = False  # a TLS proxy in front: trust its X-Forwarded-For/-Proto/-Host
+    users: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")], DashboardUserConfig] = {}
+
+    @model_validator(mode="after")
+    def _safe_to_serve(self) -> DashboardConfig:
+        try:
+            host, _ = parse_bind(self.bind)
+        except ValueError:
+            raise ConfigError("dashboard.bind", f"expected host:port such as {DEFAULT_DASHBOARD_BIND}, "
+                                                f"got {self.bind!r}") from None
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("dashboard.tls_key" if self.tls_key is None else "dashboard.tls_cert",
+                              "missing", "https needs both tls_cert and tls_key")
+        if not is_loopback(host) and not self.allow_remote:
+            raise ConfigError("dashboard.bind", f"{self.bind} can be reached from other machines, and the dashboard "
+                              "binds to this machine only", "use 127.0.0.1 with an SSH tunnel, or set "
+                              "dashboard.allow_remote: true with tls_cert and tls_key or behind_proxy")
+        if self.allow_remote and self.tls_cert is None and not self.behind_proxy:
+            raise ConfigError("dashboard.allow_remote", "a remote dashboard needs TLS",
+                              "set dashboard.tls_cert and tls_key, or behind_proxy: true behind a TLS proxy")
+        return self
+
+
 class LoggingConfig(Section):
     level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -323,6 +396,7 @@ class CoreConfig(Section):
     skills: SkillsConfig = SkillsConfig()
     media: MediaConfig = MediaConfig()
     schedules: SchedulesConfig = SchedulesConfig()
+    dashboard: DashboardConfig = DashboardConfig()
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")
@@ -405,6 +479,10 @@ class CoreConfig(Section):
         if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
             found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
                          "file, database, environment and every workspace (set it to bwrap)")
+        d = self.dashboard
+        if d.enabled and not any(u.password_hash for u in d.users.values()):
+            found.append("dashboard.enabled but no user in dashboard.users has a password: `chatgate run` will not "
+                         "start (set one with `chatgate dashboard passwd -c CONFIG NAME`)")
         return found
 
     @property

@@ -1,11 +1,12 @@
 """The Store port: sessions, their history, the inbound log and usage.
 
 Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
-``bot.access`` and ``chatgate pairing``), ``AnswerStore`` (what is owed to chats and which
-chunks were delivered, for ``bot.delivery``), ``SummaryStore`` (compaction's summaries
-and cuts), ``MediaStore`` (voice modes, audio minutes), ``ApprovalStore`` and ``ScheduleStore``
-(scheduled jobs, their occurrences and people's time zones, for ``bot.schedules``).
-``SQLiteStore`` implements them all.
+``bot.access``, ``chatgate pairing`` and the dashboard), ``AnswerStore`` (what is owed to
+chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
+(compaction's summaries and cuts), ``MediaStore`` (voice modes, audio minutes),
+``ApprovalStore``, ``ScheduleStore`` (scheduled jobs, their occurrences and people's time
+zones, for ``bot.schedules``), and the dashboard's two: ``BrowseStore`` (what its pages
+read) and ``AuditStore`` (who did what from it). ``SQLiteStore`` implements them all.
 
 SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
 (tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
@@ -235,10 +236,10 @@ class ApprovedSender:
 class PairingStore(Protocol):
     """Pairing codes and the senders they let in.
 
-    Six methods, one over the house's five: they are one noun's life cycle (request,
-    list, approve, revoke, check, list approved), and splitting it would only make every
-    store implement two protocols. ``bot.access`` uses ``pairing_request`` and
-    ``is_approved``; the ``chatgate pairing`` commands use the rest."""
+    Seven methods, two over the house's five: they are one noun's life cycle (request,
+    list, approve, deny, revoke, check, list approved), and splitting it would only make
+    every store implement two protocols. ``bot.access`` uses ``pairing_request`` and
+    ``is_approved``; the ``chatgate pairing`` commands and the dashboard use the rest."""
 
     async def pairing_request(
         self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,
@@ -257,6 +258,11 @@ class PairingStore(Protocol):
 
     async def approve_pairing(self, code: str, now: float) -> PairingCode | None:
         """Approve a pending code (any case); None when it is unknown, expired or used."""
+        ...
+
+    async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
+        """Drop a pending code unapproved (any case); None when it is unknown, expired or used.
+        Its sender is not blocked: writing again later asks anew, with a new code."""
         ...
 
     async def revoke_sender(self, platform: str, user_id: str) -> bool:
@@ -543,3 +549,118 @@ class ZoneStore(Protocol):
 
 class ScheduleStore(JobStore, OccurrenceStore, ZoneStore, Protocol):
     """What ``bot.schedules`` needs of the store: jobs, their occurrences, people's zones."""
+
+
+
+# -- the dashboard's reads and its audit trail -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One session as the dashboard lists it."""
+
+    id: int
+    key: str
+    created_at: float
+    archived: bool  # replaced by a fresh session (/new); kept
+    last_activity: float  # its newest message, else its creation
+    title: str  # the start of its first user message (or of the message waiting for its first turn)
+    sender: str  # the name of the last person who wrote in it ("" when unknown)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    turns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMessage:
+    """A stored message of a session, compacted ones included (they are kept, marked)."""
+
+    id: int
+    run_id: str
+    message: Message
+    created_at: float
+    compacted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLog:
+    """A session's newest messages (oldest first) and every summary that replaced some of them."""
+
+    session: SessionSummary
+    messages: list[LoggedMessage]
+    summaries: list[Summary]
+    earlier: int  # messages older than the first one here, left out
+
+
+@dataclass(frozen=True, slots=True)
+class DailyUsage:
+    """What one person's model calls cost on one UTC day (``day``: its 00:00, epoch seconds)."""
+
+    person: str
+    day: float
+    tokens: int
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    days: list[DailyUsage]
+    names: dict[str, str]  # person -> the name they last wrote under, where one is known
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Something that went wrong recently: a run that failed, or an answer given up."""
+
+    at: float
+    kind: str  # run | delivery
+    where: str  # the session key, or platform:chat_id
+    detail: str
+    run_id: str = ""
+
+
+class BrowseStore(Protocol):
+    """What the dashboard's pages read, beside ``traces`` and ``undelivered``."""
+
+    async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
+        """Sessions by last activity, newest first (sub-agents' left out); ``search`` matches the
+        session key, the last sender's name or any message's text (case-insensitive for ASCII)."""
+        ...
+
+    async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
+        """The session with its last ``limit`` messages and all its summaries; None when unknown."""
+        ...
+
+    async def trace(self, run_id: str) -> TraceRecord | None:
+        """One run's trace with its spans."""
+        ...
+
+    async def daily_usage(self, since: float) -> UsageReport:
+        """Tokens and cost charged per person and UTC day since ``since`` (epoch seconds)."""
+        ...
+
+    async def failures(self, limit: int = 20) -> list[Failure]:
+        """The newest failed runs and given-up answers, newest first."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One thing done from the dashboard (or tried and refused), and who did it."""
+
+    at: float
+    user: str
+    role: str
+    action: str  # login | logout | stop | approve | deny | pause | cancel ...
+    target: str  # what it was done to: a run id, a pairing code's sender, a job id
+    outcome: str  # done | refused: ... | not found | failed
+    address: str = ""  # where the request came from
+
+
+class AuditStore(Protocol):
+    async def record_action(self, entry: AuditEntry) -> None: ...
+
+    async def actions(self, limit: int = 50) -> list[AuditEntry]:
+        """The newest entries first."""
+        ...

@@ -383,6 +383,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0013_dashboard",
+        """
+        -- what was done from the operator dashboard, and by whom (bot.dashboard); a table of its
+        -- own that touches no other, so it applies in any order among its neighbours
+        CREATE TABLE dashboard_actions (
+            id      INTEGER PRIMARY KEY,
+            at      REAL NOT NULL,
+            user    TEXT NOT NULL,  -- the dashboard user (as typed, when a login failed)
+            role    TEXT NOT NULL,  -- viewer | operator | '' before a login
+            action  TEXT NOT NULL,  -- login | logout | stop | approve | deny | pause | cancel ...
+            target  TEXT NOT NULL,
+            outcome TEXT NOT NULL,  -- done | refused: why | not found | failed
+            address TEXT NOT NULL   -- the client address (X-Forwarded-For's behind a proxy)
+        );
+        CREATE INDEX dashboard_actions_at ON dashboard_actions (at);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

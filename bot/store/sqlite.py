@@ -1,4 +1,5 @@
-"""SQLiteStore: the Store ports (``bot.store.base``) on aiosqlite, one file in WAL mode.
+"""SQLiteStore: the Store and its side ports (pairing, answers, the dashboard's) on aiosqlite, one
+file in WAL mode.
 
     async with SQLiteStore(path) as store:     # opened and migrated on entry
         ...
@@ -37,15 +38,17 @@ from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMe
 from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
 from bot.store import approvals as sql_approvals
+from bot.store import browse, migrations
 from bot.store import media as sql_media
-from bot.store import migrations
 from bot.store import schedules as sql_jobs
 from bot.store.base import (
     AnswerState,
     ApprovalRecord,
     ApprovedSender,
+    AuditEntry,
     Claim,
     Closing,
+    Failure,
     InboundRecord,
     Job,
     JobState,
@@ -53,10 +56,13 @@ from bot.store.base import (
     PairingCode,
     Recent,
     Session,
+    SessionLog,
     SessionOf,
+    SessionSummary,
     StoredMessage,
     Summary,
     Turn,
+    UsageReport,
     UsageTotals,
     key_of,
 )
@@ -121,6 +127,7 @@ _TRACE_COLUMNS = (
     " iterations, error, cache_read_tokens, cache_write_tokens"
 )
 _LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
+_TRACE = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE run_id = ?"
 _LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
 _SPANS = (
     "SELECT kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
@@ -149,6 +156,9 @@ _USE_CODE = (
 _APPROVE_SENDER = (
     "INSERT INTO approved_senders (platform, user_id, name, approved_at) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (platform, user_id) DO UPDATE SET name = excluded.name, approved_at = excluded.approved_at"
+)
+_DROP_CODE = (
+    f"DELETE FROM pairing_codes WHERE code = ? AND approved_at IS NULL AND expires_at > ? RETURNING {_CODE_COLUMNS}"
 )
 _REVOKE_SENDER = "DELETE FROM approved_senders WHERE platform = ? AND user_id = ?"
 _IS_APPROVED = "SELECT 1 FROM approved_senders WHERE platform = ? AND user_id = ?"
@@ -420,18 +430,37 @@ class SQLiteStore:
                 rows = db.execute(_LAST_TRACES, (last,)).fetchall()
             else:
                 rows = db.execute(_LAST_SESSION_TRACES, (session_key, last)).fetchall()
-            records = []
-            for row in reversed(rows):
-                spans = tuple(
-                    Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview, cr, cw)
-                    for kind, name, started, duration, i, o, cost, err, preview, cr, cw
-                    in db.execute(_SPANS, (row[0],))
-                )
-                head = TraceRecord(*row[:12])  # the columns up to ``error``, in order
-                records.append(replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13]))
-            return records
+            return [_trace(db, row) for row in reversed(rows)]
 
         return await self._run(read)
+
+    # -- the BrowseStore and AuditStore ports (the dashboard) --------------------------
+
+    async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
+        return await self._run(partial(browse.sessions, search=search, limit=limit))
+
+    async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
+        return await self._run(partial(browse.session_log, session_id=session_id, limit=limit))
+
+    async def trace(self, run_id: str) -> TraceRecord | None:
+        def read(db: sqlite3.Connection) -> TraceRecord | None:
+            rows = db.execute(_TRACE, (run_id,)).fetchall()
+            return _trace(db, rows[0]) if rows else None
+
+        return await self._run(read)
+
+    async def daily_usage(self, since: float) -> UsageReport:
+        return await self._run(partial(browse.daily_usage, since=since))
+
+    async def failures(self, limit: int = 20) -> list[Failure]:
+        return await self._run(partial(browse.failures, limit=limit))
+
+    async def record_action(self, entry: AuditEntry) -> None:
+        row = browse.action_row(entry)
+        await self._write(lambda db: db.execute(browse.INSERT_ACTION, row))
+
+    async def actions(self, limit: int = 50) -> list[AuditEntry]:
+        return await self._run(partial(browse.actions, limit=limit))
 
     # -- the PairingStore port -------------------------------------------------------
 
@@ -484,6 +513,16 @@ class SQLiteStore:
         else:
             log.info("pairing %s:%s: approved", approved.platform, approved.user_id)
         return approved
+
+    async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
+        wanted = normalize_code(code)
+        rows = await self._write(lambda db: db.execute(_DROP_CODE, (wanted, now)).fetchall())
+        if not rows:
+            log.info("pairing: denial of an unknown, expired or used code refused")
+            return None
+        denied = PairingCode(*rows[0])
+        log.info("pairing %s:%s: denied", denied.platform, denied.user_id)
+        return denied
 
     async def revoke_sender(self, platform: str, user_id: str) -> bool:
         cursor = await self._run(lambda db: db.execute(_REVOKE_SENDER, (platform, user_id)))  # its own transaction
@@ -731,6 +770,15 @@ def _transaction(body: Callable[[sqlite3.Connection], T], path: str, db: sqlite3
             log.debug("store %s: nothing to roll back", path)
         raise
     return result
+
+
+def _trace(db: sqlite3.Connection, row: tuple[Any, ...]) -> TraceRecord:
+    spans = tuple(
+        Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview, cr, cw)
+        for kind, name, started, duration, i, o, cost, err, preview, cr, cw in db.execute(_SPANS, (row[0],))
+    )
+    head = TraceRecord(*row[:12])  # the columns up to ``error``, in order
+    return replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13])
 
 
 def _live(db: sqlite3.Connection, session: Session, limit: int | None) -> list[Any]:
