@@ -55,6 +55,7 @@ def make_provider(
 
 
 register("openai", "bot.providers.openai:OpenAIProvider")
+register("openai-responses", "bot.providers.openai_responses:ResponsesProvider")  # a named model's api: responses
 register("anthropic", "bot.providers.anthropic:AnthropicProvider")
 
 __all__ = ["Provider", "available", "make_provider", "register"]

@@ -58,6 +58,8 @@ _ERROR_TYPE_STATUS = {
     "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
 }
 _MIN_THINKING_BUDGET = 1024  # the API refuses less
+# a named model's reasoning_effort as an extended-thinking budget (tokens); none/minimal: off
+_EFFORT_BUDGET = {"low": 1024, "medium": 4096, "high": 16_384, "xhigh": 32_768}
 # Events as the parsed JSON the server sent: ``object`` is the one type the SDK hands back
 # untouched (its type coercion fails on a bare ``dict``: it wants ``Dict[K, V]``).
 _RAW_STREAM = anthropic.AsyncStream[object]
@@ -171,8 +173,9 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(_EPHEMERAL)}]
     if request.tools:
         params["tools"] = to_anthropic_tools(request.tools)
-    if request.thinking_budget:
-        budget = max(_MIN_THINKING_BUDGET, request.thinking_budget)
+    thinking = request.thinking_budget or _EFFORT_BUDGET.get(request.reasoning_effort or "")
+    if thinking:
+        budget = max(_MIN_THINKING_BUDGET, thinking)
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         if request.max_tokens <= budget:  # the API needs room for the answer after thinking
             params["max_tokens"] = budget + request.max_tokens

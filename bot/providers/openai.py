@@ -43,7 +43,7 @@ from bot.providers.failures import (
     refused_connection,
     scrub,
 )
-from bot.providers.streaming import StreamingProvider
+from bot.providers.streaming import Assembler, StreamingProvider
 
 log = logging.getLogger(__name__)
 
@@ -241,13 +241,15 @@ class OpenAIProvider(StreamingProvider):
             params["tools"] = to_openai_tools(request.tools)
         if request.temperature is not None and not fixed_temperature(request.model):
             params["temperature"] = request.temperature
+        if request.reasoning_effort is not None:
+            params["reasoning_effort"] = request.reasoning_effort
         return params
 
     async def _open(self, params: dict[str, Any]) -> Any:
         return await self._client.post("/chat/completions", body=params, cast_to=object, stream=True,
                                        stream_cls=_RAW_STREAM)
 
-    def _assembler(self, model: str) -> _Assembler:
+    def _assembler(self, model: str) -> Assembler:
         return _Assembler(model)
 
     def _failure(self, err: openai.OpenAIError) -> TransientError | ProviderError:
