@@ -38,13 +38,16 @@ from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
 from bot.store import approvals as sql_approvals
 from bot.store import migrations
+from bot.store import models as sql_models
 from bot.store.base import (
     ApprovalRecord,
     ApprovedSender,
     InboundRecord,
+    ModelChoice,
     PairingCode,
     Recent,
     Session,
+    SessionInfo,
     SessionOf,
     StoredMessage,
     Summary,
@@ -101,8 +104,8 @@ _INSERT_INBOUND = (
 )
 _INSERT_TRACE = (
     "INSERT OR REPLACE INTO traces (run_id, session_key, agent_id, started_at, ended_at, status, model,"
-    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens, model_why)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_SPAN = (
     "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
@@ -110,7 +113,7 @@ _INSERT_SPAN = (
 )
 _TRACE_COLUMNS = (
     "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
-    " iterations, error, cache_read_tokens, cache_write_tokens"
+    " iterations, error, cache_read_tokens, cache_write_tokens, model_why"
 )
 _LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
 _LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
@@ -349,7 +352,7 @@ class SQLiteStore:
                 db.execute(_INSERT_TRACE, (
                     t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
                     t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
-                    t.cache_write_tokens,
+                    t.cache_write_tokens, t.why,
                 ))  # fmt: skip
                 db.executemany(_INSERT_SPAN, [
                     (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
@@ -417,7 +420,8 @@ class SQLiteStore:
                     in db.execute(_SPANS, (row[0],))
                 )
                 head = TraceRecord(*row[:12])  # the columns up to ``error``, in order
-                records.append(replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13]))
+                records.append(replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13],
+                                       why=row[14]))
             return records
 
         return await self._run(read)
@@ -518,6 +522,33 @@ class SQLiteStore:
     async def granted(self, scope: str, holder: str, tool: str, shape: str) -> bool:
         rows = await self._run(lambda db: db.execute(sql_approvals.GRANTED, (scope, holder, tool, shape)).fetchall())
         return bool(rows)
+
+    # -- the ModelStore port -------------------------------------------------------------
+
+    async def chosen_model(self, session_key: str) -> ModelChoice | None:
+        rows = await self._run(lambda db: db.execute(sql_models.CHOSEN, (session_key,)).fetchall())
+        return ModelChoice(*rows[0]) if rows else None
+
+    async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
+        if choice is None:
+            await self._write(lambda db: db.execute(sql_models.FORGET, (session_key,)))
+        else:
+            row = (session_key, choice.model, choice.chosen_by, choice.chosen_at)
+            await self._write(lambda db: db.execute(sql_models.CHOOSE, row))
+
+    async def set_title(self, session: Session, title: str, model: str) -> bool:
+        row = (session.id, title, model, time.time())
+        cursor = await self._write(lambda db: db.execute(sql_models.SET_TITLE, row))
+        return cursor.rowcount == 1
+
+    async def title(self, session: Session) -> str | None:
+        rows = await self._run(lambda db: db.execute(sql_models.TITLE, (session.id,)).fetchall())
+        return str(rows[0][0]) if rows else None
+
+    async def sessions(self, last: int = 20, *, archived: bool = False) -> list[SessionInfo]:
+        query = sql_models.ALL_SESSIONS if archived else sql_models.SESSIONS
+        rows = await self._run(lambda db: db.execute(query, (last,)).fetchall())
+        return [SessionInfo(*row) for row in rows]
 
     # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
 
