@@ -65,6 +65,9 @@ class CommandHost(Protocol):
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
         """How a command is typed on the platform the call came from (``/name`` on most)."""
 
+    async def model(self, call: CommandCall) -> Reply | None:
+        """``/model [name]``: show or pick the conversation's model (None: answered with a picker)."""
+
 
 Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
 
@@ -126,6 +129,10 @@ async def _deny(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.approve(call, approval_id, "deny"))
 
 
+async def _model(host: CommandHost, call: CommandCall) -> Reply | None:
+    return await host.model(call)
+
+
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(host.spelling(call)))
 
@@ -139,6 +146,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "Model, context and cost of this conversation"),
     CommandSpec("compact", _compact, "summarise the conversation so far (frees context; nothing is deleted)",
                 "Summarise the conversation so far to free context"),
+    CommandSpec("model", _model, "this chat's model; <name> picks one, default goes back",
+                "Show or change this chat's model"),
     CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
     CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),

@@ -8,6 +8,10 @@ draft) while the agent computes the turn, then the answer is rendered for the ch
 committed with the turn in one transaction, and handed to delivery (``bot.delivery``),
 outside the run's slot. The agent never calls back: it returns an uncommitted turn.
 
+When another model answers for the conversation's own (a fallback), the agent announces it
+(``EventKind.FALLBACK``, once per chat and model) and the chat is owed that note as a message
+of its own, stored and delivered before the answer.
+
 ``/stop`` cancels the run and returns as soon as the run has ended (its turn stored, so
 the history stays valid): the confirmation is sent before the stopped draft is settled,
 which happens afterwards in a task of its own, still keeping the draft's edit interval.
@@ -69,6 +73,7 @@ class Turns:
         self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded)
         self._progress: dict[str, Progress] = {}
         self._conversations: dict[str, Conversation] = {}  # run id -> the conversation it serves
+        self._targets: dict[str, Target] = {}  # run id -> where its answer goes
         self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
         self._compacting: dict[str, asyncio.Future[Any]] = {}  # session key -> its post-run compaction
         self._tasks = OwnedTasks()
@@ -152,6 +157,7 @@ class Turns:
         await progress.__aenter__()
         self._progress[run.run_id] = progress
         self._conversations[run.run_id] = conversation
+        self._targets[run.run_id] = target
         try:
             session = await self._store.session(conversation)
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
@@ -171,6 +177,7 @@ class Turns:
         finally:
             self._progress.pop(run.run_id, None)
             self._conversations.pop(run.run_id, None)
+            self._targets.pop(run.run_id, None)
             self._extra.pop(run.run_id, None)
         await self._commit(channel, target, run.run_id, ids, result, await progress.settle())
         await self._agent.finished(request, result)
@@ -279,6 +286,9 @@ class Turns:
         progress = self._progress.get(event.run_id)
         if progress is not None:
             progress.feed(event)
+        if event.kind is EventKind.FALLBACK and (target := self._targets.get(event.run_id)) is not None:
+            channel = self._channels[event.conversation.platform]
+            self._tasks.spawn(self._owe(channel, f"{event.run_id}-fallback", target, event.text, ()), "fallback note")
 
 
 def _is_compact(msg: InboundMessage) -> bool:

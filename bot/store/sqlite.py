@@ -96,7 +96,7 @@ _INSERT_CHARGE = "INSERT INTO charges (person, run_id, tokens, cost, created_at)
 _USAGE_TOTALS = (
     "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
     " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
-    " COALESCE(SUM(cost), 0.0), COUNT(*) FROM usage WHERE session_id = ?"
+    " COALESCE(SUM(cost), 0.0), COALESCE(SUM(run_id NOT LIKE '%-title'), 0) FROM usage WHERE session_id = ?"
 )
 _INSERT_INBOUND = (
     "INSERT INTO inbound (platform, account, chat_id, message_id, session_key, payload, received_at)"

@@ -10,6 +10,12 @@ A ``Reply`` is dialect-neutral: the endpoint that receives it renders it. With a
 script the answer is ``"echo: " + last user text``. Standalone, for benchmarks and manual
 checks: ``python -m tests.fakes.llm_server --port 0`` prints the base URL and echoes
 (``--help``: a streamed default answer, and replies scripted over stdin for benchmarks).
+
+chatgate titles a session after its first exchange, in the background (``bot.models.titles``):
+such a request (its system prompt starts with ``TITLE_MARKER``) is answered "A fake title"
+on the side, never from the script and never in ``requests``, so a test's script and request
+count stay its runs'. ``title_requests`` holds their bodies; ``FakeLLM(titles="script")``
+serves them like any request (a test of titles scripts their answers).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from tests.fakes import llm_responses
 from tests.fakes.serving import serve
 
 Dialect = Literal["openai", "anthropic", "responses"]
+TITLE_MARKER = "You name conversations."  # how bot.models.titles.TITLE_SYSTEM begins
+FAKE_TITLE = "A fake title"
 _ids = itertools.count(1)
 
 
@@ -360,6 +368,26 @@ def last_user_text(body: Any) -> str:
     return ""
 
 
+async def _body(request: web.Request) -> Any:
+    try:
+        return await request.json()  # aiohttp keeps the body: a second read is free
+    except ValueError:
+        return None
+
+
+def is_title_request(body: Any) -> bool:
+    """A session title asked for by chatgate (in any dialect)."""
+    if not isinstance(body, dict):
+        return False
+    system = body.get("instructions") or body.get("system")
+    if isinstance(system, list):  # Anthropic's blocks
+        system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
+    if system is None:
+        first = (body.get("messages") or [{}])[0]
+        system = first.get("content") if first.get("role") == "system" else None
+    return isinstance(system, str) and system.startswith(TITLE_MARKER)
+
+
 def estimated_prompt_tokens(body: Any) -> int:
     """The prompt tokens the fake reports when no usage is scripted: the messages' JSON / 4."""
     body = body or {}
@@ -465,7 +493,7 @@ class FakeLLM:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, model: str | None = None,
                  strict_pairing: bool = False, responder: Callable[[Any], Reply] | None = None,
-                 prompt_cache: bool = False) -> None:
+                 prompt_cache: bool = False, titles: Literal["aside", "script"] = "aside") -> None:
         """``strict_pairing``: a request with a broken tool call / result pairing is refused
         with 400, as the real APIs do, and noted in ``pairing_problems``. ``responder``:
         when the script is empty, the reply is ``responder(body)`` instead of the echo."""
@@ -474,6 +502,8 @@ class FakeLLM:
         # ``prompt_cache``: Anthropic requests report cache reads and writes (``PromptCache``)
         self.prompt_cache = PromptCache() if prompt_cache else None
         self.reported: dict[int, Tokens] = {}  # request index -> the usage its answer reported
+        self.titles = titles
+        self.title_requests: list[Any] = []  # bodies of the title requests answered aside
         self.pairing_problems: list[str] = []
         self.requests: list[Received] = []
         self._script: deque[Reply] = deque()
@@ -524,10 +554,11 @@ class FakeLLM:
             await self._runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        try:
-            body: Any = await request.json()
-        except ValueError:
-            body = None
+        body = await _body(request)
+        if self.titles == "aside" and is_title_request(body):
+            self.title_requests.append(body)
+            aside = Received(-1, request.path, {}, body, Reply.text(FAKE_TITLE))
+            return await FakeLLM._respond(self, request, aside)
         if self._script:
             reply = self._script.popleft()
         elif self.responder is not None:
@@ -638,6 +669,8 @@ class _Standalone(FakeLLM):
             sys.stdout.flush()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self.titles == "aside" and is_title_request(await _body(request)):
+            return await super()._handle(request)
         # One reply handed over per request, so a default never jumps ahead of a scripted one.
         reply = self.queued.popleft() if self.queued else self.default
         if reply is not None:
