@@ -14,7 +14,7 @@ checks: ``python -m tests.fakes.llm_server --port 0`` prints the base URL and ec
 chatgate titles a session after its first exchange, in the background (``bot.models.titles``):
 such a request (its system prompt starts with ``TITLE_MARKER``) is answered "A fake title"
 on the side, never from the script and never in ``requests``, so a test's script and request
-count stay its runs'. ``title_requests`` holds their bodies; ``FakeLLM(titles="script")``
+count stay its runs'. ``title_requests`` holds them; ``FakeLLM(titles="script")``
 serves them like any request (a test of titles scripts their answers).
 """
 
@@ -503,7 +503,7 @@ class FakeLLM:
         self.prompt_cache = PromptCache() if prompt_cache else None
         self.reported: dict[int, Tokens] = {}  # request index -> the usage its answer reported
         self.titles = titles
-        self.title_requests: list[Any] = []  # bodies of the title requests answered aside
+        self.title_requests: list[Received] = []  # the title requests answered aside
         self.pairing_problems: list[str] = []
         self.requests: list[Received] = []
         self._script: deque[Reply] = deque()
@@ -556,8 +556,8 @@ class FakeLLM:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await _body(request)
         if self.titles == "aside" and is_title_request(body):
-            self.title_requests.append(body)
             aside = Received(-1, request.path, {}, body, Reply.text(FAKE_TITLE))
+            self.title_requests.append(aside)
             return await FakeLLM._respond(self, request, aside)
         if self._script:
             reply = self._script.popleft()
