@@ -8,9 +8,9 @@ draft) while the agent computes the turn, then the answer is rendered for the ch
 committed with the turn in one transaction, and handed to delivery (``bot.delivery``),
 outside the run's slot. The agent never calls back: it returns an uncommitted turn.
 
-When another model answers for the conversation's own (a fallback), the agent announces it
-(``EventKind.FALLBACK``, once per chat and model) and the chat is owed that note as a message
-of its own, stored and delivered before the answer.
+When another model answers for the conversation's own (a fallback), the run calls its
+``notify`` (once per chat and model) before the first word of that answer: the note is
+stored and queued for delivery then, so it reaches the chat as a message of its own, first.
 
 ``/stop`` cancels the run and returns as soon as the run has ended (its turn stored, so
 the history stays valid): the confirmation is sent before the stopped draft is settled,
@@ -73,7 +73,6 @@ class Turns:
         self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded)
         self._progress: dict[str, Progress] = {}
         self._conversations: dict[str, Conversation] = {}  # run id -> the conversation it serves
-        self._targets: dict[str, Target] = {}  # run id -> where its answer goes
         self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
         self._compacting: dict[str, asyncio.Future[Any]] = {}  # session key -> its post-run compaction
         self._tasks = OwnedTasks()
@@ -157,14 +156,14 @@ class Turns:
         await progress.__aenter__()
         self._progress[run.run_id] = progress
         self._conversations[run.run_id] = conversation
-        self._targets[run.run_id] = target
         try:
             session = await self._store.session(conversation)
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
             request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
                                  context=context, sender_is_owner=owner,
                                  tool_policy=self._policy(conversation, owner) if self._policy else None,
-                                 payers=tuple(dict.fromkeys(self._keys(m)[0] for m in msgs)))
+                                 payers=tuple(dict.fromkeys(self._keys(m)[0] for m in msgs)),
+                                 notify=lambda note: self._owe(channel, f"{run.run_id}-note", target, note, ()))
             result = await self._agent.run(request)
         except asyncio.CancelledError:  # /stop, an interrupt or shutdown: the confirmation goes first
             self._tasks.spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")
@@ -177,7 +176,6 @@ class Turns:
         finally:
             self._progress.pop(run.run_id, None)
             self._conversations.pop(run.run_id, None)
-            self._targets.pop(run.run_id, None)
             self._extra.pop(run.run_id, None)
         await self._commit(channel, target, run.run_id, ids, result, await progress.settle())
         await self._agent.finished(request, result)
@@ -286,9 +284,6 @@ class Turns:
         progress = self._progress.get(event.run_id)
         if progress is not None:
             progress.feed(event)
-        if event.kind is EventKind.FALLBACK and (target := self._targets.get(event.run_id)) is not None:
-            channel = self._channels[event.conversation.platform]
-            self._tasks.spawn(self._owe(channel, f"{event.run_id}-fallback", target, event.text, ()), "fallback note")
 
 
 def _is_compact(msg: InboundMessage) -> bool:

@@ -29,7 +29,6 @@ class EventKind(StrEnum):
     TOOL_CALL = "tool.call"
     TOOL_RESULT = "tool.result"
     RETRYING = "run.retrying"
-    FALLBACK = "run.fallback"  # another model answers (the note for the chat: text), once per chat and model
     COMPLETED = "run.completed"
     FAILED = "run.failed"
     CANCELLED = "run.cancelled"

@@ -61,6 +61,7 @@ REPEATED_RESULT = "Not run: this exact call was already made twice in a row with
 
 
 PostRunHook = Callable[["RunRequest", "RunResult"], Awaitable[None]]
+Notify = Callable[[str], Awaitable[None]]  # a note the chat is owed before the answer (stored and queued)
 
 
 class RunStatus(StrEnum):
@@ -84,6 +85,7 @@ class RunRequest:
     sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
     tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
     payers: tuple[str, ...] = ()  # whom its model calls are charged to ("platform:user_id"), split evenly
+    notify: Notify | None = None  # where a fallback's note goes (the turn runner owes it to the chat)
 
     @property
     def session_key(self) -> str:
@@ -508,11 +510,16 @@ class Agent:
         return completed
 
     async def _announce(self, run: _Run) -> None:
+        """A fallback answers: the chat's note, the first time this model stands in there."""
         run.announced = True
-        route = run.route
-        if self._models is not None and self._models.first_note(run.request.session_key, route):
-            await self._emit(run.request, EventKind.FALLBACK, note_text(route.spec.label, route.instead_of,
-                                                                        route.reason))
+        route, notify = run.route, run.request.notify
+        if notify is not None and self._models is not None and \
+                self._models.first_note(run.request.session_key, route):
+            try:
+                await notify(note_text(route.spec.label, route.instead_of, route.reason))
+            except Exception:  # the note is a courtesy: the answer goes on without it
+                log.warning("the fallback note could not be owed session=%s run=%s", run.request.session_key,
+                            run.request.run_id, exc_info=True)
 
     async def _act(self, run: _Run, calls: tuple[ToolCall, ...], ctx: ToolContext) -> None:
         """Run the calls (concurrently when several), results in the calls' order."""
