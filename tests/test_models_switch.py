@@ -245,3 +245,15 @@ async def _until(predicate) -> None:  # type: ignore[no-untyped-def]
 async def _until_async(get) -> None:  # type: ignore[no-untyped-def]
     while not await get():
         await asyncio.sleep(0.01)
+
+
+async def test_a_sub_agent_runs_on_its_parent_conversations_model(running: tuple[App, RecordingChannel],
+                                                                  llm: FakeLLM) -> None:
+    from tests.fakes.llm_server import Call
+
+    _, channel = running
+    await say(channel, "/model smart")
+    llm.script(Reply.tool_calls([Call("spawn", {"task": "look around"}, id="s1")]), Reply.text("child done"),
+               Reply.text("parent done"))
+    assert await say(channel, "delegate it") == "parent done"
+    assert models_of(llm) == ["smart-model"] * 3
