@@ -39,7 +39,7 @@ from bot.providers.failures import (
     parse_retry_after,
     scrub,
 )
-from bot.providers.streaming import StreamingProvider
+from bot.providers.streaming import StreamingProvider, string_field
 
 log = logging.getLogger(__name__)
 
@@ -256,17 +256,17 @@ class _Assembler:
         if state is None:
             raise ValueError(f"{kind} for a content block that never started")
         if kind == "text_delta" and state["kind"] == "text":
-            text = _string(delta, "text")
+            text = string_field(delta, "text")
             state["text"].append(text)
             return [TextDelta(text)] if text else []
         if kind == "thinking_delta" and state["kind"] == "thinking":
-            thinking = _string(delta, "thinking")
+            thinking = string_field(delta, "thinking")
             state["text"].append(thinking)
             return [ThinkingDelta(thinking)] if thinking else []
         if kind == "signature_delta" and state["kind"] == "thinking":
-            state["signature"].append(_string(delta, "signature"))
+            state["signature"].append(string_field(delta, "signature"))
         elif kind == "input_json_delta" and state["kind"] == "tool":
-            partial = _string(delta, "partial_json")
+            partial = string_field(delta, "partial_json")
             state["json"].append(partial)
             if partial:
                 return [ToolCallDelta(index=state["slot"], id=None, name=None, arguments=partial)]
@@ -297,13 +297,6 @@ class _Assembler:
         )
         stop = _STOP_REASONS.get(self.stop_reason or "", StopReason.UNKNOWN)
         return Completed(Message(Role.ASSISTANT, tuple(parts)), stop, usage, self.model)
-
-
-def _string(delta: dict[str, Any], key: str) -> str:
-    value = delta[key]
-    if not isinstance(value, str):
-        raise TypeError(f"{delta.get('type')} {key} is {type(value).__name__}, not a string")
-    return value
 
 
 # ----------------------------------------------------------------------------- provider

@@ -49,8 +49,8 @@ from bot.providers.base import (
     with_volatile,
 )
 from bot.providers.failures import TransientError, classify_status, scrub
-from bot.providers.openai import _RAW_STREAM, OpenAIProvider, _error_fields, fixed_temperature
-from bot.providers.streaming import Assembler
+from bot.providers.openai import _RAW_STREAM, OpenAIProvider, _error_fields, fixed_temperature, user_side
+from bot.providers.streaming import Assembler, string_field
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +95,8 @@ def to_responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
                     items.append({"type": "function_call", "call_id": part.id, "name": part.name,
                                   "arguments": part.arguments})
             continue
-        items.extend({"type": "function_call_output", "call_id": r.tool_call_id, "output": r.content}
-                     for r in message.tool_results)
-        rest = [p for p in message.parts if isinstance(p, (TextPart, ImagePart))]
-        if rest or (message.role is Role.USER and not message.tool_results):
-            items.append({"role": "user", "content": _user_content(rest)})
+        items += user_side(message, lambda r: {"type": "function_call_output", "call_id": r.tool_call_id,
+                                               "output": r.content}, _user_content)
     return items
 
 
@@ -167,11 +164,11 @@ class _Assembler:
             return self._text(event)
         if kind == "response.function_call_arguments.delta":
             state = self._item(event)
-            delta = _string(event, "delta")
+            delta = string_field(event, "delta")
             state["arguments"].append(delta)
             return [ToolCallDelta(state["slot"], None, None, delta)] if delta else []
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            delta = _string(event, "delta")
+            delta = string_field(event, "delta")
             self._item(event)["thinking"].append(delta)
             return [ThinkingDelta(delta)] if delta else []
         if kind == "response.refusal.delta":
@@ -194,7 +191,7 @@ class _Assembler:
         return []
 
     def _text(self, event: dict[str, Any]) -> list[StreamEvent]:
-        delta = _string(event, "delta")
+        delta = string_field(event, "delta")
         self._item(event)["text"].append(delta)
         return [TextDelta(delta)] if delta else []
 
@@ -274,13 +271,6 @@ def _part(state: dict[str, Any]) -> Part | None:
                         arguments=arguments if isinstance(arguments, str) else "".join(state["arguments"]))
     log.debug("openai-responses: ignoring a %s output item", kind)
     return None
-
-
-def _string(event: dict[str, Any], key: str) -> str:
-    value = event[key]
-    if not isinstance(value, str):
-        raise TypeError(f"{event.get('type')} {key} is {type(value).__name__}, not a string")
-    return value
 
 
 # ----------------------------------------------------------------------------- provider
