@@ -153,7 +153,8 @@ async def test_who_may_switch_owners_people_a_model_allows_and_everyone(tmp_path
     channel = RecordingChannel("telegram")
     async with App(make_config(tmp_path, llm), {"telegram": channel}):
         assert await say(channel, "/model smart", OTHER) == "Only an owner can change the model here."
-        assert await say(channel, "/model", OTHER) == "Model: fast (fast-model), the default\nOnly an owner can change it."
+        assert await say(channel, "/model", OTHER) == ("Model: fast (fast-model), the default\n"
+                                                       "Only an owner can change it.")
         assert (await say(channel, "/model deep", FRIEND)).startswith("Model for this chat: deep")  # deep allows 7
         assert await say(channel, "/model smart", FRIEND) == "Only an owner can change the model here."
         assert "Models: default (fast), deep." in await say(channel, "/model", FRIEND)
@@ -198,6 +199,8 @@ async def test_a_title_is_made_once_in_the_background_and_listed(tmp_path: Path,
         assert (await app.store.usage(session)).turns == 2  # the title's call costs, but is no turn
         traces = await app.store.traces(session.key)
         assert [t.status for t in traces].count("title") == 1
+        charged, _ = await app.store.usage_since(f"telegram:{OWNER}", 0)  # the title is charged like any call
+        assert charged == sum(t.input_tokens + t.output_tokens for t in traces)
     assert await asyncio.to_thread(main, ["sessions", "-c", str(path)]) == 0
     out = capsys.readouterr().out
     assert "agent:main:telegram:dm:1" in out and FAKE_TITLE in out

@@ -36,9 +36,9 @@ from bot.agent.transcript import context_block, group_turn
 from bot.conversation import Conversation
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
-from bot.models import ModelSpec, Models, Plan, Route, Why, fallback_reason, fallback_to, note_text
 from bot.llm import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
+from bot.models import ModelSpec, Models, Plan, Route, Why, fallback_reason, fallback_to, note_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.text.silence import NoReplyHoldback, final_answer

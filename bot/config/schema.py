@@ -338,10 +338,11 @@ class CoreConfig(Section):
                       else f"the context window of {a.model} ({a.window}; set agent.context_window to change it)")
             raise ConfigError("agent.max_tokens", f"must be less than {window}, got {a.max_tokens}")
         for name, entry in self.models.entries().items():
-            if (entry.max_tokens or a.max_tokens) >= entry.window:
+            cap = entry.max_tokens or a.max_tokens
+            if cap >= entry.window:
                 key = f"models.{name}.max_tokens" if entry.max_tokens else "agent.max_tokens"
                 raise ConfigError(key, f"must be less than the context window of {name} ({entry.window}; set "
-                                       f"models.{name}.context_window to change it), got {entry.max_tokens or a.max_tokens}")
+                                       f"models.{name}.context_window to change it), got {cap}")
         return self
 
     @model_validator(mode="after")
@@ -421,7 +422,8 @@ class CoreConfig(Section):
         """Choices that are allowed but unsafe, for ``chatgate check``."""
         found = []
         names = list(self.models.entries())
-        if names and self.default_entry() is None and (close := difflib.get_close_matches(self.agent.model, names, 1)):
+        close = difflib.get_close_matches(self.agent.model, names, 1) if self.default_entry() is None else []
+        if close:
             found.append(f'agent.model "{self.agent.model}" is not a name in models, so it is used as a model id of '
                          f'{self.agent.provider} (did you mean "{close[0]}"?)')
         if self.tools.exec.enabled and self.tools.exec.sandbox == "none":

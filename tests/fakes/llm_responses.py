@@ -51,8 +51,9 @@ def output_items(thoughts: Any, content: str, calls: Any) -> list[dict[str, Any]
         items.append({"id": f"msg_fake{next(_ids)}", "type": "message", "role": "assistant", "status": "completed",
                       "content": [{"type": "output_text", "text": content, "annotations": [], "logprobs": []}]})
     for call in calls:
-        items.append({"id": f"fc_fake{next(_ids)}", "type": "function_call", "call_id": call.id or f"call_fake{next(_ids)}",
-                      "name": call.name, "arguments": call.arguments_json, "status": "completed"})
+        items.append({"id": f"fc_fake{next(_ids)}", "type": "function_call",
+                      "call_id": call.id or f"call_fake{next(_ids)}", "name": call.name,
+                      "arguments": call.arguments_json, "status": "completed"})
     return items
 
 

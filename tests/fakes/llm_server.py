@@ -605,7 +605,8 @@ class FakeLLM:
         if reply.kind == "malformed":
             if stream:
                 text = {"anthropic": 'event: message_start\ndata: {"type": "message_start", "message": {\n\n',
-                        "responses": llm_responses.MALFORMED}.get(dialect, 'data: {"id": "chatcmpl-broken", "choices": [\n\n')
+                        "responses": llm_responses.MALFORMED,
+                        "openai": 'data: {"id": "chatcmpl-broken", "choices": [\n\n'}[dialect]
                 return web.Response(text=text, content_type="text/event-stream")
             return web.Response(text='{"id": "broken", ', content_type="application/json")
         if reply.usage is None and self.prompt_cache is not None and dialect == "anthropic":
