@@ -26,6 +26,7 @@ from bot.messages import ChatType, InboundMessage, Target
 from bot.models.choice import DEFAULT, choice_id, may_pick, may_switch, parse_choice, pickable
 from bot.models.router import Models
 from bot.models.spec import ModelSpec, Route, Why
+from bot.outbound.split import render_chunks
 from bot.store.base import ModelStore, Session, Store
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class ModelCommand:
             if picked and msg.reply_to is not None:
                 who = msg.sender.name or msg.sender.username or msg.sender.id
                 await channel.close_question(Target(msg.chat_id, msg.chat_type, msg.thread_id), msg.reply_to,
-                                             f"{reply} (by {who})")
+                                             _rendered(channel, f"{reply} (by {who})"))
             await channel.answer_press(msg, None if picked else reply or NOT_YOURS)
         except Exception:  # noqa: BLE001 - the picker's update is cosmetic; the choice is stored
             log.info("answering a model press in %s:%s failed", msg.platform, msg.chat_id, exc_info=True)
@@ -116,7 +117,8 @@ class ModelCommand:
             choices = [Choice(choice_id(DEFAULT), _label(catalog.default, "default"))]
             choices += [Choice(choice_id(s.name), _label(s)) for s in options[1:]]
             try:
-                await channel.ask(Target.of(call.msg), f"{text}\nPick the model for this chat:", choices)
+                await channel.ask(Target.of(call.msg), _rendered(channel, f"{text}\nPick the model for this chat:"),
+                                  choices)
                 return None
             except (SendFailed, OSError, ValueError) as exc:
                 log.info("the model picker could not be shown in %s:%s: %s", call.msg.platform, call.msg.chat_id,
@@ -148,6 +150,12 @@ class ModelCommand:
 def _label(spec: ModelSpec, name: str = "") -> str:
     shown = name or spec.name
     return f"{shown} · {spec.model}" if shown != spec.model else shown
+
+
+def _rendered(channel: Channel, markdown: str) -> str:
+    """The picker's text as ``ask`` and ``close_question`` take it: in the channel's dialect, one message."""
+    chunks = render_chunks(markdown, channel.dialect, channel.limits)
+    return chunks[0] if chunks else markdown
 
 
 def _person(msg: InboundMessage) -> str:
