@@ -21,13 +21,12 @@ from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
-from bot.agent.loop import Agent, AgentSettings
+from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
 from bot.channels import Channel, registry
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
-from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
@@ -37,6 +36,9 @@ from bot.providers import make_audio, make_provider
 from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
+from bot.models.command import ModelCommand
+from bot.models.config import open_models
+from bot.models.titles import Titles
 from bot.runs import QueueMode, RunCaps
 from bot.schedules.checks import check_allowed, checks_for
 from bot.schedules.scheduler import Scheduler, TaskTools
@@ -111,29 +113,14 @@ class App:
     async def _open(self) -> None:
         cfg = self.config
         self.store = await self._stack.enter_async_context(SQLiteStore(cfg.storage.path))
-        connection = cfg.provider_settings()
-        if connection.api_key is None:  # load_config insists on it; a config built in code may not
-            raise ConfigError(f"providers.{cfg.agent.provider}.api_key", "not set")
-        self.provider = make_provider(
-            cfg.agent.provider,
-            api_key=connection.api_key.get_secret_value(),
-            base_url=connection.base_url,
-            timeout=connection.timeout,
-            max_retries=connection.max_retries,
-            retry_after_cap=connection.retry_after_cap,
-        )
-        self._stack.push_async_callback(self.provider.aclose)
-        # a cache price left out is 0.0 in a Price: "no separate price", billed as input
-        overrides = {model: Price(p.input, p.output, p.cache_read or 0.0, p.cache_write or 0.0)
-                     for model, p in cfg.pricing.items()}
-
-        def cost(model: str, usage: Usage) -> float:
-            return price_cost(model, usage, overrides)
-
-        a = cfg.agent
+        self.models = models = await open_models(cfg, self.store)  # the providers of every model in use
+        self._stack.push_async_callback(models.aclose)
+        default = models.default.route
+        self.provider, cost = default.provider, default.cost
+        a, spec = cfg.agent, default.spec
         settings = AgentSettings(
-            agent_id=a.id, provider=a.provider, model=a.model, max_tokens=a.max_tokens,
-            max_iterations=a.max_iterations, context_window=a.window, max_message_chars=a.max_message_chars,
+            agent_id=a.id, provider=spec.provider, model=spec.model, max_tokens=spec.max_tokens,
+            max_iterations=a.max_iterations, context_window=spec.context_window, max_message_chars=a.max_message_chars,
             history_turns=a.history_turns, guard=GuardMode(a.input_guard), system_prompt=a.system_prompt,
             compaction=CompactionSettings(**a.compaction.model_dump()), owners=cfg.owner_ids(),
             max_tool_calls_per_step=cfg.limits.max_tool_calls_per_step,
@@ -166,9 +153,18 @@ class App:
                                   guard=GuardMode(a.input_guard), inline_max=cfg.skills.inline_max)
         toolsets.append(self.skills)
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
-                                            meter=meter, toolsets=toolsets, gate=approvals)))
+                                            meter=meter, toolsets=toolsets, gate=approvals, models=models)))
+        titles = Titles(models, self.store, agent_id=a.id, meter=meter, redactor=redactor)
+        self._stack.push_async_callback(titles.aclose)
+
+        async def title(request: RunRequest, result: RunResult) -> None:  # after the turn is stored
+            titles.after(request.session, request.conversation, request.run_id,
+                         result.turn.messages if result.turn else (),
+                         result.text if result.status is RunStatus.COMPLETED else "", result.live_messages,
+                         request.payers)
+
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
-                      toolsets=toolsets, gate=approvals)
+                      toolsets=toolsets, gate=approvals, models=models, post_run=(title,))
         r = cfg.runs
         limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
@@ -205,7 +201,8 @@ class App:
         self.schedules = Schedules(self.store, schedule_settings, wake=self.scheduler.wake)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
                              limits=person_limits, agent=agent, approvals=approvals, listener=listener,
-                             voice=voice, schedules=self.schedules, servers=self.mcp)
+                             voice=voice, schedules=self.schedules, servers=self.mcp,
+                             models=ModelCommand(models, self.channels, self.store))
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
         tools.register(schedule_tool(self.schedules, may_check))

@@ -1,4 +1,4 @@
-"""chatgate's command line: run | chat | check | mcp | traces | pairing | schedules | dashboard.
+"""chatgate's command line: run | chat | check | mcp | traces | sessions | pairing | schedules | dashboard.
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """
@@ -42,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     traces.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
     traces.add_argument("--session", help="only this session key")
     traces.add_argument("--last", type=int, default=20, help="how many runs (default 20)")
+    sessions = sub.add_parser("sessions", help="list conversations: their titles, models and last use")
+    sessions.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    sessions.add_argument("--last", type=int, default=20, help="how many (default 20)")
+    sessions.add_argument("--all", action="store_true", help="also the sessions /new left behind")
     pairing = sub.add_parser("pairing", help="approve people who asked to talk to the bot (dm_policy: pairing)")
     pairing.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
     pairing_sub = pairing.add_subparsers(dest="action", required=True)
@@ -74,8 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.settings import load_config
 
     try:
-        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing", "schedules", "mcp",
-                                                                                 "dashboard"))
+        config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing",
+                                                                                 "schedules", "mcp", "dashboard"))
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
@@ -104,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "traces":
         return asyncio.run(_traces(config, args.session, args.last))
+    if args.command == "sessions":
+        return asyncio.run(_sessions(config, args.last, args.all))
     if args.command == "pairing":
         return asyncio.run(_pairing(config, args))
     if args.command == "schedules":
@@ -260,6 +266,27 @@ async def _traces(config: Config, session: str | None, last: int) -> int:
         return 0
     async with SQLiteStore(config.storage.path) as store:
         print(format_traces(await store.traces(session, last)))
+    return 0
+
+
+async def _sessions(config: Config, last: int, archived: bool) -> int:
+    from datetime import datetime
+
+    from bot.store.sqlite import SQLiteStore
+    from bot.tracing import strip_controls as clean  # titles are a model's words about strangers' text
+
+    if not config.storage.path.exists():
+        print(f"no database at {config.storage.path} yet")
+        return 0
+    async with SQLiteStore(config.storage.path) as store:
+        found = await store.titled_sessions(last, archived=archived)
+    for s in found:
+        when = datetime.fromtimestamp(s.last_at or s.created_at).strftime("%Y-%m-%d %H:%M")
+        model = f"  [{clean(s.model)}]" if s.model else ""
+        gone = "  (archived)" if s.archived_at is not None else ""
+        print(f"{when}  {clean(s.key)}{model}{gone}  {clean(s.title or '(untitled)')}")
+    if not found:
+        print("no sessions yet")
     return 0
 
 

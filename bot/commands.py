@@ -74,6 +74,9 @@ class CommandHost(Protocol):
     async def servers(self, call: CommandCall) -> str:
         """``/mcp``'s text: every MCP server, its state, tools and last error."""
 
+    async def model(self, call: CommandCall) -> Reply | None:
+        """``/model [name]``: show or pick the conversation's model (None: answered with a picker)."""
+
 
 class ServerReport(Protocol):
     """What the status commands read of the MCP servers (``bot.mcp.hub.McpHub``)."""
@@ -162,6 +165,10 @@ async def _mcp(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.servers(call))
 
 
+async def _model(host: CommandHost, call: CommandCall) -> Reply | None:
+    return await host.model(call)
+
+
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(host.spelling(call)))
 
@@ -175,6 +182,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "Model, context and cost of this conversation"),
     CommandSpec("compact", _compact, "summarise the conversation so far (frees context; nothing is deleted)",
                 "Summarise the conversation so far to free context"),
+    CommandSpec("model", _model, "this chat's model; <name> picks one, default goes back",
+                "Show or change this chat's model"),
     CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
     CommandSpec("voice", _voice, "voice answers in this chat: on, off, or auto (a voice message gets one)"),
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),

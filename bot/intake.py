@@ -47,6 +47,7 @@ from bot.media.hearing import NOT_HEARD, Heard, Listener, echo_line
 from bot.media.naming import addresses, spoken_command
 from bot.media.speaking import NOT_SET_UP, VoiceAnswers
 from bot.messages import Attachment, ChatType, InboundMessage, Target
+from bot.models.command import ModelCommand, model_line
 from bot.outbound.progress import Progress
 from bot.schedules import commands as schedule_commands
 from bot.schedules.service import Creator, Schedules
@@ -94,7 +95,7 @@ class Intake:
                  limits: PersonLimits | None = None, agent: Agent | None = None,
                  approvals: Approvals | None = None, listener: Listener | None = None,
                  voice: VoiceAnswers | None = None, schedules: Schedules | None = None,
-                 servers: ServerReport | None = None) -> None:
+                 servers: ServerReport | None = None, models: ModelCommand | None = None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -109,6 +110,7 @@ class Intake:
         self._voice = voice
         self._schedules = schedules
         self._servers = servers  # the MCP servers, for /status and /mcp
+        self._models = models
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
@@ -169,6 +171,9 @@ class Intake:
         if self._approvals is not None and self._approvals.is_answer(item.msg.text):
             self._tasks.spawn(self._press(item), f"press {item.inbound_id}")  # a run waits for it: at once
             return
+        if self._models is not None and self._models.is_press(item.msg):
+            self._tasks.spawn(self._model_press(item), f"press {item.inbound_id}")
+            return
         command = parse_command(item.msg.text)
         if command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent:
             self._tasks.spawn(self._urgent(item), f"command {item.inbound_id}")  # never behind the lane
@@ -209,6 +214,15 @@ class Intake:
         assert self._approvals is not None
         try:
             await self._approvals.press(item.msg)
+        finally:
+            await self._store.mark_answered((item.inbound_id,))
+
+    async def _model_press(self, item: _Item) -> None:
+        """A model picker's button: the pick of the presser, if they may; never a message for the model."""
+        assert self._models is not None
+        try:
+            if await self._allowed(item):
+                await self._models.press(item.msg, item.conversation, self._access.is_owner(item.msg))
         finally:
             await self._store.mark_answered((item.inbound_id,))
 
@@ -449,20 +463,22 @@ class Intake:
 
     async def status(self, call: CommandCall) -> str:
         assert self._agent is not None, "/status needs the agent"
-        s = self._agent.settings
         key = call.conversation.session_key
         session = await self._store.session(call.conversation)
         tokens = await self._agent.next_request_tokens(session, call.conversation)
         last = await self._agent.last_compaction(session)
         usage = await self._store.usage(session)
         dispatcher = self._turns.dispatcher
-        text = status_text(model=s.model, context_tokens=tokens, context_window=s.context_window,
+        route = (await self._agent.plan(call.conversation)).route
+        text = status_text(model=model_line(route), context_tokens=tokens, context_window=route.spec.context_window,
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
                            turns=usage.turns, running=dispatcher.active(key) is not None,
                            queued=dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
                            last_compaction=(last.tokens_before, last.tokens_after) if last else None)
         if self._approvals is not None and (waiting := self._approvals.status_line(key)):
             text += "\n" + waiting
+        if self._models is not None:
+            text += "".join(f"\n{line}" for line in await self._models.status_lines(call.conversation, session, route))
         if self.limits is not None:
             tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
             text += "\n" + budget_line(self.limits.settings, tokens, spent)
@@ -512,6 +528,15 @@ class Intake:
         if self._voice is None:
             return NOT_SET_UP
         return await self._voice.command(call.msg.platform, call.msg.chat_id, call.command.args)
+
+    async def model(self, call: CommandCall) -> Reply | None:
+        if self._models is None:
+            assert self._agent is not None, "/model needs the agent"
+            return Reply(f"Model: {model_line((await self._agent.plan(call.conversation)).route)}")
+        reply = await self._models.run(call, self.spelling(call))
+        if reply is None:  # a picker was shown, or a refusal in a group says nothing
+            await self._store.mark_answered((call.inbound_id,))
+        return reply
 
     async def compact(self, call: CommandCall) -> None:
         if await self._within_limits(call.msg, call.inbound_id):  # model calls: within the limits, like a message

@@ -98,14 +98,17 @@ class Config(CoreConfig):
 
         known = secrets(type(self))
         a, p = self.agent, self.provider_settings()
+        entry = self.default_entry()
+        provider, model = (entry.provider, f"{a.model} ({entry.model})") if entry else (a.provider, a.model)
         lines = [
             f"config     {self._source}",
-            f"agent      {a.id}: up to {a.max_iterations} iterations, context window {a.window} "
-            f"tokens, answers up to {a.max_tokens} tokens, dm_scope {a.dm_scope}"
+            f"agent      {a.id}: up to {a.max_iterations} iterations, context window "
+            f"{entry.window if entry else a.window} tokens, answers up to "
+            f"{(entry.max_tokens if entry else None) or a.max_tokens} tokens, dm_scope {a.dm_scope}"
             + (f", system_prompt {len(a.system_prompt)} chars" if a.system_prompt else ""),
-            f"provider   {a.provider}, model {a.model}",
+            f"provider   {provider}, model {model}",
             f"           base_url {mask_url(p.base_url)}",
-            f"           api_key {self._mask(('providers', a.provider, 'api_key'), p.api_key)}",
+            f"           api_key {self._mask(('providers', provider, 'api_key'), p.api_key)}",
             f"           timeout {p.timeout:g}s, {p.max_retries} retries, Retry-After cap {p.retry_after_cap:g}s",
         ]
         channels = []
@@ -123,6 +126,16 @@ class Config(CoreConfig):
         lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
         if self.pricing:
             lines.append(f"pricing    overrides for {', '.join(self.pricing)}")
+        if entries := self.models.entries():
+            named = ", ".join(f"{name} ({e.provider}{' responses' if e.api == 'responses' else ''} {e.model})"
+                              for name, e in entries.items())
+            lines.append(f"models     {named}; /model: {self.models.switch}"
+                         + (f"; fallbacks {', '.join(a.fallbacks)}" if a.fallbacks else ""))
+            lines += [f"           providers.{name}.api_key {self._mask(('providers', name, 'api_key'), key)}"
+                      for name in self.providers_in_use() if name != provider
+                      for key in [getattr(self.providers, name).api_key]]
+        titles = {None: "off", "session": "by each session's own model"}.get(self.models.titles)
+        lines.append(f"titles     {titles or f'by {self.models.titles}'}")
         lines += [
             f"storage    {self.storage.path}",
             f"workspace  {self.workspace.root}",

@@ -8,6 +8,10 @@ draft) while the agent computes the turn, then the answer is rendered for the ch
 committed with the turn in one transaction, and handed to delivery (``bot.delivery``),
 outside the run's slot. The agent never calls back: it returns an uncommitted turn.
 
+When another model answers for the conversation's own (a fallback), the run calls its
+``notify`` (once per chat and model) before the first word of that answer: the note is
+stored and queued for delivery then, so it reaches the chat as a message of its own, first.
+
 ``/stop`` cancels the run and returns as soon as the run has ended (its turn stored, so
 the history stays valid): the confirmation is sent before the stopped draft is settled,
 which happens afterwards in a task of its own, still keeping the draft's edit interval.
@@ -198,7 +202,8 @@ class Turns:
                                  user_id=order.user_id if order is not None else "",
                                  context=context, sender_is_owner=owner,
                                  tool_policy=self._policy(conversation, owner) if self._policy else None,
-                                 payers=payers, prompt_mode=order.prompt_mode if order is not None else None)
+                                 payers=payers, prompt_mode=order.prompt_mode if order is not None else None,
+                                 notify=lambda note: self._owe(channel, f"{run.run_id}-note", target, note, ()))
             result = await self._agent.run(request)
         except asyncio.CancelledError:  # /stop, an interrupt or shutdown: the confirmation goes first
             self._tasks.spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")

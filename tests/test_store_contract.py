@@ -28,6 +28,8 @@ from bot.store.base import (
     Job,
     JobKind,
     JobState,
+    ModelChoice,
+    ModelStore,
     PairingCode,
     PairingStore,
     Recent,
@@ -333,13 +335,14 @@ async def test_traces_are_stored_with_their_turn_and_read_back_in_order(store: S
     assert mine[0].cost == 0.01 and mine[0].iterations == 2
 
 
-async def test_traces_keep_cache_tokens(store: Store) -> None:
+async def test_traces_keep_cache_tokens_and_why_the_model_was_used(store: Store) -> None:
     from bot.tracing import Span, SpanKind, TraceRecord
 
     session = await store.session("agent:main:test:dm:u1")
     span = Span(SpanKind.LLM, "claude-x", 100.0, 12.5, 1000, 5, 0.01, cache_read_tokens=900, cache_write_tokens=40)
     record = TraceRecord("run-c", session.key, "main", 100.0, 101.0, "completed", "claude-x", 1000, 5, 0.01, 1,
-                         None, (span,), cache_read_tokens=900, cache_write_tokens=40)
+                         None, (span,), cache_read_tokens=900, cache_write_tokens=40,
+                         why="fallback haiku for smart: overloaded right now")
     await store.append_turn(turn(session, "run-c", Message.user("hi"), trace=record))
     [back] = await store.traces(session.key)
     assert back == record
@@ -889,3 +892,40 @@ async def test_dashboard_actions_are_recorded_newest_first(store: Store) -> None
         await b.record_action(entry)
     assert await b.actions() == entries[::-1]
     assert await b.actions(limit=1) == [entries[-1]]
+
+
+# -- model choice and titles (ModelStore) -----------------------------------------------
+
+
+async def test_a_conversations_model_outlives_a_fresh_session_and_can_be_forgotten(store: Store) -> None:
+    models: ModelStore = store  # type: ignore[assignment]
+    key = "agent:main:telegram:dm:42"
+    assert await models.chosen_model(key) is None
+    await models.choose_model(key, ModelChoice("fast", "telegram:42", 10.0))
+    await models.choose_model(key, ModelChoice("smart", "telegram:7", 11.0))
+    await store.session(key, fresh=True)  # /new
+    assert await models.chosen_model(key) == ModelChoice("smart", "telegram:7", 11.0)
+    assert await models.chosen_model("agent:main:telegram:dm:43") is None
+    await models.choose_model(key, None)
+    assert await models.chosen_model(key) is None
+
+
+async def test_a_sessions_first_title_stays_and_sessions_are_listed(store: Store) -> None:
+    models: ModelStore = store  # type: ignore[assignment]
+    first = await store.session("agent:main:telegram:dm:1")
+    second = await store.session("agent:main:telegram:dm:2")
+    await store.session("agent:main:telegram:dm:2:sub:1")  # a sub-agent's: not listed
+    assert await models.title(first) is None
+    assert await models.set_title(first, "Trip to Lisbon", "gpt-x")
+    assert not await models.set_title(first, "Another", "gpt-x")
+    assert await models.title(first) == "Trip to Lisbon"
+    await store.append_turn(Turn(second, "r1", (Message.user("hi"),)))
+    await models.choose_model(second.key, ModelChoice("smart", "telegram:2", 1.0))
+    listed = await models.titled_sessions()
+    assert [(s.key, s.title, s.model) for s in listed] == [
+        (second.key, None, "smart"), (first.key, "Trip to Lisbon", None)]  # the last used first
+    assert listed[0].last_at is not None and listed[1].last_at is None
+    fresh = await store.session(first.key, fresh=True)
+    assert [s.id for s in await models.titled_sessions()] == [fresh.id, second.id]
+    assert {s.id for s in await models.titled_sessions(archived=True)} == {first.id, second.id, fresh.id}
+    assert len(await models.titled_sessions(last=1)) == 1

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.limits import Meter
+from bot.models import Models
 from bot.providers.base import Provider, Usage
 from bot.store.base import CompactingStore
 from bot.tools.base import Gate, SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
@@ -65,8 +66,9 @@ class SubAgents:
     def __init__(self, settings: AgentSettings, provider: Provider, store: CompactingStore, tools: ToolRegistry,
                  workspaces: Workspaces, cost: Callable[[str, Usage], float], redactor: Redactor | None = None,
                  limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None,
-                 toolsets: Sequence[Toolset] = (), gate: Gate | None = None) -> None:
+                 toolsets: Sequence[Toolset] = (), gate: Gate | None = None, models: Models | None = None) -> None:
         self.settings = settings
+        self._models = models  # a child runs on its parent conversation's model
         self._meter = meter
         self._toolsets = tuple(toolsets)  # offered to children as to their parents, under the children's policy
         self._gate = gate  # a child's calls are approved like its parent's, in the parent's chat
@@ -106,7 +108,8 @@ class SubAgents:
                            prompt_mode="minimal")
         agent = Agent(settings, self._provider,
                             self._store, self._events, self.child_tools(policy), self._workspaces, self._cost,
-                            self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate)
+                            self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate,
+                            models=self._models)
         async with self._slots:
             self.active += 1
             try:

@@ -11,16 +11,26 @@ which model validates a location, where the secrets are, and a location's dotted
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from bot.config.types import (
@@ -84,6 +94,8 @@ class AgentConfig(Section):
     history_turns: Annotated[Int, Field(ge=1, le=10_000)] = 40
     input_guard: Literal["off", "log", "warn", "block"] = "warn"
     compaction: CompactionConfig = CompactionConfig()
+    fallbacks: tuple[Name, ...] = ()  # names in models, tried in order when the model is busy or down
+    fallback_on_choice: bool = False  # a model picked with /model falls back too
 
     @model_validator(mode="before")
     @classmethod
@@ -130,6 +142,69 @@ class ModelPrice(Section):
     output: Annotated[Float, Field(ge=0)]
     cache_read: Annotated[Float, Field(ge=0)] | None = None
     cache_write: Annotated[Float, Field(ge=0)] | None = None
+
+
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")  # fits a button id "model:<name>" (64 bytes)
+RESERVED_MODEL_NAMES = ("default", "session")  # /model default; models.titles: session
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
+def _person(value: Any) -> Any:
+    if isinstance(value, str) and not re.match(r"^[a-z]+:.+$", value):
+        raise PydanticCustomError("person", 'must be a person as "platform:user_id", such as "telegram:123"')
+    return value
+
+
+class NamedModelConfig(Section):
+    """One entry of ``models``: a model of a configured provider, by the name ``/model`` shows."""
+
+    provider: Literal["openai", "anthropic"]
+    model: Name
+    api: Literal["chat", "responses"] = "chat"  # responses: OpenAI's Responses API
+    context_window: Annotated[Int, Field(ge=1)] | None = None  # None: the model's, from a table
+    max_tokens: Annotated[Int, Field(ge=1)] | None = None  # None: agent.max_tokens
+    pricing: ModelPrice | None = None  # USD per million tokens of this entry (else the table, pricing:)
+    reasoning_effort: Effort | None = None  # None: the model's own
+    allowed: tuple[Annotated[str, AfterValidator(_person)], ...] | None = None  # who may pick it (and owners)
+
+    @property
+    def window(self) -> int:
+        return context_window_for(self.model, self.context_window)
+
+
+class ModelsConfig(Section):
+    """``models``: named models (every key but ``switch`` and ``titles``), who may switch, titles."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, NamedModelConfig] = Field(init=False)
+
+    switch: Literal["owners", "everyone"] = "owners"  # who may use /model <name> (a model's allowed adds people)
+    titles: Name | None = "session"  # the named model that titles sessions; session: the session's own; null: off
+
+    @model_validator(mode="before")
+    @classmethod
+    def _misspelt(cls, data: Any) -> Any:
+        """``swich: everyone`` is a misspelt key, not a model entry."""
+        for key, value in (data.items() if isinstance(data, dict) else ()):
+            if key not in cls.model_fields and not isinstance(value, dict) and (
+                    close := difflib.get_close_matches(str(key), list(cls.model_fields), n=1)):
+                raise ConfigError(f"models.{key}", f'unknown key (did you mean "{close[0]}"?)')
+        return data
+
+    @model_validator(mode="after")
+    def _names(self) -> ModelsConfig:
+        for name, entry in self.entries().items():
+            if not _MODEL_NAME.fullmatch(name) or name in RESERVED_MODEL_NAMES:
+                raise ConfigError(f"models.{name}", "is not a usable model name",
+                                  "up to 48 letters, digits, '.', '_' and '-', not default or session")
+            if entry.api == "responses" and entry.provider != "openai":
+                raise ConfigError(f"models.{name}.api", "responses is OpenAI's Responses API",
+                                  "use it with provider: openai")
+        return self
+
+    def entries(self) -> dict[str, NamedModelConfig]:
+        """The named models, in the file's order."""
+        return dict(self.model_extra or {})
 
 
 class RetentionConfig(Section):
@@ -385,6 +460,7 @@ class CoreConfig(Section):
     agent: AgentConfig = AgentConfig()
     providers: ProvidersConfig = ProvidersConfig()
     pricing: dict[Name, ModelPrice] = {}
+    models: ModelsConfig = ModelsConfig()
     channels: Section = Section()  # one section per registered channel in bot.settings.Config
     storage: StorageConfig = StorageConfig()
     workspace: WorkspaceConfig = WorkspaceConfig()
@@ -406,10 +482,16 @@ class CoreConfig(Section):
     @model_validator(mode="after")
     def _fits(self) -> CoreConfig:
         a = self.agent
-        if a.max_tokens >= a.window:
+        if self.default_entry() is None and a.max_tokens >= a.window:
             window = (f"agent.context_window ({a.window})" if a.context_window is not None
                       else f"the context window of {a.model} ({a.window}; set agent.context_window to change it)")
             raise ConfigError("agent.max_tokens", f"must be less than {window}, got {a.max_tokens}")
+        for name, entry in self.models.entries().items():
+            cap = entry.max_tokens or a.max_tokens
+            if cap >= entry.window:
+                key = f"models.{name}.max_tokens" if entry.max_tokens else "agent.max_tokens"
+                raise ConfigError(key, f"must be less than the context window of {name} ({entry.window}; set "
+                                       f"models.{name}.context_window to change it), got {cap}")
         return self
 
     @model_validator(mode="after")
@@ -429,9 +511,38 @@ class CoreConfig(Section):
             return self.skills.paths
         return (self.storage.path.parent / "skills",)
 
+    @model_validator(mode="after")
+    def _model_names(self) -> CoreConfig:
+        """``agent.fallbacks`` and ``models.titles`` name entries of ``models``."""
+        names = list(self.models.entries())
+        named = [(f"agent.fallbacks[{i}]", name) for i, name in enumerate(self.agent.fallbacks)]
+        if self.models.titles not in (None, "session"):
+            named.append(("models.titles", str(self.models.titles)))
+        for key, name in named:
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                raise ConfigError(key, f'"{name}" is not a model in models' + (f' (did you mean "{close[0]}"?)'
+                                                                            if close else ""),
+                                  f"name one of: {', '.join(names)}" if names and not close
+                                  else None if names else "add it under models:")
+        return self
+
+    def default_entry(self) -> NamedModelConfig | None:
+        """The entry of ``models`` that ``agent.model`` names, if it names one (else it is a model
+        id of ``agent.provider``: the old form)."""
+        return self.models.entries().get(self.agent.model)
+
+    def providers_in_use(self) -> tuple[str, ...]:
+        """The providers the default model and the named models need (their keys must be set)."""
+        entry = self.default_entry()
+        used = [entry.provider if entry else self.agent.provider]
+        used += [e.provider for e in self.models.entries().values()]
+        return tuple(dict.fromkeys(used))
+
     def provider_settings(self) -> ProviderConfig:
-        """The settings of the provider ``agent.provider`` selects."""
-        return getattr(self.providers, self.agent.provider)
+        """The settings of the default model's provider (``agent.provider``, or its entry's)."""
+        entry = self.default_entry()
+        return getattr(self.providers, entry.provider if entry else self.agent.provider)
 
     def secret_values(self) -> tuple[str, ...]:
         """Every secret that is set, for scrubbing logs and traces."""
@@ -476,6 +587,11 @@ class CoreConfig(Section):
     def warnings(self) -> list[str]:
         """Choices that are allowed but unsafe, for ``chatgate check``."""
         found = []
+        names = list(self.models.entries())
+        close = difflib.get_close_matches(self.agent.model, names, 1) if self.default_entry() is None else []
+        if close:
+            found.append(f'agent.model "{self.agent.model}" is not a name in models, so it is used as a model id of '
+                         f'{self.agent.provider} (did you mean "{close[0]}"?)')
         if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
             found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
                          "file, database, environment and every workspace (set it to bwrap)")
@@ -510,7 +626,11 @@ def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
         step = loc[i]
         field = model.model_fields.get(step) if isinstance(step, str) else None
         if field is None:
-            return None
+            entry = _extra_model(model) if isinstance(step, str) else None
+            if entry is None:
+                return None
+            model, i = entry, i + 1
+            continue
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             model, i = annotation, i + 1
@@ -522,6 +642,17 @@ def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
         else:
             return None
     return model
+
+
+@cache
+def _extra_model(model: type[BaseModel]) -> type[BaseModel] | None:
+    """The model of a section's typed extra keys (``models.<name>``), if it has them."""
+    hint = get_type_hints(model).get("__pydantic_extra__")
+    if get_origin(hint) is dict:
+        value = get_args(hint)[1]
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            return value
+    return None
 
 
 def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:

@@ -72,6 +72,7 @@ def make_audio(name: str, *, api_key: str, base_url: str, timeout: float, key: s
 
 
 register("openai", "bot.providers.openai:OpenAIProvider")
+register("openai-responses", "bot.providers.openai_responses:ResponsesProvider")  # a named model's api: responses
 register("anthropic", "bot.providers.anthropic:AnthropicProvider")
 
 __all__ = ["Provider", "available", "make_audio", "make_provider", "register"]

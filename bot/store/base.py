@@ -5,8 +5,9 @@ Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders,
 chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
 (compaction's summaries and cuts), ``MediaStore`` (voice modes, audio minutes),
 ``ApprovalStore``, ``ScheduleStore`` (scheduled jobs, their occurrences and people's time
-zones, for ``bot.schedules``), and the dashboard's two: ``BrowseStore`` (what its pages
-read) and ``AuditStore`` (who did what from it). ``SQLiteStore`` implements them all.
+zones, for ``bot.schedules``), ``ModelStore`` (a conversation's model, session titles), and
+the dashboard's two: ``BrowseStore`` (what its pages read) and ``AuditStore`` (who did what
+from it). ``SQLiteStore`` implements them all.
 
 SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
 (tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
@@ -327,6 +328,50 @@ class ApprovalStore(Protocol):
         ...
 
     async def granted(self, scope: str, holder: str, tool: str, shape: str) -> bool:
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """The model a conversation's people picked with /model."""
+
+    model: str  # a name in models:
+    chosen_by: str  # platform:user_id
+    chosen_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session as ``chatgate sessions`` lists it."""
+
+    key: str
+    id: int
+    created_at: float
+    archived_at: float | None
+    title: str | None
+    model: str | None  # the model its conversation picked (None: the default)
+    last_at: float | None  # its last turn
+
+
+class ModelStore(Protocol):
+    """Model choice per conversation (by session key: it outlives /new) and session titles."""
+
+    async def chosen_model(self, session_key: str) -> ModelChoice | None:
+        ...
+
+    async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
+        """Store the conversation's choice; None forgets it (back to the default)."""
+        ...
+
+    async def set_title(self, session: Session, title: str, model: str) -> bool:
+        """Store the session's title; False when it has one already (the first stays)."""
+        ...
+
+    async def title(self, session: Session) -> str | None:
+        ...
+
+    async def titled_sessions(self, last: int = 20, *, archived: bool = False) -> list[SessionInfo]:
+        """The sessions most recently used first (not sub-agents'); ``archived`` adds those /new left."""
         ...
 
 

@@ -401,6 +401,31 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX dashboard_actions_at ON dashboard_actions (at);
         """,
     ),
+    Migration(
+        "0014_models",
+        """
+        -- Order-independent: new tables and a new column of traces, nothing another migration
+        -- makes. The model a conversation's people picked with /model, by session key (kept
+        -- across /new, restarts and compactions); no row: the default model.
+        CREATE TABLE session_models (
+            session_key TEXT PRIMARY KEY,
+            model       TEXT NOT NULL,  -- a name in models:
+            chosen_by   TEXT NOT NULL,  -- platform:user_id
+            chosen_at   REAL NOT NULL
+        );
+
+        -- a session's title, made once after its first exchange
+        CREATE TABLE session_titles (
+            session_id INTEGER PRIMARY KEY REFERENCES sessions (id),
+            title      TEXT NOT NULL,
+            model      TEXT NOT NULL,  -- the model id that wrote it
+            created_at REAL NOT NULL
+        );
+
+        -- why a run used its model: default, chosen <name>, fallback <name> for <name>: <reason>
+        ALTER TABLE traces ADD COLUMN model_why TEXT NOT NULL DEFAULT '';
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -40,6 +40,7 @@ from bot.store import answers as sql_answers
 from bot.store import approvals as sql_approvals
 from bot.store import browse, migrations
 from bot.store import media as sql_media
+from bot.store import models as sql_models
 from bot.store import schedules as sql_jobs
 from bot.store.base import (
     AnswerState,
@@ -52,10 +53,12 @@ from bot.store.base import (
     InboundRecord,
     Job,
     JobState,
+    ModelChoice,
     Occurrence,
     PairingCode,
     Recent,
     Session,
+    SessionInfo,
     SessionLog,
     SessionOf,
     SessionSummary,
@@ -107,7 +110,7 @@ _INSERT_CHARGE = "INSERT INTO charges (person, run_id, tokens, cost, created_at)
 _USAGE_TOTALS = (
     "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
     " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
-    " COALESCE(SUM(cost), 0.0), COUNT(*) FROM usage WHERE session_id = ?"
+    " COALESCE(SUM(cost), 0.0), COALESCE(SUM(run_id NOT LIKE '%-title'), 0) FROM usage WHERE session_id = ?"
 )
 _INSERT_INBOUND = (
     "INSERT INTO inbound (platform, account, chat_id, message_id, session_key, payload, received_at)"
@@ -115,8 +118,8 @@ _INSERT_INBOUND = (
 )
 _INSERT_TRACE = (
     "INSERT OR REPLACE INTO traces (run_id, session_key, agent_id, started_at, ended_at, status, model,"
-    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens, model_why)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_SPAN = (
     "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
@@ -124,7 +127,7 @@ _INSERT_SPAN = (
 )
 _TRACE_COLUMNS = (
     "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
-    " iterations, error, cache_read_tokens, cache_write_tokens"
+    " iterations, error, cache_read_tokens, cache_write_tokens, model_why"
 )
 _LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
 _TRACE = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE run_id = ?"
@@ -370,7 +373,7 @@ class SQLiteStore:
                 db.execute(_INSERT_TRACE, (
                     t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
                     t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
-                    t.cache_write_tokens,
+                    t.cache_write_tokens, t.why,
                 ))  # fmt: skip
                 db.executemany(_INSERT_SPAN, [
                     (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
@@ -670,6 +673,33 @@ class SQLiteStore:
             row = (person, zone, time.time())
             await self._write(lambda db: db.execute(sql_jobs.SET_ZONE, row))
 
+    # -- the ModelStore port -------------------------------------------------------------
+
+    async def chosen_model(self, session_key: str) -> ModelChoice | None:
+        rows = await self._run(lambda db: db.execute(sql_models.CHOSEN, (session_key,)).fetchall())
+        return ModelChoice(*rows[0]) if rows else None
+
+    async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
+        if choice is None:
+            await self._write(lambda db: db.execute(sql_models.FORGET, (session_key,)))
+        else:
+            row = (session_key, choice.model, choice.chosen_by, choice.chosen_at)
+            await self._write(lambda db: db.execute(sql_models.CHOOSE, row))
+
+    async def set_title(self, session: Session, title: str, model: str) -> bool:
+        row = (session.id, title, model, time.time())
+        cursor = await self._write(lambda db: db.execute(sql_models.SET_TITLE, row))
+        return cursor.rowcount == 1
+
+    async def title(self, session: Session) -> str | None:
+        rows = await self._run(lambda db: db.execute(sql_models.TITLE, (session.id,)).fetchall())
+        return str(rows[0][0]) if rows else None
+
+    async def titled_sessions(self, last: int = 20, *, archived: bool = False) -> list[SessionInfo]:
+        query = sql_models.ALL_SESSIONS if archived else sql_models.SESSIONS
+        rows = await self._run(lambda db: db.execute(query, (last,)).fetchall())
+        return [SessionInfo(*row) for row in rows]
+
     # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
 
     async def store_answer(self, answer: Answer) -> None:
@@ -778,7 +808,7 @@ def _trace(db: sqlite3.Connection, row: tuple[Any, ...]) -> TraceRecord:
         for kind, name, started, duration, i, o, cost, err, preview, cr, cw in db.execute(_SPANS, (row[0],))
     )
     head = TraceRecord(*row[:12])  # the columns up to ``error``, in order
-    return replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13])
+    return replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13], why=row[14])
 
 
 def _live(db: sqlite3.Connection, session: Session, limit: int | None) -> list[Any]:
