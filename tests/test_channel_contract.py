@@ -30,13 +30,13 @@ import pytest
 from bot.app import App
 from bot.channels import Channel, Limits, SendFailed, Status, Streams, Target
 from bot.messages import Attachment, ChatType, InboundMessage
-from bot.outbound.split import measure
 from bot.settings import load_config
 from bot.store.sqlite import inbound_from_json
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.readback import measure, plain
 
 CHANNELS = ["console", "telegram", "slack", "discord"]
 FAST = {"status_every": 0.2, "edit_every": 0.2}  # progress timings under test
@@ -123,10 +123,10 @@ class Recorder:
         final: dict[str, str] = {}
         for s in self.shown:
             final[s.message_id] = s.text
-        return [self.dialect.plain(text) for text in final.values()]
+        return [plain(text, self.dialect) for text in final.values()]
 
     def everything_shown(self) -> list[str]:
-        return [self.dialect.plain(s.text) for s in self.shown]
+        return [plain(s.text, self.dialect) for s in self.shown]
 
     def working(self) -> int:
         return sum(1 for _, s in self.statuses if s is Status.WORKING)

@@ -8,7 +8,7 @@ the port imports neither.
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
   ``Interrupts``: what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
-  ``Atom``s a dialect reads back, ``PLAIN``
+  ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
 - ``lifecycle``: the closed future, the failure that ended it and the owned tasks every
   channel keeps
 - ``spec`` and ``registry``: ``ChannelSpec`` and the channels by name
@@ -19,7 +19,18 @@ the port imports neither.
 from bot.backoff import Backoff
 from bot.channels.capabilities import Asks, Choice, Interrupts, LiveDraft, Notes, SpellsCommands, Streams
 from bot.channels.channel import Channel, Inbox, Limits, Measure, SendFailed, Status
-from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms
+from bot.channels.dialect import (
+    HR,
+    PLAIN,
+    Atom,
+    Dialect,
+    DialectBase,
+    PlainDialect,
+    Role,
+    quote_lines,
+    text_atoms,
+    wrap,
+)
 from bot.channels.lifecycle import Lifecycle
 from bot.channels.spec import ChannelSpec
 from bot.commands import MENU as COMMAND_MENU
@@ -44,5 +55,5 @@ __all__ = [
     "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Inbox",
     "Int", "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "PlainDialect", "Role", "Secret",
     "Section", "SendFailed", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
-    "secret", "text_atoms",
+    "secret", "text_atoms", "wrap",
 ]

@@ -1,9 +1,10 @@
 """Split a rendered answer into messages that each fit a platform's limits.
 
-Pure functions. The dialect reads its rendered text back as ``Atom``s (``Dialect.tokens``):
-markup that opens or closes formatting, a line prefix (a quote's "> ", a heading's "# "),
-or one unit of text (a character, a whole escape such as ``&lt;`` or ``\\*``, a mention),
-so a split never falls inside a tag, an entity, an escape, a surrogate pair or a markup
+Pure functions. The walker renders an answer as the dialect's ``Atom``s
+(``bot.outbound.markdown.render_atoms``): markup that opens or closes formatting, a line
+prefix (a quote's "> ", a heading's "# "), or one unit of text (a character, a whole
+escape such as ``&lt;`` or ``\\*``, a mention), and the splitter cuts only between them, so
+a split never falls inside a tag, an entity, an escape, a surrogate pair or a markup
 token. ``Limits.measure`` says what a message's length is: UTF-16 units of the visible
 text (Telegram: markup is free) or characters as sent (Slack, Discord: markup counts).
 
@@ -21,7 +22,7 @@ import bisect
 from itertools import accumulate
 
 from bot.channels import Atom, Dialect, Limits, Measure, Role
-from bot.outbound.markdown import plain_line, render
+from bot.outbound.markdown import plain_line, render_atoms
 
 __all__ = ["measure", "render_chunks", "split", "too_many", "utf16_len"]
 
@@ -35,11 +36,11 @@ def utf16_len(text: str) -> int:
     return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
-def measure(rendered: str, dialect: Dialect, limits: Limits) -> int:
+def measure(atoms: list[Atom], limits: Limits) -> int:
     """A rendered message's length as the platform counts it."""
     if limits.measure is Measure.UTF16:
-        return sum(utf16_len(atom.char) for atom in dialect.tokens(rendered))
-    return len(rendered)
+        return sum(utf16_len(atom.char) for atom in atoms)
+    return sum(len(atom.raw) for atom in atoms)
 
 
 def too_many(chunks: list[str], limits: Limits) -> bool:
@@ -50,23 +51,20 @@ def too_many(chunks: list[str], limits: Limits) -> bool:
 def render_chunks(markdown: str, dialect: Dialect, limits: Limits) -> list[str]:
     """Render model Markdown in ``dialect`` and split it under ``limits``."""
     line = plain_line(markdown)
-    if line is None:
-        return split(render(markdown, dialect), dialect, limits)
-    text = dialect.text(line)  # what render gives for a plain line
-    if text and 2 * len(text) <= limits.chunk:  # a short one (2: a UTF-16 bound) is one chunk, as it is
-        return [text]
-    return split(text, dialect, limits)
+    if line is not None and dialect.verbatim(line):  # a line of text, sent as it is
+        if line and 2 * len(line) <= limits.chunk:  # a short one (2: a UTF-16 bound) is one chunk
+            return [line]
+    return split(render_atoms(markdown, dialect), dialect, limits)
 
 
-def split(rendered: str, dialect: Dialect, limits: Limits) -> list[str]:
-    """Split rendered text into well-formed chunks of at most ``limits.chunk`` units.
+def split(atoms: list[Atom], dialect: Dialect, limits: Limits) -> list[str]:
+    """Split rendered ``atoms`` into well-formed chunks of at most ``limits.chunk`` units.
 
     Returns no chunks when the text holds nothing visible.
     """
     limit = limits.chunk
     if limit < 2:
         raise ValueError("limit must be at least 2 units (one emoji)")
-    atoms = dialect.tokens(rendered)
     return _Splitter(atoms, limits, dialect).chunks()
 
 
@@ -274,7 +272,7 @@ def _line_start(atoms: list[Atom], dialect: Dialect) -> list[Atom]:
         if atom.role or atom.char.isspace():
             continue
         if atom.char in dialect.block_openers and atom.raw == atom.char:
-            return [*atoms[:index], atom._replace(raw=dialect.text(atom.char)), *atoms[index + 1:]]
+            return [*atoms[:index], *dialect.text(atom.char), *atoms[index + 1:]]
         return atoms
     return atoms
 
