@@ -18,7 +18,7 @@ import re
 from adapters.discord.dialect import DISCORD
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import TELEGRAM, html_to_text
-from bot.channels import Atom, Dialect, Limits, Role, text_atoms
+from bot.channels import Atom, Dialect, MessageShape, Role, text_atoms
 from bot.outbound.split import measure as measure_atoms
 
 Z = "\u200b"
@@ -248,6 +248,6 @@ def plain(rendered: str, dialect: Dialect) -> str:
     return "".join(atom.char for atom in atoms(rendered, dialect))
 
 
-def measure(rendered: str, dialect: Dialect, limits: Limits) -> int:
+def measure(rendered: str, dialect: Dialect, shape: MessageShape) -> int:
     """A rendered message's length as the platform counts it."""
-    return measure_atoms(atoms(rendered, dialect), limits)
+    return measure_atoms(atoms(rendered, dialect), shape)

@@ -18,18 +18,18 @@ from markdown_it.tree import SyntaxTreeNode
 
 from adapters.console.channel import ConsoleChannel
 from adapters.discord.dialect import DISCORD
-from adapters.discord.dialect import LIMITS as DISCORD_LIMITS
-from adapters.slack.dialect import LIMITS as SLACK_LIMITS
+from adapters.discord.dialect import SHAPE as DISCORD_SHAPE
+from adapters.slack.dialect import SHAPE as SLACK_SHAPE
 from adapters.slack.dialect import SLACK
-from adapters.telegram.dialect import LIMITS as TELEGRAM_LIMITS
+from adapters.telegram.dialect import SHAPE as TELEGRAM_SHAPE
 from adapters.telegram.dialect import TELEGRAM
-from bot.channels import PLAIN, Atom, Dialect, Limits, Role, quote_lines
+from bot.channels import PLAIN, Atom, Dialect, MessageShape, Role, quote_lines
 from bot.outbound.markdown import _MD, _strip_lines, _Walker, plain_line, render, render_atoms, safe_url, to_plain
 from bot.outbound.split import render_chunks, split
 from tests import readback
 from tests.test_telegram_render import assert_telegram_html
 
-CONSOLE_LIMITS = ConsoleChannel.limits
+CONSOLE_SHAPE = ConsoleChannel.shape
 
 DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, PLAIN]
 Z = "\u200b"
@@ -335,17 +335,17 @@ _FAST_ALPHABET = st.sampled_from(list("ab Z09.,:;!?'\"()-+=#>|*_`~[]<>&\\/@%$^{}
                                  ["\u00a0", "\u2003", "\u2028", "\x0b", "\x0c", "é", "日", "😀", "\n", "\t", "1.", "2)"])
 
 
-@pytest.mark.parametrize(("dialect", "limits"), [(PLAIN, CONSOLE_LIMITS), (TELEGRAM, TELEGRAM_LIMITS),
-                                                 (SLACK, SLACK_LIMITS), (DISCORD, DISCORD_LIMITS)],
+@pytest.mark.parametrize(("dialect", "shape"), [(PLAIN, CONSOLE_SHAPE), (TELEGRAM, TELEGRAM_SHAPE),
+                                                (SLACK, SLACK_SHAPE), (DISCORD, DISCORD_SHAPE)],
                          ids=["plain", "telegram", "slack", "discord"])
 @settings(max_examples=400, deadline=None)
 @given(text=st.one_of(st.lists(_FAST_ALPHABET, max_size=40).map("".join),
                       st.text(alphabet="ab Z09.,:;!?'\"()-+=#>|/@%$^{}é日😀\u00a0\u2003\u2028\x0b\x0c", max_size=60)))
-def test_plain_lines_skip_the_parser_and_render_the_same(dialect: Dialect, limits: Limits, text: str) -> None:
+def test_plain_lines_skip_the_parser_and_render_the_same(dialect: Dialect, shape: MessageShape, text: str) -> None:
     slow = _strip_lines(_Walker(dialect).blocks(SyntaxTreeNode(_MD.parse(text)).children, in_quote=False))
     assert render(text, dialect) == "".join(atom.raw for atom in slow)
     assert render_atoms(text, dialect) == slow
-    assert render_chunks(text, dialect, limits) == split(slow, dialect, limits)
+    assert render_chunks(text, dialect, shape) == split(slow, dialect, shape)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)

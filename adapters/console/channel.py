@@ -17,7 +17,7 @@ import sys
 import uuid
 from typing import TextIO
 
-from adapters.console.dialect import CONSOLE, LIMITS
+from adapters.console.dialect import CONSOLE, SHAPE
 from adapters.console.inbound import PLATFORM, to_inbound
 from bot.channels import Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.messages import Attachment
@@ -31,7 +31,7 @@ BOT = "bot › "
 class ConsoleChannel:
     name = PLATFORM
     dialect: Dialect = CONSOLE
-    limits = LIMITS
+    shape = SHAPE
     streaming: Streaming = "native"
 
     def __init__(self, *, user: str | None = None, input_fd: int | None = None, output: TextIO | None = None) -> None:

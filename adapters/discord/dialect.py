@@ -12,18 +12,18 @@ does not apply inside a word ("un_believ_able" stays as it is); bold works anywh
 defence behind the channel's allowed mentions.
 
 A message is at most 2,000 characters as sent, and long messages read badly in Discord's
-narrow column: ``LIMITS`` also cuts after 17 lines.
+narrow column: ``SHAPE`` also cuts after 17 lines.
 """
 
 from __future__ import annotations
 
 import re
 
-from bot.channels import Atom, DialectBase, Limits, Measure, Role, text_atoms, wrap
+from bot.channels import Atom, DialectBase, Measure, MessageShape, Role, text_atoms, wrap
 
-__all__ = ["DISCORD", "DiscordDialect", "LIMITS"]
+__all__ = ["DISCORD", "DiscordDialect", "SHAPE"]
 
-LIMITS = Limits(chunk=2000, measure=Measure.CHARS, max_lines=17)
+SHAPE = MessageShape(chunk=2000, measure=Measure.CHARS, max_lines=17)
 
 ZWSP = "\u200b"
 _URL = re.compile(r"https?://[^\s<>*~`|\\\[\]]+")

@@ -15,7 +15,7 @@ everywhere. User mentions and channel links the model writes (``<@U123>``, ``<#C
 are kept; every other ``<...>`` is shown as text, so ``<!channel>``, ``<!here>``,
 ``<!everyone>`` and user-group pings never reach Slack as commands.
 
-A message is at most 4,000 characters as sent (``LIMITS``).
+A message is at most 4,000 characters as sent (``SHAPE``).
 
 A native stream (chat.appendStream) takes Markdown, not mrkdwn: ``ping_free`` defuses what
 could ping there, and ``sendable`` tells how much of a stream's text can go before what
@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import re
 
-from bot.channels import Atom, DialectBase, Limits, Measure, text_atoms, wrap
+from bot.channels import Atom, DialectBase, Measure, MessageShape, text_atoms, wrap
 
-__all__ = ["LIMITS", "SLACK", "SlackDialect", "ping_free", "sendable"]
+__all__ = ["SHAPE", "SLACK", "SlackDialect", "ping_free", "sendable"]
 
-LIMITS = Limits(chunk=4000, measure=Measure.CHARS)
+SHAPE = MessageShape(chunk=4000, measure=Measure.CHARS)
 
 ZWSP = "\u200b"
 GRAVE = "\u02cb"  # ˋ stands for a backtick outside code blocks: Slack has no escape for it

@@ -41,7 +41,7 @@ from telegram.error import (
 )
 
 from adapters.telegram.config import TelegramConfig
-from adapters.telegram.dialect import LIMITS, TELEGRAM, html_to_text
+from adapters.telegram.dialect import SHAPE, TELEGRAM, html_to_text
 from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, to_inbound
 from adapters.telegram.transport import AiohttpRequest
 from bot.channels import COMMAND_MENU, Backoff, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
@@ -75,7 +75,7 @@ class _Album:
 class TelegramChannel:
     name = "telegram"
     dialect: Dialect = TELEGRAM
-    limits = LIMITS
+    shape = SHAPE
 
     def __init__(self, config: TelegramConfig, *, poll_timeout: int = POLL_TIMEOUT,
                  watchdog_grace: float = WATCHDOG_GRACE) -> None:

@@ -6,7 +6,7 @@ are not possible (only escaped text goes there), a link cannot contain inline co
 walker gives it as plain text), and blockquotes cannot nest (the walker flattens them).
 
 Telegram counts a message's length in UTF-16 code units of its text after entity
-parsing: tags count nothing, ``&lt;`` counts one, 😀 counts two (``LIMITS``).
+parsing: tags count nothing, ``&lt;`` counts one, 😀 counts two (``SHAPE``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from __future__ import annotations
 import html
 import re
 
-from bot.channels import Atom, DialectBase, Limits, Measure, text_atoms, wrap
+from bot.channels import Atom, DialectBase, Measure, MessageShape, text_atoms, wrap
 
-__all__ = ["LIMITS", "TELEGRAM", "TELEGRAM_LIMIT", "TelegramDialect", "html_to_text"]
+__all__ = ["SHAPE", "TELEGRAM", "TELEGRAM_LIMIT", "TelegramDialect", "html_to_text"]
 
 TELEGRAM_LIMIT = 4096
-LIMITS = Limits(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16)
+SHAPE = MessageShape(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16)
 
 _ESCAPES = {char: Atom(html.escape(char, quote=False), char) for char in "&<>"}  # an entity counts one
 _TAG = re.compile(r"<[^>]*>")

@@ -4,7 +4,7 @@ A platform package (``adapters/<name>/``) imports from here only (plus ``bot.mes
 and ``bot.errors``); the core's output pipeline (``bot.outbound``) builds on it too, and
 the port imports neither.
 
-- ``channel``: ``Channel``, ``Inbox``, ``Limits``, ``Measure``, ``Status``, ``SendFailed``
+- ``channel``: ``Channel``, ``Inbox``, ``MessageShape``, ``Measure``, ``Status``, ``SendFailed``
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
   ``Interrupts``: what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
@@ -18,7 +18,7 @@ the port imports neither.
 
 from bot.backoff import Backoff
 from bot.channels.capabilities import Asks, Choice, Interrupts, LiveDraft, Notes, SpellsCommands, Streams
-from bot.channels.channel import Channel, Inbox, Limits, Measure, SendFailed, Status
+from bot.channels.channel import Channel, Inbox, Measure, MessageShape, SendFailed, Status
 from bot.channels.dialect import (
     HR,
     PLAIN,
@@ -53,7 +53,7 @@ from bot.messages import Target
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
     "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Inbox",
-    "Int", "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "PlainDialect", "Role", "Secret",
+    "Int", "Interrupts", "Lifecycle", "LiveDraft", "Measure", "MessageShape", "Notes", "PlainDialect", "Role", "Secret",
     "Section", "SendFailed", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
     "secret", "text_atoms", "wrap",
 ]
