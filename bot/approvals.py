@@ -323,7 +323,7 @@ def _session_of(ctx: ToolContext) -> str:
 
 
 def _rendered(channel: Channel, markdown: str) -> str:
-    chunks = render_chunks(markdown, channel.dialect, channel.limits)
+    chunks = render_chunks(markdown, channel.dialect, channel.shape)
     return chunks[0] if chunks else markdown
 
 

@@ -362,7 +362,7 @@ class Turns:
         if conversation is None or self.dispatcher.registry.get(run_id) is None:
             raise LookupError(run_id)
         channel = self._channels[conversation.platform]
-        return conversation.channel.shown or channel.name, channel.limits.max_upload
+        return conversation.channel.shown or channel.name, channel.shape.max_upload
 
     async def send_file(self, run_id: str, ref: FileRef, caption: str) -> str | None:
         """A workspace file to the chat the run serves, once per message and content, and how it went."""
@@ -382,7 +382,7 @@ class Turns:
             return None  # this message had it already (a run repeated after a restart)
         if state == "given_up":
             answer_id = f"{answer_id}-{run_id}"
-        rendered = render_chunks(caption, channel.dialect, channel.limits)[:1] if caption else []
+        rendered = render_chunks(caption, channel.dialect, channel.shape)[:1] if caption else []
         name = ref.path.rsplit("/", 1)[-1]
         answer = Answer(answer_id, channel.name, target, (Chunk(rendered[0] if rendered else "", name, file_ref=ref),))
         done = self._delivery.outcome(answer_id)

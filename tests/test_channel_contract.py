@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import pytest
 
 from bot.app import App
-from bot.channels import Asks, Channel, Choice, Limits, SendFailed, Status, Streams, Target
+from bot.channels import Asks, Channel, Choice, MessageShape, SendFailed, Status, Streams, Target
 from bot.messages import Attachment, ChatType, InboundMessage
 from bot.outbound.markdown import render
 from bot.outbound.split import measure
@@ -43,6 +43,7 @@ from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.readback import measure, plain
 
 CHANNELS = ["console", "telegram", "slack", "discord"]
 FAST = {"status_every": 0.2, "edit_every": 0.2}  # progress timings under test
@@ -65,11 +66,11 @@ class Recorder:
     """The channel as the core sees it: every call delegated to the real channel, and recorded.
     ``fail_sends`` makes that many next ``send`` calls raise ``SendFailed`` (not permanent)."""
 
-    def __init__(self, inner: Any, limits: Limits, streaming: str) -> None:
+    def __init__(self, inner: Any, shape: MessageShape, streaming: str) -> None:
         self.inner = inner
         self.name: str = inner.name
         self.dialect = inner.dialect
-        self.limits = limits
+        self.shape = shape
         self.streaming = streaming
         self.shown: list[Shown] = []
         self.attempts: list[str] = []  # every send asked for, failed or not
@@ -131,10 +132,10 @@ class Recorder:
         final: dict[str, str] = {}
         for s in self.shown:
             final[s.message_id] = s.text
-        return [self.dialect.plain(text) for text in final.values()]
+        return [plain(text, self.dialect) for text in final.values()]
 
     def everything_shown(self) -> list[str]:
-        return [self.dialect.plain(s.text) for s in self.shown]
+        return [plain(s.text, self.dialect) for s in self.shown]
 
     def working(self) -> int:
         return sum(1 for _, s in self.statuses if s is Status.WORKING)
@@ -200,8 +201,8 @@ class Harness:
     def build(self, config: Any) -> Channel:
         raise NotImplementedError
 
-    def limits(self, inner: Any) -> Limits:
-        return replace(inner.limits, **FAST)
+    def shape(self, inner: Any) -> MessageShape:
+        return replace(inner.shape, **FAST)
 
     def config(self) -> Any:
         path = self.tmp / "config.yaml"
@@ -233,7 +234,7 @@ workspace: {{root: "{self.tmp / 'workspaces'}"}}
         inner = self.build(config)
         native = isinstance(inner, Streams)
         mode = ("native" if native else "edit") if streaming else "off"
-        self.channel = Recorder(inner, self.limits(inner), mode)
+        self.channel = Recorder(inner, self.shape(inner), mode)
         self.app = App(config, {self.platform: self.channel})  # type: ignore[dict-item]
         await self.app.__aenter__()
         return self.channel
@@ -315,8 +316,8 @@ class ConsoleHarness(Harness):
         self._fds += [reader, self._writer]
         return ConsoleChannel(user=self.user, input_fd=reader, output=self.screen)  # type: ignore[return-value]
 
-    def limits(self, inner: Any) -> Limits:
-        return replace(inner.limits, chunk=600, max_chunks=4, **FAST)
+    def shape(self, inner: Any) -> MessageShape:
+        return replace(inner.shape, chunk=600, max_chunks=4, **FAST)
 
     async def say(self, text: str) -> None:
         os.write(self._writer, text.encode() + b"\n")
@@ -635,9 +636,9 @@ async def test_commands_are_answered_without_the_model(harness: Harness) -> None
 # ----------------------------------------------------------------------------- outbound
 
 
-async def test_a_long_answer_is_split_within_the_limits(harness: Harness) -> None:
+async def test_a_long_answer_is_split_into_messages_that_fit(harness: Harness) -> None:
     channel = await harness.start()
-    limit = channel.limits.chunk
+    limit = channel.shape.chunk
     paragraphs = [f"Part {i}: " + "word " * (limit // 20) for i in range(10)]
     answer = "\n\n".join(paragraphs)  # about three chunks' worth
     assert len(answer) > 2 * limit
@@ -646,8 +647,8 @@ async def test_a_long_answer_is_split_within_the_limits(harness: Harness) -> Non
     await channel.wait(lambda: sum(len(m) for m in channel.messages()) >= len(answer) - 200)
     await asyncio.sleep(0.3)
     sends = [s.text for s in channel.shown if s.kind == "send"]
-    assert 2 <= len(sends) <= channel.limits.max_chunks and not channel.files
-    assert all(measure(text, channel.dialect, channel.limits) <= limit for text in sends)
+    assert 2 <= len(sends) <= channel.shape.max_chunks and not channel.files
+    assert all(measure(text, channel.dialect, channel.shape) <= limit for text in sends)
     whole = " ".join(channel.messages())
     positions = [whole.index(f"Part {i}:") for i in range(len(paragraphs))]
     assert positions == sorted(positions)  # nothing lost, in order
@@ -655,9 +656,9 @@ async def test_a_long_answer_is_split_within_the_limits(harness: Harness) -> Non
 
 async def test_an_answer_over_max_chunks_goes_as_a_markdown_file(harness: Harness) -> None:
     channel = await harness.start()
-    limits = channel.limits
-    answer = "Summary first.\n\n" + "\n\n".join(f"{i}: " + "lorem ipsum " * (limits.chunk // 24)
-                                                for i in range(4 * limits.max_chunks))
+    shape = channel.shape
+    answer = "Summary first.\n\n" + "\n\n".join(f"{i}: " + "lorem ipsum " * (shape.chunk // 24)
+                                                for i in range(4 * shape.max_chunks))
     harness.llm.script(Reply.text(answer, chunk_size=5000))
     await harness.say("everything")
     await channel.wait(lambda: channel.files)
@@ -816,7 +817,7 @@ async def test_a_closed_question_shows_the_outcome_and_no_buttons(harness: Harne
     await channel.close_question(harness.place(), question, render("**exec** `ls -la`: allowed once by Bob",
                                                                    channel.dialect))
     assert harness.buttons(question) == []
-    assert "exec ls -la: allowed once by Bob" in channel.dialect.plain(harness.question_text(question))
+    assert "exec ls -la: allowed once by Bob" in plain(harness.question_text(question), channel.dialect)
 
 
 async def test_a_press_meets_the_platform_deadline_though_the_core_never_answers(harness: Harness) -> None:

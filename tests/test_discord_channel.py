@@ -322,7 +322,7 @@ async def test_a_streamed_draft_pings_nobody(dc: FakeDiscord) -> None:
 async def test_typing_while_working_and_nothing_after(dc: FakeDiscord) -> None:
     guild = dc.add_guild(channels={"general": 0}, threads={"t": "general"})
     async with running(dc, {"guilds": [guild.id]}) as (channel, inbox):
-        assert channel.limits.status_every == 8.0 and channel.limits.chunk == 2000
+        assert channel.shape.status_every == 8.0 and channel.shape.chunk == 2000
         dc.say(guild.channel("t"), USER, f"<@{dc.bot_id}> go", mentions=[dc.bot_id])
         [msg] = await inbox.wait(1)
         to = Target.of(msg)

@@ -81,7 +81,7 @@ async def test_send_file_refuses_outside_the_workspace_and_above_the_size_limit(
         telegram: tuple[App, FakeTelegram, FakeLLM], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app, tg, llm = telegram
     channel = app.channels["telegram"]
-    monkeypatch.setattr(channel, "limits", replace(channel.limits, max_upload=1000))
+    monkeypatch.setattr(channel, "shape", replace(channel.shape, max_upload=1000))
     secret = tmp_path / "secret.txt"
     secret.write_text("the bot's own hidden words")
     workspace = tmp_path / "workspaces" / f"telegram-{DM}"

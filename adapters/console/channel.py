@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TextIO
 
-from adapters.console.dialect import CONSOLE, LIMITS
+from adapters.console.dialect import CONSOLE, SHAPE
 from adapters.console.inbound import PLATFORM, press_of, to_inbound
 from bot.channels import Choice, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.messages import Attachment, InboundMessage
@@ -35,7 +35,7 @@ BOT = "bot › "
 class ConsoleChannel:
     name = PLATFORM
     dialect: Dialect = CONSOLE
-    limits = LIMITS
+    shape = SHAPE
     streaming: Streaming = "native"
 
     def __init__(self, *, user: str | None = None, input_fd: int | None = None, output: TextIO | None = None) -> None:

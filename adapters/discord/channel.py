@@ -41,7 +41,7 @@ from adapters.discord import endpoints, heartbeat
 from adapters.discord.commands import build_tree, sync
 from adapters.discord.config import DiscordConfig, group_allowed
 from adapters.discord.dialect import DISCORD
-from adapters.discord.dialect import LIMITS as DIALECT_LIMITS
+from adapters.discord.dialect import SHAPE as DIALECT_SHAPE
 from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, press_of, to_inbound, where_of
 from adapters.discord.presses import Held, layout
 from bot.channels import Backoff, Choice, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 # The dialect's 2,000 characters and 17 lines; typing lasts ~10 s on Discord, so refresh every 8.
 UPLOAD_LIMIT = 10 * 1024 * 1024  # what a bot may attach in a server without boosts
-LIMITS = replace(DIALECT_LIMITS, status_every=8.0, max_upload=UPLOAD_LIMIT)
+SHAPE = replace(DIALECT_SHAPE, status_every=8.0, max_upload=UPLOAD_LIMIT)
 # The model may write @everyone or <@id>: nobody is pinged but the person a reply answers.
 QUIET = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
 MAX_RATELIMIT_WAIT = 30.0  # discord.py waits out shorter 429s itself; longer ones go back to delivery
@@ -76,7 +76,7 @@ class _Deferred:
 
 class DiscordChannel:
     name = PLATFORM
-    limits = LIMITS
+    shape = SHAPE
 
     def __init__(self, config: DiscordConfig, dialect: Dialect = DISCORD, *, heartbeat_timeout: float = 60.0,
                  answer_wait: float = 60.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0),
@@ -409,7 +409,7 @@ class DiscordChannel:
             dest = self._where(to)
             assert self.client is not None
             # Bounded: discord.py retries a 5xx for ~25 s, and a late "typing…" is worse than none.
-            async with asyncio.timeout(self.limits.status_every):
+            async with asyncio.timeout(self.shape.status_every):
                 await _attempt(self.client.http.send_typing(dest.id))
         except (SendFailed, TimeoutError) as exc:
             log.debug("discord: typing failed in %s: %s", to.chat_id, exc)

@@ -36,7 +36,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack import commands, endpoint, inbound
 from adapters.slack.blocks import question_blocks, sections, stop_blocks
 from adapters.slack.config import SlackConfig
-from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
+from adapters.slack.dialect import SHAPE as DIALECT_SHAPE
 from adapters.slack.errors import error_code, send_failed
 from adapters.slack.inbound import ASK_BLOCK, STOP_BUTTON, Me, Options
 from adapters.slack.progress import STREAM_ROLLOVER, SlackStream, StatusBoard
@@ -47,7 +47,7 @@ from bot.messages import Attachment, ChatType, InboundMessage
 log = logging.getLogger(__name__)
 
 UPLOAD_LIMIT = 1024 * 1024 * 1024  # Slack takes files up to 1 GB
-LIMITS = replace(DIALECT_LIMITS, max_chunks=8, edit_every=1.0, status_every=10.0, max_upload=UPLOAD_LIMIT)
+SHAPE = replace(DIALECT_SHAPE, max_chunks=8, edit_every=1.0, status_every=10.0, max_upload=UPLOAD_LIMIT)
 NEEDED_SCOPES = ("chat:write", "app_mentions:read", "im:history", "reactions:write", "users:read")
 PARTICIPATION = 24 * 3600.0  # seconds a thread the bot answered in stays addressed
 NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
@@ -66,7 +66,7 @@ def _bounded_put(d: OrderedDict[Any, Any], key: Any, value: Any) -> None:
 
 class SlackChannel:
     name = "slack"
-    limits = LIMITS
+    shape = SHAPE
 
     def __init__(self, config: SlackConfig, dialect: Dialect, *, clock: Callable[[], float] = time.monotonic,
                  stream_rollover: float = STREAM_ROLLOVER) -> None:
@@ -441,7 +441,7 @@ class SlackChannel:
         """Slack's own streaming message in the thread of ``to``. Slack streams only in
         threads: for an answer that goes to the chat itself (a top-level DM, or a channel reply
         with ``reply_in_thread: false``) there is none (None), and the core's progress edits a
-        draft message at most every ``limits.edit_every`` instead (with the Stop button, as
+        draft message at most every ``shape.edit_every`` instead (with the Stop button, as
         ``send`` adds it), not a stream under the user's message that would split the answer
         between the thread and the chat."""
         if not to.thread_id:
@@ -449,7 +449,7 @@ class SlackChannel:
         sender = self._senders.get((to.chat_id, to.reply_to or ""))
         recipient = sender if to.chat_type is ChatType.GROUP and sender else None
         return SlackStream(self.client, channel=to.chat_id, thread_ts=to.thread_id, recipient=recipient,
-                           every=self.limits.edit_every, rollover=self._rollover, clock=self._clock,
+                           every=self.shape.edit_every, rollover=self._rollover, clock=self._clock,
                            on_post=lambda: self._participated(to.chat_id, to.thread_id))
 
     async def fetch(self, attachment: Attachment, limit: int) -> bytes:

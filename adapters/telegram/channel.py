@@ -46,7 +46,7 @@ from telegram.error import (
 )
 
 from adapters.telegram.config import TelegramConfig
-from adapters.telegram.dialect import LIMITS, TELEGRAM, html_to_text
+from adapters.telegram.dialect import SHAPE, TELEGRAM, html_to_text
 from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, press_of, to_inbound
 from adapters.telegram.presses import ANSWER_WITHIN, NO_KEYBOARD, Answers, keyboard, query_id
 from adapters.telegram.transport import AiohttpRequest
@@ -94,7 +94,7 @@ class _Album:
 class TelegramChannel:
     name = "telegram"
     dialect: Dialect = TELEGRAM
-    limits = replace(LIMITS, max_upload=UPLOAD_LIMIT)
+    shape = replace(SHAPE, max_upload=UPLOAD_LIMIT)
 
     def __init__(self, config: TelegramConfig, *, poll_timeout: int = POLL_TIMEOUT,
                  watchdog_grace: float = WATCHDOG_GRACE, answer_within: float = ANSWER_WITHIN) -> None:

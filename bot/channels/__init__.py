@@ -4,11 +4,11 @@ A platform package (``adapters/<name>/``) imports from here only (plus ``bot.mes
 and ``bot.errors``); the core's output pipeline (``bot.outbound``) builds on it too, and
 the port imports neither.
 
-- ``channel``: ``Channel``, ``Inbox``, ``Limits``, ``Measure``, ``Status``, ``SendFailed``
+- ``channel``: ``Channel``, ``Inbox``, ``MessageShape``, ``Measure``, ``Status``, ``SendFailed``
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
   ``Interrupts``, ``SendsVoice``, ``Named``: what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
-  ``Atom``s a dialect reads back, ``PLAIN``
+  ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
 - ``lifecycle``: the closed future, the failure that ended it and the owned tasks every
   channel keeps
 - ``spec`` and ``registry``: ``ChannelSpec`` and the channels by name
@@ -28,8 +28,8 @@ from bot.channels.capabilities import (
     SpellsCommands,
     Streams,
 )
-from bot.channels.channel import Channel, Inbox, Limits, Measure, SendFailed, Status
-from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms
+from bot.channels.channel import Channel, Inbox, MessageShape, Measure, SendFailed, Status
+from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms, wrap
 from bot.channels.lifecycle import Lifecycle
 from bot.channels.pacing import Pacer
 from bot.channels.spec import ChannelSpec
@@ -53,7 +53,7 @@ from bot.messages import Target
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
     "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Inbox",
-    "Int", "Interrupts", "Lifecycle", "Limits", "LiveDraft", "Measure", "Named", "Notes", "Pacer", "PlainDialect", "Role",
+    "Int", "Interrupts", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Pacer", "PlainDialect", "Role",
     "Secret", "Section", "SendFailed", "SendsVoice", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
-    "secret", "text_atoms",
+    "secret", "text_atoms", "wrap",
 ]

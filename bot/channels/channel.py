@@ -3,7 +3,7 @@
 A channel turns platform events into ``InboundMessage``s and hands each to the core's
 ``Inbox``; the call returns once the message is stored, and only then may the channel
 confirm the event to the platform (Telegram's offset, Slack's ack). Everything a channel
-sends is already rendered in its ``dialect`` and split under its ``limits`` by the core's
+sends is already rendered in its ``dialect`` and split to its message ``shape`` by the core's
 outbound pipeline (``bot.outbound``); delivery (``bot.delivery``) owns retries, so a
 channel's ``send`` makes one attempt and raises ``SendFailed`` when it did not land.
 
@@ -31,7 +31,12 @@ class Measure(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class MessageShape:
+    """What a platform's messages may be, and how often they may change: how long (``chunk``,
+    counted by ``measure``), how many lines and how many to an answer, and the pace of a
+    draft's edits and of the "typing…" status. (Not to be confused with the per-person
+    limits of ``bot.limits``.)"""
+
     chunk: int  # at most this many measured units per message
     measure: Measure = Measure.CHARS
     max_lines: int | None = None  # a softer cap on lines per message (Discord: ~17)
@@ -44,7 +49,7 @@ class Limits:
 class Status(StrEnum):
     """What a chat shows about a run, set by the core's progress and delivery."""
 
-    WORKING = "working"  # a run lives (refreshed every ``limits.status_every``)
+    WORKING = "working"  # a run lives (refreshed every ``shape.status_every``)
     DONE = "done"  # the answer was delivered
     FAILED = "failed"  # the run failed or was stopped
     SILENT = "silent"  # NO_REPLY: leave no trace
@@ -74,7 +79,7 @@ class Channel(Protocol):
     streaming message: it must be a ``Streams``; without it progress edits a draft)."""
 
     name: str
-    limits: Limits
+    shape: MessageShape
     dialect: Dialect
     streaming: Streaming
 

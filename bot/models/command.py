@@ -154,7 +154,7 @@ def _label(spec: ModelSpec, name: str = "") -> str:
 
 def _rendered(channel: Channel, markdown: str) -> str:
     """The picker's text as ``ask`` and ``close_question`` take it: in the channel's dialect, one message."""
-    chunks = render_chunks(markdown, channel.dialect, channel.limits)
+    chunks = render_chunks(markdown, channel.dialect, channel.shape)
     return chunks[0] if chunks else markdown
 
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from bot.agent.events import EventBus, RunEvent
-from bot.channels import PLAIN, Choice, Inbox, Limits, SendFailed, Status, Streaming, Target
+from bot.channels import PLAIN, Choice, Inbox, MessageShape, SendFailed, Status, Streaming, Target
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
 _ids = itertools.count(1)
@@ -44,7 +44,7 @@ class Sent:
 
 class RecordingChannel:
     dialect = PLAIN
-    limits = Limits(chunk=4000)
+    shape = MessageShape(chunk=4000)
     streaming: Streaming = "off"
 
     def __init__(self, platform: str = "test") -> None:
