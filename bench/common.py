@@ -354,8 +354,8 @@ class Stack:
         self.ready_at = 0.0  # when the bot last started polling: its first getUpdates reached the fake
         self._starts = 0
 
-    def config(self, *, telegram: JSON | None = None, runs: JSON | None = None) -> Path:
-        """A config file for the fakes (JSON, which YAML reads)."""
+    def config(self, *, telegram: JSON | None = None, runs: JSON | None = None, extra: JSON | None = None) -> Path:
+        """A config file for the fakes (JSON, which YAML reads); ``extra`` laid over it."""
         config = {
             "agent": {"model": "fake-model"},
             "providers": {"openai": {"api_key": "bench-key", "base_url": self.llm.openai_base_url}},
@@ -371,19 +371,21 @@ class Stack:
             "limits": {"messages_per_minute": None},
             "logging": {"level": "WARNING"},
         }
-        if extra := os.environ.get("BENCH_CONFIG"):  # e.g. '{"agent": {"compaction": {"enabled": false}}}'
-            config = _merged(config, json.loads(extra))
+        if extra:
+            config = _merged(config, extra)
+        if more := os.environ.get("BENCH_CONFIG"):  # e.g. '{"agent": {"compaction": {"enabled": false}}}'
+            config = _merged(config, json.loads(more))
         self._starts += 1
         path = self.tmp / f"config-{self._starts}.yaml"
         path.write_text(json.dumps(config, indent=2))
         return path
 
-    async def start_bot(self, *, telegram: JSON | None = None, runs: JSON | None = None,
+    async def start_bot(self, *, telegram: JSON | None = None, runs: JSON | None = None, extra: JSON | None = None,
                         timeout: float = 15.0) -> BotProcess:
         """(Re)starts the bot; returns once it polls (its ``ready_at``: that first getUpdates)."""
         await self.stop_bot()
         since = len(await self.tg.calls("getUpdates"))
-        self.bot = BotProcess(self.config(telegram=telegram, runs=runs), self.tmp / "bot.log")
+        self.bot = BotProcess(self.config(telegram=telegram, runs=runs, extra=extra), self.tmp / "bot.log")
         await self.bot.start()
         deadline = time.monotonic() + timeout
         while not (polls := await self.tg.calls("getUpdates", since, wait=0.5)):

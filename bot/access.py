@@ -41,7 +41,7 @@ from enum import StrEnum
 
 from bot.agent.transcript import MAX_CONTEXT_CHARS, MAX_NAME_CHARS
 from bot.config import AccessConfig, Section
-from bot.messages import ChatType, InboundMessage
+from bot.messages import ChatType, InboundMessage, Sender
 from bot.pairing import CODE_TTL, MAX_PENDING, origin_of, pairing_reply
 from bot.store.base import PairingStore
 
@@ -102,6 +102,24 @@ class Access:
         """May this sender use admin commands? On a platform without a policy, yes (the local user)."""
         policy = self._policies.get(msg.platform)
         return policy is None or msg.sender.id in policy.owners
+
+    def is_owner_of(self, platform: str, user_id: str) -> bool:
+        """``is_owner`` for a person named without a message (a scheduled job's creator)."""
+        policy = self._policies.get(platform)
+        return policy is None or user_id in policy.owners
+
+    async def may_use(self, platform: str, chat_id: str, chat_type: ChatType, user_id: str) -> bool:
+        """May ``user_id`` still use the bot in this chat? Asked without a message (a scheduled
+        job runs only while its creator may): the policies as ``check`` applies them to someone
+        addressing the bot, without its side effects (no pairing code, no notice, no guard)."""
+        policy = self._policies.get(platform, _LOCAL)
+        if chat_type is ChatType.GROUP:
+            return _group(_probe(platform, chat_id, chat_type, user_id), policy).action is Action.RUN
+        if policy.dm_policy == "disabled":
+            return False
+        if policy.dm_policy == "open" or user_id in policy.allow_from or user_id in policy.owners:
+            return True
+        return await self._store.is_approved(platform, user_id)
 
     async def check(self, msg: InboundMessage) -> Decision:
         now = self._clock()
@@ -192,6 +210,11 @@ class Access:
             return Decision(Action.IGNORE, reason="bot loop guard")
         window.append(now)
         return decision
+
+
+def _probe(platform: str, chat_id: str, chat_type: ChatType, user_id: str) -> InboundMessage:
+    """A message that addresses the bot, standing in for a person asked about without one."""
+    return InboundMessage(platform, "", chat_id, chat_type, Sender(user_id), "", "", addressed=True)
 
 
 def _group(msg: InboundMessage, policy: AccessConfig) -> Decision:

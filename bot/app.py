@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +22,7 @@ from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
-from bot.agent.loop import Agent, AgentSettings
+from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
 from bot.channels import SOLE, Channel, UsesLeases, registry
@@ -31,16 +32,27 @@ from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
-from bot.providers import make_provider
+from bot.media.hearing import HearingSettings, Listener
+from bot.media.speaking import SpeechSettings, VoiceAnswers
+from bot.providers import make_audio, make_provider
 from bot.providers.base import Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as price_cost
+from bot.models.command import ModelCommand
+from bot.models.config import open_models
+from bot.models.titles import Titles
 from bot.runs import QueueMode, RunCaps
+from bot.schedules.checks import check_allowed, checks_for
+from bot.schedules.scheduler import Scheduler, TaskTools
+from bot.schedules.service import Schedules, ScheduleSettings
+from bot.schedules.tool import schedule_tool
 from bot.settings import Config
 from bot.skills import open_skills
 from bot.store import AppStore, SQLiteStore, store_for
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
+from bot.tools.send_file import send_file_tool
+from bot.tools.toolset import Toolset
 from bot.tracing import Redactor
 from bot.turns import Turns
 from bot.workspace import Workspaces
@@ -48,6 +60,9 @@ from bot.workspace import Workspaces
 if TYPE_CHECKING:
     from bot.cluster import Cluster
     from bot.store.pg import PostgresStore
+    from bot.dashboard.server import Dashboard
+    from bot.mcp.hub import McpHub
+    from bot.mcp.report import ServerStatus
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +84,24 @@ class App:
         self.config = config
         self.channels = dict(channels)
         self.events = EventBus()
+        self.mcp: McpHub | None = None  # the MCP servers, when mcp.servers names any
+        self.dashboard: Dashboard | None = None  # with dashboard.enabled: its server (``dashboard.url``)
         self._stack = AsyncExitStack()
+
+    def _dashboard(self, limits: PersonLimits, redact: Redactor) -> Dashboard:
+        """The operator dashboard on this bot (``dashboard.enabled``): imported only then."""
+        from bot.dashboard.server import Dashboard
+        from bot.dashboard.sources import Bot, Operations, PeoplePolicy
+        from bot.schedules.operator import OperatorJobs
+
+        dispatcher = self.turns.dispatcher
+        bot = Bot(self.events, dispatcher.registry, dispatcher.queued, self.turns.stop_run, self.channels,
+                  self.config.agent.model)
+        operations = Operations(mcp=_McpStatus(self.mcp) if self.mcp is not None else None,
+                                jobs=OperatorJobs(self.store, time.time, self.scheduler.wake),
+                                approvals=self.store)
+        return Dashboard(self.config.dashboard_settings(), self.store, bot=bot, operations=operations,
+                         people=PeoplePolicy(limits.settings, self.config.owner_ids()), redact=redact)
 
     async def __aenter__(self) -> App:
         try:
@@ -88,29 +120,14 @@ class App:
         opened = store_for(cfg.storage.path, cfg.storage.database_url, pool_size=cfg.storage.pool_size)
         self.store: AppStore = await self._stack.enter_async_context(opened)
         self.cluster = cluster = None if isinstance(opened, SQLiteStore) else self._cluster(opened)
-        connection = cfg.provider_settings()
-        if connection.api_key is None:  # load_config insists on it; a config built in code may not
-            raise ConfigError(f"providers.{cfg.agent.provider}.api_key", "not set")
-        self.provider = make_provider(
-            cfg.agent.provider,
-            api_key=connection.api_key.get_secret_value(),
-            base_url=connection.base_url,
-            timeout=connection.timeout,
-            max_retries=connection.max_retries,
-            retry_after_cap=connection.retry_after_cap,
-        )
-        self._stack.push_async_callback(self.provider.aclose)
-        # a cache price left out is 0.0 in a Price: "no separate price", billed as input
-        overrides = {model: Price(p.input, p.output, p.cache_read or 0.0, p.cache_write or 0.0)
-                     for model, p in cfg.pricing.items()}
-
-        def cost(model: str, usage: Usage) -> float:
-            return price_cost(model, usage, overrides)
-
-        a = cfg.agent
+        self.models = models = await open_models(cfg, self.store)  # the providers of every model in use
+        self._stack.push_async_callback(models.aclose)
+        default = models.default.route
+        self.provider, cost = default.provider, default.cost
+        a, spec = cfg.agent, default.spec
         settings = AgentSettings(
-            agent_id=a.id, provider=a.provider, model=a.model, max_tokens=a.max_tokens,
-            max_iterations=a.max_iterations, context_window=a.window, max_message_chars=a.max_message_chars,
+            agent_id=a.id, provider=spec.provider, model=spec.model, max_tokens=spec.max_tokens,
+            max_iterations=a.max_iterations, context_window=spec.context_window, max_message_chars=a.max_message_chars,
             history_turns=a.history_turns, guard=GuardMode(a.input_guard), system_prompt=a.system_prompt,
             compaction=CompactionSettings(**a.compaction.model_dump()), owners=cfg.owner_ids(),
             max_tool_calls_per_step=cfg.limits.max_tool_calls_per_step,
@@ -121,8 +138,8 @@ class App:
         workspaces = Workspaces(cfg.workspace.root, templates)
         redactor = Redactor(cfg.secret_values())
         lim = cfg.limits
-        person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
-                                     self.store, shared=cluster)
+        person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd,
+                                                   lim.audio_minutes_per_day), self.store, shared=cluster)
         meter = person_limits.charge if person_limits.active else None
         policies = access_policies(cfg.channels)
         self.approvals = approvals = Approvals(
@@ -130,14 +147,31 @@ class App:
             is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
             mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()), elsewhere=cluster)
         self._stack.push_async_callback(approvals.aclose)
+        toolsets: list[Toolset] = []
+        if cfg.mcp.enabled:  # the SDK is imported only when a server is configured
+            from bot.mcp.hub import McpHub
+
+            self.mcp = McpHub(cfg.mcp, workspaces=workspaces, identity_links=a.identity_links, dm_scope=a.dm_scope,
+                              log_dir=cfg.storage.path.parent / "mcp")
+            self._stack.push_async_callback(self.mcp.aclose)
+            toolsets.append(self.mcp)
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         self.skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
                                   guard=GuardMode(a.input_guard), inline_max=cfg.skills.inline_max)
-        toolsets = [self.skills]
+        toolsets.append(self.skills)
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
-                                            meter=meter, toolsets=toolsets, gate=approvals)))
+                                            meter=meter, toolsets=toolsets, gate=approvals, models=models)))
+        titles = Titles(models, self.store, agent_id=a.id, meter=meter, redactor=redactor)
+        self._stack.push_async_callback(titles.aclose)
+
+        async def title(request: RunRequest, result: RunResult) -> None:  # after the turn is stored
+            titles.after(request.session, request.conversation, request.run_id,
+                         result.turn.messages if result.turn else (),
+                         result.text if result.status is RunStatus.COMPLETED else "", result.live_messages,
+                         request.payers)
+
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
-                      toolsets=toolsets, gate=approvals)
+                      toolsets=toolsets, gate=approvals, models=models, post_run=(title,))
         r = cfg.runs
         limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
@@ -151,15 +185,36 @@ class App:
             {name: channel_info(name) for name in self.channels}, r.recover_max_age, downloads,
             cfg.storage.retention.context * 86400)
         keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links))  # noqa: E731
+        listener, voice = self._media(person_limits)
         self.turns = Turns(
             agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
-            is_owner=access.is_owner, keys=keys, person_limits=person_limits,
+            is_owner=access.is_owner, keys=keys, person_limits=person_limits, voice=voice,
             policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
                                                   chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner),
             peers=cluster)
+        sc = cfg.schedules
+        schedule_settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval,
+                                             sc.check_timeout)
+        exec_on = cfg.tools.exec
+        may_check = check_allowed(
+            lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
+                                           chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner),
+            approval_settings(cfg.tools).rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
+
+        self.scheduler = Scheduler(
+            self.store, self.turns, access, schedule_settings, platforms=intake_settings.channel_info or {},
+            limits=person_limits if person_limits.active else None,
+            tools=TaskTools(checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout),
+                            may_check, workspaces.prepare, a.id),
+            spell=lambda platform: self.intake.spelling_for(platform))
+        self.schedules = Schedules(self.store, schedule_settings, wake=self.scheduler.wake)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent, approvals=approvals, peers=cluster)
-        tools.register(message_tool(self.turns))  # after spawn: sub-agents never get it
+                             limits=person_limits, agent=agent, approvals=approvals, listener=listener,
+                             voice=voice, schedules=self.schedules, servers=self.mcp,
+                             models=ModelCommand(models, self.channels, self.store), peers=cluster)
+        tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
+        tools.register(send_file_tool(self.turns))
+        tools.register(schedule_tool(self.schedules, may_check))
         if cluster is not None:  # leaves after the runs are cancelled: nobody takes a session still running here
             self._stack.push_async_callback(cluster.aclose)
             await cluster.start(self.intake)
@@ -167,6 +222,8 @@ class App:
         self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
         self._stack.push_async_callback(self.events.aclose)
+        if cfg.dashboard.enabled:  # before the channels: a busy port stops start-up before anything is received
+            self.dashboard = await self._stack.enter_async_context(self._dashboard(person_limits, redactor))
         for name, channel in self.channels.items():
             if isinstance(channel, UsesLeases):
                 channel.use_leases(cluster if cluster is not None else SOLE)
@@ -174,7 +231,11 @@ class App:
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
         await approvals.recover()  # cards a previous process left waiting: expired
+        if self.mcp is not None:  # in the background, once the channels listen: never ahead of them
+            self.mcp.start()
         await self.intake.recover()
+        self._stack.push_async_callback(self.scheduler.aclose)  # the first to stop: no job starts after
+        self.scheduler.start()  # after recovery: what is owed goes out first
 
     def _cluster(self, store: PostgresStore) -> Cluster:
         """This instance in the cluster of every instance on the same database (not started yet)."""
@@ -184,6 +245,37 @@ class App:
         url = self.config.storage.database_url
         assert url is not None
         return Cluster(store.pool, url, ClusterSettings(c.instance or default_instance(), c.lease_seconds))
+
+    def _media(self, limits: PersonLimits) -> tuple[Listener | None, VoiceAnswers]:
+        """What ``media:`` switches on: transcription of voice notes, and voice answers."""
+        media = self.config.media
+        clients = {}
+        for name in ("transcription", "speech"):
+            endpoint = getattr(media, name)
+            if endpoint.enabled:
+                client = make_audio(endpoint.provider, api_key=endpoint.api_key.get_secret_value()
+                                    if endpoint.api_key is not None else "", base_url=endpoint.base_url,
+                                    timeout=endpoint.timeout, key=f"media.{name}.provider")
+                self._stack.push_async_callback(client.aclose)
+                clients[name] = client
+        t, sp = media.transcription, media.speech
+        listener = None
+        if "transcription" in clients:
+            listener = Listener(clients["transcription"], HearingSettings(
+                t.model, t.max_seconds, int(t.max_mb * 1024 * 1024), media.echo_transcript), limits)
+        speaker = clients.get("speech")
+        voice = VoiceAnswers(self.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars) if speaker else None)
+        return listener, voice
+
+
+class _McpStatus:
+    """The MCP servers as the dashboard's Operations page reads them."""
+
+    def __init__(self, hub: McpHub) -> None:
+        self._hub = hub
+
+    def mcp_status(self) -> Sequence[ServerStatus]:
+        return self._hub.statuses()
 
 
 def writable(root: Path) -> None:

@@ -296,7 +296,7 @@ class Approvals:
             if isinstance(channel, Asks):
                 choices = [Choice(i, label, key) for i, label, key in
                            choices_for(record.id, allow_always=self.settings.allow_always)]
-                question_id = await channel.ask(waiting.target, text, choices)
+                question_id = await channel.ask(waiting.target, _rendered(channel, text), choices)
             else:
                 question_id = await channel.send(waiting.target, _rendered(channel, text))
         except (SendFailed, OSError, ValueError) as exc:
@@ -324,7 +324,7 @@ class Approvals:
         assert record.question_id is not None
         try:
             if isinstance(channel, Asks) and record.buttons:
-                await channel.close_question(target, record.question_id, text)
+                await channel.close_question(target, record.question_id, _rendered(channel, text))
             else:
                 await channel.edit(target, record.question_id, _rendered(channel, text))
         except (SendFailed, OSError) as exc:
@@ -348,7 +348,7 @@ def _session_of(ctx: ToolContext) -> str:
 
 
 def _rendered(channel: Channel, markdown: str) -> str:
-    chunks = render_chunks(markdown, channel.dialect, channel.limits)
+    chunks = render_chunks(markdown, channel.dialect, channel.shape)
     return chunks[0] if chunks else markdown
 
 

@@ -1,4 +1,4 @@
-"""chatgate's command line: run | chat | check | traces | pairing | migrate | status.
+"""chatgate's command line: run | chat | check | mcp | traces | sessions | pairing | schedules | dashboard | migrate | status.
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """
@@ -38,10 +38,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     chat.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     check = sub.add_parser("check", help="validate a config file and show what would start")
     check.add_argument("-c", "--config", required=True, help="path to config.yaml")
+    mcp = sub.add_parser("mcp", help="connect to the MCP servers and show their state, tools and last error")
+    mcp.add_argument("-c", "--config", required=True, help="path to config.yaml")
     traces = sub.add_parser("traces", help="show what recent runs did and cost")
     traces.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
     traces.add_argument("--session", help="only this session key")
     traces.add_argument("--last", type=int, default=20, help="how many runs (default 20)")
+    sessions = sub.add_parser("sessions", help="list conversations: their titles, models and last use")
+    sessions.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    sessions.add_argument("--last", type=int, default=20, help="how many (default 20)")
+    sessions.add_argument("--all", action="store_true", help="also the sessions /new left behind")
     pairing = sub.add_parser("pairing", help="approve people who asked to talk to the bot (dm_policy: pairing)")
     pairing.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
     pairing_sub = pairing.add_subparsers(dest="action", required=True)
@@ -50,6 +56,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     approve.add_argument("code")
     revoke = pairing_sub.add_parser("revoke", help="take back an approval")
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
+    schedules = sub.add_parser("schedules", help="everyone's reminders and scheduled tasks: list, cancel")
+    schedules.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    schedules_sub = schedules.add_subparsers(dest="action")
+    listing = schedules_sub.add_parser("list", help="active and paused jobs (the default)")
+    listing.add_argument("--all", action="store_true", help="finished ones too")
+    cancel = schedules_sub.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("job", type=int, help="the job's id, as `schedules list` shows it")
+    dashboard = sub.add_parser("dashboard", help="serve the operator dashboard alone, against the bot's database "
+                                                 "(`dashboard passwd` sets a user's password)")
+    dashboard.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    dashboard_sub = dashboard.add_subparsers(dest="action")
+    passwd = dashboard_sub.add_parser("passwd", help="set a dashboard user's password (read from the terminal, or "
+                                                     "one line of stdin) as a hash in the config file")
+    passwd.add_argument("user", help="the name to log in with (letters, digits, . _ -)")
+    passwd.add_argument("-c", "--config", dest="passwd_config", help="path to config.yaml (default: ./config.yaml)")
+    passwd.add_argument("--role", choices=("viewer", "operator"), help="also set the role (new users: viewer)")
+    passwd.add_argument("--generate", action="store_true", help="make a random token instead, and print it once")
     status = sub.add_parser("status", help="the instances alive on the PostgreSQL database, what each owns, lag")
     status.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     migrate = sub.add_parser("migrate", help="copy a SQLite database into an empty PostgreSQL one")
@@ -58,11 +81,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "migrate":
         return _guarded(_migrate(args.source, args.target))
+    if args.command == "dashboard" and args.action == "passwd":
+        return _passwd(args.passwd_config or args.config, args.user, args.role, generate=args.generate)
 
     from bot.settings import load_config
 
     try:
-        config = load_config(args.config, require_secrets=args.command not in ("traces", "pairing", "status"))
+        config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing",
+                                                                                 "schedules", "mcp", "dashboard",
+                                                                                 "status"))
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
@@ -83,14 +110,35 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      else None, GuardMode(config.agent.input_guard))))
         for warning in config.warnings():
             print(f"warning: {warning}", file=sys.stderr)
+        if config.mcp.enabled:
+            print(asyncio.run(_mcp_servers(config)))
+        return 0
+    if args.command == "mcp":
+        print(asyncio.run(_mcp_servers(config)))
         return 0
     if args.command == "traces":
         return _guarded(_traces(config, args.session, args.last))
+    if args.command == "sessions":
+        return _guarded(_sessions(config, args.last, args.all))
     if args.command == "pairing":
         return _guarded(_pairing(config, args))
+    if args.command == "schedules":
+        from bot.schedules.admin import schedules_command
+
+        if _no_database(config):
+            return 0
+        return _guarded(schedules_command(_store(config), args.action or "list", getattr(args, "job", None),
+                                          everything=getattr(args, "all", False)))
     if args.command == "status":
         return _guarded(_status(config))
     secrets = config.secret_values()
+    if args.command == "dashboard":
+        _setup_logging(config.logging.level, secrets=secrets)
+        try:
+            return asyncio.run(_dashboard(config))
+        except ChatgateError as exc:
+            print(f"chatgate: {exc}", file=sys.stderr)
+            return 2 if isinstance(exc, ConfigError) else 1
     if args.command == "run":
         _setup_logging(config.logging.level, secrets=secrets)
     else:  # the terminal is the conversation: logs go to a file beside the database
@@ -249,14 +297,56 @@ def _store(config: Config) -> SQLiteStore | PostgresStore:
     return store_for(config.storage.path, config.storage.database_url, pool_size=2)
 
 
+def _no_database(config: Config) -> bool:
+    """On SQLite before the first run: nothing to read yet (said in one line)."""
+    if config.storage.database_url is None and not config.storage.path.exists():
+        print(f"no database at {config.storage.path} yet")
+        return True
+    return False
+
+
+async def _mcp_servers(config: Config) -> str:
+    """Connect to every enabled MCP server at once, wait for each one's first attempt (its
+    ``connect_timeout`` at most), and say how each is: state, tools, last error."""
+    if not config.mcp.enabled:
+        return "No MCP servers are configured (mcp.servers)."
+    import tempfile
+
+    from bot.mcp.hub import McpHub
+
+    wait = max(s.connect_timeout for s in config.mcp.enabled.values()) + 1.0
+    with tempfile.TemporaryDirectory(prefix="chatgate-mcp-") as logs:  # the servers' stderr, for their last words
+        async with McpHub(config.mcp, log_dir=Path(logs)) as hub:
+            await hub.settled(wait)
+            return hub.overview()
+
+
 async def _traces(config: Config, session: str | None, last: int) -> int:
     from bot.tracing import format_traces
 
-    if config.storage.url is None and not config.storage.path.exists():
-        print(f"no database at {config.storage.path} yet")
+    if _no_database(config):
         return 0
     async with _store(config) as store:
         print(format_traces(await store.traces(session, last)))
+    return 0
+
+
+async def _sessions(config: Config, last: int, archived: bool) -> int:
+    from datetime import datetime
+
+    from bot.tracing import strip_controls as clean  # titles are a model's words about strangers' text
+
+    if _no_database(config):
+        return 0
+    async with _store(config) as store:
+        found = await store.titled_sessions(last, archived=archived)
+    for s in found:
+        when = datetime.fromtimestamp(s.last_at or s.created_at).strftime("%Y-%m-%d %H:%M")
+        model = f"  [{clean(s.model)}]" if s.model else ""
+        gone = "  (archived)" if s.archived_at is not None else ""
+        print(f"{when}  {clean(s.key)}{model}{gone}  {clean(s.title or '(untitled)')}")
+    if not found:
+        print("no sessions yet")
     return 0
 
 
@@ -295,6 +385,91 @@ async def _pairing(config: Config, args: argparse.Namespace) -> int:
             return 1
         print(f"revoked {args.sender}")
         return 0
+
+
+async def _dashboard(config: Config) -> int:
+    """`chatgate dashboard`: the dashboard alone, on the bot's database, until SIGINT or SIGTERM.
+    Runs in flight live in the bot's process: this one shows what the database holds."""
+    from bot.dashboard.server import Dashboard
+    from bot.dashboard.sources import PeoplePolicy
+    from bot.limits import LimitSettings
+    from bot.tracing import Redactor
+
+    lim = config.limits
+    people = PeoplePolicy(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
+                          config.owner_ids())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with _store(config) as store, \
+                Dashboard(config.dashboard_settings(), store, people=people,
+                          redact=Redactor(config.secret_values())) as dashboard:
+            print(f"chatgate dashboard at {dashboard.url} (alone: runs in flight show on the one `chatgate run` "
+                  "serves); Ctrl-C stops it", flush=True)
+            await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+def _passwd(path: str | None, user: str, role: str | None, *, generate: bool) -> int:
+    """`chatgate dashboard passwd NAME`: hash a password (or a new token) into the config file."""
+    import getpass
+
+    from bot.config.loading import DEFAULT_PATH
+    from bot.dashboard import passwords
+    from bot.dashboard.passwd import set_user, snippet
+    from bot.settings import load_config
+
+    file = Path(path) if path else DEFAULT_PATH
+    if not file.is_file():
+        print(f"chatgate: no config file at {file} (copy config.example.yaml to it, or give -c)", file=sys.stderr)
+        return 2
+    if generate:
+        secret = passwords.new_token()
+    elif sys.stdin.isatty():
+        secret = getpass.getpass(f"Password for {user}: ")
+        if secret and getpass.getpass("Again: ") != secret:
+            print("chatgate: the two passwords differ; nothing changed", file=sys.stderr)
+            return 1
+    else:  # a script: one line of stdin
+        secret = sys.stdin.readline().rstrip("\r\n")
+    if not secret:
+        print("chatgate: an empty password is never accepted; nothing changed", file=sys.stderr)
+        return 1
+    hashed = passwords.hash_password(secret)
+    original = file.read_text(encoding="utf-8")
+    edited = set_user(original, user, hashed, role)
+    if edited is not None:
+        trial = file.with_name(f".{file.name}.passwd-{os.getpid()}")
+        try:
+            trial.write_text(edited, encoding="utf-8")
+            os.chmod(trial, file.stat().st_mode & 0o777)
+            try:
+                config = load_config(trial, require_secrets=False)
+            except ConfigError as exc:
+                print(f"chatgate: the edited config would not load ({exc}); nothing changed", file=sys.stderr)
+                edited = None
+            else:
+                stored = config.dashboard.users.get(user)
+                if stored is None or stored.password_hash is None or \
+                        not passwords.verify(secret, stored.password_hash.get_secret_value()):
+                    edited = None
+            if edited is not None:
+                os.replace(trial, file)
+        finally:
+            trial.unlink(missing_ok=True)
+    if edited is None:
+        print(f"chatgate: could not edit {file} safely (a flow mapping or tabs?); add these lines yourself:\n\n"
+              f"{snippet(user, hashed, role)}", file=sys.stderr)
+        return 1
+    print(f"set the password of dashboard user {user!r} in {file}")
+    if generate:
+        print(f"token (shown once, not stored anywhere): {secret}")
+    return 0
 
 
 async def _close(app: App) -> None:

@@ -65,6 +65,28 @@ class CommandHost(Protocol):
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
         """How a command is typed on the platform the call came from (``/name`` on most)."""
 
+    async def voice(self, call: CommandCall) -> str:
+        """``/voice``'s answer: the chat's voice answers, set to ``on``, ``off`` or ``auto`` when given."""
+
+    async def schedule(self, call: CommandCall) -> str:
+        """``/remind``, ``/tasks`` and ``/tz`` (``bot.schedules.commands``): the reply."""
+
+    async def servers(self, call: CommandCall) -> str:
+        """``/mcp``'s text: every MCP server, its state, tools and last error."""
+
+    async def model(self, call: CommandCall) -> Reply | None:
+        """``/model [name]``: show or pick the conversation's model (None: answered with a picker)."""
+
+
+class ServerReport(Protocol):
+    """What the status commands read of the MCP servers (``bot.mcp.hub.McpHub``)."""
+
+    def overview(self) -> str:
+        """Every server: state, tools, last error."""
+
+    def personal(self, conversation: Conversation, user_id: str, owner: bool) -> str:
+        """One line: the servers this sender may use in this chat, and their state ("" for none)."""
+
 
 Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
 
@@ -79,12 +101,17 @@ class CommandSpec:
     owners_only: bool = False  # others get a sentence in a DM, nothing in a group
 
 
-async def _stop(host: CommandHost, call: CommandCall) -> Reply:
-    stopped, dropped, answered = await host.stop(call.conversation)
+def stop_text(stopped: bool, dropped: int) -> str:
+    """What ``/stop`` tells the chat (the dashboard's Stop says the same)."""
     text = "Stopped." if stopped else "Nothing is running."
     if dropped:
         text += f" {dropped} waiting message{'s' if dropped != 1 else ''} dropped."
-    return Reply(text, answered)
+    return text
+
+
+async def _stop(host: CommandHost, call: CommandCall) -> Reply:
+    stopped, dropped, answered = await host.stop(call.conversation)
+    return Reply(stop_text(stopped, dropped), answered)
 
 
 async def _stopall(host: CommandHost, call: CommandCall) -> Reply:
@@ -126,6 +153,22 @@ async def _deny(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.approve(call, approval_id, "deny"))
 
 
+async def _voice(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.voice(call))
+
+
+async def _schedule(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.schedule(call))
+
+
+async def _mcp(host: CommandHost, call: CommandCall) -> Reply:
+    return Reply(await host.servers(call))
+
+
+async def _model(host: CommandHost, call: CommandCall) -> Reply | None:
+    return await host.model(call)
+
+
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(host.spelling(call)))
 
@@ -139,10 +182,17 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "Model, context and cost of this conversation"),
     CommandSpec("compact", _compact, "summarise the conversation so far (frees context; nothing is deleted)",
                 "Summarise the conversation so far to free context"),
+    CommandSpec("model", _model, "this chat's model; <name> picks one, default goes back",
+                "Show or change this chat's model"),
     CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
+    CommandSpec("voice", _voice, "voice answers in this chat: on, off, or auto (a voice message gets one)"),
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
     CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),
     CommandSpec("deny", _deny, "deny a waiting approval: <id>", urgent=True),
+    CommandSpec("remind", _schedule, "a reminder: <when> <text>, when being in 20m, at 18:00 or tomorrow 9:00"),
+    CommandSpec("tasks", _schedule, "your reminders and scheduled tasks here; cancel|pause|resume <id>"),
+    CommandSpec("tz", _schedule, "your time zone; tz Europe/Berlin sets it"),
+    CommandSpec("mcp", _mcp, "the MCP servers: state, tools, last error (owners)", owners_only=True),
     CommandSpec("help", _help, "this list", "What I can do"),
     CommandSpec("start", _help, ""),
 )

@@ -10,6 +10,12 @@ the answer's first failure; a permanent failure (blocked, chat gone, malformed) 
 end of that window gives the answer up (logged; its messages count as answered, so the
 model is never asked again). Workers run outside the runs' concurrency slots: a long
 flood wait holds only its own chat. ``resume`` on start-up sends what a previous process
+stored but did not deliver, from the first undelivered chunk: nothing is regenerated.
+
+A chunk that sends a workspace file by reference (``FileRef``, the ``send_file`` tool) has
+its bytes read when it is sent, inside the workspace and never through a link; a file that
+changed or went since it was stored is not sent at all (the answer is given up), and whoever
+waits for the answer (``outcome``) is told why.
 stored but did not deliver, from the first undelivered chunk: nothing is regenerated. With
 several instances, ``claim`` decides which one sends an answer (the one that stored it, or
 the one that took over from a dead one): an answer claimed by a live other is skipped.
@@ -18,16 +24,19 @@ the one that took over from a dead one): an answer claimed by a live other is sk
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from bot.backoff import Backoff
-from bot.channels import Channel, SendFailed, Status
-from bot.messages import Answer, Chunk
+from bot.channels import Channel, SendFailed, SendsVoice, Status
+from bot.messages import Answer, Chunk, FileRef
 from bot.store.base import AnswerStore
+from bot.workspace import read_inside
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +66,23 @@ class Delivery:
         self._woken: dict[str, asyncio.Event] = {}  # platform -> set when a send goes through again
         self._idle = asyncio.Event()
         self._idle.set()
+        self._voices = {name: c for name, c in channels.items() if isinstance(c, SendsVoice)}
+        self._waiting: dict[str, list[asyncio.Future[str | None]]] = {}  # answer id -> told how it ended
+
+    def outcome(self, answer_id: str) -> asyncio.Future[str | None]:
+        """Done when the answer ``answer_id`` has been delivered (None) or given up (why), in
+        this process; ask before pushing it, so that its end cannot be missed."""
+        done: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(answer_id, []).append(done)
+        return done
+
+    def forget(self, answer_id: str, waiter: asyncio.Future[str | None]) -> None:
+        """Stop telling ``waiter`` (it stopped waiting)."""
+        waiters = self._waiting.get(answer_id, [])
+        if waiter in waiters:
+            waiters.remove(waiter)
+        if not waiters:
+            self._waiting.pop(answer_id, None)
 
     def push(self, answer: Answer) -> None:
         """Send a stored answer after the chat's earlier ones."""
@@ -99,13 +125,18 @@ class Delivery:
         try:
             while queue:
                 answer = queue[0]
+                ended: str | None = "it could not be sent"
                 try:
                     if self._claim is None or await self._claim(answer):
-                        await self._deliver(answer)
+                        ended = await self._deliver(answer)
                     else:
                         log.info("answer %s is sent by another instance", answer.id)
+                        ended = None  # it is the other's to send
                 except Exception:  # a bug or a store failure: log once, keep the chat's queue going
                     log.exception("delivery of %s failed; it is retried at the next start", answer.id)
+                for waiter in self._waiting.pop(answer.id, ()):
+                    if not waiter.done():
+                        waiter.set_result(ended)
                 queue.popleft()
                 self._owed.discard(answer.id)
         finally:
@@ -115,7 +146,8 @@ class Delivery:
             if not self._workers:
                 self._idle.set()
 
-    async def _deliver(self, answer: Answer) -> None:
+    async def _deliver(self, answer: Answer) -> str | None:
+        """Send the answer's chunks from the first unsent one: None when all went, else why it was given up."""
         channel = self._channels[answer.platform]
         first_failure: float | None = None
         index = answer.sent
@@ -133,7 +165,7 @@ class Delivery:
                               len(answer.chunks), answer.platform, answer.target.chat_id, retries, exc)
                     await self._store.give_up(answer)
                     await _quietly(channel.status(answer.target, Status.FAILED))
-                    return
+                    return str(exc)
                 wait = self._settings.backoff.wait(retries, exc.retry_after)
                 wait = min(wait, max(0.0, first_failure + self._settings.retry_for - now))
                 log.warning("send of %s chunk %d failed (%s); retry %d in %.1f s", answer.id, index + 1, exc,
@@ -149,6 +181,7 @@ class Delivery:
             index += 1
             retries = 0
         await _quietly(channel.status(answer.target, Status.FAILED if answer.failed else Status.DONE))
+        return None
 
     async def _nap(self, platform: str, seconds: float) -> None:
         """Wait out a backoff, cut short when a send to the same platform goes through: after
@@ -162,10 +195,15 @@ class Delivery:
             nap.cancel()
             wake.cancel()
 
-    @staticmethod
-    async def _send(channel: Channel, answer: Answer, index: int, chunk: Chunk) -> str | None:
+    async def _send(self, channel: Channel, answer: Answer, index: int, chunk: Chunk) -> str | None:
         if chunk.file_name is not None:
-            return await channel.send_file(answer.target, chunk.file_name, chunk.file_data or b"", chunk.text)
+            data = chunk.file_data or b""
+            if chunk.file_ref is not None:
+                data = await asyncio.to_thread(read_ref, chunk.file_ref)
+            voice = self._voices.get(answer.platform) if chunk.voice else None
+            if voice is not None:
+                return await voice.send_voice(answer.target, chunk.file_name, data, chunk.text)
+            return await channel.send_file(answer.target, chunk.file_name, data, chunk.text)
         if index == 0 and answer.draft_id is not None:  # the streaming draft becomes the first chunk
             try:
                 await channel.edit(answer.target, answer.draft_id, chunk.text)
@@ -185,3 +223,19 @@ async def _quietly(step: Awaitable[None]) -> None:
         await step
     except Exception as exc:  # noqa: BLE001
         log.debug("status update failed: %s", exc)
+
+
+def read_ref(ref: FileRef) -> bytes:
+    """The bytes of a file sent by reference, as they were when it was stored (blocking);
+    ``SendFailed`` (permanent) when it is gone, changed, or now a link."""
+    try:
+        data = read_inside(Path(ref.workspace), ref.path, ref.size)
+    except FileNotFoundError:
+        raise SendFailed(f"{ref.path} was removed before it was sent", permanent=True) from None
+    except ValueError:  # bigger now
+        raise SendFailed(f"{ref.path} changed before it was sent", permanent=True) from None
+    except OSError as exc:  # a link out, a folder: not the file that was meant
+        raise SendFailed(f"{ref.path} changed before it was sent ({exc.strerror or exc})", permanent=True) from None
+    if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise SendFailed(f"{ref.path} changed before it was sent", permanent=True)
+    return data

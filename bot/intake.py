@@ -13,6 +13,14 @@ message goes on to be run. The lane is the session's one lane in the turn runner
 ``/status`` answers while a run goes on. A slow download holds only its own session;
 ``/stop`` and ``/stopall`` never wait in a lane at all.
 
+A message with a voice note or audio file (``media.transcription``) is heard outside the
+lane, as soon as it arrives: access, limits, the fetch, then the transcript, which becomes
+its text (the audio stays in the inbox, its path given to the model); a spoken ``/stop`` is
+then run at once like a typed one, while the message keeps its place in the lane for the
+rest. A group voice note without a caption is fetched and heard to see whether it names
+the bot (the one case where a file is fetched before the bot is known to be addressed; it
+is saved only if it is, else only its transcript is kept, as context).
+
 Outstanding inbound work is bounded: ``handle`` waits for room once ``max_outstanding``
 messages are still being decided, so a channel that awaits its inbox stops taking more
 (Telegram stops polling, Slack's acks wait) instead of piling up tasks; a session with
@@ -30,27 +38,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.approvals import Approvals
-from bot.channels import Channel, SendFailed, SpellsCommands
-from bot.commands import BY_NAME, CommandCall, Reply, parse_command, status_text
+from bot.channels import Channel, Named, SendFailed, SpellsCommands
+from bot.commands import BY_NAME, NAMES, CommandCall, Reply, ServerReport, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
-from bot.messages import Answer, ChatType, InboundMessage
+from bot.media.hearing import NOT_HEARD, Heard, Listener, echo_line
+from bot.media.naming import addresses, spoken_command
+from bot.media.speaking import NOT_SET_UP, VoiceAnswers
+from bot.messages import Answer, Attachment, ChatType, InboundMessage, Target
+from bot.models.command import ModelCommand, model_line
+from bot.outbound.progress import Progress
 from bot.peers import Peers, Stopped
+from bot.schedules import commands as schedule_commands
+from bot.schedules.service import Creator, Schedules
 from bot.session_keys import DmScope, GroupScope
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
 from bot.tools.approval import Decision
 from bot.turns import BUSY, Turns, TurnStore
-from bot.workspace import OutsideWorkspaceError, Workspaces, save_upload
+from bot.workspace import OutsideWorkspaceError, Workspaces, read_inside, save_upload
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 UNSAVED = ("Sorry, I could not save your file: inbox/ in your workspace is a link that leads outside it. "
            "Remove that link and send the file again.")
 MAX_OUTSTANDING = 256  # inbound messages stored but not yet decided, every session together
@@ -84,7 +101,10 @@ class Intake:
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
-                 approvals: Approvals | None = None, peers: Peers | None = None) -> None:
+                 approvals: Approvals | None = None, listener: Listener | None = None,
+                 voice: VoiceAnswers | None = None, schedules: Schedules | None = None,
+                 servers: ServerReport | None = None, models: ModelCommand | None = None,
+                 peers: Peers | None = None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -95,6 +115,11 @@ class Intake:
         self.limits = limits if limits is not None and limits.active else None
         self._agent = agent
         self._approvals = approvals
+        self._listener = listener
+        self._voice = voice
+        self._schedules = schedules
+        self._servers = servers  # the MCP servers, for /status and /mcp
+        self._models = models
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
@@ -160,12 +185,17 @@ class Intake:
         """A press or an urgent command: answered by the instance that received it, never in a lane."""
         if self._approvals is not None and self._approvals.is_answer(item.msg.text):
             return True
+        if self._models is not None and self._models.is_press(item.msg):
+            return True
         command = parse_command(item.msg.text)
         return command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent
 
     async def _enqueue(self, item: _Item, *, claimed: bool = False) -> None:
         if self._approvals is not None and self._approvals.is_answer(item.msg.text):
             self._tasks.spawn(self._press(item), f"press {item.inbound_id}")  # a run waits for it: at once
+            return
+        if self._models is not None and self._models.is_press(item.msg):
+            self._tasks.spawn(self._model_press(item), f"press {item.inbound_id}")
             return
         command = parse_command(item.msg.text)
         if command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent:
@@ -181,15 +211,23 @@ class Intake:
             if not mine:  # another instance runs the session (it was told), or took this message already
                 self._room.release()
                 return
-        if not self._turns.decide(item.conversation, lambda: self._step(item)):
+        heard: asyncio.Future[_Item | None] | None = None
+        if self._listener is not None and self._listener.wants(item.msg):  # heard now, decided in its turn
+            heard = self._tasks.spawn(self._process(item, self._hear), f"hearing {item.inbound_id}")
+        if not self._turns.decide(item.conversation, lambda: self._step(item, heard)):
             self._room.release()
+            if heard is not None:
+                heard.cancel()
             log.warning("intake lane full session=%s; message %s answered busy", item.conversation.session_key,
                         item.msg.message_id)
             self._tasks.spawn(self._turns.notice(item.msg, BUSY, (item.inbound_id,), "busy"), "busy notice")
 
-    async def _step(self, item: _Item) -> None:
+    async def _step(self, item: _Item, heard: asyncio.Future[_Item | None] | None) -> None:
         try:
-            await self._process(item)
+            if heard is None:
+                await self._process(item, self._decide)
+            elif (done := await heard) is not None:
+                await self._process(done, self._decide_heard)
         finally:
             self._room.release()
 
@@ -241,15 +279,25 @@ class Intake:
         finally:
             await self._store.mark_answered((item.inbound_id,))
 
-    async def _process(self, item: _Item) -> None:
+    async def _model_press(self, item: _Item) -> None:
+        """A model picker's button: the pick of the presser, if they may; never a message for the model."""
+        assert self._models is not None
         try:
-            await self._decide(item)
+            if await self._allowed(item):
+                await self._models.press(item.msg, item.conversation, self._access.is_owner(item.msg))
+        finally:
+            await self._store.mark_answered((item.inbound_id,))
+
+    async def _process(self, item: _Item, stage: Callable[[_Item], Awaitable[T]]) -> T | None:
+        try:
+            return await stage(item)
         except asyncio.CancelledError:
             raise
         except Exception:  # a full disk, a file where the inbox should be, a store error: one sentence
             log.exception("inbound %s failed before its run session=%s", item.inbound_id,
                           item.conversation.session_key)
             await self._turns.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
+            return None
 
     async def _decide(self, item: _Item) -> None:
         msg = item.msg
@@ -258,12 +306,7 @@ class Intake:
         if parse_command(msg.text) is not None:
             await self._command(item)
             return
-        if not await self._within_limits(msg, item.inbound_id):
-            return
-        if item.recovered and time.time() - item.received > self._settings.recover_max_age:
-            preview = " ".join(msg.text.split())[:60]
-            await self._turns.notice(msg, "Sorry, I was restarted before I could answer your message"
-                                          f" (“{preview}”). Please send it again.", (item.inbound_id,), "late")
+        if not await self._within_limits(msg, item.inbound_id) or await self._late(item):
             return
         fetched = await self._fetch(item)
         if fetched is not None:
@@ -271,6 +314,15 @@ class Intake:
             if self._approvals is not None and (reminder := self._approvals.remind(
                     item.conversation.session_key, self.spelling_for(msg.platform))) is not None:
                 await self._turns.notice(msg, reminder, (), "remind")
+
+    async def _late(self, item: _Item) -> bool:
+        """A recovered message past ``recover_max_age``: the person is asked to send it again."""
+        if not item.recovered or time.time() - item.received <= self._settings.recover_max_age:
+            return False
+        preview = " ".join(item.msg.text.split())[:60]
+        await self._turns.notice(item.msg, "Sorry, I was restarted before I could answer your message"
+                                           f" (“{preview}”). Please send it again.", (item.inbound_id,), "late")
+        return True
 
     async def _allowed(self, item: _Item) -> bool:
         msg, inbound_id = item.msg, item.inbound_id
@@ -303,9 +355,10 @@ class Intake:
             await self._store.mark_answered((inbound_id,))
         return False
 
-    async def _fetch(self, item: _Item) -> InboundMessage | None:
-        """The message with its files saved in the workspace's inbox; None when it was refused
-        (too big, or the platform would not give the file), with a notice."""
+    async def _fetch(self, item: _Item, downloaded: Mapping[int, bytes] | None = None) -> InboundMessage | None:
+        """The message with its files saved in the workspace's inbox (``downloaded``: bytes already
+        downloaded, by ``id`` of their attachment); None when it was refused (too big, or the
+        platform would not give the file), with a notice."""
         msg, inbound_id = item.msg, item.inbound_id
         todo = [a for a in msg.attachments if a.path is None]
         if not todo:
@@ -321,7 +374,7 @@ class Intake:
             workspace = await self._workspaces.prepare(item.conversation)
             async with self._downloads:
                 for att in todo:
-                    data = await channel.fetch(att, limit)
+                    data = (downloaded or {}).get(id(att)) or await channel.fetch(att, limit)
                     path = await asyncio.to_thread(save_upload, workspace, att.name, data)
                     saved[id(att)] = replace(att, path=path, size=len(data), data=None)
         except OutsideWorkspaceError:  # a link planted in the workspace: never followed out
@@ -337,6 +390,111 @@ class Intake:
         fetched = replace(msg, attachments=tuple(saved.get(id(a), a) for a in msg.attachments))
         await self._store.update_inbound(inbound_id, fetched)
         return fetched
+
+    # -- hearing: voice notes and audio files, transcribed outside the lane ---------------
+
+    async def _hear(self, item: _Item) -> _Item | None:
+        """Access, limits, the fetch and the transcript; a spoken urgent command runs here and
+        now. The message as the lane is to decide it (its text the transcript), or None when
+        it was answered (or kept as context) already."""
+        assert self._listener is not None
+        fetched: dict[int, bytes] = {}
+        if self._listener.may_address(item.msg):
+            addressed = await self._access.check(replace(item.msg, addressed=True))
+            if addressed.action is Action.RUN:  # an allowed group, only the mention missing
+                spoken = await self._spoken_to(item, fetched)
+                if spoken is None:
+                    return None
+                item = spoken
+        if not await self._allowed(item) or not await self._within_limits(item.msg, item.inbound_id) \
+                or await self._late(item):
+            return None
+        if not fetched and (refusal := await self._listener.refuse_early(item.msg, self._payers(item.msg))):
+            await self._turns.notice(item.msg, refusal, (item.inbound_id,), "unheard", failed=True)
+            return None
+        msg = await self._fetch(item, fetched)
+        if msg is None:
+            return None
+        item = replace(item, msg=msg)
+        heard = await self._transcribe(item)
+        if heard is None:
+            return None
+        await self._store.update_inbound(heard.inbound_id, heard.msg)  # a recovered message is not heard twice
+        command = parse_command(heard.msg.text)
+        if command is not None and BY_NAME[command.name].urgent:
+            await self._command(heard)
+            return None
+        return heard
+
+    async def _decide_heard(self, item: _Item) -> None:
+        """The lane's part of a heard message: a command in its turn, else its run."""
+        if parse_command(item.msg.text) is not None:
+            await self._command(item)
+        else:
+            self._turns.submit(item.conversation, item.msg, item.inbound_id)
+
+    async def _spoken_to(self, item: _Item, fetched: dict[int, bytes]) -> _Item | None:
+        """A group voice note without a caption: downloaded and heard (nothing saved yet); the
+        message addressed when its transcript names the bot, else kept as context with it."""
+        assert self._listener is not None
+        msg = item.msg
+        channel = self._channels[msg.platform]
+        limit = min(self._listener.settings.max_bytes,
+                    (self._settings.max_download or {}).get(msg.platform, 20 * 1024 * 1024))
+        heard: list[Attachment] = []
+        for att in msg.attachments:
+            if att.audible and att.transcript is None and self._listener.too_big(att) is None:
+                try:
+                    data = await channel.fetch(att, limit)
+                except SendFailed as exc:
+                    log.info("voice note of inbound %s not fetched: %s", item.inbound_id, exc)
+                    continue
+                result = await self._listener.hear(att, data, self._payers(msg))
+                att = replace(att, transcript=result.text if result.refusal is None else "")
+                fetched[id(att)] = data
+            heard.append(att)
+        said = _said(heard)
+        names = channel.names() if isinstance(channel, Named) else ()
+        if said and addresses(said, names):
+            return replace(item, msg=replace(msg, addressed=True, attachments=tuple(heard)))
+        self._context.remember(replace(msg, text=said, attachments=tuple(heard)))
+        await self._store.keep_as_context(item.inbound_id)
+        return None
+
+    async def _transcribe(self, item: _Item) -> _Item | None:
+        """Each saved voice note or audio file of the message heard, "typing…" meanwhile; its
+        text the transcript (a spoken command as typed), or None after the one sentence."""
+        assert self._listener is not None
+        msg = item.msg
+        channel = self._channels[msg.platform]
+        workspace = await self._workspaces.prepare(item.conversation)
+        heard = list(msg.attachments)
+        async with Progress(channel, Target.of(msg)):
+            for i, att in enumerate(heard):
+                if not att.audible or att.transcript is not None or att.path is None:
+                    continue
+                try:
+                    data = await asyncio.to_thread(read_inside, workspace, att.path, self._listener.settings.max_bytes)
+                    result = await self._listener.hear(att, data, self._payers(msg))
+                except ValueError:  # bigger than the platform said
+                    result = Heard(refusal=self._listener.too_big(replace(att, size=self._listener.settings.max_bytes + 1)))
+                if result.refusal is not None:
+                    await self._turns.notice(msg, result.refusal, (item.inbound_id,), "unheard", failed=True)
+                    return None
+                heard[i] = replace(att, transcript=result.text)
+        said = _said(heard)
+        if not said:  # nothing to say (heard before, as context): one sentence, never an empty turn
+            await self._turns.notice(msg, NOT_HEARD, (item.inbound_id,), "unheard", failed=True)
+            return None
+        if self._listener.settings.echo:
+            await self._turns.notice(msg, echo_line(said), (), "heard")
+        caption = msg.text.strip()
+        text = f"{caption}\n\n{said}" if caption else spoken_command(said, NAMES) or said
+        return replace(item, msg=replace(msg, text=text, attachments=tuple(heard)))
+
+    def _payers(self, msg: InboundMessage) -> tuple[str, ...]:
+        """Whose minutes a message's audio counts against: none for an owner."""
+        return () if self._access.is_owner(msg) else self.limit_keys(msg)
 
     # -- commands: the table in bot.commands; this is its CommandHost --------------------
 
@@ -367,24 +525,49 @@ class Intake:
 
     async def status(self, call: CommandCall) -> str:
         assert self._agent is not None, "/status needs the agent"
-        s = self._agent.settings
         key = call.conversation.session_key
         session = await self._store.session(call.conversation)
         tokens = await self._agent.next_request_tokens(session, call.conversation)
         last = await self._agent.last_compaction(session)
         usage = await self._store.usage(session)
         dispatcher = self._turns.dispatcher
-        text = status_text(model=s.model, context_tokens=tokens, context_window=s.context_window,
+        route = (await self._agent.plan(call.conversation)).route
+        text = status_text(model=model_line(route), context_tokens=tokens, context_window=route.spec.context_window,
                            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
                            turns=usage.turns, running=dispatcher.active(key) is not None,
                            queued=dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
                            last_compaction=(last.tokens_before, last.tokens_after) if last else None)
         if self._approvals is not None and (waiting := self._approvals.status_line(key)):
             text += "\n" + waiting
+        if self._models is not None:
+            text += "".join(f"\n{line}" for line in await self._models.status_lines(call.conversation, session, route))
         if self.limits is not None:
             tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
             text += "\n" + budget_line(self.limits.settings, tokens, spent)
+        if self._schedules is not None:
+            zone, source = await self._schedules.zone_of(self._creator(call).person)
+            text += f"\nTime zone: {zone} ({source})"
+        if self._servers is not None and (line := self._servers.personal(call.conversation, call.msg.sender.id,
+                                                                         call.owner)):
+            text += "\n" + line
         return text
+
+    async def servers(self, call: CommandCall) -> str:
+        return self._servers.overview() if self._servers is not None else "No MCP servers are configured."
+
+    async def schedule(self, call: CommandCall) -> str:
+        if self._schedules is None:
+            return "Reminders and scheduled tasks are not available here."
+        creator, spell, args = self._creator(call), self.spelling(call), call.command.args
+        if call.command.name == "remind":
+            return await schedule_commands.remind(self._schedules, creator, args, spell)
+        if call.command.name == "tasks":
+            return await schedule_commands.tasks(self._schedules, creator, args, spell)
+        return await schedule_commands.timezone(self._schedules, creator.person, args, spell)
+
+    @staticmethod
+    def _creator(call: CommandCall) -> Creator:
+        return Creator(call.conversation, call.msg.sender.id, call.msg.sender.name or call.msg.sender.username or "")
 
     def spelling(self, call: CommandCall) -> Callable[[str], str]:
         return self.spelling_for(call.msg.platform)
@@ -403,6 +586,20 @@ class Intake:
             return refusal
         return "Denied." if decision is Decision.DENY else "Approved."
 
+    async def voice(self, call: CommandCall) -> str:
+        if self._voice is None:
+            return NOT_SET_UP
+        return await self._voice.command(call.msg.platform, call.msg.chat_id, call.command.args)
+
+    async def model(self, call: CommandCall) -> Reply | None:
+        if self._models is None:
+            assert self._agent is not None, "/model needs the agent"
+            return Reply(f"Model: {model_line((await self._agent.plan(call.conversation)).route)}")
+        reply = await self._models.run(call, self.spelling(call))
+        if reply is None:  # a picker was shown, or a refusal in a group says nothing
+            await self._store.mark_answered((call.inbound_id,))
+        return reply
+
     async def compact(self, call: CommandCall) -> None:
         if await self._within_limits(call.msg, call.inbound_id):  # model calls: within the limits, like a message
             self._turns.submit(call.conversation, call.msg, call.inbound_id)  # in the session's lane, after its run
@@ -418,3 +615,8 @@ class Intake:
             except Exception:  # a busy or full disk: try again at the next round
                 log.exception("pruning stored group context failed")
             await asyncio.sleep(PRUNE_EVERY)
+
+
+def _said(attachments: Sequence[Attachment]) -> str:
+    """What the message's voice notes and audio files say, together."""
+    return "\n\n".join(a.transcript for a in attachments if a.audible and a.transcript)

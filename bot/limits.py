@@ -1,4 +1,5 @@
-"""Limits per person: a message rate and daily token and cost budgets, checked before a run.
+"""Limits per person: a message rate, daily token and cost budgets, checked before a run, and
+minutes of audio transcribed per day, checked before a voice note is transcribed.
 
 A person is ``platform:user_id``. A message sent as a channel (``Sender.as_channel``) also
 counts against one bucket that all channels share in its chat (``limit_keys``): a Telegram user
@@ -48,6 +49,7 @@ class LimitSettings:
     messages_per_minute: int | None = 20
     daily_tokens: int | None = None
     daily_cost_usd: float | None = None
+    audio_minutes_per_day: float | None = None  # of voice notes and audio transcribed
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,8 @@ class Refusal:
 
 class UsageStore(Protocol):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]: ...
+    async def audio_since(self, person: str, since: float) -> float: ...
+    async def record_audio(self, person: str, seconds: float, at: float) -> None: ...
 
 
 class SharedRates(Protocol):
@@ -107,6 +111,8 @@ class _Person:
     used_tokens: int = 0
     used_cost: float = 0.0
     told: dict[str, float] | None = None  # reason -> told until
+    audio_day: float = -1.0  # start of the UTC day ``used_audio`` counts
+    used_audio: float = 0.0  # seconds
 
 
 class PersonLimits:
@@ -121,7 +127,8 @@ class PersonLimits:
     @property
     def active(self) -> bool:
         s = self.settings
-        return any(v is not None for v in (s.messages_per_minute, s.daily_tokens, s.daily_cost_usd))
+        return any(v is not None for v in (s.messages_per_minute, s.daily_tokens, s.daily_cost_usd,
+                                           s.audio_minutes_per_day))
 
     async def check(self, person: str) -> Refusal | None:
         """Take one message of ``person``: None to run it, else a refusal."""
@@ -164,6 +171,38 @@ class PersonLimits:
                 return refusal
         return None
 
+    async def check_audio(self, people: Sequence[str], seconds: float | None) -> Refusal | None:
+        """May ``seconds`` of audio (None: not known yet) be transcribed for ``people``
+        (``limit_keys``)? A refusal names what is left today, and is said each time: a voice
+        note refused is one the person spoke, not a flood."""
+        allowed = self.settings.audio_minutes_per_day
+        if allowed is None:
+            return None
+        now = self._clock()
+        for person in people:
+            p = self._person(person, now)
+            await self._audio_today(person, p, now)
+            left = allowed * 60 - p.used_audio
+            if left <= 0 or (seconds is not None and seconds > left):
+                rest = f"{left:.0f} s" if left < 120 else f"{left / 60:.0f} minutes"
+                text = (f"You've used today's {allowed:g} minutes of voice messages; type instead, or try again "
+                        "after 00:00 UTC." if left < 1 else
+                        f"That voice message is longer than the {rest} of audio you have left today; send a "
+                        "shorter one, or type instead.")
+                return Refusal(text, "audio")
+        return None
+
+    async def spend_audio(self, people: Sequence[str], seconds: float) -> None:
+        """Count ``seconds`` of audio transcribed for each of ``people`` (stored, and at once here)."""
+        if self.settings.audio_minutes_per_day is None or seconds <= 0:
+            return
+        now = self._clock()
+        for person in people:
+            p = self._person(person, now)
+            await self._audio_today(person, p, now)
+            p.used_audio += seconds
+            await self._store.record_audio(person, seconds, now)
+
     def charge(self, charges: Sequence[Charge]) -> None:
         """The ``Meter``: model calls just charged to these people (the budgets count them at
         once). A person whose day is not loaded yet is skipped: the store has it by then."""
@@ -195,6 +234,12 @@ class PersonLimits:
         if p.day != day or self._shared is not None:  # several instances: each one's charges count at once
             p.used_tokens, p.used_cost = await self._store.usage_since(person, day)
             p.day = day
+
+    async def _audio_today(self, person: str, p: _Person, now: float) -> None:
+        day = _day_start(now)
+        if p.audio_day != day:
+            p.used_audio = await self._store.audio_since(person, day)
+            p.audio_day = day
 
     @staticmethod
     def _refuse(p: _Person, reason: str, until: float, now: float, text: str) -> Refusal:

@@ -37,11 +37,15 @@ class ImagePart:
 @dataclass(frozen=True, slots=True)
 class ThinkingPart:
     """Model reasoning. Anthropic's blocks are passed back verbatim (with signature);
-    a redacted block keeps its opaque ``data`` and no text."""
+    a redacted block keeps its opaque ``data`` and no text. An OpenAI Responses reasoning
+    item keeps its ``item_id`` and ``encrypted`` content (its summary is the text), and
+    is passed back only to that API, within its turn."""
 
     thinking: str
     signature: str | None = None
     redacted_data: str | None = None
+    item_id: str | None = None
+    encrypted: str | None = None
     type: Literal["thinking"] = "thinking"
 
 

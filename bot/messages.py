@@ -48,7 +48,9 @@ class Sender:
 @dataclass(frozen=True, slots=True)
 class Attachment:
     """A file that came with a message. ``path`` is set once it is saved locally;
-    ``data`` carries small inline content (e.g. an image for a vision model)."""
+    ``data`` carries small inline content (e.g. an image for a vision model).
+    ``duration``: seconds of a voice note or audio file, when the platform says;
+    ``transcript``: what it says, once transcribed (``bot.media``)."""
 
     kind: AttachmentKind
     name: str
@@ -57,6 +59,13 @@ class Attachment:
     path: str | None = None
     data: bytes | None = None
     platform_file_id: str | None = None
+    duration: float | None = None
+    transcript: str | None = None
+
+    @property
+    def audible(self) -> bool:
+        """A voice note or an audio file: something to transcribe."""
+        return self.kind is AttachmentKind.VOICE or self.kind is AttachmentKind.AUDIO
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +102,28 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
+class FileRef:
+    """A workspace file an answer sends by reference: its bytes are read when the chunk is
+    sent, and sent only while the file still has ``size`` bytes with this ``sha256``."""
+
+    workspace: str  # the workspace's folder
+    path: str  # relative to it
+    size: int
+    sha256: str  # hex
+
+
+@dataclass(frozen=True, slots=True)
 class Chunk:
     """One message of an answer, already rendered in the channel's dialect; with
-    ``file_name`` it is a file whose caption is ``text``."""
+    ``file_name`` it is a file whose caption is ``text``: its bytes are ``file_data``, or
+    the workspace file ``file_ref`` read at send time. ``voice``: the file is a voice note
+    (Opus), shown as one where the platform can."""
 
     text: str
     file_name: str | None = None
     file_data: bytes | None = None
+    file_ref: FileRef | None = None
+    voice: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bot.messages import ChatType, InboundMessage
 
 if TYPE_CHECKING:
+    from bot.agent.prompt import PromptMode
     from bot.conversation import Conversation
 
 log = logging.getLogger(__name__)
@@ -52,15 +53,42 @@ class Admission(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class TaskOrder:
+    """How a task runs when more than its text is given (a scheduled job): whom it acts for
+    (``user_id``, for the tools) and whether they are an owner (their tool policy), whom its
+    model calls are charged to, the system prompt (None: the agent's), the occurrence its
+    turn closes (job id, instant), and ``ended``, told how the turn ended: completed, silent,
+    failed or stopped (a shutdown cancels it instead)."""
+
+    user_id: str = ""
+    owner: bool = False
+    payers: tuple[str, ...] = ()
+    prompt_mode: PromptMode | None = None
+    closes: tuple[int, int] | None = None
+    ended: asyncio.Future[str] | None = field(default=None, compare=False, repr=False)
+
+    def end(self, outcome: str | None) -> None:
+        """Tell ``ended`` (None: cancel it, the turn was cut short by shutdown)."""
+        if self.ended is None or self.ended.done():
+            return
+        if outcome is None:
+            self.ended.cancel()
+        else:
+            self.ended.set_result(outcome)
+
+
+@dataclass(frozen=True, slots=True)
 class Pending:
     """One input of a session's next run: a stored inbound message, or (``msg`` None) a
-    ``task`` with no inbound message (a scheduled job, the dashboard) for ``conversation``."""
+    ``task`` with no inbound message (a scheduled job, the dashboard) for ``conversation``,
+    with its ``order`` when it brings one."""
 
     msg: InboundMessage | None
     inbound_id: int | None
     arrived: float = field(default_factory=time.monotonic)
     task: str = ""
     conversation: Conversation | None = None
+    order: TaskOrder | None = None
 
     @property
     def chat(self) -> tuple[str, str]:
@@ -214,8 +242,8 @@ class Dispatcher:
             lane.worker = asyncio.create_task(self._work(lane, (pending,)), name=f"lane {session_key}")
             return Admission.STARTED
         lane.queue.append(pending)
-        if self._limits.queue_mode is QueueMode.INTERRUPT and lane.active is not None:
-            self._cancel(lane.active)
+        if self._limits.queue_mode is QueueMode.INTERRUPT and lane.active is not None and pending.msg is not None:
+            self._cancel(lane.active)  # a person's new message interrupts; a task (a scheduled job) waits its turn
         return Admission.QUEUED
 
     async def stop(self, session_key: str) -> tuple[bool, int]:

@@ -5,9 +5,11 @@
 
 Part of the composition root, with ``cli`` and ``app``: the one place where the config
 package (``bot.config``: the machinery and the core's keys) meets the channel registry
-(``bot.channels.registry``: each platform's model) and the tools (``exec_settings``). The
-config package imports neither, so that the port, whose platform packages build their
-models on the config's building blocks, and the config never import each other.
+(``bot.channels.registry``: each platform's model), the tools (``exec_settings``) and the
+MCP servers (``mcp:``, whose model ``bot.mcp.config`` builds on the config's building
+blocks). The config package imports none of them, so that the port and the MCP package,
+whose models are built on the config's building blocks, and the config never import each
+other.
 
 Importing this module imports every registered platform package (its config model, never
 its SDK: ``ChannelSpec.build`` imports that).
@@ -25,8 +27,10 @@ from bot.channels import registry
 from bot.config import Section
 from bot.config.loading import load
 from bot.config.schema import CoreConfig, secrets
+from bot.mcp.config import McpConfig
 
 if TYPE_CHECKING:
+    from bot.dashboard.settings import DashboardSettings
     from bot.tools.sandbox import ExecSettings
 
 __all__ = ["ChannelsConfig", "Config", "load_config"]
@@ -50,6 +54,11 @@ class Config(CoreConfig):
     """The config file's whole model."""
 
     channels: ChannelsConfig = ChannelsConfig()
+    mcp: McpConfig = McpConfig()
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every secret that is set, the MCP servers' ``env`` and ``headers`` values too."""
+        return (*super().secret_values(), *self.mcp.secret_values())
 
     def warnings(self) -> list[str]:
         """Choices that are allowed but unsafe, and each enabled platform's own checks (token
@@ -71,6 +80,17 @@ class Config(CoreConfig):
         return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
                             private=self.private_paths(), limits=ExecBounds(**e.limits.model_dump()))
 
+    def dashboard_settings(self) -> DashboardSettings:
+        """``dashboard:`` as the dashboard takes it (loaded only when the dashboard is used)."""
+        from bot.config.schema import parse_bind
+        from bot.dashboard.settings import DashboardSettings, Role, User
+
+        d = self.dashboard
+        host, port = parse_bind(d.bind)
+        users = {name: User(name, Role(u.role), u.password_hash.get_secret_value() if u.password_hash else None)
+                 for name, u in d.users.items()}
+        return DashboardSettings(host, port, users, d.tls_cert, d.tls_key, d.behind_proxy)
+
     def describe(self) -> str:
         """What would start, for ``chatgate check``; every secret is masked, and so are the
         credentials of URLs (``user:pass@``, token path segments, ``?token=``)."""
@@ -78,14 +98,17 @@ class Config(CoreConfig):
 
         known = secrets(type(self))
         a, p = self.agent, self.provider_settings()
+        entry = self.default_entry()
+        provider, model = (entry.provider, f"{a.model} ({entry.model})") if entry else (a.provider, a.model)
         lines = [
             f"config     {self._source}",
-            f"agent      {a.id}: up to {a.max_iterations} iterations, context window {a.window} "
-            f"tokens, answers up to {a.max_tokens} tokens, dm_scope {a.dm_scope}"
+            f"agent      {a.id}: up to {a.max_iterations} iterations, context window "
+            f"{entry.window if entry else a.window} tokens, answers up to "
+            f"{(entry.max_tokens if entry else None) or a.max_tokens} tokens, dm_scope {a.dm_scope}"
             + (f", system_prompt {len(a.system_prompt)} chars" if a.system_prompt else ""),
-            f"provider   {a.provider}, model {a.model}",
+            f"provider   {provider}, model {model}",
             f"           base_url {mask_url(p.base_url)}",
-            f"           api_key {self._mask(('providers', a.provider, 'api_key'), p.api_key)}",
+            f"           api_key {self._mask(('providers', provider, 'api_key'), p.api_key)}",
             f"           timeout {p.timeout:g}s, {p.max_retries} retries, Retry-After cap {p.retry_after_cap:g}s",
         ]
         channels = []
@@ -103,6 +126,16 @@ class Config(CoreConfig):
         lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
         if self.pricing:
             lines.append(f"pricing    overrides for {', '.join(self.pricing)}")
+        if entries := self.models.entries():
+            named = ", ".join(f"{name} ({e.provider}{' responses' if e.api == 'responses' else ''} {e.model})"
+                              for name, e in entries.items())
+            lines.append(f"models     {named}; /model: {self.models.switch}"
+                         + (f"; fallbacks {', '.join(a.fallbacks)}" if a.fallbacks else ""))
+            lines += [f"           providers.{name}.api_key {self._mask(('providers', name, 'api_key'), key)}"
+                      for name in self.providers_in_use() if name != provider
+                      for key in [getattr(self.providers, name).api_key]]
+        titles = {None: "off", "session": "by each session's own model"}.get(self.models.titles)
+        lines.append(f"titles     {titles or f'by {self.models.titles}'}")
         lines += [
             f"storage    {self.storage.shown}",
             f"workspace  {self.workspace.root}",
@@ -110,12 +143,39 @@ class Config(CoreConfig):
             f"delivery   failed sends retried for {self.delivery.retry_for:g}s",
             f"logging    {self.logging.level}, {self.logging.format}",
         ]
+        t, sp = self.media.transcription, self.media.speech
+        media = [f"voice notes transcribed by {t.model} at {mask_url(t.base_url)} (up to {t.max_seconds} s, "
+                 f"{t.max_mb:g} MB)"] if t.enabled else []
+        media += [f"voice answers by {sp.model}, voice {sp.voice} (/voice per chat)"] if sp.enabled else []
+        if media:
+            lines.insert(-1, f"media      {'; '.join(media)}")
+        for name, server in self.mcp.servers.items():
+            lines.insert(-1, f"mcp        {name}: {_mcp_server(server, mask_url)}")
+        d = self.dashboard
+        users = [u.role for u in d.users.values() if u.password_hash]
+        shown = (f"{d.bind}{', https' if d.tls_cert else ''}{', behind a proxy' if d.behind_proxy else ''}; "
+                 f"{len(users)} user{'s' if len(users) != 1 else ''} with a password "
+                 f"({users.count('operator')} operator{'s' if users.count('operator') != 1 else ''})")
+        lines.insert(-1, f"dashboard  {'on at ' + shown if d.enabled else 'off (chatgate dashboard serves it alone)'}")
         e = self.tools.exec
         if e.enabled:
             lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
                              f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
                              f"{self.exec_settings().limits.describe()}")
         return "\n".join(lines)
+
+
+def _mcp_server(server: Any, mask_url: Any) -> str:
+    """An MCP server as ``check`` shows it: the values of ``env`` and ``headers`` never shown."""
+    if not server.enabled:
+        return "disabled"
+    where = (f"stdio {server.command}" + (f" ({len(server.args)} args)" if server.args else "")
+             if server.command is not None else f"http {mask_url(server.url)}")
+    extra = [f"env {', '.join(server.env)}" if server.env else "", f"headers {', '.join(server.headers)}"
+             if server.headers else "", "allow_private" if server.allow_private else ""]
+    grant = ", ".join(server.grant)
+    return ", ".join(part for part in (where, *extra, f"{server.scope}", f"granted to {grant}",
+                                       f"timeouts {server.connect_timeout:g}s/{server.call_timeout:g}s") if part)
 
 
 def _shown(value: Any, mask_url: Any) -> Any:

@@ -95,6 +95,7 @@ class TraceRecord:
     spans: tuple[Span, ...] = ()
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    why: str = ""  # why the run used its model: default, chosen <name>, fallback <name> for <name>: <reason>
 
 
 def mask_url(url: str) -> str:
@@ -180,6 +181,7 @@ class TraceBuilder:
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     bill: Bill | None = None  # charged here: every model call of a run passes through ``llm`` once
+    why: str = ""  # why the run uses its model (``bot.models.Route.why_text``)
 
     def __post_init__(self) -> None:
         self.started_at = self.clock()
@@ -217,7 +219,8 @@ class TraceBuilder:
     def finish(self, status: str, iterations: int, error: str | None = None) -> TraceRecord:
         return TraceRecord(self.run_id, self.session_key, self.agent_id, self.started_at, self.clock(), status,
                            self.model, self.usage.input_tokens, self.usage.output_tokens, self.cost, iterations,
-                           error, tuple(self.spans), self.usage.cache_read_tokens, self.usage.cache_write_tokens)
+                           error, tuple(self.spans), self.usage.cache_read_tokens, self.usage.cache_write_tokens,
+                           self.why)
 
 
 def format_traces(traces: Iterable[TraceRecord]) -> str:
@@ -228,7 +231,8 @@ def format_traces(traces: Iterable[TraceRecord]) -> str:
         seconds = t.ended_at - t.started_at
         lines.append(f"{when}  {t.status:<9}  {seconds:6.2f} s  {t.input_tokens:>7} in {t.output_tokens:>6} out"
                      f"{_cached(t.cache_read_tokens, t.cache_write_tokens)}"
-                     f"  ${t.cost:.4f}  {t.iterations} it  {strip_controls(t.model)}  {strip_controls(t.session_key)}"
+                     f"  ${t.cost:.4f}  {t.iterations} it  {strip_controls(t.model)}"
+                     f"{f' ({strip_controls(t.why)})' if t.why else ''}  {strip_controls(t.session_key)}"
                      f"  run {strip_controls(t.run_id[:8])}")
         if t.error:
             lines.append(f"    error: {strip_controls(t.error)}")

@@ -8,6 +8,10 @@ draft) while the agent computes the turn, then the answer is rendered for the ch
 committed with the turn in one transaction, and handed to delivery (``bot.delivery``),
 outside the run's slot. The agent never calls back: it returns an uncommitted turn.
 
+When another model answers for the conversation's own (a fallback), the run calls its
+``notify`` (once per chat and model) before the first word of that answer: the note is
+stored and queued for delivery then, so it reaches the chat as a message of its own, first.
+
 ``/stop`` cancels the run and returns as soon as the run has ended (its turn stored, so
 the history stays valid): the confirmation is sent before the stopped draft is settled,
 which happens afterwards in a task of its own, still keeping the draft's edit interval.
@@ -16,6 +20,7 @@ which happens afterwards in a task of its own, still keeping the draft's edit in
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -26,21 +31,25 @@ from bot.agent.compaction import compact_reply
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
 from bot.channels import Channel, Status
-from bot.commands import parse_command
+from bot.commands import parse_command, stop_text
 from bot.conversation import Conversation
 from bot.delivery import Delivery
 from bot.limits import PersonLimits
-from bot.messages import Answer, InboundMessage, Target
+from bot.media.speaking import VOICE_FILE, VoiceAnswers
+from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
 from bot.outbound.answer import answer_for
+from bot.outbound.split import render_chunks
 from bot.outbound.progress import Progress
 from bot.peers import Peers, Stopped
-from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps
-from bot.store.base import AnswerStore, Store
+from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps, TaskOrder
+from bot.store.base import AnswerStore, Closing, Store
 from bot.tasks import OwnedTasks
 from bot.tools.policy import ToolPolicy
+from bot.tools.send_file import QUEUED
 
 log = logging.getLogger(__name__)
 
+FILE_WAIT = 90.0  # seconds send_file waits for the platform to take a file (then it stays owed)
 BUSY = "I'm still busy, your message was not queued. Send it again when I've answered, or /stop."
 
 PolicyFor = Callable[[Conversation, bool], ToolPolicy]  # (conversation, every sender an owner)
@@ -57,7 +66,7 @@ class Turns:
                  delivery: Delivery, context: GroupContext, *, limits: RunCaps = RunCaps(),
                  is_owner: Owner = lambda msg: False, keys: Keys | None = None,
                  policy: PolicyFor | None = None, person_limits: PersonLimits | None = None,
-                 peers: Peers | None = None) -> None:
+                 voice: VoiceAnswers | None = None, peers: Peers | None = None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -68,6 +77,7 @@ class Turns:
         self._keys = keys or (lambda msg: (f"{msg.platform}:{msg.sender.id}",))
         self._policy = policy
         self._limits = person_limits if person_limits is not None and person_limits.active else None
+        self._voice = voice if voice is not None and voice.available else None
         self._peers = peers  # other instances (PostgreSQL): a session's lane may run on one of them
         self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded,
                                      on_idle=peers.idle if peers is not None else None)
@@ -96,11 +106,20 @@ class Turns:
         group = (conversation.platform, conversation.chat_id) if conversation.is_group else None
         return self.dispatcher.decide(conversation.session_key, step, group)
 
-    def start(self, conversation: Conversation, task: str) -> Admission:
+    def start(self, conversation: Conversation, task: str, *, order: TaskOrder | None = None) -> Admission:
         """A turn with no inbound message: ``task`` is its input, answered in ``conversation``'s
-        chat and delivered like any answer (a scheduled job, an approval answered, the dashboard)."""
+        chat and delivered like any answer (a scheduled job, an approval answered, the dashboard);
+        ``order`` says whom it acts for and more (see ``TaskOrder``)."""
         return self.dispatcher.submit(conversation.session_key, Pending(None, None, task=task,
-                                                                        conversation=conversation))
+                                                                        conversation=conversation, order=order))
+
+    async def run_task(self, conversation: Conversation, task: str, order: TaskOrder) -> str:
+        """``start`` the task and wait until its turn is committed; how it ended: completed,
+        silent, failed, stopped (by /stop), or busy (the session's queue was full: not run)."""
+        ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if self.start(conversation, task, order=replace(order, ended=ended)) is Admission.REJECTED:
+            return "busy"
+        return await ended
 
     # -- stopping ----------------------------------------------------------------------
 
@@ -127,6 +146,27 @@ class Turns:
     async def stop_chat(self, platform: str, chat_id: str) -> int:
         here = await self.dispatcher.stop_chat(platform, chat_id)
         return here + (await self._peers.stop_chat(platform, chat_id) if self._peers is not None else 0)
+
+    async def stop_run(self, run_id: str) -> bool:
+        """Stop one run from outside its chat (the dashboard) as ``/stop`` does: the session's run
+        and queue end, and the chat is told what ``/stop`` would tell it ("Stopped."), which
+        answers the stopped run's messages. False when the run had already ended."""
+        run = self.dispatcher.registry.get(run_id)
+        conversation = run.batch[-1].conversation if run is not None else None
+        if run is None or conversation is None or self.dispatcher.active(conversation.session_key) is not run:
+            return False  # ended meanwhile: never stop the session's next run instead
+        stopped, dropped, ids = await self.stop(conversation)
+        if not stopped:
+            return False
+        log.info("run stopped from outside its chat session=%s run=%s", conversation.session_key, run_id)
+        text = stop_text(stopped, dropped)
+        last = next((p.msg for p in reversed(run.batch) if p.msg is not None), None)
+        if last is not None:
+            await self.notice(last, text, ids, "stopped")
+        else:  # a task (a scheduled job, the dashboard): told in the conversation's chat
+            target = Target(conversation.chat_id, conversation.chat_type, conversation.thread_id)
+            await self._owe(self._channels[conversation.platform], f"stopped-{run_id}", target, text, ids)
+        return True
 
     async def resume(self) -> None:
         """Start-up: deliver what is owed (before anything new is decided)."""
@@ -158,7 +198,9 @@ class Turns:
         channel = self._channels[conversation.platform]
         target = Target.of(msgs[-1]) if msgs else Target(conversation.chat_id, conversation.chat_type,
                                                            conversation.thread_id)
-        owner = bool(msgs) and all(self._is_owner(m) for m in msgs)
+        order = last.order
+        owner = order.owner if order is not None else bool(msgs) and all(self._is_owner(m) for m in msgs)
+        payers = order.payers if order is not None else tuple(dict.fromkeys(self._keys(m)[0] for m in msgs))
         progress = Progress(channel, target, channel.streaming)
         await progress.__aenter__()
         self._progress[run.run_id] = progress
@@ -167,40 +209,59 @@ class Turns:
             session = await self._store.session(conversation)
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
             request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
+                                 user_id=order.user_id if order is not None else "",
                                  context=context, sender_is_owner=owner,
                                  tool_policy=self._policy(conversation, owner) if self._policy else None,
-                                 payers=tuple(dict.fromkeys(self._keys(m)[0] for m in msgs)))
+                                 payers=payers, prompt_mode=order.prompt_mode if order is not None else None,
+                                 notify=lambda note: self._owe(channel, f"{run.run_id}-note", target, note, ()))
             result = await self._agent.run(request)
         except asyncio.CancelledError:  # /stop, an interrupt or shutdown: the confirmation goes first
             self._tasks.spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")
+            if order is not None:
+                order.end("stopped" if run.stopped else None)
             raise
         except Exception:  # the agent turns its own failures into results: this is the store or a bug
             log.exception("run failed outside the agent session=%s run=%s", conversation.session_key, run.run_id)
             await progress.settle()
             await self._owe(channel, f"failed-{run.run_id}", target, FAILED, ids, failed=True)
+            if order is not None:
+                order.end("failed")
             return
         finally:
             self._progress.pop(run.run_id, None)
             self._conversations.pop(run.run_id, None)
             self._extra.pop(run.run_id, None)
-        await self._commit(channel, target, run.run_id, ids, result, await progress.settle())
+        closes = None
+        if order is not None and order.closes is not None:
+            closes = Closing(order.closes[0], order.closes[1], str(result.status))
+        try:
+            await self._commit(channel, target, run.run_id, ids, result, await progress.settle(), closes)
+        except BaseException:
+            if order is not None:
+                order.end(None)
+            raise
+        if order is not None:
+            order.end(str(result.status))
+        if self._voice is not None and result.status is RunStatus.COMPLETED and result.text:
+            self._tasks.spawn(self._speak(channel, target, run.run_id, msgs, result.text), f"voice {run.run_id}")
         await self._agent.finished(request, result)
         self._compact_later(request, result)
 
     async def _commit(self, channel: Channel, target: Target, run_id: str, ids: tuple[int, ...], result: RunResult,
-                      draft: str | None) -> None:
+                      draft: str | None, closes: Closing | None = None) -> None:
         """The turn and its rendered answer in one transaction, then delivery; a silent turn
-        settles its messages and leaves no trace in the chat."""
+        settles its messages and leaves no trace in the chat. A scheduled task's turn closes its
+        occurrence (``closes``) in the same transaction: a restart never runs it again."""
         assert result.turn is not None, "only a cancelled run's turn is stored by the agent"
         text = result.error or result.text
         if result.status is RunStatus.SILENT or not text:
-            await self._store.append_turn(result.turn)
+            await self._store.append_turn(replace(result.turn, closes=closes))
             if result.status is RunStatus.SILENT:
                 self._tasks.spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
             return
         answer = answer_for(channel, run_id, target, text, inbound_ids=ids, draft_id=draft,
                             failed=result.status is RunStatus.FAILED)
-        await self._store.append_turn(replace(result.turn, answer=answer, settle=False))
+        await self._store.append_turn(replace(result.turn, answer=answer, settle=False, closes=closes))
         self._delivery.push(answer)
 
     async def _settle_stopped(self, progress: Progress, channel: Channel, target: Target, stopped: bool) -> None:
@@ -244,6 +305,9 @@ class Turns:
             await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, conversation, "queued"))
 
     async def _discarded(self, batch: tuple[Pending, ...]) -> None:
+        for pending in batch:
+            if pending.order is not None:
+                pending.order.end("stopped")
         await self._store.mark_answered(p.inbound_id for p in batch if p.inbound_id is not None)
 
     # -- sending -----------------------------------------------------------------------
@@ -281,7 +345,68 @@ class Turns:
         await self._store.store_answer(answer)
         self._delivery.push(answer)
 
+    def render(self, conversation: Conversation, answer_id: str, text: str) -> Answer:
+        """``text`` (Markdown) as an answer owed to ``conversation``'s chat, rendered for its
+        channel, not stored yet: the caller stores it with what owes it, then ``push``es it."""
+        target = Target(conversation.chat_id, conversation.chat_type, conversation.thread_id)
+        return answer_for(self._channels[conversation.platform], answer_id, target, text)
+
     def push(self, answer: Answer) -> None:
+        self._delivery.push(answer)
+
+    async def _speak(self, channel: Channel, target: Target, run_id: str, msgs: tuple[InboundMessage, ...],
+                     text: str) -> None:
+        """The answer spoken too, when the chat's /voice asks: a voice note after the text."""
+        assert self._voice is not None
+        if not await self._voice.wanted(channel.name, target.chat_id, msgs, text):
+            return
+        data = await self._voice.speak(text)
+        if data is not None:
+            await self._owe_answer(Answer(f"{run_id}-voice", channel.name, target,
+                                          (Chunk("", VOICE_FILE, data, voice=True),)))
+
+    # -- send_file: the tool's FileSender ----------------------------------------------
+
+    def upload_limit(self, run_id: str) -> tuple[str, int]:
+        conversation = self._conversations.get(run_id)
+        if conversation is None or self.dispatcher.registry.get(run_id) is None:
+            raise LookupError(run_id)
+        channel = self._channels[conversation.platform]
+        return conversation.channel.shown or channel.name, channel.shape.max_upload
+
+    async def send_file(self, run_id: str, ref: FileRef, caption: str) -> str | None:
+        """A workspace file to the chat the run serves, once per message and content, and how it went."""
+        run = self.dispatcher.registry.get(run_id)
+        conversation = self._conversations.get(run_id)
+        if run is None or conversation is None:
+            raise LookupError(run_id)
+        channel = self._channels[conversation.platform]
+        last = run.batch[-1].msg
+        target = Target.of(last) if last is not None else Target(conversation.chat_id, conversation.chat_type,
+                                                                   conversation.thread_id)
+        first = next((p.inbound_id for p in run.batch if p.inbound_id is not None), None)
+        key = hashlib.sha256(f"{ref.path}\0{ref.sha256}".encode()).hexdigest()[:16]
+        answer_id = f"file-{conversation.platform}-{first if first is not None else run_id}-{key}"
+        state = await self._store.answer_state(answer_id)
+        if state == "delivered":
+            return None  # this message had it already (a run repeated after a restart)
+        if state == "given_up":
+            answer_id = f"{answer_id}-{run_id}"
+        rendered = render_chunks(caption, channel.dialect, channel.shape)[:1] if caption else []
+        name = ref.path.rsplit("/", 1)[-1]
+        answer = Answer(answer_id, channel.name, target, (Chunk(rendered[0] if rendered else "", name, file_ref=ref),))
+        done = self._delivery.outcome(answer_id)
+        try:
+            if state != "owed":
+                await self._owe_answer(answer)
+            return await asyncio.wait_for(asyncio.shield(done), FILE_WAIT)
+        except TimeoutError:
+            return QUEUED
+        finally:
+            self._delivery.forget(answer_id, done)
+
+    async def _owe_answer(self, answer: Answer) -> None:
+        await self._store.store_answer(answer)
         self._delivery.push(answer)
 
     # -- plumbing ----------------------------------------------------------------------

@@ -61,3 +61,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from tests.pg import drop_templates
 
     drop_templates()
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where the dashboard's browser tests saved their screenshots (look at them)."""
+    from tests.dashboard_bed import SCREENSHOTS, taken
+
+    if taken:
+        terminalreporter.write_line(f"dashboard screenshots ({len(taken)}): {SCREENSHOTS}")

@@ -8,8 +8,12 @@ core sees the channel through ``Recorder``, a transparent wrapper that records w
 core asked it to show (sends, edits, files, statuses, streamed text) and can make sends
 fail; it also sets fast progress timings so that "typing stopped" shows within a second.
 
+Questions with buttons (the ``Asks`` capability) are tested on the channel alone
+(``start_alone``: a recording inbox, no core), so that what a press becomes is seen as the
+channel hands it over, and through the whole App where the core's dedupe matters.
+
 A new platform joins by adding a ``Harness`` subclass (how a user talks to it, whether it
-has groups) and its name to ``CHANNELS``.
+has groups, how someone presses a button) and its name to ``CHANNELS``.
 """
 
 from __future__ import annotations
@@ -28,15 +32,18 @@ from typing import Any, ClassVar
 import pytest
 
 from bot.app import App
-from bot.channels import Channel, Limits, SendFailed, Status, Streams, Target
+from bot.channels import Asks, Channel, Choice, MessageShape, SendFailed, Status, Streams, Target
 from bot.messages import Attachment, ChatType, InboundMessage
+from bot.outbound.markdown import render
 from bot.outbound.split import measure
 from bot.settings import load_config
 from bot.store.sqlite import inbound_from_json
+from tests.fakes.channel import CHOICES, RecordingInbox
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.readback import measure, plain
 
 CHANNELS = ["console", "telegram", "slack", "discord"]
 FAST = {"status_every": 0.2, "edit_every": 0.2}  # progress timings under test
@@ -59,11 +66,11 @@ class Recorder:
     """The channel as the core sees it: every call delegated to the real channel, and recorded.
     ``fail_sends`` makes that many next ``send`` calls raise ``SendFailed`` (not permanent)."""
 
-    def __init__(self, inner: Any, limits: Limits, streaming: str) -> None:
+    def __init__(self, inner: Any, shape: MessageShape, streaming: str) -> None:
         self.inner = inner
         self.name: str = inner.name
         self.dialect = inner.dialect
-        self.limits = limits
+        self.shape = shape
         self.streaming = streaming
         self.shown: list[Shown] = []
         self.attempts: list[str] = []  # every send asked for, failed or not
@@ -73,6 +80,8 @@ class Recorder:
         self._changed = asyncio.Event()
         if streaming == "native":
             self.stream = self._stream
+        if isinstance(inner, Asks):  # the core finds the capability where the channel offers it
+            self.ask, self.answer_press, self.close_question = inner.ask, inner.answer_press, inner.close_question
 
     async def start(self, inbox: Any) -> None:
         await self.inner.start(inbox)
@@ -123,10 +132,10 @@ class Recorder:
         final: dict[str, str] = {}
         for s in self.shown:
             final[s.message_id] = s.text
-        return [self.dialect.plain(text) for text in final.values()]
+        return [plain(text, self.dialect) for text in final.values()]
 
     def everything_shown(self) -> list[str]:
-        return [self.dialect.plain(s.text) for s in self.shown]
+        return [plain(s.text, self.dialect) for s in self.shown]
 
     def working(self) -> int:
         return sum(1 for _, s in self.statuses if s is Status.WORKING)
@@ -175,10 +184,16 @@ class Harness:
     dm_chat: ClassVar[str]  # the DM's chat id as the core sees it
     user: ClassVar[str]  # the DM user's id as the core sees it
 
+    presser: ClassVar[str]  # who presses a question's button (in a group: not the DM user)
+    redelivers: ClassVar[bool] = True  # the platform can send the same press twice
+    press_wait: ClassVar[float] = 0.0  # seconds after a press within which the platform's deadline falls
+
     def __init__(self, tmp: Path, llm: FakeLLM) -> None:
         self.tmp, self.llm = tmp, llm
+        self.extra_yaml = ""  # more of the config, for tests of a feature through every channel
         self.app: App | None = None
         self.channel: Recorder | None = None
+        self.alone: Any = None  # the channel started without the App (start_alone)
 
     def channel_yaml(self) -> str:
         return ""
@@ -186,10 +201,10 @@ class Harness:
     def build(self, config: Any) -> Channel:
         raise NotImplementedError
 
-    def limits(self, inner: Any) -> Limits:
-        return replace(inner.limits, **FAST)
+    def shape(self, inner: Any) -> MessageShape:
+        return replace(inner.shape, **FAST)
 
-    async def start(self, *, streaming: bool = False) -> Recorder:
+    def config(self) -> Any:
         path = self.tmp / "config.yaml"
         path.write_text(f"""
 agent: {{model: fake-model}}
@@ -197,17 +212,35 @@ providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}"
 storage: {{path: "{self.tmp / 'chatgate.db'}"}}
 workspace: {{root: "{self.tmp / 'workspaces'}"}}
 {self.channel_yaml()}
+{self.extra_yaml}
 """)
-        config = load_config(path, env={})
+        return load_config(path, env={})
+
+    async def start_alone(self) -> tuple[Any, RecordingInbox]:
+        """The channel without the core: what it hands over is recorded, nothing is deduped."""
+        await self.stop_alone()
+        inbox = RecordingInbox()
+        self.alone = self.build(self.config())
+        await self.alone.start(inbox)
+        return self.alone, inbox
+
+    async def stop_alone(self) -> None:
+        alone, self.alone = self.alone, None
+        if alone is not None:
+            await alone.stop()
+
+    async def start(self, *, streaming: bool = False) -> Recorder:
+        config = self.config()
         inner = self.build(config)
         native = isinstance(inner, Streams)
         mode = ("native" if native else "edit") if streaming else "off"
-        self.channel = Recorder(inner, self.limits(inner), mode)
+        self.channel = Recorder(inner, self.shape(inner), mode)
         self.app = App(config, {self.platform: self.channel})  # type: ignore[dict-item]
         await self.app.__aenter__()
         return self.channel
 
     async def stop(self) -> None:
+        await self.stop_alone()
         app, self.app = self.app, None
         if app is not None:
             await app.__aexit__(None, None, None)
@@ -223,6 +256,38 @@ workspace: {{root: "{self.tmp / 'workspaces'}"}}
         """The DM user gives a command the way the platform sends one (default: typed)."""
         await self.say(f"/{name}")
 
+    # -- questions (Asks) -------------------------------------------------------------
+
+    def place(self) -> Target:
+        """Where the contract asks its questions: a group (and thread) where the platform has one."""
+        raise NotImplementedError
+
+    async def press(self, question: str, choice: Choice) -> None:
+        """``presser`` presses ``choice`` on the question; returns once the platform sent it."""
+        raise NotImplementedError
+
+    async def press_again(self) -> None:
+        """The platform sends the last press once more (a redelivery)."""
+        raise NotImplementedError
+
+    def buttons(self, question: str) -> list[str]:
+        """The choice ids the question can still be answered with, as the platform shows it."""
+        raise NotImplementedError
+
+    def question_text(self, question: str) -> str:
+        raise NotImplementedError
+
+    def answers_to(self, press: InboundMessage) -> list[str]:
+        """What the presser alone was shown in answer to ``press``."""
+        raise NotImplementedError
+
+    def shown_to_all(self) -> list[str]:
+        """Every text of the bot that everyone in the chat sees."""
+        return []
+
+    def deadlines_met(self) -> None:
+        """Assert that every press so far was acknowledged as the platform requires."""
+
     def inbound(self) -> list[InboundMessage]:
         """The messages the core stored, in order (what the channel's inbound mapping made)."""
         with sqlite3.connect(f"file:{self.tmp / 'chatgate.db'}?mode=ro", uri=True) as db:
@@ -235,7 +300,8 @@ class ConsoleHarness(Harness):
     contract runs it with small ones."""
 
     platform = "console"
-    dm_chat = user = "alice"
+    dm_chat = user = presser = "alice"
+    redelivers = False
 
     def __init__(self, tmp: Path, llm: FakeLLM) -> None:
         super().__init__(tmp, llm)
@@ -250,11 +316,30 @@ class ConsoleHarness(Harness):
         self._fds += [reader, self._writer]
         return ConsoleChannel(user=self.user, input_fd=reader, output=self.screen)  # type: ignore[return-value]
 
-    def limits(self, inner: Any) -> Limits:
-        return replace(inner.limits, chunk=400, max_chunks=4, **FAST)
+    def shape(self, inner: Any) -> MessageShape:
+        return replace(inner.shape, chunk=600, max_chunks=4, **FAST)
 
     async def say(self, text: str) -> None:
         os.write(self._writer, text.encode() + b"\n")
+
+    def place(self) -> Target:
+        return Target(self.dm_chat)
+
+    def _console(self) -> Any:
+        return self.alone or (self.channel.inner if self.channel is not None else None)
+
+    async def press(self, question: str, choice: Choice) -> None:
+        await self.say(choice.key)
+
+    def buttons(self, question: str) -> list[str]:
+        return list(self._console()._questions.get(question, {}).values())  # the terminal's open questions
+
+    def question_text(self, question: str) -> str:
+        return self.screen.getvalue()
+
+    def answers_to(self, press: InboundMessage) -> list[str]:
+        return [line.strip() for line in self.screen.getvalue().splitlines()
+                if line.startswith("  ") and not line.startswith("      [")]
 
     async def stop(self) -> None:
         await super().stop()
@@ -267,11 +352,14 @@ class TelegramHarness(Harness):
     platform = "telegram"
     has_groups = True
     dm_chat = user = "42"
+    presser = "8"
     group = -1001234567890
+    press_wait = 2.5  # the channel answers a press blank after 2 s
 
     def __init__(self, tmp: Path, llm: FakeLLM, tg: FakeTelegram) -> None:
         super().__init__(tmp, llm)
         self.tg = tg
+        self._pressed: list[dict[str, Any]] = []
 
     def channel_yaml(self) -> str:
         return (f'channels: {{telegram: {{enabled: true, token: "{self.tg.token}", base_url: "{self.tg.api_root}",'
@@ -288,15 +376,49 @@ class TelegramHarness(Harness):
     async def say_in_group(self, text: str, *, mention: bool) -> None:
         self.tg.push(self.tg.message(self.group, f"@{self.tg.username} {text}" if mention else text, user_id=8))
 
+    def place(self) -> Target:
+        return Target(str(self.group), ChatType.GROUP)
+
+    async def press(self, question: str, choice: Choice) -> None:
+        self._pressed.append(self.tg.press(self.group, int(question), choice.id, user_id=int(self.presser),
+                                           first_name="Bob"))
+
+    async def press_again(self) -> None:
+        self.tg.redeliver(self._pressed[-1])
+
+    def buttons(self, question: str) -> list[str]:
+        return self.tg.buttons(self.group, int(question))
+
+    def question_text(self, question: str) -> str:
+        return str(self.tg.messages[(self.group, int(question))]["text"])
+
+    def answers_to(self, press: InboundMessage) -> list[str]:
+        query = press.message_id.removeprefix("cb:")
+        return [a.text for a in self.tg.answers if a.query_id == query and a.text and not a.show_alert]
+
+    def shown_to_all(self) -> list[str]:
+        return [s.plain or "" for s in self.tg.sent] + [e.plain for e in self.tg.edits]
+
+    def deadlines_met(self) -> None:
+        """Every press answered exactly once (the spinner stops), within 3 s."""
+        for update in self._pressed:
+            query = update["callback_query"]["id"]
+            answers = [a for a in self.tg.answers if a.query_id == query]
+            assert len(answers) == 1 and answers[0].time - self.tg.presses[query] < 3.0
+
 
 class SlackHarness(Harness):
     platform = "slack"
     has_groups = True
-    dm_chat, user, group = "D1", "U1", "C1"
+    dm_chat, user, group, presser = "D1", "U1", "C1", "U2"
+    thread = "1700000000.000100"
 
     def __init__(self, tmp: Path, llm: FakeLLM, slack: FakeSlack) -> None:
         super().__init__(tmp, llm)
         self.slack = slack
+        slack.add_user(self.presser, "bob", "Bob")
+        self._pressed: list[dict[str, Any]] = []
+        self._envelopes: list[str] = []
 
     def channel_yaml(self) -> str:
         s = self.slack
@@ -326,18 +448,52 @@ class SlackHarness(Harness):
         body = f"<@{self.slack.bot_user}> {text}" if mention else text
         await self._push(self.slack.event(self.slack.message(self.group, body, user="U2")))
 
+    def place(self) -> Target:
+        return Target(self.group, ChatType.GROUP, self.thread)
+
+    async def _press(self, payload: dict[str, Any], retry: int = 0) -> None:
+        envelope = await self.slack.push(payload, retry_attempt=retry)
+        self._envelopes.append(envelope)
+        await self.slack.wait_for_ack(envelope)
+
+    async def press(self, question: str, choice: Choice) -> None:
+        self._pressed.append(self.slack.click(self.slack.messages[(self.group, question)], choice.id,
+                                              user=self.presser))
+        await self._press(self._pressed[-1])
+
+    async def press_again(self) -> None:
+        await self._press(self._pressed[-1], retry=1)
+
+    def buttons(self, question: str) -> list[str]:
+        blocks = self.slack.messages[(self.group, question)].blocks or []
+        return [e["action_id"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
+
+    def question_text(self, question: str) -> str:
+        return self.slack.messages[(self.group, question)].text
+
+    def answers_to(self, press: InboundMessage) -> list[str]:
+        return [e.text for e in self.slack.ephemerals if e.user == press.sender.id and e.channel == press.chat_id]
+
+    def shown_to_all(self) -> list[str]:
+        return [p.text for p in self.slack.posts]
+
+    def deadlines_met(self) -> None:
+        """Every press acknowledged within Slack's 3 s."""
+        assert self._envelopes and all(self.slack.ack_delay(e) < 3.0 for e in self._envelopes)
+
 
 class DiscordHarness(Harness):
     platform = "discord"
     has_groups = True
     sees_chatter = False  # without the privileged Message Content intent (require_mention: true)
-    user = "4242"
+    user, presser = "4242", "4343"
 
     def __init__(self, tmp: Path, llm: FakeLLM, dc: FakeDiscord) -> None:
         super().__init__(tmp, llm)
         self.dc = dc
         self.guild = dc.add_guild(channels={"general": 0})
         self.dm_chat = str(dc.dm_channel(int(self.user)))  # type: ignore[misc]
+        self._pressed: list[dict[str, Any]] = []
 
     def channel_yaml(self) -> str:
         d = self.dc
@@ -358,6 +514,35 @@ class DiscordHarness(Harness):
             self.dc.say(general, 4343, f"<@{self.dc.bot_id}> {text}", mentions=[self.dc.bot_id])
         else:
             self.dc.say(general, 4343, text)
+
+    def place(self) -> Target:
+        return Target(str(self.guild.channel("general")), ChatType.GROUP)
+
+    async def press(self, question: str, choice: Choice) -> None:
+        await self.dc.wait_connected()
+        self._pressed.append(self.dc.press(question, choice.id, int(self.presser)))
+
+    async def press_again(self) -> None:
+        self.dc.dispatch("INTERACTION_CREATE", self._pressed[-1])  # what a gateway RESUME replays
+
+    def buttons(self, question: str) -> list[str]:
+        return self.dc.buttons(question)
+
+    def question_text(self, question: str) -> str:
+        return str(self.dc.messages[int(question)]["content"])
+
+    def answers_to(self, press: InboundMessage) -> list[str]:
+        interaction = int(press.message_id.removeprefix("int:"))
+        return [f.content for f in self.dc.followups if f.ephemeral and f.interaction_id == interaction]
+
+    def shown_to_all(self) -> list[str]:
+        return [s.content for s in self.dc.sent] + [f.content for f in self.dc.followups if not f.ephemeral]
+
+    def deadlines_met(self) -> None:
+        """Every press answered (deferred) within Discord's 3 s."""
+        for interaction in self._pressed:
+            iid = int(interaction["id"])
+            assert self.dc.answered[iid] - self.dc.dispatched[iid] < 3.0
 
 
 @pytest.fixture
@@ -440,20 +625,20 @@ async def test_unaddressed_group_messages_come_as_context(harness: Harness) -> N
 async def test_commands_are_answered_without_the_model(harness: Harness) -> None:
     channel = await harness.start()
     await harness.command("help")
-    await channel.wait(lambda: channel.messages())
+    await channel.wait(lambda: any("this list" in m for m in channel.messages()))  # its last line
     await harness.command("stop")
     await channel.wait(lambda: "Nothing is running." in channel.messages())
-    *help_parts, stop_text = channel.messages()  # a narrow channel (the terminal) splits the help
-    assert "/stop" in "\n".join(help_parts) and stop_text == "Nothing is running."
+    *help_text, stop_text = channel.messages()  # /help may take several chunks where they are small
+    assert "/stop" in "\n".join(help_text) and stop_text == "Nothing is running."
     assert not harness.llm.requests
 
 
 # ----------------------------------------------------------------------------- outbound
 
 
-async def test_a_long_answer_is_split_within_the_limits(harness: Harness) -> None:
+async def test_a_long_answer_is_split_into_messages_that_fit(harness: Harness) -> None:
     channel = await harness.start()
-    limit = channel.limits.chunk
+    limit = channel.shape.chunk
     paragraphs = [f"Part {i}: " + "word " * (limit // 20) for i in range(10)]
     answer = "\n\n".join(paragraphs)  # about three chunks' worth
     assert len(answer) > 2 * limit
@@ -462,8 +647,8 @@ async def test_a_long_answer_is_split_within_the_limits(harness: Harness) -> Non
     await channel.wait(lambda: sum(len(m) for m in channel.messages()) >= len(answer) - 200)
     await asyncio.sleep(0.3)
     sends = [s.text for s in channel.shown if s.kind == "send"]
-    assert 2 <= len(sends) <= channel.limits.max_chunks and not channel.files
-    assert all(measure(text, channel.dialect, channel.limits) <= limit for text in sends)
+    assert 2 <= len(sends) <= channel.shape.max_chunks and not channel.files
+    assert all(measure(text, channel.dialect, channel.shape) <= limit for text in sends)
     whole = " ".join(channel.messages())
     positions = [whole.index(f"Part {i}:") for i in range(len(paragraphs))]
     assert positions == sorted(positions)  # nothing lost, in order
@@ -471,9 +656,9 @@ async def test_a_long_answer_is_split_within_the_limits(harness: Harness) -> Non
 
 async def test_an_answer_over_max_chunks_goes_as_a_markdown_file(harness: Harness) -> None:
     channel = await harness.start()
-    limits = channel.limits
-    answer = "Summary first.\n\n" + "\n\n".join(f"{i}: " + "lorem ipsum " * (limits.chunk // 24)
-                                                for i in range(4 * limits.max_chunks))
+    shape = channel.shape
+    answer = "Summary first.\n\n" + "\n\n".join(f"{i}: " + "lorem ipsum " * (shape.chunk // 24)
+                                                for i in range(4 * shape.max_chunks))
     harness.llm.script(Reply.text(answer, chunk_size=5000))
     await harness.say("everything")
     await channel.wait(lambda: channel.files)
@@ -559,3 +744,101 @@ async def test_an_answer_undelivered_at_close_is_delivered_once_after_reopening(
     await channel.wait(lambda: channel.messages(), timeout=10)
     await asyncio.sleep(0.5)
     assert channel.messages() == ["echo: hello"] and len(harness.llm.requests) == 1
+
+
+# ----------------------------------------------------------------------------- questions (Asks)
+
+
+
+async def ask(harness: Harness, channel: Any, markdown: str = "Run **exec** `ls -la`?") -> str:
+    question: str = await channel.ask(harness.place(), render(markdown, channel.dialect), CHOICES)
+    return question
+
+
+async def test_a_question_shows_its_buttons_and_a_press_comes_back_once(harness: Harness) -> None:
+    channel, inbox = await harness.start_alone()
+    assert isinstance(channel, Asks)
+    question = await ask(harness, channel)
+    assert harness.buttons(question) == [c.id for c in CHOICES] and "exec" in harness.question_text(question)
+    await harness.press(question, CHOICES[1])
+    (press,) = await inbox.wait(1)
+    to = harness.place()
+    assert (press.platform, press.chat_id, press.chat_type, press.thread_id) == (
+        harness.platform, to.chat_id, to.chat_type, to.thread_id)
+    assert (press.sender.id, press.reply_to, press.text, press.addressed) == (
+        harness.presser, question, CHOICES[1].id, True)
+    assert press.message_id and press.message_id != question
+    await asyncio.sleep(0.3)
+    assert len(inbox.messages) == 1
+
+
+async def test_a_redelivered_press_comes_with_the_same_message_id(harness: Harness) -> None:
+    if not harness.redelivers:
+        pytest.skip(f"{harness.platform} never sends a press twice")
+    channel, inbox = await harness.start_alone()
+    question = await ask(harness, channel)
+    await harness.press(question, CHOICES[0])
+    await inbox.wait(1)
+    await harness.press_again()
+    first, again = await inbox.wait(2)
+    assert again.message_id == first.message_id and again.reply_to == first.reply_to == question
+
+
+async def test_a_press_that_comes_twice_is_stored_once_by_the_core(harness: Harness) -> None:
+    if not harness.redelivers:
+        pytest.skip(f"{harness.platform} never sends a press twice")
+    recorder = await harness.start()
+    question = await ask(harness, recorder.inner)
+    await harness.press(question, CHOICES[3])
+    await harness.press_again()
+    async with asyncio.timeout(10):  # the store is polled: what the core does with a press is its own
+        while not [m for m in harness.inbound() if m.reply_to == question]:
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    (stored,) = [m for m in harness.inbound() if m.reply_to == question]
+    assert stored.text == CHOICES[3].id and stored.sender.id == harness.presser
+
+
+async def test_the_answer_to_a_press_reaches_only_the_presser(harness: Harness) -> None:
+    channel, inbox = await harness.start_alone()
+    question = await ask(harness, channel)
+    await harness.press(question, CHOICES[0])
+    (press,) = await inbox.wait(1)
+    await channel.answer_press(press, "Only the person who asked can decide.")
+    assert harness.answers_to(press) == ["Only the person who asked can decide."]
+    assert not [t for t in harness.shown_to_all() if "Only the person" in t]
+
+
+async def test_a_closed_question_shows_the_outcome_and_no_buttons(harness: Harness) -> None:
+    channel, inbox = await harness.start_alone()
+    question = await ask(harness, channel)
+    await harness.press(question, CHOICES[0])
+    await inbox.wait(1)
+    await channel.close_question(harness.place(), question, render("**exec** `ls -la`: allowed once by Bob",
+                                                                   channel.dialect))
+    assert harness.buttons(question) == []
+    assert "exec ls -la: allowed once by Bob" in plain(harness.question_text(question), channel.dialect)
+
+
+async def test_a_press_meets_the_platform_deadline_though_the_core_never_answers(harness: Harness) -> None:
+    if harness.platform == "console":
+        pytest.skip("the terminal has no deadline for an answer")
+    channel, inbox = await harness.start_alone()
+    question = await ask(harness, channel)
+    await harness.press(question, CHOICES[2])
+    await inbox.wait(1)
+    await asyncio.sleep(harness.press_wait)
+    harness.deadlines_met()
+
+
+async def test_a_question_asked_before_a_restart_can_still_be_pressed(harness: Harness) -> None:
+    if harness.platform == "console":
+        pytest.skip("a terminal's questions end with its process")
+    channel, _ = await harness.start_alone()
+    question = await ask(harness, channel)
+    _, inbox = await harness.start_alone()  # a new channel object: nothing of the first one is left
+    await harness.press(question, CHOICES[1])
+    (press,) = await inbox.wait(1)
+    assert (press.reply_to, press.text, press.sender.id) == (question, CHOICES[1].id, harness.presser)
+    await asyncio.sleep(harness.press_wait)
+    harness.deadlines_met()

@@ -16,6 +16,8 @@ import pytest
 
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 class Terminal:
     """A chatgate process whose stdin/stdout is a pseudo-terminal we type into."""
@@ -71,8 +73,11 @@ class Terminal:
 
 
 def base_env(**extra: str) -> dict[str, str]:
+    """The environment without credentials; ``python -m bot`` run from elsewhere imports this
+    tree (not whatever checkout an editable install points at)."""
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL", "_TOKEN"))}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)  # this checkout's bot, not an installed one
+    # `python -m bot` in a temporary directory runs this tree's bot, not whichever is installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
     env.update(extra)
     return env
 
@@ -238,8 +243,9 @@ async def test_traces_show_what_runs_did(tmp_path: Path, llm: FakeLLM, chat_env:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "completed" in lines[0] and "fake-model" in lines[0] and "2 it" in lines[0]
-    assert [line.split()[0] for line in lines[1:]] == ["llm", "tool", "llm"]
+    assert [line.split()[0] for line in lines[1:4]] == ["llm", "tool", "llm"]
     assert "list_files" in lines[2] and "AGENTS.md" in lines[2]  # the workspace was seeded
+    assert all(" title " in line or line.startswith("    ") for line in lines[4:])  # the session's title, if made
 
 
 async def test_a_message_cut_off_by_a_crash_is_answered_once_after_restart(tmp_path: Path, llm: FakeLLM,

@@ -96,6 +96,26 @@ MISTAKES = [
     ("key written empty", "providers:\n  openai:\n    api_key: ''\n", {},
      "providers.openai.api_key: missing (write it here, or ${OPENAI_API_KEY} and set OPENAI_API_KEY)", True),
     ("blank key", "providers:\n  openai:\n    api_key: '   '\n", {}, "providers.openai.api_key: missing", False),
+    ("unknown key in a named model", "models:\n  fast: {provider: openai, model: x, reasoning_efort: high}\n", KEY,
+     'models.fast.reasoning_efort: unknown key (did you mean "reasoning_effort"?)', True),
+    ("a misspelt models key is no model", "models:\n  swich: everyone\n", KEY,
+     'models.swich: unknown key (did you mean "switch"?)', True),
+    ("a named model without its id", "models:\n  fast: {provider: openai}\n", KEY,
+     "models.fast.model: missing (add this key)", True),
+    ("a reserved model name", "models:\n  default: {provider: openai, model: x}\n", KEY,
+     "models.default: is not a usable model name", False),
+    ("responses is openai's", "models:\n  deep: {provider: anthropic, model: x, api: responses}\n", KEY,
+     "models.deep.api: responses is OpenAI's Responses API (use it with provider: openai)", True),
+    ("allowed names people", "models:\n  fast: {provider: openai, model: x, allowed: [bob]}\n", KEY,
+     'models.fast.allowed[0]: must be a person as "platform:user_id", such as "telegram:123", got "bob"', True),
+    ("a fallback that is no model", "agent: {fallbacks: [fsat]}\nmodels:\n  fast: {provider: openai, model: x}\n",
+     KEY, 'agent.fallbacks[0]: "fsat" is not a model in models (did you mean "fast"?)', True),
+    ("titles by no model", "models:\n  titles: fast\n", KEY,
+     'models.titles: "fast" is not a model in models (add it under models:)', True),
+    ("a named model's answer cap", "models:\n  old: {provider: openai, model: gpt-4, max_tokens: 9000}\n", KEY,
+     "models.old.max_tokens: must be less than the context window of old (8192", False),
+    ("a named model's provider key", "agent: {model: smart}\nmodels:\n  smart: {provider: anthropic, model: c}\n",
+     KEY, "providers.anthropic.api_key: missing (set ANTHROPIC_API_KEY)", True),
     ("enabled telegram without token", "channels:\n  telegram:\n    enabled: true\n", KEY,
      "channels.telegram.token: missing (set TELEGRAM_BOT_TOKEN)", True),
     ("enabled discord without token", "channels:\n  discord: {enabled: true}\n", KEY,
@@ -386,3 +406,10 @@ def test_import_is_light() -> None:
             "'tiktoken', 'aiosqlite', 'httpx') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_check_warns_when_agent_model_looks_like_a_misspelt_model_name(write) -> None:
+    config = load_config(write("agent: {model: fsat}\nmodels:\n  fast: {provider: openai, model: x}\n"), env=KEY)
+    assert config.warnings() == ['agent.model "fsat" is not a name in models, so it is used as a model id of '
+                                 'openai (did you mean "fast"?)']
+    assert "models     fast (openai x); /model: owners" in config.describe()

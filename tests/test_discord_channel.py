@@ -18,29 +18,11 @@ from bot.conversation import Conversation
 from bot.errors import ChannelError
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage
 from bot.outbound.progress import Progress
+from tests.fakes.channel import RecordingInbox as Inbox
 from tests.fakes.discord_server import MESSAGE_CONTENT, FakeDiscord
 
 USER, OTHER = 4242, 4343
 PING_NOBODY = {"parse": [], "replied_user": True}
-
-
-class Inbox:
-    """The core's inbox as a recorder: stores (keeps) every message, at once."""
-
-    def __init__(self) -> None:
-        self.messages: list[InboundMessage] = []
-        self._changed = asyncio.Event()
-
-    async def __call__(self, msg: InboundMessage) -> None:
-        self.messages.append(msg)
-        self._changed.set()
-
-    async def wait(self, n: int, timeout: float = 10.0) -> list[InboundMessage]:
-        async with asyncio.timeout(timeout):
-            while len(self.messages) < n:
-                self._changed.clear()
-                await self._changed.wait()
-        return self.messages[:n]
 
 
 @pytest.fixture
@@ -340,7 +322,7 @@ async def test_a_streamed_draft_pings_nobody(dc: FakeDiscord) -> None:
 async def test_typing_while_working_and_nothing_after(dc: FakeDiscord) -> None:
     guild = dc.add_guild(channels={"general": 0}, threads={"t": "general"})
     async with running(dc, {"guilds": [guild.id]}) as (channel, inbox):
-        assert channel.limits.status_every == 8.0 and channel.limits.chunk == 2000
+        assert channel.shape.status_every == 8.0 and channel.shape.chunk == 2000
         dc.say(guild.channel("t"), USER, f"<@{dc.bot_id}> go", mentions=[dc.bot_id])
         [msg] = await inbox.wait(1)
         to = Target.of(msg)

@@ -59,6 +59,7 @@ async def test_owned_tasks_end_with_stop_tasks_after_their_grace() -> None:
 def test_capabilities_are_found_by_type() -> None:
     console = ConsoleChannel(user="alice", input_fd=0)
     assert isinstance(console, Streams) and isinstance(console, Notes) and isinstance(console, Interrupts)
-    assert not isinstance(console, Asks)
+    assert isinstance(console, Asks)
     recording = RecordingChannel()
     assert not isinstance(recording, Streams) and not isinstance(recording, Notes)
+    assert not isinstance(recording, Asks)

@@ -28,7 +28,8 @@ async def start(tmp_path: Path, llm: FakeLLM) -> AsyncIterator:  # type: ignore[
 
     async def started(extra: str, *, group_scope: str = "per-group") -> tuple[App, RecordingChannel]:
         channel = RecordingChannel("telegram")
-        cfg = config(tmp_path, llm, extra)
+        # the budgets here count the runs' own calls; a session's title (charged too) is test_models_switch's
+        cfg = config(tmp_path, llm, extra + "\nmodels: {titles: null}")
         cfg = cfg.model_copy(update={"workspace": cfg.workspace.model_copy(update={"group_scope": group_scope})})
         app = App(cfg, {"telegram": channel})
         await app.__aenter__()

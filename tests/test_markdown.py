@@ -1,9 +1,10 @@
 """One Markdown walker, every dialect: one table row per construct, rendered four ways.
 
 Each row gives the Markdown and what Telegram (HTML), Slack (mrkdwn), Discord (Markdown)
-and the terminal (plain text) get. Every rendering must also read back losslessly as
-atoms (the splitter relies on it) and give the same plain text as the terminal's, but for
-what a dialect deliberately writes differently (noted per row).
+and the terminal (plain text) get. Every rendering is the text of the atoms the walker
+emits (the splitter cuts between them), they are what a reader of the text would take
+them for, and they show the same plain text as the terminal's, but for what a dialect
+deliberately writes differently (noted per row).
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ from markdown_it.tree import SyntaxTreeNode
 
 from adapters.console.channel import ConsoleChannel
 from adapters.discord.dialect import DISCORD
-from adapters.discord.dialect import LIMITS as DISCORD_LIMITS
-from adapters.slack.dialect import LIMITS as SLACK_LIMITS
+from adapters.discord.dialect import SHAPE as DISCORD_SHAPE
+from adapters.slack.dialect import SHAPE as SLACK_SHAPE
 from adapters.slack.dialect import SLACK
-from adapters.telegram.dialect import LIMITS as TELEGRAM_LIMITS
+from adapters.telegram.dialect import SHAPE as TELEGRAM_SHAPE
 from adapters.telegram.dialect import TELEGRAM
-from bot.channels import PLAIN, Dialect, Limits, Role, quote_lines
-from bot.outbound.markdown import _MD, _Walker, plain_line, render, safe_url, to_plain
+from bot.channels import PLAIN, Atom, Dialect, MessageShape, Role, quote_lines
+from bot.outbound.markdown import _MD, _strip_lines, _Walker, plain_line, render, render_atoms, safe_url, to_plain
 from bot.outbound.split import render_chunks, split
+from tests import readback
 from tests.test_telegram_render import assert_telegram_html
 
-CONSOLE_LIMITS = ConsoleChannel.limits
+CONSOLE_SHAPE = ConsoleChannel.shape
 
 DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, PLAIN]
 Z = "\u200b"
@@ -209,11 +211,12 @@ def test_render_in_every_dialect(markdown: str, telegram: str, slack: str, disco
 
 @pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_atoms_read_back_the_rendering(case: tuple[str, ...], dialect: Dialect) -> None:
+def test_the_atoms_are_the_rendering(case: tuple[str, ...], dialect: Dialect) -> None:
     rendered = render(case[1], dialect)
-    atoms = dialect.tokens(rendered)
+    atoms = render_atoms(case[1], dialect)
     assert "".join(atom.raw for atom in atoms) == rendered
-    assert dialect.plain(rendered) == "".join(atom.char for atom in atoms)
+    assert readback.plain(rendered, dialect) == "".join(atom.char for atom in atoms)
+    assert readback.atoms(rendered, dialect) == atoms  # what a reader of the text takes it for
 
 
 # What a reader sees, dialect by dialect, for rows where it is not the terminal's text.
@@ -231,7 +234,8 @@ SEEN = [
 @pytest.mark.parametrize(("dialect", "case_id", "seen"), SEEN, ids=[f"{s[0].name}-{s[1]}" for s in SEEN])
 def test_plain_is_what_a_reader_sees(dialect: Dialect, case_id: str, seen: str) -> None:
     markdown = next(c[1] for c in CASES if c[0] == case_id)
-    assert dialect.plain(render(markdown, dialect)) == seen
+    assert "".join(atom.char for atom in render_atoms(markdown, dialect)) == seen
+    assert readback.plain(render(markdown, dialect), dialect) == seen
 
 
 URLS = [
@@ -257,7 +261,8 @@ QUOTES = [
 
 @pytest.mark.parametrize(("inner", "quoted"), QUOTES)
 def test_quote_lines_leave_code_alone(inner: str, quoted: str) -> None:
-    assert quote_lines(inner) == quoted
+    atoms = quote_lines(readback.atoms(inner, DISCORD), Atom("> ", "", "quote", Role.PREFIX))
+    assert "".join(atom.raw for atom in atoms) == quoted
 
 
 def test_slack_never_sends_a_broadcast_or_group_ping() -> None:
@@ -274,9 +279,11 @@ def test_discord_everyone_and_here_are_neutralised_everywhere_but_code() -> None
 
 
 def test_discord_keeps_urls_linkable() -> None:
-    rendered = render("see https://x.io/a_b*c and **https://y.io/~u**", DISCORD)
+    markdown = "see https://x.io/a_b*c and **https://y.io/~u**"
+    rendered = render(markdown, DISCORD)
     assert "https://x.io/a_b" in rendered and "https://y.io/" in rendered
-    assert DISCORD.plain(rendered) == "see https://x.io/a_b*c and https://y.io/~u"
+    shown = "".join(atom.char for atom in render_atoms(markdown, DISCORD))
+    assert shown == "see https://x.io/a_b*c and https://y.io/~u"
 
 
 MARKDOWNISH = st.lists(st.sampled_from(
@@ -288,10 +295,10 @@ MARKDOWNISH = st.lists(st.sampled_from(
 
 @settings(max_examples=300, deadline=None)
 @given(MARKDOWNISH)
-def test_any_markdown_reads_back_in_every_dialect(markdown: str) -> None:
+def test_any_markdown_renders_as_its_atoms_in_every_dialect(markdown: str) -> None:
     for dialect in DIALECTS:
         rendered = render(markdown, dialect)
-        atoms = dialect.tokens(rendered)
+        atoms = render_atoms(markdown, dialect)
         assert "".join(atom.raw for atom in atoms) == rendered, dialect.name
         assert not (set(rendered) & set("\ud800\udfff")), dialect.name
     assert "<!" not in render(markdown, SLACK)
@@ -301,7 +308,7 @@ def test_any_markdown_reads_back_in_every_dialect(markdown: str) -> None:
 def outside_code(rendered: str) -> str:
     """Discord text outside code spans and blocks (where a mention would resolve)."""
     depth, out = 0, []
-    for atom in DISCORD.tokens(rendered):
+    for atom in readback.atoms(rendered, DISCORD):
         if atom.tag in ("code", "pre"):
             depth += 1 if atom.role is Role.OPEN else -1
         elif depth == 0:
@@ -312,7 +319,7 @@ def outside_code(rendered: str) -> str:
 def test_slack_link_text_holds_no_mention_markup() -> None:
     rendered = render("[ask <@U123>](https://x.io) or <@U123>", SLACK)
     assert rendered == "<https://x.io|ask &lt;@U123&gt;> or <@U123>"
-    assert SLACK.plain(rendered) == "ask <@U123> or <@U123>"
+    assert readback.plain(rendered, SLACK) == "ask <@U123> or <@U123>"
 
 
 def test_the_same_style_inside_itself_is_written_once() -> None:
@@ -328,16 +335,25 @@ _FAST_ALPHABET = st.sampled_from(list("ab Z09.,:;!?'\"()-+=#>|*_`~[]<>&\\/@%$^{}
                                  ["\u00a0", "\u2003", "\u2028", "\x0b", "\x0c", "é", "日", "😀", "\n", "\t", "1.", "2)"])
 
 
-@pytest.mark.parametrize(("dialect", "limits"), [(PLAIN, CONSOLE_LIMITS), (TELEGRAM, TELEGRAM_LIMITS),
-                                                 (SLACK, SLACK_LIMITS), (DISCORD, DISCORD_LIMITS)],
+@pytest.mark.parametrize(("dialect", "shape"), [(PLAIN, CONSOLE_SHAPE), (TELEGRAM, TELEGRAM_SHAPE),
+                                                (SLACK, SLACK_SHAPE), (DISCORD, DISCORD_SHAPE)],
                          ids=["plain", "telegram", "slack", "discord"])
 @settings(max_examples=400, deadline=None)
 @given(text=st.one_of(st.lists(_FAST_ALPHABET, max_size=40).map("".join),
                       st.text(alphabet="ab Z09.,:;!?'\"()-+=#>|/@%$^{}é日😀\u00a0\u2003\u2028\x0b\x0c", max_size=60)))
-def test_plain_lines_skip_the_parser_and_render_the_same(dialect: Dialect, limits: Limits, text: str) -> None:
-    slow = _Walker(dialect).blocks(SyntaxTreeNode(_MD.parse(text)).children, in_quote=False).strip("\n")
-    assert render(text, dialect) == slow
-    assert render_chunks(text, dialect, limits) == split(slow, dialect, limits)
+def test_plain_lines_skip_the_parser_and_render_the_same(dialect: Dialect, shape: MessageShape, text: str) -> None:
+    slow = _strip_lines(_Walker(dialect).blocks(SyntaxTreeNode(_MD.parse(text)).children, in_quote=False))
+    assert render(text, dialect) == "".join(atom.raw for atom in slow)
+    assert render_atoms(text, dialect) == slow
+    assert render_chunks(text, dialect, shape) == split(slow, dialect, shape)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS, ids=lambda d: d.name)
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(MARKDOWNISH, st.lists(_FAST_ALPHABET, max_size=40).map("".join)))
+def test_verbatim_text_is_written_as_it_is(dialect: Dialect, text: str) -> None:
+    if dialect.verbatim(text):
+        assert "".join(atom.raw for atom in dialect.text(text)) == text
 
 
 def test_what_takes_the_fast_path() -> None:

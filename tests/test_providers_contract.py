@@ -1,4 +1,5 @@
-"""The Provider contract, run against every provider with its real SDK and the fake server."""
+"""The Provider contract, run against every provider with its real SDK and the fake server:
+OpenAI's Chat Completions and Responses APIs, and Anthropic's Messages API."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from bot.providers.base import (
     Usage,
 )
 from bot.providers.openai import OpenAIProvider
+from bot.providers.openai_responses import ResponsesProvider
 from bot.providers.retry import RetryPolicy
 from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
 
@@ -41,11 +43,16 @@ KEY = "sk-test-SECRET-0123456789abcdef"
 FAST = RetryPolicy(max_retries=2, base_delay=0.01, max_delay=0.05)
 
 
+CLASSES = {"openai": OpenAIProvider, "responses": ResponsesProvider, "anthropic": AnthropicProvider}
+
+
+def base_url(kind: str, root: str) -> str:
+    return root if kind == "anthropic" else f"{root}/v1"
+
+
 def build(kind: str, llm: FakeLLM, *, timeout: float = 5.0, **kw: Any) -> OpenAIProvider | AnthropicProvider:
     kw.setdefault("policy", FAST)
-    if kind == "openai":
-        return OpenAIProvider(api_key=KEY, base_url=llm.openai_base_url, timeout=timeout, **kw)
-    return AnthropicProvider(api_key=KEY, base_url=llm.anthropic_base_url, timeout=timeout, **kw)
+    return CLASSES[kind](api_key=KEY, base_url=base_url(kind, llm.base_url), timeout=timeout, **kw)
 
 
 def request(text: str = "hello", **kw: Any) -> ChatRequest:
@@ -59,7 +66,7 @@ async def collect(provider: Provider, req: ChatRequest, **kw: Any) -> tuple[list
     return events, events[-1]
 
 
-@pytest.fixture(params=["openai", "anthropic"])
+@pytest.fixture(params=["openai", "responses", "anthropic"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -111,8 +118,8 @@ async def test_tool_calls_split_across_chunks_are_assembled(provider: Provider, 
 async def test_usage_is_normalised(provider: Provider, llm: FakeLLM, kind: str) -> None:
     llm.script(Reply.text("hi", usage=Tokens(input=1200, output=34, cache_read=800, cache_write=100)))
     _, done = await collect(provider, request())
-    # OpenAI does not report cache writes; Anthropic's input_tokens leaves out cached ones.
-    assert done.usage == Usage(1200, 34, 800, 100 if kind == "anthropic" else 0)
+    # Chat Completions does not report cache writes; Anthropic's input_tokens leaves out cached ones.
+    assert done.usage == Usage(1200, 34, 800, 0 if kind == "openai" else 100)
 
 
 @pytest.mark.parametrize(("stop", "openai", "anthropic"), [
@@ -126,7 +133,7 @@ async def test_stop_reasons(provider: Provider, llm: FakeLLM, kind: str, stop: s
                             openai: StopReason, anthropic: StopReason) -> None:
     llm.script(Reply.text("partial", stop=stop))
     _, done = await collect(provider, request())
-    assert done.stop_reason is (openai if kind == "openai" else anthropic)
+    assert done.stop_reason is (anthropic if kind == "anthropic" else openai)
 
 
 # ----------------------------------------------------------------------------- retries
@@ -213,10 +220,9 @@ async def test_no_sdk_internal_retries(kind: str, llm: FakeLLM) -> None:
 
 
 async def test_connection_refused_is_retried_then_unavailable(kind: str, unused_tcp_port: int) -> None:
-    url = f"http://127.0.0.1:{unused_tcp_port}"
-    cls = OpenAIProvider if kind == "openai" else AnthropicProvider
+    url = base_url(kind, f"http://127.0.0.1:{unused_tcp_port}")
     seen: list[RetryInfo] = []
-    async with cls(api_key=KEY, base_url=url + ("/v1" if kind == "openai" else ""), timeout=2.0, policy=FAST) as p:
+    async with CLASSES[kind](api_key=KEY, base_url=url, timeout=2.0, policy=FAST) as p:
         with pytest.raises(ProviderUnavailableError) as caught:
             await collect(p, request(), on_retry=seen.append)
     assert [i.reason for i in seen] == ["connection error"] * 2
@@ -252,7 +258,7 @@ async def test_client_errors_are_typed_with_a_user_message(provider: Provider, l
         await collect(provider, request())
     err = caught.value
     assert type(err) is error
-    assert err.status == status and err.provider == kind
+    assert err.status == status and err.provider == CLASSES[kind].name
     assert err.user_message.endswith(".") and "\n" not in err.user_message
     if code is None:
         assert "the server's own words" in str(err) and "the server's own words" not in err.user_message

@@ -595,7 +595,7 @@ async def test_rendered_answer_goes_as_mrkdwn_chunks(slack: FakeSlack, start: St
     channel, _ = await start("socket")
     answer = "Use `a < b && c > d` and see [the docs](https://x.io/?a=1&b=2); <!channel> stays text.\n\n" + \
         "\n\n".join(f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 20 for i in range(30))
-    chunks = render_chunks(answer, channel.dialect, channel.limits)
+    chunks = render_chunks(answer, channel.dialect, channel.shape)
     assert len(chunks) > 1
     target = Target("C1", ChatType.GROUP, "3.000001", "3.000001")
     for chunk in chunks:

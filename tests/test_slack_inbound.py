@@ -271,7 +271,7 @@ def test_build_gives_a_channel_with_the_mrkdwn_dialect() -> None:
     config = SlackConfig.model_validate({"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1"})
     channel = slack.SPEC.build(config)
     assert channel.dialect is SLACK and channel.name == "slack"
-    assert (channel.limits.chunk, channel.limits.measure) == (4000, "chars")
+    assert (channel.shape.chunk, channel.shape.measure) == (4000, "chars")
 
 
 def test_chatgate_check_names_the_slack_problems(tmp_path) -> None:  # type: ignore[no-untyped-def]

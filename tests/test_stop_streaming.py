@@ -12,7 +12,7 @@ dispatches them and takes the time then). Asserted:
 - "Stopped." reaches the fake within ``GOAL`` of ``/stop`` reaching the bot, on the median
   of the stops (a single stop on a loaded 2-core machine may be slow; ``python -m bench
   --only stop`` measures the distribution properly);
-- the draft keeps the platform's edit interval (``limits.edit_every``, less ``TOLERANCE``),
+- the draft keeps the platform's edit interval (``shape.edit_every``, less ``TOLERANCE``),
   its first send and its settle after the stop included;
 - the model's stream was closed before it was over (the fake LLM saw the client go away);
 - after the stop the draft changes only by its settle: on Telegram and Discord at most one
@@ -39,10 +39,10 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.discord.channel import LIMITS as DISCORD_LIMITS
-from adapters.slack.channel import LIMITS as SLACK_LIMITS
+from adapters.discord.channel import SHAPE as DISCORD_SHAPE
+from adapters.slack.channel import SHAPE as SLACK_SHAPE
 from adapters.slack.progress import SlackStream
-from adapters.telegram.dialect import LIMITS as TELEGRAM_LIMITS
+from adapters.telegram.dialect import SHAPE as TELEGRAM_SHAPE
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.slack_server import FakeSlack, Post
@@ -132,12 +132,12 @@ async def test_telegram_stop_mid_stream_is_confirmed_at_once(telegram: TelegramS
     await telegram.start("streaming: edit")
     trials = [await telegram_stop(telegram, 42 + n, MID[n]) for n in range(STOPS)]
     confirmed_at_once(trials)
-    keeps_the_interval(trials, TELEGRAM_LIMITS.edit_every)
+    keeps_the_interval(trials, TELEGRAM_SHAPE.edit_every)
 
 
 async def telegram_stop(stack: TelegramStack, chat: int, mid: float) -> Trial:
     """An answer streamed in the DM ``chat``, and "/stop" there ``mid`` intervals after its first edit."""
-    tg, llm, every = stack.tg, stack.llm, TELEGRAM_LIMITS.edit_every
+    tg, llm, every = stack.tg, stack.llm, TELEGRAM_SHAPE.edit_every
     marker = f"essay for {chat}"
     llm.script(streaming())
     tg.push(tg.message(chat, f"write an {marker}", user_id=chat))
@@ -179,13 +179,13 @@ async def test_discord_stop_mid_stream_is_confirmed_at_once(discord: Bot) -> Non
     await discord.dc.wait_for(lambda: discord.dc.commands, timeout=10)
     trials = [await discord_stop(discord, discord.guild.channel(f"c{n}"), MID[n]) for n in range(STOPS)]
     confirmed_at_once(trials)
-    keeps_the_interval(trials, DISCORD_LIMITS.edit_every)
+    keeps_the_interval(trials, DISCORD_SHAPE.edit_every)
 
 
 async def discord_stop(bot: Bot, channel: int, mid: float) -> Trial:
     """An answer streamed to a mention in ``channel``, and the slash command /stop there ``mid``
     intervals after its first edit."""
-    dc, llm, every = bot.dc, bot.llm, DISCORD_LIMITS.edit_every
+    dc, llm, every = bot.dc, bot.llm, DISCORD_SHAPE.edit_every
     marker = f"essay for {channel}"
     llm.script(streaming())
     mention(dc, channel, f"write an {marker}")
@@ -227,7 +227,7 @@ async def slack_stop(stack: SlackStack, channel: str, mid: float, made: Callable
     """An answer streamed in the thread of a mention in ``channel``, and the slash command /stop
     there ``mid`` intervals after the draft first changed; ``made``: the post that makes the
     draft, ``changed``: one that changes it."""
-    s, llm, every = stack.slack, stack.llm, SLACK_LIMITS.edit_every
+    s, llm, every = stack.slack, stack.llm, SLACK_SHAPE.edit_every
     marker = f"essay for {channel}"
     llm.script(streaming())
     asked = s.message(channel, f"<@UBOT> write an {marker}")
@@ -270,7 +270,7 @@ async def test_slack_edit_stop_mid_stream_is_confirmed_at_once(slack: SlackStack
         assert t.draft[-1][2] == t.draft[-2][2], t.timeline()
     assert all(m.blocks is None for m in slack.slack.messages.values())  # no Stop button left
     confirmed_at_once(trials)
-    keeps_the_interval(trials, SLACK_LIMITS.edit_every)
+    keeps_the_interval(trials, SLACK_SHAPE.edit_every)
 
 
 def is_stream(p: Post) -> bool:
@@ -291,13 +291,13 @@ async def test_slack_native_stop_mid_stream_is_confirmed_at_once(slack: SlackSta
         assert t.settle[-1:] == ["chat.stopStream"] and len(t.settle) <= 3, t.timeline()
     assert all(st.state == "stopped" for st in slack.slack.streams.values())
     confirmed_at_once(trials)
-    keeps_the_interval(trials, SLACK_LIMITS.edit_every)  # the settle's last append too
+    keeps_the_interval(trials, SLACK_SHAPE.edit_every)  # the settle's last append too
 
 
 async def test_slack_native_stopped_stream_keeps_the_edit_interval(slack: SlackStack) -> None:
     await slack.start(streaming="native")
     [t] = await slack_trials(slack, is_stream, appended, mid=(0.5,))
-    keeps_the_interval([t], SLACK_LIMITS.edit_every)
+    keeps_the_interval([t], SLACK_SHAPE.edit_every)
 
 
 async def test_a_late_delayed_flush_keeps_the_stream_interval() -> None:

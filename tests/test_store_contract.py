@@ -11,28 +11,43 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
 
 import pytest
 
 from bot.conversation import Conversation
 from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
-from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, InboundMessage, Sender, Target
+from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, FileRef, InboundMessage, Sender, Target
 from bot.providers.base import Usage
 from bot.store.base import (
     AnswerStore,
     ApprovedSender,
+    Claim,
+    Closing,
     CompactingStore,
+    Job,
+    JobKind,
+    JobState,
+    ModelChoice,
+    ModelStore,
     PairingCode,
     PairingStore,
     Recent,
+    RuleKind,
+    ScheduleStore,
     Session,
     Store,
+    MediaStore,
     Summary,
     Turn,
     UsageTotals,
+    When,
 )
 from bot.store.sqlite import SQLiteStore
 from tests.pg import postgres_store
+
+if TYPE_CHECKING:
+    from bot.dashboard.sources import DashboardStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
 
@@ -322,13 +337,14 @@ async def test_traces_are_stored_with_their_turn_and_read_back_in_order(store: S
     assert mine[0].cost == 0.01 and mine[0].iterations == 2
 
 
-async def test_traces_keep_cache_tokens(store: Store) -> None:
+async def test_traces_keep_cache_tokens_and_why_the_model_was_used(store: Store) -> None:
     from bot.tracing import Span, SpanKind, TraceRecord
 
     session = await store.session("agent:main:test:dm:u1")
     span = Span(SpanKind.LLM, "claude-x", 100.0, 12.5, 1000, 5, 0.01, cache_read_tokens=900, cache_write_tokens=40)
     record = TraceRecord("run-c", session.key, "main", 100.0, 101.0, "completed", "claude-x", 1000, 5, 0.01, 1,
-                         None, (span,), cache_read_tokens=900, cache_write_tokens=40)
+                         None, (span,), cache_read_tokens=900, cache_write_tokens=40,
+                         why="fallback haiku for smart: overloaded right now")
     await store.append_turn(turn(session, "run-c", Message.user("hi"), trace=record))
     [back] = await store.traces(session.key)
     assert back == record
@@ -557,3 +573,361 @@ async def test_text_with_a_lone_surrogate_is_stored(store: Store) -> None:
     assert await store.record_inbound(odd, "k") is not None
     [record] = await store.unanswered()
     assert record.message.text == odd.text
+
+
+# -- media: voice modes, audio use, files by reference ----------------------------------
+
+
+async def test_voice_modes_are_per_chat_and_audio_use_per_person(store: MediaStore) -> None:
+    assert await store.voice_mode("telegram", "42") is None
+    await store.set_voice_mode("telegram", "42", "auto")
+    await store.set_voice_mode("telegram", "42", "on")
+    await store.set_voice_mode("slack", "42", "off")
+    assert (await store.voice_mode("telegram", "42"), await store.voice_mode("slack", "42")) == ("on", "off")
+    await store.record_audio("telegram:42", 12.5, at=1000.0)
+    await store.record_audio("telegram:42", 3.0, at=2000.0)
+    await store.record_audio("telegram:7", 60.0, at=2000.0)
+    assert await store.audio_since("telegram:42", 1500.0) == 3.0
+    assert await store.audio_since("telegram:42", 0.0) == 15.5 and await store.audio_since("nobody", 0.0) == 0.0
+
+
+async def test_a_file_chunk_by_reference_round_trips_and_its_answer_has_a_state(store: AnswerStore) -> None:
+    ref = FileRef("/ws/telegram-42", "out/report.csv", 25, "ab" * 32)
+    answer = Answer("file-1", "telegram", Target("42"), (Chunk("caption", "report.csv", file_ref=ref),
+                                                         Chunk("", "answer.ogg", b"OggS", voice=True)))
+    assert await store.answer_state("file-1") is None
+    await store.store_answer(answer)
+    assert await store.undelivered() == [answer] and await store.answer_state("file-1") == "owed"
+    await store.chunk_sent(answer, 0, "m1")
+    await store.chunk_sent(answer, 1, "m2")
+    assert await store.answer_state("file-1") == "delivered"
+    await store.store_answer(replace(answer, id="file-2"))
+    await store.give_up(replace(answer, id="file-2"))
+    assert await store.answer_state("file-2") == "given_up"
+
+
+# -- schedules (the ScheduleStore port) ------------------------------------------------------
+
+
+class TurnsAndSchedules(Store, AnswerStore, ScheduleStore, Protocol):
+    """What the scheduler's side of a store is: the jobs, and the turns and answers that close them."""
+
+
+DM_42 = Conversation.of_key("agent:main:telegram:dm:42", account="bot1")
+GROUP = Conversation.of_key("agent:main:telegram:group:-100", account="bot1")
+
+
+def job(text: str = "stretch", *, at: int = 2000, kind: JobKind = JobKind.REMINDER, creator: str = "42",
+        conversation: Conversation = DM_42, when: When | None = None, next_at: int | None = None) -> Job:
+    rule = when or When(RuleKind.AT, "Europe/Berlin", at)
+    return Job(0, kind, text, rule, conversation, creator, "Ada", next_at=next_at if next_at is not None else at,
+               check='{"command": "test -s todo.txt"}' if kind is JobKind.TASK else None, prompt="minimal")
+
+
+async def test_a_job_round_trips_with_its_conversation(store: TurnsAndSchedules) -> None:
+    every = When(RuleKind.EVERY, "America/New_York", 1000, 3600)
+    added = await store.add_job(job("summarise", kind=JobKind.TASK, when=every, next_at=1000,
+                                    conversation=replace(GROUP, thread_id="t9")), max_per_person=5)
+    assert added is not None and added.id > 0
+    assert added.kind is JobKind.TASK and added.when == every and added.next_at == 1000
+    assert added.conversation == replace(GROUP, thread_id="t9") and added.conversation.session_key == GROUP.session_key
+    assert added.creator == "42" and added.creator_name == "Ada" and added.person == "telegram:42"
+    assert added.prompt == "minimal" and added.check == '{"command": "test -s todo.txt"}'
+    assert await store.job(added.id) == added and await store.job(added.id + 100) is None
+
+
+async def test_a_person_has_at_most_their_cap_of_open_jobs(store: TurnsAndSchedules) -> None:
+    first = await store.add_job(job("a"), max_per_person=2)
+    assert await store.add_job(job("b"), max_per_person=2) is not None
+    assert await store.add_job(job("c"), max_per_person=2) is None  # the cap: nothing stored
+    assert await store.add_job(job("d", creator="7"), max_per_person=2) is not None  # someone else
+    assert first is not None
+    assert await store.update_job(first.id, expect=(JobState.ACTIVE,), state=JobState.CANCELLED)
+    assert await store.add_job(job("c"), max_per_person=2) is not None  # a cancelled job frees its place
+    assert [j.text for j in await store.jobs(person="telegram:42")] == ["b", "c"]
+    assert [j.text for j in await store.jobs(states=(JobState.CANCELLED,))] == ["a"]
+    assert [j.text for j in await store.jobs(platform="telegram", chat_id="42", person="telegram:7")] == ["d"]
+
+
+async def test_the_due_jobs_and_the_next_instant(store: TurnsAndSchedules) -> None:
+    assert await store.next_due() is None
+    for at in (3000, 1000, 2000):
+        await store.add_job(job(str(at), at=at), max_per_person=10)
+    paused = await store.add_job(job("paused", at=500), max_per_person=10)
+    assert paused is not None
+    await store.update_job(paused.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, next_at=500)
+    assert await store.next_due() == 1000
+    assert [j.text for j in await store.due(2000, 10)] == ["1000", "2000"]
+    assert [j.text for j in await store.due(5000, 1)] == ["1000"]
+
+
+async def test_an_occurrence_is_claimed_once(store: TurnsAndSchedules) -> None:
+    added = await store.add_job(job(kind=JobKind.TASK, when=When(RuleKind.EVERY, "UTC", 1000, 600), next_at=1000),
+                                max_per_person=5)
+    assert added is not None
+    claim = Claim(added.id, 1000, 1600)
+    assert await store.claim([claim, claim]) == [True, False]  # the second claimer loses, in one batch too
+    assert await store.claim([claim]) == [False]  # and later
+    assert await store.claim([Claim(added.id, 1200, 1800)]) == [False]  # not the instant the job points at
+    moved = await store.job(added.id)
+    assert moved is not None and moved.next_at == 1600 and moved.state is JobState.ACTIVE
+    [running] = await store.unclosed()
+    assert (running.job.id, running.at, running.late) == (added.id, 1000, 0)
+    assert await store.close_occurrence(Closing(added.id, 1000, "failed")) == 1
+    assert await store.close_occurrence(Closing(added.id, 1000, "completed")) is None  # closed once
+    assert await store.unclosed() == []
+
+
+async def test_a_one_shot_claimed_is_done_and_a_reminder_owes_its_answer_in_the_claim(
+        store: TurnsAndSchedules) -> None:
+    added = await store.add_job(job(at=1000), max_per_person=5)
+    assert added is not None
+    answer = owed(f"job-{added.id}-1000", chunks=1)
+    assert await store.claim([Claim(added.id, 1000, None, late=90, answer=answer)]) == [True]
+    done = await store.job(added.id)
+    assert done is not None and done.state is JobState.DONE and done.next_at is None
+    assert await store.undelivered() == [answer]
+    assert await store.unclosed() == []  # a reminder's occurrence is over once its answer is owed
+    assert await store.next_due() is None and await store.jobs() == []
+
+
+async def test_a_lost_claim_stores_no_answer(store: TurnsAndSchedules) -> None:
+    added = await store.add_job(job(at=1000), max_per_person=5)
+    assert added is not None
+    await store.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.CANCELLED)
+    assert await store.claim([Claim(added.id, 1000, None, answer=owed("late", chunks=1))]) == [False]
+    assert await store.undelivered() == []
+
+
+async def test_failures_in_a_row_count_until_a_success(store: TurnsAndSchedules) -> None:
+    added = await store.add_job(job(kind=JobKind.TASK, when=When(RuleKind.EVERY, "UTC", 100, 100), next_at=100),
+                                max_per_person=5)
+    assert added is not None
+    outcomes = ["failed", "failed", "busy", "failed", "completed", "failed", "skipped", "failed"]
+    seen = []
+    for i, outcome in enumerate(outcomes):
+        at = 100 * (i + 1)
+        assert await store.claim([Claim(added.id, at, at + 100)]) == [True]
+        seen.append(await store.close_occurrence(Closing(added.id, at, outcome)))
+    assert seen == [1, 2, 2, 3, 0, 1, 0, 1]
+    await store.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, next_at=None, reason="why")
+    paused = await store.job(added.id)
+    assert paused is not None and (paused.state, paused.failures, paused.reason) == (JobState.PAUSED, 1, "why")
+    assert await store.update_job(added.id, expect=(JobState.PAUSED,), state=JobState.ACTIVE, next_at=5000)
+    resumed = await store.job(added.id)
+    assert resumed is not None and (resumed.failures, resumed.next_at, resumed.reason) == (0, 5000, "")
+
+
+async def test_a_tasks_turn_closes_its_occurrence_in_its_transaction(store: TurnsAndSchedules) -> None:
+    added = await store.add_job(job(kind=JobKind.TASK, at=1000), max_per_person=5)
+    assert added is not None
+    assert await store.claim([Claim(added.id, 1000, None)]) == [True]
+    s = await store.session(DM_42)
+    answer = owed("run-task", chunks=1)
+    await store.append_turn(turn(s, "run-task", Message.user("summarise"), Message.assistant("done"),
+                                 answer=answer, closes=Closing(added.id, 1000, "failed")))
+    assert await store.unclosed() == [] and await store.undelivered() == [answer]
+    after = await store.job(added.id)
+    assert after is not None and after.failures == 1
+    assert await store.close_occurrence(Closing(added.id, 1000, "failed")) is None  # never counted twice
+
+
+async def test_an_update_with_its_answer_is_one_step(store: TurnsAndSchedules) -> None:
+    added = await store.add_job(job(), max_per_person=5)
+    assert added is not None
+    told = owed("paused-1", chunks=1)
+    assert await store.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, answer=told)
+    assert not await store.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED,
+                                      answer=owed("paused-2", chunks=1))
+    assert [a.id for a in await store.undelivered()] == ["paused-1"]
+
+
+async def test_a_persons_zone(store: TurnsAndSchedules) -> None:
+    assert await store.zone("telegram:42") is None
+    await store.set_zone("telegram:42", "Europe/Berlin")
+    await store.set_zone("telegram:42", "America/New_York")
+    assert await store.zone("telegram:42") == "America/New_York"
+    await store.set_zone("telegram:42", None)
+    assert await store.zone("telegram:42") is None
+
+
+# -- the dashboard's ports (BrowseStore, AuditStore) and denying a pairing code ---------------
+
+
+async def test_deny_pairing_drops_the_code_and_the_sender_may_ask_again(store: PairingStore) -> None:
+    code = await store.pairing_request("telegram", "42", "Ada", now=T0)
+    assert code is not None
+    assert await store.deny_pairing(code.code.lower(), T0 + 1) == code
+    assert await store.pending_pairings(T0 + 1) == [] and not await store.is_approved("telegram", "42")
+    assert await store.deny_pairing(code.code, T0 + 2) is None  # gone
+    again = await store.pairing_request("telegram", "42", "Ada", now=T0 + 3)
+    assert again is not None and again.code != code.code
+    assert await store.approve_pairing(again.code, T0 + 4) == again
+    assert await store.deny_pairing(again.code, T0 + 5) is None  # used: a denial cannot undo an approval
+    assert await store.is_approved("telegram", "42")
+
+
+def _browse(store: Store) -> DashboardStore:
+    """Every implementation is a DashboardStore too (the dashboard's reads and audit trail)."""
+    return cast("DashboardStore", store)
+
+
+async def _conversation(store: Store, key: str, user: str, name: str, text: str, answer: str, *, run: str,
+                        message_id: str, cost: float = 0.01) -> Session:
+    msg = InboundMessage("telegram", "bot1", user, ChatType.DM, Sender(user, name), text, message_id)
+    await store.record_inbound(msg, key)
+    session = await store.session(key)
+    await store.append_turn(turn(session, run, Message.user(text), Message.assistant(answer),
+                                 usage=Usage(100, 20), cost=cost))
+    return session
+
+
+async def test_sessions_are_listed_newest_first_and_found_by_person_key_or_text(store: Store) -> None:
+    b = _browse(store)
+    ada = await _conversation(store, "agent:main:telegram:dm:1", "1", "Ada Lovelace", "compute Bernoulli numbers",
+                              "Here they are", run="r1", message_id="m1")
+    await asyncio.sleep(0.01)
+    bob = await _conversation(store, "agent:main:telegram:dm:2", "2", "Bob", "100% of the_budget?", "Yes",
+                              run="r2", message_id="m2", cost=0.02)
+    await store.session("agent:main:telegram:dm:2:sub:1")  # a sub-agent's: never listed
+    listed = await b.sessions()
+    assert [s.id for s in listed] == [bob.id, ada.id]
+    first = listed[1]
+    assert (first.key, first.title, first.sender, first.turns, first.input_tokens, first.output_tokens) == (
+        "agent:main:telegram:dm:1", "compute Bernoulli numbers", "Ada Lovelace", 1, 100, 20)
+    assert first.cost == pytest.approx(0.01) and not first.archived
+    assert [s.id for s in await b.sessions("lovelace")] == [ada.id]  # the sender's name
+    assert [s.id for s in await b.sessions("bernoulli")] == [ada.id]  # a message's text
+    assert [s.id for s in await b.sessions("telegram:dm:2")] == [bob.id]  # the key
+    assert [s.id for s in await b.sessions("100%")] == [bob.id]  # LIKE's wildcards are literal
+    assert [s.id for s in await b.sessions("_budget")] == [bob.id]
+    assert await b.sessions("%x%") == [] and await b.sessions("nothing like it") == []
+    assert len(await b.sessions(limit=1)) == 1
+
+
+async def test_a_session_waiting_for_its_first_turn_is_titled_by_its_message(store: Store) -> None:
+    msg = InboundMessage("telegram", "bot1", "3", ChatType.DM, Sender("3", "Cy"), "first words", "m9")
+    await store.record_inbound(msg, "agent:main:telegram:dm:3")
+    await store.session("agent:main:telegram:dm:3")
+    (listed,) = await _browse(store).sessions()
+    assert (listed.title, listed.sender, listed.turns) == ("first words", "Cy", 0)
+
+
+async def test_a_session_log_has_its_messages_compacted_ones_marked_and_its_summaries(store: Store) -> None:
+    b = _browse(store)
+    session = await _conversation(store, "agent:main:telegram:dm:1", "1", "Ada", "one", "two", run="r1",
+                                  message_id="m1")
+    await store.append_turn(turn(session, "r2", Message.user("three"),
+                                 Message(Role.ASSISTANT, (ToolCall("c1", "read_file", '{"path": "a"}'),)),
+                                 Message(Role.TOOL, (ToolResult("c1", "content of a"),)), Message.assistant("four")))
+    live = await store.live_messages(session)  # type: ignore[attr-defined]
+    summary = Summary("one and two", live[1].id, 2, 50, 10, "compact-1", T0)
+    assert await store.save_summary(session, summary)  # type: ignore[attr-defined]
+    log = await b.session_log(session.id)
+    assert log is not None and log.session.key == session.key and log.earlier == 0
+    assert [(m.run_id, m.message.text, m.compacted) for m in log.messages] == [
+        ("r1", "one", True), ("r1", "two", True), ("r2", "three", False), ("r2", "", False), ("r2", "", False),
+        ("r2", "four", False)]
+    assert log.messages[3].message.tool_calls[0].name == "read_file"
+    assert [(s.text, s.through_id) for s in log.summaries] == [("one and two", live[1].id)]
+    short = await b.session_log(session.id, limit=2)
+    assert short is not None and short.earlier == 4 and [m.message.text for m in short.messages] == ["", "four"]
+    assert await b.session_log(session.id + 1000) is None
+
+
+async def test_one_trace_is_read_by_its_run_id(store: Store) -> None:
+    from bot.tracing import Span, SpanKind, TraceRecord
+
+    session = await store.session("agent:main:telegram:dm:1")
+    record = TraceRecord("run-t", session.key, "main", 100.0, 102.0, "failed", "gpt-x", 10, 2, 0.5, 1, "boom",
+                         spans=(Span(SpanKind.LLM, "gpt-x", 100.1, 900.0, 10, 2, 0.5),))
+    await store.append_turn(turn(session, "run-t", Message.user("hi"), trace=record))
+    b = _browse(store)
+    assert await b.trace("run-t") == record
+    assert await b.trace("run-none") is None
+
+
+async def test_daily_usage_per_person_and_their_names(store: Store) -> None:
+    from bot.store.base import Charge
+
+    b = _browse(store)
+    session = await _conversation(store, "agent:main:telegram:dm:1", "1", "Ada", "hi", "hello", run="r1",
+                                  message_id="m1")
+    await store.append_turn(turn(session, "r2", Message.user("more"), charges=(Charge("telegram:1", 70, 0.5),
+                                                                                Charge("slack:U9", 30, 0.25))))
+    now = time.time()
+    start = now - 86400 * 2
+    report = await b.daily_usage(start)
+    assert {(d.person, d.tokens, d.cost) for d in report.days} == {("telegram:1", 70, 0.5), ("slack:U9", 30, 0.25)}
+    (day,) = {d.day for d in report.days}
+    assert start + 86400 * 2 <= day + 86400 and day <= now  # the day the charges fell on
+    assert report.names["telegram:1"] == "Ada" and "slack:U9" not in report.names
+    assert (await b.daily_usage(now + 10)).days == []
+
+
+async def test_failures_are_failed_runs_and_given_up_answers_newest_first(store: Store) -> None:
+    from bot.tracing import TraceRecord
+
+    session = await store.session("agent:main:telegram:dm:1")
+    for run_id, status, ended in (("ok", "completed", 10.0), ("bad", "failed", 20.0)):
+        await store.append_turn(turn(session, run_id, Message.user("x"), trace=TraceRecord(
+            run_id, session.key, "main", ended - 1, ended, status, "m", error="it broke" if status == "failed"
+            else None)))
+    answer = Answer("a1", "telegram", Target("c9"), (Chunk("one"), Chunk("two")))
+    await store.store_answer(answer)  # type: ignore[attr-defined]
+    await store.chunk_sent(answer, 0, "1")  # type: ignore[attr-defined]
+    await store.give_up(answer)  # type: ignore[attr-defined]
+    found = await _browse(store).failures()
+    assert [(f.kind, f.where, f.run_id) for f in found] == [("delivery", "telegram:c9", ""),
+                                                             ("run", session.key, "bad")]
+    assert found[0].detail == "answer a1 given up with 1 part unsent" and found[1].detail == "it broke"
+    assert len(await _browse(store).failures(limit=1)) == 1
+
+
+async def test_dashboard_actions_are_recorded_newest_first(store: Store) -> None:
+    from bot.store.base import AuditEntry
+
+    b = _browse(store)
+    entries = [AuditEntry(T0 + i, "olive", "operator", action, f"target-{i}", "done", "127.0.0.1")
+               for i, action in enumerate(("login", "stop", "approve"))]
+    for entry in entries:
+        await b.record_action(entry)
+    assert await b.actions() == entries[::-1]
+    assert await b.actions(limit=1) == [entries[-1]]
+
+
+# -- model choice and titles (ModelStore) -----------------------------------------------
+
+
+async def test_a_conversations_model_outlives_a_fresh_session_and_can_be_forgotten(store: Store) -> None:
+    models: ModelStore = store  # type: ignore[assignment]
+    key = "agent:main:telegram:dm:42"
+    assert await models.chosen_model(key) is None
+    await models.choose_model(key, ModelChoice("fast", "telegram:42", 10.0))
+    await models.choose_model(key, ModelChoice("smart", "telegram:7", 11.0))
+    await store.session(key, fresh=True)  # /new
+    assert await models.chosen_model(key) == ModelChoice("smart", "telegram:7", 11.0)
+    assert await models.chosen_model("agent:main:telegram:dm:43") is None
+    await models.choose_model(key, None)
+    assert await models.chosen_model(key) is None
+
+
+async def test_a_sessions_first_title_stays_and_sessions_are_listed(store: Store) -> None:
+    models: ModelStore = store  # type: ignore[assignment]
+    first = await store.session("agent:main:telegram:dm:1")
+    second = await store.session("agent:main:telegram:dm:2")
+    await store.session("agent:main:telegram:dm:2:sub:1")  # a sub-agent's: not listed
+    assert await models.title(first) is None
+    assert await models.set_title(first, "Trip to Lisbon", "gpt-x")
+    assert not await models.set_title(first, "Another", "gpt-x")
+    assert await models.title(first) == "Trip to Lisbon"
+    await store.append_turn(Turn(second, "r1", (Message.user("hi"),)))
+    await models.choose_model(second.key, ModelChoice("smart", "telegram:2", 1.0))
+    listed = await models.titled_sessions()
+    assert [(s.key, s.title, s.model) for s in listed] == [
+        (second.key, None, "smart"), (first.key, "Trip to Lisbon", None)]  # the last used first
+    assert listed[0].last_at is not None and listed[1].last_at is None
+    fresh = await store.session(first.key, fresh=True)
+    assert [s.id for s in await models.titled_sessions()] == [fresh.id, second.id]
+    assert {s.id for s in await models.titled_sessions(archived=True)} == {first.id, second.id, fresh.id}
+    assert len(await models.titled_sessions(last=1)) == 1

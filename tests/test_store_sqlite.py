@@ -317,7 +317,8 @@ async def test_a_schema_2_database_upgrades_to_3_and_keeps_its_data(db_path: Pat
 
     assert raw(db_path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert raw(db_path, "SELECT id, name FROM migrations WHERE id >= 3") == [
-        (i, m.name) for i, m in enumerate(MIGRATIONS, start=1) if i >= 3]  # every later one, in order
+        (number, m.name) for number, m in enumerate(MIGRATIONS, start=1) if number >= 3]
+    assert raw(db_path, "SELECT name FROM migrations WHERE id = 3") == [("0003_pairing_outbound",)]
     assert raw(db_path, "SELECT platform, user_id FROM approved_senders") == [("telegram", "42")]
 
 

@@ -8,22 +8,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.telegram.dialect import LIMITS, TELEGRAM, TELEGRAM_LIMIT, html_to_text
-from bot.channels import Limits, Measure
-from bot.outbound.split import measure, split, too_many, utf16_len
+from adapters.telegram.dialect import SHAPE, TELEGRAM, TELEGRAM_LIMIT, html_to_text
+from bot.channels import Measure, MessageShape
+from bot.outbound.split import split, too_many, utf16_len
+from tests import readback
 from tests.test_telegram_render import assert_telegram_html, render
 
 
 def chunk_html(html: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    return split(html, TELEGRAM, Limits(chunk=limit, measure=Measure.UTF16))
+    """Hand-written HTML (any tags Telegram takes), read back as atoms and split."""
+    return split(readback.atoms(html, TELEGRAM), TELEGRAM, MessageShape(chunk=limit, measure=Measure.UTF16))
 
 
 def text_length(html: str) -> int:
-    return measure(html, TELEGRAM, LIMITS)
+    return readback.measure(html, TELEGRAM, SHAPE)
 
 
-def should_send_as_file(chunks: list[str], max_chunks: int = LIMITS.max_chunks) -> bool:
-    return too_many(chunks, Limits(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16, max_chunks=max_chunks))
+def should_send_as_file(chunks: list[str], max_chunks: int = SHAPE.max_chunks) -> bool:
+    return too_many(chunks, MessageShape(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16, max_chunks=max_chunks))
 
 PY = '<pre><code class="language-python">'
 

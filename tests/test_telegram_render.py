@@ -19,7 +19,7 @@ def render(text: str) -> str:
 
 
 def to_plain(text: str) -> str:
-    return TELEGRAM.plain(render(text))
+    return html_to_text(render(text))
 
 
 try:  # the fake Bot API's TDLib-like parser, when present: a second, independent opinion

@@ -186,7 +186,7 @@ def test_register_names_specs_cached_and_duplicates() -> None:
 
 
 def test_timeouts_default_by_category_and_overridable() -> None:
-    assert DEFAULT_TIMEOUTS == {"file": 30, "exec": 600, "network": 120, "agent": 900, "other": 60}
+    assert DEFAULT_TIMEOUTS == {"file": 30, "exec": 600, "network": 120, "agent": 900, "mcp": 120, "other": 60}
     registry = ToolRegistry(timeouts={ToolCategory.EXEC: 5})
     assert registry.timeouts[ToolCategory.EXEC] == 5 and registry.timeouts[ToolCategory.FILE] == 30
 

@@ -132,9 +132,9 @@ async def test_stop_is_confirmed_before_the_stopped_draft_settles(started, llm: 
     await channel.wait_for_replies(2, timeout=2.0)
     confirmed = next(t for kind, t, text in channel.log if kind == "send" and text == "Stopped.")
     assert confirmed - asked < 0.5  # the bench measures it properly (python -m bench --only stop)
-    await asyncio.sleep(channel.limits.edit_every + 0.5)
+    await asyncio.sleep(channel.shape.edit_every + 0.5)
     edits = [t for kind, t, _ in channel.log if kind in ("send", "edit") and _ != "Stopped."]
-    assert all(b - a >= channel.limits.edit_every - 0.05 for a, b in zip(edits, edits[1:]))  # the interval kept
+    assert all(b - a >= channel.shape.edit_every - 0.05 for a, b in zip(edits, edits[1:]))  # the interval kept
 
 
 async def test_a_message_stored_while_recovery_reads_is_decided_once(  # type: ignore[no-untyped-def]

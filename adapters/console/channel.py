@@ -1,7 +1,9 @@
 """The terminal channel: a DM between the local OS user and the assistant.
 
 Lines typed on stdin become inbound messages; streamed text is printed as it arrives
-(the channel ``Streams``), tool calls as one line each (it ``Notes``).
+(the channel ``Streams``), tool calls as one line each (it ``Notes``). A question (it
+``Asks``) is printed with its choices' keys (``[y] Allow once  [n] Deny``); while it is
+open, a line that is one of its keys is a press on that choice, other lines stay messages.
 ``/stop`` or Ctrl-C (it ``Interrupts``) cancels the running answer without leaving, Ctrl-D
 (end of input) closes the channel. Reading uses the event loop's reader on the file
 descriptor, never a thread and never O_NONBLOCK on the shared terminal.
@@ -15,12 +17,14 @@ import logging
 import os
 import sys
 import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import TextIO
 
-from adapters.console.dialect import CONSOLE, LIMITS
-from adapters.console.inbound import PLATFORM, to_inbound
-from bot.channels import Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
-from bot.messages import Attachment
+from adapters.console.dialect import CONSOLE, SHAPE
+from adapters.console.inbound import PLATFORM, press_of, to_inbound
+from bot.channels import Choice, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.messages import Attachment, InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +35,7 @@ BOT = "bot › "
 class ConsoleChannel:
     name = PLATFORM
     dialect: Dialect = CONSOLE
-    limits = LIMITS
+    shape = SHAPE
     streaming: Streaming = "native"
 
     def __init__(self, *, user: str | None = None, input_fd: int | None = None, output: TextIO | None = None) -> None:
@@ -43,6 +47,7 @@ class ConsoleChannel:
         self._pending = 0  # lines sent to the gateway and not yet answered
         self._mid_line = False  # a stream was printed without its line end
         self._reading = False
+        self._questions: OrderedDict[str, dict[str, str]] = OrderedDict()  # open ones: id -> {key: choice id}
         self._life = Lifecycle()
 
     async def start(self, inbox: Inbox) -> None:
@@ -83,7 +88,11 @@ class ConsoleChannel:
         self._answered()
 
     async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
-        return await self.send(to, f"{caption}\n{data.decode(errors='replace')}".strip())
+        try:
+            body = data.decode()
+        except UnicodeDecodeError:  # a voice note, an image: not for a terminal to print
+            body = f"[{name}: {len(data):,} bytes]"
+        return await self.send(to, f"{caption}\n{body}".strip())
 
     async def status(self, to: Target, status: Status) -> None:
         if status is Status.SILENT:  # nothing will be sent
@@ -97,6 +106,26 @@ class ConsoleChannel:
 
     async def note(self, to: Target, text: str) -> None:
         """A line about the run (a tool call, a retry), between the streamed text."""
+        self._write(f"{self._line_end()}  {text}\n")
+
+    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
+        """The question and its choices, each behind its key (its number when it has none)."""
+        keys = {(c.key or str(n)).lower(): c for n, c in enumerate(choices, 1)}
+        if len(keys) != len(choices):
+            raise ValueError(f"two choices share a key: {[c.key for c in choices]}")
+        question = uuid.uuid4().hex
+        self._questions[question] = {key: c.id for key, c in keys.items()}
+        shown = "  ".join(f"[{key}] {c.label}" for key, c in keys.items())
+        self._write(f"{self._line_end()}{BOT}{text}\n      {shown}\n")
+        return question
+
+    async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
+        if text:
+            self._write(f"{self._line_end()}  {text}\n")
+
+    async def close_question(self, to: Target, question_id: str, text: str) -> None:
+        """Its keys are plain text again; the outcome is printed."""
+        self._questions.pop(question_id, None)
         self._write(f"{self._line_end()}  {text}\n")
 
     def _line_end(self) -> str:
@@ -129,10 +158,22 @@ class ConsoleChannel:
                 self._write(YOU)
 
     def _submit(self, text: str) -> None:
+        assert self._inbox is not None
+        press = self._press(text)
+        if press is not None:
+            self._life.spawn(self._inbox(press), "console press")
+            return
         if not text.startswith("/"):
             self._pending += 1
-        assert self._inbox is not None
         self._life.spawn(self._inbox(to_inbound(self.user, text)), "console inbound")
+
+    def _press(self, line: str) -> InboundMessage | None:
+        """A press when ``line`` is a key of an open question (the latest that has it)."""
+        key = line.lower()
+        for question, choices in reversed(self._questions.items()):
+            if key in choices:
+                return press_of(self.user, question, choices[key])
+        return None
 
     def _write(self, text: str) -> None:
         self._out.write(text)

@@ -25,6 +25,11 @@ chunk replies to the triggering message; threads are sent to as channels. A slas
 is deferred at once and its answer edits the deferred reply. discord.py's own 429 handling
 (Retry-After, buckets) is kept up to 30 s; a longer wait, a 5xx it gave up on or a network
 error is a ``SendFailed`` delivery retries; a malformed or forbidden send is permanent.
+
+Questions (``Asks``, see ``presses``): ``ask`` sends buttons whose custom id is the choice's
+id; a press on any button of the bot's messages (this process's or an earlier one's) is
+deferred at once and handed to the inbox; ``answer_press`` is an ephemeral follow-up,
+``close_question`` edits the message and removes its components.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,11 +48,13 @@ from adapters.discord import endpoints, heartbeat
 from adapters.discord.commands import build_tree, sync
 from adapters.discord.config import DiscordConfig, group_allowed
 from adapters.discord.dialect import DISCORD
-from adapters.discord.dialect import LIMITS as DIALECT_LIMITS
-from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, to_inbound, where_of
+from adapters.discord.dialect import SHAPE as DIALECT_SHAPE
+from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, press_of, to_inbound, where_of
+from adapters.discord.presses import Held, layout
 from bot.channels import (
     SOLE,
     Backoff,
+    Choice,
     Dialect,
     Inbox,
     Leases,
@@ -63,7 +71,8 @@ from bot.messages import Attachment, ChatType, InboundMessage, Sender
 log = logging.getLogger(__name__)
 
 # The dialect's 2,000 characters and 17 lines; typing lasts ~10 s on Discord, so refresh every 8.
-LIMITS = replace(DIALECT_LIMITS, status_every=8.0)
+UPLOAD_LIMIT = 10 * 1024 * 1024  # what a bot may attach in a server without boosts
+SHAPE = replace(DIALECT_SHAPE, status_every=8.0, max_upload=UPLOAD_LIMIT)
 # The model may write @everyone or <@id>: nobody is pinged but the person a reply answers.
 QUIET = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
 MAX_RATELIMIT_WAIT = 30.0  # discord.py waits out shorter 429s itself; longer ones go back to delivery
@@ -87,7 +96,7 @@ class _Deferred:
 
 class DiscordChannel:
     name = PLATFORM
-    limits = LIMITS
+    shape = SHAPE
 
     def __init__(self, config: DiscordConfig, dialect: Dialect = DISCORD, *, heartbeat_timeout: float = 60.0,
                  answer_wait: float = 60.0, backoff: Backoff = Backoff(1.0, 2.0, 60.0),
@@ -113,6 +122,7 @@ class DiscordChannel:
         self._stopping = False
         self._inbound = asyncio.Semaphore(INBOUND_AT_ONCE)
         self._deferred: dict[str, _Deferred] = {}
+        self._held = Held()  # presses waiting for the core's answer
         self._threads: dict[int, Any] = {}  # channels learnt over REST (threads the cache missed)
         self._files: aiohttp.ClientSession | None = None
         self._leases: Leases = SOLE
@@ -326,27 +336,50 @@ class DiscordChannel:
                 # The gateway never redelivers: say so loudly, with the ids to find the message.
                 log.exception("discord: could not store message %s in chat %s", msg.message_id, msg.chat_id)
 
-    async def _slash(self, interaction: discord.Interaction, name: str) -> None:
+    def _facts(self, interaction: discord.Interaction, content: str) -> Facts | None:
+        """The facts of an interaction (a slash command, a press) with ``content``; None outside
+        the chats the bot serves."""
         channel = interaction.channel
         guild = str(interaction.guild_id) if interaction.guild_id else None
         kind = getattr(getattr(channel, "type", None), "value", None)
         where = where_of(kind if guild or kind is not None else 1, guild is not None)
-        parent = getattr(channel, "parent_id", None)
+        raw_parent = getattr(channel, "parent_id", None)
+        parent = str(raw_parent) if raw_parent else None
         channel_id = str(interaction.channel_id)
-        if where is None or (guild is not None and not group_allowed(self.config, guild, channel_id,
-                                                                     str(parent) if parent else None)):
+        if where is None or (guild is not None and not group_allowed(self.config, guild, channel_id, parent)):
+            return None
+        user = interaction.user
+        return Facts(str(interaction.id), channel_id, where,
+                     Sender(str(user.id), user.display_name, user.name, bool(user.bot)), content, guild, parent,
+                     timestamp=interaction.created_at.timestamp())
+
+    async def _slash(self, interaction: discord.Interaction, name: str) -> None:
+        facts = self._facts(interaction, f"/{name}")
+        if facts is None:
             return  # not a chat we serve: no answer of any kind (Discord tells the user it failed)
         await interaction.response.defer(thinking=True)  # first: Discord's 3 s
-        user = interaction.user
-        facts = Facts(str(interaction.id), channel_id, where, Sender(str(user.id), user.display_name, user.name,
-                                                                     bool(user.bot)),
-                      f"/{name}", guild, str(parent) if parent else None,
-                      timestamp=interaction.created_at.timestamp())
         msg = to_inbound(facts, self._bot_id, allow_bots=True)
         if msg is None:
             return
         pending = self._deferred[msg.message_id] = _Deferred(interaction)
         pending.expiry = asyncio.get_running_loop().call_later(self.answer_wait, self._withdraw, msg.message_id)
+        await self._take(msg)
+
+    async def _press(self, interaction: discord.Interaction) -> None:
+        """A click on a button of one of the bot's messages (see ``presses``)."""
+        data: Mapping[str, object] = interaction.data or {}
+        question = interaction.message
+        if question is None or str(question.author.id) != self._bot_id or data.get("component_type") != 2:
+            return
+        facts = self._facts(interaction, str(data.get("custom_id") or ""))
+        msg = press_of(facts, self._bot_id, str(question.id)) if facts is not None else None
+        if msg is None:
+            return
+        try:
+            await interaction.response.defer()  # first: Discord's 3 s; the message stays as it is
+        except (discord.HTTPException, discord.InteractionResponded, aiohttp.ClientError, OSError) as exc:
+            log.info("discord: deferring press %s failed (%s); handing it over all the same", msg.message_id, exc)
+        self._held.keep(msg.message_id, interaction)
         await self._take(msg)
 
     def _withdraw(self, interaction_id: str) -> None:
@@ -375,13 +408,33 @@ class DiscordChannel:
             sent = await _attempt(pending.interaction.edit_original_response(content=text, allowed_mentions=QUIET))
             self._settle(to.reply_to)
             return str(sent.id)
+        return await self._post(to, text)
+
+    async def _post(self, to: Target, text: str, **extra: Any) -> str:
+        """A new message in ``to``'s channel or thread, a reply to the trigger in groups."""
         dest = self._where(to)
         reference = self._reference(to, dest)
-        if reference is None:
-            sent = await _attempt(dest.send(text, allowed_mentions=QUIET))
-        else:
-            sent = await _attempt(dest.send(text, reference=reference, allowed_mentions=QUIET))
+        if reference is not None:
+            extra["reference"] = reference
+        sent = await _attempt(dest.send(text, allowed_mentions=QUIET, **extra))
         return str(sent.id)
+
+    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
+        return await self._post(to, text, view=layout(choices))
+
+    async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
+        interaction = self._held.take(press.message_id)
+        if interaction is None or not text:
+            return
+        try:
+            await interaction.followup.send(text, ephemeral=True, allowed_mentions=QUIET)
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            log.info("discord: the answer to press %s did not reach %s: %s", press.message_id, press.sender.id, exc)
+
+    async def close_question(self, to: Target, question_id: str, text: str) -> None:
+        dest = self._where(to)
+        await _attempt(dest.get_partial_message(int(question_id)).edit(content=text, view=None,
+                                                                        allowed_mentions=QUIET))
 
     async def edit(self, to: Target, message_id: str, text: str) -> None:
         dest = self._where(to)
@@ -395,13 +448,14 @@ class DiscordChannel:
                 content=caption, attachments=[file], allowed_mentions=QUIET))
             self._settle(to.reply_to)
             return str(sent.id)
-        dest = self._where(to)
-        reference = self._reference(to, dest)
-        if reference is None:
-            sent = await _attempt(dest.send(caption, file=file, allowed_mentions=QUIET))
-        else:
-            sent = await _attempt(dest.send(caption, file=file, reference=reference, allowed_mentions=QUIET))
-        return str(sent.id)
+        return await self._post(to, caption, file=file)
+
+    def names(self) -> tuple[str, ...]:
+        """The bot's user name and display name, for a voice message that calls it by name (``Named``)."""
+        user = self.client.user if self.client is not None else None
+        if user is None:
+            return ()
+        return tuple(dict.fromkeys(n for n in (user.name, getattr(user, "global_name", None), user.display_name) if n))
 
     def _settle(self, interaction_id: str | None) -> None:
         pending = self._deferred.pop(interaction_id or "", None)
@@ -417,7 +471,7 @@ class DiscordChannel:
             dest = self._where(to)
             assert self.client is not None
             # Bounded: discord.py retries a 5xx for ~25 s, and a late "typing…" is worse than none.
-            async with asyncio.timeout(self.limits.status_every):
+            async with asyncio.timeout(self.shape.status_every):
                 await _attempt(self.client.http.send_typing(dest.id))
         except (SendFailed, TimeoutError) as exc:
             log.debug("discord: typing failed in %s: %s", to.chat_id, exc)
@@ -458,6 +512,10 @@ class _Client(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self.channel._message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:  # slash commands go to the tree
+        if interaction.type is discord.InteractionType.component:
+            await self.channel._press(interaction)
 
 
 async def _attempt(call: Any) -> Any:

@@ -21,6 +21,10 @@ messages, system messages (joins, pins, thread starters ...), messages with noth
 (a sticker alone, or text Discord withholds without the Message Content intent: a guild
 message that does not mention the bot, a reply to it with the ping turned off) and, unless
 ``allow_bots``, other bots and webhooks are not inbound messages at all.
+
+A press on a question's button (``press_of``) is an inbound message too: from the presser,
+where the question is, replying to it, its text the button's custom id, its id
+``int:<interaction id>`` (a gateway RESUME that replays the interaction gives the same id).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from bot.channels import COMMAND_MENU
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 
 PLATFORM = "discord"
+PRESS_PREFIX = "int:"  # a press's message id is this and its interaction's id
 COMMANDS = frozenset(name for name, _ in COMMAND_MENU) | {"stopall", "reset", "start"}
 _USER_MENTION = re.compile(r"<@!?(\d+)>")
 _THREAD_TYPES = {10, 11, 12}  # news, public and private threads (forum posts are public threads)
@@ -119,6 +124,13 @@ def to_inbound(facts: Facts, bot_id: str, *, allow_bots: bool = False) -> Inboun
     if not facts.content and not facts.attachments:
         return None  # nothing to read: a sticker, an embed, or text Discord withheld (no content intent)
     addressed, text = addressing(facts, bot_id)
+    return _inbound(facts, bot_id, text=text, message_id=facts.message_id, addressed=addressed,
+                    reply_to=facts.reply_to)
+
+
+def _inbound(facts: Facts, bot_id: str, *, text: str, message_id: str, addressed: bool,
+             reply_to: str | None) -> InboundMessage:
+    """The message where ``facts`` place it: a thread is its parent channel's chat."""
     if facts.where is Where.THREAD:
         chat_id, thread_id = facts.parent_id or facts.channel_id, facts.channel_id
     else:
@@ -130,13 +142,22 @@ def to_inbound(facts: Facts, bot_id: str, *, allow_bots: bool = False) -> Inboun
         chat_type=ChatType.DM if facts.where is Where.DM else ChatType.GROUP,
         sender=facts.author,
         text=text,
-        message_id=facts.message_id,
+        message_id=message_id,
         addressed=addressed,
         thread_id=thread_id,
-        reply_to=facts.reply_to,
+        reply_to=reply_to,
         attachments=facts.attachments,
         timestamp=facts.timestamp,
     )
+
+
+def press_of(facts: Facts, bot_id: str, question_id: str) -> InboundMessage | None:
+    """A press on a button of the bot's message ``question_id``: ``facts`` of the interaction, its
+    ``content`` the button's custom id. None where the bot does not answer."""
+    if facts.where is None:
+        return None
+    return _inbound(facts, bot_id, text=facts.content, message_id=f"{PRESS_PREFIX}{facts.message_id}",
+                    addressed=True, reply_to=question_id)
 
 
 def facts_of(message: Any, channel: Any | None = None) -> Facts:
@@ -167,9 +188,16 @@ def facts_of(message: Any, channel: Any | None = None) -> Facts:
         mentions=tuple((str(u.id), getattr(u, "display_name", "") or u.name) for u in message.mentions),
         reply_to=str(ref.message_id) if ref is not None and ref.message_id else None,
         reply_to_author=str(replied_to.id) if replied_to is not None else None,
-        attachments=tuple(
-            Attachment(attachment_kind(a.content_type, a.filename), a.filename, a.content_type, a.size,
-                       platform_file_id=a.url)
-            for a in message.attachments),
+        attachments=tuple(attachment_of(a) for a in message.attachments),
         timestamp=message.created_at.timestamp(),
     )
+
+
+def attachment_of(a: Any) -> Attachment:
+    """A discord.py ``Attachment`` as metadata: a voice message (its flag) is a voice note, with
+    its length (``duration_secs``)."""
+    voice = bool(getattr(a, "is_voice_message", lambda: False)())
+    kind = AttachmentKind.VOICE if voice else attachment_kind(a.content_type, a.filename)
+    duration = getattr(a, "duration", None)
+    return Attachment(kind, a.filename, a.content_type, a.size, platform_file_id=a.url,
+                      duration=float(duration) if duration is not None else None)

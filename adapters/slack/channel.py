@@ -6,6 +6,12 @@ the inbox returned (bolt runs with ``process_before_response``: the ack is the l
 last step, so a message that could not be stored is not acknowledged and Slack sends it
 again). Web API calls make one attempt: slack_sdk's retry handlers are off, so a send is
 never made twice by the SDK; delivery retries, after ``Retry-After`` on a 429.
+
+Questions (``Asks``): ``ask`` posts Block Kit buttons (``blocks.question_blocks``); a press
+is a ``block_actions`` interaction, through Socket Mode or posted (form-encoded
+``payload=``) to the same Request URL as events, acknowledged once stored like every
+event (well within Slack's 3 s); ``answer_press`` is an ephemeral message to the presser,
+``close_question`` replaces the question with its outcome, without buttons.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,23 +34,24 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack import commands, endpoint, inbound
+from adapters.slack.blocks import question_blocks, sections, stop_blocks
 from adapters.slack.config import SlackConfig
-from adapters.slack.dialect import LIMITS as DIALECT_LIMITS
+from adapters.slack.dialect import SHAPE as DIALECT_SHAPE
 from adapters.slack.errors import error_code, send_failed
-from adapters.slack.inbound import STOP_BUTTON, Me, Options
+from adapters.slack.inbound import ASK_BLOCK, STOP_BUTTON, Me, Options
 from adapters.slack.progress import STREAM_ROLLOVER, SlackStream, StatusBoard
-from bot.channels import Dialect, Inbox, Lifecycle, LiveDraft, SendFailed, Status, Streaming, Target
+from bot.channels import Choice, Dialect, Inbox, Lifecycle, LiveDraft, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage
 
 log = logging.getLogger(__name__)
 
-LIMITS = replace(DIALECT_LIMITS, max_chunks=8, edit_every=1.0, status_every=10.0)
+UPLOAD_LIMIT = 1024 * 1024 * 1024  # Slack takes files up to 1 GB
+SHAPE = replace(DIALECT_SHAPE, max_chunks=8, edit_every=1.0, status_every=10.0, max_upload=UPLOAD_LIMIT)
 NEEDED_SCOPES = ("chat:write", "app_mentions:read", "im:history", "reactions:write", "users:read")
 PARTICIPATION = 24 * 3600.0  # seconds a thread the bot answered in stays addressed
 NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
 MAX_LOOKUPS = 10  # users looked up for one message; the others stay ids
-SECTION = 3000  # Slack's limit on one section block's text
 _REMEMBERED = 4096
 REFUSED = frozenset({"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
                      "not_allowed_token_type"})
@@ -57,25 +64,9 @@ def _bounded_put(d: OrderedDict[Any, Any], key: Any, value: Any) -> None:
         d.popitem(last=False)
 
 
-def sections(text: str) -> list[dict[str, Any]]:
-    """mrkdwn as section blocks of at most 3,000 characters, cut at line ends where possible."""
-    blocks = []
-    while text:
-        cut = len(text) if len(text) <= SECTION else (text.rfind("\n", 0, SECTION) + 1 or SECTION)
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:cut]}})
-        text = text[cut:]
-    return blocks
-
-
-def stop_blocks(text: str, thread: str | None) -> list[dict[str, Any]]:
-    button = {"type": "button", "action_id": STOP_BUTTON, "text": {"type": "plain_text", "text": "Stop"},
-              "style": "danger", "value": thread or ""}
-    return [*sections(text), {"type": "actions", "elements": [button]}]
-
-
 class SlackChannel:
     name = "slack"
-    limits = LIMITS
+    shape = SHAPE
 
     def __init__(self, config: SlackConfig, dialect: Dialect, *, clock: Callable[[], float] = time.monotonic,
                  stream_rollover: float = STREAM_ROLLOVER) -> None:
@@ -89,6 +80,7 @@ class SlackChannel:
                                 allowed_bots=frozenset(config.allow_from))
         self._inbox: Inbox | None = None
         self._me = Me("")
+        self._bot_names: tuple[str, ...] = ()
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
         self._status: StatusBoard | None = None
@@ -144,7 +136,12 @@ class SlackChannel:
                 raise ChannelError(f"channels.slack.bot_token: the app lacks the scope {', '.join(missing)} "
                                    "(add it under OAuth & Permissions > Bot Token Scopes and reinstall the app)")
         self._me = Me(str(auth["user_id"]), str(auth.get("bot_id") or ""), str(auth.get("team_id") or ""))
+        self._bot_names = (str(auth["user"]),) if auth.get("user") else ()
         return auth
+
+    def names(self) -> tuple[str, ...]:
+        """The bot's user name in the workspace, for an audio clip that calls it by name (``Named``)."""
+        return self._bot_names
 
     def _bolt(self, auth: Any) -> AsyncApp:
         http = self.config.mode == "http"
@@ -177,6 +174,12 @@ class SlackChannel:
                 await self._deliver(msg)
             await ack()
 
+        async def on_press(body: dict[str, Any], ack: Any) -> None:
+            msg = inbound.press_of(body, self._me)
+            if msg is not None:
+                await self._deliver(msg)
+            await ack()
+
         async def on_other(ack: Any) -> None:
             await ack()
 
@@ -187,6 +190,7 @@ class SlackChannel:
             if name != self.config.command:
                 app.command(f"/{name}")(on_command)
         app.action(STOP_BUTTON)(on_stop_button)
+        app.action({"block_id": ASK_BLOCK})(on_press)
         app.event(re.compile(".*"))(on_other)
         return app
 
@@ -371,6 +375,38 @@ class SlackChannel:
         except Exception as exc:  # noqa: BLE001
             raise self._send_failed(exc, "chat.update") from exc
 
+    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
+        # text: the notification's and the fallback's, rendered mrkdwn like every send (its <, > and & escaped)
+        params: dict[str, Any] = {"channel": to.chat_id, "text": text, "blocks": question_blocks(text, choices)}
+        if to.thread_id:
+            params["thread_ts"] = to.thread_id
+        try:
+            sent = await self.client.chat_postMessage(**params)
+        except Exception as exc:  # noqa: BLE001 - mapped, or re-raised when not a Slack/transport failure
+            raise self._send_failed(exc, "chat.postMessage") from exc
+        self._participated(to.chat_id, to.thread_id)
+        return str(sent["ts"])
+
+    async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
+        """An ephemeral message to the presser, in the question's thread; a press needs no other
+        answer on Slack (its ack was the answer). Refusals are logged, never raised."""
+        if not text:
+            return
+        params: dict[str, Any] = {"channel": press.chat_id, "user": press.sender.id, "text": text}
+        if press.thread_id:
+            params["thread_ts"] = press.thread_id
+        try:
+            await self.client.chat_postEphemeral(**params)
+        except (SlackApiError, aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            log.info("slack: the answer to a press in %s did not reach %s: %s", press.chat_id, press.sender.id,
+                     error_code(exc) if isinstance(exc, SlackApiError) else exc)
+
+    async def close_question(self, to: Target, question_id: str, text: str) -> None:
+        try:
+            await self.client.chat_update(channel=to.chat_id, ts=question_id, text=text, blocks=sections(text))
+        except Exception as exc:  # noqa: BLE001
+            raise self._send_failed(exc, "chat.update") from exc
+
     async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
         params: dict[str, Any] = {"channel": to.chat_id, "file": data, "filename": name, "title": name}
         if caption:
@@ -405,7 +441,7 @@ class SlackChannel:
         """Slack's own streaming message in the thread of ``to``. Slack streams only in
         threads: for an answer that goes to the chat itself (a top-level DM, or a channel reply
         with ``reply_in_thread: false``) there is none (None), and the core's progress edits a
-        draft message at most every ``limits.edit_every`` instead (with the Stop button, as
+        draft message at most every ``shape.edit_every`` instead (with the Stop button, as
         ``send`` adds it), not a stream under the user's message that would split the answer
         between the thread and the chat."""
         if not to.thread_id:
@@ -413,7 +449,7 @@ class SlackChannel:
         sender = self._senders.get((to.chat_id, to.reply_to or ""))
         recipient = sender if to.chat_type is ChatType.GROUP and sender else None
         return SlackStream(self.client, channel=to.chat_id, thread_ts=to.thread_id, recipient=recipient,
-                           every=self.limits.edit_every, rollover=self._rollover, clock=self._clock,
+                           every=self.shape.edit_every, rollover=self._rollover, clock=self._clock,
                            on_post=lambda: self._participated(to.chat_id, to.thread_id))
 
     async def fetch(self, attachment: Attachment, limit: int) -> bytes:

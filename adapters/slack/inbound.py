@@ -4,6 +4,11 @@ The same message can reach us twice under different names (``app_mention`` and
 ``message`` for one ``ts``) and again as Slack's retries; every copy maps to the same
 ``InboundMessage`` (message id = the message's ``ts``) so the core's dedupe runs it once.
 That is why addressing is read from the text (``<@BOT>``), never from the event type.
+
+A press on a question's button (``press_of``) comes as a ``block_actions`` interaction: the
+presser, in the question's channel and thread, replying to the question's ``ts``, its text
+the choice's id, its id ``act:<action_ts>`` (Socket Mode sends an unacknowledged envelope
+again with the same payload: the same id).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, S
 JSON = Mapping[str, Any]
 PLATFORM = "slack"
 STOP_BUTTON = "chatgate_stop"  # the action_id of the progress message's Stop button
+ASK_BLOCK = "chatgate_ask"  # the block_id of a question's buttons
 _KEPT_SUBTYPES = {None, "file_share", "thread_broadcast"}
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|([^>]*))?>")
 _TOKEN = re.compile(r"<([^<>]*)>")
@@ -85,14 +91,18 @@ def kind_of(mime: str | None) -> AttachmentKind:
 
 
 def attachments_of(event: JSON) -> tuple[Attachment, ...]:
-    """Files as metadata only; the bytes are fetched (with the bot token) only if the message runs."""
+    """Files as metadata only; the bytes are fetched (with the bot token) only if the message runs.
+    An audio clip recorded in Slack (subtype ``slack_audio``) is a voice note."""
     found = []
     for f in event.get("files") or ():
         url = f.get("url_private_download") or f.get("url_private")
         if not url or f.get("mode") in ("tombstone", "hidden_by_limit", "external"):
             continue
-        found.append(Attachment(kind=kind_of(f.get("mimetype")), name=f.get("name") or f.get("id") or "file",
-                                mime_type=f.get("mimetype"), size=f.get("size"), platform_file_id=url))
+        kind = AttachmentKind.VOICE if f.get("subtype") == "slack_audio" else kind_of(f.get("mimetype"))
+        millis = f.get("duration_ms")  # audio and video clips recorded in Slack
+        found.append(Attachment(kind=kind, name=f.get("name") or f.get("id") or "file",
+                                mime_type=f.get("mimetype"), size=f.get("size"), platform_file_id=url,
+                                duration=millis / 1000 if isinstance(millis, (int, float)) else None))
     return tuple(found)
 
 
@@ -192,3 +202,21 @@ def stop_button_of(payload: JSON, me: Me) -> InboundMessage | None:
         sender=Sender(id=str(user.get("id") or ""), name=str(user.get("name") or "")),
         text="/stop", message_id=f"action:{action.get('action_ts') or payload.get('trigger_id') or ''}",
         addressed=True, thread_id=thread)
+
+
+def press_of(payload: JSON, me: Me) -> InboundMessage | None:
+    """A click on a question's button -> the press ``Asks`` describes; None for anything else."""
+    action = next((a for a in payload.get("actions") or () if a.get("block_id") == ASK_BLOCK), None)
+    container, user = payload.get("container") or {}, payload.get("user") or {}
+    message = payload.get("message") or {}
+    channel = str((payload.get("channel") or {}).get("id") or container.get("channel_id") or "")
+    question = str(container.get("message_ts") or message.get("ts") or "")
+    choice = str(action.get("value") or action.get("action_id") or "") if action is not None else ""
+    if not (channel and question and choice):
+        return None
+    thread = container.get("thread_ts") or message.get("thread_ts")
+    return InboundMessage(
+        platform=PLATFORM, account=me.user_id, chat_id=channel, chat_type=chat_type_of(channel),
+        sender=Sender(id=str(user.get("id") or ""), name=str(user.get("name") or user.get("username") or "")),
+        text=choice, message_id=f"act:{action.get('action_ts') if action else ''}",
+        addressed=True, thread_id=str(thread) if thread and thread != question else None, reply_to=question)

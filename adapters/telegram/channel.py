@@ -13,10 +13,15 @@ it (a failed store holds the offset, and the update comes again); the webhook an
 updates and are stored as one message once the album is complete. Files travel as
 metadata; the core fetches them (``fetch``) only for messages that will run.
 
-Outbound: ``send`` / ``edit`` / ``send_file`` make one attempt each with a rendered HTML
+Outbound: ``send`` / ``edit`` / ``send_file`` / ``send_voice`` make one attempt each with a rendered HTML
 chunk; a chunk Telegram cannot parse is resent once as plain text, a group that became a
 supergroup is followed; any other failure is ``SendFailed`` for delivery to retry (with
 Telegram's ``retry_after``) or give up (blocked by the user, chat gone, bad request).
+
+Questions (``Asks``, see ``presses``): ``ask`` sends a message with an inline keyboard, a
+press comes in as a ``callback_query`` update, confirmed like a message once stored, and
+is answered once (the core's ``answer_press``, else blank after two seconds);
+``close_question`` edits the question's text and takes its keyboard away.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import asyncio
 import hmac
 import io
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -45,13 +50,15 @@ from telegram.error import (
 )
 
 from adapters.telegram.config import TelegramConfig
-from adapters.telegram.dialect import LIMITS, TELEGRAM, html_to_text
-from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, to_inbound
+from adapters.telegram.dialect import SHAPE, TELEGRAM, html_to_text
+from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, press_of, to_inbound
+from adapters.telegram.presses import ANSWER_WITHIN, NO_KEYBOARD, Answers, keyboard, query_id
 from adapters.telegram.transport import AiohttpRequest
 from bot.channels import (
     COMMAND_MENU,
     SOLE,
     Backoff,
+    Choice,
     Dialect,
     Inbox,
     Leases,
@@ -63,7 +70,7 @@ from bot.channels import (
     while_held,
 )
 from bot.errors import ChannelError
-from bot.messages import Attachment
+from bot.messages import Attachment, InboundMessage
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +81,8 @@ ALBUM_WAIT = 0.8  # seconds to gather the parts of an album
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BACKOFF = Backoff(base=1.0, factor=2.0, cap=30.0)  # polling, and updates the core could not store
 CONFLICTS_TOLERATED = 5  # 409s in a row waited out where pollers are elected by lease (a hand-over)
+UPDATES = ["message", "callback_query"]  # what the bot asks Telegram for: messages and button presses
+UPLOAD_LIMIT = 50 * 1024 * 1024  # the Bot API's limit on a file a bot sends (documents, voice notes)
 
 
 def secret_matches(sent: str | None, secret: str) -> bool:
@@ -93,10 +102,10 @@ class _Album:
 class TelegramChannel:
     name = "telegram"
     dialect: Dialect = TELEGRAM
-    limits = LIMITS
+    shape = replace(SHAPE, max_upload=UPLOAD_LIMIT)
 
     def __init__(self, config: TelegramConfig, *, poll_timeout: int = POLL_TIMEOUT,
-                 watchdog_grace: float = WATCHDOG_GRACE) -> None:
+                 watchdog_grace: float = WATCHDOG_GRACE, answer_within: float = ANSWER_WITHIN) -> None:
         self.config = config
         self.streaming: Streaming = config.streaming
         self._poll_timeout = poll_timeout
@@ -112,6 +121,7 @@ class TelegramChannel:
         self._migrated: dict[str, str] = {}  # group id -> the supergroup it became
         self._blocked: set[str] = set()  # chats that refused us, logged once
         self._life = Lifecycle()
+        self._answers = Answers(self.bot, self._life, wait=answer_within)
         self._site: web.AppRunner | None = None
         self._leases: Leases = SOLE
         self._elected = False  # pollers are elected by lease (several instances)
@@ -182,7 +192,7 @@ class TelegramChannel:
                 async with asyncio.timeout(self._watchdog):
                     updates = await self.bot.get_updates(offset=held if held is not None else offset,
                                                          timeout=0 if held is not None else self._poll_timeout,
-                                                         allowed_updates=["message"])
+                                                         allowed_updates=UPDATES)
             except TimeoutError:
                 log.warning("telegram: a poll went silent for %.0f s; polling again", self._watchdog)
                 continue
@@ -235,7 +245,7 @@ class TelegramChannel:
         await web.TCPSite(runner, s.listen, s.port).start()
         self._site = runner
         secret = s.secret_token.get_secret_value() if s.secret_token is not None else None
-        await self.bot.set_webhook(s.url or "", secret_token=secret, allowed_updates=["message"])
+        await self.bot.set_webhook(s.url or "", secret_token=secret, allowed_updates=UPDATES)
 
     async def _webhook_request(self, request: web.Request) -> web.Response:
         secret = self.config.webhook.secret_token
@@ -255,11 +265,19 @@ class TelegramChannel:
         return web.Response(status=200)
 
     async def _take(self, update: Update, *, wait_album: bool = False) -> None:
-        """Hand one update's message to the core (returns once stored), or gather an album part."""
+        """Hand one update's message or button press to the core (returns once stored), or gather
+        an album part."""
+        assert self._identity is not None and self._inbox is not None
+        if update.callback_query is not None:
+            query = update.callback_query
+            self._answers.arrived(query.id)  # the spinner stops within two seconds, stored or not
+            press = press_of(query, self._identity)
+            if press is not None:
+                await self._inbox(press)
+            return
         message = message_of(update)
         if message is None:
             return
-        assert self._identity is not None and self._inbox is not None
         if message.from_user is not None and message.from_user.id == self._identity.id:
             return
         if not message.media_group_id:
@@ -336,11 +354,46 @@ class TelegramChannel:
             c, data, filename=name, caption=caption or None, parse_mode=ParseMode.HTML, **params))
         return str(sent.message_id)
 
+    async def send_voice(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        """Ogg/Opus as a voice note: Telegram shows it as a voice bubble (``SendsVoice``)."""
+        params = self._where(to)
+        sent = await self._attempt(to.chat_id, lambda c: self.bot.send_voice(
+            c, data, filename=name, caption=caption or None, parse_mode=ParseMode.HTML, **params))
+        return str(sent.message_id)
+
+    def names(self) -> tuple[str, ...]:
+        """The bot's username and first name, for a voice note that calls it by name (``Named``)."""
+        if self._identity is None:
+            return ()
+        return tuple(n for n in (self._identity.username, self.bot.bot.first_name) if n)
+
     async def status(self, to: Target, status: Status) -> None:
         if status is Status.WORKING:  # Telegram has no status to clear: "typing…" ends with the next message
             thread = int(to.thread_id) if to.thread_id else None
             await self._attempt(to.chat_id, lambda c: self.bot.send_chat_action(
                 c, ChatAction.TYPING, message_thread_id=thread))
+
+    # -- questions (Asks) ----------------------------------------------------------------
+
+    async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
+        markup = keyboard(choices)
+        params = self._where(to)
+        sent = await self._parsed(to.chat_id, text, lambda c, body, mode: self.bot.send_message(
+            c, body, parse_mode=mode, reply_markup=markup, **params))
+        return str(sent.message_id)
+
+    async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
+        query = query_id(press.message_id)
+        if query is not None:
+            await self._answers.answer(query, text)
+
+    async def close_question(self, to: Target, question_id: str, text: str) -> None:
+        try:
+            await self._parsed(to.chat_id, text, lambda c, body, mode: self.bot.edit_message_text(
+                body, c, int(question_id), parse_mode=mode, reply_markup=NO_KEYBOARD))
+        except SendFailed as exc:
+            if "message is not modified" not in str(exc).lower():
+                raise
 
     def _where(self, to: Target) -> dict[str, Any]:
         params: dict[str, Any] = {"message_thread_id": int(to.thread_id) if to.thread_id else None}

@@ -6,7 +6,7 @@ are not possible (only escaped text goes there), a link cannot contain inline co
 walker gives it as plain text), and blockquotes cannot nest (the walker flattens them).
 
 Telegram counts a message's length in UTF-16 code units of its text after entity
-parsing: tags count nothing, ``&lt;`` counts one, 😀 counts two (``LIMITS``).
+parsing: tags count nothing, ``&lt;`` counts one, 😀 counts two (``SHAPE``).
 """
 
 from __future__ import annotations
@@ -14,89 +14,59 @@ from __future__ import annotations
 import html
 import re
 
-from bot.channels import Atom, DialectBase, Limits, Measure, Role, text_atoms
+from bot.channels import Atom, DialectBase, Measure, MessageShape, text_atoms, wrap
 
-__all__ = ["LIMITS", "TELEGRAM", "TELEGRAM_LIMIT", "TelegramDialect", "html_to_text"]
+__all__ = ["SHAPE", "TELEGRAM", "TELEGRAM_LIMIT", "TelegramDialect", "html_to_text"]
 
 TELEGRAM_LIMIT = 4096
-LIMITS = Limits(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16)
+SHAPE = MessageShape(chunk=TELEGRAM_LIMIT, measure=Measure.UTF16)
 
-_PIECES = re.compile(r"<[^>]*>|&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[a-zA-Z][a-zA-Z0-9]*);|[^<&]+|[<&]")
-_TAG_NAME = re.compile(r"</?\s*([a-zA-Z][a-zA-Z0-9-]*)")
+_ESCAPES = {char: Atom(html.escape(char, quote=False), char) for char in "&<>"}  # an entity counts one
 _TAG = re.compile(r"<[^>]*>")
 
 
-def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _attr(text: str) -> str:
-    return _esc(text).replace('"', "&quot;")
+    return html.escape(text, quote=False).replace('"', "&quot;")
 
 
 def html_to_text(html_text: str) -> str:
-    """Strip tags and unescape entities: the plain-text fallback for a rendered chunk."""
+    """Strip tags and unescape entities: the plain-text fallback for a chunk Telegram refused."""
     return html.unescape(_TAG.sub("", html_text))
 
 
 class TelegramDialect(DialectBase):
     name = "telegram"
 
-    def text(self, text: str) -> str:
-        return _esc(text)
+    def text(self, text: str) -> list[Atom]:
+        return text_atoms(text, _ESCAPES)
 
-    def code_text(self, code: str) -> str:
-        return _esc(code)
+    def verbatim(self, text: str) -> bool:
+        return not ("&" in text or "<" in text or ">" in text)
 
-    def bold(self, inner: str) -> str:
-        return f"<b>{inner}</b>"
+    def bold(self, inner: list[Atom]) -> list[Atom]:
+        return wrap(inner, "<b>", "</b>", "b")
 
-    def italic(self, inner: str) -> str:
-        return f"<i>{inner}</i>"
+    def italic(self, inner: list[Atom]) -> list[Atom]:
+        return wrap(inner, "<i>", "</i>", "i")
 
-    def strike(self, inner: str) -> str:
-        return f"<s>{inner}</s>"
+    def strike(self, inner: list[Atom]) -> list[Atom]:
+        return wrap(inner, "<s>", "</s>", "s")
 
-    def code(self, code: str) -> str:
-        return f"<code>{self.code_text(code)}</code>"
+    def code(self, code: str) -> list[Atom]:
+        return wrap(self.text(code), "<code>", "</code>", "code")
 
-    def code_block(self, code: str, language: str) -> str:
-        if not language:
-            return f"<pre><code>{self.code_text(code)}</code></pre>"
-        return f'<pre><code class="language-{_attr(language)}">{self.code_text(code)}</code></pre>'
+    def code_block(self, code: str, language: str) -> list[Atom]:
+        opener = f'<code class="language-{_attr(language)}">' if language else "<code>"
+        return wrap(wrap(self.text(code), opener, "</code>", "code"), "<pre>", "</pre>", "pre")
 
-    def link(self, inner: str, url: str) -> str:
-        return f'<a href="{_attr(url)}">{inner}</a>'
+    def link(self, inner: list[Atom], url: str) -> list[Atom]:
+        return wrap(inner, f'<a href="{_attr(url)}">', "</a>", "a")
 
-    def quote(self, inner: str) -> str:
-        return f"<blockquote>{inner}</blockquote>"
+    def quote(self, inner: list[Atom]) -> list[Atom]:
+        return wrap(inner, "<blockquote>", "</blockquote>", "blockquote")
 
-    def table(self, lines: list[str]) -> str:
-        return "<pre>" + self.code_text("\n".join(lines)) + "</pre>"
-
-    def tokens(self, rendered: str) -> list[Atom]:
-        atoms: list[Atom] = []
-        for match in _PIECES.finditer(rendered):
-            piece = match.group(0)
-            if piece.startswith("<") and piece.endswith(">") and len(piece) > 2:
-                name = _TAG_NAME.match(piece)
-                if name is not None:
-                    tag = name.group(1).lower()
-                    if piece.startswith("</"):
-                        atoms.append(Atom(piece, "", tag, Role.CLOSE))
-                    else:
-                        atoms.append(Atom(piece, "", tag, Role.OPEN, f"</{tag}>"))
-                    continue
-            if piece.startswith("&") and len(piece) > 1:
-                char = html.unescape(piece)
-                if len(char) == 1:  # else not an entity Telegram knows: leave it as text
-                    atoms.append(Atom(piece, char))
-                    continue
-            atoms.extend(text_atoms(piece))
-        return atoms
-
-    def plain(self, rendered: str) -> str:
-        return html_to_text(rendered)
+    def table(self, lines: list[str]) -> list[Atom]:
+        return wrap(self.text("\n".join(lines)), "<pre>", "</pre>", "pre")
 
 
 TELEGRAM = TelegramDialect()

@@ -5,18 +5,27 @@ Private chats are DMs; groups and supergroups are groups; a forum topic is a thr
 username, a reply to one of its messages, or a command (``/stop``, ``/stop@thisbot``;
 ``/stop@otherbot`` is for someone else). The bot's own mention is stripped from the text.
 Edited messages, channel posts and service messages are not inbound messages at all.
+
+A press on one of the bot's inline buttons (a callback query) is an inbound message too
+(``press_of``): from the presser, in the chat and topic of the question, replying to it,
+its text the button's ``callback_data``, its id ``cb:<query id>`` (a redelivered update
+gives the same id). Telegram sends a press without its message only for messages sent
+inline (no chat): those are not ours.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 
-from telegram import Message, MessageEntity, Update
+from telegram import CallbackQuery, Message, MessageEntity, Update
 
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 
 PLATFORM = "telegram"
+PRESS_PREFIX = "cb:"  # a press's message id is this and the callback query's id
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +39,15 @@ def message_of(update: Update) -> Message | None:
     message = update.message
     if message is None or message.from_user is None:
         return None  # edits, channel posts, callbacks, anonymous admins ...
-    if message.text is None and message.caption is None and not (message.photo or message.document or message.voice):
+    if message.text is None and message.caption is None and not (message.photo or message.document or message.voice
+                                                                 or message.audio):
         return None  # service messages: joins, pins, topic changes ...
     return message
 
 
 def attachments_of(message: Message) -> tuple[Attachment, ...]:
     """The message's files as metadata (nothing is downloaded here): the largest photo size,
-    a document, a voice note."""
+    a document, a voice note (Ogg/Opus) or an audio file, with its length."""
     found: list[Attachment] = []
     if message.photo:
         photo = message.photo[-1]  # the largest size
@@ -50,12 +60,26 @@ def attachments_of(message: Message) -> tuple[Attachment, ...]:
     if message.voice:
         v = message.voice
         found.append(Attachment(AttachmentKind.VOICE, f"voice-{message.message_id}.ogg", v.mime_type or "audio/ogg",
-                                v.file_size, platform_file_id=v.file_id))
+                                v.file_size, platform_file_id=v.file_id, duration=_seconds(v.to_dict().get("duration"))))
+    if message.audio:
+        a = message.audio
+        found.append(Attachment(AttachmentKind.AUDIO, a.file_name or f"audio-{message.message_id}", a.mime_type,
+                                a.file_size, platform_file_id=a.file_id, duration=_seconds(a.to_dict().get("duration"))))
     return tuple(found)
 
 
+def _seconds(duration: object) -> float | None:
+    """The wire's seconds (``to_dict``: PTB 22 warns on the attribute while it moves to timedelta)."""
+    if isinstance(duration, timedelta):
+        return duration.total_seconds()
+    return float(duration) if isinstance(duration, (int, float)) else None
+
+
 def chat_type_of(message: Message) -> ChatType | None:
-    kind = message.chat.type
+    return _chat_type(message.chat.type)
+
+
+def _chat_type(kind: str) -> ChatType | None:
     if kind == "private":
         return ChatType.DM
     if kind in ("group", "supergroup"):
@@ -124,4 +148,30 @@ def to_inbound(message: Message, bot: BotIdentity, attachments: tuple[Attachment
         reply_to=str(reply.message_id) if reply is not None else None,
         attachments=attachments,
         timestamp=message.date.timestamp(),
+    )
+
+
+def press_of(query: CallbackQuery, bot: BotIdentity) -> InboundMessage | None:
+    """A press on a button of the bot's message -> the InboundMessage ``Asks`` describes; None for
+    a button of an inline message or one without ``callback_data``. A message older than 48 h
+    comes without its content (``InaccessibleMessage``): its forum topic is then unknown."""
+    message = query.message
+    if message is None or query.data is None:
+        return None
+    chat_type = _chat_type(message.chat.type)
+    if chat_type is None:
+        return None
+    user = query.from_user
+    return InboundMessage(
+        platform=PLATFORM,
+        account=str(bot.id),
+        chat_id=str(message.chat.id),
+        chat_type=chat_type,
+        sender=Sender(str(user.id), user.full_name, user.username, user.is_bot),
+        text=query.data,
+        message_id=f"{PRESS_PREFIX}{query.id}",
+        addressed=True,
+        thread_id=thread_of(message) if isinstance(message, Message) else None,
+        reply_to=str(message.message_id),
+        timestamp=time.time(),
     )

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from bench.scenarios import (
     cluster,
+    dashboard,
     delivery,
     history,
+    mcp,
     on_discord,
     on_slack,
     overhead,
     scale,
+    schedules,
     startup,
     stop,
     streaming,
@@ -19,4 +22,4 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord, on_slack, cluster)}
+                                 on_discord, on_slack, schedules, mcp, dashboard, cluster)}

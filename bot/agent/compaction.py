@@ -27,6 +27,7 @@ people of the run it followed, or to whoever sent ``/compact``.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -217,6 +218,15 @@ class Compactor:
         self._cost = cost
         self.settings = settings
         self._busy: set[str] = set()
+
+    def using(self, provider: Provider, *, model: str, window: int, max_tokens: int,
+              cost: Callable[[str, Usage], float]) -> Compactor:
+        """This compactor on another model (a conversation's chosen one): the same store and
+        tools, and the same one-compaction-per-session rule (the busy set is shared)."""
+        other = copy.copy(self)
+        other._provider, other._model, other._window, other._max_tokens, other._cost = (
+            provider, model, window, max_tokens, cost)
+        return other
 
     def busy(self, session_key: str) -> bool:
         return session_key in self._busy

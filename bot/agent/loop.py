@@ -6,6 +6,11 @@ the LLM loop (stream, tools, repeat) -> finalize (sanitize, NO_REPLY, store the 
 atomically with its trace) -> events. Errors meant for users come back as a result with
 one human sentence; a cancellation stores what happened so far, with every unfinished
 tool call answered "Tool execution cancelled by user", and propagates.
+
+The model of a run is its conversation's (``bot.models``: the one picked with ``/model``,
+else the default), with the fallbacks it may move to when its first call fails with a
+"not now" error before any tool ran or any text streamed; costs, traces and the turn name
+the model that answered.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from bot.errors import ProviderError
 from bot.limits import Bill, Meter
 from bot.llm import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
+from bot.models import ModelSpec, Models, Plan, Route, Why, fallback_reason, fallback_to, note_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.text.silence import NoReplyHoldback, final_answer
@@ -55,6 +61,7 @@ REPEATED_RESULT = "Not run: this exact call was already made twice in a row with
 
 
 PostRunHook = Callable[["RunRequest", "RunResult"], Awaitable[None]]
+Notify = Callable[[str], Awaitable[None]]  # a note the chat is owed before the answer (stored and queued)
 
 
 class RunStatus(StrEnum):
@@ -78,6 +85,8 @@ class RunRequest:
     sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
     tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
     payers: tuple[str, ...] = ()  # whom its model calls are charged to ("platform:user_id"), split evenly
+    prompt_mode: PromptMode | None = None  # overrides the agent's setting for this run (a scheduled task's)
+    notify: Notify | None = None  # where a fallback's note goes (the turn runner owes it to the chat)
 
     @property
     def session_key(self) -> str:
@@ -101,6 +110,7 @@ class RunResult:
     prompt_tokens: int = 0  # the last request's prompt (provider-reported where given), for compaction
     turn: Turn | None = None  # what the run adds to its session, not stored yet (None: stored, cancelled)
     live_messages: int | None = None  # the session's live messages with this turn's (None: not read)
+    route: Route | None = None  # the model that answered (None: the agent's default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +137,9 @@ class _Run:
 
     request: RunRequest
     trace: TraceBuilder
+    route: Route  # the model the run calls now
+    fallbacks: tuple[Route, ...] = ()  # what it may still move to, in order
+    announced: bool = False  # a fallback's first answer has been announced
     new: list[Message] = field(default_factory=list)  # the turn: user, assistant, tool...
     streamed: list[str] = field(default_factory=list)  # text of the LLM call in flight
     pending: tuple[ToolCall, ...] = ()  # calls of the last assistant message without results
@@ -135,6 +148,10 @@ class _Run:
     iterations: int = 0
     prompt_tokens: int = 0  # of the last request sent
     live: int | None = None  # the session's live messages before this run, once read
+
+    def use(self, route: Route) -> None:
+        self.route = route
+        self.trace.model, self.trace.why = route.spec.model, route.why_text
 
     def close_pending(self, text: str) -> None:
         """Answer every call still without a result, so the history stays valid."""
@@ -158,8 +175,10 @@ def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[Inbound
         for att in msg.attachments:
             if att.kind is AttachmentKind.IMAGE and att.data is not None:
                 parts.append(ImagePart(att.mime_type or "image/jpeg", base64.b64encode(att.data).decode()))
-            elif att.path and att.kind is AttachmentKind.VOICE:
-                notes[id(msg)].append(f"[voice note saved in the workspace: {att.path}; it cannot be transcribed yet]")
+            elif att.path and att.audible:
+                what = "voice note" if att.kind is AttachmentKind.VOICE else "audio"
+                heard = "its transcript is the text above" if att.transcript else "it was not transcribed"
+                notes[id(msg)].append(f"[{what} saved in the workspace: {att.path}; {heard}]")
             elif att.path:
                 notes[id(msg)].append(f"[{att.kind.value} saved in the workspace: {att.path}]")
     if inbound and inbound[-1].chat_type is ChatType.GROUP:
@@ -212,6 +231,7 @@ class Agent:
         meter: Meter | None = None,
         toolsets: Sequence[Toolset] = (),
         gate: Gate | None = None,
+        models: Models | None = None,
     ) -> None:
         self.settings = settings
         self._provider = provider
@@ -225,6 +245,9 @@ class Agent:
         self._meter = meter
         self._toolsets = tuple(toolsets)
         self._gate = gate  # hooks and approvals, before each tool call
+        self._models = models  # a conversation's model; None: always the settings' model on ``provider``
+        self._plain = Plan(Route(ModelSpec("", settings.provider, settings.model, "chat", settings.context_window,
+                                           settings.max_tokens), provider, cost))
         self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
                                    max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction,
                                    redactor=self._redactor, meter=meter)
@@ -260,11 +283,14 @@ class Agent:
         s = self.settings
         trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor,
                              bill=Bill(request.payers, self._meter))
-        run = _Run(request, trace)
+        run = _Run(request, trace, self._plain.route)
         conv = request.conversation
         await self._emit(request, EventKind.STARTED)
         try:
             # Setup
+            plan = await self.plan(conv)
+            run.use(plan.route)
+            run.fallbacks = plan.fallbacks
             workspace = await self._workspaces.prepare(conv)
             ctx = ToolContext(workspace, conv, request.run_id, s.agent_id, request.acting_for, request.sender_is_owner,
                               on_sub_agent=lambda c: run.trace.sub_agent(
@@ -274,7 +300,10 @@ class Agent:
                               on_approval=run.trace.approval)
             offers = [toolset.offer(ctx) for toolset in self._toolsets]
             run.tools = self._tools.restricted(request.tool_policy).joined(
-                (t for offer in offers for t in offer.tools), request.tool_policy)
+                (t for offer in offers for t in offer.tools), request.tool_policy,
+                held=(t for offer in offers for t in offer.held))
+            if run.tools.held():  # its tools may enable them (mcp_tool_search)
+                ctx = replace(ctx, held=run.tools)
             sections = tuple(offer.prompt for offer in offers if offer.prompt)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
@@ -293,11 +322,15 @@ class Agent:
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
-            system = self._prompt(s.prompt_mode, conv, workspace, run.tools.specs(), sections)
-            history, run.live = await self._history(request.session)
+            specs = run.tools.specs()
+
+            def prompt(route: Route) -> tuple[str, str]:
+                return self._prompt(request.prompt_mode or s.prompt_mode, conv, workspace, specs, sections, route)
+
+            history, run.live = await self._history(request.session, run.route.spec.context_window)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
-            text = await self._loop(run, system, history, ctx, limit)
+            text = await self._loop(run, prompt, history, ctx, limit)
         except ProviderError as exc:
             log.warning("run failed session=%s run=%s: %s", request.session_key, request.run_id, exc)
             run.close_pending(CANCELLED_RESULT)
@@ -318,7 +351,11 @@ class Agent:
             return await self._finish(run, RunStatus.SILENT)
         return await self._finish(run, RunStatus.COMPLETED, answer)
 
-    async def _history(self, session: Session) -> tuple[list[Message], int]:
+    async def plan(self, conversation: Conversation) -> Plan:
+        """The model a run of ``conversation`` starts on, and its fallbacks."""
+        return self._plain if self._models is None else await self._models.plan(conversation)
+
+    async def _history(self, session: Session, window: int) -> tuple[list[Message], int]:
         """What the next request starts with: the summary (if any), then the live history
         through the pipeline (limit turns, prune tool results, repair pairing); and how many
         live messages the session has in all (for compaction)."""
@@ -331,42 +368,52 @@ class Agent:
                     sum(m.role is Role.USER for m in stored) >= s.history_turns:
                 break
             limit = min(HISTORY_LOAD, limit * 2)
-        history = build_history(stored, max_turns=s.history_turns, context_window=s.context_window)
+        history = build_history(stored, max_turns=s.history_turns, context_window=window)
         summary = recent.summary
         return ([summary_message(summary.text), *history] if summary else history), recent.live
 
-    async def _loop(self, run: _Run, prompt: tuple[str, str], history: list[Message], ctx: ToolContext,
-                    limit: int) -> str:
+    async def _loop(self, run: _Run, prompt: Callable[[Route], tuple[str, str]], history: list[Message],
+                    ctx: ToolContext, limit: int) -> str:
         """Call the model until it answers without tools; the answer's raw text.
 
         A request is ``base`` then the turn's messages from ``covered`` on: the history and
         the whole turn, until a mid-loop compaction makes ``base`` a summary of the oldest
-        ~70 % plus the rest (in memory only; the turn is stored whole)."""
+        ~70 % plus the rest (in memory only; the turn is stored whole). ``prompt`` gives the
+        system prompt for a model: once, and again only if the run falls back."""
         repeats = RepeatDetector()
         tools = run.tools or self._tools
-        specs = tools.specs()
         s = self.settings
-        system, volatile = prompt
+        system, volatile = prompt(run.route)
         whole_system = f"{system}\n\n{volatile}"  # what is counted: the volatile part is sent too
         base, covered = list(history), 0
         reported: tuple[int, int] | None = None  # (prompt tokens the provider reported, messages sent)
         may_compact = s.compaction.enabled
-        threshold = s.compaction.trigger_ratio * s.context_window
         while run.iterations < limit:
             run.iterations += 1
             await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
+            specs = tools.specs()  # cached; it changes only when a tool enabled more (ToolContext.held)
             messages = [*base, *run.new[covered:]]
-            run.prompt_tokens = await self._prompt_tokens(whole_system, messages, specs, reported, threshold)
+            model, threshold = run.route.spec.model, s.compaction.trigger_ratio * run.route.spec.context_window
+            run.prompt_tokens = await self._prompt_tokens(whole_system, messages, specs, reported, threshold, model)
             if may_compact and run.prompt_tokens >= threshold:
-                done = await self.compactor.compact_in_memory(messages, run.trace, run.request.session_key)
+                done = await self._compactor(run.route).compact_in_memory(messages, run.trace,
+                                                                          run.request.session_key)
                 may_compact = done is not None  # one failure is enough for this run
                 if done is not None:  # from now on: the summary, the rest, then what the turn adds
                     summary, cut = done
                     base, covered = repair_pairing([summary, *messages[cut:]]), len(run.new)
                     messages = list(base)
-                    run.prompt_tokens, reported = tokens.count_request(whole_system, messages, specs, s.model), None
-            request = ChatRequest(s.model, system, tuple(messages), specs, s.max_tokens, volatile=volatile)
-            completed = await self._think(run, request)
+                    run.prompt_tokens, reported = tokens.count_request(whole_system, messages, specs, model), None
+            while True:  # the model's call, or a fallback's when it is busy or down before anything happened
+                try:
+                    completed = await self._think(run, run.route.request(system, tuple(messages), specs, volatile))
+                    break
+                except ProviderError as exc:
+                    if (fallback := self._fallback(run, exc)) is None:
+                        raise
+                    run.use(fallback)
+                    system, volatile = prompt(fallback)
+                    whole_system = f"{system}\n\n{volatile}"
             if completed.usage.input_tokens:
                 reported = (completed.usage.input_tokens, len(messages))
                 run.prompt_tokens = completed.usage.input_tokens
@@ -387,12 +434,32 @@ class Agent:
         return (f"I reached the limit of {limit} steps for one request before finishing. "
                 "Ask me to continue if you want me to go on.")
 
+    def _fallback(self, run: _Run, exc: ProviderError) -> Route | None:
+        """The next model when ``exc`` means "not now" and nothing happened yet in this turn
+        (no tool ran, no text streamed); None otherwise."""
+        reason = fallback_reason(exc)
+        if reason is None or not run.fallbacks or run.streamed or any(m.role is Role.TOOL for m in run.new):
+            return None
+        nxt, run.fallbacks = fallback_to(run.route, run.fallbacks[0], reason), run.fallbacks[1:]
+        log.warning("model %s failed (%s); falling back to %s session=%s run=%s", run.route.spec.label, exc,
+                    nxt.spec.label, run.request.session_key, run.request.run_id)
+        return nxt
+
+    def _compactor(self, route: Route) -> Compactor:
+        """The compactor on ``route``'s model (the default's is ``self.compactor``)."""
+        spec, plain = route.spec, self._plain.route
+        if route.provider is plain.provider and route.cost is plain.cost and \
+                (spec.model, spec.context_window, spec.max_tokens) == (plain.spec.model, plain.spec.context_window,
+                                                                       plain.spec.max_tokens):
+            return self.compactor
+        return self.compactor.using(route.provider, model=spec.model, window=spec.context_window,
+                                    max_tokens=spec.max_tokens, cost=route.cost)
+
     async def _prompt_tokens(self, system: str, messages: list[Message], specs: tuple[ToolSpec, ...],
-                             reported: tuple[int, int] | None, threshold: float) -> int:
+                             reported: tuple[int, int] | None, threshold: float, model: str) -> int:
         """The size of the next request: the provider's last report plus what was added since,
         counted exactly only when it could reach ``threshold`` (a bound from lengths says when),
         so a short conversation costs no encoding and loads none."""
-        model = self.settings.model
         if reported is not None:
             added = messages[reported[1]:]
             if reported[0] + tokens.upper_bound("", added) < threshold:
@@ -415,9 +482,14 @@ class Agent:
                                              retry=info))
 
         completed: Completed | None = None
+        route = run.route
+        announce = route.why is Why.FALLBACK and not run.announced
         try:
-            async with aclosing(self._provider.stream(request, on_retry=on_retry)) as stream:
+            async with aclosing(route.provider.stream(request, on_retry=on_retry)) as stream:
                 async for event in stream:
+                    if announce:  # a fallback answers: the chat hears of it once, before the answer
+                        announce = False
+                        await self._announce(run)
                     if isinstance(event, TextDelta):
                         run.streamed.append(event.text)
                         if shown := holdback.feed(event.text):
@@ -431,7 +503,7 @@ class Agent:
             raise
         except asyncio.CancelledError:  # /stop or an interrupt mid-stream: the provider bills it anyway
             usage = Usage(run.prompt_tokens, tokens.estimate("", [Message.assistant("".join(run.streamed))]))
-            run.trace.llm(request.model, started, usage, self._cost(request.model, usage), is_error=True,
+            run.trace.llm(request.model, started, usage, route.cost(request.model, usage), is_error=True,
                           preview="(cancelled; tokens estimated)")
             raise
         assert completed is not None, "a provider stream ends with Completed"
@@ -439,9 +511,21 @@ class Agent:
             await self._emit(run.request, EventKind.CHUNK, rest)
         run.streamed = []
         model = completed.model or request.model
-        run.trace.llm(model, started, completed.usage, self._cost(model, completed.usage),
+        run.trace.llm(model, started, completed.usage, route.cost(model, completed.usage),
                       preview=completed.message.text)
         return completed
+
+    async def _announce(self, run: _Run) -> None:
+        """A fallback answers: the chat's note, the first time this model stands in there."""
+        run.announced = True
+        route, notify = run.route, run.request.notify
+        if notify is not None and self._models is not None and \
+                self._models.first_note(run.request.session_key, route):
+            try:
+                await notify(note_text(route.spec.label, route.instead_of, route.reason))
+            except Exception:  # the note is a courtesy: the answer goes on without it
+                log.warning("the fallback note could not be owed session=%s run=%s", run.request.session_key,
+                            run.request.run_id, exc_info=True)
 
     async def _act(self, run: _Run, calls: tuple[ToolCall, ...], ctx: ToolContext) -> None:
         """Run the calls (concurrently when several), results in the calls' order."""
@@ -454,10 +538,13 @@ class Agent:
 
         tools = run.tools or self._tools
         allowed, extra = calls[:self.settings.max_tool_calls_per_step], calls[self.settings.max_tool_calls_per_step:]
-        results = await tools.execute(allowed, ctx, done=run.done, on_done=finished)
+        images: dict[str, tuple[ImagePart, ...]] = {}
+        results = await tools.execute(allowed, ctx, done=run.done, on_done=finished, images=images)
         results += [ToolResult(c.id, TOO_MANY_CALLS.format(n=self.settings.max_tool_calls_per_step), is_error=True)
                     for c in extra]
-        run.new.append(Message(Role.TOOL, tuple(results)))
+        # images a tool returned follow the results (both providers show them to the model there)
+        shown = tuple(image for c in allowed for image in images.get(c.id, ()))
+        run.new.append(Message(Role.TOOL, (*results, *shown)))
         run.pending = ()
         for call, result in zip(calls, results, strict=True):
             await self._emit(run.request, EventKind.TOOL_RESULT, self._redactor.preview(result.content), tool=call,
@@ -470,7 +557,7 @@ class Agent:
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         # Whoever commits a finished turn with an answer to deliver sets ``answer`` and ``settle``.
         settle = status is not RunStatus.CANCELLED
-        finished = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, s.model,
+        finished = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, run.route.spec.model,
                         r.inbound_ids, record, None, settle, run.trace.bill.charges() if run.trace.bill else ())
         turn: Turn | None = finished
         if status is RunStatus.CANCELLED:  # nobody else can: stored although the task is being cancelled
@@ -481,12 +568,14 @@ class Agent:
         await self._events.emit(RunEvent(kind, r.run_id, r.conversation, error or text, usage=run.trace.usage))
         live = None if run.live is None else run.live + len(run.new)
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
-                         run.prompt_tokens, turn, live)
+                         run.prompt_tokens, turn, live, run.route)
 
     def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path,
-                tools: tuple[ToolSpec, ...] | None = None, sections: tuple[str, ...] = ()) -> tuple[str, str]:
-        """(stable, volatile) parts of the system prompt."""
+                tools: tuple[ToolSpec, ...] | None = None, sections: tuple[str, ...] = (),
+                route: Route | None = None) -> tuple[str, str]:
+        """(stable, volatile) parts of the system prompt (the runtime line names ``route``'s model)."""
         s = self.settings
+        spec = (route or self._plain.route).spec
         names = context_file_names(mode, conversation.chat_type)
         return build_prompt_parts(PromptInputs.of(
             conversation, mode=mode, agent_id=s.agent_id,
@@ -494,7 +583,7 @@ class Agent:
             context_files=tuple(load_context_files(workspace, names,  # a group's prompt follows no link
                                                    follow_links=not conversation.is_group)),
             owner_ids=s.owners,
-            now=datetime.now(timezone.utc), model=s.model, provider=s.provider,
+            now=datetime.now(timezone.utc), model=spec.model, provider=spec.provider,
             extra_instructions=s.system_prompt, toolset_sections=sections,
         ))
 
@@ -504,10 +593,11 @@ class Agent:
         """The tokens of the next request of this session as it stands: system prompt, tool
         definitions, summary and history (the new message not included)."""
         workspace = await self._workspaces.prepare(conversation)
-        system, volatile = self._prompt("full", conversation, workspace)
-        history, _ = await self._history(session)
-        await tokens.ready(self.settings.model)
-        return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), self.settings.model)
+        spec = (route := (await self.plan(conversation)).route).spec
+        system, volatile = self._prompt("full", conversation, workspace, route=route)
+        history, _ = await self._history(session, spec.context_window)
+        await tokens.ready(spec.model)
+        return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), spec.model)
 
     async def last_compaction(self, session: Session) -> Summary | None:
         """The session's latest compaction (its tokens before and after), for /status."""
@@ -524,9 +614,11 @@ class Agent:
         ctx = ToolContext(workspace, conversation, run_id, self.settings.agent_id, user_id, sender_is_owner,
                           tool_policy=tool_policy, payers=payers)
         flush_tools = self.compactor.flush_tools(tool_policy).specs()
-        return await self.compactor.compact(
+        route = (await self.plan(conversation)).route  # the conversation's model summarises it
+        return await self._compactor(route).compact(
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
-            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, flush_tools)))
+            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, flush_tools,
+                                                           route=route)))
 
     def may_compact(self, result: RunResult) -> bool:
         """Whether ``compact_after`` could compact after this run (False: it would not)."""
@@ -534,7 +626,11 @@ class Agent:
         if not c.enabled or result.status is RunStatus.CANCELLED:
             return False
         return result.live_messages is None or should_compact(result.live_messages, result.prompt_tokens,
-                                                               self.settings.context_window, c)
+                                                               self._window(result), c)
+
+    def _window(self, result: RunResult) -> int:
+        """The context window of the model that answered."""
+        return (result.route or self._plain.route).spec.context_window
 
     async def compact_after(self, request: RunRequest, result: RunResult) -> CompactionResult | None:
         """After a run: compact when the session passed ``trigger_messages`` live messages
@@ -543,7 +639,8 @@ class Agent:
         if not self.may_compact(result):
             return None
         if result.live_messages is None and not should_compact(
-                await self._store.live_count(request.session), result.prompt_tokens, s.context_window, s.compaction):
+                await self._store.live_count(request.session), result.prompt_tokens, self._window(result),
+                s.compaction):
             return None
         return await self.compact(request.session, request.conversation, run_id=f"{request.run_id}-compact",
                                   user_id=request.acting_for, tool_policy=request.tool_policy,

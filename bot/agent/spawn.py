@@ -7,7 +7,8 @@ imports the loop).
 A sub-agent is an ``Agent`` run in a child session (``<parent key>:sub:<n>``, a fresh
 session every time) with the minimal prompt and read-only tools (``READ_ONLY_TOOLS``,
 narrowed further by the parent run's own policy): it can look things up in the same
-workspace, never change it, run commands or message anyone. Limits:
+workspace, never change it, run commands or message anyone. The toolsets (MCP servers,
+skills) offer it what they offer its parent's person, under the parent run's policy. Limits:
 
 - depth: a sub-agent is never offered ``spawn`` (depth limit 1), and a ``spawn`` call
   from a session that is already a sub-agent's is refused;
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.limits import Meter
+from bot.models import Models
 from bot.providers.base import Provider, Usage
 from bot.store.base import CompactingStore
 from bot.tools.base import Gate, SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
@@ -64,8 +66,9 @@ class SubAgents:
     def __init__(self, settings: AgentSettings, provider: Provider, store: CompactingStore, tools: ToolRegistry,
                  workspaces: Workspaces, cost: Callable[[str, Usage], float], redactor: Redactor | None = None,
                  limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None,
-                 toolsets: Sequence[Toolset] = (), gate: Gate | None = None) -> None:
+                 toolsets: Sequence[Toolset] = (), gate: Gate | None = None, models: Models | None = None) -> None:
         self.settings = settings
+        self._models = models  # a child runs on its parent conversation's model
         self._meter = meter
         self._toolsets = tuple(toolsets)  # offered to children as to their parents, under the children's policy
         self._gate = gate  # a child's calls are approved like its parent's, in the parent's chat
@@ -105,15 +108,18 @@ class SubAgents:
                            prompt_mode="minimal")
         agent = Agent(settings, self._provider,
                             self._store, self._events, self.child_tools(policy), self._workspaces, self._cost,
-                            self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate)
+                            self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate,
+                            models=self._models)
         async with self._slots:
             self.active += 1
             try:
                 session = await self._store.session(child, fresh=True)
                 started = time.time()
                 log.info("sub-agent %s started session=%s run=%s", key, ctx.session_key, ctx.run_id)
+                # the parent's policy narrows what the toolsets offer the child (MCP tools, skills),
+                # as it narrows the child's built-ins (child_tools)
                 result = await agent.complete(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,
-                                                    user_id=ctx.user_id, payers=ctx.payers,
+                                                    user_id=ctx.user_id, payers=ctx.payers, tool_policy=policy,
                                                     sender_is_owner=ctx.sender_is_owner))
             finally:
                 self.active -= 1

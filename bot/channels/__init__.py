@@ -4,11 +4,11 @@ A platform package (``adapters/<name>/``) imports from here only (plus ``bot.mes
 and ``bot.errors``); the core's output pipeline (``bot.outbound``) builds on it too, and
 the port imports neither.
 
-- ``channel``: ``Channel``, ``Inbox``, ``Limits``, ``Measure``, ``Status``, ``SendFailed``
+- ``channel``: ``Channel``, ``Inbox``, ``MessageShape``, ``Measure``, ``Status``, ``SendFailed``
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
-  ``Interrupts``: what only some channels can do, checked with ``isinstance``
+  ``Interrupts``, ``SendsVoice``, ``Named``: what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
-  ``Atom``s a dialect reads back, ``PLAIN``
+  ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
 - ``leases``: ``Leases``, ``Held``, ``UsesLeases``, ``SOLE``, ``while_held``: what only one of several instances
   may run (a poller, a shard), held by lease
 - ``lifecycle``: the closed future, the failure that ended it and the owned tasks every
@@ -19,9 +19,19 @@ the port imports neither.
 """
 
 from bot.backoff import Backoff
-from bot.channels.capabilities import Asks, Choice, Interrupts, LiveDraft, Notes, SpellsCommands, Streams
-from bot.channels.channel import Channel, Inbox, Limits, Measure, SendFailed, Status
-from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms
+from bot.channels.capabilities import (
+    Asks,
+    Choice,
+    Interrupts,
+    LiveDraft,
+    Named,
+    Notes,
+    SendsVoice,
+    SpellsCommands,
+    Streams,
+)
+from bot.channels.channel import Channel, Inbox, MessageShape, Measure, SendFailed, Status
+from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms, wrap
 from bot.channels.leases import SOLE, Held, Leases, SoleLeases, UsesLeases, while_held
 from bot.channels.lifecycle import Lifecycle
 from bot.channels.pacing import Pacer
@@ -46,8 +56,8 @@ from bot.messages import Target
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
     "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Held",
-    "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "Limits", "LiveDraft", "Measure", "Notes", "Pacer", "PlainDialect", "Role", "Secret",
-    "Section", "SOLE", "SendFailed", "SoleLeases", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url",
-    "UsesLeases", "quote_lines", "while_held",
-    "secret", "text_atoms",
+    "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Pacer",
+    "PlainDialect", "Role", "Secret", "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands",
+    "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "quote_lines", "while_held",
+    "secret", "text_atoms", "wrap",
 ]

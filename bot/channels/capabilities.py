@@ -12,6 +12,9 @@ by having the method: there is nothing to register.
 - ``Interrupts``: Ctrl-C in the terminal stops the running answer.
 - ``SpellsCommands``: a platform where a command is typed otherwise than ``/name`` (Slack
   keeps ``/status`` and ``/help`` for itself: there they are ``/chatgate status``).
+- ``SendsVoice``: a voice note the platform plays inline (Telegram's voice bubble); elsewhere
+  a voice answer goes as an audio file (``send_file``).
+- ``Named``: what the bot is called there, so that a spoken message can address it by name.
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ class Asks(Protocol):
     typed answers (``/approve <id>``), which the core sends itself."""
 
     async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
-        """Show ``text`` (Markdown, rendered in the channel's dialect) with one button per choice;
-        the platform's id of that message.
+        """Show ``text`` (already rendered in the channel's dialect, as ``send`` takes it, and
+        fitting one message) with one button per choice; the platform's id of that message.
+        Raises ``ValueError`` for a choice id the platform cannot carry, ``SendFailed`` like ``send``.
 
         A press is not an answer to this call (it may come hours later, after a restart, on a
         button sent by an earlier process): it comes back through the channel's ``Inbox`` as an
@@ -77,12 +81,14 @@ class Asks(Protocol):
     async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
         """The core's answer to a press, once: nothing to say (``None``), or a short sentence for
         the person who pressed only (Telegram: the callback's notice; Slack: an ephemeral
-        message; Discord: an ephemeral follow-up; the terminal: a line). Never raises for a
-        press the platform no longer knows (too late to answer)."""
+        message; Discord: an ephemeral follow-up; the terminal: a line). Best effort: it never
+        raises, and an answer later than ~2 s may be lost where the platform takes one answer
+        per press (Telegram: the channel answers blank by itself then)."""
 
     async def close_question(self, to: Target, question_id: str, text: str) -> None:
-        """Replace the question's text with ``text`` (what was decided, by whom) and remove its
-        buttons, so that nothing can be pressed any more."""
+        """Replace the question's text with ``text`` (rendered, like ``ask``'s: what was decided, by
+        whom) and remove its buttons, so that nothing can be pressed any more. Raises
+        ``SendFailed`` like ``edit``; a question already showing that text is not an error."""
 
 
 @runtime_checkable
@@ -96,3 +102,15 @@ class Interrupts(Protocol):
     def interrupt(self) -> None:
         """Ctrl-C: stop the running answer (the terminal turns it into ``/stop``). Called from a
         signal handler on the event loop: it must not block."""
+
+
+@runtime_checkable
+class SendsVoice(Protocol):
+    async def send_voice(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        """Send ``data`` (Ogg/Opus) as a voice note with a rendered caption; the platform's message id."""
+
+
+@runtime_checkable
+class Named(Protocol):
+    def names(self) -> tuple[str, ...]:
+        """What the bot is called here (its username, its display name); empty before it connected."""

@@ -3,12 +3,12 @@
 A channel turns platform events into ``InboundMessage``s and hands each to the core's
 ``Inbox``; the call returns once the message is stored, and only then may the channel
 confirm the event to the platform (Telegram's offset, Slack's ack). Everything a channel
-sends is already rendered in its ``dialect`` and split under its ``limits`` by the core's
+sends is already rendered in its ``dialect`` and split to its message ``shape`` by the core's
 outbound pipeline (``bot.outbound``); delivery (``bot.delivery``) owns retries, so a
 channel's ``send`` makes one attempt and raises ``SendFailed`` when it did not land.
 
 What only some channels can do is a capability of its own (``bot.channels.capabilities``:
-``Streams``, ``Notes``, ``Asks``, ``Interrupts``), checked with ``isinstance`` where the
+``Streams``, ``Notes``, ``Asks``, ``Interrupts``, ``SendsVoice``, ``Named``), checked with ``isinstance`` where the
 channel is wired, never looked up by name where it is used.
 """
 
@@ -31,19 +31,25 @@ class Measure(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class MessageShape:
+    """What a platform's messages may be, and how often they may change: how long (``chunk``,
+    counted by ``measure``), how many lines and how many to an answer, and the pace of a
+    draft's edits and of the "typing…" status. (Not to be confused with the per-person
+    limits of ``bot.limits``.)"""
+
     chunk: int  # at most this many measured units per message
     measure: Measure = Measure.CHARS
     max_lines: int | None = None  # a softer cap on lines per message (Discord: ~17)
     max_chunks: int = 8  # above this many messages the answer goes as a .md file
     edit_every: float = 1.0  # seconds between edits of a streaming draft
     status_every: float = 4.0  # seconds between refreshes of "typing…" (it expires on the platform)
+    max_upload: int = 20 * 1024 * 1024  # bytes of the largest file the bot may send there
 
 
 class Status(StrEnum):
     """What a chat shows about a run, set by the core's progress and delivery."""
 
-    WORKING = "working"  # a run lives (refreshed every ``limits.status_every``)
+    WORKING = "working"  # a run lives (refreshed every ``shape.status_every``)
     DONE = "done"  # the answer was delivered
     FAILED = "failed"  # the run failed or was stopped
     SILENT = "silent"  # NO_REPLY: leave no trace
@@ -73,7 +79,7 @@ class Channel(Protocol):
     streaming message: it must be a ``Streams``; without it progress edits a draft)."""
 
     name: str
-    limits: Limits
+    shape: MessageShape
     dialect: Dialect
     streaming: Streaming
 

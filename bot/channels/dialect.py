@@ -2,22 +2,26 @@
 
 The walker (``bot.outbound.markdown``) decides structure once for every platform; a
 ``Dialect`` supplies the atoms: how bold, a link, a code block, a quote ... are written and
-how text is escaped. It also reads its own output back as ``Atom``s (``tokens``) for the
-splitter (``bot.outbound.split``), and turns a rendered chunk back into plain text
-(``plain``) for a fallback when a platform refuses the markup.
+how text is escaped. It writes them as ``Atom``s, the pieces the splitter
+(``bot.outbound.split``) cuts between: markup that opens or closes formatting, a line
+prefix, and units of text (a character, a whole escape, a mention). The rendered text is
+the join of their ``raw``; nothing ever reads it back.
 
 This is the port's side of the format, so that a platform package, which imports only the
 port, can write its dialect: the interface, ``DialectBase`` with the defaults most
-dialects share, the atoms they read back, and ``PLAIN`` (the terminal's, and the fakes').
+dialects share, the atoms and the helpers that make them, and ``PLAIN`` (the terminal's,
+and the fakes').
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from enum import IntEnum
 from typing import NamedTuple, Protocol
 
-__all__ = ["HR", "PLAIN", "Atom", "Dialect", "DialectBase", "PlainDialect", "Role", "quote_lines", "text_atoms"]
+__all__ = ["HR", "PLAIN", "Atom", "Dialect", "DialectBase", "PlainDialect", "Role", "quote_lines", "text_atoms",
+           "wrap"]
 
 HR = "———"  # a horizontal rule's line, where a dialect has no rule of its own
 
@@ -36,33 +40,68 @@ class Atom(NamedTuple):
 
     raw: str  # as it appears in the rendered text
     char: str = ""  # the text it shows ("" for markup)
-    tag: str = ""  # markup: "b", "i", "s", "code", "pre", "a", "quote", "h" ... ("" for text)
+    tag: str = ""  # markup: "b", "i", "s", "code", "pre" (a code block), "a", "quote", "h" ... ("" for text)
     role: Role = Role.TEXT
     close: str = ""  # for an opener: the markup that closes it
 
 
 _CHAR_ATOMS: dict[str, Atom] = {}  # one atom per distinct character: far fewer objects
+_NO_ESCAPES: Mapping[str, Atom] = {}
 
 
-def text_atoms(text: str) -> list[Atom]:
-    """One text atom per character of ``text`` (which needs no escaping)."""
+def text_atoms(text: str, escapes: Mapping[str, Atom] = _NO_ESCAPES) -> list[Atom]:
+    """One atom per character of ``text``: its escape's atom where ``escapes`` has one (``&``
+    -> ``Atom("&amp;", "&")``), else the character as it is."""
     cache = _CHAR_ATOMS
     try:
-        return [cache[char] for char in text]
+        if not escapes:
+            return [cache[char] for char in text]
+        return [escapes.get(char) or cache[char] for char in text]
     except KeyError:
         if len(cache) > 65536:
             cache.clear()
         for char in text:
             cache.setdefault(char, Atom(char, char))
-        return [cache[char] for char in text]
+        return text_atoms(text, escapes)
+
+
+def wrap(inner: list[Atom], opener: str, closer: str, tag: str) -> list[Atom]:
+    """``inner`` between the markup that opens formatting ``tag`` and the markup that closes it."""
+    return [Atom(opener, "", tag, Role.OPEN, closer), *inner, Atom(closer, "", tag, Role.CLOSE)]
+
+
+_NEWLINE = Atom("\n", "\n")
+
+
+def quote_lines(inner: list[Atom], prefix: Atom) -> list[Atom]:
+    """``prefix`` (a quote's "> ") before every line of ``inner``, except the lines of its code
+    blocks (a quote marker inside a code block would be code) and the blank line around one
+    (it ends the quote)."""
+    def is_fence(at: int) -> bool:  # a code block opens at inner[at]
+        return at < len(inner) and inner[at].role is Role.OPEN and inner[at].tag == "pre"
+
+    out = [] if is_fence(0) else [prefix]
+    in_code = False
+    for index, atom in enumerate(inner):
+        out.append(atom)
+        if atom.tag == "pre" and atom.role in (Role.OPEN, Role.CLOSE):
+            in_code = atom.role is Role.OPEN
+        elif atom == _NEWLINE and not in_code and not is_fence(index + 1):
+            blank = index + 1 < len(inner) and inner[index + 1] == _NEWLINE
+            if blank and (is_fence(index + 2) or index and inner[index - 1].tag == "pre"
+                          and inner[index - 1].role is Role.CLOSE):
+                continue  # the blank line around a code block: no prefix
+            out.append(prefix)
+    return out
 
 
 class Dialect(Protocol):
-    """A platform's atoms. Every method returns text in the dialect, ready to send.
+    """A platform's atoms. Every method returns atoms whose ``raw`` joined is text in the
+    dialect, ready to send.
 
-    ``inner`` arguments are already rendered (escaped) by the walker; ``code`` arguments are
-    raw and escaped by the dialect (``code_text``). ``link_markup`` says whether formatting
-    may appear inside a link's text (else the walker gives the link plain, escaped text).
+    ``inner`` arguments are atoms the walker has already rendered; ``code`` arguments are
+    raw and escaped by the dialect. ``link_markup`` says whether formatting may appear
+    inside a link's text (else the walker gives the link plain, escaped text).
     ``block_openers`` are the characters that open a block when a line starts with them
     (Discord's ``#``, ``>``, ``-``, ``+``): a chunk cut from the middle of a line that starts
     with one gets it escaped (``text``), as the walker escapes a line's start.
@@ -73,81 +112,57 @@ class Dialect(Protocol):
     link_markup: bool
     block_openers: str
 
-    def text(self, text: str) -> str:
-        """Escape plain text so that it shows as it is."""
+    def text(self, text: str) -> list[Atom]:
+        """Plain text, escaped so that it shows as it is: one atom per unit."""
         ...
 
-    def code_text(self, code: str) -> str:
-        """Escape text inside code (inline or block)."""
+    def verbatim(self, text: str) -> bool:
+        """Whether ``text`` (plain text) is written as it is, nothing escaped or changed: a
+        quick look, False when unsure. A line it is true for is sent without atoms (most
+        short answers)."""
         ...
 
-    def bold(self, inner: str) -> str: ...
+    def bold(self, inner: list[Atom]) -> list[Atom]: ...
 
-    def italic(self, inner: str) -> str: ...
+    def italic(self, inner: list[Atom]) -> list[Atom]: ...
 
-    def strike(self, inner: str) -> str: ...
+    def strike(self, inner: list[Atom]) -> list[Atom]: ...
 
-    def code(self, code: str) -> str:
+    def code(self, code: str) -> list[Atom]:
         """Inline code from raw text."""
         ...
 
-    def code_block(self, code: str, language: str) -> str:
-        """A code block from raw text; ``language`` is "" or a word like ``python``."""
+    def code_block(self, code: str, language: str) -> list[Atom]:
+        """A code block from raw text (tagged ``pre``); ``language`` is "" or a word like ``python``."""
         ...
 
-    def link(self, inner: str, url: str) -> str:
+    def link(self, inner: list[Atom], url: str) -> list[Atom]:
         """A link; ``url`` passed the allow-list."""
         ...
 
-    def quote(self, inner: str) -> str:
+    def quote(self, inner: list[Atom]) -> list[Atom]:
         """A block quote around rendered blocks (quotes inside quotes are flattened)."""
         ...
 
-    def heading(self, inner: str, level: int) -> str: ...
+    def heading(self, inner: list[Atom], level: int) -> list[Atom]: ...
 
     def item(self, number: int | None) -> str:
         """A list item's marker: a bullet (``number`` None) or a number, with its space."""
         ...
 
-    def table(self, lines: list[str]) -> str:
+    def table(self, lines: list[str]) -> list[Atom]:
         """A table laid out as aligned monospace ``lines`` (raw text, not escaped)."""
         ...
 
-    def tokens(self, rendered: str) -> list[Atom]:
-        """Read rendered text back as atoms for the splitter."""
-        ...
 
-    def plain(self, rendered: str) -> str:
-        """A rendered chunk as the plain text a reader would see."""
-        ...
-
-
-def quote_lines(inner: str, prefix: str = "> ", fence: str = "```") -> str:
-    """Prefix every line of ``inner`` with ``prefix``, except the lines of its code blocks
-    (from a line that starts with ``fence`` to the next): a quote marker inside a code block
-    would be code."""
-    lines = inner.split("\n")
-    out: list[str] = []
-    in_code = False
-    for index, line in enumerate(lines):
-        if line.startswith(fence):
-            in_code = not in_code  # code never holds a fence: dialects break it up
-            out.append(line)
-        elif in_code:
-            out.append(line)
-        elif not line and (index + 1 < len(lines) and lines[index + 1].startswith(fence)
-                           or index and lines[index - 1].startswith(fence)):
-            out.append(line)  # the blank line around a code block ends the quote
-        else:
-            out.append(prefix + line)
-    return "\n".join(out)
+_QUOTE = Atom("> ", "", "quote", Role.PREFIX)
 
 
 class DialectBase(ABC):
     """A ``Dialect`` with the defaults most platforms share: the rule ``HR``, links that may
-    hold formatting, no block openers, "• item" / "3. item" markers, headings as bold lines,
-    quotes as ``> `` lines (code blocks left alone), tables as a code block of their lines,
-    and the plain text of a chunk as the text of its atoms. A platform writes the rest."""
+    hold formatting, no block openers, no text taken as written without ``text``, "• item" /
+    "3. item" markers, headings as bold lines, quotes as ``> `` lines (code blocks left
+    alone) and tables as a code block of their lines. A platform writes the rest."""
 
     name: str
     hr = HR
@@ -155,87 +170,88 @@ class DialectBase(ABC):
     block_openers = ""
 
     @abstractmethod
-    def text(self, text: str) -> str: ...
+    def text(self, text: str) -> list[Atom]: ...
+
+    def verbatim(self, text: str) -> bool:
+        return False
 
     @abstractmethod
-    def code_text(self, code: str) -> str: ...
+    def bold(self, inner: list[Atom]) -> list[Atom]: ...
 
     @abstractmethod
-    def bold(self, inner: str) -> str: ...
+    def italic(self, inner: list[Atom]) -> list[Atom]: ...
 
     @abstractmethod
-    def italic(self, inner: str) -> str: ...
+    def strike(self, inner: list[Atom]) -> list[Atom]: ...
 
     @abstractmethod
-    def strike(self, inner: str) -> str: ...
+    def code(self, code: str) -> list[Atom]: ...
 
     @abstractmethod
-    def code(self, code: str) -> str: ...
+    def code_block(self, code: str, language: str) -> list[Atom]: ...
 
     @abstractmethod
-    def code_block(self, code: str, language: str) -> str: ...
+    def link(self, inner: list[Atom], url: str) -> list[Atom]: ...
 
-    @abstractmethod
-    def link(self, inner: str, url: str) -> str: ...
+    def quote(self, inner: list[Atom]) -> list[Atom]:
+        return quote_lines(inner, _QUOTE)
 
-    @abstractmethod
-    def tokens(self, rendered: str) -> list[Atom]: ...
-
-    def quote(self, inner: str) -> str:
-        return quote_lines(inner, "> ")
-
-    def heading(self, inner: str, level: int) -> str:
+    def heading(self, inner: list[Atom], level: int) -> list[Atom]:
         return self.bold(inner)
 
     def item(self, number: int | None) -> str:
         return "• " if number is None else f"{number}. "
 
-    def table(self, lines: list[str]) -> str:
+    def table(self, lines: list[str]) -> list[Atom]:
         return self.code_block("\n".join(lines), "")
-
-    def plain(self, rendered: str) -> str:
-        return "".join(atom.char for atom in self.tokens(rendered))
 
 
 class PlainDialect(DialectBase):
     """Readable text without markup: code blocks as their lines, tables aligned, links
-    followed by their address, quotes behind "│ "."""
+    followed by their address, quotes behind "│ ". Every atom is text."""
 
     name = "plain"
     link_markup = False
 
-    def text(self, text: str) -> str:
-        return text
+    def text(self, text: str) -> list[Atom]:
+        return text_atoms(text)
 
-    def code_text(self, code: str) -> str:
-        return code
+    def verbatim(self, text: str) -> bool:
+        return True
 
-    def bold(self, inner: str) -> str:
+    def bold(self, inner: list[Atom]) -> list[Atom]:
         return inner
 
-    def italic(self, inner: str) -> str:
+    def italic(self, inner: list[Atom]) -> list[Atom]:
         return inner
 
-    def strike(self, inner: str) -> str:
+    def strike(self, inner: list[Atom]) -> list[Atom]:
         return inner
 
-    def code(self, code: str) -> str:
-        return code
+    def code(self, code: str) -> list[Atom]:
+        return text_atoms(code)
 
-    def code_block(self, code: str, language: str) -> str:
-        return code
+    def code_block(self, code: str, language: str) -> list[Atom]:
+        return text_atoms(code)
 
-    def link(self, inner: str, url: str) -> str:
-        return url if inner in (url, url.removeprefix("mailto:")) else f"{inner} ({url})"
+    def link(self, inner: list[Atom], url: str) -> list[Atom]:
+        shown = "".join(atom.char for atom in inner)
+        return text_atoms(url) if shown in (url, url.removeprefix("mailto:")) else [*inner, *text_atoms(f" ({url})")]
 
-    def quote(self, inner: str) -> str:
-        return "\n".join("│ " + line if line else "│" for line in inner.split("\n"))
-
-    def tokens(self, rendered: str) -> list[Atom]:
-        return text_atoms(rendered)
-
-    def plain(self, rendered: str) -> str:
-        return rendered
+    def quote(self, inner: list[Atom]) -> list[Atom]:
+        out: list[Atom] = []
+        start = 0
+        while True:  # line by line
+            try:
+                end = inner.index(_NEWLINE, start)
+            except ValueError:
+                end = len(inner)
+            out.extend(text_atoms("│ " if end > start else "│"))
+            out.extend(inner[start:end])
+            if end == len(inner):
+                return out
+            out.append(_NEWLINE)
+            start = end + 1
 
 
 PLAIN = PlainDialect()

@@ -199,12 +199,14 @@ def _tree_from_env(env: Mapping[str, str], used: dict[Loc, tuple[str, ...]]) -> 
 
 
 def _require_secrets(config: CoreConfig, used: Mapping[Loc, tuple[str, ...]], from_file: bool) -> None:
-    """The selected provider's key and the tokens of enabled channels must be set."""
+    """The keys of the providers in use (the default model's, the named models') and the tokens
+    of enabled channels must be set."""
     known = secrets(type(config))
-    wanted = [loc for loc in known if loc[:2] == ("providers", config.agent.provider)]
+    wanted = [loc for provider in config.providers_in_use() for loc in known if loc[:2] == ("providers", provider)]
     sections = config.channel_sections()
     for name in config.enabled_channels:
         wanted += [("channels", name, *field.split(".")) for field in sections[name].required_secrets()]
+    wanted += config.media.required_secrets()
     for loc in wanted:
         node: Any = config
         for part in loc:

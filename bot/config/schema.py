@@ -11,15 +11,26 @@ which model validates a location, where the secrets are, and a location's dotted
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import os
 import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, PrivateAttr, SecretStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from bot.config.types import (
@@ -83,6 +94,8 @@ class AgentConfig(Section):
     history_turns: Annotated[Int, Field(ge=1, le=10_000)] = 40
     input_guard: Literal["off", "log", "warn", "block"] = "warn"
     compaction: CompactionConfig = CompactionConfig()
+    fallbacks: tuple[Name, ...] = ()  # names in models, tried in order when the model is busy or down
+    fallback_on_choice: bool = False  # a model picked with /model falls back too
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +142,69 @@ class ModelPrice(Section):
     output: Annotated[Float, Field(ge=0)]
     cache_read: Annotated[Float, Field(ge=0)] | None = None
     cache_write: Annotated[Float, Field(ge=0)] | None = None
+
+
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")  # fits a button id "model:<name>" (64 bytes)
+RESERVED_MODEL_NAMES = ("default", "session")  # /model default; models.titles: session
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
+def _person(value: Any) -> Any:
+    if isinstance(value, str) and not re.match(r"^[a-z]+:.+$", value):
+        raise PydanticCustomError("person", 'must be a person as "platform:user_id", such as "telegram:123"')
+    return value
+
+
+class NamedModelConfig(Section):
+    """One entry of ``models``: a model of a configured provider, by the name ``/model`` shows."""
+
+    provider: Literal["openai", "anthropic"]
+    model: Name
+    api: Literal["chat", "responses"] = "chat"  # responses: OpenAI's Responses API
+    context_window: Annotated[Int, Field(ge=1)] | None = None  # None: the model's, from a table
+    max_tokens: Annotated[Int, Field(ge=1)] | None = None  # None: agent.max_tokens
+    pricing: ModelPrice | None = None  # USD per million tokens of this entry (else the table, pricing:)
+    reasoning_effort: Effort | None = None  # None: the model's own
+    allowed: tuple[Annotated[str, AfterValidator(_person)], ...] | None = None  # who may pick it (and owners)
+
+    @property
+    def window(self) -> int:
+        return context_window_for(self.model, self.context_window)
+
+
+class ModelsConfig(Section):
+    """``models``: named models (every key but ``switch`` and ``titles``), who may switch, titles."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, NamedModelConfig] = Field(init=False)
+
+    switch: Literal["owners", "everyone"] = "owners"  # who may use /model <name> (a model's allowed adds people)
+    titles: Name | None = "session"  # the named model that titles sessions; session: the session's own; null: off
+
+    @model_validator(mode="before")
+    @classmethod
+    def _misspelt(cls, data: Any) -> Any:
+        """``swich: everyone`` is a misspelt key, not a model entry."""
+        for key, value in (data.items() if isinstance(data, dict) else ()):
+            if key not in cls.model_fields and not isinstance(value, dict) and (
+                    close := difflib.get_close_matches(str(key), list(cls.model_fields), n=1)):
+                raise ConfigError(f"models.{key}", f'unknown key (did you mean "{close[0]}"?)')
+        return data
+
+    @model_validator(mode="after")
+    def _names(self) -> ModelsConfig:
+        for name, entry in self.entries().items():
+            if not _MODEL_NAME.fullmatch(name) or name in RESERVED_MODEL_NAMES:
+                raise ConfigError(f"models.{name}", "is not a usable model name",
+                                  "up to 48 letters, digits, '.', '_' and '-', not default or session")
+            if entry.api == "responses" and entry.provider != "openai":
+                raise ConfigError(f"models.{name}.api", "responses is OpenAI's Responses API",
+                                  "use it with provider: openai")
+        return self
+
+    def entries(self) -> dict[str, NamedModelConfig]:
+        """The named models, in the file's order."""
+        return dict(self.model_extra or {})
 
 
 class RetentionConfig(Section):
@@ -196,6 +272,7 @@ class LimitsConfig(Section):
     messages_per_minute: Annotated[Int, Field(ge=1)] | None = 20
     daily_tokens: Annotated[Int, Field(ge=1)] | None = None
     daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
+    audio_minutes_per_day: Annotated[Float, Field(gt=0)] | None = None  # voice notes and audio transcribed
     max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = 16
 
 
@@ -266,6 +343,139 @@ class SkillsConfig(Section):
     inline_max: Annotated[Int, Field(ge=0, le=100)] = 15  # listed in the prompt up to this many; more: skill_search
 
 
+class AudioEndpointConfig(Section):
+    """An OpenAI-compatible audio endpoint (OpenAI, or a local Whisper / TTS server through
+    ``base_url``); ``api_key`` null reads OPENAI_API_KEY, and a local server needs none."""
+
+    enabled: bool = False
+    provider: Literal["openai"] = "openai"  # the OpenAI audio API, or any server speaking it
+    model: Name = "whisper-1"
+    base_url: Url = "https://api.openai.com/v1"
+    api_key: Secret = _secret("OPENAI_API_KEY")
+    timeout: Annotated[Float, Field(gt=0)] = 120.0
+
+    def needs_key(self) -> bool:
+        """OpenAI's own endpoint refuses a request without a key; a local server takes one without."""
+        return self.enabled and urlsplit(self.base_url).hostname == "api.openai.com"
+
+
+class TranscriptionConfig(AudioEndpointConfig):
+    """Voice notes and audio files in: transcribed, and the transcript is the message."""
+
+    max_seconds: Annotated[Int, Field(ge=1)] = 600  # longer voice notes are refused with a sentence
+    max_mb: Annotated[Float, Field(gt=0, le=1024)] = 20.0  # bigger audio files too (OpenAI takes up to 25)
+
+
+class SpeechConfig(AudioEndpointConfig):
+    """Voice answers (``/voice on|off|auto`` per chat), as Opus."""
+
+    model: Name = "gpt-4o-mini-tts"
+    voice: Name = "alloy"
+    max_chars: Annotated[Int, Field(ge=1, le=4096)] = 1000  # longer answers are sent as text only
+
+
+class MediaConfig(Section):
+    transcription: TranscriptionConfig = TranscriptionConfig()
+    echo_transcript: bool = False  # show the person what was heard before the answer
+    speech: SpeechConfig = SpeechConfig()
+
+    def required_secrets(self) -> tuple[tuple[str, ...], ...]:
+        """The media keys that must be set (``chatgate run`` stops without them)."""
+        return tuple(("media", name, "api_key") for name in ("transcription", "speech")
+                     if getattr(self, name).needs_key())
+
+
+def _iana_zone(value: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError("not an IANA time zone, such as Europe/Berlin or America/New_York") from None
+    return value
+
+
+class SchedulesConfig(Section):
+    """Reminders and scheduled tasks (``bot.schedules``); durations in seconds."""
+
+    default_timezone: Annotated[str, AfterValidator(_iana_zone)] | None = None  # None: the machine's
+    grace: Annotated[Float, Field(ge=0)] = 3600.0  # missed while down by less: run late; by more: listed
+    max_per_person: Annotated[Int, Field(ge=1, le=10_000)] = 20  # active and paused jobs per person
+    min_interval: Annotated[Float, Field(ge=0)] = 300.0  # between occurrences of a recurring job
+    check_timeout: Annotated[Float, Field(gt=0, le=600)] = 60.0  # a task's check command
+
+
+DEFAULT_DASHBOARD_BIND = "127.0.0.1:8787"
+_BIND = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})")
+
+
+def parse_bind(value: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:8787`` for IPv6) -> (host, port); ValueError when it is not one."""
+    match = _BIND.fullmatch(value.strip())
+    if match is None or int(match.group("port")) > 65535:
+        raise ValueError(value)
+    return match.group("v6") or match.group("host"), int(match.group("port"))
+
+
+def is_loopback(host: str) -> bool:
+    """Only this machine can reach ``host``: 127.0.0.0/8, ::1 or ``localhost``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def _password_hash(value: SecretStr | None) -> SecretStr | None:
+    if value is not None:
+        from bot.dashboard.passwords import problem  # stdlib only; loaded when a hash is configured
+
+        if (why := problem(value.get_secret_value())) is not None:
+            raise PydanticCustomError("password_hash", why)
+    return value
+
+
+class DashboardUserConfig(Section):
+    """One person who may log in to the dashboard."""
+
+    role: Literal["viewer", "operator"] = "viewer"  # viewers see everything and change nothing
+    # scrypt hash from `chatgate dashboard passwd`; none (or empty): this user cannot log in
+    password_hash: Annotated[Secret, AfterValidator(_password_hash)] = None
+
+
+class DashboardConfig(Section):
+    """The operator dashboard (``bot.dashboard``): a web page served by ``chatgate run`` when
+    ``enabled``, or alone by ``chatgate dashboard``."""
+
+    enabled: bool = False
+    bind: str = DEFAULT_DASHBOARD_BIND  # host:port; loopback only unless allow_remote
+    allow_remote: bool = False  # a non-loopback bind, then only with TLS or behind_proxy
+    tls_cert: Path | None = None  # PEM certificate chain and key: the dashboard serves https
+    tls_key: Path | None = None
+    behind_proxy: bool = False  # a TLS proxy in front: trust its X-Forwarded-For/-Proto/-Host
+    users: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")], DashboardUserConfig] = {}
+
+    @model_validator(mode="after")
+    def _safe_to_serve(self) -> DashboardConfig:
+        try:
+            host, _ = parse_bind(self.bind)
+        except ValueError:
+            raise ConfigError("dashboard.bind", f"expected host:port such as {DEFAULT_DASHBOARD_BIND}, "
+                                                f"got {self.bind!r}") from None
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("dashboard.tls_key" if self.tls_key is None else "dashboard.tls_cert",
+                              "missing", "https needs both tls_cert and tls_key")
+        if not is_loopback(host) and not self.allow_remote:
+            raise ConfigError("dashboard.bind", f"{self.bind} can be reached from other machines, and the dashboard "
+                              "binds to this machine only", "use 127.0.0.1 with an SSH tunnel, or set "
+                              "dashboard.allow_remote: true with tls_cert and tls_key or behind_proxy")
+        if self.allow_remote and self.tls_cert is None and not self.behind_proxy:
+            raise ConfigError("dashboard.allow_remote", "a remote dashboard needs TLS",
+                              "set dashboard.tls_cert and tls_key, or behind_proxy: true behind a TLS proxy")
+        return self
+
+
 class LoggingConfig(Section):
     level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -280,6 +490,7 @@ class CoreConfig(Section):
     agent: AgentConfig = AgentConfig()
     providers: ProvidersConfig = ProvidersConfig()
     pricing: dict[Name, ModelPrice] = {}
+    models: ModelsConfig = ModelsConfig()
     channels: Section = Section()  # one section per registered channel in bot.settings.Config
     storage: StorageConfig = StorageConfig()
     cluster: ClusterConfig = ClusterConfig()
@@ -290,6 +501,9 @@ class CoreConfig(Section):
     tools: ToolsConfig = ToolsConfig()
     hooks: HooksConfig = HooksConfig()
     skills: SkillsConfig = SkillsConfig()
+    media: MediaConfig = MediaConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
+    dashboard: DashboardConfig = DashboardConfig()
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")
@@ -299,10 +513,16 @@ class CoreConfig(Section):
     @model_validator(mode="after")
     def _fits(self) -> CoreConfig:
         a = self.agent
-        if a.max_tokens >= a.window:
+        if self.default_entry() is None and a.max_tokens >= a.window:
             window = (f"agent.context_window ({a.window})" if a.context_window is not None
                       else f"the context window of {a.model} ({a.window}; set agent.context_window to change it)")
             raise ConfigError("agent.max_tokens", f"must be less than {window}, got {a.max_tokens}")
+        for name, entry in self.models.entries().items():
+            cap = entry.max_tokens or a.max_tokens
+            if cap >= entry.window:
+                key = f"models.{name}.max_tokens" if entry.max_tokens else "agent.max_tokens"
+                raise ConfigError(key, f"must be less than the context window of {name} ({entry.window}; set "
+                                       f"models.{name}.context_window to change it), got {cap}")
         return self
 
     @model_validator(mode="after")
@@ -322,9 +542,38 @@ class CoreConfig(Section):
             return self.skills.paths
         return (self.storage.path.parent / "skills",)
 
+    @model_validator(mode="after")
+    def _model_names(self) -> CoreConfig:
+        """``agent.fallbacks`` and ``models.titles`` name entries of ``models``."""
+        names = list(self.models.entries())
+        named = [(f"agent.fallbacks[{i}]", name) for i, name in enumerate(self.agent.fallbacks)]
+        if self.models.titles not in (None, "session"):
+            named.append(("models.titles", str(self.models.titles)))
+        for key, name in named:
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                raise ConfigError(key, f'"{name}" is not a model in models' + (f' (did you mean "{close[0]}"?)'
+                                                                            if close else ""),
+                                  f"name one of: {', '.join(names)}" if names and not close
+                                  else None if names else "add it under models:")
+        return self
+
+    def default_entry(self) -> NamedModelConfig | None:
+        """The entry of ``models`` that ``agent.model`` names, if it names one (else it is a model
+        id of ``agent.provider``: the old form)."""
+        return self.models.entries().get(self.agent.model)
+
+    def providers_in_use(self) -> tuple[str, ...]:
+        """The providers the default model and the named models need (their keys must be set)."""
+        entry = self.default_entry()
+        used = [entry.provider if entry else self.agent.provider]
+        used += [e.provider for e in self.models.entries().values()]
+        return tuple(dict.fromkeys(used))
+
     def provider_settings(self) -> ProviderConfig:
-        """The settings of the provider ``agent.provider`` selects."""
-        return getattr(self.providers, self.agent.provider)
+        """The settings of the default model's provider (``agent.provider``, or its entry's)."""
+        entry = self.default_entry()
+        return getattr(self.providers, entry.provider if entry else self.agent.provider)
 
     def secret_values(self) -> tuple[str, ...]:
         """Every secret that is set, for scrubbing logs and traces."""
@@ -369,9 +618,18 @@ class CoreConfig(Section):
     def warnings(self) -> list[str]:
         """Choices that are allowed but unsafe, for ``chatgate check``."""
         found = []
+        names = list(self.models.entries())
+        close = difflib.get_close_matches(self.agent.model, names, 1) if self.default_entry() is None else []
+        if close:
+            found.append(f'agent.model "{self.agent.model}" is not a name in models, so it is used as a model id of '
+                         f'{self.agent.provider} (did you mean "{close[0]}"?)')
         if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
             found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
                          "file, database, environment and every workspace (set it to bwrap)")
+        d = self.dashboard
+        if d.enabled and not any(u.password_hash for u in d.users.values()):
+            found.append("dashboard.enabled but no user in dashboard.users has a password: `chatgate run` will not "
+                         "start (set one with `chatgate dashboard passwd -c CONFIG NAME`)")
         return found
 
     @property
@@ -399,7 +657,11 @@ def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
         step = loc[i]
         field = model.model_fields.get(step) if isinstance(step, str) else None
         if field is None:
-            return None
+            entry = _extra_model(model) if isinstance(step, str) else None
+            if entry is None:
+                return None
+            model, i = entry, i + 1
+            continue
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             model, i = annotation, i + 1
@@ -411,6 +673,17 @@ def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
         else:
             return None
     return model
+
+
+@cache
+def _extra_model(model: type[BaseModel]) -> type[BaseModel] | None:
+    """The model of a section's typed extra keys (``models.<name>``), if it has them."""
+    hint = get_type_hints(model).get("__pydantic_extra__")
+    if get_origin(hint) is dict:
+        value = get_args(hint)[1]
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            return value
+    return None
 
 
 def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:

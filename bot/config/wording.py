@@ -72,7 +72,7 @@ def _phrase(err: Mapping[str, Any], secret: bool, root: type[BaseModel]) -> tupl
         if loc[:2] == ("agent", "identity_links"):
             return f'expected "platform:user_id" such as "telegram:123"{got}', None
         return f"may contain only letters, digits, '.', '_' and '-'{got}", None
-    if kind in ("user_id", "webhook_secret"):
+    if kind in ("user_id", "webhook_secret", "password_hash"):
         return str(err["msg"]), None  # the message names the value itself (never a secret's)
     if kind in _PHRASES:
         return _PHRASES[kind] + got, None

@@ -1,8 +1,9 @@
 """The output pipeline: from a model's Markdown to what a channel sends, and what a chat
 shows while a run lives.
 
-- ``markdown``: the one walker; a channel's ``Dialect`` (the port's interface) supplies the atoms
-- ``split``: rendered text -> chunks under a channel's ``Limits``
+- ``markdown``: the one walker; a channel's ``Dialect`` (the port's interface) supplies the
+  atoms it emits, and the rendered text is theirs joined
+- ``split``: rendered atoms -> chunks under a channel's ``MessageShape`` (nothing is read back)
 - ``answer``: an answer's Markdown -> the stored, ready-to-send ``Answer``
 - ``progress``: typing, and the streamed draft, as one owned context manager
 

@@ -1,5 +1,5 @@
 """The end of the outbound pipeline: an answer's Markdown -> the channel's dialect -> chunks
-under its limits -> (a file when there would be too many) -> an ``Answer`` ready to store
+of its message shape -> (a file when there would be too many) -> an ``Answer`` ready to store
 and deliver.
 
 Pure but for the clock: the chunks are rendered once, here, and stored as they will be
@@ -21,13 +21,13 @@ EMPTY = "…"
 
 def chunks_for(markdown: str, channel: Channel) -> tuple[Chunk, ...]:
     """The messages that carry ``markdown`` on ``channel``."""
-    texts = render_chunks(markdown, channel.dialect, channel.limits)
+    texts = render_chunks(markdown, channel.dialect, channel.shape)
     if not texts:
         return (Chunk(render(EMPTY, channel.dialect)),)
-    if not too_many(texts, channel.limits):
+    if not too_many(texts, channel.shape):
         return tuple(Chunk(text) for text in texts)
     summary = markdown.strip().split("\n\n", 1)[0][:SUMMARY_CHARS]
-    note = render_chunks(f"{summary}\n\n{FILE_NOTE}", channel.dialect, channel.limits)[:1]
+    note = render_chunks(f"{summary}\n\n{FILE_NOTE}", channel.dialect, channel.shape)[:1]
     return (*(Chunk(text) for text in note), Chunk("", FILE_NAME, markdown.encode()))
 
 

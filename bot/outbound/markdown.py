@@ -9,9 +9,10 @@ own), nested quotes are flattened into one, tables are laid out as aligned monos
 raw HTML is shown as text, and only ``http(s):``, ``tg:`` and ``mailto:`` links are kept
 (any other link keeps its text and loses the link).
 
-The dialect interface is the port's (``bot.channels.dialect``: platform packages write
-their dialects against it); the walk is here, in the core's outbound pipeline, with the
-splitter (``bot.outbound.split``) that reads the dialect's output back as atoms.
+The walk gives ``Atom``s (``render_atoms``), the rendered text is their ``raw`` joined
+(``render``), and the splitter (``bot.outbound.split``) cuts between them: no dialect reads
+its own text back. The dialect interface is the port's (``bot.channels.dialect``: platform
+packages write their dialects against it).
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from __future__ import annotations
 import re
 import textwrap
 import unicodedata
+from operator import attrgetter
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from bot.channels import PLAIN, Dialect
+from bot.channels import PLAIN, Atom, Dialect, Role, text_atoms
 
-__all__ = ["TABLE_MAX_WIDTH", "language_of", "plain_line", "render", "safe_url", "table_lines", "to_plain", "width"]
+__all__ = ["TABLE_MAX_WIDTH", "language_of", "plain_line", "render", "render_atoms", "safe_url", "table_lines",
+           "to_plain", "width"]
 
 
 class _EveryLink(MarkdownIt):
@@ -62,12 +65,19 @@ def plain_line(markdown: str) -> str | None:
     return markdown.strip()
 
 
-def render(markdown: str, dialect: Dialect) -> str:
-    """Render model Markdown in ``dialect``: only its own markup, everything else escaped."""
+def render_atoms(markdown: str, dialect: Dialect) -> list[Atom]:
+    """Render model Markdown in ``dialect`` as atoms: only its own markup, everything else escaped."""
     if (line := plain_line(markdown)) is not None:
-        return dialect.text(line) if line else ""
+        return dialect.text(line)
     root = SyntaxTreeNode(_MD.parse(markdown))
-    return _Walker(dialect).blocks(root.children, in_quote=False).strip("\n")
+    return _strip_lines(_Walker(dialect).blocks(root.children, in_quote=False))
+
+
+def render(markdown: str, dialect: Dialect) -> str:
+    """Render model Markdown in ``dialect``: the text of ``render_atoms``."""
+    if (line := plain_line(markdown)) is not None and dialect.verbatim(line):
+        return line
+    return "".join([atom.raw for atom in render_atoms(markdown, dialect)])
 
 
 def to_plain(markdown: str) -> str:
@@ -92,102 +102,157 @@ def language_of(info: str) -> str:
     return match.group(0) if match else ""
 
 
+_NEWLINE = Atom("\n", "\n")
+_BLANK_LINE = [_NEWLINE, _NEWLINE]
+_RAW = attrgetter("raw")
+
+
+def _strip_lines(atoms: list[Atom]) -> list[Atom]:
+    """``atoms`` without line breaks at either end."""
+    start, end = 0, len(atoms)
+    while start < end and atoms[start] == _NEWLINE:
+        start += 1
+    while end > start and atoms[end - 1] == _NEWLINE:
+        end -= 1
+    return atoms if (start, end) == (0, len(atoms)) else atoms[start:end]
+
+
+def _joined(parts: list[list[Atom]], between: list[Atom]) -> list[Atom]:
+    out: list[Atom] = []
+    for part in parts:
+        if out:
+            out.extend(between)
+        out.extend(part)
+    return out
+
+
+def _led(atoms: list[Atom], lead: str, pad: str) -> list[Atom]:
+    """The lines of ``atoms`` behind ``lead`` (the first) and ``pad`` (the others), as a list
+    item's lines: a line prefix after them (a quote's "> ") is no longer at a line's start,
+    so it is text, and the lines of a code block (in a quote in the item) are padded too,
+    where its fences hold the line breaks in their markup."""
+    out = text_atoms(lead)
+    if atoms[0].role is not Role.PREFIX and "\n" not in "".join(map(_RAW, atoms)):  # one line: most items
+        out.extend(atoms)
+        return out
+    pad_atoms = text_atoms(pad)
+    line_start = True
+    for atom in atoms:
+        if atom.role is Role.PREFIX and line_start:
+            out.extend(text_atoms(atom.raw))
+            continue
+        line_start = False
+        if atom == _NEWLINE:
+            out.append(atom)
+            out.extend(pad_atoms)
+            line_start = True
+        elif atom.role and atom.raw.endswith("\n"):  # an opening fence: the pad of its first line is code
+            out.append(atom._replace(raw=atom.raw[:-1].replace("\n", "\n" + pad) + "\n"))
+            out.extend(pad_atoms)
+        elif atom.role and "\n" in atom.raw:  # a closing fence
+            out.append(atom._replace(raw=atom.raw.replace("\n", "\n" + pad)))
+        else:
+            out.append(atom)
+    return out
+
+
 class _Walker:
     def __init__(self, dialect: Dialect) -> None:
         self.d = dialect
 
     # --- blocks -------------------------------------------------------------------------
 
-    def blocks(self, nodes: list[SyntaxTreeNode], in_quote: bool) -> str:
-        return "\n\n".join(part for node in nodes if (part := self.block(node, in_quote)))
+    def blocks(self, nodes: list[SyntaxTreeNode], in_quote: bool) -> list[Atom]:
+        return _joined([part for node in nodes if (part := self.block(node, in_quote))], _BLANK_LINE)
 
-    def block(self, node: SyntaxTreeNode, in_quote: bool) -> str:
+    def block(self, node: SyntaxTreeNode, in_quote: bool) -> list[Atom]:
         d, kind = self.d, node.type
         if kind == "paragraph":
-            return self.inline(node.children[0]) if node.children else ""
+            return self.inline(node.children[0]) if node.children else []
         if kind == "heading":
-            inner = self.inline(node.children[0]) if node.children else ""
-            return d.heading(inner, int(node.tag[1:])) if inner else ""
+            inner = self.inline(node.children[0]) if node.children else []
+            return d.heading(inner, int(node.tag[1:])) if inner else []
         if kind == "blockquote":
             inner = self.blocks(node.children, in_quote=True)
             return inner if in_quote or not inner else d.quote(inner)
         if kind in _LISTS:
-            return "\n".join(self.list_lines(node, 0, in_quote))
+            return _joined(self.list_lines(node, 0, in_quote), [_NEWLINE])
         if kind in ("fence", "code_block"):
             return d.code_block(node.content.rstrip("\n"), language_of(node.info))
         if kind == "hr":
-            return d.hr
+            return text_atoms(d.hr)
         if kind == "table":
             lines = table_lines(node)
-            return d.table(lines) if lines else ""
+            return d.table(lines) if lines else []
         if kind == "html_block":
             return d.text(node.content.strip("\n"))
         return d.text(node.content)  # an unknown leaf block from a future markdown-it: as text
 
-    def list_lines(self, node: SyntaxTreeNode, depth: int, in_quote: bool) -> list[str]:
-        """One line per item line: "• item" / "3. item", nested lists 2 spaces deeper."""
+    def list_lines(self, node: SyntaxTreeNode, depth: int, in_quote: bool) -> list[list[Atom]]:
+        """One entry per item line (or block of lines): "• item" / "3. item", nested lists 2
+        spaces deeper."""
         ordered = node.type == "ordered_list"
         start = int(str(node.attrs.get("start", 1))) if ordered else 1
         indent = "  " * depth
-        lines: list[str] = []
+        lines: list[list[Atom]] = []
         for number, item in enumerate(node.children, start):
             marker = self.d.item(number if ordered else None)
+            pad = indent + " " * len(marker)
             first = True
             for child in item.children:
                 if child.type in _LISTS or child.type in _PRE_BLOCKS:
                     if first:  # an item that opens with a sub-list or a code block
-                        lines.append(indent + marker.rstrip())
+                        lines.append(text_atoms(indent + marker.rstrip()))
                         first = False
                     if child.type in _LISTS:
                         lines.extend(self.list_lines(child, depth + 1, in_quote))
                     else:  # code keeps its own indentation: no prefix inside a code block
                         lines.append(self.block(child, in_quote))
                     continue
-                text = self.block(child, in_quote)
-                if not text:
+                atoms = self.block(child, in_quote)
+                if not atoms:
                     continue
-                for line in text.split("\n"):
-                    lines.append(indent + (marker if first else " " * len(marker)) + line)
-                    first = False
+                lines.append(_led(atoms, indent + marker if first else pad, pad))
+                first = False
             if first:
-                lines.append(indent + marker.rstrip())
+                lines.append(text_atoms(indent + marker.rstrip()))
         return lines
 
     # --- inline -------------------------------------------------------------------------
 
-    def inline(self, node: SyntaxTreeNode, in_link: bool = False, styles: frozenset[str] = frozenset()) -> str:
+    def inline(self, node: SyntaxTreeNode, in_link: bool = False, styles: frozenset[str] = frozenset()) -> list[Atom]:
         d = self.d
-        out: list[str] = []
+        out: list[Atom] = []
         for child in node.children:
             kind = child.type
             if kind == "text":
-                out.append(d.text(child.content))
+                out.extend(d.text(child.content))
             elif kind in ("softbreak", "hardbreak"):
-                out.append("\n")
+                out.append(_NEWLINE)
             elif kind == "code_inline":
-                out.append(d.text(child.content) if in_link else d.code(child.content))
+                out.extend(d.text(child.content) if in_link else d.code(child.content))
             elif kind in _STYLES:
                 inner = self.inline(child, in_link, styles | {kind})
                 if not inner or kind in styles:  # empty, or the same style inside itself
-                    out.append(inner)
+                    out.extend(inner)
                 else:
-                    out.append(d.bold(inner) if kind == "strong" else d.italic(inner) if kind == "em"
+                    out.extend(d.bold(inner) if kind == "strong" else d.italic(inner) if kind == "em"
                                else d.strike(inner))
             elif kind == "link":
                 href = safe_url(child.attrs.get("href"))
                 inner = self.inline(child, True, styles)
                 if href is None or in_link:
-                    out.append(inner)
+                    out.extend(inner)
                 else:
                     inner = inner if d.link_markup else d.text(plain_of(child))
-                    out.append(d.link(inner or d.text(href), href))
+                    out.extend(d.link(inner or d.text(href), href))
             elif kind == "image":
                 alt = d.text(plain_of(child) or "image")
                 src = safe_url(child.attrs.get("src"))
-                out.append(alt if src is None or in_link else d.link(alt, src))
+                out.extend(alt if src is None or in_link else d.link(alt, src))
             else:  # html_inline and anything unknown: shown as text
-                out.append(d.text(child.content))
-        return "".join(out)
+                out.extend(d.text(child.content))
+        return out
 
 
 def plain_of(node: SyntaxTreeNode) -> str:

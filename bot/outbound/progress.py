@@ -4,10 +4,10 @@
         progress.feed(event)              # from the run's events
         draft_id = await progress.settle()
 
-While it lives, ``Status.WORKING`` is refreshed every ``limits.status_every`` seconds
+While it lives, ``Status.WORKING`` is refreshed every ``shape.status_every`` seconds
 (Telegram's "typing…" expires after ~5 s). With ``streaming: edit`` the text streamed so
 far is shown in one draft message, sent once and edited at most every
-``limits.edit_every`` seconds; with ``native`` it goes to the platform's own streaming
+``shape.edit_every`` seconds; with ``native`` it goes to the platform's own streaming
 message (the channel is a ``Streams``), or, where the platform has none for this chat
 (``stream`` gives None), to an ``EditDraft``. A channel that ``Notes`` gets a line per
 tool call and retry. Both capabilities are taken once, when the progress is made.
@@ -112,11 +112,11 @@ class Progress:
             except SendFailed as exc:
                 log.info("closing the live draft failed: %s", exc)
         elif self._draft_id is not None:  # the final edit must respect the edit interval too
-            await asyncio.sleep(max(0.0, self._last_edit + self._channel.limits.edit_every - self._clock()))
+            await asyncio.sleep(max(0.0, self._last_edit + self._channel.shape.edit_every - self._clock()))
         return self._draft_id
 
     async def _keep_status(self) -> None:
-        every = self._channel.limits.status_every
+        every = self._channel.shape.status_every
         while True:
             try:
                 await self._channel.status(self._target, Status.WORKING)
@@ -125,7 +125,7 @@ class Progress:
             await asyncio.sleep(every)
 
     async def _keep_draft(self) -> None:
-        every = self._channel.limits.edit_every
+        every = self._channel.shape.edit_every
         while True:
             await self._dirty.wait()
             if self._settled:
@@ -157,7 +157,7 @@ class Progress:
         self._shown = text
 
     async def _edit(self, text: str) -> None:
-        chunks = render_chunks(text, self._channel.dialect, self._channel.limits) if text.strip() else []
+        chunks = render_chunks(text, self._channel.dialect, self._channel.shape) if text.strip() else []
         if not chunks or chunks[0] == self._shown:
             return
         if self._draft_id is None:
@@ -169,7 +169,7 @@ class Progress:
 
 class EditDraft:
     """A ``LiveDraft`` where a platform has no native stream for a chat (Slack outside
-    threads): one message, sent once and edited at most every ``limits.edit_every`` seconds
+    threads): one message, sent once and edited at most every ``shape.edit_every`` seconds
     with the first chunk of the Markdown so far, rendered in the channel's dialect. A failed
     request leaves the message as it is; the answer replaces it anyway."""
 
@@ -179,7 +179,7 @@ class EditDraft:
         self._shown = ""
         self._id: str | None = None
         self._lock = asyncio.Lock()
-        self._pacer = Pacer(self._flush, channel.limits.edit_every, clock=clock)
+        self._pacer = Pacer(self._flush, channel.shape.edit_every, clock=clock)
         self._broken = False
         self._closed = False
 
@@ -189,7 +189,7 @@ class EditDraft:
 
     async def _flush(self) -> bool:
         async with self._lock:
-            chunks = render_chunks(self._raw, self._channel.dialect, self._channel.limits) if self._raw.strip() else []
+            chunks = render_chunks(self._raw, self._channel.dialect, self._channel.shape) if self._raw.strip() else []
             if self._broken or self._closed or not chunks or chunks[0] == self._shown:
                 return False
             try:

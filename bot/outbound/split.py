@@ -1,16 +1,17 @@
-"""Split a rendered answer into messages that each fit a platform's limits.
+"""Split a rendered answer into messages of the size a platform takes (its ``MessageShape``).
 
-Pure functions. The dialect reads its rendered text back as ``Atom``s (``Dialect.tokens``):
-markup that opens or closes formatting, a line prefix (a quote's "> ", a heading's "# "),
-or one unit of text (a character, a whole escape such as ``&lt;`` or ``\\*``, a mention),
-so a split never falls inside a tag, an entity, an escape, a surrogate pair or a markup
-token. ``Limits.measure`` says what a message's length is: UTF-16 units of the visible
-text (Telegram: markup is free) or characters as sent (Slack, Discord: markup counts).
+Pure functions. The walker renders an answer as the dialect's ``Atom``s
+(``bot.outbound.markdown.render_atoms``): markup that opens or closes formatting, a line
+prefix (a quote's "> ", a heading's "# "), or one unit of text (a character, a whole
+escape such as ``&lt;`` or ``\\*``, a mention), and the splitter cuts only between them, so
+a split never falls inside a tag, an entity, an escape, a surrogate pair or a markup
+token. ``MessageShape.measure`` says what a message's length is: UTF-16 units of the
+visible text (Telegram: markup is free) or characters as sent (Slack, Discord: markup counts).
 
 Each chunk takes as much as fits and then backs off to the best break in that window: a
 blank line, else a line break, else a sentence end, else a space, else it cuts where it
-must; with ``Limits.max_lines`` the window also ends after that many lines. A chunk does
-not end on a heading cut off from its section. Formatting open at a break is closed at
+must; with ``MessageShape.max_lines`` the window also ends after that many lines. A chunk
+does not end on a heading cut off from its section. Formatting open at a break is closed at
 the end of the chunk and reopened, the same (a link's address, a fence's language), at the
 start of the next one.
 """
@@ -20,8 +21,8 @@ from __future__ import annotations
 import bisect
 from itertools import accumulate
 
-from bot.channels import Atom, Dialect, Limits, Measure, Role
-from bot.outbound.markdown import plain_line, render
+from bot.channels import Atom, Dialect, Measure, MessageShape, Role
+from bot.outbound.markdown import plain_line, render_atoms
 
 __all__ = ["measure", "render_chunks", "split", "too_many", "utf16_len"]
 
@@ -35,48 +36,45 @@ def utf16_len(text: str) -> int:
     return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
-def measure(rendered: str, dialect: Dialect, limits: Limits) -> int:
+def measure(atoms: list[Atom], shape: MessageShape) -> int:
     """A rendered message's length as the platform counts it."""
-    if limits.measure is Measure.UTF16:
-        return sum(utf16_len(atom.char) for atom in dialect.tokens(rendered))
-    return len(rendered)
+    if shape.measure is Measure.UTF16:
+        return sum(utf16_len(atom.char) for atom in atoms)
+    return sum(len(atom.raw) for atom in atoms)
 
 
-def too_many(chunks: list[str], limits: Limits) -> bool:
+def too_many(chunks: list[str], shape: MessageShape) -> bool:
     """Too many messages to read comfortably: send the answer as a .md file instead."""
-    return len(chunks) > limits.max_chunks
+    return len(chunks) > shape.max_chunks
 
 
-def render_chunks(markdown: str, dialect: Dialect, limits: Limits) -> list[str]:
-    """Render model Markdown in ``dialect`` and split it under ``limits``."""
+def render_chunks(markdown: str, dialect: Dialect, shape: MessageShape) -> list[str]:
+    """Render model Markdown in ``dialect`` and split it into messages of ``shape``."""
     line = plain_line(markdown)
-    if line is None:
-        return split(render(markdown, dialect), dialect, limits)
-    text = dialect.text(line)  # what render gives for a plain line
-    if text and 2 * len(text) <= limits.chunk:  # a short one (2: a UTF-16 bound) is one chunk, as it is
-        return [text]
-    return split(text, dialect, limits)
+    if line is not None and dialect.verbatim(line):  # a line of text, sent as it is
+        if line and 2 * len(line) <= shape.chunk:  # a short one (2: a UTF-16 bound) is one chunk
+            return [line]
+    return split(render_atoms(markdown, dialect), dialect, shape)
 
 
-def split(rendered: str, dialect: Dialect, limits: Limits) -> list[str]:
-    """Split rendered text into well-formed chunks of at most ``limits.chunk`` units.
+def split(atoms: list[Atom], dialect: Dialect, shape: MessageShape) -> list[str]:
+    """Split rendered ``atoms`` into well-formed chunks of at most ``shape.chunk`` units.
 
     Returns no chunks when the text holds nothing visible.
     """
-    limit = limits.chunk
+    limit = shape.chunk
     if limit < 2:
         raise ValueError("limit must be at least 2 units (one emoji)")
-    atoms = dialect.tokens(rendered)
-    return _Splitter(atoms, limits, dialect).chunks()
+    return _Splitter(atoms, shape, dialect).chunks()
 
 
 class _Splitter:
-    def __init__(self, atoms: list[Atom], limits: Limits, dialect: Dialect) -> None:
+    def __init__(self, atoms: list[Atom], shape: MessageShape, dialect: Dialect) -> None:
         self.atoms = atoms
         self.dialect = dialect
-        self.limit = limits.chunk
-        self.max_lines = limits.max_lines
-        self.chars = limits.measure is not Measure.UTF16  # markup counts, as sent
+        self.limit = shape.chunk
+        self.max_lines = shape.max_lines
+        self.chars = shape.measure is not Measure.UTF16  # markup counts, as sent
         chars = [atom.char for atom in atoms]
         if self.chars:
             units = [len(atom.raw) for atom in atoms]
@@ -274,7 +272,7 @@ def _line_start(atoms: list[Atom], dialect: Dialect) -> list[Atom]:
         if atom.role or atom.char.isspace():
             continue
         if atom.char in dialect.block_openers and atom.raw == atom.char:
-            return [*atoms[:index], atom._replace(raw=dialect.text(atom.char)), *atoms[index + 1:]]
+            return [*atoms[:index], *dialect.text(atom.char), *atoms[index + 1:]]
         return atoms
     return atoms
 

@@ -13,12 +13,16 @@ Built-ins register like extras would::
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import ConfigError
 from bot.providers.base import Provider
 
+if TYPE_CHECKING:
+    from bot.providers.audio import OpenAIAudio
+
 _REGISTRY: dict[str, str] = {}
+_AUDIO: dict[str, str] = {"openai": "bot.providers.audio:OpenAIAudio"}  # media.transcription / media.speech
 
 
 def register(name: str, target: str) -> None:
@@ -54,7 +58,21 @@ def make_provider(
     return provider
 
 
+def make_audio(name: str, *, api_key: str, base_url: str, timeout: float, key: str) -> OpenAIAudio:
+    """The audio endpoint client (transcriptions, speech) of provider ``name``; ``key`` is the
+    config key named when the name is unknown. The caller closes it (``aclose``)."""
+    try:
+        target = _AUDIO[name]
+    except KeyError:
+        raise ConfigError(key, f"unknown audio provider {name!r}", f"use one of: {', '.join(sorted(_AUDIO))}") from None
+    module_name, _, class_name = target.partition(":")
+    cls: Any = getattr(importlib.import_module(module_name), class_name)
+    client: OpenAIAudio = cls(api_key=api_key, base_url=base_url, timeout=timeout)
+    return client
+
+
 register("openai", "bot.providers.openai:OpenAIProvider")
+register("openai-responses", "bot.providers.openai_responses:ResponsesProvider")  # a named model's api: responses
 register("anthropic", "bot.providers.anthropic:AnthropicProvider")
 
-__all__ = ["Provider", "available", "make_provider", "register"]
+__all__ = ["Provider", "available", "make_audio", "make_provider", "register"]

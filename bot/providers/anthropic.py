@@ -39,7 +39,7 @@ from bot.providers.failures import (
     parse_retry_after,
     scrub,
 )
-from bot.providers.streaming import StreamingProvider
+from bot.providers.streaming import StreamingProvider, string_field
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ _ERROR_TYPE_STATUS = {
     "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
 }
 _MIN_THINKING_BUDGET = 1024  # the API refuses less
+# a named model's reasoning_effort as an extended-thinking budget (tokens); none/minimal: off
+_EFFORT_BUDGET = {"low": 1024, "medium": 4096, "high": 16_384, "xhigh": 32_768}
 # Events as the parsed JSON the server sent: ``object`` is the one type the SDK hands back
 # untouched (its type coercion fails on a bare ``dict``: it wants ``Dict[K, V]``).
 _RAW_STREAM = anthropic.AsyncStream[object]
@@ -171,8 +173,9 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
         params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(_EPHEMERAL)}]
     if request.tools:
         params["tools"] = to_anthropic_tools(request.tools)
-    if request.thinking_budget:
-        budget = max(_MIN_THINKING_BUDGET, request.thinking_budget)
+    thinking = request.thinking_budget or _EFFORT_BUDGET.get(request.reasoning_effort or "")
+    if thinking:
+        budget = max(_MIN_THINKING_BUDGET, thinking)
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         if request.max_tokens <= budget:  # the API needs room for the answer after thinking
             params["max_tokens"] = budget + request.max_tokens
@@ -253,17 +256,17 @@ class _Assembler:
         if state is None:
             raise ValueError(f"{kind} for a content block that never started")
         if kind == "text_delta" and state["kind"] == "text":
-            text = _string(delta, "text")
+            text = string_field(delta, "text")
             state["text"].append(text)
             return [TextDelta(text)] if text else []
         if kind == "thinking_delta" and state["kind"] == "thinking":
-            thinking = _string(delta, "thinking")
+            thinking = string_field(delta, "thinking")
             state["text"].append(thinking)
             return [ThinkingDelta(thinking)] if thinking else []
         if kind == "signature_delta" and state["kind"] == "thinking":
-            state["signature"].append(_string(delta, "signature"))
+            state["signature"].append(string_field(delta, "signature"))
         elif kind == "input_json_delta" and state["kind"] == "tool":
-            partial = _string(delta, "partial_json")
+            partial = string_field(delta, "partial_json")
             state["json"].append(partial)
             if partial:
                 return [ToolCallDelta(index=state["slot"], id=None, name=None, arguments=partial)]
@@ -294,13 +297,6 @@ class _Assembler:
         )
         stop = _STOP_REASONS.get(self.stop_reason or "", StopReason.UNKNOWN)
         return Completed(Message(Role.ASSISTANT, tuple(parts)), stop, usage, self.model)
-
-
-def _string(delta: dict[str, Any], key: str) -> str:
-    value = delta[key]
-    if not isinstance(value, str):
-        raise TypeError(f"{delta.get('type')} {key} is {type(value).__name__}, not a string")
-    return value
 
 
 # ----------------------------------------------------------------------------- provider

@@ -39,6 +39,7 @@ class ChatRequest:
     temperature: float | None = None
     thinking_budget: int | None = None  # Anthropic extended thinking; None = off
     volatile: str = ""
+    reasoning_effort: str | None = None  # none | minimal | low | medium | high | xhigh; None: the model's own
 
 
 # how the volatile system text is marked where it is sent: written by chatgate, not by the user

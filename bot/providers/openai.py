@@ -1,6 +1,7 @@
 """OpenAI Chat Completions, and any compatible server (vLLM, Ollama, ...) via ``base_url``.
 
-Imported only when this provider is chosen: it is the one module that imports ``openai``.
+Imported only when this provider is chosen: with its sibling ``bot.providers.audio`` (which
+shares ``failure_of``), the only modules that import ``openai``.
 
 The request goes through the SDK's low-level ``client.post``: its HTTP client, auth headers,
 timeouts, ``{"error": ...}`` chunks raised as ``APIError``, and exception classes, but not
@@ -13,14 +14,14 @@ is sent as it is and chunks stay the plain dicts the server sent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import openai
 
 from bot.errors import ContextTooLongError, ProviderError
-from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall
+from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
 from bot.providers.base import (
     ChatRequest,
     Completed,
@@ -43,7 +44,7 @@ from bot.providers.failures import (
     refused_connection,
     scrub,
 )
-from bot.providers.streaming import StreamingProvider
+from bot.providers.streaming import Assembler, StreamingProvider
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +89,20 @@ def to_openai_messages(system: str, messages: tuple[Message, ...]) -> list[dict[
                 ]
             wire.append(entry)
             continue
-        # user and tool messages: one role=tool message per result, then any text/images
-        wire.extend({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content}
-                    for r in message.tool_results)
-        rest = [p for p in message.parts if isinstance(p, (TextPart, ImagePart))]
-        if rest or (message.role is Role.USER and not message.tool_results):
-            wire.append({"role": "user", "content": _user_content(rest)})
+        wire += user_side(message, lambda r: {"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content},
+                          _user_content)
     return wire
+
+
+def user_side(message: Message, result: Callable[[ToolResult], dict[str, Any]],
+              content: Callable[[Sequence[TextPart | ImagePart]], object]) -> list[dict[str, Any]]:
+    """A user or tool message in either OpenAI API: one item per tool result, then its text
+    and images as a user turn (an empty one when a user message has nothing else)."""
+    items = [result(r) for r in message.tool_results]
+    rest = [p for p in message.parts if isinstance(p, (TextPart, ImagePart))]
+    if rest or (message.role is Role.USER and not message.tool_results):
+        items.append({"role": "user", "content": content(rest)})
+    return items
 
 
 def to_openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
@@ -241,34 +249,40 @@ class OpenAIProvider(StreamingProvider):
             params["tools"] = to_openai_tools(request.tools)
         if request.temperature is not None and not fixed_temperature(request.model):
             params["temperature"] = request.temperature
+        if request.reasoning_effort is not None:
+            params["reasoning_effort"] = request.reasoning_effort
         return params
 
     async def _open(self, params: dict[str, Any]) -> Any:
         return await self._client.post("/chat/completions", body=params, cast_to=object, stream=True,
                                        stream_cls=_RAW_STREAM)
 
-    def _assembler(self, model: str) -> _Assembler:
+    def _assembler(self, model: str) -> Assembler:
         return _Assembler(model)
 
     def _failure(self, err: openai.OpenAIError) -> TransientError | ProviderError:
-        """The SDK's exception as a retryable failure or our typed error."""
-        if isinstance(err, openai.APIResponseValidationError):
-            return malformed(self.name, "response does not match the schema")
-        if isinstance(err, openai.APIStatusError):
-            message, code = _error_fields(err.body, err.message)
-            return classify_status(err.status_code, scrub(message, self._secret), provider=self.name,
-                                   code=code, retry_after=parse_retry_after(err.response.headers))
-        if isinstance(err, openai.APITimeoutError) and not refused_connection(err):
-            return TransientError("timeout", provider=self.name)
-        if isinstance(err, openai.APIConnectionError):
-            return TransientError("connection error", provider=self.name, detail=describe_cause(err, self._secret))
-        if isinstance(err, openai.APIError):  # an error object inside the stream
-            message, code = _error_fields(err.body, err.message)
-            message = scrub(message, self._secret)
-            if looks_like_context_overflow(code, message):
-                return ContextTooLongError(f"{self.name}: {message}", provider=self.name)
-            return TransientError("error in stream", provider=self.name, detail=message)
-        return ProviderError(f"{self.name}: {describe_cause(err, self._secret)}", provider=self.name)
+        return failure_of(err, self.name, self._secret)
+
+
+def failure_of(err: openai.OpenAIError, name: str, secret: str) -> TransientError | ProviderError:
+    """The SDK's exception as a retryable failure or our typed error (chat and audio alike)."""
+    if isinstance(err, openai.APIResponseValidationError):
+        return malformed(name, "response does not match the schema")
+    if isinstance(err, openai.APIStatusError):
+        message, code = _error_fields(err.body, err.message)
+        return classify_status(err.status_code, scrub(message, secret), provider=name,
+                               code=code, retry_after=parse_retry_after(err.response.headers))
+    if isinstance(err, openai.APITimeoutError) and not refused_connection(err):
+        return TransientError("timeout", provider=name)
+    if isinstance(err, openai.APIConnectionError):
+        return TransientError("connection error", provider=name, detail=describe_cause(err, secret))
+    if isinstance(err, openai.APIError):  # an error object inside the stream
+        message, code = _error_fields(err.body, err.message)
+        message = scrub(message, secret)
+        if looks_like_context_overflow(code, message):
+            return ContextTooLongError(f"{name}: {message}", provider=name)
+        return TransientError("error in stream", provider=name, detail=message)
+    return ProviderError(f"{name}: {describe_cause(err, secret)}", provider=name)
 
 
 def _error_fields(body: object, fallback: str) -> tuple[str, str | None]:

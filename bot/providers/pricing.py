@@ -84,8 +84,11 @@ def cost(model: str, usage: Usage, overrides: Mapping[str, Price] | None = None)
     """USD for one request. ``usage.input_tokens`` counts the whole prompt, cached parts
     included; those are billed at the cache prices instead of the input price."""
     price = price_for(model, overrides)
-    if price is None:
-        return 0.0
+    return 0.0 if price is None else billed(price, usage)
+
+
+def billed(price: Price, usage: Usage) -> float:
+    """USD for one request at ``price`` (a named model's own price, whatever id the server names)."""
     uncached = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
     return (
         uncached * price.input

@@ -22,6 +22,14 @@ log = logging.getLogger(__name__)
 MALFORMED = (ValueError, KeyError, TypeError, AttributeError)  # a stream item we cannot read
 
 
+def string_field(event: dict[str, Any], key: str) -> str:
+    """``event[key]``, which must be text (a stream item we cannot read raises one of ``MALFORMED``)."""
+    value = event[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{event.get('type')} {key} is {type(value).__name__}, not a string")
+    return value
+
+
 class Assembler(Protocol):
     def feed(self, item: Any) -> Iterable[StreamEvent]: ...
     def finish(self, provider: str) -> Completed: ...

@@ -1,10 +1,14 @@
 """The Store port: sessions, their history, the inbound log and usage.
 
 Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
-``bot.access`` and ``chatgate pairing``), ``AnswerStore`` (what is owed to chats and which
-chunks were delivered, for ``bot.delivery``), ``SummaryStore`` (compaction's summaries
-and cuts) and ``ApprovalStore``. ``AppStore`` is all of them on one object, what the
-composition root opens.
+``bot.access``, ``chatgate pairing`` and the dashboard), ``AnswerStore`` (what is owed to
+chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
+(compaction's summaries and cuts), ``MediaStore`` (voice modes, audio minutes),
+``ApprovalStore``, ``ScheduleStore`` (scheduled jobs, their occurrences and people's time
+zones, for ``bot.schedules``), ``ModelStore`` (a conversation's model, session titles), and
+the dashboard's two: ``BrowseStore`` (what its pages read) and ``AuditStore`` (who did what
+from it). ``AppStore`` is all of them on one object, what the composition root opens;
+``SQLiteStore`` and ``PostgresStore`` implement it.
 
 ``SQLiteStore`` (``bot.store.sqlite``) and ``PostgresStore`` (``bot.store.pg``) implement
 every one, and both pass the same contract suite (tests/test_store_contract.py).
@@ -13,8 +17,10 @@ every one, and both pass the same contract suite (tests/test_store_contract.py).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from enum import StrEnum
+from typing import Literal, Protocol, TypeAlias
 
 from bot.conversation import Conversation
 from bot.llm import Message
@@ -60,6 +66,7 @@ class Turn:
     answer: Answer | None = None
     settle: bool = False
     charges: tuple[Charge, ...] = ()  # this turn's own model calls, per person it served (not its sub-agents')
+    closes: Closing | None = None  # the scheduled occurrence this turn ran, closed in the same transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +238,10 @@ class ApprovedSender:
 class PairingStore(Protocol):
     """Pairing codes and the senders they let in.
 
-    Six methods, one over the house's five: they are one noun's life cycle (request,
-    list, approve, revoke, check, list approved), and splitting it would only make every
-    store implement two protocols. ``bot.access`` uses ``pairing_request`` and
-    ``is_approved``; the ``chatgate pairing`` commands use the rest."""
+    Seven methods, two over the house's five: they are one noun's life cycle (request,
+    list, approve, deny, revoke, check, list approved), and splitting it would only make
+    every store implement two protocols. ``bot.access`` uses ``pairing_request`` and
+    ``is_approved``; the ``chatgate pairing`` commands and the dashboard use the rest."""
 
     async def pairing_request(
         self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,
@@ -253,6 +260,11 @@ class PairingStore(Protocol):
 
     async def approve_pairing(self, code: str, now: float) -> PairingCode | None:
         """Approve a pending code (any case); None when it is unknown, expired or used."""
+        ...
+
+    async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
+        """Drop a pending code unapproved (any case); None when it is unknown, expired or used.
+        Its sender is not blocked: writing again later asks anew, with a new code."""
         ...
 
     async def revoke_sender(self, platform: str, user_id: str) -> bool:
@@ -320,6 +332,50 @@ class ApprovalStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """The model a conversation's people picked with /model."""
+
+    model: str  # a name in models:
+    chosen_by: str  # platform:user_id
+    chosen_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session as ``chatgate sessions`` lists it."""
+
+    key: str
+    id: int
+    created_at: float
+    archived_at: float | None
+    title: str | None
+    model: str | None  # the model its conversation picked (None: the default)
+    last_at: float | None  # its last turn
+
+
+class ModelStore(Protocol):
+    """Model choice per conversation (by session key: it outlives /new) and session titles."""
+
+    async def chosen_model(self, session_key: str) -> ModelChoice | None:
+        ...
+
+    async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
+        """Store the conversation's choice; None forgets it (back to the default)."""
+        ...
+
+    async def set_title(self, session: Session, title: str, model: str) -> bool:
+        """Store the session's title; False when it has one already (the first stays)."""
+        ...
+
+    async def title(self, session: Session) -> str | None:
+        ...
+
+    async def titled_sessions(self, last: int = 20, *, archived: bool = False) -> list[SessionInfo]:
+        """The sessions most recently used first (not sub-agents'); ``archived`` adds those /new left."""
+        ...
+
+
 class AnswerStore(Protocol):
     """What is owed to chats: an answer is stored before its first chunk is sent, each chunk
     is recorded when the platform took it, and the last one answers the inbound rows."""
@@ -341,6 +397,322 @@ class AnswerStore(Protocol):
         """Stop owing an answer that cannot be delivered; its inbound rows count as answered."""
         ...
 
+    async def answer_state(self, answer_id: str) -> AnswerState | None:
+        """Where a stored answer stands; None when there is no answer with this id."""
+        ...
 
-class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, Protocol):
-    """Every store port on one object: what the composition root opens and hands out."""
+
+AnswerState = Literal["owed", "delivered", "given_up"]
+
+
+class MediaStore(Protocol):
+    """Voice answers per chat (``/voice``) and the seconds of audio each person had
+    transcribed (``limits.audio_minutes_per_day``)."""
+
+    async def voice_mode(self, platform: str, chat_id: str) -> str | None:
+        """The chat's ``/voice`` mode (on, off, auto); None when it never set one."""
+        ...
+
+    async def set_voice_mode(self, platform: str, chat_id: str, mode: str) -> None: ...
+
+    async def record_audio(self, person: str, seconds: float, at: float) -> None:
+        """``seconds`` of audio transcribed for ``person`` at ``at``."""
+        ...
+
+    async def audio_since(self, person: str, since: float) -> float:
+        """Seconds of audio transcribed for ``person`` since ``since``."""
+        ...
+
+# -- schedules ----------------------------------------------------------------------------
+
+
+class JobKind(StrEnum):
+    REMINDER = "reminder"  # text sent at the time, no model call
+    TASK = "task"  # a turn of the turn runner, its answer delivered and kept in the history
+
+
+class JobState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"  # by its creator, after failures, or because its creator lost access
+    DONE = "done"  # a one-shot that ran
+    MISSED = "missed"  # a one-shot whose time passed beyond the grace while the bot was down
+    CANCELLED = "cancelled"
+
+
+class RuleKind(StrEnum):
+    AT = "at"
+    EVERY = "every"
+    CRON = "cron"
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """A job's rule with its IANA zone (``bot.schedules.rules`` computes with it). ``anchor``
+    (UTC epoch seconds) is the instant of an ``at`` rule and the first occurrence of an
+    ``every`` rule; ``every`` is its interval in seconds; ``cron`` a 5-field expression."""
+
+    kind: RuleKind
+    zone: str
+    anchor: int = 0
+    every: int = 0
+    cron: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A scheduled job: its rule, what it does, and the conversation it belongs to (rebuilt
+    from what is stored: the chat, the session key, the creator's linked person).
+
+    ``next_at`` is the next occurrence as a UTC instant (epoch seconds), None once the job is
+    finished. ``check`` is the JSON of a task's check (``bot.schedules.checks``), if any."""
+
+    id: int
+    kind: JobKind
+    text: str
+    when: When
+    conversation: Conversation
+    creator: str  # the creator's user id on the conversation's platform
+    creator_name: str = ""
+    state: JobState = JobState.ACTIVE
+    next_at: int | None = None
+    reason: str = ""  # why it is paused or finished, when it was not its creator's doing
+    failures: int = 0  # failed runs in a row
+    prompt: str = "full"  # a task's system prompt: full | minimal
+    check: str | None = None
+    created_at: float = 0.0
+
+    @property
+    def person(self) -> str:
+        """Whom the job counts against (``bot.limits.limit_keys``): the linked person, else
+        ``platform:user_id``."""
+        c = self.conversation
+        return f"person:{c.person}" if c.person else f"{c.platform}:{self.creator}"
+
+    @property
+    def recurring(self) -> bool:
+        return self.when.kind is not RuleKind.AT
+
+
+@dataclass(frozen=True, slots=True)
+class Closing:
+    """How one occurrence of a job ended: ``outcome`` is sent | completed | silent | failed |
+    stopped | skipped | busy | limited | denied | missed."""
+
+    job_id: int
+    at: int
+    outcome: str
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One occurrence to claim: it is ``at`` of ``job_id`` (whose ``next_at`` must still be
+    ``at``); the job moves on to ``next_at`` (None: it is done). ``answer``, for a reminder,
+    is stored in the claim's transaction and the occurrence is closed ``sent`` at once."""
+
+    job_id: int
+    at: int
+    next_at: int | None
+    late: int = 0  # seconds after ``at`` that it runs
+    answer: Answer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """A claimed occurrence that never closed (the process died while its task ran)."""
+
+    job: Job
+    at: int
+    late: int
+    claimed_at: float
+
+
+class JobStore(Protocol):
+    """Jobs: added (within a person's cap), read, listed, and changed by compare-and-set."""
+
+    async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
+        """Store a new job (its ``id`` is ignored) and return it with its id; None, and nothing
+        stored, when ``job.person`` has ``max_per_person`` active or paused jobs already."""
+        ...
+
+    async def job(self, job_id: int) -> Job | None: ...
+
+    async def jobs(self, *, person: str | None = None, platform: str | None = None, chat_id: str | None = None,
+                   states: Sequence[JobState] = (JobState.ACTIVE, JobState.PAUSED)) -> list[Job]:
+        """Jobs in ``states``, of one person and chat or of everyone, oldest first."""
+        ...
+
+    async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
+                         next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
+        """Move a job in one of ``expect`` to ``state`` (and ``next_at``, ``reason``; making an
+        inactive job active clears its failures), storing ``answer`` in the same transaction;
+        False, and nothing changed, when the job is not in one of ``expect``."""
+        ...
+
+
+class OccurrenceStore(Protocol):
+    """Occurrences: what is due, claimed before it runs, closed once."""
+
+    async def next_due(self) -> int | None:
+        """The earliest ``next_at`` of the active jobs."""
+        ...
+
+    async def due(self, until: int, limit: int) -> list[Job]:
+        """Active jobs with ``next_at <= until``, earliest first, at most ``limit``."""
+        ...
+
+    async def claim(self, claims: Sequence[Claim]) -> list[bool]:
+        """Claim occurrences in one transaction: for each, the job must be active with
+        ``next_at == at`` and the occurrence new; then the job moves to ``claim.next_at`` (done
+        when None) and the occurrence is recorded (with its answer, closed, for a reminder).
+        Whether each was claimed: a second claimer of the same occurrence gets False."""
+        ...
+
+    async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
+        """Close a running occurrence, storing ``answer`` in the same transaction (a failure adds
+        one to the job's failures in a row; completed, silent and skipped reset them); the job's
+        failures in a row, or None, and nothing stored, when the occurrence was not running
+        (closed already, by its turn for instance)."""
+        ...
+
+    async def unclosed(self) -> list[Occurrence]:
+        """Occurrences claimed and never closed, oldest first (after a crash)."""
+        ...
+
+
+class ZoneStore(Protocol):
+    async def zone(self, person: str) -> str | None:
+        """The IANA time zone ``person`` chose with /tz, if any."""
+        ...
+
+    async def set_zone(self, person: str, zone: str | None) -> None:
+        """Remember (None: forget) ``person``'s time zone."""
+        ...
+
+
+class ScheduleStore(JobStore, OccurrenceStore, ZoneStore, Protocol):
+    """What ``bot.schedules`` needs of the store: jobs, their occurrences, people's zones."""
+
+
+
+# -- the dashboard's reads and its audit trail -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One session as the dashboard lists it."""
+
+    id: int
+    key: str
+    created_at: float
+    archived: bool  # replaced by a fresh session (/new); kept
+    last_activity: float  # its newest message, else its creation
+    title: str  # the start of its first user message (or of the message waiting for its first turn)
+    sender: str  # the name of the last person who wrote in it ("" when unknown)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    turns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMessage:
+    """A stored message of a session, compacted ones included (they are kept, marked)."""
+
+    id: int
+    run_id: str
+    message: Message
+    created_at: float
+    compacted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLog:
+    """A session's newest messages (oldest first) and every summary that replaced some of them."""
+
+    session: SessionSummary
+    messages: list[LoggedMessage]
+    summaries: list[Summary]
+    earlier: int  # messages older than the first one here, left out
+
+
+@dataclass(frozen=True, slots=True)
+class DailyUsage:
+    """What one person's model calls cost on one UTC day (``day``: its 00:00, epoch seconds)."""
+
+    person: str
+    day: float
+    tokens: int
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    days: list[DailyUsage]
+    names: dict[str, str]  # person -> the name they last wrote under, where one is known
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Something that went wrong recently: a run that failed, or an answer given up."""
+
+    at: float
+    kind: str  # run | delivery
+    where: str  # the session key, or platform:chat_id
+    detail: str
+    run_id: str = ""
+
+
+class BrowseStore(Protocol):
+    """What the dashboard's pages read, beside ``traces`` and ``undelivered``."""
+
+    async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
+        """Sessions by last activity, newest first (sub-agents' left out); ``search`` matches the
+        session key, the last sender's name or any message's text (case-insensitive for ASCII)."""
+        ...
+
+    async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
+        """The session with its last ``limit`` messages and all its summaries; None when unknown."""
+        ...
+
+    async def trace(self, run_id: str) -> TraceRecord | None:
+        """One run's trace with its spans."""
+        ...
+
+    async def daily_usage(self, since: float) -> UsageReport:
+        """Tokens and cost charged per person and UTC day since ``since`` (epoch seconds)."""
+        ...
+
+    async def failures(self, limit: int = 20) -> list[Failure]:
+        """The newest failed runs and given-up answers, newest first."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One thing done from the dashboard (or tried and refused), and who did it."""
+
+    at: float
+    user: str
+    role: str
+    action: str  # login | logout | stop | approve | deny | pause | cancel ...
+    target: str  # what it was done to: a run id, a pairing code's sender, a job id
+    outcome: str  # done | refused: ... | not found | failed
+    address: str = ""  # where the request came from
+
+
+class AuditStore(Protocol):
+    async def record_action(self, entry: AuditEntry) -> None: ...
+
+    async def actions(self, limit: int = 50) -> list[AuditEntry]:
+        """The newest entries first."""
+        ...
+
+
+class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ScheduleStore, ModelStore,
+               BrowseStore, AuditStore, Protocol):
+    """Every store port on one object: what the composition root opens and hands out
+    (``SQLiteStore``, ``PostgresStore``)."""

@@ -299,6 +299,133 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0011_media",
+        """
+        -- voice answers per chat (/voice on|off|auto); a chat without a row is off
+        CREATE TABLE voice_modes (
+            platform   TEXT NOT NULL,
+            chat_id    TEXT NOT NULL,
+            mode       TEXT NOT NULL,  -- on | off | auto
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (platform, chat_id)
+        );
+
+        -- seconds of audio transcribed per person, for limits.audio_minutes_per_day
+        CREATE TABLE audio_use (
+            id         INTEGER PRIMARY KEY,
+            person     TEXT NOT NULL,
+            seconds    REAL NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX audio_use_person ON audio_use (person, created_at);
+
+        -- a file sent from a workspace (send_file) is stored by reference and read at send
+        -- time: JSON bot.messages.FileRef; voice: the file is a voice note
+        ALTER TABLE chunks ADD COLUMN file_ref TEXT;
+        ALTER TABLE chunks ADD COLUMN voice INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
+    Migration(
+        "0012_schedules",
+        """
+        -- scheduled jobs: a rule (at / every / cron) with its IANA zone, the next occurrence as a
+        -- UTC instant, and the conversation it belongs to
+        CREATE TABLE jobs (
+            id           INTEGER PRIMARY KEY,
+            kind         TEXT    NOT NULL,  -- reminder | task
+            text         TEXT    NOT NULL,
+            rule         TEXT    NOT NULL,  -- at | every | cron
+            zone         TEXT    NOT NULL,
+            anchor       INTEGER NOT NULL,  -- epoch seconds: the instant (at), the first occurrence (every)
+            every        INTEGER NOT NULL DEFAULT 0,  -- seconds
+            cron         TEXT    NOT NULL DEFAULT '',
+            state        TEXT    NOT NULL DEFAULT 'active',
+            next_at      INTEGER,  -- epoch seconds, UTC; NULL once finished
+            reason       TEXT    NOT NULL DEFAULT '',
+            failures     INTEGER NOT NULL DEFAULT 0,  -- failed runs in a row
+            prompt       TEXT    NOT NULL DEFAULT 'full',
+            check_spec   TEXT,  -- JSON
+            person       TEXT    NOT NULL,  -- whom it counts against: person:<name> or platform:user_id
+            creator      TEXT    NOT NULL,  -- the creator's user id on the platform
+            creator_name TEXT    NOT NULL DEFAULT '',
+            session_key  TEXT    NOT NULL,
+            platform     TEXT    NOT NULL,
+            account      TEXT    NOT NULL,
+            chat_id      TEXT    NOT NULL,
+            chat_type    TEXT    NOT NULL,
+            thread_id    TEXT,
+            linked       TEXT,  -- the conversation's linked person (identity_links), if any
+            created_at   REAL    NOT NULL,
+            updated_at   REAL    NOT NULL
+        );
+        CREATE INDEX jobs_due ON jobs (next_at) WHERE state = 'active';
+        CREATE INDEX jobs_person ON jobs (person, platform, chat_id) WHERE state IN ('active', 'paused');
+
+        -- one row per occurrence, claimed before it runs: (job, instant) is its key
+        CREATE TABLE occurrences (
+            job_id     INTEGER NOT NULL REFERENCES jobs (id),
+            at         INTEGER NOT NULL,  -- the scheduled instant, epoch seconds UTC
+            state      TEXT    NOT NULL,  -- running | closed
+            outcome    TEXT,
+            late       INTEGER NOT NULL DEFAULT 0,  -- seconds after its instant that it ran
+            claimed_at REAL    NOT NULL,
+            closed_at  REAL,
+            PRIMARY KEY (job_id, at)
+        );
+        CREATE INDEX occurrences_unclosed ON occurrences (claimed_at) WHERE state = 'running';
+
+        -- the time zone a person chose with /tz
+        CREATE TABLE person_zones (
+            person TEXT PRIMARY KEY,
+            zone   TEXT NOT NULL,
+            set_at REAL NOT NULL
+        );
+        """,
+    ),
+    Migration(
+        "0013_dashboard",
+        """
+        -- what was done from the operator dashboard, and by whom (bot.dashboard); a table of its
+        -- own that touches no other, so it applies in any order among its neighbours
+        CREATE TABLE dashboard_actions (
+            id      INTEGER PRIMARY KEY,
+            at      REAL NOT NULL,
+            user    TEXT NOT NULL,  -- the dashboard user (as typed, when a login failed)
+            role    TEXT NOT NULL,  -- viewer | operator | '' before a login
+            action  TEXT NOT NULL,  -- login | logout | stop | approve | deny | pause | cancel ...
+            target  TEXT NOT NULL,
+            outcome TEXT NOT NULL,  -- done | refused: why | not found | failed
+            address TEXT NOT NULL   -- the client address (X-Forwarded-For's behind a proxy)
+        );
+        CREATE INDEX dashboard_actions_at ON dashboard_actions (at);
+        """,
+    ),
+    Migration(
+        "0014_models",
+        """
+        -- Order-independent: new tables and a new column of traces, nothing another migration
+        -- makes. The model a conversation's people picked with /model, by session key (kept
+        -- across /new, restarts and compactions); no row: the default model.
+        CREATE TABLE session_models (
+            session_key TEXT PRIMARY KEY,
+            model       TEXT NOT NULL,  -- a name in models:
+            chosen_by   TEXT NOT NULL,  -- platform:user_id
+            chosen_at   REAL NOT NULL
+        );
+
+        -- a session's title, made once after its first exchange
+        CREATE TABLE session_titles (
+            session_id INTEGER PRIMARY KEY REFERENCES sessions (id),
+            title      TEXT NOT NULL,
+            model      TEXT NOT NULL,  -- the model id that wrote it
+            created_at REAL NOT NULL
+        );
+
+        -- why a run used its model: default, chosen <name>, fallback <name> for <name>: <reason>
+        ALTER TABLE traces ADD COLUMN model_why TEXT NOT NULL DEFAULT '';
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,4 +1,5 @@
-"""SQLiteStore: the Store, PairingStore and AnswerStore ports on aiosqlite, one file in WAL mode.
+"""SQLiteStore: the Store and its side ports (pairing, answers, the dashboard's) on aiosqlite, one
+file in WAL mode.
 
     async with SQLiteStore(path) as store:     # opened and migrated on entry
         ...
@@ -22,7 +23,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import asdict, fields, replace
 from functools import partial
 from pathlib import Path
@@ -38,18 +39,34 @@ from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
 from bot.store.batch import GroupCommit
 from bot.store import approvals as sql_approvals
-from bot.store import migrations
+from bot.store import browse, migrations
+from bot.store import media as sql_media
+from bot.store import models as sql_models
+from bot.store import schedules as sql_jobs
 from bot.store.base import (
+    AnswerState,
     ApprovalRecord,
     ApprovedSender,
+    AuditEntry,
+    Claim,
+    Closing,
+    Failure,
     InboundRecord,
+    Job,
+    JobState,
+    ModelChoice,
+    Occurrence,
     PairingCode,
     Recent,
     Session,
+    SessionInfo,
+    SessionLog,
     SessionOf,
+    SessionSummary,
     StoredMessage,
     Summary,
     Turn,
+    UsageReport,
     UsageTotals,
     key_of,
 )
@@ -94,7 +111,7 @@ _INSERT_CHARGE = "INSERT INTO charges (person, run_id, tokens, cost, created_at)
 _USAGE_TOTALS = (
     "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
     " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
-    " COALESCE(SUM(cost), 0.0), COUNT(*) FROM usage WHERE session_id = ?"
+    " COALESCE(SUM(cost), 0.0), COALESCE(SUM(run_id NOT LIKE '%-title'), 0) FROM usage WHERE session_id = ?"
 )
 _INSERT_INBOUND = (
     "INSERT INTO inbound (platform, account, chat_id, message_id, session_key, payload, received_at)"
@@ -102,8 +119,8 @@ _INSERT_INBOUND = (
 )
 _INSERT_TRACE = (
     "INSERT OR REPLACE INTO traces (run_id, session_key, agent_id, started_at, ended_at, status, model,"
-    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens, model_why)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_SPAN = (
     "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
@@ -111,9 +128,10 @@ _INSERT_SPAN = (
 )
 _TRACE_COLUMNS = (
     "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
-    " iterations, error, cache_read_tokens, cache_write_tokens"
+    " iterations, error, cache_read_tokens, cache_write_tokens, model_why"
 )
 _LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
+_TRACE = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE run_id = ?"
 _LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
 _SPANS = (
     "SELECT kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
@@ -142,6 +160,9 @@ _USE_CODE = (
 _APPROVE_SENDER = (
     "INSERT INTO approved_senders (platform, user_id, name, approved_at) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (platform, user_id) DO UPDATE SET name = excluded.name, approved_at = excluded.approved_at"
+)
+_DROP_CODE = (
+    f"DELETE FROM pairing_codes WHERE code = ? AND approved_at IS NULL AND expires_at > ? RETURNING {_CODE_COLUMNS}"
 )
 _REVOKE_SENDER = "DELETE FROM approved_senders WHERE platform = ? AND user_id = ?"
 _IS_APPROVED = "SELECT 1 FROM approved_senders WHERE platform = ? AND user_id = ?"
@@ -313,6 +334,7 @@ class SQLiteStore:
         answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids] if turn.settle else []
         answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
         t = turn.trace
+        closes = turn.closes
 
         def write(db: sqlite3.Connection) -> None:
             if message_rows:
@@ -325,11 +347,13 @@ class SQLiteStore:
             if answer is not None:
                 db.execute(sql_answers.INSERT_ANSWER, answer[0])
                 db.executemany(sql_answers.INSERT_CHUNK, answer[1])
+            if closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
+                _close(db, closes, now)
             if t is not None:
                 db.execute(_INSERT_TRACE, (
                     t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
                     t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
-                    t.cache_write_tokens,
+                    t.cache_write_tokens, t.why,
                 ))  # fmt: skip
                 db.executemany(_INSERT_SPAN, [
                     (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
@@ -389,18 +413,37 @@ class SQLiteStore:
                 rows = db.execute(_LAST_TRACES, (last,)).fetchall()
             else:
                 rows = db.execute(_LAST_SESSION_TRACES, (session_key, last)).fetchall()
-            records = []
-            for row in reversed(rows):
-                spans = tuple(
-                    Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview, cr, cw)
-                    for kind, name, started, duration, i, o, cost, err, preview, cr, cw
-                    in db.execute(_SPANS, (row[0],))
-                )
-                head = TraceRecord(*row[:12])  # the columns up to ``error``, in order
-                records.append(replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13]))
-            return records
+            return [_trace(db, row) for row in reversed(rows)]
 
         return await self._run(read)
+
+    # -- the BrowseStore and AuditStore ports (the dashboard) --------------------------
+
+    async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
+        return await self._run(partial(browse.sessions, search=search, limit=limit))
+
+    async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
+        return await self._run(partial(browse.session_log, session_id=session_id, limit=limit))
+
+    async def trace(self, run_id: str) -> TraceRecord | None:
+        def read(db: sqlite3.Connection) -> TraceRecord | None:
+            rows = db.execute(_TRACE, (run_id,)).fetchall()
+            return _trace(db, rows[0]) if rows else None
+
+        return await self._run(read)
+
+    async def daily_usage(self, since: float) -> UsageReport:
+        return await self._run(partial(browse.daily_usage, since=since))
+
+    async def failures(self, limit: int = 20) -> list[Failure]:
+        return await self._run(partial(browse.failures, limit=limit))
+
+    async def record_action(self, entry: AuditEntry) -> None:
+        row = browse.action_row(entry)
+        await self._write(lambda db: db.execute(browse.INSERT_ACTION, row))
+
+    async def actions(self, limit: int = 50) -> list[AuditEntry]:
+        return await self._run(partial(browse.actions, limit=limit))
 
     # -- the PairingStore port -------------------------------------------------------
 
@@ -454,6 +497,16 @@ class SQLiteStore:
             log.info("pairing %s:%s: approved", approved.platform, approved.user_id)
         return approved
 
+    async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
+        wanted = normalize_code(code)
+        rows = await self._write(lambda db: db.execute(_DROP_CODE, (wanted, now)).fetchall())
+        if not rows:
+            log.info("pairing: denial of an unknown, expired or used code refused")
+            return None
+        denied = PairingCode(*rows[0])
+        log.info("pairing %s:%s: denied", denied.platform, denied.user_id)
+        return denied
+
     async def revoke_sender(self, platform: str, user_id: str) -> bool:
         cursor = await self._run(lambda db: db.execute(_REVOKE_SENDER, (platform, user_id)))  # its own transaction
         if cursor.rowcount:
@@ -499,6 +552,134 @@ class SQLiteStore:
         rows = await self._run(lambda db: db.execute(sql_approvals.GRANTED, (scope, holder, tool, shape)).fetchall())
         return bool(rows)
 
+    # -- the ScheduleStore port ---------------------------------------------------------
+
+    async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
+        values = sql_jobs.row(job, time.time())
+
+        def write(db: sqlite3.Connection) -> Job | None:
+            if db.execute(sql_jobs.COUNT_OPEN, (job.person,)).fetchone()[0] >= max_per_person:
+                return None
+            cursor = db.execute(sql_jobs.INSERT, values)
+            return sql_jobs.job_from(db.execute(sql_jobs.ONE, (cursor.lastrowid,)).fetchone())
+
+        return await self._write(write)
+
+    async def job(self, job_id: int) -> Job | None:
+        rows = await self._run(lambda db: db.execute(sql_jobs.ONE, (job_id,)).fetchall())
+        return sql_jobs.job_from(rows[0]) if rows else None
+
+    async def jobs(self, *, person: str | None = None, platform: str | None = None, chat_id: str | None = None,
+                   states: Sequence[JobState] = (JobState.ACTIVE, JobState.PAUSED)) -> list[Job]:
+        query, args = sql_jobs.listing(person, platform, chat_id, states)
+        return [sql_jobs.job_from(r) for r in await self._run(lambda db: db.execute(query, args).fetchall())]
+
+    async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
+                         next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
+        args = (str(state), next_at, reason, str(state), time.time(), job_id, *(str(s) for s in expect))
+        owed = sql_answers.answer_rows(answer) if answer is not None else None
+
+        def write(db: sqlite3.Connection) -> bool:
+            if db.execute(sql_jobs.update(len(expect)), args).rowcount != 1:
+                return False
+            if owed is not None:
+                db.execute(sql_answers.INSERT_ANSWER, owed[0])
+                db.executemany(sql_answers.INSERT_CHUNK, owed[1])
+            return True
+
+        return await self._write(write)
+
+    async def next_due(self) -> int | None:
+        value = await self._run(lambda db: db.execute(sql_jobs.NEXT_DUE).fetchone()[0])
+        return None if value is None else int(value)
+
+    async def due(self, until: int, limit: int) -> list[Job]:
+        rows = await self._run(lambda db: db.execute(sql_jobs.DUE, (until, limit)).fetchall())
+        return [sql_jobs.job_from(r) for r in rows]
+
+    async def claim(self, claims: Sequence[Claim]) -> list[bool]:
+        now = time.time()
+
+        def write(db: sqlite3.Connection) -> list[bool]:
+            won = []
+            for c in claims:
+                db.execute("SAVEPOINT claim")
+                closed = c.answer is not None  # a reminder: its answer is owed, the occurrence is over
+                fresh = db.execute(sql_jobs.CLAIM_OCCURRENCE, (
+                    c.job_id, c.at, "closed" if closed else "running", "sent" if closed else None, c.late, now,
+                    now if closed else None)).rowcount == 1
+                state = str(JobState.ACTIVE if c.next_at is not None else JobState.DONE)
+                if not fresh or db.execute(sql_jobs.CLAIM_JOB, (c.next_at, state, now, c.job_id, c.at)).rowcount != 1:
+                    db.execute("ROLLBACK TO claim")
+                    db.execute("RELEASE claim")
+                    won.append(False)
+                    continue
+                if c.answer is not None:
+                    row, chunks = sql_answers.answer_rows(c.answer)
+                    db.execute(sql_answers.INSERT_ANSWER, row)
+                    db.executemany(sql_answers.INSERT_CHUNK, chunks)
+                db.execute(sql_jobs.TRIM_OCCURRENCES, (c.job_id, int(now) - sql_jobs.OCCURRENCES_KEPT))
+                db.execute("RELEASE claim")
+                won.append(True)
+            return won
+
+        return await self._write(write)
+
+    async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
+        now = time.time()
+        owed = sql_answers.answer_rows(answer) if answer is not None else None
+
+        def write(db: sqlite3.Connection) -> int | None:
+            failures = _close(db, closing, now)
+            if failures is not None and owed is not None:
+                db.execute(sql_answers.INSERT_ANSWER, owed[0])
+                db.executemany(sql_answers.INSERT_CHUNK, owed[1])
+            return failures
+
+        return await self._write(write)
+
+    async def unclosed(self) -> list[Occurrence]:
+        rows = await self._run(lambda db: db.execute(sql_jobs.UNCLOSED).fetchall())
+        return [Occurrence(sql_jobs.job_from(r), r[24], r[25], r[26]) for r in rows]
+
+    async def zone(self, person: str) -> str | None:
+        rows = await self._run(lambda db: db.execute(sql_jobs.ZONE, (person,)).fetchall())
+        return rows[0][0] if rows else None
+
+    async def set_zone(self, person: str, zone: str | None) -> None:
+        if zone is None:
+            await self._write(lambda db: db.execute(sql_jobs.FORGET_ZONE, (person,)))
+        else:
+            row = (person, zone, time.time())
+            await self._write(lambda db: db.execute(sql_jobs.SET_ZONE, row))
+
+    # -- the ModelStore port -------------------------------------------------------------
+
+    async def chosen_model(self, session_key: str) -> ModelChoice | None:
+        rows = await self._run(lambda db: db.execute(sql_models.CHOSEN, (session_key,)).fetchall())
+        return ModelChoice(*rows[0]) if rows else None
+
+    async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
+        if choice is None:
+            await self._write(lambda db: db.execute(sql_models.FORGET, (session_key,)))
+        else:
+            row = (session_key, choice.model, choice.chosen_by, choice.chosen_at)
+            await self._write(lambda db: db.execute(sql_models.CHOOSE, row))
+
+    async def set_title(self, session: Session, title: str, model: str) -> bool:
+        row = (session.id, title, model, time.time())
+        cursor = await self._write(lambda db: db.execute(sql_models.SET_TITLE, row))
+        return cursor.rowcount == 1
+
+    async def title(self, session: Session) -> str | None:
+        rows = await self._run(lambda db: db.execute(sql_models.TITLE, (session.id,)).fetchall())
+        return str(rows[0][0]) if rows else None
+
+    async def titled_sessions(self, last: int = 20, *, archived: bool = False) -> list[SessionInfo]:
+        query = sql_models.ALL_SESSIONS if archived else sql_models.SESSIONS
+        rows = await self._run(lambda db: db.execute(query, (last,)).fetchall())
+        return [SessionInfo(*row) for row in rows]
+
     # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
 
     async def store_answer(self, answer: Answer) -> None:
@@ -531,6 +712,27 @@ class SQLiteStore:
     async def give_up(self, answer: Answer) -> None:
         now = time.time()
         await self._write(lambda db: _settle_answer(db, answer, now, given_up=True))
+
+    async def answer_state(self, answer_id: str) -> AnswerState | None:
+        row = await self._run(lambda db: db.execute(sql_answers.ANSWER_STATE, (answer_id,)).fetchone())
+        return sql_answers.state_of(row)
+
+    # -- the MediaStore port -------------------------------------------------------------
+
+    async def voice_mode(self, platform: str, chat_id: str) -> str | None:
+        row = await self._run(lambda db: db.execute(sql_media.VOICE_MODE, (platform, chat_id)).fetchone())
+        return str(row[0]) if row else None
+
+    async def set_voice_mode(self, platform: str, chat_id: str, mode: str) -> None:
+        now = time.time()
+        await self._write(lambda db: db.execute(sql_media.SET_VOICE_MODE, (platform, chat_id, mode, now)))
+
+    async def record_audio(self, person: str, seconds: float, at: float) -> None:
+        await self._write(lambda db: db.execute(sql_media.RECORD_AUDIO, (person, seconds, at)))
+
+    async def audio_since(self, person: str, since: float) -> float:
+        row = await self._run(lambda db: db.execute(sql_media.AUDIO_SINCE, (person, since)).fetchone())
+        return float(row[0])
 
     # -- internals -------------------------------------------------------------------
 
@@ -580,6 +782,15 @@ def _transaction(body: Callable[[sqlite3.Connection], T], path: str, db: sqlite3
     return result
 
 
+def _trace(db: sqlite3.Connection, row: tuple[Any, ...]) -> TraceRecord:
+    spans = tuple(
+        Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview, cr, cw)
+        for kind, name, started, duration, i, o, cost, err, preview, cr, cw in db.execute(_SPANS, (row[0],))
+    )
+    head = TraceRecord(*row[:12])  # the columns up to ``error``, in order
+    return replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13], why=row[14])
+
+
 def _live(db: sqlite3.Connection, session: Session, limit: int | None) -> list[Any]:
     """The session's live (not compacted) message rows, oldest first: all, or the last ``limit``."""
     if limit is not None and limit < 0:
@@ -591,6 +802,17 @@ def _live(db: sqlite3.Connection, session: Session, limit: int | None) -> list[A
     rows = db.execute(_HISTORY_LAST, (session.id, limit)).fetchall()
     rows.reverse()
     return rows
+
+
+def _close(db: sqlite3.Connection, closing: Closing, now: float) -> int | None:
+    """Close a running occurrence and count it in its job's failures in a row; those failures,
+    or None when it was not running."""
+    c = closing
+    if db.execute(sql_jobs.CLOSE, (c.outcome, now, c.job_id, c.at)).rowcount != 1:
+        return None
+    db.execute(sql_jobs.COUNT_FAILURE, (c.outcome, c.outcome, now, c.job_id))
+    found = db.execute(sql_jobs.FAILURES, (c.job_id,)).fetchone()
+    return int(found[0]) if found else None
 
 
 def _settle_answer(db: sqlite3.Connection, answer: Answer, now: float, *, given_up: bool) -> None:

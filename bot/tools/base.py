@@ -9,7 +9,7 @@ model should read and react to is raised as ``ToolError``; anything else is a bu
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from bot.conversation import Conversation
 from bot.errors import ChatgateError
+from bot.llm import ImagePart
 from bot.messages import ChatType
 from bot.providers.base import ToolSpec, Usage
 from bot.tools.policy import ToolPolicy
@@ -40,13 +41,23 @@ class SubAgentRun:
     seconds: float
 
 
+class HeldTools(Protocol):
+    """The tools a run holds back until it asks for them (``mcp_tool_search`` finds and
+    enables them): what is held, and enabling some by name (offered from the next step on)."""
+
+    def held(self) -> tuple[Tool, ...]: ...
+
+    def enable(self, names: Sequence[str]) -> tuple[Tool, ...]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """Who a tool runs for and where: every tool call gets one.
 
     ``on_sub_agent`` is how the run that owns this context learns what a sub-agent
     started by a tool cost: the loop passes a function that adds it to its trace.
-    ``tool_policy`` is the run's policy, which a sub-agent's tools are narrowed by too."""
+    ``tool_policy`` is the run's policy, which a sub-agent's tools are narrowed by too.
+    ``held`` is the run's tools held back until enabled (None: the run holds none back)."""
 
     workspace: Path  # the conversation's workspace, ready
     conversation: Conversation
@@ -59,6 +70,7 @@ class ToolContext:
     payers: tuple[str, ...] = ()  # whom the run's model calls are charged to; a sub-agent's too
     gate: Gate | None = field(default=None, compare=False, repr=False)  # hooks and approvals, before each call
     on_approval: Callable[[str, float, str], None] | None = field(default=None, compare=False, repr=False)
+    held: HeldTools | None = field(default=None, compare=False, repr=False)
 
     @property
     def session_key(self) -> str:
@@ -86,6 +98,7 @@ class ToolCategory(StrEnum):
     EXEC = "exec"
     NETWORK = "network"
     AGENT = "agent"  # runs a sub-agent
+    MCP = "mcp"  # a tool of an MCP server (each server's ``call_timeout`` is its tools' own ``timeout``)
     OTHER = "other"
 
 
@@ -94,6 +107,7 @@ DEFAULT_TIMEOUTS: Mapping[ToolCategory, float] = MappingProxyType({
     ToolCategory.EXEC: 600.0,
     ToolCategory.NETWORK: 120.0,
     ToolCategory.AGENT: 900.0,
+    ToolCategory.MCP: 120.0,
     ToolCategory.OTHER: 60.0,
 })
 
@@ -102,7 +116,16 @@ class ToolError(ChatgateError):
     """A tool failed in a way the model should read (not a bug): the message is the result."""
 
 
-ToolFunction: TypeAlias = Callable[..., Awaitable[str]]  # (ctx: ToolContext, **arguments) -> str
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool returns when text is not enough: the text, and images the model is shown
+    after the step's results (an MCP tool's image content)."""
+
+    text: str
+    images: tuple[ImagePart, ...] = ()
+
+
+ToolFunction: TypeAlias = Callable[..., Awaitable[str | ToolOutput]]  # (ctx: ToolContext, **arguments)
 
 
 @dataclass(frozen=True)
@@ -110,7 +133,8 @@ class Tool:
     """One tool: what the model is told (name, description, schema) and what runs.
 
     ``function`` is called as ``await function(ctx, **arguments)`` with arguments that
-    passed the schema; ``spec`` is built once, here, never per call."""
+    passed the schema; ``spec`` is built once, here, never per call. ``timeout`` overrides
+    the registry's timeout of the category (an MCP server's ``call_timeout``)."""
 
     name: str
     description: str
@@ -118,6 +142,7 @@ class Tool:
     parameters: dict[str, Any]  # JSON schema of the arguments object
     function: ToolFunction = field(repr=False)
     approval: Literal["ask", "never"] | None = None  # declared by its source (an MCP server); None: the rules'
+    timeout: float | None = None
     spec: ToolSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

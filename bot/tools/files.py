@@ -1,4 +1,5 @@
 """File tools: read, write and edit files inside the session's workspace, and nowhere else.
+read_file reads PDF and Word documents as text too (``documents``).
 
 Every path is walked with ``bot.workspace.locate`` (``O_NOFOLLOW`` from the workspace's
 descriptor, symlinks followed by hand and only inside); read_file and write_file open the
@@ -23,6 +24,7 @@ import weakref
 from pathlib import Path
 from typing import BinaryIO
 
+from bot.tools import documents
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.paths import open_regular
 from bot.workspace import Located, OutsideWorkspaceError, PathTooLongError, locate, open_inside, read_only_for
@@ -91,19 +93,21 @@ def _size(n: int) -> str:
 # -- read_file ---------------------------------------------------------------------------
 
 @tool(category=ToolCategory.FILE)
-async def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 2000) -> str:
-    """Read a text file from the workspace, with line numbers like `cat -n`.
+async def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 2000, pages: str = "") -> str:
+    """Read a file from the workspace as text, with line numbers like `cat -n`: text files, and
+    PDF and Word (.docx) documents (their text; a PDF a few pages at a time).
 
     Args:
         path: File path, relative to the workspace.
         offset: Number of lines to skip from the start (0 reads from the first line).
         limit: Maximum number of lines to return.
+        pages: PDF only: the pages to read, such as 3, 3-5 or 3- (up to 50 at a time; default the first 50).
     """
     if offset < 0:
         raise ToolError("offset must be 0 or more")
     if limit < 1:
         raise ToolError("limit must be at least 1")
-    return await asyncio.to_thread(_read, ctx.workspace, path, offset, limit)
+    return await asyncio.to_thread(_read, ctx.workspace, path, offset, limit, pages)
 
 
 def _open(workspace: Path, path: str) -> tuple[BinaryIO, int]:
@@ -136,17 +140,41 @@ def _load(workspace: Path, path: str) -> bytes:
             raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
 
 
-def _read(workspace: Path, path: str, offset: int, limit: int) -> str:
+def _read(workspace: Path, path: str, offset: int, limit: int, pages: str = "") -> str:
     shown = _shown(path)
     handle, size = _open(workspace, path)
     with handle:
         try:
+            kind = documents.kind_of(handle.read(8), path)
+            handle.seek(0)
+            if kind is not None:
+                return _read_document(handle, kind, shown, size, offset, limit, pages)
+            if pages:
+                raise ToolError(f"pages is for PDF documents; {shown} is read by lines (offset, limit)")
             if size > MAX_READ_BYTES:  # stream to the lines asked for, never holding it whole
                 return _read_big(handle, shown, size, offset, limit)
             data = handle.read()
         except OSError as exc:
             raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
     return numbered(data, shown, offset, limit)
+
+
+def _read_document(handle: BinaryIO, kind: documents.Kind, shown: str, size: int, offset: int, limit: int,
+                   pages: str) -> str:
+    """A PDF's pages or a Word document's text, numbered and paged like a text file."""
+    if size > documents.MAX_DOCUMENT_BYTES:
+        raise ToolError(f"{shown} is {_size(size)}; documents up to {_size(documents.MAX_DOCUMENT_BYTES)} can be read")
+    if kind == "docx" and pages:
+        raise ToolError(f"pages is for PDF documents; {shown} is read by lines (offset, limit)")
+    data = handle.read()
+    if kind == "pdf":
+        text, where = documents.pdf_text(data, shown, pages)
+    else:
+        text, where = documents.docx_text(data, shown), "Word document"
+    if not text.strip():
+        return f"{shown} ({where}) has no text to read (it may be scanned images)."
+    lines = numbered(text.encode("utf-8"), shown, offset, limit).rsplit("\n", 1)
+    return f"{lines[0]}\n{lines[1][:-1]}; {where}]"
 
 
 def _read_big(handle: BinaryIO, shown: str, size: int, offset: int, limit: int) -> str:

@@ -7,7 +7,10 @@ of the caller propagates (``/stop`` and shutdown decide what it means, not us).
 
 ``restricted(policy)`` is the registry one run uses: only the tools the run's
 ``ToolPolicy`` permits, so the model is offered only those, and a call to any other is
-refused as an error result that says the tool is not available here.
+refused as an error result that says the tool is not available here. ``joined`` adds the
+tools a run's toolsets offer (MCP servers, skills); it may hold some back (``held``) until
+the run enables them by name (``enable``: ``mcp_tool_search`` does), so the run's set of
+tools can grow while it runs.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any, TypeAlias
 
-from bot.llm import ToolCall, ToolResult
+from bot.llm import ImagePart, ToolCall, ToolResult
 from bot.providers.base import ToolSpec
-from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError
+from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError, ToolOutput
 from bot.tools.policy import ToolPolicy
 from bot.tools.schema import check_arguments, describe_parameters
 
@@ -47,6 +51,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._specs: tuple[ToolSpec, ...] | None = None
         self._withheld: dict[str, str] = {}  # tools registered but not offered (a restricted view): name -> why
+        self._held: dict[str, Tool] = {}  # a run's tools held back until enabled (``joined``)
         self._views: dict[ToolPolicy, ToolRegistry] = {}
         self.timeouts: dict[ToolCategory, float] = {**DEFAULT_TIMEOUTS, **(timeouts or {})}
         self.max_output_chars = max_output_chars
@@ -75,25 +80,42 @@ class ToolRegistry:
             self._views[policy] = view
         return view
 
-    def joined(self, extra: Iterable[Tool], policy: ToolPolicy | None = None) -> ToolRegistry:
+    def joined(self, extra: Iterable[Tool], policy: ToolPolicy | None = None,
+               held: Iterable[Tool] = ()) -> ToolRegistry:
         """This registry with the ``extra`` tools ``policy`` permits after its own, as a registry
         of its own (not cached: a run's toolsets offer per run); a refused one is withheld with
-        its reason, as ``restricted`` does. A name already here keeps its first tool."""
-        added: list[Tool] = []
+        its reason, as ``restricted`` does. A name already here keeps its first tool. The
+        permitted ``held`` tools are held back: not offered, nor callable, until ``enable``."""
+        added: dict[str, Tool] = {}
+        kept: dict[str, Tool] = {}
         withheld: dict[str, str] = {}
-        for t in extra:
-            if t.name in self._tools:
+        for t, hold in chain(((t, False) for t in extra), ((t, True) for t in held)):
+            if t.name in self._tools or t.name in kept or t.name in added:
                 continue
             if policy is not None and (why := policy.refusal(t.name)) is not None:
                 withheld[t.name] = why
+            elif hold:
+                kept[t.name] = t
             else:
-                added.append(t)
-        if not added and not withheld:
+                added[t.name] = t
+        if not added and not withheld and not kept:
             return self
-        view = ToolRegistry((*self._tools.values(), *added), timeouts=self.timeouts,
+        view = ToolRegistry((*self._tools.values(), *added.values()), timeouts=self.timeouts,
                             max_output_chars=self.max_output_chars)
         view._withheld = {**self._withheld, **withheld}
+        view._held = kept
         return view
+
+    def held(self) -> tuple[Tool, ...]:
+        """The tools held back, not enabled yet (``HeldTools``)."""
+        return tuple(self._held.values())
+
+    def enable(self, names: Sequence[str]) -> tuple[Tool, ...]:
+        """Offer the held tools named, from the next request on; those it enabled (``HeldTools``)."""
+        enabled = tuple(self._held.pop(name) for name in dict.fromkeys(names) if name in self._held)
+        for t in enabled:
+            self.register(t)
+        return enabled
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -123,24 +145,28 @@ class ToolRegistry:
         *,
         done: dict[str, ToolResult] | None = None,
         on_done: OnDone | None = None,
+        images: dict[str, tuple[ImagePart, ...]] | None = None,
     ) -> list[ToolResult]:
         """Run one iteration's calls; results in the order of ``calls``.
 
         One call runs directly; several run concurrently in tasks owned here (cancelled
         and awaited if the caller is cancelled). Each result lands in ``done[call.id]``
         the moment it is ready, so a cancelled caller knows which calls finished, and
-        ``on_done(call, result, seconds)`` is told (e.g. to record a span)."""
+        ``on_done(call, result, seconds)`` is told (e.g. to record a span). The images a
+        tool returned (``ToolOutput``) land in ``images[call.id]``."""
         if len(calls) == 1:
-            return [await self._run(calls[0], ctx, done, on_done)]
+            return [await self._run(calls[0], ctx, done, on_done, images)]
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._run(call, ctx, done, on_done), name=f"tool:{call.name}:{call.id}")
+            tasks = [group.create_task(self._run(call, ctx, done, on_done, images), name=f"tool:{call.name}:{call.id}")
                      for call in calls]
         return [task.result() for task in tasks]
 
     async def _run(self, call: ToolCall, ctx: ToolContext, done: dict[str, ToolResult] | None,
-                   on_done: OnDone | None = None) -> ToolResult:
+                   on_done: OnDone | None = None, images: dict[str, tuple[ImagePart, ...]] | None = None) -> ToolResult:
         started = time.monotonic()
-        text, is_error = await self._outcome(call, ctx)
+        text, is_error, shown = await self._outcome(call, ctx)
+        if shown and images is not None:
+            images[call.id] = shown
         if len(text) > self.max_output_chars:
             text = _cap(text, self.max_output_chars)
         result = ToolResult(call.id, text, is_error)
@@ -152,7 +178,7 @@ class ToolRegistry:
             on_done(call, result, time.monotonic() - started)
         return result
 
-    async def _outcome(self, call: ToolCall, ctx: ToolContext) -> tuple[str, bool]:
+    async def _outcome(self, call: ToolCall, ctx: ToolContext) -> tuple[str, bool, tuple[ImagePart, ...]]:
         tool = self._tools.get(call.name)
         if tool is None:
             available = ", ".join(sorted(self._tools)) or "none"
@@ -160,8 +186,16 @@ class ToolRegistry:
                 log.info("tool %s refused (%s) session=%s run=%s", call.name, self._withheld[call.name],
                          ctx.session_key, ctx.run_id)
                 why = self._withheld[call.name]
-                return f"{call.name} is not available in this chat ({why}); available tools: {available}", True
-            return f"unknown tool {call.name!r}; available tools: {available}", True
+                return f"{call.name} is not available in this chat ({why}); available tools: {available}", True, ()
+            if call.name in self._held:
+                return f"{call.name} is not enabled yet: find it with mcp_tool_search first", True, ()
+            return f"unknown tool {call.name!r}; available tools: {available}", True, ()
+        text, is_error = await self._call(tool, call, ctx)
+        if isinstance(text, ToolOutput):
+            return text.text, is_error, text.images
+        return text, is_error, ()
+
+    async def _call(self, tool: Tool, call: ToolCall, ctx: ToolContext) -> tuple[str | ToolOutput, bool]:
         arguments, problem = _parse_arguments(call.arguments)
         if problem:
             return f"{call.name}: {problem}", True
@@ -173,7 +207,7 @@ class ToolRegistry:
             refusal = await ctx.gate.permit(ctx, tool, call.id, arguments)
             if refusal is not None:
                 return refusal, True
-        timeout = self.timeouts.get(tool.category, DEFAULT_TIMEOUTS[ToolCategory.OTHER])
+        timeout = tool.timeout or self.timeouts.get(tool.category, DEFAULT_TIMEOUTS[ToolCategory.OTHER])
         try:
             async with asyncio.timeout(timeout):
                 output = await tool.function(ctx, **arguments)
@@ -194,7 +228,7 @@ class ToolRegistry:
         except Exception as exc:
             log.exception("tool %s (%s) crashed session=%s run=%s", call.name, call.id, ctx.session_key, ctx.run_id)
             return f"{call.name} failed: {type(exc).__name__}: {exc}", True
-        return (output if isinstance(output, str) else str(output)), False
+        return (output if isinstance(output, (str, ToolOutput)) else str(output)), False
 
 
 def _parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:

@@ -6,7 +6,9 @@ run (its ``ToolContext`` says who, where and under which policy): some tools and
 prompt section that introduces them. The agent narrows the offered tools by the same
 policy as the built-ins, so a toolset decides *who may* (grants) and the policy decides
 *which* (``tools.allow``/``tools.deny``). A toolset that offers nothing costs the run
-one call.
+one call. Tools in ``held`` are the run's too, but held back (not offered, not callable)
+until a tool of the offer enables them by name through ``ToolContext.held`` (the MCP
+servers' ``mcp_tool_search``, when they have more tools than fit in a prompt).
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from bot.tools.base import Tool, ToolContext
 @dataclass(frozen=True, slots=True)
 class Offer:
     """What a toolset offers one run: tools, and a prompt section ("" for none) that the
-    system prompt shows after the tool list (it should change rarely: it is cached)."""
+    system prompt shows after the tool list (it should change rarely: it is cached), and
+    tools held back until enabled."""
 
     tools: tuple[Tool, ...] = ()
     prompt: str = ""
+    held: tuple[Tool, ...] = ()
 
 
 NOTHING = Offer()

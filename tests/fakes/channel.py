@@ -1,4 +1,5 @@
-"""A channel that records what it is asked to send, edit and show (the Channel port's fake).
+"""A channel that records what it is asked to send, edit and show (the Channel port's fake),
+and an inbox that records what a real channel hands to the core (``RecordingInbox``).
 
 ``watch(app.events)`` also records the run events, for tests that wait for a phase of a
 run (streaming, retrying, queued)."""
@@ -7,13 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from dataclasses import dataclass
 
 from bot.agent.events import EventBus, RunEvent
-from bot.channels import PLAIN, Inbox, Limits, SendFailed, Status, Streaming, Target
+from bot.channels import PLAIN, Choice, Inbox, MessageShape, SendFailed, Status, Streaming, Target
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
 _ids = itertools.count(1)
+
+# an approval's choices, as the tests of every channel's questions (``Asks``) ask them
+CHOICES = (Choice("ap:r1:c1:once", "Allow once", "y"), Choice("ap:r1:c1:session", "Allow for this session", "s"),
+           Choice("ap:r1:c1:always", "Always allow", "a"), Choice("ap:r1:c1:deny", "Deny", "n"))
 
 
 def dm(text: str, user: str = "u1", *, platform: str = "test", message_id: str | None = None) -> InboundMessage:
@@ -38,7 +44,7 @@ class Sent:
 
 class RecordingChannel:
     dialect = PLAIN
-    limits = Limits(chunk=4000)
+    shape = MessageShape(chunk=4000)
     streaming: Streaming = "off"
 
     def __init__(self, platform: str = "test") -> None:
@@ -112,3 +118,26 @@ class RecordingChannel:
     def texts(self) -> list[str]:
         return [r.text for r in self.sent]
 
+
+
+class RecordingInbox:
+    """The core's ``Inbox`` as a recorder: every message kept at once, with when it came
+    (``time.monotonic()``); nothing deduped, so a test sees what the channel handed over."""
+
+    def __init__(self) -> None:
+        self.messages: list[InboundMessage] = []
+        self.times: list[float] = []
+        self._changed = asyncio.Event()
+
+    async def __call__(self, msg: InboundMessage) -> None:
+        self.messages.append(msg)
+        self.times.append(time.monotonic())
+        self._changed.set()
+
+    async def wait(self, n: int, timeout: float = 10.0) -> list[InboundMessage]:
+        """The first ``n`` messages, once there are that many."""
+        async with asyncio.timeout(timeout):
+            while len(self.messages) < n:
+                self._changed.clear()
+                await self._changed.wait()
+        return self.messages[:n]

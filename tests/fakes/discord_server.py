@@ -13,7 +13,12 @@ channel), 401 for a wrong token, 429 with ``Retry-After``, ``X-RateLimit-*`` and
 (without ``Via`` discord.py takes it for a Cloudflare ban), a message reference with
 ``fail_if_not_exists: false`` to a message that does not exist is sent without it, global
 application commands overwritten in bulk, deferred interactions and their original
-response, attachments downloadable from a CDN path.
+response, attachments downloadable from a CDN path. Buttons: a message's ``components``
+are kept as sent and replaced by an edit that names them (``custom_id`` 1 to 100
+characters, a label of at most 80, five buttons a row and five rows, else 50035); ``press``
+dispatches the component interaction of a click (``dispatched`` and ``answered`` time it
+from dispatch to its callback, which Discord wants within 3 s; a second callback is 40060
+"already acknowledged"), follow-ups are recorded in ``followups`` (ephemeral: flag 64).
 
 The gateway speaks JSON, zlib-stream compressed when the client asks (``compress=
 zlib-stream``, as discord.py does): HELLO, IDENTIFY -> READY then GUILD_CREATE per guild,
@@ -83,6 +88,21 @@ class Edit:
     content: str | None
     payload: JSON
     at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(slots=True)
+class Followup:
+    """A follow-up message to an interaction (``POST /webhooks/{app}/{token}``)."""
+
+    interaction_id: int
+    content: str
+    flags: int
+    payload: JSON
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def ephemeral(self) -> bool:
+        return bool(self.flags & 64)
 
 
 @dataclass(slots=True)
@@ -171,6 +191,9 @@ class FakeDiscord:
         self.command_puts: list[list[JSON]] = []
         self.command_gets = 0
         self.callbacks: list[tuple[int, JSON]] = []  # interaction callbacks: (interaction id, body)
+        self.dispatched: dict[int, float] = {}  # interaction id -> when INTERACTION_CREATE was dispatched
+        self.answered: dict[int, float] = {}  # interaction id -> when its (first) callback came
+        self.followups: list[Followup] = []
         self.originals: dict[str, JSON] = {}  # interaction token -> its original response message
         self.deleted_originals: list[str] = []
         self.identifies: list[JSON] = []
@@ -350,15 +373,37 @@ class FakeDiscord:
 
     def slash(self, name: str, channel_id: int, user_id: int) -> JSON:
         """Dispatch an INTERACTION_CREATE for the slash command ``name``; the interaction."""
-        chan = self.channels[channel_id]
         command = next((c for c in self.commands if c["name"] == name), {"id": str(self.next_id())})
+        interaction = self._interaction(2, channel_id, user_id, {"id": command["id"], "name": name, "type": 1})
+        self.dispatch("INTERACTION_CREATE", interaction)
+        return interaction
+
+    def press(self, message_id: int | str, custom_id: str, user_id: int) -> JSON:
+        """Dispatch the component interaction of ``user_id`` clicking the button ``custom_id`` on
+        the message (as it is now); the interaction (``dispatch`` it again to replay it)."""
+        msg = self.messages[int(message_id)]
+        if custom_id not in self.buttons(message_id):
+            raise AssertionError(f"message {message_id} has no button {custom_id!r}")
+        interaction = self._interaction(3, int(msg["channel_id"]), user_id,
+                                        {"custom_id": custom_id, "component_type": 2})
+        interaction["message"] = json.loads(json.dumps(msg))
+        self.dispatch("INTERACTION_CREATE", interaction)
+        return interaction
+
+    def buttons(self, message_id: int | str) -> list[str]:
+        """The custom ids of the buttons the message shows now."""
+        rows = self.messages[int(message_id)].get("components") or []
+        return [c["custom_id"] for row in rows for c in row.get("components") or () if c.get("type") == 2
+                and "custom_id" in c]
+
+    def _interaction(self, kind: int, channel_id: int, user_id: int, data: JSON) -> JSON:
+        chan = self.channels[channel_id]
         iid = self.next_id()
         interaction: JSON = {
-            "id": str(iid), "application_id": str(self.app_id), "type": 2, "token": f"itoken-{iid}",
+            "id": str(iid), "application_id": str(self.app_id), "type": kind, "token": f"itoken-{iid}",
             "version": 1, "channel_id": str(channel_id), "channel": chan, "locale": "en-US",
             "app_permissions": "2248473465835073", "attachment_size_limit": 26214400, "entitlements": [],
-            "authorizing_integration_owners": {"0": "1"},
-            "data": {"id": command["id"], "name": name, "type": 1},
+            "authorizing_integration_owners": {"0": "1"}, "data": data,
         }
         if "guild_id" in chan:
             interaction["guild_id"] = chan["guild_id"]
@@ -369,7 +414,6 @@ class FakeDiscord:
         else:
             interaction["context"] = 1
             interaction["user"] = self.user(user_id)
-        self.dispatch("INTERACTION_CREATE", interaction)
         return interaction
 
     def dispatch(self, event: str, data: JSON, *, session: _Session | None = None) -> None:
@@ -385,6 +429,8 @@ class FakeDiscord:
             if not addressed and data["author"]["id"] != str(self.bot_id):
                 data = {**data, "content": "", "attachments": [], "embeds": []}
         payload = {"op": 0, "t": event, "s": len(session.log) + 1, "d": data}
+        if event == "INTERACTION_CREATE":
+            self.dispatched.setdefault(int(data["id"]), time.monotonic())
         session.log.append(payload)
         for conn in self._conns:
             if conn.session is session:
@@ -465,6 +511,7 @@ class FakeDiscord:
         r.add_get(api + "/applications/{app}/commands", self._get_commands)
         r.add_put(api + "/applications/{app}/commands", self._put_commands)
         r.add_post(api + "/interactions/{iid}/{token}/callback", self._callback)
+        r.add_post(api + "/webhooks/{app}/{token}", self._followup)
         r.add_patch(api + "/webhooks/{app}/{token}/messages/@original", self._edit_original)
         r.add_delete(api + "/webhooks/{app}/{token}/messages/@original", self._delete_original)
         r.add_get("/attachments/{key:.+}", self._download)
@@ -586,6 +633,8 @@ class FakeDiscord:
                 {"code": "BASE_TYPE_MAX_LENGTH", "message": f"Must be {MAX_CONTENT} or fewer in length."}]}})
         if not content and not files:
             return self._error(400, 50006, "Cannot send an empty message")
+        if (refused := self._components_refused(payload)) is not None:
+            return refused
         reference = payload.get("message_reference")
         if reference is not None and int(reference["message_id"]) not in self.messages:
             if reference.get("fail_if_not_exists", True):
@@ -593,6 +642,7 @@ class FakeDiscord:
                     {"code": "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "message": "Unknown message"}]}})
             reference = None
         msg = self._bot_message(cid, content, reference, files)
+        msg["components"] = payload.get("components") or []
         self.sent.append(Sent(cid, int(msg["id"]), content, payload, files))
         return self._json(msg)
 
@@ -624,11 +674,27 @@ class FakeDiscord:
         if content is not None and len(content) > MAX_CONTENT:
             return self._error(400, 50035, "Invalid Form Body", {"content": {"_errors": [
                 {"code": "BASE_TYPE_MAX_LENGTH", "message": f"Must be {MAX_CONTENT} or fewer in length."}]}})
+        if (refused := self._components_refused(payload)) is not None:
+            return refused
         if content is not None:
             msg["content"] = content
+        if "components" in payload:
+            msg["components"] = payload["components"] or []
         msg["edited_timestamp"] = _iso()
         self.edits.append(Edit(cid, mid, content, payload))
         return self._json(msg)
+
+    def _components_refused(self, payload: JSON) -> web.Response | None:
+        """Discord's 50035 for action rows it would refuse; None when they are fine (or absent)."""
+        rows = payload.get("components") or []
+        buttons = [c for row in rows for c in row.get("components") or ()]
+        ids = [b["custom_id"] for b in buttons if "custom_id" in b]
+        if (len(rows) > 5 or any(len(row.get("components") or ()) > 5 for row in rows)
+                or len(set(ids)) != len(ids) or any(not 1 <= len(i) <= 100 for i in ids)
+                or any(len(b.get("label") or "") > 80 for b in buttons)):
+            return self._error(400, 50035, "Invalid Form Body", {"components": {"_errors": [
+                {"code": "COMPONENT_INVALID", "message": "Invalid components"}]}})
+        return None
 
     async def _typing(self, request: web.Request) -> web.Response:
         cid = int(request.match_info["cid"])
@@ -654,6 +720,9 @@ class FakeDiscord:
         body = await request.json()
         iid, token = int(request.match_info["iid"]), request.match_info["token"]
         self.callbacks.append((iid, body))
+        if iid in self.answered:
+            return self._error(400, 40060, "Interaction has already been acknowledged.")
+        self.answered[iid] = time.monotonic()
         original = None
         if body.get("type") in (4, 5):
             data = body.get("data") or {}
@@ -665,17 +734,38 @@ class FakeDiscord:
         if original is not None:
             resource["message"] = original
         return self._json({"interaction": {
-            "id": str(iid), "type": 2, "response_message_id": original and original["id"],
+            "id": str(iid), "type": self._interaction_of(token)["type"],
+            "response_message_id": original and original["id"],
             "response_message_loading": body.get("type") == 5, "response_message_ephemeral": False},
             "resource": resource})
 
     def _interaction_channel(self, token: str) -> int:
+        return int(self._interaction_of(token)["channel_id"])
+
+    def _interaction_of(self, token: str) -> JSON:
         iid = int(token.removeprefix("itoken-"))
         for session in self._sessions.values():
             for event in session.log:
                 if event["t"] == "INTERACTION_CREATE" and int(event["d"]["id"]) == iid:
-                    return int(event["d"]["channel_id"])
+                    return dict(event["d"])
         raise web.HTTPNotFound
+
+    async def _followup(self, request: web.Request) -> web.Response:
+        token = request.match_info["token"]
+        interaction = self._interaction_of(token)
+        if int(interaction["id"]) not in self.answered:
+            return self._error(404, 10015, "Unknown Webhook")  # Discord: a follow-up needs an answered interaction
+        payload, files = await self._body(request)
+        content = payload.get("content") or ""
+        if len(content) > MAX_CONTENT:
+            return self._error(400, 50035, "Invalid Form Body")
+        self.followups.append(Followup(int(interaction["id"]), content, int(payload.get("flags") or 0), payload))
+        if request.query.get("wait") not in ("1", "true"):
+            return web.Response(status=204)
+        msg = self._bot_message(int(interaction["channel_id"]), content, None, files)
+        msg["flags"] = int(payload.get("flags") or 0)
+        msg["webhook_id"] = str(self.app_id)
+        return self._json(msg)
 
     async def _edit_original(self, request: web.Request) -> web.Response:
         token = request.match_info["token"]

@@ -1,5 +1,5 @@
-"""A fake LLM server on 127.0.0.1 speaking OpenAI ``/v1/chat/completions`` and Anthropic
-``/v1/messages``, streamed (SSE, the real event shapes) or not, so the real SDKs run in tests.
+"""A fake LLM server on 127.0.0.1 speaking OpenAI ``/v1/chat/completions`` and ``/v1/responses``
+(``tests.fakes.llm_responses``) and Anthropic ``/v1/messages``, streamed (SSE, the real event shapes) or not, so the real SDKs run in tests.
 
     async with FakeLLM() as llm:
         llm.script(Reply.text("hi"), Reply.error(429, retry_after=1))
@@ -10,6 +10,12 @@ A ``Reply`` is dialect-neutral: the endpoint that receives it renders it. With a
 script the answer is ``"echo: " + last user text``. Standalone, for benchmarks and manual
 checks: ``python -m tests.fakes.llm_server --port 0`` prints the base URL and echoes
 (``--help``: a streamed default answer, and replies scripted over stdin for benchmarks).
+
+chatgate titles a session after its first exchange, in the background (``bot.models.titles``):
+such a request (its system prompt starts with ``TITLE_MARKER``) is answered "A fake title"
+on the side, never from the script and never in ``requests``, so a test's script and request
+count stay its runs'. ``title_requests`` holds them; ``FakeLLM(titles="script")``
+serves them like any request (a test of titles scripts their answers).
 """
 
 from __future__ import annotations
@@ -32,9 +38,12 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from tests.fakes import llm_responses
 from tests.fakes.serving import serve
 
-Dialect = Literal["openai", "anthropic"]
+Dialect = Literal["openai", "anthropic", "responses"]
+TITLE_MARKER = "You name conversations."  # how bot.models.titles.TITLE_SYSTEM begins
+FAKE_TITLE = "A fake title"
 _ids = itertools.count(1)
 
 
@@ -71,7 +80,7 @@ class Reply:
     """One scripted answer. Stops are neutral names: end_turn, tool_use, max_tokens,
     stop_sequence, content_filter, refusal."""
 
-    kind: Literal["message", "error", "hang", "malformed"] = "message"
+    kind: Literal["message", "error", "hang", "malformed", "failed"] = "message"
     content: str = ""  # the answer's text
     thoughts: tuple[Thought, ...] = ()
     calls: tuple[Call, ...] = ()
@@ -110,6 +119,11 @@ class Reply:
                    retry_after_ms=retry_after_ms)
 
     @classmethod
+    def failed(cls, code: str, *, message: str = "The response failed.") -> Reply:
+        """The Responses API's ``response.failed`` event (with ``error.code``) after the stream began."""
+        return cls(kind="failed", code=code, message=message)
+
+    @classmethod
     def hang(cls) -> Reply:
         """Never answer (until the client goes away or the server stops)."""
         return cls(kind="hang")
@@ -136,7 +150,9 @@ class Received:
 
     @property
     def dialect(self) -> Dialect:
-        return "anthropic" if self.path.endswith("/messages") else "openai"
+        if self.path.endswith("/messages"):
+            return "anthropic"
+        return "responses" if self.path.endswith("/responses") else "openai"
 
 
 # ----------------------------------------------------------------------------- dialects
@@ -146,6 +162,7 @@ _STOPS: dict[Dialect, dict[str, str]] = {
                "content_filter": "content_filter", "refusal": "content_filter"},
     "anthropic": {"end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens",
                   "stop_sequence": "stop_sequence", "content_filter": "refusal", "refusal": "refusal"},
+    "responses": llm_responses.STOPS,
 }
 # status -> (openai type, openai code, anthropic type, message)
 _ERRORS: dict[int, tuple[str, str | None, str, str]] = {
@@ -165,6 +182,7 @@ _CONTEXT_MESSAGES = {
               "130000 tokens. Please reduce the length of the messages.",
     "anthropic": "prompt is too long: 210000 tokens > 200000 maximum",
 }
+_CONTEXT_MESSAGES["responses"] = _CONTEXT_MESSAGES["openai"]
 _ANTHROPIC_TYPES = {t[2] for t in _ERRORS.values()}
 
 
@@ -175,7 +193,7 @@ def error_body(dialect: Dialect, reply: Reply) -> dict[str, Any]:
     elif reply.code:
         o_code = reply.code
     message = reply.message or message
-    if dialect == "openai":
+    if dialect != "anthropic":
         return {"error": {"message": message, "type": o_type, "param": None, "code": o_code}}
     a_type = reply.code if reply.code in _ANTHROPIC_TYPES else a_type
     return {"type": "error", "error": {"type": a_type, "message": message}, "request_id": f"req_fake{next(_ids)}"}
@@ -291,6 +309,9 @@ def anthropic_frames(reply: Reply, model: str, usage: Tokens) -> list[Frame]:
 
 def whole_response(dialect: Dialect, reply: Reply, model: str, usage: Tokens) -> dict[str, Any]:
     """A non-streamed answer."""
+    if dialect == "responses":
+        return llm_responses.whole(reply.thoughts, reply.content, reply.calls, _stop(dialect, reply), model,
+                                   _responses_usage(usage))
     if dialect == "anthropic":
         content = [{k: v for k, v in b.items() if k != "_raw"} for b in _blocks(reply)]
         return {"id": f"msg_fake{next(_ids)}", "type": "message", "role": "assistant", "model": model,
@@ -307,7 +328,13 @@ def whole_response(dialect: Dialect, reply: Reply, model: str, usage: Tokens) ->
             "usage": _openai_usage(usage), "service_tier": "default", "system_fingerprint": "fp_fake"}
 
 
+def _responses_usage(u: Tokens) -> dict[str, Any]:
+    return llm_responses.usage_of(u.input, u.output, u.cache_read, u.cache_write)
+
+
 def stream_error_frame(dialect: Dialect) -> str:
+    if dialect == "responses":
+        return llm_responses.error_frame()
     if dialect == "anthropic":
         body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
         return f"event: error\ndata: {json.dumps(body)}\n\n"
@@ -329,6 +356,8 @@ def without_context(text: str) -> str:
 
 def last_user_text(body: Any) -> str:
     """The newest user text, without the runtime context chatgate appends to it."""
+    if isinstance(body, dict) and "input" in body:  # the Responses API
+        return llm_responses.user_text(body, without_context)
     for message in reversed((body or {}).get("messages") or []):
         if message.get("role") != "user":
             continue
@@ -341,13 +370,36 @@ def last_user_text(body: Any) -> str:
     return ""
 
 
+async def _body(request: web.Request) -> Any:
+    try:
+        return await request.json()  # aiohttp keeps the body: a second read is free
+    except ValueError:
+        return None
+
+
+def is_title_request(body: Any) -> bool:
+    """A session title asked for by chatgate (in any dialect)."""
+    if not isinstance(body, dict):
+        return False
+    system = body.get("instructions") or body.get("system")
+    if isinstance(system, list):  # Anthropic's blocks
+        system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
+    if system is None:
+        first = (body.get("messages") or [{}])[0]
+        system = first.get("content") if first.get("role") == "system" else None
+    return isinstance(system, str) and system.startswith(TITLE_MARKER)
+
+
 def estimated_prompt_tokens(body: Any) -> int:
     """The prompt tokens the fake reports when no usage is scripted: the messages' JSON / 4."""
-    return max(1, len(json.dumps((body or {}).get("messages", []))) // 4)
+    body = body or {}
+    return max(1, len(json.dumps(body.get("messages", body.get("input", [])))) // 4)
 
 
 def tool_pairing_problems(dialect: Dialect, body: Any) -> list[str]:
     """Every tool result follows the assistant call with its id; every call has a result."""
+    if dialect == "responses":
+        return llm_responses.pairing_problems(body)
     problems: list[str] = []
     pending: list[Any] = []  # the last assistant turn's call ids still without a result
 
@@ -443,7 +495,7 @@ class FakeLLM:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, model: str | None = None,
                  strict_pairing: bool = False, responder: Callable[[Any], Reply] | None = None,
-                 prompt_cache: bool = False) -> None:
+                 prompt_cache: bool = False, titles: Literal["aside", "script"] = "aside") -> None:
         """``strict_pairing``: a request with a broken tool call / result pairing is refused
         with 400, as the real APIs do, and noted in ``pairing_problems``. ``responder``:
         when the script is empty, the reply is ``responder(body)`` instead of the echo."""
@@ -452,6 +504,8 @@ class FakeLLM:
         # ``prompt_cache``: Anthropic requests report cache reads and writes (``PromptCache``)
         self.prompt_cache = PromptCache() if prompt_cache else None
         self.reported: dict[int, Tokens] = {}  # request index -> the usage its answer reported
+        self.titles = titles
+        self.title_requests: list[Received] = []  # the title requests answered aside
         self.pairing_problems: list[str] = []
         self.requests: list[Received] = []
         self._script: deque[Reply] = deque()
@@ -492,6 +546,7 @@ class FakeLLM:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/messages", self._handle)
+        app.router.add_post("/v1/responses", self._handle)
         self._runner, self.port = await serve(app, self.host, self.port)
         return self
 
@@ -501,10 +556,11 @@ class FakeLLM:
             await self._runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        try:
-            body: Any = await request.json()
-        except ValueError:
-            body = None
+        body = await _body(request)
+        if self.titles == "aside" and is_title_request(body):
+            aside = Received(-1, request.path, {}, body, Reply.text(FAKE_TITLE))
+            self.title_requests.append(aside)
+            return await FakeLLM._respond(self, request, aside)
         if self._script:
             reply = self._script.popleft()
         elif self.responder is not None:
@@ -546,10 +602,15 @@ class FakeLLM:
             if reply.retry_after_ms is not None:
                 headers["retry-after-ms"] = str(reply.retry_after_ms)
             return web.json_response(error_body(dialect, reply), status=reply.status, headers=headers)
+        if reply.kind == "failed":
+            return web.Response(text=llm_responses.failed_frames(model, reply.code or "server_error",
+                                                                 reply.message or ""),
+                                content_type="text/event-stream")
         if reply.kind == "malformed":
             if stream:
-                text = 'event: message_start\ndata: {"type": "message_start", "message": {\n\n' \
-                    if dialect == "anthropic" else 'data: {"id": "chatcmpl-broken", "choices": [\n\n'
+                text = {"anthropic": 'event: message_start\ndata: {"type": "message_start", "message": {\n\n',
+                        "responses": llm_responses.MALFORMED,
+                        "openai": 'data: {"id": "chatcmpl-broken", "choices": [\n\n'}[dialect]
                 return web.Response(text=text, content_type="text/event-stream")
             return web.Response(text='{"id": "broken", ', content_type="application/json")
         if reply.usage is None and self.prompt_cache is not None and dialect == "anthropic":
@@ -563,6 +624,9 @@ class FakeLLM:
             return web.json_response(whole_response(dialect, reply, model, usage))
         if dialect == "anthropic":
             frames = anthropic_frames(reply, model, usage)
+        elif dialect == "responses":
+            frames = llm_responses.frames(reply.thoughts, reply.content, reply.calls, _stop(dialect, reply), model,
+                                          _responses_usage(usage), reply.chunk_size)
         else:
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             frames = openai_frames(reply, model, usage, include)
@@ -610,6 +674,8 @@ class _Standalone(FakeLLM):
             sys.stdout.flush()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if self.titles == "aside" and is_title_request(await _body(request)):
+            return await super()._handle(request)
         # One reply handed over per request, so a default never jumps ahead of a scripted one.
         reply = self.queued.popleft() if self.queued else self.default
         if reply is not None:

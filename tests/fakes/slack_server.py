@@ -9,7 +9,9 @@
 
 Web API (``/api/<method>``, form, query or JSON bodies, ``Authorization: Bearer``): auth.test
 (with ``x-oauth-scopes``), chat.postMessage/update/delete (``msg_too_long`` above 40,000
-characters, ``invalid_blocks`` for a section over 3,000), chat.startStream/appendStream/
+characters, ``invalid_blocks`` for a section over 3,000, a button's text over 75 or two
+buttons of one block with one action_id), chat.postEphemeral (kept apart, in ``ephemerals``:
+nobody but its user sees it), chat.startStream/appendStream/
 stopStream (``message_not_in_streaming_state`` once a stream is older than
 ``stream_limit`` or stopped; channels need the recipient), reactions.add/remove
 (``already_reacted``, ``no_reaction``), users.info, conversations.info,
@@ -17,8 +19,12 @@ assistant.threads.setStatus (assistant threads are DM threads), the external fil
 flow and file download with the bot token, apps.connections.open. ``fail_next`` makes the
 next calls of a method answer 429 with ``Retry-After`` or an error. Socket Mode: the URL
 apps.connections.open returns is a WebSocket here: ``hello`` on connect, envelopes with
-``push``, acks recorded in ``acks``. Events API: ``post_event`` signs a body with the
-signing secret (or a wrong one, or a stale timestamp) and posts it to the bot.
+``push``, acks recorded in ``acks`` (``ack_delay``: how long one took). Events API:
+``post_event`` signs a body with the signing secret (or a wrong one, or a stale timestamp)
+and posts it to the bot; ``answers`` records each one's status and how long it took.
+Button presses: ``click`` makes the ``block_actions`` payload of a click on a posted
+message's button, to ``push`` (Socket Mode) or ``post_event`` (HTTP, form-encoded
+``payload=``); Slack wants either acknowledged within 3 s.
 
 Standalone, for benchmarks: ``python -m tests.fakes.slack_server --port 0`` prints its root;
 ``POST /_control/push`` (a body for Socket Mode) or ``POST /_control/post?url=...`` (signed to
@@ -67,6 +73,26 @@ class Post:
 
 
 @dataclass
+class Ephemeral:
+    """A chat.postEphemeral: shown to ``user`` alone, never part of the channel's history."""
+
+    channel: str
+    user: str
+    text: str
+    thread_ts: str | None = None
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Answer:
+    """The bot's answer to one ``post_event``: its HTTP status, and how long it took."""
+
+    kind: str  # the payload's type: event_callback, block_actions, or a slash command's "command"
+    status: int
+    seconds: float
+
+
+@dataclass
 class Stream:
     channel: str
     ts: str
@@ -107,6 +133,10 @@ class FakeSlack:
         self.uploads: dict[str, JSON] = {}  # file id -> {name, data, ...}
         self.downloads: list[str] = []  # ids of files downloaded with the bot token
         self.acks: list[JSON] = []  # Socket Mode acks, as the bot sent them
+        self.pushed: dict[str, float] = {}  # envelope id -> when it was sent (time.monotonic())
+        self.acked: dict[str, float] = {}  # envelope id -> when its first ack came
+        self.answers: list[Answer] = []  # the bot's HTTP answers to post_event
+        self.ephemerals: list[Ephemeral] = []
         self.sockets: list[web.WebSocketResponse] = []
         self.connections_opened = 0
         self._failures: dict[str, deque[Failure]] = {}
@@ -205,15 +235,16 @@ class FakeSlack:
 
     def click(self, post: Post, action_id: str, *, user: str = "U1") -> JSON:
         """A ``block_actions`` payload: ``user`` clicked the button ``action_id`` on ``post``."""
-        button = next(e for b in post.blocks or () if b.get("type") == "actions" for e in b["elements"]
-                      if e.get("action_id") == action_id)
+        block, button = next((b, e) for b in post.blocks or () if b.get("type") == "actions" for e in b["elements"]
+                             if e.get("action_id") == action_id)
         container = {"type": "message", "message_ts": post.ts, "channel_id": post.channel, "is_ephemeral": False}
         if post.thread_ts:
             container["thread_ts"] = post.thread_ts
         return {"type": "block_actions", "team": {"id": self.team_id}, "user": {"id": user, "name": "alice"},
                 "api_app_id": "A0001", "container": container, "trigger_id": "1.2.3",
                 "channel": {"id": post.channel}, "message": {"ts": post.ts, "text": post.text},
-                "actions": [{**button, "action_ts": f"{time.time():.6f}", "type": "button"}]}
+                "actions": [{**button, "block_id": block.get("block_id") or "x1Y", "action_ts": f"{time.time():.6f}",
+                             "type": "button"}]}
 
     # -- Socket Mode
 
@@ -230,6 +261,7 @@ class FakeSlack:
             if self.sockets:
                 break
             await asyncio.sleep(0.01)
+        self.pushed[envelope_id] = time.monotonic()
         await self.sockets[-1].send_str(json.dumps(envelope))
         return envelope_id
 
@@ -238,6 +270,10 @@ class FakeSlack:
         for ws in list(self.sockets):
             await ws.send_str(json.dumps({"type": "disconnect", "reason": reason,
                                           "debug_info": {"host": "fake"}}))
+
+    def ack_delay(self, envelope_id: str) -> float:
+        """Seconds from sending the envelope to its ack (Slack wants it within 3)."""
+        return self.acked[envelope_id] - self.pushed[envelope_id]
 
     async def wait_for_ack(self, envelope_id: str, timeout: float = 5.0) -> JSON:
         deadline = time.monotonic() + timeout
@@ -273,8 +309,12 @@ class FakeSlack:
                                                        secret="wrong-secret" if bad_signature else None)}
         if retry_num is not None:
             headers |= {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
+        started = time.monotonic()
         async with aiohttp.ClientSession() as session, session.post(url, data=body.encode(), headers=headers) as r:
-            return r.status, await r.text()
+            text = await r.text()
+        kind = str(payload.get("type") or ("command" if "command" in payload else ""))
+        self.answers.append(Answer(kind, r.status, time.monotonic() - started))
+        return r.status, text
 
     # -- waiting
 
@@ -367,6 +407,15 @@ class FakeSlack:
         post = Post("chat.postMessage", channel, self.next_ts(), text, params.get("thread_ts") or None, blocks)
         self._record(post)
         return {"channel": channel, "ts": post.ts, "message": {"text": text, "ts": post.ts}}
+
+    def _chat_postEphemeral(self, params: JSON) -> JSON:
+        text, user = str(params.get("text") or ""), str(params.get("user") or "")
+        if not text and not params.get("blocks"):
+            raise _Refused("no_text")
+        if user not in self.users:
+            raise _Refused("user_not_found")
+        self.ephemerals.append(Ephemeral(str(params["channel"]), user, text, params.get("thread_ts") or None))
+        return {"message_ts": self.next_ts()}
 
     def _chat_update(self, params: JSON) -> JSON:
         channel, ts = str(params["channel"]), str(params["ts"])
@@ -521,7 +570,9 @@ class FakeSlack:
         try:
             async for frame in ws:
                 if frame.type == aiohttp.WSMsgType.TEXT:
-                    self.acks.append(json.loads(frame.data))
+                    ack = json.loads(frame.data)
+                    self.acks.append(ack)
+                    self.acked.setdefault(str(ack.get("envelope_id")), time.monotonic())
                     self._changed.set()
         finally:
             self.sockets.remove(ws)
@@ -564,6 +615,11 @@ def _blocks(value: Any) -> list[JSON] | None:
     blocks = json.loads(value) if isinstance(value, str) else value
     for block in blocks or ():
         if block.get("type") == "section" and len(block.get("text", {}).get("text", "")) > MAX_SECTION:
+            raise _Refused("invalid_blocks")
+        elements = block.get("elements") or () if block.get("type") == "actions" else ()
+        action_ids = [e.get("action_id") for e in elements]
+        if len(set(action_ids)) != len(action_ids) or any(len(e.get("text", {}).get("text", "")) > 75
+                                                          for e in elements):
             raise _Refused("invalid_blocks")
     return blocks or None
 

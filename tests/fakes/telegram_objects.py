@@ -59,6 +59,17 @@ class Edit:
     parse_mode: str | None
     time: float
     inline_message_id: str | None = None
+    reply_markup: JSON | None = None  # the keyboard the edit left (None: no buttons any more)
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackAnswer:
+    """An answerCallbackQuery Telegram accepted: the press's spinner stopped, ``text`` shown to the presser."""
+
+    query_id: str
+    text: str | None
+    show_alert: bool
+    time: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +82,7 @@ class Action:
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """A file the bot uploaded (sendDocument or sendPhoto)."""
+    """A file the bot uploaded (sendDocument, sendPhoto, sendVoice or sendAudio)."""
 
     method: str
     chat_id: int | str
@@ -148,7 +159,7 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
                   message_thread_id: int | None = None, is_topic_message: bool = False,
                   entities: list[JSON] | None = None, reply_to_message: JSON | None = None,
                   photo: list[JSON] | None = None, document: JSON | None = None, voice: JSON | None = None,
-                  caption: str | None = None, media_group_id: str | None = None, edited: bool = False,
+                  audio: JSON | None = None, caption: str | None = None, media_group_id: str | None = None, edited: bool = False,
                   channel_post: bool = False, new_chat_members: list[JSON] | None = None,
                   from_bot: bool = False, date: int | None = None, anonymous_admin: bool = False,
                   as_channel: int | None = None) -> tuple[str, JSON]:
@@ -157,8 +168,9 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
     ``chat_type`` defaults from the id (positive private, ``-100...`` supergroup, other
     negative group; ``channel_post`` a channel). The sender is ``user_id``, else the chat id in
     a private chat and ``DEFAULT_GROUP_USER`` elsewhere. bot_command and mention entities are
-    added to ``text`` / ``caption`` unless ``entities`` is given. ``photo``, ``document`` and
-    ``voice`` are PhotoSize / Document / Voice dicts; missing file_unique_id and sizes are filled.
+    added to ``text`` / ``caption`` unless ``entities`` is given. ``photo``, ``document``,
+    ``voice`` and ``audio`` are PhotoSize / Document / Voice / Audio dicts; missing file_unique_id
+    and sizes are filled.
     ``as_channel``: a user posting in the group as their channel with this id.
     """
     chat_type = chat_type or ("channel" if channel_post else chat_type_of(chat_id))
@@ -191,7 +203,7 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
         msg["entities"] = entities if entities is not None else detect_entities(text)
     if photo is not None:
         msg["photo"] = [{"file_unique_id": _unique(p["file_id"]), "width": 320, "height": 240, **p} for p in photo]
-    for key, media in (("document", document), ("voice", voice)):
+    for key, media in (("document", document), ("voice", voice), ("audio", audio)):
         if media is not None:
             msg[key] = {"file_unique_id": _unique(media["file_id"]), **media}
     if caption is not None:
@@ -207,5 +219,5 @@ def build_message(chat_id: int, message_id: int, text: str | None = None, *, use
     return ("edited_" if edited else "") + ("channel_post" if channel_post else "message"), msg
 
 
-__all__ = ["Action", "Call", "CommandsCall", "Document", "Edit", "Failure", "JSON", "Sent", "StoredFile", "Webhook",
+__all__ = ["Action", "Call", "CallbackAnswer", "CommandsCall", "Document", "Edit", "Failure", "JSON", "Sent", "StoredFile", "Webhook",
            "build_message", "chat_type_of", "default_chat"]

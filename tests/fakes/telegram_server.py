@@ -8,13 +8,17 @@
         tg.fail_next("sendMessage", retry_after=3) # the next sendMessage answers 429
         tg.fail_for("sendMessage", 15, status=502) # every sendMessage answers 502 for 15 s
         tg.hold("sendMessage"); tg.release("sendMessage")  # calls hang until released
+        update = tg.press(chat_id, message_id, "allow", user_id=7)  # a button pressed (callback_query)
 
 It behaves like Telegram where tests depend on it: ``{"ok": ..., "result" | "error_code",
 "description", "parameters"}`` bodies with the real descriptions, 401 for a wrong token,
 long polling with offsets that confirm updates, 409 while a webhook is set or when a newer
 getUpdates supersedes a waiting one, the 4096 UTF-16 limit and the HTML parse mode with
 Telegram's error messages (``telegram_html``), "message is not modified", per-chat message
-ids. Not modelled: MarkdownV2 validation (text is kept as sent), flood limits unless
+ids, inline keyboards (``callback_data`` of 1 to 64 bytes, else BUTTON_DATA_INVALID; an
+edit without a keyboard, or with an empty one, removes it) and presses on them: ``press``
+queues a ``callback_query`` update, answerCallbackQuery is accepted once per press (then
+"query is too old", as for an unknown id) and recorded in ``answers``. Not modelled: MarkdownV2 validation (text is kept as sent), flood limits unless
 injected, chats the bot cannot reach (inject "chat not found"). Times are ``time.monotonic()``.
 
 Standalone, for benchmarks: ``python -m tests.fakes.telegram_server --port 0`` prints the API
@@ -52,6 +56,7 @@ from tests.fakes.telegram_objects import (
     JSON,
     Action,
     Call,
+    CallbackAnswer,
     CommandsCall,
     Document,
     Edit,
@@ -69,6 +74,7 @@ MAX_DOWNLOAD = 20 * 1024 * 1024  # getFile refuses bigger files
 CONFLICT_POLL = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
 CONFLICT_WEBHOOK = ("Conflict: can't use getUpdates method while webhook is active; "
                     "use deleteWebhook to delete the webhook first")
+QUERY_TOO_OLD = "Bad Request: query is too old and response timeout expired or query ID is invalid"
 NOT_MODIFIED = ("Bad Request: message is not modified: specified new message content and reply markup are "
                 "exactly the same as a current content and reply markup of the message")
 _DEFAULT_ERRORS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden: bot was blocked by the user",
@@ -129,6 +135,8 @@ class FakeTelegram:
         self.actions: list[Action] = []
         self.documents: list[Document] = []
         self.commands_calls: list[CommandsCall] = []
+        self.answers: list[CallbackAnswer] = []  # answerCallbackQuery calls accepted
+        self.presses: dict[str, float] = {}  # callback query id -> when ``press`` queued it
         self.delivered: dict[int, float] = {}  # update_id -> when getUpdates first answered with it
         self.files: dict[str, StoredFile] = {}
         self.chats: dict[int | str, JSON] = {}
@@ -143,6 +151,7 @@ class FakeTelegram:
         self._allowed: set[str] | None = None  # the last allowed_updates, as Telegram remembers it
         self._update_ids = itertools.count(1)
         self._file_ids = itertools.count(1)
+        self._query_ids = itertools.count(4_382_000_000_000_000_001)
         self._message_ids: dict[int | str, int] = {}
         self._poll_generation = 0
         self._changed = asyncio.Event()
@@ -153,8 +162,9 @@ class FakeTelegram:
             "sendMessage": self._send_message, "editMessageText": self._edit_message_text,
             "deleteMessage": self._delete_message, "sendChatAction": self._send_chat_action,
             "sendDocument": self._send_document, "sendPhoto": self._send_photo, "getFile": self._get_file,
+            "sendVoice": self._send_voice, "sendAudio": self._send_audio,
             "setMyCommands": self._set_my_commands, "getMyCommands": self._get_my_commands,
-            "deleteMyCommands": self._delete_my_commands, "answerCallbackQuery": self._true,
+            "deleteMyCommands": self._delete_my_commands, "answerCallbackQuery": self._answer_callback_query,
         }
         self._handlers = {name.lower(): (name, fn) for name, fn in handlers.items()}
 
@@ -243,6 +253,26 @@ class FakeTelegram:
         """Queues an already delivered update again, with its update_id: what Telegram does
         after a restart when the offset was not confirmed. Delivered once whatever the offset."""
         return self._queue(update, sticky=True)
+
+    def press(self, chat_id: int | str, message_id: int, data: str, *, user_id: int = 42,
+              first_name: str = "Alice", username: str | None = None) -> JSON:
+        """Queues a ``callback_query`` update: ``user_id`` pressed the button with ``data`` on the
+        bot's message; the update (``redeliver`` it to send the same press again)."""
+        msg = self.messages[(chat_id, message_id)]
+        if data not in self.buttons(chat_id, message_id):
+            raise AssertionError(f"message {message_id} has no button {data!r}")
+        user: JSON = {"id": user_id, "is_bot": False, "first_name": first_name, "language_code": "en",
+                      **({"username": username} if username else {})}
+        query_id = str(next(self._query_ids))
+        self.presses[query_id] = time.monotonic()
+        query = {"id": query_id, "from": user, "message": json.loads(json.dumps(msg)),  # as it is now
+                 "chat_instance": f"-{abs(hash(str(chat_id))) % 10**18}", "data": data}
+        return self.push({"update_id": next(self._update_ids), "callback_query": query})
+
+    def buttons(self, chat_id: int | str, message_id: int) -> list[str]:
+        """The ``callback_data`` of the buttons the message shows now, row by row."""
+        markup = self.messages[(chat_id, message_id)].get("reply_markup") or {}
+        return [b["callback_data"] for row in markup.get("inline_keyboard", []) for b in row if "callback_data" in b]
 
     @property
     def pending(self) -> list[JSON]:
@@ -552,7 +582,7 @@ class FakeTelegram:
             replied = self.messages[(chat_id, reply_to)]
             msg["reply_to_message"] = {k: v for k, v in replied.items() if k != "reply_to_message"}
         msg.update({k: v for k, v in content.items() if v not in (None, [])})
-        if params.get("reply_markup"):
+        if _keyboard(params):
             msg["reply_markup"] = params["reply_markup"]
         if params.get("link_preview_options"):
             msg["link_preview_options"] = params["link_preview_options"]
@@ -576,6 +606,7 @@ class FakeTelegram:
         if utf16_len(plain) > MAX_TEXT:
             raise _bad("message is too long")
         reply_to = self._reply_to(chat_id, params)
+        _check_keyboard(params)
         msg = self._bot_message(chat_id, params, reply_to, text=plain, entities=entities)
         self._record_sent("sendMessage", params, msg, str(text), plain, reply_to)
         return msg
@@ -602,7 +633,8 @@ class FakeTelegram:
             raise _bad("message can't be edited")
         if "text" not in msg:
             raise _bad("there is no text in the message to edit")
-        markup = params.get("reply_markup")
+        _check_keyboard(params)
+        markup = params.get("reply_markup") if _keyboard(params) else None
         if msg["text"] == plain and msg.get("entities", []) == entities and msg.get("reply_markup") == markup:
             raise ApiError(400, NOT_MODIFIED)
         msg.update(text=plain, edit_date=int(time.time()))
@@ -611,8 +643,17 @@ class FakeTelegram:
                 msg.pop(key, None)
             else:
                 msg[key] = value
-        self._record(self.edits, Edit(chat_id, msg["message_id"], str(text), plain, params.get("parse_mode"), now))
+        self._record(self.edits, Edit(chat_id, msg["message_id"], str(text), plain, params.get("parse_mode"), now,
+                                      reply_markup=markup))
         return msg
+
+    async def _answer_callback_query(self, params: JSON, files: Files) -> bool:
+        query_id = str(params.get("callback_query_id") or "")
+        if query_id not in self.presses or any(a.query_id == query_id for a in self.answers):
+            raise ApiError(400, QUERY_TOO_OLD)
+        self._record(self.answers, CallbackAnswer(query_id, params.get("text"), bool(params.get("show_alert")),
+                                                  time.monotonic()))
+        return True
 
     async def _delete_message(self, params: JSON, files: Files) -> bool:
         if self.messages.pop((self._chat_id(params), int(params.get("message_id") or 0)), None) is None:
@@ -632,6 +673,12 @@ class FakeTelegram:
 
     async def _send_photo(self, params: JSON, files: Files) -> JSON:
         return await self._send_file("sendPhoto", "photo", params, files)
+
+    async def _send_voice(self, params: JSON, files: Files) -> JSON:
+        return await self._send_file("sendVoice", "voice", params, files)
+
+    async def _send_audio(self, params: JSON, files: Files) -> JSON:
+        return await self._send_file("sendAudio", "audio", params, files)
 
     async def _send_file(self, method: str, kind: str, params: JSON, files: Files) -> JSON:
         chat_id = self._chat_id(params)
@@ -659,6 +706,8 @@ class FakeTelegram:
         meta = {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "file_size": len(data)}
         media: Any = [{**meta, "width": 320, "height": 240}] if kind == "photo" else \
             {**meta, "file_name": filename, "mime_type": mime or "application/octet-stream"}
+        if kind in ("voice", "audio"):  # Telegram works out the length; a voice note has no file name
+            media = {**{k: v for k, v in media.items() if kind == "audio" or k != "file_name"}, "duration": 1}
         msg = self._bot_message(chat_id, params, reply_to, **{kind: media}, caption=plain or None,
                                 caption_entities=entities)
         self._record_sent(method, params, msg, caption, plain, reply_to)
@@ -755,6 +804,22 @@ class FakeTelegram:
         return records()[since:]
 
 
+def _keyboard(params: JSON) -> bool:
+    """Whether ``reply_markup`` holds a keyboard with at least one button."""
+    markup = params.get("reply_markup") or {}
+    return any(markup.get("inline_keyboard") or ()) or bool(markup.get("keyboard"))
+
+
+def _check_keyboard(params: JSON) -> None:
+    for row in (params.get("reply_markup") or {}).get("inline_keyboard") or ():
+        for button in row:
+            if not str(button.get("text") or ""):
+                raise _bad("BUTTON_TEXT_INVALID")
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                raise _bad("BUTTON_DATA_INVALID")
+
+
 # ----------------------------------------------------------------------------- standalone
 
 
@@ -781,5 +846,5 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["Action", "ApiError", "Call", "CommandsCall", "Document", "Edit", "Failure", "FakeTelegram", "Sent",
+__all__ = ["Action", "ApiError", "Call", "CallbackAnswer", "CommandsCall", "Document", "Edit", "Failure", "FakeTelegram", "Sent",
            "StoredFile", "Webhook"]

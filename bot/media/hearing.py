@@ -1,0 +1,139 @@
+"""A voice note or audio file -> its transcript, within the caps and the person's minutes.
+
+``Listener.hear`` takes the bytes the intake fetched (the file stays in the workspace's
+inbox) and returns the transcript, or the one sentence the person gets instead: the file is
+too long or too big (``max_seconds``, ``max_mb``), today's minutes are used up
+(``limits.audio_minutes_per_day``), the endpoint failed, or it heard nothing. Nothing is
+ever handed on as an empty turn. The length is the platform's when it says, else read from
+the file (Ogg/Opus, WAV), else what the endpoint billed, else a guess from the size; the
+minutes are counted once the transcription succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.errors import ProviderError
+from bot.limits import PersonLimits
+from bot.media.audio_length import rough_seconds, seconds_of
+from bot.messages import Attachment, ChatType, InboundMessage
+
+log = logging.getLogger(__name__)
+
+NOT_UNDERSTOOD = "Sorry, I couldn't understand your voice message; please try again, or type it."
+NOT_HEARD = "Sorry, I couldn't hear anything in your voice message; please try again, or type it."
+
+
+class Transcribed(Protocol):
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def seconds(self) -> float | None:
+        """What the endpoint billed, when it says."""
+        ...
+
+
+class Transcriber(Protocol):
+    async def transcribe(self, data: bytes, filename: str, mime_type: str | None, *, model: str) -> Transcribed:
+        """What ``data`` says (``ProviderError`` when the endpoint fails)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HearingSettings:
+    model: str
+    max_seconds: int = 600
+    max_bytes: int = 20 * 1024 * 1024
+    echo: bool = False  # show the person what was heard before the answer
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """A transcript (``refusal`` None), or the sentence the person gets instead."""
+
+    text: str = ""
+    refusal: str | None = None
+    seconds: float = 0.0
+
+
+class Listener:
+    def __init__(self, transcriber: Transcriber, settings: HearingSettings, limits: PersonLimits | None = None) -> None:
+        self._transcriber = transcriber
+        self.settings = settings
+        self._limits = limits if limits is not None and limits.settings.audio_minutes_per_day is not None else None
+
+    @staticmethod
+    def wants(msg: InboundMessage) -> bool:
+        """The message carries audio not transcribed yet."""
+        return any(a.audible and a.transcript is None for a in msg.attachments)
+
+    def may_address(self, msg: InboundMessage) -> bool:
+        """A group voice note without a caption that did not address the bot: its transcript may."""
+        return msg.chat_type is ChatType.GROUP and not msg.addressed and not msg.text.strip() and self.wants(msg)
+
+    def too_big(self, att: Attachment) -> str | None:
+        """The sentence for a file the caps refuse by what the platform says of it (before any download)."""
+        s = self.settings
+        if att.size is not None and att.size > s.max_bytes:
+            return (f"That audio is {att.size / 1048576:.1f} MB; I can transcribe files up to "
+                    f"{s.max_bytes / 1048576:.0f} MB.")
+        if att.duration is not None and att.duration > s.max_seconds:
+            return f"That voice message is {_length(att.duration)} long; I can take up to {_length(s.max_seconds)}."
+        return None
+
+    async def refuse_early(self, msg: InboundMessage, payers: Sequence[str] = ()) -> str | None:
+        """The sentence for audio refused by what the platform says of it (size, length, the
+        minutes left), before it is downloaded; None to go on."""
+        todo = [a for a in msg.attachments if a.audible and a.transcript is None]
+        for att in todo:
+            if (refusal := self.too_big(att)) is not None:
+                return refusal
+        if self._limits is not None and payers:
+            known = [a.duration for a in todo if a.duration is not None]
+            over = await self._limits.check_audio(payers, sum(known) if len(known) == len(todo) else None)
+            if over is not None:
+                return over.text
+        return None
+
+    async def hear(self, att: Attachment, data: bytes, payers: Sequence[str] = ()) -> Heard:
+        """The transcript of ``att`` (``data`` its bytes), counted against ``payers``' minutes
+        (none for an owner)."""
+        if (refusal := self.too_big(att)) is not None:
+            return Heard(refusal=refusal)
+        known = [n for n in (att.duration, seconds_of(data)) if n]  # the longer, if the two disagree
+        length = max(known) if known else None
+        if len(data) > self.settings.max_bytes:
+            return Heard(refusal=self.too_big(Attachment(att.kind, att.name, size=len(data))))
+        if length is not None and length > self.settings.max_seconds:
+            return Heard(refusal=self.too_big(Attachment(att.kind, att.name, duration=length)))
+        if self._limits is not None and payers:
+            over = await self._limits.check_audio(payers, length)
+            if over is not None:
+                return Heard(refusal=over.text)
+        try:
+            result = await self._transcriber.transcribe(data, att.name, att.mime_type, model=self.settings.model)
+        except ProviderError as exc:
+            log.warning("transcription of %s failed: %s", att.name, exc)
+            return Heard(refusal=NOT_UNDERSTOOD)
+        seconds = length if length is not None else result.seconds if result.seconds is not None \
+            else rough_seconds(len(data))
+        if self._limits is not None and payers:
+            await self._limits.spend_audio(payers, seconds)
+        text = " ".join(result.text.split())
+        if not text:
+            log.info("transcription of %s was empty (%.1f s of audio)", att.name, seconds)
+            return Heard(refusal=NOT_HEARD, seconds=seconds)
+        return Heard(text, seconds=seconds)
+
+
+def _length(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def echo_line(transcript: str) -> str:
+    """What ``media.echo_transcript`` shows the person before the answer."""
+    return f"🎙️ Heard: “{transcript}”"

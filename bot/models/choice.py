@@ -1,0 +1,92 @@
+"""The hard parts of model choice as pure functions, tested with tables of cases.
+
+- ``plan_specs``: the model of a conversation (its chosen one, else the default) and what it
+  falls back to: ``agent.fallbacks`` in order, none for a person's explicit choice unless
+  ``fallback_on_choice``.
+- ``fallback_reason``: whether an error means "not now" (busy, overloaded, down), so that
+  another model may answer; a bad key, a refused request or a context overflow would fail
+  on any model the same way, and keep their own sentence.
+- ``may_pick``: who may pick which model (owners any; a model's ``allowed`` its people;
+  otherwise everyone when ``models.switch: everyone``).
+- the button ids of ``/model`` (``model:<name>``) and a title's clean-up.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.errors import ProviderBusyError, ProviderError, ProviderUnavailableError
+from bot.models.spec import Catalog, ModelSpec, Why
+
+DEFAULT = "default"  # /model default: back to the default model
+CHOICE_PREFIX = "model:"
+_CHOICE = re.compile(r"model:([A-Za-z0-9][A-Za-z0-9_.-]{0,47})")
+TITLE_CHARS = 60
+
+
+def plan_specs(catalog: Catalog, chosen: str | None) -> tuple[ModelSpec, Why, tuple[ModelSpec, ...]]:
+    """(the model, why it is the one, the models it falls back to). A chosen name that is no
+    longer configured counts as no choice."""
+    spec = catalog.get(chosen)
+    primary, why = (catalog.default, Why.DEFAULT) if spec is None else (spec, Why.CHOSEN)
+    if why is Why.CHOSEN and not catalog.fallback_on_choice:
+        return primary, why, ()
+    fallbacks = tuple(found for name in catalog.fallbacks
+                      if (found := catalog.get(name)) is not None and found.name != primary.name)
+    return primary, why, fallbacks
+
+
+def fallback_reason(error: ProviderError) -> str | None:
+    """Why the model cannot answer now, when another model could; None when the error is not
+    about "now" (a bad key, a refused request, a prompt too long for the context window)."""
+    if isinstance(error, ProviderBusyError):
+        return "rate-limited right now" if error.status == 429 else "overloaded right now"
+    if isinstance(error, ProviderUnavailableError):
+        return "unavailable right now"
+    return None
+
+
+def note_text(answered_by: str, instead_of: str, reason: str) -> str:
+    """The one short note a chat sees the first time a fallback answers there."""
+    return f"Answered by {answered_by}: {instead_of} is {reason}."
+
+
+def may_pick(catalog: Catalog, spec: ModelSpec, person: str, *, owner: bool) -> bool:
+    """Owners may pick any model; a model with ``allowed`` only its people; any other model
+    everyone when ``models.switch`` is everyone."""
+    if owner:
+        return True
+    if spec.allowed is not None:
+        return person in spec.allowed
+    return catalog.switch == "everyone"
+
+
+def pickable(catalog: Catalog, person: str, *, owner: bool) -> tuple[ModelSpec, ...]:
+    return tuple(spec for spec in catalog.named if may_pick(catalog, spec, person, owner=owner))
+
+
+def may_switch(catalog: Catalog, person: str, *, owner: bool) -> bool:
+    """Whether ``person`` may change this chat's model at all (and so go back to the default)."""
+    return owner or catalog.switch == "everyone" or bool(pickable(catalog, person, owner=owner))
+
+
+def choice_id(name: str) -> str:
+    """A button's id: at most 54 bytes, within every platform's room (Telegram's 64)."""
+    return f"{CHOICE_PREFIX}{name}"
+
+
+def parse_choice(text: str) -> str | None:
+    """The model name a pressed button carries (``default`` included), else None."""
+    found = _CHOICE.fullmatch(text)
+    return found.group(1) if found else None
+
+
+def clean_title(text: str) -> str | None:
+    """A model's title as shown: its first line, without quotes, Markdown marks or a final
+    full stop, at most ``TITLE_CHARS`` characters; None when nothing is left."""
+    line = next((line for line in text.splitlines() if line.strip()), "")
+    line = re.sub(r"^(?:title\s*:\s*)", "", line.strip(), flags=re.IGNORECASE)
+    line = " ".join(line.strip(" \t#*_`\"'“”‘’").split()).rstrip(".")
+    if not line:
+        return None
+    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"

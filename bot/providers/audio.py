@@ -1,0 +1,95 @@
+"""OpenAI's audio API, and any server that speaks it (a local Whisper or TTS server through
+``base_url``): ``/audio/transcriptions`` and ``/audio/speech`` through the official SDK.
+
+Imported only when ``media.transcription`` or ``media.speech`` is enabled. Model names and
+voices come from the configuration. Failures are classified like the chat provider's
+(``failure_of``) and retried under the same policy (``RetryPolicy``: Retry-After, backoff
+with jitter); what is left is a ``ProviderError`` for the caller to put in one sentence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+import openai
+
+from bot.errors import ProviderError
+from bot.providers.failures import TransientError, malformed
+from bot.providers.openai import failure_of
+from bot.providers.retry import RetryPolicy, Sleep
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+SPEECH_FORMAT: Final = "opus"  # Ogg/Opus: Telegram shows it as a voice note
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    text: str
+    seconds: float | None = None  # the audio's length, when the server reports what it billed
+
+
+class OpenAIAudio:
+    """One SDK client for both endpoints; ``aclose`` closes it."""
+
+    name = "openai"
+
+    def __init__(self, *, api_key: str, base_url: str, timeout: float = 120.0, max_retries: int = 2,
+                 policy: RetryPolicy | None = None, sleep: Sleep = asyncio.sleep) -> None:
+        self._secret = api_key
+        self._policy = policy or RetryPolicy(max_retries=max_retries)
+        self._sleep = sleep
+        # Local servers need no key, but the SDK refuses an empty one.
+        self._client = openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url, timeout=timeout,
+                                          max_retries=0, http_client=openai.DefaultAioHttpClient())
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def transcribe(self, data: bytes, filename: str, mime_type: str | None, *, model: str) -> Transcript:
+        """What ``data`` (an audio file) says."""
+        async def call() -> Transcript:
+            result = await self._client.audio.transcriptions.create(
+                file=(filename, data, mime_type or "application/octet-stream"), model=model, response_format="json")
+            usage = getattr(result, "usage", None)
+            seconds = usage.seconds if usage is not None and usage.type == "duration" else None
+            if not isinstance(result.text, str):
+                raise malformed(self.name, "no text in the transcription")
+            return Transcript(result.text, seconds)
+
+        return await self._retrying(call, "transcription")
+
+    async def speak(self, text: str, *, model: str, voice: str) -> bytes:
+        """``text`` spoken, as Ogg/Opus bytes."""
+        async def call() -> bytes:
+            response = await self._client.audio.speech.create(model=model, voice=voice, input=text,
+                                                              response_format=SPEECH_FORMAT)
+            data = response.content
+            if not data:
+                raise malformed(self.name, "empty speech")
+            return data
+
+        return await self._retrying(call, "speech")
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        retries = 0
+        while True:
+            try:
+                try:
+                    return await call()
+                except openai.OpenAIError as err:
+                    raise failure_of(err, self.name, self._secret) from None
+            except TransientError as err:
+                delay = self._policy.delay_for(err, retries)  # raises the final ProviderError
+                retries += 1
+                log.warning("%s %s: %s; retry %d of %d in %.2fs", self.name, what, err.reason, retries,
+                            self._policy.max_retries, delay)
+                await self._sleep(delay)
+
+
+__all__ = ["OpenAIAudio", "ProviderError", "Transcript"]

@@ -1,0 +1,57 @@
+"""``chatgate schedules``: the owners' view of every job (who made it, where, its next run,
+why it is paused) and cancelling any of them, from the store, beside a running bot or not.
+
+A running bot sees a cancelled job at its next look at the store: its claim requires an
+active job, so a cancelled one never runs again.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.schedules import rules
+from bot.store.base import Job, JobState
+from bot.store.sqlite import SQLiteStore
+from bot.tracing import strip_controls as clean  # texts and names come from chat users
+
+OPEN = (JobState.ACTIVE, JobState.PAUSED)
+
+
+async def schedules_command(path: Path, action: str, job_id: int | None, *, everything: bool = False) -> int:
+    """List (``action`` "list") or cancel one job; the exit code."""
+    if not path.exists():
+        print(f"no database at {path} yet")
+        return 0
+    async with SQLiteStore(path) as store:
+        if action == "list":
+            jobs = await store.jobs(states=tuple(JobState) if everything else OPEN)
+            print("\n".join(line(job) for job in jobs) if jobs else "no jobs")
+            return 0
+        assert job_id is not None
+        job = await store.job(job_id)
+        if job is None or job.state not in OPEN:
+            print(f"chatgate: no active or paused job {job_id}; see `chatgate schedules list`", file=sys.stderr)
+            return 1
+        if not await store.update_job(job_id, expect=OPEN, state=JobState.CANCELLED, reason="cancelled by an owner"):
+            print(f"chatgate: job {job_id} changed meanwhile; try again", file=sys.stderr)
+            return 1
+        print(f"cancelled {line(job)}")
+        return 0
+
+
+def line(job: Job) -> str:
+    """One job for an owner: id, kind, state (and why), next run in UTC and in its zone, rule,
+    chat, creator, text."""
+    c = job.conversation
+    state = str(job.state) + (f" ({clean(job.reason)})" if job.reason else "")
+    if job.next_at is not None and job.state is JobState.ACTIVE:
+        utc = datetime.fromtimestamp(job.next_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        state += f", next {utc} = {rules.local(job.next_at, rules.zone(job.when.zone))}"
+    chat = f"{c.platform}:{clean(c.chat_id)}" + (f"/{clean(c.thread_id)}" if c.thread_id else "")
+    who = clean(job.creator) + (f" ({clean(job.creator_name)})" if job.creator_name else "")
+    text = " ".join(clean(job.text).split())
+    text = text if len(text) <= 60 else text[:59] + "…"
+    check = ", with a check" if job.check else ""
+    return f"{job.id}  {job.kind}{check}  {state}  {rules.describe(job.when)}  {chat} by {who}  {text}"

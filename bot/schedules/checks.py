@@ -1,0 +1,156 @@
+"""A task's check: something cheap run before the model that says whether there is anything
+to do ("tell me only if the build failed"), so an occurrence with nothing to do costs no
+model call.
+
+A check is stored as JSON with its ``kind``. One kind today, ``command``: a shell command run
+as ``exec`` runs it (the same sandbox and bounds, in the job's workspace, no secret of the
+bot's), with the check's timeout. Exit 0 with output runs the model, the output shown to it;
+exit 0 with no output, or exit 1, skips the model for that occurrence; any other exit, a
+timeout or a command that cannot start is a failed run.
+
+Another kind (an MCP tool call: ``{"kind": "mcp", "server": ..., "tool": ..., "arguments":
+{...}}``) is one more dataclass with its ``KIND``, ``from_json`` and ``json``, added to
+``KINDS``, and its runner registered on ``Checks`` (``checks.register("mcp", runner)``): the
+scheduler and the store do not change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from bot.conversation import Conversation
+from bot.tools.approval import ApprovalRules
+from bot.tools.base import ToolContext, ToolError
+from bot.tools.exec import run_shell
+from bot.tools.policy import ToolPolicy
+from bot.tools.sandbox import ExecSettings
+
+log = logging.getLogger(__name__)
+
+OUTPUT_CHARS = 4000  # of a check's output shown to the model
+MAX_COMMAND = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """``go``: run the model (``output`` goes with the task); else skip it, or, with ``error``,
+    count the occurrence as a failed run."""
+
+    go: bool
+    output: str = ""
+    error: str = ""
+
+
+class Check(Protocol):
+    KIND: ClassVar[str]
+
+    def json(self) -> str: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommandCheck:
+    """A shell command, run in the sandbox like ``exec``."""
+
+    KIND: ClassVar[str] = "command"
+    command: str
+
+    def __post_init__(self) -> None:
+        if not self.command.strip():
+            raise ValueError("a check command cannot be empty")
+        if len(self.command) > MAX_COMMAND:
+            raise ValueError(f"a check command is at most {MAX_COMMAND} characters")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CommandCheck:
+        return cls(str(data["command"]))
+
+    def json(self) -> str:
+        return json.dumps({"kind": self.KIND, "command": self.command}, ensure_ascii=False)
+
+    def describe(self) -> str:
+        return f"check `{self.command}`"
+
+
+KINDS: dict[str, Callable[[Mapping[str, Any]], Check]] = {CommandCheck.KIND: CommandCheck.from_json}
+CheckRunner = Callable[[ToolContext, Any], Awaitable[CheckResult]]  # (context, a check of its kind)
+
+
+def parse_check(raw: str) -> Check:
+    """A stored check; ``ValueError`` for one this version does not know."""
+    data = json.loads(raw)
+    kind = data.get("kind", CommandCheck.KIND)
+    if kind not in KINDS:
+        raise ValueError(f"unknown check kind {kind!r}")
+    return KINDS[kind](data)
+
+
+class Checks:
+    """The runners of the check kinds, by kind (a plain registry)."""
+
+    def __init__(self) -> None:
+        self._runners: dict[str, CheckRunner] = {}
+
+    def register(self, kind: str, runner: CheckRunner) -> None:
+        self._runners[kind] = runner
+
+    def runs(self, check: Check) -> bool:
+        return check.KIND in self._runners
+
+    async def run(self, ctx: ToolContext, check: Check) -> CheckResult:
+        runner = self._runners.get(check.KIND)
+        if runner is None:
+            return CheckResult(False, error=f"checks of kind {check.KIND} cannot run here")
+        return await runner(ctx, check)
+
+
+def command_runner(settings: ExecSettings, timeout: float) -> CheckRunner:
+    """The ``command`` kind, run like ``exec`` (its sandbox and bounds) for at most ``timeout`` s."""
+
+    async def run(ctx: ToolContext, check: CommandCheck) -> CheckResult:
+        try:
+            end = await run_shell(ctx, check.command, timeout, settings)
+        except ToolError as exc:
+            return CheckResult(False, error=f"the check could not start: {exc}")
+        if end.timed_out:
+            return CheckResult(False, error=f"the check did not finish within {timeout:g} s")
+        if end.sandbox_failed:
+            return CheckResult(False, error="the check's sandbox could not start (bubblewrap failed)")
+        if end.code == 1 or (end.code == 0 and not end.output.strip()):
+            log.info("check says nothing to do session=%s run=%s", ctx.session_key, ctx.run_id)
+            return CheckResult(False)
+        if end.code != 0:
+            first = next((line.strip() for line in end.output.splitlines() if line.strip()), "")
+            return CheckResult(False, error=f"the check exited with {end.code}" + (f": {first[:200]}" if first else ""))
+        output = end.output.strip()
+        if len(output) > OUTPUT_CHARS:
+            output = output[:OUTPUT_CHARS] + "\n[… cut]"
+        return CheckResult(True, output)
+
+    return run
+
+
+def checks_for(settings: ExecSettings | None, timeout: float) -> Checks:
+    """The check kinds this installation runs: ``command`` while exec is enabled."""
+    checks = Checks()
+    if settings is not None:
+        checks.register(CommandCheck.KIND, command_runner(settings, timeout))
+    return checks
+
+
+def check_allowed(policy: Callable[[Conversation, bool], ToolPolicy], rules: ApprovalRules, *, exec_enabled: bool,
+                  owners_only: bool) -> Callable[[Conversation, bool], bool]:
+    """Whether a person (an owner or not) may give a task a check command in a conversation: exec
+    is on, open to them (``tools.exec.owners_only``), offered to them there (the tool policy), and
+    needs no approval for them (nobody is there to give it when the check runs)."""
+
+    def allowed(conversation: Conversation, owner: bool) -> bool:
+        return (exec_enabled and (owner or not owners_only) and policy(conversation, owner).permits("exec")
+                and not rules.needs("exec", is_owner=owner))
+
+    return allowed
