@@ -245,6 +245,103 @@ DIALECT: dict[str, str] = {
             PRIMARY KEY (scope, holder, tool, shape)
         );
     """,
+    "0011_media": f"""
+        CREATE TABLE voice_modes (
+            platform   TEXT NOT NULL,
+            chat_id    TEXT NOT NULL,
+            mode       TEXT NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (platform, chat_id)
+        );
+        CREATE TABLE audio_use (
+            id         {ID},
+            person     TEXT NOT NULL,
+            seconds    DOUBLE PRECISION NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX audio_use_person ON audio_use (person, created_at);
+        ALTER TABLE chunks ADD COLUMN file_ref TEXT;
+        ALTER TABLE chunks ADD COLUMN voice INTEGER NOT NULL DEFAULT 0;
+    """,
+    "0012_schedules": f"""
+        CREATE TABLE jobs (
+            id           {ID},
+            kind         TEXT NOT NULL,
+            text         TEXT NOT NULL,
+            rule         TEXT NOT NULL,
+            zone         TEXT NOT NULL,
+            anchor       BIGINT NOT NULL,
+            every        BIGINT NOT NULL DEFAULT 0,
+            cron         TEXT NOT NULL DEFAULT '',
+            state        TEXT NOT NULL DEFAULT 'active',
+            next_at      BIGINT,
+            reason       TEXT NOT NULL DEFAULT '',
+            failures     INTEGER NOT NULL DEFAULT 0,
+            prompt       TEXT NOT NULL DEFAULT 'full',
+            check_spec   TEXT,
+            person       TEXT NOT NULL,
+            creator      TEXT NOT NULL,
+            creator_name TEXT NOT NULL DEFAULT '',
+            session_key  TEXT NOT NULL,
+            platform     TEXT NOT NULL,
+            account      TEXT NOT NULL,
+            chat_id      TEXT NOT NULL,
+            chat_type    TEXT NOT NULL,
+            thread_id    TEXT,
+            linked       TEXT,
+            created_at   DOUBLE PRECISION NOT NULL,
+            updated_at   DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX jobs_due ON jobs (next_at) WHERE state = 'active';
+        CREATE INDEX jobs_person ON jobs (person, platform, chat_id) WHERE state IN ('active', 'paused');
+        -- claimer: the instance running the occurrence (PostgreSQL only: another takes it over
+        -- when that one dies; chatgate migrate leaves it empty: a previous life's)
+        CREATE TABLE occurrences (
+            job_id     BIGINT NOT NULL REFERENCES jobs (id),
+            at         BIGINT NOT NULL,
+            state      TEXT NOT NULL,
+            outcome    TEXT,
+            late       BIGINT NOT NULL DEFAULT 0,
+            claimed_at DOUBLE PRECISION NOT NULL,
+            closed_at  DOUBLE PRECISION,
+            claimer    TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (job_id, at)
+        );
+        CREATE INDEX occurrences_unclosed ON occurrences (claimed_at) WHERE state = 'running';
+        CREATE TABLE person_zones (
+            person TEXT PRIMARY KEY,
+            zone   TEXT NOT NULL,
+            set_at DOUBLE PRECISION NOT NULL
+        );
+    """,
+    "0013_dashboard": f"""
+        CREATE TABLE dashboard_actions (
+            id      {ID},
+            at      DOUBLE PRECISION NOT NULL,
+            "user"  TEXT NOT NULL,
+            role    TEXT NOT NULL,
+            action  TEXT NOT NULL,
+            target  TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            address TEXT NOT NULL
+        );
+        CREATE INDEX dashboard_actions_at ON dashboard_actions (at);
+    """,
+    "0014_models": """
+        CREATE TABLE session_models (
+            session_key TEXT PRIMARY KEY,
+            model       TEXT NOT NULL,
+            chosen_by   TEXT NOT NULL,
+            chosen_at   DOUBLE PRECISION NOT NULL
+        );
+        CREATE TABLE session_titles (
+            session_id BIGINT PRIMARY KEY REFERENCES sessions (id),
+            title      TEXT NOT NULL,
+            model      TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL
+        );
+        ALTER TABLE traces ADD COLUMN model_why TEXT NOT NULL DEFAULT '';
+    """,
 }
 
 _CREATE_MIGRATIONS_TABLE = """

@@ -1,0 +1,9 @@
+"""(being written)"""
+
+from __future__ import annotations
+
+from bot.store.pg.base import PgBase
+
+
+class PgBrowse(PgBase):
+    pass
