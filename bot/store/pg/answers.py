@@ -10,6 +10,7 @@ import asyncpg
 
 from bot.messages import Answer
 from bot.store import answers as sql
+from bot.store.base import AnswerState
 from bot.store.pg.base import Connection, PgBase
 from bot.store.pg.inbound import MARK_ANSWERED
 from bot.store.pg.sql import numbered
@@ -18,21 +19,16 @@ INSERT_ANSWER = numbered(sql.INSERT_ANSWER)
 INSERT_CHUNK = numbered(sql.INSERT_CHUNK)
 UNDELIVERED = ("SELECT id, platform, target, inbound_ids, draft_id, failed, created_at FROM answers"
                " WHERE delivered_at IS NULL ORDER BY created_at, seq")
-_CHUNKS = "SELECT answer_id, text, file_name, file_data, sent_at FROM chunks WHERE answer_id = ANY($1::text[])" \
-          " ORDER BY answer_id, idx"
+_CHUNKS = ("SELECT answer_id, text, file_name, file_data, sent_at, file_ref, voice FROM chunks"
+           " WHERE answer_id = ANY($1::text[]) ORDER BY answer_id, idx")
 _CHUNK_SENT = numbered(sql.CHUNK_SENT)
 _ANSWER_DONE = numbered(sql.ANSWER_DONE)
+_ANSWER_STATE = numbered(sql.ANSWER_STATE)
 
 
 class PgAnswers(PgBase):
     async def store_answer(self, answer: Answer) -> None:
-        row, chunks = sql.answer_rows(answer)
-
-        async def write(conn: Connection) -> None:
-            await conn.execute(INSERT_ANSWER, *row)
-            await conn.executemany(INSERT_CHUNK, chunks)
-
-        await self._write(write)
+        await self._write(lambda conn: insert_answer(conn, answer))
 
     async def undelivered(self) -> list[Answer]:
         async def read(conn: Connection) -> list[Answer]:
@@ -56,12 +52,23 @@ class PgAnswers(PgBase):
         now = time.time()
         await self._write(lambda conn: _settle(conn, answer, now, given_up=True))
 
+    async def answer_state(self, answer_id: str) -> AnswerState | None:
+        row = await self.pool.fetchrow(_ANSWER_STATE, answer_id)
+        return sql.state_of(tuple(row) if row is not None else None)
+
+
+async def insert_answer(conn: Connection, answer: Answer) -> None:
+    """Store ``answer`` in the caller's transaction (a turn, a claim, a job's move)."""
+    row, chunks = sql.answer_rows(answer)
+    await conn.execute(INSERT_ANSWER, *row)
+    await conn.executemany(INSERT_CHUNK, chunks)
+
 
 async def answers_of(conn: Connection, rows: Sequence[asyncpg.Record]) -> list[Answer]:
     """``answers`` rows (UNDELIVERED's columns) with their chunks, as ``Answer``s."""
     chunks: dict[str, list[tuple[Any, ...]]] = {}
     for c in await conn.fetch(_CHUNKS, [row["id"] for row in rows]):
-        chunks.setdefault(c["answer_id"], []).append((c["text"], c["file_name"], c["file_data"], c["sent_at"]))
+        chunks.setdefault(c["answer_id"], []).append(tuple(c)[1:])
     return [sql.answer_from(tuple(row), chunks.get(row["id"], [])) for row in rows]
 
 

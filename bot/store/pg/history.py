@@ -11,6 +11,7 @@ from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.store import answers as sql_answers
 from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
 from bot.store.pg.answers import INSERT_ANSWER, INSERT_CHUNK
+from bot.store.pg.schedules import close_occurrence_in
 from bot.store.pg.base import Connection, PgBase
 from bot.store.pg.inbound import MARK_ANSWERED
 from bot.tracing import Span, SpanKind, TraceRecord
@@ -149,6 +150,7 @@ class PgHistory(PgBase):
         charges = [(c.person, run_id, c.tokens, c.cost, now) for c in turn.charges]
         answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
         t = turn.trace
+        closes = turn.closes
 
         async def write(conn: Connection) -> None:
             if messages:
@@ -161,6 +163,8 @@ class PgHistory(PgBase):
             if answer is not None:
                 await conn.execute(INSERT_ANSWER, *answer[0])
                 await conn.executemany(INSERT_CHUNK, answer[1])
+            if closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
+                await close_occurrence_in(conn, closes, now)
             if t is not None:
                 await conn.execute(_INSERT_TRACE, t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at,
                                    t.status, t.model, t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,

@@ -30,6 +30,8 @@ _USE_CODE = ("UPDATE pairing_codes SET approved_at = $1 WHERE code = $2 AND appr
 _APPROVE_SENDER = ("INSERT INTO approved_senders (platform, user_id, name, approved_at) VALUES ($1, $2, $3, $4)"
                    " ON CONFLICT (platform, user_id) DO UPDATE SET name = excluded.name,"
                    " approved_at = excluded.approved_at")
+_DROP_CODE = (f"DELETE FROM pairing_codes WHERE code = $1 AND approved_at IS NULL AND expires_at > $2"
+              f" RETURNING {_CODE_COLUMNS}")
 _REVOKE = "DELETE FROM approved_senders WHERE platform = $1 AND user_id = $2"
 _IS_APPROVED = "SELECT 1 FROM approved_senders WHERE platform = $1 AND user_id = $2"
 _APPROVED_ALL = "SELECT platform, user_id, name, approved_at FROM approved_senders ORDER BY approved_at, platform, user_id"
@@ -86,6 +88,16 @@ class PgPairing(PgBase):
         else:
             log.info("pairing %s:%s: approved", approved.platform, approved.user_id)
         return approved
+
+    async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
+        wanted = normalize_code(code)
+        row = await self._write(lambda c: c.fetchrow(_DROP_CODE, wanted, now))
+        if row is None:
+            log.info("pairing: denial of an unknown, expired or used code refused")
+            return None
+        denied = PairingCode(*row)
+        log.info("pairing %s:%s: denied", denied.platform, denied.user_id)
+        return denied
 
     async def revoke_sender(self, platform: str, user_id: str) -> bool:
         status = await self._write(lambda c: c.execute(_REVOKE, platform, user_id))
