@@ -235,6 +235,8 @@ class App:
             self.mcp.start()
         await self.intake.recover()
         self._stack.push_async_callback(self.scheduler.aclose)  # the first to stop: no job starts after
+        if self.cluster is not None:  # tasks an instance died running: another runs them again
+            self.cluster.add_sweep(self.scheduler.adopt)
         self.scheduler.start()  # after recovery: what is owed goes out first
 
     def _cluster(self, store: PostgresStore) -> Cluster:
@@ -244,7 +246,9 @@ class App:
         c = self.config.cluster
         url = self.config.storage.database_url
         assert url is not None
-        return Cluster(store.pool, url, ClusterSettings(c.instance or default_instance(), c.lease_seconds))
+        settings = ClusterSettings(c.instance or default_instance(), c.lease_seconds)
+        store.claim_as(settings.instance, settings.lease_seconds)  # scheduled occurrences: whose they are
+        return Cluster(store.pool, url, settings)
 
     def _media(self, limits: PersonLimits) -> tuple[Listener | None, VoiceAnswers]:
         """What ``media:`` switches on: transcription of voice notes, and voice answers."""

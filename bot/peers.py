@@ -22,6 +22,11 @@ class Peers(Protocol):
         another instance owns the lane (it was told and takes the message) or it was taken already."""
         ...
 
+    async def own(self, session_key: str) -> None:
+        """Hold the session's lane here for a turn with no stored message (a scheduled task):
+        waits while another instance runs the session; ``idle`` gives it back afterwards."""
+        ...
+
     def idle(self, session_key: str) -> None:
         """This instance's lane of the session has no work left: let another instance have it."""
         ...

@@ -117,7 +117,11 @@ class Turns:
         """``start`` the task and wait until its turn is committed; how it ended: completed,
         silent, failed, stopped (by /stop), or busy (the session's queue was full: not run)."""
         ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if self._peers is not None:  # one run per session across instances: its lane comes here first
+            await self._peers.own(conversation.session_key)
         if self.start(conversation, task, order=replace(order, ended=ended)) is Admission.REJECTED:
+            if self._peers is not None and not self.dispatcher.busy(conversation.session_key):
+                self._peers.idle(conversation.session_key)
             return "busy"
         return await ended
 

@@ -151,6 +151,13 @@ class Cluster:
             await self._bus.send(self._pool, holder, {"kind": "pull", "key": session_key})
         return False
 
+    async def own(self, session_key: str) -> None:
+        while True:
+            async with self._lock(session_key):
+                if session_key in self._held or await self._acquire(session_key):
+                    return
+            await asyncio.sleep(min(1.0, self.settings.beat))
+
     def idle(self, session_key: str) -> None:
         if session_key in self._held:
             self._tasks.spawn(self._release(session_key), f"release {session_key}")
