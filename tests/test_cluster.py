@@ -2,7 +2,8 @@
 Telegram (webhook behind a round-robin balancer on loopback, or polling) and the fake LLM in this
 test process (tests/cluster_bed.py). Every message answered exactly once; one session's messages
 run in order, one at a time, wherever they arrive; /stop through another instance; SIGKILL of
-the instance running a turn, and of the Telegram poller."""
+the instance running a turn, of the one sending a due reminder, of the one running a scheduled
+task, and of the Telegram poller."""
 
 from __future__ import annotations
 
@@ -137,6 +138,43 @@ async def test_an_approval_is_answered_through_another_instance(cluster: Instanc
     await asyncio.sleep(0.5)
     assert sorted(s.plain or "" for s in sent_to(tg, 88)[1:]) == ["Approved.", "Saved."]
     assert (cluster.tmp / "workspaces" / "telegram-88" / "notes.md").read_text() == "hello"
+
+
+async def test_a_reminder_due_while_its_claimer_dies_is_delivered_once_by_another(cluster: Instances) -> None:
+    tg = cluster.tg
+    assert await cluster.post(tg.message(77, "/remind in 2s drink water", user_id=77)) == 200
+    await wait_until(lambda: sent_to(tg, 77), 10, "the reminder confirmed", cluster.tails)
+    confirmed = sent_to(tg, 77)[0].plain
+    calls = len([c for c in tg.calls if c.method == "sendMessage"])
+    tg.hold("sendMessage")
+    await tg.wait_for_calls("sendMessage", calls + 1, timeout=10)  # the reminder is due: its send hangs...
+    [(claimer,)] = await cluster.query("SELECT instance FROM cluster_deliveries WHERE answer_id LIKE 'job-1-%'")
+    await cluster.kill(cluster.by_name(claimer))  # ...and the instance that claimed it dies in it
+    tg.release("sendMessage")
+    await wait_until(lambda: len(sent_to(tg, 77)) == 2, 30, "the reminder from another instance", cluster.tails)
+    await asyncio.sleep(2 * cluster.lease_seconds)
+    assert [s.plain for s in sent_to(tg, 77)] == [confirmed, "⏰ Reminder: drink water"]
+    assert await cluster.query("SELECT state, outcome FROM occurrences") == [("closed", "sent")]
+
+
+async def test_a_task_whose_instance_dies_while_it_runs_is_run_once_by_another(cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    llm.script(Reply.tool_calls([Call("schedule", {"action": "create", "kind": "task", "after": "2s",
+                                                   "text": "Tell them the magic word."})]),
+               Reply.text("I'll tell you in 2 seconds."),
+               Reply.text("slow answer " * 100, chunk_size=8, delay=0.05),  # the task's first run: cut short
+               Reply.text("The magic word is xyzzy."))
+    assert await cluster.post(tg.message(78, "in 2s: tell me the magic word", user_id=78)) == 200
+    await llm.wait_for_requests(3, timeout=15)  # the task's turn streams on its claimer...
+    [(claimer,)] = await cluster.query("SELECT claimer FROM occurrences WHERE state = 'running'")
+    await cluster.kill(cluster.by_name(claimer))  # ...which dies
+    await wait_until(lambda: len(sent_to(tg, 78)) == 2, 30, "the task's answer from another instance",
+                     cluster.tails)
+    await asyncio.sleep(2 * cluster.lease_seconds)
+    assert [s.plain for s in sent_to(tg, 78)] == ["I'll tell you in 2 seconds.", "The magic word is xyzzy."]
+    assert len(llm.requests) == 4  # run again once
+    assert "Tell them the magic word." in last_user_text(llm, 3)
+    assert await cluster.query("SELECT outcome, claimer <> $1 FROM occurrences", claimer) == [("completed", True)]
 
 
 @pytest.mark.parametrize("cluster", [{"mode": "polling"}], indirect=True)
