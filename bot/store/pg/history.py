@@ -52,15 +52,16 @@ _USAGE_TOTALS = (
 )
 _TRACE_COLUMNS = (
     "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
-    " iterations, error, cache_read_tokens, cache_write_tokens"
+    " iterations, error, cache_read_tokens, cache_write_tokens, model_why"
 )
 _INSERT_TRACE = (
-    f"INSERT INTO traces ({_TRACE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+    f"INSERT INTO traces ({_TRACE_COLUMNS})"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
     " ON CONFLICT (run_id) DO UPDATE SET (session_key, agent_id, started_at, ended_at, status, model, input_tokens,"
-    " output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens) = (excluded.session_key,"
-    " excluded.agent_id, excluded.started_at, excluded.ended_at, excluded.status, excluded.model,"
-    " excluded.input_tokens, excluded.output_tokens, excluded.cost, excluded.iterations, excluded.error,"
-    " excluded.cache_read_tokens, excluded.cache_write_tokens)"
+    " output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens, model_why) ="
+    " (excluded.session_key, excluded.agent_id, excluded.started_at, excluded.ended_at, excluded.status,"
+    " excluded.model, excluded.input_tokens, excluded.output_tokens, excluded.cost, excluded.iterations,"
+    " excluded.error, excluded.cache_read_tokens, excluded.cache_write_tokens, excluded.model_why)"
 )
 _INSERT_SPAN = (
     "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
@@ -69,6 +70,7 @@ _INSERT_SPAN = (
 )
 _LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT $1"
 _LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = $1 ORDER BY started_at DESC LIMIT $2"
+TRACE = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE run_id = $1"
 _SPANS = (
     "SELECT run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
     " cache_read_tokens, cache_write_tokens FROM spans WHERE run_id = ANY($1::text[]) ORDER BY id"
@@ -168,7 +170,7 @@ class PgHistory(PgBase):
             if t is not None:
                 await conn.execute(_INSERT_TRACE, t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at,
                                    t.status, t.model, t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,
-                                   t.cache_read_tokens, t.cache_write_tokens)
+                                   t.cache_read_tokens, t.cache_write_tokens, t.why)
                 if t.spans:
                     await conn.executemany(_INSERT_SPAN, [
                         (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
@@ -196,24 +198,26 @@ class PgHistory(PgBase):
                 rows = await conn.fetch(_LAST_TRACES, last)
             else:
                 rows = await conn.fetch(_LAST_SESSION_TRACES, session_key, last)
-            spans: dict[str, list[Span]] = {}
-            for r in await conn.fetch(_SPANS, [row["run_id"] for row in rows]):
-                spans.setdefault(r["run_id"], []).append(Span(
-                    SpanKind(r["kind"]), r["name"], r["started_at"], r["duration_ms"], r["input_tokens"],
-                    r["output_tokens"], r["cost"], bool(r["is_error"]), r["preview"], r["cache_read_tokens"],
-                    r["cache_write_tokens"]))
-            records = []
-            for row in reversed(rows):
-                head = TraceRecord(*tuple(row)[:12])  # the columns up to ``error``, in order
-                records.append(replace(head, spans=tuple(spans.get(row["run_id"], ())),
-                                       cache_read_tokens=row["cache_read_tokens"],
-                                       cache_write_tokens=row["cache_write_tokens"]))
-            return records
+            return await trace_records(conn, rows[::-1])
 
         return await self._read(read)
 
     async def _live(self, session: Session, limit: int | None) -> list[Any]:
         return await self._read(lambda conn: _live(conn, session, limit))
+
+
+async def trace_records(conn: Connection, rows: list[Any]) -> list[TraceRecord]:
+    """The traces of rows of ``_TRACE_COLUMNS``, in their order, each with its spans."""
+    spans: dict[str, list[Span]] = {}
+    for r in await conn.fetch(_SPANS, [row["run_id"] for row in rows]):
+        spans.setdefault(r["run_id"], []).append(Span(
+            SpanKind(r["kind"]), r["name"], r["started_at"], r["duration_ms"], r["input_tokens"],
+            r["output_tokens"], r["cost"], bool(r["is_error"]), r["preview"], r["cache_read_tokens"],
+            r["cache_write_tokens"]))
+    return [replace(TraceRecord(*tuple(row)[:12]),  # the columns up to ``error``, in order
+                    spans=tuple(spans.get(row["run_id"], ())), cache_read_tokens=row["cache_read_tokens"],
+                    cache_write_tokens=row["cache_write_tokens"], why=row["model_why"])
+            for row in rows]
 
 
 async def _live(conn: Connection, session: Session, limit: int | None) -> list[Any]:
