@@ -34,13 +34,10 @@ from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.media.hearing import HearingSettings, Listener
 from bot.media.speaking import SpeechSettings, VoiceAnswers
-from bot.providers import make_audio, make_provider
-from bot.providers.base import Usage
-from bot.providers.pricing import Price
-from bot.providers.pricing import cost as price_cost
 from bot.models.command import ModelCommand
 from bot.models.config import open_models
 from bot.models.titles import Titles
+from bot.providers import make_audio
 from bot.runs import QueueMode, RunCaps
 from bot.schedules.checks import check_allowed, checks_for
 from bot.schedules.scheduler import Scheduler, TaskTools
@@ -59,10 +56,10 @@ from bot.workspace import Workspaces
 
 if TYPE_CHECKING:
     from bot.cluster import Cluster
-    from bot.store.pg import PostgresStore
     from bot.dashboard.server import Dashboard
     from bot.mcp.hub import McpHub
     from bot.mcp.report import ServerStatus
+    from bot.store.pg import PostgresStore
 
 log = logging.getLogger(__name__)
 

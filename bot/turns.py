@@ -38,8 +38,8 @@ from bot.limits import PersonLimits
 from bot.media.speaking import VOICE_FILE, VoiceAnswers
 from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
 from bot.outbound.answer import answer_for
-from bot.outbound.split import render_chunks
 from bot.outbound.progress import Progress
+from bot.outbound.split import render_chunks
 from bot.peers import Peers, Stopped
 from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps, TaskOrder
 from bot.store.base import AnswerStore, Closing, Store

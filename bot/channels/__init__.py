@@ -30,8 +30,19 @@ from bot.channels.capabilities import (
     SpellsCommands,
     Streams,
 )
-from bot.channels.channel import Channel, Inbox, MessageShape, Measure, SendFailed, Status
-from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms, wrap
+from bot.channels.channel import Channel, Inbox, Measure, MessageShape, SendFailed, Status
+from bot.channels.dialect import (
+    HR,
+    PLAIN,
+    Atom,
+    Dialect,
+    DialectBase,
+    PlainDialect,
+    Role,
+    quote_lines,
+    text_atoms,
+    wrap,
+)
 from bot.channels.leases import SOLE, Held, Leases, SoleLeases, UsesLeases, while_held
 from bot.channels.lifecycle import Lifecycle
 from bot.channels.pacing import Pacer

@@ -36,7 +36,7 @@ from bot.limits import Refusal
 from bot.messages import Answer, ChatType
 from bot.runs import TaskOrder
 from bot.schedules import rules
-from bot.schedules.checks import Checks, CheckResult, parse_check
+from bot.schedules.checks import CheckResult, Checks, parse_check
 from bot.schedules.service import ScheduleSettings
 from bot.store.base import Claim, Closing, Job, JobKind, JobState, RuleKind, ScheduleStore
 from bot.tasks import OwnedTasks

@@ -16,8 +16,7 @@ every one, and both pass the same contract suite (tests/test_store_contract.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, Protocol, TypeAlias

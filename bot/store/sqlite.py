@@ -37,7 +37,6 @@ from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
-from bot.store.batch import GroupCommit
 from bot.store import approvals as sql_approvals
 from bot.store import browse, migrations
 from bot.store import media as sql_media
@@ -70,6 +69,7 @@ from bot.store.base import (
     UsageTotals,
     key_of,
 )
+from bot.store.batch import GroupCommit
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)

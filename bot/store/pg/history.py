@@ -11,9 +11,9 @@ from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.store import answers as sql_answers
 from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
 from bot.store.pg.answers import INSERT_ANSWER, INSERT_CHUNK
-from bot.store.pg.schedules import close_occurrence_in
 from bot.store.pg.base import Connection, PgBase
 from bot.store.pg.inbound import MARK_ANSWERED
+from bot.store.pg.schedules import close_occurrence_in
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
