@@ -12,11 +12,23 @@ import asyncpg
 import pytest
 
 from bot.cli import main
+from bot.conversation import Conversation
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.llm import Message
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
-from bot.store.base import ApprovalRecord, Charge, Turn
+from bot.store.base import (
+    ApprovalRecord,
+    AuditEntry,
+    Charge,
+    Claim,
+    Job,
+    JobKind,
+    ModelChoice,
+    RuleKind,
+    Turn,
+    When,
+)
 from bot.store.migrations import MIGRATIONS
 from bot.store.pg import PostgresStore, safe_url
 from bot.store.pg.schema import DIALECT, missing_dialect
@@ -103,7 +115,18 @@ async def _fill(path: Path) -> dict[str, int]:
         await store.add_approval(ApprovalRecord("a1", "run1", "c1", session.key, "telegram", "c1", "dm", None,
                                                 "exec", "telegram:u1", asked_at=100.0))
         await store.grant("session", session.key, "exec", "*", "telegram:u1", 100.0)
-        return {"session": session.id, "waiting": waiting}
+        await store.set_voice_mode("telegram", "c1", "auto")
+        await store.record_audio("person:ada", 42.5, 100.0)
+        conversation = Conversation.of_key(session.key, account="bot1")
+        task = await store.add_job(Job(0, JobKind.TASK, "summarise", When(RuleKind.EVERY, "Europe/Berlin", 1000, 3600),
+                                       conversation, "u1", "Ada", next_at=1000), max_per_person=5)
+        assert task is not None
+        assert await store.claim([Claim(task.id, 1000, 4600)]) == [True]  # running when the copy is made
+        await store.set_zone("person:ada", "Europe/Berlin")
+        await store.choose_model(session.key, ModelChoice("smart", "telegram:u1", 100.0))
+        assert await store.set_title(session, "A greeting", "m")
+        await store.record_action(AuditEntry(100.0, "admin", "operator", "login", "", "done", "127.0.0.1"))
+        return {"session": session.id, "waiting": waiting, "job": task.id}
 
 
 async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
@@ -127,6 +150,16 @@ async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
             assert (await store.approval("a1")) is not None
             assert await store.granted("session", session.key, "exec", "ls")
             assert await store.usage_since("telegram:u1", 0) == (15, 0.01)
+            assert await store.voice_mode("telegram", "c1") == "auto"
+            assert await store.audio_since("person:ada", 0) == 42.5
+            [task] = await store.jobs()
+            assert (task.id, task.text, task.next_at, task.when.every) == (ids["job"], "summarise", 4600, 3600)
+            [left] = await store.unclosed()  # the SQLite process's occurrence: a previous life's
+            assert (left.job.id, left.at) == (ids["job"], 1000)
+            assert await store.zone("person:ada") == "Europe/Berlin"
+            assert await store.chosen_model(session.key) == ModelChoice("smart", "telegram:u1", 100.0)
+            assert await store.title(session) == "A greeting"
+            assert [(a.user, a.action) for a in await store.actions()] == [("admin", "login")]
             newer = await store.record_inbound(message("m3"), session.key)
             assert newer is not None and newer > ids["waiting"]  # ids go on after the copied ones
         assert await asyncio.to_thread(main, ["migrate", "--from", str(source), "--to", url]) == 1
