@@ -183,9 +183,11 @@ class Scheduler:
         await self._report(missed)
 
     async def adopt(self) -> None:
-        """Several instances: take over the tasks an instance died running (the store hands each
-        to one instance); run after every sweep of the cluster's."""
+        """Several instances, after every sweep of the cluster's: take over the tasks an instance
+        died running (the store hands each to one instance), and look at the next due instant
+        again, so that a job another instance added (and would have run) is seen within a beat."""
         await self._report(await self._unclosed(int(self._clock())))
+        self.wake()
 
     async def _unclosed(self, now: int) -> list[_Missed]:
         """Occurrences claimed and never closed: run again within the grace, else missed."""
