@@ -181,25 +181,21 @@ class Intake:
         """Stop the intake's own tasks (the lanes are the turn runner's: it closes them)."""
         await self._tasks.stop()
 
-    def _at_once(self, item: _Item) -> bool:
-        """A press or an urgent command: answered by the instance that received it, never in a lane."""
+    def _at_once(self, item: _Item) -> Callable[[_Item], Awaitable[None]] | None:
+        """How a press (an approval's, the model picker's) or an urgent command is answered: at
+        once, by the instance that received it, never in a lane; None for everything else."""
         if self._approvals is not None and self._approvals.is_answer(item.msg.text):
-            return True
+            return self._press  # a run waits for it
         if self._models is not None and self._models.is_press(item.msg):
-            return True
-        command = parse_command(item.msg.text)
-        return command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent
-
-    async def _enqueue(self, item: _Item, *, claimed: bool = False) -> None:
-        if self._approvals is not None and self._approvals.is_answer(item.msg.text):
-            self._tasks.spawn(self._press(item), f"press {item.inbound_id}")  # a run waits for it: at once
-            return
-        if self._models is not None and self._models.is_press(item.msg):
-            self._tasks.spawn(self._model_press(item), f"press {item.inbound_id}")
-            return
+            return self._model_press
         command = parse_command(item.msg.text)
         if command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent:
-            self._tasks.spawn(self._urgent(item), f"command {item.inbound_id}")  # never behind the lane
+            return self._urgent  # never behind the lane
+        return None
+
+    async def _enqueue(self, item: _Item, *, claimed: bool = False) -> None:
+        if (answer := self._at_once(item)) is not None:
+            self._tasks.spawn(answer(item), f"at once {item.inbound_id}")
             return
         await self._room.acquire()  # backpressure: the channel waits here, nothing piles up
         if self._peers is not None and not claimed:
@@ -236,7 +232,7 @@ class Intake:
     async def take(self, record: InboundRecord) -> None:
         item = _Item(record.message, self.conversation(record.message), record.id, record.received_at,
                      recovered=True)
-        if self._at_once(item):  # its own instance answers it; one that died left it moot
+        if self._at_once(item) is not None:  # its own instance answers it; one that died left it moot
             await self._store.mark_answered((record.id,))
             return
         await self._enqueue(item, claimed=True)
