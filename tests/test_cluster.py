@@ -129,14 +129,16 @@ async def test_an_approval_is_answered_through_another_instance(cluster: Instanc
     llm.script(Reply.tool_calls([Call("write_file", {"path": "notes.md", "content": "hello"})]), Reply.text("Saved."))
     assert await cluster.post(tg.message(88, "save a note", user_id=88)) == 200
     await wait_until(lambda: sent_to(tg, 88), 15, "the approval card", cluster.tails)
-    card = sent_to(tg, 88)[0].plain or ""
-    approval_id = card.split("/deny ")[1].rstrip(".").strip()
+    card = sent_to(tg, 88)[0]
+    [once] = [data for data in tg.buttons(88, card.message_id) if data.endswith(":o")]
     runner = await cluster.holder("session:agent:main:telegram:dm:88")
-    cluster.balancer.aim((cluster.items.index(runner) + 1) % len(cluster.items))
-    assert await cluster.post(tg.message(88, f"/approve {approval_id}", user_id=88)) == 200
-    await wait_until(lambda: len(sent_to(tg, 88)) >= 3, 15, "approved and answered", cluster.tails)
+    cluster.balancer.aim((cluster.items.index(runner) + 1) % len(cluster.items))  # the press reaches another one
+    assert await cluster.post(tg.press(88, card.message_id, once, user_id=88)) == 200
+    await wait_until(lambda: len(sent_to(tg, 88)) >= 2, 15, "approved and answered", cluster.tails)
     await asyncio.sleep(0.5)
-    assert sorted(s.plain or "" for s in sent_to(tg, 88)[1:]) == ["Approved.", "Saved."]
+    assert [s.plain for s in sent_to(tg, 88)[1:]] == ["Saved."]
+    assert tg.messages[(88, card.message_id)]["text"] == "✅ write_file allowed once by Alice."
+    assert not tg.buttons(88, card.message_id)  # the card shows the outcome, no buttons left
     assert (cluster.tmp / "workspaces" / "telegram-88" / "notes.md").read_text() == "hello"
 
 
