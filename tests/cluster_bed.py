@@ -3,7 +3,8 @@
 ``Instances`` starts N real processes (``python -m bot run``) against the fake Telegram and the
 fake LLM of the test process, each with its own webhook port (or polling), all on one database;
 ``Balancer`` is a round-robin HTTP balancer on loopback in front of their webhooks (a backend
-that refuses the connection is skipped, as a balancer's health check would).
+that refuses the connection is skipped, as a balancer's health check would). With a fake Slack
+or a fake Discord, the instances serve that platform instead of Telegram.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
@@ -110,13 +112,18 @@ class Instances:
 
     def __init__(self, tmp: Path, url: str | None, llm: FakeLLM, tg: FakeTelegram, count: int = 3, *,
                  mode: str = "webhook", lease_seconds: float = 3.0, runs: dict[str, Any] | None = None,
-                 tools: dict[str, Any] | None = None, slack: FakeSlack | None = None) -> None:
+                 tools: dict[str, Any] | None = None, slack: FakeSlack | None = None,
+                 discord: FakeDiscord | None = None, discord_keys: dict[str, Any] | None = None) -> None:
         """``url`` None: one instance on a SQLite file instead (for comparisons). With ``slack``, the
-        instances serve Slack (``mode`` http or socket) instead of Telegram."""
+        instances serve Slack (``mode`` http or socket) instead of Telegram; with ``discord``, they
+        serve Discord (every DM and guild open; ``discord_keys`` adds or overrides
+        ``channels.discord`` keys: ``shard_count``, ``shards``, ``guilds`` ...)."""
         self.tmp, self.url, self.llm, self.tg, self.mode = tmp, url, llm, tg, mode
         self.lease_seconds = lease_seconds
         self.runs = runs or {}
         self.slack = slack
+        self.discord = discord
+        self.discord_keys = discord_keys or {}
         self.tools = tools or {}
         self.items = [Instance(tmp, f"i{n + 1}", free_port()) for n in range(count)]
         self.balancer = Balancer([f"http://127.0.0.1:{i.port}" for i in self.items])
@@ -135,7 +142,12 @@ class Instances:
 
     def config(self, instance: Instance) -> Path:
         channels: dict[str, Any] = {"console": {"enabled": False}}
-        if self.slack is not None:
+        if self.discord is not None:
+            d = self.discord
+            channels["discord"] = {"enabled": True, "token": d.token, "api_base": d.api_base,
+                                   "gateway_url": d.gateway_url, "dm_policy": "open", "guilds": ["*"],
+                                   **self.discord_keys}
+        elif self.slack is not None:
             s = self.slack
             channels["slack"] = {"enabled": True, "mode": self.mode, "bot_token": s.bot_token,
                                  "app_token": s.app_token, "signing_secret": s.signing_secret, "base_url": s.base_url,
