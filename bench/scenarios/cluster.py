@@ -28,8 +28,9 @@ HOW = ("Real `chatgate run` processes on one PostgreSQL database (a fresh one pe
        "same 2 cores). Burst: N DMs from N chats (1,000; quick: 200) posted 50 at a time, one instance vs two vs "
        "three: seconds from the first post to the last answer, each chat answered exactly once; CPU seconds of the "
        "instances, of their PostgreSQL backends (when the server is on this machine) and of the bench process, and "
-       "how busy the machine's cores were. The ceiling is the most N instances could gain on these cores if the CPU "
-       "the one-instance burst used were spread evenly over them (its time x cores / its CPU, at most N). /stop across "
+       "how busy the machine's cores were (other processes included). Ceiling: the most N instances could gain on "
+       "these cores, if one instance is held up by its own core (its CPU time) and N by all the CPU of the "
+       "one-instance burst spread over the cores: cores x instance CPU / all that CPU, at most N. /stop across "
        "instances: a long answer streams on one instance, /stop is posted so that another receives it; time from "
        "the post to the model stream closed, 20 tries (quick: 6). CPU per message: one instance, 200 (quick: 60) "
        "DMs one at a time, the bot process's CPU, on PostgreSQL and on SQLite. Takeover: the instance streaming an "
@@ -63,9 +64,10 @@ class Burst:
         return self.instances + (self.postgres or 0.0) + self.fakes
 
     def ceiling(self, count: int) -> float:
-        """The most ``count`` instances could gain over this (one-instance) burst on this machine's cores,
-        if the CPU it used were spread evenly over them."""
-        return min(float(count), self.took * (os.cpu_count() or 1) / self.cpu)
+        """The most ``count`` instances could gain over this one-instance burst on this machine's cores: it
+        takes at least its instance's CPU time (one event loop, one core), and ``count`` instances at least
+        the whole CPU it used spread evenly over the cores (none lost to other processes)."""
+        return min(float(count), self.instances * (os.cpu_count() or 1) / self.cpu)
 
 
 def _cpu_of(pids: list[int]) -> dict[int, float]:
@@ -240,7 +242,8 @@ async def _bursts(chats: int) -> list[Figure]:
         figures.append(Figure(NAME, f"burst of {chats} chats, {count} instance{'s' if count > 1 else ''}", b.took, "s",
                               note=f"{b.answered} chats answered, {b.sent} answers; CPU: instances {b.instances:.1f} s"
                                    f", PostgreSQL {postgres}, fakes and balancer {b.fakes:.1f} s; cores "
-                                   f"{b.busy:.0%} busy"))
+                                   f"{b.busy:.0%} busy" + (f", the instance {b.instances / b.took:.0%}" if count == 1
+                                                           else "")))
     one = runs[1]
     figures.append(Figure(NAME, "burst: two instances vs one (times faster)", one.took / runs[2].took, "",
                           Goal(">=", 1.7), note=f"ceiling on {os.cpu_count()} cores: {one.ceiling(2):.2f}"))
