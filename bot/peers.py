@@ -8,6 +8,7 @@ another instance hands it work, or a stop, or when it takes over what a dead one
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from bot.messages import Answer, InboundMessage
@@ -25,6 +26,11 @@ class Peers(Protocol):
     async def own(self, session_key: str) -> None:
         """Hold the session's lane here for a turn with no stored message (a scheduled task):
         waits while another instance runs the session; ``idle`` gives it back afterwards."""
+        ...
+
+    def keeping(self, session_key: str) -> AbstractContextManager[None]:
+        """Keep the session's lane here while a stop settles what it stopped (the lane, idle the
+        moment its run ends, is not given back until then: nobody runs a stopped message again)."""
         ...
 
     def idle(self, session_key: str) -> None:

@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -137,14 +138,17 @@ class Turns:
 
     async def stop_here(self, key: str) -> Stopped:
         """``stop`` of a session whose lane is on this instance."""
-        active = self.dispatcher.active(key)
-        stopped, dropped = await self.dispatcher.stop(key)
-        if (compaction := self._compacting.pop(key, None)) is not None and not compaction.done():
-            compaction.cancel()
-            await asyncio.wait({compaction})
-            stopped = True
-        ids = tuple(p.inbound_id for p in active.batch if p.inbound_id is not None) \
-            if stopped and active is not None else ()
+        with self._peers.keeping(key) if self._peers is not None else nullcontext():
+            active = self.dispatcher.active(key)
+            stopped, dropped = await self.dispatcher.stop(key)
+            if (compaction := self._compacting.pop(key, None)) is not None and not compaction.done():
+                compaction.cancel()
+                await asyncio.wait({compaction})
+                stopped = True
+            ids = tuple(p.inbound_id for p in active.batch if p.inbound_id is not None) \
+                if stopped and active is not None else ()
+            if ids and self._peers is not None:  # settled before the lane can go to another instance
+                await self._store.mark_answered(ids)  # (the "Stopped." notice answers them too)
         return stopped, dropped, ids
 
     async def stop_chat(self, platform: str, chat_id: str) -> int:

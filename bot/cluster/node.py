@@ -25,8 +25,8 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import asyncpg
@@ -92,6 +92,7 @@ class Cluster:
         self._locks: dict[str, asyncio.Lock] = {}
         self._named: dict[str, _Held] = {}  # leases channels hold (pollers, shards)
         self._sweeps: list[Callable[[], Awaitable[None]]] = []
+        self._keeping: dict[str, int] = {}  # session key -> stops under way here: its lane is not given back
         self._tasks = OwnedTasks()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -157,6 +158,16 @@ class Cluster:
                 if session_key in self._held or await self._acquire(session_key):
                     return
             await asyncio.sleep(min(1.0, self.settings.beat))
+
+    @contextmanager
+    def keeping(self, session_key: str) -> Iterator[None]:
+        self._keeping[session_key] = self._keeping.get(session_key, 0) + 1
+        try:
+            yield
+        finally:
+            if (left := self._keeping.pop(session_key) - 1) > 0:
+                self._keeping[session_key] = left
+        self.idle(session_key)
 
     def idle(self, session_key: str) -> None:
         if session_key in self._held:
@@ -287,7 +298,7 @@ class Cluster:
     async def _release(self, session_key: str) -> None:
         async with self._lock(session_key):
             assert self._host is not None
-            if session_key not in self._held or self._host.busy(session_key):
+            if session_key not in self._held or self._host.busy(session_key) or session_key in self._keeping:
                 return
             taken = self._taken.get(session_key, set())
             await self._let_go(session_key)
