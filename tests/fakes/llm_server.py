@@ -696,7 +696,7 @@ class _Standalone(FakeLLM):
 
     async def _stream(self, request: web.Request, reply: Reply, dialect: Dialect,
                       frames: list[Frame]) -> web.StreamResponse:
-        if not self.control:
+        if not self.control or "index" not in request:  # a title made aside is not watched
             return await super()._stream(request, reply, dialect, frames)
         watched = self._first_token(frames, request["index"])
         return await super()._stream(request, reply, dialect, watched)  # type: ignore[arg-type]  # only iterated
