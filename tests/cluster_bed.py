@@ -113,17 +113,20 @@ class Instances:
     def __init__(self, tmp: Path, url: str | None, llm: FakeLLM, tg: FakeTelegram, count: int = 3, *,
                  mode: str = "webhook", lease_seconds: float = 3.0, runs: dict[str, Any] | None = None,
                  tools: dict[str, Any] | None = None, slack: FakeSlack | None = None,
-                 discord: FakeDiscord | None = None, discord_keys: dict[str, Any] | None = None) -> None:
+                 discord: FakeDiscord | None = None, discord_keys: dict[str, Any] | None = None,
+                 telegram_keys: dict[str, Any] | None = None) -> None:
         """``url`` None: one instance on a SQLite file instead (for comparisons). With ``slack``, the
         instances serve Slack (``mode`` http or socket) instead of Telegram; with ``discord``, they
         serve Discord (every DM and guild open; ``discord_keys`` adds or overrides
-        ``channels.discord`` keys: ``shard_count``, ``shards``, ``guilds`` ...)."""
+        ``channels.discord`` keys: ``shard_count``, ``shards``, ``guilds`` ...); ``telegram_keys``
+        does the same for ``channels.telegram``."""
         self.tmp, self.url, self.llm, self.tg, self.mode = tmp, url, llm, tg, mode
         self.lease_seconds = lease_seconds
         self.runs = runs or {}
         self.slack = slack
         self.discord = discord
         self.discord_keys = discord_keys or {}
+        self.telegram_keys = telegram_keys or {}
         self.tools = tools or {}
         self.items = [Instance(tmp, f"i{n + 1}", free_port()) for n in range(count)]
         self.balancer = Balancer([f"http://127.0.0.1:{i.port}" for i in self.items])
@@ -159,7 +162,7 @@ class Instances:
             if self.mode == "webhook":
                 telegram["webhook"] = {"listen": "127.0.0.1", "port": instance.port, "path": "/telegram",
                                        "url": f"{self.balancer.url}/telegram", "secret_token": SECRET}
-            channels["telegram"] = telegram
+            channels["telegram"] = {**telegram, **self.telegram_keys}
         config = {
             "agent": {"model": "fake-model"},
             "providers": {"openai": {"api_key": "test-key", "base_url": self.llm.openai_base_url}},

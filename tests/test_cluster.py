@@ -142,6 +142,26 @@ async def test_an_approval_is_answered_through_another_instance(cluster: Instanc
     assert (cluster.tmp / "workspaces" / "telegram-88" / "notes.md").read_text() == "hello"
 
 
+@pytest.mark.parametrize("cluster", [{"telegram_keys": {"dm_policy": "pairing"}}], indirect=True)
+async def test_a_pairing_code_from_one_instance_is_approved_once_for_all(cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    cluster.balancer.aim(0)
+    assert await cluster.post(tg.message(91, "hi", user_id=91)) == 200
+    await wait_until(lambda: sent_to(tg, 91), 10, "the pairing code", cluster.tails)
+    code = (sent_to(tg, 91)[0].plain or "").split("chatgate pairing approve ")[1].split()[0]
+    approve = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", "pairing", "-c",
+                                                   str(cluster.config(cluster.items[1])), "approve", code, cwd=ROOT,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await approve.communicate()
+    assert approve.returncode == 0, err.decode()
+    assert out.decode().startswith("approved telegram:91")
+    cluster.balancer.aim(2)  # the next message reaches a third instance
+    assert await cluster.post(tg.message(91, "hi again", user_id=91)) == 200
+    await wait_until(lambda: len(sent_to(tg, 91)) == 2, 10, "answered once paired", cluster.tails)
+    assert sent_to(tg, 91)[1].plain == "echo: hi again"
+    assert len(llm.requests) == 1  # the first message ran nothing
+
+
 async def test_a_reminder_due_while_its_claimer_dies_is_delivered_once_by_another(cluster: Instances) -> None:
     tg = cluster.tg
     assert await cluster.post(tg.message(77, "/remind in 2s drink water", user_id=77)) == 200
