@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -36,9 +37,18 @@ START_TIMEOUT = 30.0
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port for a process to listen on later, below Linux's ephemeral range (32768 and
+    up): one the kernel hands out (port 0) may meanwhile become some process's outgoing port,
+    and the instance started on it then fails to bind."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below 32000")
 
 
 class Balancer:
