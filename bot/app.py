@@ -11,6 +11,7 @@ provider and the store.
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -24,21 +25,19 @@ from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
-from bot.channels import Channel, registry
+from bot.channels import SOLE, Channel, UsesLeases, registry
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
+from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.media.hearing import HearingSettings, Listener
 from bot.media.speaking import SpeechSettings, VoiceAnswers
-from bot.providers import make_audio, make_provider
-from bot.providers.base import Usage
-from bot.providers.pricing import Price
-from bot.providers.pricing import cost as price_cost
 from bot.models.command import ModelCommand
 from bot.models.config import open_models
 from bot.models.titles import Titles
+from bot.providers import make_audio
 from bot.runs import QueueMode, RunCaps
 from bot.schedules.checks import check_allowed, checks_for
 from bot.schedules.scheduler import Scheduler, TaskTools
@@ -46,7 +45,7 @@ from bot.schedules.service import Schedules, ScheduleSettings
 from bot.schedules.tool import schedule_tool
 from bot.settings import Config
 from bot.skills import open_skills
-from bot.store.sqlite import SQLiteStore
+from bot.store import AppStore, SQLiteStore, store_for
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
 from bot.tools.send_file import send_file_tool
@@ -56,9 +55,11 @@ from bot.turns import Turns
 from bot.workspace import Workspaces
 
 if TYPE_CHECKING:
+    from bot.cluster import Cluster
     from bot.dashboard.server import Dashboard
     from bot.mcp.hub import McpHub
     from bot.mcp.report import ServerStatus
+    from bot.store.pg import PostgresStore
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,10 @@ class App:
 
     async def _open(self) -> None:
         cfg = self.config
-        self.store = await self._stack.enter_async_context(SQLiteStore(cfg.storage.path))
+        writable(cfg.workspace.root)
+        opened = store_for(cfg.storage.path, cfg.storage.database_url, pool_size=cfg.storage.pool_size)
+        self.store: AppStore = await self._stack.enter_async_context(opened)
+        self.cluster = cluster = None if isinstance(opened, SQLiteStore) else self._cluster(opened)
         self.models = models = await open_models(cfg, self.store)  # the providers of every model in use
         self._stack.push_async_callback(models.aclose)
         default = models.default.route
@@ -132,13 +136,13 @@ class App:
         redactor = Redactor(cfg.secret_values())
         lim = cfg.limits
         person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd,
-                                                   lim.audio_minutes_per_day), self.store)
+                                                   lim.audio_minutes_per_day), self.store, shared=cluster)
         meter = person_limits.charge if person_limits.active else None
         policies = access_policies(cfg.channels)
         self.approvals = approvals = Approvals(
             self.store, self.channels, approval_settings(cfg.tools),
             is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
-            mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()))
+            mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()), elsewhere=cluster)
         self._stack.push_async_callback(approvals.aclose)
         toolsets: list[Toolset] = []
         if cfg.mcp.enabled:  # the SDK is imported only when a server is configured
@@ -169,7 +173,8 @@ class App:
         limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
         downloads = {name: cfg.max_download_bytes(name) for name in self.channels}
-        self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for))
+        self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for),
+                                 claim=cluster.claim_answer if cluster is not None else None)
         access = Access(policies, self.store)
         context = GroupContext()
         intake_settings = IntakeSettings(
@@ -182,7 +187,8 @@ class App:
             agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
             is_owner=access.is_owner, keys=keys, person_limits=person_limits, voice=voice,
             policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
-                                                  chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner))
+                                                  chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner),
+            peers=cluster)
         sc = cfg.schedules
         schedule_settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval,
                                              sc.check_timeout)
@@ -202,10 +208,13 @@ class App:
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
                              limits=person_limits, agent=agent, approvals=approvals, listener=listener,
                              voice=voice, schedules=self.schedules, servers=self.mcp,
-                             models=ModelCommand(models, self.channels, self.store))
+                             models=ModelCommand(models, self.channels, self.store), peers=cluster)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
         tools.register(schedule_tool(self.schedules, may_check))
+        if cluster is not None:  # leaves after the runs are cancelled: nobody takes a session still running here
+            self._stack.push_async_callback(cluster.aclose)
+            await cluster.start(self.intake)
         self._stack.push_async_callback(self.turns.aclose)
         self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
@@ -213,6 +222,8 @@ class App:
         if cfg.dashboard.enabled:  # before the channels: a busy port stops start-up before anything is received
             self.dashboard = await self._stack.enter_async_context(self._dashboard(person_limits, redactor))
         for name, channel in self.channels.items():
+            if isinstance(channel, UsesLeases):
+                channel.use_leases(cluster if cluster is not None else SOLE)
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
@@ -221,7 +232,20 @@ class App:
             self.mcp.start()
         await self.intake.recover()
         self._stack.push_async_callback(self.scheduler.aclose)  # the first to stop: no job starts after
+        if self.cluster is not None:  # tasks an instance died running: another runs them again
+            self.cluster.add_sweep(self.scheduler.adopt)
         self.scheduler.start()  # after recovery: what is owed goes out first
+
+    def _cluster(self, store: PostgresStore) -> Cluster:
+        """This instance in the cluster of every instance on the same database (not started yet)."""
+        from bot.cluster import Cluster, ClusterSettings, default_instance
+
+        c = self.config.cluster
+        url = self.config.storage.database_url
+        assert url is not None
+        settings = ClusterSettings(c.instance or default_instance(), c.lease_seconds)
+        store.claim_as(settings.instance, settings.lease_seconds)  # scheduled occurrences: whose they are
+        return Cluster(store.pool, url, settings)
 
     def _media(self, limits: PersonLimits) -> tuple[Listener | None, VoiceAnswers]:
         """What ``media:`` switches on: transcription of voice notes, and voice answers."""
@@ -253,3 +277,14 @@ class _McpStatus:
 
     def mcp_status(self) -> Sequence[ServerStatus]:
         return self._hub.statuses()
+
+
+def writable(root: Path) -> None:
+    """``workspace.root`` must take files (several instances: a filesystem they all share); one line when not."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".chatgate-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError("workspace.root", f"{root} is not writable ({exc.strerror or exc})",
+                          "give the bot a folder it can write; several instances need one they all share") from None

@@ -28,7 +28,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.channels import Asks, Channel, Choice, SendFailed, SpellsCommands
 from bot.messages import ChatType, InboundMessage, Target
@@ -86,10 +86,23 @@ class _Waiting:
     reminded: bool = False
 
 
+class Elsewhere(Protocol):
+    """Other instances (PostgreSQL): the run an approval binds may wait on one of them."""
+
+    async def decide_elsewhere(self, record: ApprovalRecord, decision: str, msg: InboundMessage) -> str | None:
+        """Decide on the instance whose run waits for it; its answer (``LookupError`` when no instance runs it)."""
+        ...
+
+    async def running_elsewhere(self, session_key: str) -> bool:
+        """Another live instance runs this session now."""
+        ...
+
+
 class Approvals:
     def __init__(self, store: ApprovalStore, channels: Mapping[str, Channel], settings: ApprovalSettings, *,
                  is_owner: Owner, mask: Callable[[str], str] = lambda text: text,
-                 hooks: PreTool | None = None, clock: Callable[[], float] = time.time) -> None:
+                 hooks: PreTool | None = None, clock: Callable[[], float] = time.time,
+                 elsewhere: Elsewhere | None = None) -> None:
         self._store = store
         self._channels = channels
         self.settings = settings
@@ -97,6 +110,7 @@ class Approvals:
         self._mask = mask
         self._hooks = hooks
         self._clock = clock
+        self._elsewhere = elsewhere
         self._waiting: dict[str, _Waiting] = {}  # approval id -> the call waiting for it
         self._refused: dict[str, set[str]] = {}  # run id -> tools denied in that run
         self._tasks = OwnedTasks()
@@ -180,10 +194,19 @@ class Approvals:
             except Exception:  # noqa: BLE001 - the press's own acknowledgement is cosmetic
                 log.info("answering a press in %s:%s failed", msg.platform, msg.chat_id, exc_info=True)
 
-    async def decide(self, approval_id: str, decision: Decision, msg: InboundMessage) -> str | None:
+    async def decide(self, approval_id: str, decision: Decision, msg: InboundMessage, *,
+                     here_only: bool = False) -> str | None:
         """Decide for the approval ``approval_id`` as ``msg``'s sender; None when it was taken,
-        else the sentence for them (not theirs to decide, expired)."""
+        else the sentence for them (not theirs to decide, expired). With other instances, one
+        whose run waits elsewhere is decided there (unless ``here_only``: asked from there)."""
         waiting = self._waiting.get(approval_id)
+        if waiting is None and self._elsewhere is not None and not here_only:
+            record = await self._store.approval(approval_id)
+            if record is not None and record.outcome == Outcome.PENDING.value:
+                try:
+                    return await self._elsewhere.decide_elsewhere(record, decision.value, msg)
+                except LookupError:
+                    log.info("approval %s: no instance runs its session now", approval_id)
         if waiting is None or waiting.future.done():
             return EXPIRED
         if not self._may_decide(waiting.record, msg):
@@ -244,6 +267,8 @@ class Approvals:
         for record in await self._store.pending_approvals():
             if record.id in self._waiting:
                 continue
+            if self._elsewhere is not None and await self._elsewhere.running_elsewhere(record.session_key):
+                continue  # its run waits on another instance
             await self._store.settle_approval(record.id, Outcome.EXPIRED.value, None, None, self._clock())
             channel = self._channels.get(record.platform)
             if channel is not None and record.question_id is not None:

@@ -1,4 +1,4 @@
-"""chatgate's command line: run | chat | check | mcp | traces | sessions | pairing | schedules | dashboard.
+"""chatgate's command line: run | chat | check | mcp | traces | sessions | pairing | schedules | dashboard | migrate | status.
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """
@@ -11,9 +11,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import ChatgateError, ConfigError
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from bot.app import App
     from bot.channels import Channel
     from bot.settings import Config
+    from bot.store.pg import PostgresStore
+    from bot.store.sqlite import SQLiteStore
 
 log = logging.getLogger("chatgate")
 
@@ -71,7 +73,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     passwd.add_argument("-c", "--config", dest="passwd_config", help="path to config.yaml (default: ./config.yaml)")
     passwd.add_argument("--role", choices=("viewer", "operator"), help="also set the role (new users: viewer)")
     passwd.add_argument("--generate", action="store_true", help="make a random token instead, and print it once")
+    status = sub.add_parser("status", help="the instances alive on the PostgreSQL database, what each owns, lag")
+    status.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
+    migrate = sub.add_parser("migrate", help="copy a SQLite database into an empty PostgreSQL one")
+    migrate.add_argument("--from", dest="source", required=True, help="the SQLite file, e.g. data/chatgate.db")
+    migrate.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host/database")
     args = parser.parse_args(argv)
+    if args.command == "migrate":
+        return _guarded(_migrate(args.source, args.target))
     if args.command == "dashboard" and args.action == "passwd":
         return _passwd(args.passwd_config or args.config, args.user, args.role, generate=args.generate)
 
@@ -79,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing",
-                                                                                 "schedules", "mcp", "dashboard"))
+                                                                                 "schedules", "mcp", "dashboard",
+                                                                                 "status"))
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
@@ -107,16 +117,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(asyncio.run(_mcp_servers(config)))
         return 0
     if args.command == "traces":
-        return asyncio.run(_traces(config, args.session, args.last))
+        return _guarded(_traces(config, args.session, args.last))
     if args.command == "sessions":
-        return asyncio.run(_sessions(config, args.last, args.all))
+        return _guarded(_sessions(config, args.last, args.all))
     if args.command == "pairing":
-        return asyncio.run(_pairing(config, args))
+        return _guarded(_pairing(config, args))
     if args.command == "schedules":
         from bot.schedules.admin import schedules_command
 
-        return asyncio.run(schedules_command(config.storage.path, args.action or "list", getattr(args, "job", None),
-                                             everything=getattr(args, "all", False)))
+        if _no_database(config):
+            return 0
+        return _guarded(schedules_command(_store(config), args.action or "list", getattr(args, "job", None),
+                                          everything=getattr(args, "all", False)))
+    if args.command == "status":
+        return _guarded(_status(config))
     secrets = config.secret_values()
     if args.command == "dashboard":
         _setup_logging(config.logging.level, secrets=secrets)
@@ -137,6 +151,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChatgateError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
+
+
+def _guarded(command: Coroutine[Any, Any, int]) -> int:
+    """A command that is not the bot: a store that cannot be opened is one line, exit 1."""
+    try:
+        return asyncio.run(command)
+    except ChatgateError as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _status(config: Config) -> int:
+    from bot.cluster.status import format_status, read_status
+    from bot.store.pg import PostgresStore
+
+    url = config.storage.database_url
+    if url is None:
+        print(f"one instance on SQLite ({config.storage.path}); several instances share a PostgreSQL database: "
+              "set storage.url")
+        return 0
+    async with PostgresStore(url, pool_size=2) as store:
+        print(format_status(await read_status(store.pool, config.cluster.lease_seconds), config.storage.shown))
+    return 0
+
+
+async def _migrate(source: str, target: str) -> int:
+    from bot.store.copy import copy_sqlite_to_postgres
+
+    if not target.startswith(("postgresql://", "postgres://")):
+        print(f"chatgate: --to must be a postgresql:// URL, got {target.split('://')[0]}://...", file=sys.stderr)
+        return 2
+    copied = await copy_sqlite_to_postgres(source, target)
+    print(f"copied {sum(c.rows for c in copied)} rows in {len(copied)} tables (counts checked):")
+    for c in copied:
+        print(f"  {c.table:<18} {c.rows}")
+    return 0
 
 
 def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[str] = ()) -> logging.Handler:
@@ -241,6 +291,20 @@ async def _chat(config: Config) -> int:
     return 0
 
 
+def _store(config: Config) -> SQLiteStore | PostgresStore:
+    from bot.store import store_for
+
+    return store_for(config.storage.path, config.storage.database_url, pool_size=2)
+
+
+def _no_database(config: Config) -> bool:
+    """On SQLite before the first run: nothing to read yet (said in one line)."""
+    if config.storage.database_url is None and not config.storage.path.exists():
+        print(f"no database at {config.storage.path} yet")
+        return True
+    return False
+
+
 async def _mcp_servers(config: Config) -> str:
     """Connect to every enabled MCP server at once, wait for each one's first attempt (its
     ``connect_timeout`` at most), and say how each is: state, tools, last error."""
@@ -258,13 +322,11 @@ async def _mcp_servers(config: Config) -> str:
 
 
 async def _traces(config: Config, session: str | None, last: int) -> int:
-    from bot.store.sqlite import SQLiteStore
     from bot.tracing import format_traces
 
-    if not config.storage.path.exists():
-        print(f"no database at {config.storage.path} yet")
+    if _no_database(config):
         return 0
-    async with SQLiteStore(config.storage.path) as store:
+    async with _store(config) as store:
         print(format_traces(await store.traces(session, last)))
     return 0
 
@@ -272,13 +334,11 @@ async def _traces(config: Config, session: str | None, last: int) -> int:
 async def _sessions(config: Config, last: int, archived: bool) -> int:
     from datetime import datetime
 
-    from bot.store.sqlite import SQLiteStore
     from bot.tracing import strip_controls as clean  # titles are a model's words about strangers' text
 
-    if not config.storage.path.exists():
-        print(f"no database at {config.storage.path} yet")
+    if _no_database(config):
         return 0
-    async with SQLiteStore(config.storage.path) as store:
+    async with _store(config) as store:
         found = await store.titled_sessions(last, archived=archived)
     for s in found:
         when = datetime.fromtimestamp(s.last_at or s.created_at).strftime("%Y-%m-%d %H:%M")
@@ -293,10 +353,9 @@ async def _sessions(config: Config, last: int, archived: bool) -> int:
 async def _pairing(config: Config, args: argparse.Namespace) -> int:
     import time
 
-    from bot.store.sqlite import SQLiteStore
     from bot.tracing import strip_controls as clean  # names and ids come from strangers
 
-    async with SQLiteStore(config.storage.path) as store:
+    async with _store(config) as store:
         now = time.time()
         if args.action == "list":
             pending = await store.pending_pairings(now)
@@ -334,7 +393,6 @@ async def _dashboard(config: Config) -> int:
     from bot.dashboard.server import Dashboard
     from bot.dashboard.sources import PeoplePolicy
     from bot.limits import LimitSettings
-    from bot.store.sqlite import SQLiteStore
     from bot.tracing import Redactor
 
     lim = config.limits
@@ -345,7 +403,7 @@ async def _dashboard(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with SQLiteStore(config.storage.path) as store, \
+        async with _store(config) as store, \
                 Dashboard(config.dashboard_settings(), store, people=people,
                           redact=Redactor(config.secret_values())) as dashboard:
             print(f"chatgate dashboard at {dashboard.url} (alone: runs in flight show on the one `chatgate run` "

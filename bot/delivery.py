@@ -16,6 +16,9 @@ A chunk that sends a workspace file by reference (``FileRef``, the ``send_file``
 its bytes read when it is sent, inside the workspace and never through a link; a file that
 changed or went since it was stored is not sent at all (the answer is given up), and whoever
 waits for the answer (``outcome``) is told why.
+stored but did not deliver, from the first undelivered chunk: nothing is regenerated. With
+several instances, ``claim`` decides which one sends an answer (the one that stored it, or
+the one that took over from a dead one): an answer claimed by a live other is skipped.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from bot.workspace import read_inside
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+Claim = Callable[[Answer], Awaitable[bool]]  # several instances: is this one to send it?
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +53,13 @@ class DeliverySettings:
 class Delivery:
     def __init__(self, store: AnswerStore, channels: Mapping[str, Channel],
                  settings: DeliverySettings = DeliverySettings(), *, sleep: Sleep = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, claim: Claim | None = None) -> None:
         self._store = store
         self._channels = channels
         self._settings = settings
         self._sleep = sleep
         self._clock = clock
+        self._claim = claim
         self._queues: dict[tuple[str, str], deque[Answer]] = {}
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._owed: set[str] = set()  # ids of the answers queued or being sent
@@ -122,7 +127,11 @@ class Delivery:
                 answer = queue[0]
                 ended: str | None = "it could not be sent"
                 try:
-                    ended = await self._deliver(answer)
+                    if self._claim is None or await self._claim(answer):
+                        ended = await self._deliver(answer)
+                    else:
+                        log.info("answer %s is sent by another instance", answer.id)
+                        ended = None  # it is the other's to send
                 except Exception:  # a bug or a store failure: log once, keep the chat's queue going
                     log.exception("delivery of %s failed; it is retried at the next start", answer.id)
                 for waiter in self._waiting.pop(answer.id, ()):

@@ -25,6 +25,12 @@ Outstanding inbound work is bounded: ``handle`` waits for room once ``max_outsta
 messages are still being decided, so a channel that awaits its inbox stops taking more
 (Telegram stops polling, Slack's acks wait) instead of piling up tasks; a session with
 ``RunCaps.max_waiting`` messages still waiting to be decided gets its next ones answered busy.
+
+With several instances (``bot.peers``), a stored message goes to its session's lane only on
+the instance that owns the lane: ``Peers.claim`` takes it, or tells the owner, which reads the
+message from the store (``take``). The intake is the cluster's ``Host``. Urgent commands and
+presses are answered by the instance that received them (``/stop`` reaching the run wherever
+it is, through the turn runner).
 """
 
 from __future__ import annotations
@@ -46,12 +52,14 @@ from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.media.hearing import NOT_HEARD, Heard, Listener, echo_line
 from bot.media.naming import addresses, spoken_command
 from bot.media.speaking import NOT_SET_UP, VoiceAnswers
-from bot.messages import Attachment, ChatType, InboundMessage, Target
+from bot.messages import Answer, Attachment, ChatType, InboundMessage, Target
 from bot.models.command import ModelCommand, model_line
 from bot.outbound.progress import Progress
+from bot.peers import Peers, Stopped
 from bot.schedules import commands as schedule_commands
 from bot.schedules.service import Creator, Schedules
 from bot.session_keys import DmScope, GroupScope
+from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
 from bot.tools.approval import Decision
 from bot.turns import BUSY, Turns, TurnStore
@@ -95,7 +103,8 @@ class Intake:
                  limits: PersonLimits | None = None, agent: Agent | None = None,
                  approvals: Approvals | None = None, listener: Listener | None = None,
                  voice: VoiceAnswers | None = None, schedules: Schedules | None = None,
-                 servers: ServerReport | None = None, models: ModelCommand | None = None) -> None:
+                 servers: ServerReport | None = None, models: ModelCommand | None = None,
+                 peers: Peers | None = None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -114,7 +123,9 @@ class Intake:
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
-        self._early: set[int] | None = set()  # inbound ids the channels handed over before recover() looked
+        self._peers = peers
+        # inbound ids the channels handed over before recover() looked (with peers, claims sort that out)
+        self._early: set[int] | None = set() if peers is None else None
         self._recovered: frozenset[int] = frozenset()  # the ids recover() took: a channel's late handle skips them
 
     # -- the channels' inbox -------------------------------------------------------------
@@ -151,6 +162,9 @@ class Intake:
         from then on, prune stored group context past its retention every hour."""
         self._tasks.spawn(self._prune_context(), "context pruning")
         await self._turns.resume()
+        if self._peers is not None:  # what nobody holds: this instance's earlier life's, a dead one's
+            await self._peers.sweep()
+            return
         unanswered = await self._store.unanswered()
         # channels start first: what they handed over is theirs to decide, the rest is ours; both
         # sides look at these sets without waiting in between, so no message is decided twice
@@ -167,18 +181,32 @@ class Intake:
         """Stop the intake's own tasks (the lanes are the turn runner's: it closes them)."""
         await self._tasks.stop()
 
-    async def _enqueue(self, item: _Item) -> None:
+    def _at_once(self, item: _Item) -> Callable[[_Item], Awaitable[None]] | None:
+        """How a press (an approval's, the model picker's) or an urgent command is answered: at
+        once, by the instance that received it, never in a lane; None for everything else."""
         if self._approvals is not None and self._approvals.is_answer(item.msg.text):
-            self._tasks.spawn(self._press(item), f"press {item.inbound_id}")  # a run waits for it: at once
-            return
+            return self._press  # a run waits for it
         if self._models is not None and self._models.is_press(item.msg):
-            self._tasks.spawn(self._model_press(item), f"press {item.inbound_id}")
-            return
+            return self._model_press
         command = parse_command(item.msg.text)
         if command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent:
-            self._tasks.spawn(self._urgent(item), f"command {item.inbound_id}")  # never behind the lane
+            return self._urgent  # never behind the lane
+        return None
+
+    async def _enqueue(self, item: _Item, *, claimed: bool = False) -> None:
+        if (answer := self._at_once(item)) is not None:
+            self._tasks.spawn(answer(item), f"at once {item.inbound_id}")
             return
         await self._room.acquire()  # backpressure: the channel waits here, nothing piles up
+        if self._peers is not None and not claimed:
+            try:
+                mine = await self._peers.claim(item.conversation.session_key, item.inbound_id)
+            except BaseException:
+                self._room.release()
+                raise
+            if not mine:  # another instance runs the session (it was told), or took this message already
+                self._room.release()
+                return
         heard: asyncio.Future[_Item | None] | None = None
         if self._listener is not None and self._listener.wants(item.msg):  # heard now, decided in its turn
             heard = self._tasks.spawn(self._process(item, self._hear), f"hearing {item.inbound_id}")
@@ -198,6 +226,36 @@ class Intake:
                 await self._process(done, self._decide_heard)
         finally:
             self._room.release()
+
+    # -- the cluster's Host (bot.peers) --------------------------------------------------
+
+    async def take(self, record: InboundRecord) -> None:
+        item = _Item(record.message, self.conversation(record.message), record.id, record.received_at,
+                     recovered=True)
+        if self._at_once(item) is not None:  # its own instance answers it; one that died left it moot
+            await self._store.mark_answered((record.id,))
+            return
+        await self._enqueue(item, claimed=True)
+
+    async def stop_here(self, session_key: str) -> Stopped:
+        return await self._turns.stop_here(session_key)
+
+    async def stop_chat_here(self, platform: str, chat_id: str) -> int:
+        return await self._turns.dispatcher.stop_chat(platform, chat_id)
+
+    def busy(self, session_key: str) -> bool:
+        return self._turns.dispatcher.busy(session_key)
+
+    def abandon(self, session_key: str) -> None:
+        self._turns.dispatcher.abandon(session_key)
+
+    def deliver(self, answer: Answer) -> None:
+        self._turns.push(answer)
+
+    async def decide_here(self, approval_id: str, decision: str, msg: InboundMessage) -> str | None:
+        if self._approvals is None:
+            return "Nothing waits for approval here."
+        return await self._approvals.decide(approval_id, Decision(decision), msg, here_only=True)
 
     # -- deciding ----------------------------------------------------------------------
 

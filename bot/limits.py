@@ -20,6 +20,10 @@ the run ends. A sub-agent's calls are on its own bill, never on its parent's too
 ``check`` returns what to tell the person, or None to run; it says it once per window (a
 minute for the rate, the day for a budget): a message over a limit after that is stored and
 answered by silence, so a flood gets one sentence, not a sentence per message.
+
+With several instances (``shared``), the rate is one bucket per person in the database that
+every instance takes from, and the budgets are read from the store at every check (another
+instance's charges count at once); being told stays per instance.
 """
 
 from __future__ import annotations
@@ -58,6 +62,13 @@ class UsageStore(Protocol):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]: ...
     async def audio_since(self, person: str, since: float) -> float: ...
     async def record_audio(self, person: str, seconds: float, at: float) -> None: ...
+
+
+class SharedRates(Protocol):
+    async def take_rate(self, person: str, capacity: float, per_second: float) -> float:
+        """Take one message of ``person``'s bucket shared by every instance: 0.0 when taken, else
+        the part of a token missing."""
+        ...
 
 
 class Bill:
@@ -105,10 +116,12 @@ class _Person:
 
 
 class PersonLimits:
-    def __init__(self, settings: LimitSettings, store: UsageStore, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: LimitSettings, store: UsageStore, *, clock: Callable[[], float] = time.time,
+                 shared: SharedRates | None = None) -> None:
         self.settings = settings
         self._store = store
         self._clock = clock
+        self._shared = shared
         self._people: OrderedDict[str, _Person] = OrderedDict()
 
     @property
@@ -134,14 +147,19 @@ class PersonLimits:
                                     f"You've used today's budget of ${s.daily_cost_usd:.2f}; it renews at 00:00 UTC.")
         if s.messages_per_minute is not None:
             rate = s.messages_per_minute / 60.0
-            p.tokens = min(float(s.messages_per_minute), p.tokens + (now - p.refilled) * rate)
-            p.refilled = now
-            if p.tokens < 1.0:
-                wait = (1.0 - p.tokens) / rate
+            if self._shared is not None:
+                missing = await self._shared.take_rate(person, float(s.messages_per_minute), rate)
+            else:
+                p.tokens = min(float(s.messages_per_minute), p.tokens + (now - p.refilled) * rate)
+                p.refilled = now
+                missing = max(0.0, 1.0 - p.tokens)
+                if not missing:
+                    p.tokens -= 1.0
+            if missing:
+                wait = missing / rate
                 return self._refuse(p, "rate", now + 60.0, now,
                                     f"You're sending messages faster than I can take them (at most "
                                     f"{s.messages_per_minute} a minute); try again in {max(1, round(wait))} s.")
-            p.tokens -= 1.0
         return None
 
     async def check_all(self, people: Sequence[str]) -> Refusal | None:
@@ -213,7 +231,7 @@ class PersonLimits:
 
     async def _today(self, person: str, p: _Person, now: float) -> None:
         day = _day_start(now)
-        if p.day != day:
+        if p.day != day or self._shared is not None:  # several instances: each one's charges count at once
             p.used_tokens, p.used_cost = await self._store.usage_since(person, day)
             p.day = day
 

@@ -180,11 +180,12 @@ class _Lane:
 class Dispatcher:
     def __init__(self, execute: Execute, limits: RunCaps = RunCaps(), *,
                  on_queued: OnQueued | None = None, on_discard: OnDiscard | None = None,
-                 registry: RunRegistry | None = None) -> None:
+                 registry: RunRegistry | None = None, on_idle: Callable[[str], None] | None = None) -> None:
         self._execute = execute
         self._limits = limits
         self._on_queued = on_queued
         self._on_discard = on_discard
+        self._on_idle = on_idle  # told when a session's lane has no work left (several instances: let it go)
         self.registry = registry or LocalRegistry()
         self._lanes: dict[str, _Lane] = {}
         self._slots = asyncio.Semaphore(limits.max_concurrent)
@@ -193,6 +194,21 @@ class Dispatcher:
     def active(self, session_key: str) -> ActiveRun | None:
         lane = self._lanes.get(session_key)
         return lane.active if lane else None
+
+    def busy(self, session_key: str) -> bool:
+        """The session's lane has work (messages being decided, queued, or a run)."""
+        return session_key in self._lanes
+
+    def abandon(self, session_key: str) -> None:
+        """End the session's lane as shutdown would (nothing answered, nothing discarded): another
+        instance took the session over and runs what is unanswered."""
+        lane = self._lanes.get(session_key)
+        if lane is not None:
+            lane.undecided.clear()
+            lane.queue.clear()
+            for task in (lane.decider, lane.worker):
+                if task is not None:
+                    task.cancel()
 
     def generation(self, session_key: str) -> int:
         """Bumped by every /stop: a run of an older generation must not deliver."""
@@ -278,6 +294,8 @@ class Dispatcher:
     def _release(self, lane: _Lane) -> None:
         if self._lanes.get(lane.key) is lane and lane.idle:
             del self._lanes[lane.key]
+            if self._on_idle is not None:
+                self._on_idle(lane.key)
 
     # -- the lane's tasks --------------------------------------------------------------
 

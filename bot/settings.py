@@ -137,7 +137,7 @@ class Config(CoreConfig):
         titles = {None: "off", "session": "by each session's own model"}.get(self.models.titles)
         lines.append(f"titles     {titles or f'by {self.models.titles}'}")
         lines += [
-            f"storage    {self.storage.path}",
+            f"storage    {self.storage.shown}",
             f"workspace  {self.workspace.root}",
             f"runs       up to {self.runs.max_concurrent} at once, queue_mode {self.runs.queue_mode}",
             f"delivery   failed sends retried for {self.delivery.retry_for:g}s",

@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -38,8 +39,9 @@ from bot.limits import PersonLimits
 from bot.media.speaking import VOICE_FILE, VoiceAnswers
 from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
 from bot.outbound.answer import answer_for
-from bot.outbound.split import render_chunks
 from bot.outbound.progress import Progress
+from bot.outbound.split import render_chunks
+from bot.peers import Peers, Stopped
 from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps, TaskOrder
 from bot.store.base import AnswerStore, Closing, Store
 from bot.tasks import OwnedTasks
@@ -65,7 +67,7 @@ class Turns:
                  delivery: Delivery, context: GroupContext, *, limits: RunCaps = RunCaps(),
                  is_owner: Owner = lambda msg: False, keys: Keys | None = None,
                  policy: PolicyFor | None = None, person_limits: PersonLimits | None = None,
-                 voice: VoiceAnswers | None = None) -> None:
+                 voice: VoiceAnswers | None = None, peers: Peers | None = None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -77,7 +79,9 @@ class Turns:
         self._policy = policy
         self._limits = person_limits if person_limits is not None and person_limits.active else None
         self._voice = voice if voice is not None and voice.available else None
-        self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded)
+        self._peers = peers  # other instances (PostgreSQL): a session's lane may run on one of them
+        self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded,
+                                     on_idle=peers.idle if peers is not None else None)
         self._progress: dict[str, Progress] = {}
         self._conversations: dict[str, Conversation] = {}  # run id -> the conversation it serves
         self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
@@ -114,28 +118,42 @@ class Turns:
         """``start`` the task and wait until its turn is committed; how it ended: completed,
         silent, failed, stopped (by /stop), or busy (the session's queue was full: not run)."""
         ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if self._peers is not None:  # one run per session across instances: its lane comes here first
+            await self._peers.own(conversation.session_key)
         if self.start(conversation, task, order=replace(order, ended=ended)) is Admission.REJECTED:
+            if self._peers is not None and not self.dispatcher.busy(conversation.session_key):
+                self._peers.idle(conversation.session_key)
             return "busy"
         return await ended
 
     # -- stopping ----------------------------------------------------------------------
 
-    async def stop(self, conversation: Conversation) -> tuple[bool, int, tuple[int, ...]]:
+    async def stop(self, conversation: Conversation) -> Stopped:
         """Cancel the session's run (and its compaction) and drop its queue; returns once the run
-        has ended: (stopped, dropped, the inbound ids of the stopped run, answered by the caller)."""
-        key = conversation.session_key
-        active = self.dispatcher.active(key)
-        stopped, dropped = await self.dispatcher.stop(key)
-        if (compaction := self._compacting.pop(key, None)) is not None and not compaction.done():
-            compaction.cancel()
-            await asyncio.wait({compaction})
-            stopped = True
-        ids = tuple(p.inbound_id for p in active.batch if p.inbound_id is not None) \
-            if stopped and active is not None else ()
+        has ended: (stopped, dropped, the inbound ids of the stopped run, answered by the caller).
+        With other instances, the one whose lane it is stops it."""
+        if self._peers is not None and (remote := await self._peers.stop(conversation.session_key)) is not None:
+            return remote
+        return await self.stop_here(conversation.session_key)
+
+    async def stop_here(self, key: str) -> Stopped:
+        """``stop`` of a session whose lane is on this instance."""
+        with self._peers.keeping(key) if self._peers is not None else nullcontext():
+            active = self.dispatcher.active(key)
+            stopped, dropped = await self.dispatcher.stop(key)
+            if (compaction := self._compacting.pop(key, None)) is not None and not compaction.done():
+                compaction.cancel()
+                await asyncio.wait({compaction})
+                stopped = True
+            ids = tuple(p.inbound_id for p in active.batch if p.inbound_id is not None) \
+                if stopped and active is not None else ()
+            if ids and self._peers is not None:  # settled before the lane can go to another instance
+                await self._store.mark_answered(ids)  # (the "Stopped." notice answers them too)
         return stopped, dropped, ids
 
     async def stop_chat(self, platform: str, chat_id: str) -> int:
-        return await self.dispatcher.stop_chat(platform, chat_id)
+        here = await self.dispatcher.stop_chat(platform, chat_id)
+        return here + (await self._peers.stop_chat(platform, chat_id) if self._peers is not None else 0)
 
     async def stop_run(self, run_id: str) -> bool:
         """Stop one run from outside its chat (the dashboard) as ``/stop`` does: the session's run

@@ -56,6 +56,11 @@ async def llm() -> AsyncIterator[FakeLLM]:
         yield server
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The PostgreSQL tests' template database goes with the test process."""
+    from tests.pg import drop_templates
+
+    drop_templates()
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Where the dashboard's browser tests saved their screenshots (look at them)."""
     from tests.dashboard_bed import SCREENSHOTS, taken

@@ -72,9 +72,6 @@ class Terminal:
         os.close(self.fd)
 
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 def base_env(**extra: str) -> dict[str, str]:
     """The environment without credentials; ``python -m bot`` run from elsewhere imports this
     tree (not whatever checkout an editable install points at)."""
@@ -214,6 +211,17 @@ def test_config_mistakes_exit_2_with_one_line(tmp_path: Path, yaml: str, line: s
     done = run_cli("run", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
     assert done.returncode == 2
     assert done.stderr.startswith(f"chatgate: {line}") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_workspace_root_that_takes_no_files_stops_start_up_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"workspace: {{root: '{tmp_path / 'a-file' / 'workspaces'}'}}\n"
+                      "channels: {telegram: {enabled: true, token: '1:x', base_url: 'http://127.0.0.1:9'}}\n")
+    done = run_cli("run", "-c", str(config), cwd=tmp_path, env=base_env(OPENAI_API_KEY="k"))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"chatgate: workspace.root: {tmp_path / 'a-file' / 'workspaces'} is not writable")
+    assert "several instances need one they all share" in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
 def test_chat_without_any_key_says_what_to_set(tmp_path: Path) -> None:

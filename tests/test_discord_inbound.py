@@ -135,7 +135,8 @@ def test_group_allowed(case: str, config: DiscordConfig, where: tuple[str, str, 
 def test_config_keys_are_the_contract() -> None:
     keys = {name for name, f in DiscordConfig.model_fields.items() if not f.exclude}
     assert keys == {"enabled", "token", "api_base", "gateway_url", "dm_policy", "allow_from", "group_policy",
-                    "guilds", "channels", "require_mention", "owners", "streaming", "allow_bots", "max_download_mb"}
+                    "guilds", "channels", "require_mention", "owners", "streaming", "allow_bots", "max_download_mb",
+                    "shard_count", "shards"}
     config = cfg()
     assert (config.api_base, config.gateway_url, [g.id for g in config.groups]) == (
         "https://discord.com/api/v10", "wss://gateway.discord.gg/", ["*"])

@@ -15,7 +15,7 @@ from bot.providers.pricing import Price, billed
 from bot.tracing import SpanKind
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
-from tests.test_models_switch import OTHER, OWNER, make_config, msg, paths, say
+from tests.test_models_switch import MODELS, OTHER, OWNER, make_config, msg, paths, say
 
 FALLING = "model: smart, fallbacks: [fast]"
 FAST_PRICE = Price(1.0, 2.0)
@@ -69,7 +69,8 @@ async def test_the_note_is_shown_once_and_the_next_turn_is_back_on_the_model(tmp
 
 async def test_cost_budget_traces_and_status_name_the_model_that_answered(tmp_path: Path, llm: FakeLLM) -> None:
     channel = RecordingChannel("telegram")
-    async with App(make_config(tmp_path, llm, agent=FALLING), {"telegram": channel}) as app:
+    untitled = MODELS + "  titles: null\n"  # a session's title, made in the background, would be on the bill too
+    async with App(make_config(tmp_path, llm, agent=FALLING, models=untitled), {"telegram": channel}) as app:
         usage = Tokens(input=1000, output=100)
         llm.script(Reply.error(529), Reply.text("from fast", usage=usage))
         await _send(channel, 2)

@@ -1,7 +1,7 @@
 """The Store contract: every implementation must pass this suite.
 
-Add an implementation by adding a factory to ``FACTORIES`` (a later PostgreSQL store
-would skip itself when no server is configured)."""
+Add an implementation by adding a factory to ``FACTORIES``. The PostgreSQL one gets a database
+of its own per test, and skips (one line) when no server answers (``tests/pg.py``)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from bot.store.base import (
     When,
 )
 from bot.store.sqlite import SQLiteStore
+from tests.pg import postgres_store
 
 if TYPE_CHECKING:
     from bot.dashboard.sources import DashboardStore
@@ -53,6 +54,7 @@ StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
 FACTORIES: dict[str, StoreFactory] = {
     "sqlite-file": lambda tmp: SQLiteStore(tmp / "data" / "chatgate.db"),
     "sqlite-memory": lambda tmp: SQLiteStore(":memory:"),
+    "postgres": lambda tmp: postgres_store(),
 }
 
 

@@ -12,6 +12,13 @@ ends ``connect`` anyway is caught by the supervisor, which builds a new client a
 not touched: REST sends do not depend on the gateway. A refused token stops the channel
 with one line naming ``channels.discord.token``.
 
+Shards (several instances): with ``shard_count``, the gateway is split as Discord splits it (a
+guild's events on shard ``(guild id >> 22) % shard_count``, DMs on shard 0). Each shard this
+instance runs is a client of its own with its own supervisor and zombie watch; sends and slash
+commands go over REST through one more client that never connects. The shards run are those
+in ``shards``, or (without it) each one whose lease ``discord:shard:<id>/<count>`` this instance
+holds, taken over by another instance when it dies.
+
 Outbound: chunks arrive rendered and split by the core. Every send carries
 ``allowed_mentions`` that ping nobody but the person replied to; in guild channels the first
 chunk replies to the triggering message; threads are sent to as channels. A slash command
@@ -44,7 +51,20 @@ from adapters.discord.dialect import DISCORD
 from adapters.discord.dialect import SHAPE as DIALECT_SHAPE
 from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, press_of, to_inbound, where_of
 from adapters.discord.presses import Held, layout
-from bot.channels import Backoff, Choice, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.channels import (
+    SOLE,
+    Backoff,
+    Choice,
+    Dialect,
+    Inbox,
+    Leases,
+    Lifecycle,
+    SendFailed,
+    Status,
+    Streaming,
+    Target,
+    while_held,
+)
 from bot.errors import ChannelError
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 
@@ -105,6 +125,11 @@ class DiscordChannel:
         self._held = Held()  # presses waiting for the core's answer
         self._threads: dict[int, Any] = {}  # channels learnt over REST (threads the cache missed)
         self._files: aiohttp.ClientSession | None = None
+        self._leases: Leases = SOLE
+        self.shard_clients: dict[int, discord.Client] = {}  # shard id -> its gateway client now
+
+    def use_leases(self, leases: Leases) -> None:
+        self._leases = leases
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -119,10 +144,20 @@ class DiscordChannel:
                 self.commands_written += 1
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.warning("discord: could not sync slash commands (%s); text commands still work", exc)
-        self._supervisor = asyncio.create_task(self._supervise(client), name="discord gateway")
-        self._watcher = asyncio.create_task(heartbeat.watch(lambda: self.client), name="discord heartbeat")
+        count = self.config.shard_count
+        if count is None:  # one unsharded connection on the REST client itself
+            self._supervisor = asyncio.create_task(self._supervise(client), name="discord gateway")
+            self._watcher = asyncio.create_task(heartbeat.watch(lambda: self.client), name="discord heartbeat")
+        elif self.config.shards is not None:
+            for shard in self.config.shards:
+                self._life.spawn(self._run_shard(shard), f"discord shard {shard}")
+        else:  # by lease: whichever shards this instance can hold (all of them, alone)
+            for shard in range(count):
+                self._life.spawn(self._hold_shard(shard, count), f"discord shard {shard} lease")
+            return
         ready = asyncio.create_task(self._ready.wait())
-        await asyncio.wait({ready, self._supervisor}, timeout=self.start_wait, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({ready, *([self._supervisor] if self._supervisor else self._life.tasks)},
+                           timeout=self.start_wait, return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
         if (failure := self._life.failure) is not None:
             raise failure
@@ -135,8 +170,9 @@ class DiscordChannel:
             if pending.expiry is not None:
                 pending.expiry.cancel()
         self._deferred.clear()
-        if self.client is not None:
-            await self.client.close()
+        for client in (self.client, *self.shard_clients.values()):
+            if client is not None:
+                await client.close()
         for task in (self._watcher, self._supervisor):
             if task is not None:
                 task.cancel()
@@ -154,19 +190,42 @@ class DiscordChannel:
         log.error("%s", error)
         self._life.fail(error)  # start() or wait_closed() reports it
 
-    def _new_client(self) -> _Client:
+    async def _hold_shard(self, shard: int, count: int) -> None:
+        """Run ``shard`` while this instance holds its lease; wait for it again when it is lost."""
+        while not self._stopping and await while_held(self._leases, f"discord:shard:{shard}/{count}",
+                                                      lambda: self._run_shard(shard)):
+            log.warning("discord: shard %d runs on another instance now", shard)
+
+    async def _run_shard(self, shard: int) -> None:
+        """One shard's gateway: its own client, supervisor and zombie watch."""
+        client = await self._login(shard)
+        watcher = asyncio.create_task(heartbeat.watch(lambda: self.shard_clients.get(shard)),
+                                      name=f"discord heartbeat {shard}")
+        try:
+            await self._supervise(client, shard)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            gone = self.shard_clients.pop(shard, None)
+            if gone is not None:
+                await gone.close()
+
+    def _new_client(self, shard: int | None = None) -> _Client:
         intents = discord.Intents.none()
         intents.guilds = True  # channel and thread cache: where a message is
         intents.guild_messages = True
         intents.dm_messages = True
         intents.message_content = self.content_intent
+        sharding: dict[str, int] = {} if shard is None else {"shard_id": shard,
+                                                               "shard_count": self.config.shard_count or 1}
         client = _Client(self, intents=intents, heartbeat_timeout=self.heartbeat_timeout,
                          max_ratelimit_timeout=MAX_RATELIMIT_WAIT, chunk_guilds_at_startup=False,
-                         member_cache_flags=discord.MemberCacheFlags.none(), max_messages=None)
+                         member_cache_flags=discord.MemberCacheFlags.none(), max_messages=None, **sharding)
         return client
 
-    async def _login(self) -> _Client:
-        client = self._new_client()
+    async def _login(self, shard: int | None = None) -> _Client:
+        """A logged-in client: the REST one (which also connects when unsharded), or a shard's."""
+        client = self._new_client(shard)
         try:
             await client.login(self._token)
         except discord.LoginFailure:
@@ -177,10 +236,13 @@ class DiscordChannel:
             raise ChannelError(f"channels.discord: cannot reach {self.config.api_base}: {exc}") from None
         assert client.user is not None
         self._bot_id = str(client.user.id)
-        self.client = client
+        if shard is None:
+            self.client = client
+        else:
+            self.shard_clients[shard] = client
         return client
 
-    async def _supervise(self, client: discord.Client) -> None:
+    async def _supervise(self, client: discord.Client, shard: int | None = None) -> None:
         """Keep a gateway connection: discord.py reconnects by itself; this covers what it gives up on."""
         attempt = 0
         while not self._stopping:
@@ -211,7 +273,7 @@ class DiscordChannel:
                     log.warning("discord: the gateway connection ended (%s); reconnecting in %.1f s", reason, delay)
                     await asyncio.sleep(delay)
                 try:
-                    client = await self._login()
+                    client = await self._login(shard)
                     break
                 except ChannelError as exc:
                     if str(exc) == TOKEN_REFUSED:

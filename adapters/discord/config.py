@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from bot.channels import ChannelConfig, Float, GroupConfig, Secret, Url, secret
+from bot.channels import ChannelConfig, Float, GroupConfig, Int, Secret, Url, secret
 
 Id = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
@@ -51,6 +51,11 @@ class DiscordConfig(ChannelConfig):
     guilds: tuple[Id, ...] = ()  # guild (server) ids whose every channel is allowed; "*" for all
     channels: tuple[Entry, ...] = ()  # single channels (their threads and forum posts included), with tool rules
     streaming: Literal["off", "edit"] = "off"
+    # Several instances: the bot's gateway split in shard_count shards (a guild's events on shard
+    # (guild id >> 22) % shard_count, DMs on shard 0); this instance runs the ids in shards, or,
+    # without shards, each shard whose lease it can hold (one instance alone runs them all)
+    shard_count: Annotated[Int, Field(ge=1, le=4096)] | None = None
+    shards: tuple[Annotated[Int, Field(ge=0)], ...] | None = None
     allow_bots: bool = False  # answer other bots and webhooks (the core's loop guard still applies)
     max_download_mb: Annotated[Float, Field(gt=0, le=500)] = 25.0
     # Derived, not a key: the channel has already applied guilds/channels (see the module doc).
@@ -60,6 +65,16 @@ class DiscordConfig(ChannelConfig):
     @classmethod
     def _not_a_key(cls, value: Any) -> Any:
         raise PydanticCustomError("groups_key", "not a Discord key: list server ids in guilds, channel ids in channels")
+
+    @model_validator(mode="after")
+    def _shards_fit(self) -> DiscordConfig:
+        if self.shards is not None:
+            if self.shard_count is None:
+                raise PydanticCustomError("shards", "shards needs shard_count (how many shards the bot has in all)")
+            if not self.shards or any(s >= self.shard_count for s in self.shards) or len(set(self.shards)) < len(
+                    self.shards):
+                raise PydanticCustomError("shards", "shards must list distinct shard ids below shard_count")
+        return self
 
     @model_validator(mode="after")
     def _derive_groups(self) -> DiscordConfig:

@@ -2,7 +2,11 @@
 
 Inbound: updates come from our own long-polling loop (with a watchdog; a 409 conflict or
 a refused token stops the channel with one clear line) or from our own webhook endpoint
-(Telegram's secret header checked on every request). An update is confirmed only after
+(Telegram's secret header checked on every request). With several instances, every one
+serves the webhook (behind any balancer), while only the holder of the lease
+``telegram:poller:<bot id>`` polls: another takes it over when that one dies, from the offset
+Telegram still holds (nothing confirmed is lost, nothing unconfirmed skipped), and a 409 while
+leases change hands is waited out instead of stopping the channel. An update is confirmed only after
 the core stored it: the poller's offset moves past an update once ``inbox`` returned for
 it (a failed store holds the offset, and the update comes again); the webhook answers
 200 only then (else 500, and Telegram sends it again). Album parts arrive as separate
@@ -52,15 +56,18 @@ from adapters.telegram.presses import ANSWER_WITHIN, NO_KEYBOARD, Answers, keybo
 from adapters.telegram.transport import AiohttpRequest
 from bot.channels import (
     COMMAND_MENU,
+    SOLE,
     Backoff,
     Choice,
     Dialect,
     Inbox,
+    Leases,
     Lifecycle,
     SendFailed,
     Status,
     Streaming,
     Target,
+    while_held,
 )
 from bot.errors import ChannelError
 from bot.messages import Attachment, InboundMessage
@@ -73,6 +80,7 @@ WATCHDOG_GRACE = 30  # a poll silent for POLL_TIMEOUT + this is abandoned and re
 ALBUM_WAIT = 0.8  # seconds to gather the parts of an album
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BACKOFF = Backoff(base=1.0, factor=2.0, cap=30.0)  # polling, and updates the core could not store
+CONFLICTS_TOLERATED = 5  # 409s in a row waited out where pollers are elected by lease (a hand-over)
 UPDATES = ["message", "callback_query"]  # what the bot asks Telegram for: messages and button presses
 UPLOAD_LIMIT = 50 * 1024 * 1024  # the Bot API's limit on a file a bot sends (documents, voice notes)
 
@@ -115,6 +123,12 @@ class TelegramChannel:
         self._life = Lifecycle()
         self._answers = Answers(self.bot, self._life, wait=answer_within)
         self._site: web.AppRunner | None = None
+        self._leases: Leases = SOLE
+        self._elected = False  # pollers are elected by lease (several instances)
+
+    def use_leases(self, leases: Leases) -> None:
+        self._leases = leases
+        self._elected = leases is not SOLE
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -135,7 +149,7 @@ class TelegramChannel:
             await self._start_webhook()
         else:
             await self.bot.delete_webhook()
-            self._life.spawn(self._poll(), "telegram poller")
+            self._life.spawn(self._poll_while_held(f"telegram:poller:{me.id}"), "telegram poller")
         log.info("telegram: @%s connected (%s)", self._identity.username, self.config.mode)
 
     async def stop(self) -> None:
@@ -162,10 +176,15 @@ class TelegramChannel:
 
     # -- inbound -----------------------------------------------------------------------
 
+    async def _poll_while_held(self, lease: str) -> None:
+        """Poll while this instance holds the poller's lease; wait for it again when it is lost."""
+        while await while_held(self._leases, lease, self._poll):
+            log.warning("telegram: another instance polls now; this one waits to take over")
+
     async def _poll(self) -> None:
         """Long polling; the offset passes an update only once the core has stored it."""
         offset: int | None = None
-        failures = 0
+        failures = conflicts = 0
         seen: set[int] = set()  # updates taken while the offset is held back for an album
         while True:
             held = min((a.first_update for a in self._albums.values()), default=None)
@@ -178,6 +197,10 @@ class TelegramChannel:
                 log.warning("telegram: a poll went silent for %.0f s; polling again", self._watchdog)
                 continue
             except Conflict:
+                conflicts += 1
+                if self._elected and conflicts <= CONFLICTS_TOLERATED:  # the poller is changing hands
+                    await self._pause("another instance polls too (409 Conflict)", conflicts)
+                    continue
                 self._fail(ChannelError("channels.telegram: another program is polling with this bot token "
                                         "(409 Conflict); stop it, or use one token per bot"))
                 return
@@ -188,6 +211,7 @@ class TelegramChannel:
                 failures += 1
                 await self._pause(f"polling failed ({exc.message})", failures)
                 continue
+            conflicts = 0
             fresh = [u for u in updates if u.update_id not in seen]
             # stored together (the store keeps their order); the offset passes only what was stored
             outcomes = await asyncio.gather(*(self._take(u) for u in fresh), return_exceptions=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from bench.scenarios import (
+    cluster,
     dashboard,
     delivery,
     history,
@@ -21,4 +22,4 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord, on_slack, schedules, mcp, dashboard)}
+                                 on_discord, on_slack, schedules, mcp, dashboard, cluster)}

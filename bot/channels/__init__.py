@@ -9,6 +9,8 @@ the port imports neither.
   ``Interrupts``, ``SendsVoice``, ``Named``: what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
   ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
+- ``leases``: ``Leases``, ``Held``, ``UsesLeases``, ``SOLE``, ``while_held``: what only one of several instances
+  may run (a poller, a shard), held by lease
 - ``lifecycle``: the closed future, the failure that ended it and the owned tasks every
   channel keeps
 - ``spec`` and ``registry``: ``ChannelSpec`` and the channels by name
@@ -28,8 +30,20 @@ from bot.channels.capabilities import (
     SpellsCommands,
     Streams,
 )
-from bot.channels.channel import Channel, Inbox, MessageShape, Measure, SendFailed, Status
-from bot.channels.dialect import HR, PLAIN, Atom, Dialect, DialectBase, PlainDialect, Role, quote_lines, text_atoms, wrap
+from bot.channels.channel import Channel, Inbox, Measure, MessageShape, SendFailed, Status
+from bot.channels.dialect import (
+    HR,
+    PLAIN,
+    Atom,
+    Dialect,
+    DialectBase,
+    PlainDialect,
+    Role,
+    quote_lines,
+    text_atoms,
+    wrap,
+)
+from bot.channels.leases import SOLE, Held, Leases, SoleLeases, UsesLeases, while_held
 from bot.channels.lifecycle import Lifecycle
 from bot.channels.pacing import Pacer
 from bot.channels.spec import ChannelSpec
@@ -52,8 +66,9 @@ from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
-    "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Inbox",
-    "Int", "Interrupts", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Pacer", "PlainDialect", "Role",
-    "Secret", "Section", "SendFailed", "SendsVoice", "SpellsCommands", "Status", "Streaming", "Streams", "Target", "Url", "quote_lines",
+    "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Held",
+    "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Pacer",
+    "PlainDialect", "Role", "Secret", "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands",
+    "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "quote_lines", "while_held",
     "secret", "text_atoms", "wrap",
 ]

@@ -8,23 +8,20 @@ active job, so a cancelled one never runs again.
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from pathlib import Path
 
 from bot.schedules import rules
-from bot.store.base import Job, JobState
-from bot.store.sqlite import SQLiteStore
+from bot.store.base import Job, JobState, ScheduleStore
 from bot.tracing import strip_controls as clean  # texts and names come from chat users
 
 OPEN = (JobState.ACTIVE, JobState.PAUSED)
 
 
-async def schedules_command(path: Path, action: str, job_id: int | None, *, everything: bool = False) -> int:
-    """List (``action`` "list") or cancel one job; the exit code."""
-    if not path.exists():
-        print(f"no database at {path} yet")
-        return 0
-    async with SQLiteStore(path) as store:
+async def schedules_command(opened: AbstractAsyncContextManager[ScheduleStore], action: str, job_id: int | None, *,
+                            everything: bool = False) -> int:
+    """List (``action`` "list") or cancel one job in the store ``opened`` opens; the exit code."""
+    async with opened as store:
         if action == "list":
             jobs = await store.jobs(states=tuple(JobState) if everything else OPEN)
             print("\n".join(line(job) for job in jobs) if jobs else "no jobs")

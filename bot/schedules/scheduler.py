@@ -36,7 +36,7 @@ from bot.limits import Refusal
 from bot.messages import Answer, ChatType
 from bot.runs import TaskOrder
 from bot.schedules import rules
-from bot.schedules.checks import Checks, CheckResult, parse_check
+from bot.schedules.checks import CheckResult, Checks, parse_check
 from bot.schedules.service import ScheduleSettings
 from bot.store.base import Claim, Closing, Job, JobKind, JobState, RuleKind, ScheduleStore
 from bot.tasks import OwnedTasks
@@ -177,22 +177,33 @@ class Scheduler:
         """Tasks the last process died in: run again when within the grace, else missed; jobs
         whose time passed while it was down: the same, in one message per person and chat."""
         now = int(self._clock())
-        grace = self._settings.grace
+        missed = await self._unclosed(now)
+        overdue = [self._with_channel(j) for j in await self._store.due(int(now - self._settings.grace) - 1, BATCH)]
+        missed += await self._triage(overdue, now)
+        await self._report(missed)
+
+    async def adopt(self) -> None:
+        """Several instances, after every sweep of the cluster's: take over the tasks an instance
+        died running (the store hands each to one instance), and look at the next due instant
+        again, so that a job another instance added (and would have run) is seen within a beat."""
+        await self._report(await self._unclosed(int(self._clock())))
+        self.wake()
+
+    async def _unclosed(self, now: int) -> list[_Missed]:
+        """Occurrences claimed and never closed: run again within the grace, else missed."""
         missed: list[_Missed] = []
         for left in await self._store.unclosed():
             job = self._with_channel(left.job)
             if job.state not in (JobState.ACTIVE, JobState.DONE) or job.conversation.platform not in self._platforms:
                 await self._store.close_occurrence(Closing(job.id, left.at, "stopped"))
                 continue
-            if now - left.at <= grace:
+            if now - left.at <= self._settings.grace:
                 log.info("scheduler: task %d of %d was cut short; running it again", job.id, left.at)
                 self._tasks.spawn(self._task(job, left.at, now - left.at), f"task {job.id}")
                 continue
             missed.append(_Missed(job, self._missed_line(job, left.at, None),
                                   partial(self._closed, Closing(job.id, left.at, "missed"))))
-        overdue = [self._with_channel(j) for j in await self._store.due(int(now - grace) - 1, BATCH)]
-        missed += await self._triage(overdue, now)
-        await self._report(missed)
+        return missed
 
     async def _closed(self, closing: Closing, answer: Answer | None) -> bool:
         return await self._store.close_occurrence(closing, answer) is not None

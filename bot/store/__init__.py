@@ -1,10 +1,30 @@
-"""Storage: the Store port and its SQLite implementation.
+"""Storage: the Store ports, and their SQLite and PostgreSQL implementations.
 
 Open with ``async with SQLiteStore(path) as store`` or ``store = await open_store(path)``
-(then ``await store.close()``). A later PostgreSQL store would join here.
+(then ``await store.close()``); ``store_for`` opens what the config names: PostgreSQL when
+``storage.url`` is set (``bot.store.pg``, asyncpg imported only then), else the SQLite file.
 """
 
-from bot.store.base import InboundRecord, Session, Store, Turn, UsageTotals
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from bot.store.base import AppStore, InboundRecord, Session, Store, Turn, UsageTotals
 from bot.store.sqlite import SQLiteStore, open_store
 
-__all__ = ["InboundRecord", "SQLiteStore", "Session", "Store", "Turn", "UsageTotals", "open_store"]
+if TYPE_CHECKING:
+    from bot.store.pg import PostgresStore
+
+
+def store_for(path: str | os.PathLike[str], url: str | None = None, *, pool_size: int = 10) -> SQLiteStore | PostgresStore:
+    """The configured store, not opened yet: PostgreSQL at ``url``, else SQLite at ``path``."""
+    if url:
+        from bot.store.pg import PostgresStore
+
+        return PostgresStore(url, pool_size=pool_size)
+    return SQLiteStore(path)
+
+
+__all__ = ["AppStore", "InboundRecord", "SQLiteStore", "Session", "Store", "Turn", "UsageTotals", "open_store",
+           "store_for"]

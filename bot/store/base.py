@@ -7,16 +7,16 @@ chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
 ``ApprovalStore``, ``ScheduleStore`` (scheduled jobs, their occurrences and people's time
 zones, for ``bot.schedules``), ``ModelStore`` (a conversation's model, session titles), and
 the dashboard's two: ``BrowseStore`` (what its pages read) and ``AuditStore`` (who did what
-from it). ``SQLiteStore`` implements them all.
+from it). ``AppStore`` is all of them on one object, what the composition root opens;
+``SQLiteStore`` and ``PostgresStore`` implement it.
 
-SQLite (``bot.store.sqlite``) is the implementation today; the same contract suite
-(tests/test_store_contract.py) is what a PostgreSQL store would have to pass.
+``SQLiteStore`` (``bot.store.sqlite``) and ``PostgresStore`` (``bot.store.pg``) implement
+every one, and both pass the same contract suite (tests/test_store_contract.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, Protocol, TypeAlias
@@ -709,3 +709,9 @@ class AuditStore(Protocol):
     async def actions(self, limit: int = 50) -> list[AuditEntry]:
         """The newest entries first."""
         ...
+
+
+class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ScheduleStore, ModelStore,
+               BrowseStore, AuditStore, Protocol):
+    """Every store port on one object: what the composition root opens and hands out
+    (``SQLiteStore``, ``PostgresStore``)."""

@@ -69,6 +69,7 @@ from bot.store.base import (
     UsageTotals,
     key_of,
 )
+from bot.store.batch import GroupCommit
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,7 @@ class SQLiteStore:
         self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
         self._db: aiosqlite.Connection | None = None
         self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
-        self._arriving: list[tuple[tuple[Any, ...], asyncio.Future[int | None]]] = []  # inbound rows to insert
+        self._arrivals = GroupCommit(self._insert_inbound, self._write_later)  # inbound rows, a burst at a time
 
     @property
     def path(self) -> str:
@@ -237,43 +238,22 @@ class SQLiteStore:
 
     async def record_inbound(self, msg: InboundMessage, of: SessionOf) -> int | None:
         row = (msg.platform, msg.account, msg.chat_id, msg.message_id, key_of(of), inbound_to_json(msg), time.time())
-        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self._arriving.append((row, future))
-        if len(self._arriving) == 1:  # the first of a burst: one transaction will take them all
-            self._write_later(self._record_arrived())
-        inbound_id = await future
+        inbound_id = await self._arrivals.add(row)
         if inbound_id is None:
             log.info("inbound %s:%s:%s is a redelivery", msg.platform, msg.chat_id, msg.message_id)
         return inbound_id
 
-    async def _record_arrived(self) -> None:
-        """Group commit: the inbound rows recorded in the same moment (a poll's updates, a
-        burst of events) are inserted in one transaction, each caller answered once it is
-        committed, so nobody confirms an event before it is durable."""
-        await asyncio.sleep(0)  # let the rest of a burst arrive
-        arrived, self._arriving = self._arriving, []
+    async def _insert_inbound(self, rows: list[tuple[Any, ...]]) -> list[int | None]:
+        """A burst's rows in one transaction (``GroupCommit``); their ids, None for a redelivery."""
 
         def write(db: sqlite3.Connection) -> list[int | None]:
             ids: list[int | None] = []
-            for row, _ in arrived:
+            for row in rows:
                 cursor = db.execute(_INSERT_INBOUND, row)
                 ids.append(cursor.lastrowid if cursor.rowcount == 1 else None)  # none: a redelivery
             return ids
 
-        try:
-            ids = await self._write(write)
-        except Exception as exc:  # every caller raises it: none of these events is confirmed
-            for _, future in arrived:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        except asyncio.CancelledError:
-            for _, future in arrived:
-                future.cancel()
-            raise
-        for (_, future), inbound_id in zip(arrived, ids, strict=True):
-            if not future.done():
-                future.set_result(inbound_id)
+        return await self._write(write)
 
     async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
         key = key_of(of)

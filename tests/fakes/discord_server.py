@@ -130,6 +130,12 @@ class _Session:
     id: str
     intents: int
     log: list[JSON] = field(default_factory=list)  # dispatched events, by sequence (resume replays)
+    shard: tuple[int, int] = (0, 1)  # (shard id, shard count) from IDENTIFY
+
+
+def shard_of(guild_id: int | None, count: int) -> int:
+    """Discord's rule: a guild's events go to shard (guild_id >> 22) % count; DMs to shard 0."""
+    return 0 if guild_id is None else (guild_id >> 22) % count
 
 
 class _Conn:
@@ -200,7 +206,8 @@ class FakeDiscord:
         self._failures: dict[str, list[Failure]] = {}
         self._sessions: dict[str, _Session] = {}
         self._conns: list[_Conn] = []
-        self._session: _Session | None = None  # the bot's current session
+        self._session: _Session | None = None  # the bot's current session (the latest to identify)
+        self._shards: dict[tuple[int, int], _Session] = {}  # (shard id, count) -> its current session
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._dm_channels: dict[int, int] = {}  # user id -> DM channel id
@@ -409,9 +416,10 @@ class FakeDiscord:
             interaction["user"] = self.user(user_id)
         return interaction
 
-    def dispatch(self, event: str, data: JSON) -> None:
-        """Send a DISPATCH event to the bot's session (kept for resume while it is away)."""
-        session = self._session
+    def dispatch(self, event: str, data: JSON, *, session: _Session | None = None) -> None:
+        """Send a DISPATCH event to the bot's session (kept for resume while it is away); with
+        shards, to the session of the shard the event's guild belongs to (DMs: shard 0)."""
+        session = session or self._route(data)
         if session is None:
             raise RuntimeError("no gateway session yet: the bot has not identified")
         if event == "MESSAGE_CREATE" and not session.intents & MESSAGE_CONTENT and "guild_id" in data:
@@ -427,6 +435,15 @@ class FakeDiscord:
         for conn in self._conns:
             if conn.session is session:
                 conn.send(payload)
+
+    def _route(self, data: JSON) -> _Session | None:
+        if not self._shards or self._session is None:
+            return self._session
+        count = self._session.shard[1]
+        guild = data.get("guild_id") if isinstance(data, dict) else None
+        if guild is None and isinstance(data, dict) and "roles" in data and "channels" in data:
+            guild = data.get("id")  # GUILD_CREATE is the guild itself
+        return self._shards.get((shard_of(int(guild) if guild else None, count), count))
 
     # ------------------------------------------------------------------ connection faults
 
@@ -822,16 +839,19 @@ class FakeDiscord:
         if intents & self.refuse_intents:
             await conn.ws.close(code=4014, message=b"Disallowed intent(s).")
             return
-        session = _Session(f"session-{next(self._ids)}", intents)
+        shard = data.get("shard") or [0, 1]
+        session = _Session(f"session-{next(self._ids)}", intents, shard=(int(shard[0]), int(shard[1])))
         self._sessions[session.id] = session
         self._session = conn.session = session
-        shown = [g for g in self.guilds if g not in self._hidden]
+        if data.get("shard"):
+            self._shards[session.shard] = session
+        shown = [g for g in self.guilds if g not in self._hidden and shard_of(g, session.shard[1]) == session.shard[0]]
         ready = {"v": 10, "user": self.bot_user, "guilds": [{"id": str(g), "unavailable": True} for g in shown],
-                 "session_id": session.id, "resume_gateway_url": self.gateway_url, "shard": [0, 1],
+                 "session_id": session.id, "resume_gateway_url": self.gateway_url, "shard": list(session.shard),
                  "application": {"id": str(self.app_id), "flags": 0}}
-        self.dispatch("READY", ready)
+        self.dispatch("READY", ready, session=session)
         for gid in shown:
-            self.dispatch("GUILD_CREATE", self.guilds[gid])
+            self.dispatch("GUILD_CREATE", self.guilds[gid], session=session)
 
     async def _resume(self, conn: _Conn, data: JSON) -> None:
         self.resumes.append(data)
@@ -841,6 +861,8 @@ class FakeDiscord:
             return
         conn.session = session
         self._session = session
+        if session.shard != (0, 1):
+            self._shards[session.shard] = session
         for event in session.log[int(data.get("seq") or 0):]:
             conn.send(event)
         session.log.append({"op": 0, "t": "RESUMED", "s": len(session.log) + 1, "d": {}})

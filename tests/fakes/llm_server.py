@@ -145,6 +145,8 @@ class Received:
     reply: Reply
     disconnected: asyncio.Event = field(default_factory=asyncio.Event, repr=False)  # client left early
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)  # response fully sent
+    started: float = field(default_factory=time.monotonic)  # when it arrived
+    ended: list[float] = field(default_factory=list, repr=False)  # when it was answered or left (once)
 
     @property
     def dialect(self) -> Dialect:
@@ -573,9 +575,11 @@ class FakeLLM:
         try:
             response = await self._respond(request, received)
         except (asyncio.CancelledError, ConnectionError):
+            received.ended.append(time.monotonic())
             if not self._stopping.is_set():
                 received.disconnected.set()
             raise
+        received.ended.append(time.monotonic())
         received.finished.set()
         return response
 
@@ -692,7 +696,7 @@ class _Standalone(FakeLLM):
 
     async def _stream(self, request: web.Request, reply: Reply, dialect: Dialect,
                       frames: list[Frame]) -> web.StreamResponse:
-        if not self.control:
+        if not self.control or "index" not in request:  # a title made aside is not watched
             return await super()._stream(request, reply, dialect, frames)
         watched = self._first_token(frames, request["index"])
         return await super()._stream(request, reply, dialect, watched)  # type: ignore[arg-type]  # only iterated

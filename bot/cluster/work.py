@@ -1,0 +1,66 @@
+"""What the cluster reads of the store's tables: a session's waiting messages, and the work a
+dead (or departed) instance left: messages of sessions nobody holds, answers nobody sends."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from bot.cluster.schema import NOW
+from bot.messages import Answer
+from bot.store.base import InboundRecord
+from bot.store.pg.answers import UNDELIVERED, answers_of
+from bot.store.pg.base import Db
+from bot.store.pg.inbound import NOT_OWED, record_of
+
+_WAITING = ("SELECT id, session_key, payload, received_at FROM inbound i WHERE session_key = $1"
+            f" AND answered_at IS NULL AND payload <> '' AND {NOT_OWED} ORDER BY id")
+_ORPHAN_SESSIONS = (
+    "SELECT DISTINCT session_key FROM inbound i WHERE answered_at IS NULL AND payload <> ''"
+    f" AND received_at < {NOW} - $1 AND {NOT_OWED}"
+    f" AND NOT EXISTS (SELECT 1 FROM cluster_leases l WHERE l.name = 'session:' || i.session_key"
+    f" AND l.expires_at >= {NOW}) LIMIT 500"
+)
+def alive(column: str, lease_seconds: str = "$1") -> str:
+    """SQL: the instance named in ``column`` is alive (a heartbeat within ``lease_seconds``, a
+    parameter or a number). For work other modules claim by instance (``Cluster.add_sweep``)."""
+    return (f"EXISTS (SELECT 1 FROM cluster_instances n WHERE n.id = {column} AND n.stopped_at IS NULL"
+            f" AND n.seen_at >= {NOW} - {lease_seconds})")
+_ORPHAN_ANSWERS = (
+    "SELECT a.id FROM answers a LEFT JOIN cluster_deliveries d ON d.answer_id = a.id WHERE a.delivered_at IS NULL"
+    f" AND ((d.instance IS NULL AND a.created_at < {NOW} - $2) OR (d.instance IS NOT NULL AND NOT"
+    f" {alive('d.instance')})) LIMIT 500"
+)
+_ANSWERS = UNDELIVERED.replace("WHERE delivered_at IS NULL", "WHERE delivered_at IS NULL AND id = ANY($1::text[])")
+_CLAIM_ANSWER = (
+    f"INSERT INTO cluster_deliveries (answer_id, instance, claimed_at) VALUES ($2, $3, {NOW})"
+    " ON CONFLICT (answer_id) DO UPDATE SET instance = excluded.instance, claimed_at = excluded.claimed_at"
+    f" WHERE cluster_deliveries.instance = excluded.instance OR NOT {alive('cluster_deliveries.instance')}"
+    " RETURNING 1"
+)
+_PRUNE_CLAIMS = ("DELETE FROM cluster_deliveries d USING answers a WHERE a.id = d.answer_id"
+                 " AND a.delivered_at IS NOT NULL")
+
+
+async def waiting(db: Db, session_key: str) -> list[InboundRecord]:
+    """The session's stored messages not answered and owed no answer, oldest first."""
+    return [record_of(r) for r in await db.fetch(_WAITING, session_key)]
+
+
+async def orphan_sessions(db: Db, grace: float) -> list[str]:
+    """Sessions with messages waiting longer than ``grace`` seconds whose lane nobody holds."""
+    return [r[0] for r in await db.fetch(_ORPHAN_SESSIONS, grace)]
+
+
+async def orphan_answers(pool: asyncpg.Pool, lease_seconds: float) -> list[Answer]:
+    """Undelivered answers whose sender died or stopped (or that nobody claimed for a lease's time)."""
+    async with pool.acquire() as conn:
+        ids = [r[0] for r in await conn.fetch(_ORPHAN_ANSWERS, lease_seconds, lease_seconds)]
+        return await answers_of(conn, await conn.fetch(_ANSWERS, ids)) if ids else []
+
+
+async def claim_answer(db: Db, answer_id: str, instance: str, lease_seconds: float) -> bool:
+    return await db.fetchval(_CLAIM_ANSWER, lease_seconds, answer_id, instance) is not None
+
+
+async def prune_claims(db: Db) -> None:
+    await db.execute(_PRUNE_CLAIMS)

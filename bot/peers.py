@@ -1,0 +1,86 @@
+"""The other instances of this bot, as the core sees them (``bot.cluster`` implements it on
+PostgreSQL; on SQLite there is none and nothing of this runs).
+
+A session's lane is owned by one instance at a time. ``Peers`` is what the intake and the turn
+runner ask of the cluster; ``Host`` is what the cluster asks of this instance's core when
+another instance hands it work, or a stop, or when it takes over what a dead one owned.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from bot.messages import Answer, InboundMessage
+from bot.store.base import InboundRecord
+
+Stopped = tuple[bool, int, tuple[int, ...]]  # (a run was stopped, queued messages dropped, inbound ids it answers)
+
+
+class Peers(Protocol):
+    async def claim(self, session_key: str, inbound_id: int) -> bool:
+        """Own the session's lane for this stored message: True to decide and run it here; False when
+        another instance owns the lane (it was told and takes the message) or it was taken already."""
+        ...
+
+    async def own(self, session_key: str) -> None:
+        """Hold the session's lane here for a turn with no stored message (a scheduled task):
+        waits while another instance runs the session; ``idle`` gives it back afterwards."""
+        ...
+
+    def keeping(self, session_key: str) -> AbstractContextManager[None]:
+        """Keep the session's lane here while a stop settles what it stopped (the lane, idle the
+        moment its run ends, is not given back until then: nobody runs a stopped message again)."""
+        ...
+
+    def idle(self, session_key: str) -> None:
+        """This instance's lane of the session has no work left: let another instance have it."""
+        ...
+
+    async def stop(self, session_key: str) -> Stopped | None:
+        """Stop the session on the instance that owns it; None when this instance does (stop it here)."""
+        ...
+
+    async def stop_chat(self, platform: str, chat_id: str) -> int:
+        """/stopall on every other instance; how many runs they stopped."""
+        ...
+
+    async def claim_answer(self, answer: Answer) -> bool:
+        """Deliver this stored answer here? False when a live instance delivers it."""
+        ...
+
+    async def sweep(self) -> None:
+        """Take over what no live instance holds: sessions whose messages wait, answers owed."""
+        ...
+
+
+class Host(Protocol):
+    """This instance's core, for the cluster."""
+
+    async def take(self, record: InboundRecord) -> None:
+        """Decide and run a stored message whose session this instance now owns."""
+        ...
+
+    async def stop_here(self, session_key: str) -> Stopped:
+        """/stop of a session this instance runs, asked by another instance."""
+        ...
+
+    async def stop_chat_here(self, platform: str, chat_id: str) -> int:
+        ...
+
+    def busy(self, session_key: str) -> bool:
+        """The session's lane here still has work."""
+        ...
+
+    def abandon(self, session_key: str) -> None:
+        """The session's lane was lost to another instance (this one could not renew it): end it
+        here without answering; its new owner runs what is unanswered."""
+        ...
+
+    def deliver(self, answer: Answer) -> None:
+        """Send a stored answer a dead instance owed."""
+        ...
+
+    async def decide_here(self, approval_id: str, decision: str, msg: InboundMessage) -> str | None:
+        """A press (or /approve) another instance received, for an approval a run here waits for."""
+        ...

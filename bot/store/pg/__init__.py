@@ -1,0 +1,28 @@
+"""The store on PostgreSQL (asyncpg, a pool): the same ports and the same named migrations as
+the SQLite store, for several instances of one bot (``storage.url: postgresql://...``).
+
+Each port is a small module with its SQL and a mixin on ``PgBase`` (``inbound``, ``history``,
+``answers``, ``pairing``, ``approvals``, ``media``, ``schedules``, ``models``, ``browse``); a new port is one more module and one more base of
+``PostgresStore``, and its tables one more entry in ``schema.DIALECT``.
+"""
+
+from __future__ import annotations
+
+from bot.store.pg.answers import PgAnswers
+from bot.store.pg.approvals import PgApprovals
+from bot.store.pg.base import safe_url
+from bot.store.pg.browse import PgBrowse
+from bot.store.pg.history import PgHistory
+from bot.store.pg.inbound import PgInbound
+from bot.store.pg.media import PgMedia
+from bot.store.pg.models import PgModels
+from bot.store.pg.pairing import PgPairing
+from bot.store.pg.schedules import PgSchedules
+
+
+class PostgresStore(PgInbound, PgHistory, PgAnswers, PgPairing, PgApprovals, PgMedia, PgSchedules, PgModels,
+                    PgBrowse):
+    """Every store port on one PostgreSQL database; ``async with PostgresStore(url) as store``."""
+
+
+__all__ = ["PostgresStore", "safe_url"]

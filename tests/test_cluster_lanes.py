@@ -1,0 +1,139 @@
+"""Two cluster members in one process, each with a recording core (``Host``): session lanes
+claimed, handed over by NOTIFY, given back when idle; /stop answered where the lane is; a dead
+member's sessions taken over; the LISTEN connection lost and found again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from bot.cluster import Cluster, ClusterSettings
+from bot.messages import Answer, ChatType, InboundMessage, Sender
+from bot.peers import Stopped
+from bot.store.base import InboundRecord
+from bot.store.pg import PostgresStore
+from tests.pg import postgres_store
+
+KEY = "agent:main:telegram:dm:7"
+
+
+class Core:
+    """A ``bot.peers.Host`` that records what the cluster hands it."""
+
+    def __init__(self) -> None:
+        self.taken: list[int] = []
+        self.stops: list[str] = []
+        self.lanes: set[str] = set()
+        self.abandoned: list[str] = []
+        self.delivered: list[str] = []
+
+    async def take(self, record: InboundRecord) -> None:
+        self.taken.append(record.id)
+        self.lanes.add(record.session_key)
+
+    async def stop_here(self, session_key: str) -> Stopped:
+        self.stops.append(session_key)
+        return True, 1, (99,)
+
+    async def stop_chat_here(self, platform: str, chat_id: str) -> int:
+        return 1
+
+    def busy(self, session_key: str) -> bool:
+        return session_key in self.lanes
+
+    def abandon(self, session_key: str) -> None:
+        self.abandoned.append(session_key)
+
+    def deliver(self, answer: Answer) -> None:
+        self.delivered.append(answer.id)
+
+    async def decide_here(self, approval_id: str, decision: str, msg: InboundMessage) -> str | None:
+        return None
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresStore]:
+    async with postgres_store() as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def members(store: PostgresStore, *names: str, lease: float = 3.0) -> AsyncIterator[list[tuple[Cluster, Core]]]:
+    """Cluster members on one database, each with its recording core; they leave at the end."""
+    joined: list[tuple[Cluster, Core]] = []
+    try:
+        for name in names:
+            core = Core()
+            cluster = Cluster(store.pool, store.url, ClusterSettings(name, lease_seconds=lease, sweep_grace=0.5))
+            await cluster.start(core)
+            joined.append((cluster, core))
+        yield joined
+    finally:
+        for cluster, _ in joined:
+            await cluster.aclose()
+
+
+async def stored(store: PostgresStore, message_id: str) -> int:
+    msg = InboundMessage("telegram", "bot", "7", ChatType.DM, Sender("7"), f"text {message_id}", message_id)
+    inbound_id = await store.record_inbound(msg, KEY)
+    assert inbound_id is not None
+    return inbound_id
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.02)
+
+
+async def test_a_lane_has_one_owner_others_hand_over_and_it_is_given_back_when_idle(store: PostgresStore) -> None:
+    async with members(store, "a", "b") as [(a, a_core), (b, b_core)]:
+        first = await stored(store, "m1")
+        assert await a.claim(KEY, first) is True
+        a_core.lanes.add(KEY)
+        second = await stored(store, "m2")
+        assert await b.claim(KEY, second) is False  # a holds the lane: told, it reads m2 from the store
+        await eventually(lambda: a_core.taken == [second])
+        assert await a.claim(KEY, second) is False  # taken already: never decided twice
+        assert b_core.taken == []
+        assert await b.stop(KEY) == (True, 1, (99,)) and a_core.stops == [KEY]  # /stop where the lane is
+        assert await a.stop(KEY) is None  # its own: stopped here by the caller
+        await store.mark_answered([first, second])
+        a_core.lanes.clear()
+        a.idle(KEY)
+        lane = f"session:{KEY}"
+        for _ in range(100):  # a gives the lease back in a task of its own
+            if await store.pool.fetchval("SELECT count(*) FROM cluster_leases WHERE name = $1", lane) == 0:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("a never gave the lane back")
+        third = await stored(store, "m3")  # (stored while a still held it, a would be told and take it)
+        assert await b.claim(KEY, third) is True
+
+
+async def test_a_dead_members_sessions_and_answers_are_taken_over_once(store: PostgresStore) -> None:
+    async with members(store, "a", "b", "c", lease=1.0) as [(a, _), (_, b_core), (_, c_core)]:
+        inbound_id = await stored(store, "m1")
+        assert await a.claim(KEY, inbound_id) is True
+        await a._tasks.stop()  # a dies: no heartbeat, no release, its leases run out
+        await a._bus.aclose()
+        await eventually(lambda: b_core.taken or c_core.taken, timeout=10)
+        await asyncio.sleep(1.0)
+        assert sorted(b_core.taken + c_core.taken) == [inbound_id]  # once, by one of them
+
+
+async def test_a_lost_listen_connection_comes_back_and_nothing_handed_over_is_missed(store: PostgresStore) -> None:
+    async with members(store, "a", "b") as [(a, a_core), (b, _)]:
+        first = await stored(store, "m1")
+        assert await a.claim(KEY, first) is True
+        a_core.lanes.add(KEY)
+        await store.pool.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+                                 " AND pid <> pg_backend_pid()")
+        second = await stored(store, "m2")
+        await b.claim(KEY, second)  # its NOTIFY may reach a, or be lost while a reconnects
+        await eventually(lambda: a_core.taken == [second], timeout=15)

@@ -1,0 +1,173 @@
+"""PostgreSQL-only behaviour: its dialect of the migrations, opening, errors, and
+``chatgate migrate`` from a SQLite file (checked by counts). The ports themselves are the
+contract suite's (tests/test_store_contract.py, run over both stores)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from bot.cli import main
+from bot.conversation import Conversation
+from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
+from bot.llm import Message
+from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
+from bot.providers.base import Usage
+from bot.store.base import (
+    ApprovalRecord,
+    AuditEntry,
+    Charge,
+    Claim,
+    Job,
+    JobKind,
+    ModelChoice,
+    RuleKind,
+    Turn,
+    When,
+)
+from bot.store.migrations import MIGRATIONS
+from bot.store.pg import PostgresStore, safe_url
+from bot.store.pg.schema import DIALECT, missing_dialect
+from bot.store.sqlite import SQLiteStore
+from bot.tracing import Span, SpanKind, TraceRecord
+from tests.pg import fresh_database, require_server, with_database
+
+
+def message(message_id: str, text: str = "hi") -> InboundMessage:
+    return InboundMessage("telegram", "bot1", "c1", ChatType.DM, Sender("u1", "Ada"), text, message_id)
+
+
+def test_every_migration_has_its_postgres_dialect_in_the_same_order() -> None:
+    assert list(DIALECT) == [m.name for m in MIGRATIONS]
+    assert missing_dialect() == []
+
+
+def test_the_password_never_leaves_the_url() -> None:
+    assert safe_url("postgresql://bot:s3cret@db.internal:5433/chat") == "postgresql://bot:***@db.internal:5433/chat"
+    assert safe_url("postgresql://bot@db/chat") == "postgresql://bot@db/chat"
+
+
+async def test_migrations_are_recorded_once_even_when_instances_open_together() -> None:
+    async with fresh_database(migrated=False) as url:
+        stores = [PostgresStore(url) for _ in range(3)]
+        await asyncio.gather(*(s.open() for s in stores))
+        for s in stores:
+            await s.close()
+        conn = await asyncpg.connect(url)
+        try:
+            assert [r[0] for r in await conn.fetch("SELECT name FROM migrations ORDER BY id")] == list(DIALECT)
+        finally:
+            await conn.close()
+
+
+async def test_a_schema_from_a_newer_chatgate_is_refused() -> None:
+    async with fresh_database() as url:
+        conn = await asyncpg.connect(url)
+        await conn.execute("INSERT INTO migrations VALUES (999, '0999_from_the_future', 0)")
+        await conn.close()
+        with pytest.raises(SchemaTooNewError, match="newer|upgrade chatgate"):
+            await PostgresStore(url).open()
+
+
+async def test_a_database_with_tables_of_its_own_is_refused() -> None:
+    async with fresh_database(migrated=False) as url:
+        conn = await asyncpg.connect(url)
+        await conn.execute("CREATE TABLE invoices (id int)")
+        await conn.close()
+        with pytest.raises(StoreCorruptError, match="not chatgate's"):
+            await PostgresStore(url).open()
+
+
+async def test_an_unreachable_server_is_one_store_error_without_the_password(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(StoreError) as caught:
+        await PostgresStore("postgresql://bot:s3cret@127.0.0.1:9/chat").open()
+    assert "s3cret" not in str(caught.value) and "s3cret" not in caplog.text
+    assert "127.0.0.1:9/chat" in str(caught.value)
+
+
+# -- chatgate migrate -------------------------------------------------------------------
+
+
+async def _fill(path: Path) -> dict[str, int]:
+    """A SQLite database with a row in every table; the ids the test checks."""
+    async with SQLiteStore(path) as store:
+        session = await store.session("agent:main:telegram:dm:u1")
+        answered = await store.record_inbound(message("m1"), session.key)
+        waiting = await store.record_inbound(message("m2", "still waiting"), session.key)
+        assert answered is not None and waiting is not None
+        trace = TraceRecord("run1", session.key, "main", 100.0, 101.0, "completed", "m", 10, 5, 0.01, 1, None,
+                            (Span(SpanKind.LLM, "m", 100.0, 12.5, 10, 5, 0.01),))
+        owed = Answer("run1", "telegram", Target("c1", ChatType.DM), (Chunk("hello"), Chunk("", "a.bin", b"\x00\xff")),
+                      (answered,), created_at=100.5)
+        await store.append_turn(Turn(session, "run1", (Message.user("hi"), Message.assistant("hello")),
+                                     Usage(10, 5), 0.01, "m", (answered,), trace, owed,
+                                     charges=(Charge("telegram:u1", 15, 0.01),)))
+        await store.chunk_sent(owed, 0, "501")
+        code = await store.pairing_request("telegram", "u9", "Bo", now=100.0)
+        assert code is not None
+        await store.approve_pairing(code.code, 101.0)
+        await store.pairing_request("telegram", "u8", "Cy", now=4e9)
+        await store.add_approval(ApprovalRecord("a1", "run1", "c1", session.key, "telegram", "c1", "dm", None,
+                                                "exec", "telegram:u1", asked_at=100.0))
+        await store.grant("session", session.key, "exec", "*", "telegram:u1", 100.0)
+        await store.set_voice_mode("telegram", "c1", "auto")
+        await store.record_audio("person:ada", 42.5, 100.0)
+        conversation = Conversation.of_key(session.key, account="bot1")
+        task = await store.add_job(Job(0, JobKind.TASK, "summarise", When(RuleKind.EVERY, "Europe/Berlin", 1000, 3600),
+                                       conversation, "u1", "Ada", next_at=1000), max_per_person=5)
+        assert task is not None
+        assert await store.claim([Claim(task.id, 1000, 4600)]) == [True]  # running when the copy is made
+        await store.set_zone("person:ada", "Europe/Berlin")
+        await store.choose_model(session.key, ModelChoice("smart", "telegram:u1", 100.0))
+        assert await store.set_title(session, "A greeting", "m")
+        await store.record_action(AuditEntry(100.0, "admin", "operator", "login", "", "done", "127.0.0.1"))
+        return {"session": session.id, "waiting": waiting, "job": task.id}
+
+
+async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "chatgate.db"
+    ids = await _fill(source)
+    async with fresh_database() as url:
+        assert await asyncio.to_thread(main, ["migrate", "--from", str(source), "--to", url]) == 0
+        out = capsys.readouterr().out
+        assert "(counts checked)" in out and "messages           2" in out and "chunks             2" in out
+        async with PostgresStore(url) as store:
+            session = await store.session("agent:main:telegram:dm:u1")
+            assert session.id == ids["session"]
+            assert [m.text for m in await store.history(session)] == ["hi", "hello"]
+            assert [r.id for r in await store.unanswered()] == [ids["waiting"]]
+            [owed] = await store.undelivered()
+            assert owed.sent == 1 and owed.chunks[1] == Chunk("", "a.bin", b"\x00\xff")
+            assert [t.run_id for t in await store.traces()] == ["run1"]
+            assert await store.is_approved("telegram", "u9")
+            assert [p.user_id for p in await store.pending_pairings(4e9)] == ["u8"]
+            assert (await store.approval("a1")) is not None
+            assert await store.granted("session", session.key, "exec", "ls")
+            assert await store.usage_since("telegram:u1", 0) == (15, 0.01)
+            assert await store.voice_mode("telegram", "c1") == "auto"
+            assert await store.audio_since("person:ada", 0) == 42.5
+            [task] = await store.jobs()
+            assert (task.id, task.text, task.next_at, task.when.every) == (ids["job"], "summarise", 4600, 3600)
+            [left] = await store.unclosed()  # the SQLite process's occurrence: a previous life's
+            assert (left.job.id, left.at) == (ids["job"], 1000)
+            assert await store.zone("person:ada") == "Europe/Berlin"
+            assert await store.chosen_model(session.key) == ModelChoice("smart", "telegram:u1", 100.0)
+            assert await store.title(session) == "A greeting"
+            assert [(a.user, a.action) for a in await store.actions()] == [("admin", "login")]
+            newer = await store.record_inbound(message("m3"), session.key)
+            assert newer is not None and newer > ids["waiting"]  # ids go on after the copied ones
+        assert await asyncio.to_thread(main, ["migrate", "--from", str(source), "--to", url]) == 1
+        assert "is not empty" in capsys.readouterr().err
+
+
+async def test_migrate_refuses_what_is_not_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = with_database(await require_server(), "postgres")
+    assert await asyncio.to_thread(main, ["migrate", "--from", str(tmp_path / "nope.db"), "--to", url]) == 1
+    assert "no SQLite database" in capsys.readouterr().err
+    assert await asyncio.to_thread(main, ["migrate", "--from", str(tmp_path / "x.db"), "--to", "mysql://x"]) == 2
