@@ -157,3 +157,16 @@ def check_input(
         extra={"event": EVENT, "patterns": detections, "session_key": session_key},
     )
     return InputVerdict(shown, truncated, original_length, detections, blocked)
+
+
+def screened(text: str, mode: GuardMode, *, source: str, session_key: str = "", run_id: str = "") -> bool:
+    """Text a tool brings from elsewhere (a skill's file, an MCP server's result) through the
+    same patterns: a hit is logged as ``check_input`` logs one (``source``, ``key=value`` pairs,
+    says where the text came from; never the text); True when it is to be withheld (block mode
+    and a hit)."""
+    if mode is GuardMode.OFF or not (hits := scan(text)):
+        return False
+    log.log(logging.INFO if mode is GuardMode.LOG else logging.WARNING,
+            "%s session=%s run=%s %s patterns=%s mode=%s", EVENT, session_key or "-", run_id or "-", source,
+            ",".join(hits), mode, extra={"event": EVENT, "patterns": hits, "session_key": session_key})
+    return mode is GuardMode.BLOCK
