@@ -228,6 +228,8 @@ class App:
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
         await approvals.recover()  # cards a previous process left waiting: expired
+        if self.cluster is not None:  # and, from now on, those of an instance that died
+            self.cluster.add_sweep(approvals.recover)
         if self.mcp is not None:  # in the background, once the channels listen: never ahead of them
             self.mcp.start()
         await self.intake.recover()

@@ -144,8 +144,12 @@ class Approvals:
                                 conv.chat_type.value, conv.thread_id, tool.name, requester, asked_at=self._clock())
         target = Target(conv.chat_id, conv.chat_type, conv.thread_id)
         waiting = _Waiting(record, target, arguments, shape)
-        await self._store.add_approval(record)
-        self._waiting[record.id] = waiting
+        self._waiting[record.id] = waiting  # before it is stored: a sweep never takes it for a gone run's
+        try:
+            await self._store.add_approval(record)
+        except BaseException:
+            del self._waiting[record.id]
+            raise
         started = self._clock()
         try:
             if not await self._show(channel, waiting):
@@ -263,18 +267,21 @@ class Approvals:
         return "Waiting for approval: " + ", ".join(f"{r.tool} ({r.id})" for r in pending)
 
     async def recover(self) -> None:
-        """Start-up: cards a previous process left pending are closed as expired."""
+        """Cards whose run is gone are closed as expired: at start-up, those a previous process
+        left pending; with several instances also after every sweep, those of an instance that
+        died (no live instance holds their session's lane: its run is not waiting any more)."""
         for record in await self._store.pending_approvals():
             if record.id in self._waiting:
                 continue
             if self._elsewhere is not None and await self._elsewhere.running_elsewhere(record.session_key):
                 continue  # its run waits on another instance
-            await self._store.settle_approval(record.id, Outcome.EXPIRED.value, None, None, self._clock())
+            if not await self._store.settle_approval(record.id, Outcome.EXPIRED.value, None, None, self._clock()):
+                continue  # decided, or expired by another instance, meanwhile
             channel = self._channels.get(record.platform)
             if channel is not None and record.question_id is not None:
                 target = Target(record.chat_id, ChatType(record.chat_type), record.thread_id)
                 await self._close(channel, target, record, outcome_text(record.tool, Outcome.EXPIRED, None, "", 0))
-            log.info("approval %s expired at start-up (its run is gone)", record.id)
+            log.info("approval %s expired (its run is gone)", record.id)
 
     def closing(self) -> None:
         """Shutdown begins (before the runs are cancelled): cards still waiting stay pending in the

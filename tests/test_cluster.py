@@ -142,6 +142,27 @@ async def test_an_approval_is_answered_through_another_instance(cluster: Instanc
     assert (cluster.tmp / "workspaces" / "telegram-88" / "notes.md").read_text() == "hello"
 
 
+@pytest.mark.parametrize("cluster", [{"tools": {"approval": {"write_file": "ask"}}}], indirect=True)
+async def test_a_card_whose_instance_died_is_closed_and_the_message_asks_again_elsewhere(cluster: Instances) -> None:
+    tg, llm = cluster.tg, cluster.llm
+    ask = Reply.tool_calls([Call("write_file", {"path": "notes.md", "content": "hello"})])
+    llm.script(ask, ask, Reply.text("Saved."))
+    assert await cluster.post(tg.message(89, "save a note", user_id=89)) == 200
+    await wait_until(lambda: sent_to(tg, 89), 15, "the approval card", cluster.tails)
+    first = sent_to(tg, 89)[0]
+    runner = await cluster.holder("session:agent:main:telegram:dm:89")
+    await cluster.kill(runner)  # its run dies waiting for the answer
+    await wait_until(lambda: len(sent_to(tg, 89)) == 2 and not tg.buttons(89, first.message_id), 30,
+                     "the message asking again on another instance, the first card closed", cluster.tails)
+    assert "this question expired" in tg.messages[(89, first.message_id)]["text"]
+    second = sent_to(tg, 89)[1]
+    [once] = [data for data in tg.buttons(89, second.message_id) if data.endswith(":o")]
+    assert await cluster.post(tg.press(89, second.message_id, once, user_id=89)) == 200
+    await wait_until(lambda: len(sent_to(tg, 89)) == 3, 15, "approved and answered", cluster.tails)
+    assert sent_to(tg, 89)[2].plain == "Saved."
+    assert await cluster.query("SELECT outcome FROM approvals ORDER BY asked_at") == [("expired",), ("allowed",)]
+
+
 @pytest.mark.parametrize("cluster", [{"telegram_keys": {"dm_policy": "pairing"}}], indirect=True)
 async def test_a_pairing_code_from_one_instance_is_approved_once_for_all(cluster: Instances) -> None:
     tg, llm = cluster.tg, cluster.llm
