@@ -149,7 +149,8 @@ class App:
             from bot.mcp.hub import McpHub
 
             self.mcp = McpHub(cfg.mcp, workspaces=workspaces, identity_links=a.identity_links, dm_scope=a.dm_scope,
-                              log_dir=cfg.storage.path.parent / "mcp", guard=GuardMode(a.input_guard))
+                              log_dir=cfg.storage.path.parent / "mcp", guard=GuardMode(a.input_guard),
+                              private=cfg.private_paths())
             self._stack.push_async_callback(self.mcp.aclose)
             toolsets.append(self.mcp)
         tools = registry_from_config(cfg.tools, cfg.exec_settings())

@@ -86,7 +86,7 @@ async def test_stop_cancels_the_call_on_the_server_and_mcp_and_status_show_the_s
         assert "demo: ready" in report and "down: down" in report and "last error:" in report
         await channel.inject(dm("/status"))
         await channel.wait_for_replies(3)
-        assert "MCP servers: demo (ready, 13 tools), down (down, 0 tools)" in channel.texts()[2]
+        assert "MCP servers: demo (ready, 14 tools), down (down, 0 tools)" in channel.texts()[2]
 
 
 def test_chatgate_mcp_lists_servers_state_tools_and_the_last_error(tmp_path: Path,
@@ -94,7 +94,7 @@ def test_chatgate_mcp_lists_servers_state_tools_and_the_last_error(tmp_path: Pat
     path = write_config(tmp_path, None, {"demo": demo(), "missing": {"command": str(tmp_path / "nope")}})
     assert main(["mcp", "-c", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "- demo: ready" in out and "13 tools (stdio; granted to everyone)" in out
+    assert "- demo: ready" in out and "14 tools (stdio; granted to everyone)" in out
     assert "- missing: down" in out and "last error: command not found" in out
 
 

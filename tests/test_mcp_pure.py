@@ -281,6 +281,11 @@ def test_status_lines() -> None:
     ({"command": "x", "scope": "per-person", "cwd": "/tmp"}, "mcp.servers.s.cwd", "each person's workspace"),
     ({"command": "x", "idle_timeout": 5}, "mcp.servers.s.idle_timeout", "only per-person"),
     ({"command": "x", "grant": []}, "mcp.servers.s.grant", "grants no one"),
+    ({"url": "http://a", "sandbox": "bwrap"}, "mcp.servers.s.sandbox", "not a key of an HTTP server"),
+    ({"command": "x", "sandbox_paths": ["/opt/node"]}, "mcp.servers.s.sandbox_paths", "only means something with"),
+    ({"command": "x", "network": False}, "mcp.servers.s.network", "only means something with sandbox: bwrap"),
+    ({"command": "x", "sandbox": "bwrap", "sandbox_paths": ["opt"]}, "mcp.servers.s.sandbox_paths[0]",
+     "not an absolute path"),
 ])
 def test_config_mistakes_are_named_by_key(server: dict[str, Any], key: str, problem: str) -> None:
     with pytest.raises(ConfigError) as caught:

@@ -115,6 +115,10 @@ class McpServerConfig(Section):
     # its calls wait for a person's Allow: ask (everyone, owners too) | never; None: ask everyone but the
     # owners (README "Approvals"); a rule in tools.approval that names the tool wins over this
     approval: Literal["ask", "never"] | None = None
+    # stdio: bwrap runs the server in the exec sandbox's world (README "What a server can reach")
+    sandbox: Literal["none", "bwrap"] = "none"
+    sandbox_paths: tuple[Path, ...] = ()  # bwrap: host folders it also sees, read-only (its interpreter)
+    network: bool = True  # bwrap: false takes the network away
 
     @property
     def transport(self) -> str:
@@ -152,7 +156,7 @@ class McpConfig(Section):
         return tuple(v for s in self.servers.values() for v in s.secret_values())
 
 
-_STDIO_ONLY = ("args", "env", "cwd")
+_STDIO_ONLY = ("args", "env", "cwd", "sandbox", "sandbox_paths", "network")
 _HTTP_ONLY = ("headers", "allow_private")
 
 
@@ -167,6 +171,12 @@ def check_server(key: str, s: McpServerConfig) -> None:
         other = "stdio" if s.command else "HTTP"
         raise ConfigError(f"{key}.{wrong[0]}", f"not a key of {'an' if other == 'HTTP' else 'a'} {other} server",
                           "remove it")
+    for n, folder in enumerate(s.sandbox_paths):
+        if not folder.is_absolute():
+            raise ConfigError(f"{key}.sandbox_paths[{n}]", f"{folder} is not an absolute path")
+    if s.sandbox == "none" and ("sandbox_paths" in given or "network" in given):
+        raise ConfigError(f"{key}.{'sandbox_paths' if 'sandbox_paths' in given else 'network'}",
+                          "only means something with sandbox: bwrap", "add sandbox: bwrap, or remove it")
     for env in s.env:
         if not _ENV_NAME.fullmatch(env):
             raise ConfigError(f"{key}.env.{env}", "not an environment variable name")

@@ -150,13 +150,35 @@ def last_line(log_file: Path | None, limit: int = 300) -> str:
     return lines[-1][:limit] if lines else ""
 
 
+def launch(settings: McpServerConfig, cwd: Path | None, log_file: Path | None,
+           private: tuple[Path, ...] = ()) -> tuple[str, list[str], Path | None]:
+    """The program, its arguments and its working folder for a stdio server: its own command,
+    or (``sandbox: bwrap``) bubblewrap running it in the exec sandbox's world, with its folder
+    (the person's workspace, ``cwd``, else ``<log>.home``) at ``/workspace`` as its home, the
+    folders of ``sandbox_paths`` read-only, ``private`` covered up. Its environment stays the
+    process's (never on a command line: ``env`` holds secrets)."""
+    assert settings.command is not None
+    folder = cwd if cwd is not None else settings.cwd
+    if settings.sandbox == "none":
+        return settings.command, list(settings.args), folder
+    from bot.tools.sandbox import ExecSettings, bwrap_arguments
+
+    if folder is None:
+        if log_file is None:
+            raise OSError("a sandboxed server needs a cwd")
+        folder = log_file.with_name(log_file.name.removesuffix(".log") + ".home")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    options = bwrap_arguments(folder, ExecSettings(network=settings.network, private=private), also=settings.sandbox_paths,
+                              environment=False)
+    return "bwrap", [*options, "--", settings.command, *settings.args], None
+
+
 async def connect(stack: AsyncExitStack, settings: McpServerConfig, signals: Signals, *,
-                  cwd: Path | None = None, log_file: Path | None = None) -> Opened:
+                  cwd: Path | None = None, log_file: Path | None = None, private: tuple[Path, ...] = ()) -> Opened:
     """Open, shake hands and list the tools, within ``connect_timeout``."""
     if settings.command is not None:
-        params = StdioServerParameters(command=settings.command, args=list(settings.args),
-                                       env=stdio_environment(settings),
-                                       cwd=cwd if cwd is not None else settings.cwd)
+        command, args, folder = launch(settings, cwd, log_file, private)
+        params = StdioServerParameters(command=command, args=args, env=stdio_environment(settings), cwd=folder)
         read, write = await stack.enter_async_context(stdio_client(params, errlog=_stderr(log_file, stack)))
     else:
         from bot.mcp.http import http_client

@@ -84,8 +84,9 @@ class McpHub:
     def __init__(self, config: McpConfig, *, workspaces: Workspaces | None = None,
                  identity_links: Mapping[str, Sequence[str]] | None = None, dm_scope: str = "per-user",
                  log_dir: Path | None = None, backoff: Backoff | None = None,
-                 guard: GuardMode = GuardMode.WARN) -> None:
+                 guard: GuardMode = GuardMode.WARN, private: Sequence[Path] = ()) -> None:
         self.config = config
+        self._private = tuple(private)  # the bot's config, database, workspace root: a sandboxed server never sees them
         self._guard = guard  # agent.input_guard: a server's results go through its patterns
         self._workspaces = workspaces
         self._links = {k: tuple(v) for k, v in (identity_links or {}).items()}
@@ -127,7 +128,8 @@ class McpHub:
             per_person = s.scope == "per-person"
             server.main = Supervisor(server.name, s, cwd=self._catalog_dir(server.name) if per_person else None,
                                      log_file=self._log(server.name), backoff=self._backoff or BACKOFF,
-                                     on_change=partial(self._changed, server.name), once=per_person)
+                                     on_change=partial(self._changed, server.name), once=per_person,
+                                     private=self._private)
             if per_person:
                 server.people = People(server.name, s.idle_timeout, partial(self._person, server), self._spawn)
             self._spawn(server.main.run(), f"mcp:{server.name}")
@@ -256,7 +258,7 @@ class McpHub:
 
         return Supervisor(f"{server.name} ({home.name})", server.settings, cwd=home,
                           log_file=self._log(server.name, home.name), backoff=self._backoff or BACKOFF,
-                          on_change=partial(self._changed, server.name))
+                          on_change=partial(self._changed, server.name), private=self._private)
 
     async def _reap(self, every: float) -> None:
         """Stop the per-person processes idle for their server's ``idle_timeout``."""

@@ -55,10 +55,11 @@ PINGS_MISSED = 2  # unanswered pings in a row that end a connection
 class Supervisor:
     def __init__(self, label: str, settings: McpServerConfig, *, cwd: Path | None = None,
                  log_file: Path | None = None, on_change: Callable[[Supervisor], None] | None = None,
-                 backoff: Backoff = BACKOFF, once: bool = False) -> None:
+                 backoff: Backoff = BACKOFF, once: bool = False, private: tuple[Path, ...] = ()) -> None:
         self.label = label  # the server's name, and whose instance it is for a per-person one
         self.settings = settings
         self.cwd = cwd
+        self.private = private  # sandbox: bwrap: the bot's files covered up where the server could see them
         self.log_file = log_file
         self._on_change = on_change
         self._backoff = backoff
@@ -116,7 +117,8 @@ class Supervisor:
             try:
                 async with AsyncExitStack() as stack:
                     self._signals = Signals()
-                    opened = await connect(stack, self.settings, self._signals, cwd=self.cwd, log_file=self.log_file)
+                    opened = await connect(stack, self.settings, self._signals, cwd=self.cwd, log_file=self.log_file,
+                                           private=self.private)
                     opened_at = time.monotonic()
                     self._session = opened.session
                     self._set_tools(opened.tools)

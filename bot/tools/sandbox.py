@@ -89,14 +89,18 @@ def clean_environment(home: str, lang: str | None = None) -> dict[str, str]:
 
 def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | None = None,
                     block_fd: int | None = None, root: Path = Path("/"),
-                    read_only: Sequence[tuple[int, str]] = ()) -> list[str]:
+                    read_only: Sequence[tuple[int, str]] = (), also: Sequence[Path] = (),
+                    environment: bool = True) -> list[str]:
     """bwrap's options for one command in ``workspace`` (without the executable and the command).
 
     ``read_only`` names files of the workspace bound read-only over themselves (the persona
     and rule files of a group, for a sender who is not an owner). With ``block_fd`` the
     sandbox waits, built, until a byte can be read there (the caller bounds it meanwhile,
     ``bot.tools.bounds``); ``info_fd`` gets the host pid of its pid 1. ``root`` is where the
-    host's directories are looked up (a test points it elsewhere)."""
+    host's directories are looked up (a test points it elsewhere). ``also`` are more host
+    folders shown read-only where they are (an MCP server's interpreter); ``environment``
+    False keeps the environment bwrap is started with (an MCP server's, secrets included, which
+    must not go on a command line) and only sets ``HOME``."""
     args = ["--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if settings.network:
         args.append("--share-net")
@@ -118,10 +122,17 @@ def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | N
     args += ["--tmpfs", "/tmp", "--bind", str(workspace), SANDBOX_WORKSPACE]
     for fd, name in read_only:  # bound by descriptor: a link swapped in since it was opened changes nothing
         args += ["--ro-bind-fd", str(fd), f"{SANDBOX_WORKSPACE}/{name}"]
-    args += ["--remount-ro", "/",
-             "--chdir", SANDBOX_WORKSPACE, "--clearenv"]
-    for name, value in clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")).items():
-        args += ["--setenv", name, value]
+    for folder in also:
+        args += ["--ro-bind", str(folder), str(folder)]
+    if also:
+        args += _masks(settings.private, root, also)  # over what these folders showed of them
+    args += ["--remount-ro", "/", "--chdir", SANDBOX_WORKSPACE]
+    if environment:
+        args.append("--clearenv")
+        for name, value in clean_environment(SANDBOX_WORKSPACE, os.environ.get("LANG")).items():
+            args += ["--setenv", name, value]
+    else:
+        args += ["--setenv", "HOME", SANDBOX_WORKSPACE]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
     if block_fd is not None:
@@ -129,11 +140,15 @@ def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | N
     return args
 
 
-def _masks(private: Iterable[Path], root: Path) -> list[str]:
-    """Cover private paths that lie under something bound read-only (e.g. a config in /usr/local)."""
-    bound = [root / "usr", *(root / "etc" / name for name in ETC_ALLOWED)]
-    bound += [root / d.lstrip("/") for d in SYSTEM_DIRS if (root / d.lstrip("/")).is_dir()
-              and not (root / d.lstrip("/")).is_symlink()]
+def _masks(private: Iterable[Path], root: Path, also: Sequence[Path] = ()) -> list[str]:
+    """Cover private paths that lie under something bound read-only (e.g. a config in /usr/local);
+    with ``also``, those under these folders."""
+    if also:
+        bound = [root / f.relative_to("/") for f in also]
+    else:
+        bound = [root / "usr", *(root / "etc" / name for name in ETC_ALLOWED)]
+        bound += [root / d.lstrip("/") for d in SYSTEM_DIRS if (root / d.lstrip("/")).is_dir()
+                  and not (root / d.lstrip("/")).is_symlink()]
     args: list[str] = []
     for path in private:
         real = Path(os.path.realpath(path))

@@ -6,7 +6,7 @@
 Its tools show what a client must handle: text, images, links, structured content, errors,
 a slow call (it writes ``cancelled <monotonic time>`` to the file ``$MARKS`` when the client
 cancels it), a hang, a crash mid-call, a huge result, a tool list that changes. ``env`` and
-``cwd`` say what the process got. Tools in ``$EXTRA_TOOLS`` (a number) are added as
+``cwd`` say what the process got, ``peek`` what it can read. Tools in ``$EXTRA_TOOLS`` (a number) are added as
 ``extra_<n>`` at start, for a server with many tools.
 """
 
@@ -59,6 +59,16 @@ async def env() -> str:
 async def cwd() -> str:
     """The server's working directory."""
     return os.getcwd()
+
+
+@server.tool()
+async def peek(path: str) -> str:
+    """The start of a file, or why it cannot be read (what a sandbox lets the server see)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(200).decode("utf-8", "replace")
+    except OSError as exc:
+        return f"cannot read: {exc.strerror}"
 
 
 @server.tool()
