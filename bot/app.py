@@ -39,7 +39,7 @@ from bot.models.config import open_models
 from bot.models.titles import Titles
 from bot.providers import make_audio
 from bot.runs import QueueMode, RunCaps
-from bot.schedules.checks import check_allowed, checks_for
+from bot.schedules.checks import check_allowed, check_tools, checks_for
 from bot.schedules.scheduler import Scheduler, TaskTools
 from bot.schedules.service import Schedules, ScheduleSettings
 from bot.schedules.tool import schedule_tool
@@ -194,15 +194,17 @@ class App:
         schedule_settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval,
                                              sc.check_timeout)
         exec_on = cfg.tools.exec
-        may_check = check_allowed(
-            lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
-                                           chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner),
-            approval_settings(cfg.tools).rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
+        policy_of = lambda conv, owner: policy_for(  # noqa: E731
+            cfg.tools, policies.get(conv.platform), platform=conv.platform, chat_type=conv.chat_type.value,
+            chat_id=conv.chat_id, is_owner=owner)
+        rules = approval_settings(cfg.tools).rules
+        may_check = check_allowed(policy_of, rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
+        find_tool = check_tools(self.mcp, policy_of, rules) if self.mcp is not None else None
 
         self.scheduler = Scheduler(
             self.store, self.turns, access, schedule_settings, platforms=intake_settings.channel_info or {},
             limits=person_limits if person_limits.active else None,
-            tools=TaskTools(checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout),
+            tools=TaskTools(checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout, find_tool),
                             may_check, workspaces.prepare, a.id),
             spell=lambda platform: self.intake.spelling_for(platform))
         self.schedules = Schedules(self.store, schedule_settings, wake=self.scheduler.wake)
@@ -212,7 +214,7 @@ class App:
                              models=ModelCommand(models, self.channels, self.store), peers=cluster)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
-        tools.register(schedule_tool(self.schedules, may_check))
+        tools.register(schedule_tool(self.schedules, may_check, find_tool))
         if cluster is not None:  # leaves after the runs are cancelled: nobody takes a session still running here
             self._stack.push_async_callback(cluster.aclose)
             await cluster.start(self.intake)

@@ -209,6 +209,16 @@ class McpHub:
             return Offer((mcp_tool_search,), prompt_section(shown, True), held=tuple(tools))
         return Offer(tuple(tools), prompt_section(shown, False))
 
+    def granted(self, ctx: ToolContext, name: str) -> Tool | None:
+        """The tool called ``name`` if ``ctx``'s run may use it and its server is up."""
+        asker = Asker.of(ctx)
+        for server in self._servers.values():
+            if server.offered() and may_use(server.settings.grant, asker, self._links):
+                for found in server.tools:
+                    if found.name == name:
+                        return found
+        return None
+
     def available(self) -> tuple[Tool, ...]:
         """Every tool of the servers that are up, whoever may use them."""
         return tuple(t for server in self._servers.values() if server.offered() for t in server.tools)

@@ -2,20 +2,25 @@
 to do ("tell me only if the build failed"), so an occurrence with nothing to do costs no
 model call.
 
-A check is stored as JSON with its ``kind``. One kind today, ``command``: a shell command run
-as ``exec`` runs it (the same sandbox and bounds, in the job's workspace, no secret of the
-bot's), with the check's timeout. Exit 0 with output runs the model, the output shown to it;
-exit 0 with no output, or exit 1, skips the model for that occurrence; any other exit, a
-timeout or a command that cannot start is a failed run.
+A check is stored as JSON with its ``kind``. Two kinds:
 
-Another kind (an MCP tool call: ``{"kind": "mcp", "server": ..., "tool": ..., "arguments":
-{...}}``) is one more dataclass with its ``KIND``, ``from_json`` and ``json``, added to
-``KINDS``, and its runner registered on ``Checks`` (``checks.register("mcp", runner)``): the
-scheduler and the store do not change.
+- ``command``: a shell command run as ``exec`` runs it (the same sandbox and bounds, in the
+  job's workspace, no secret of the bot's), with the check's timeout. Exit 0 with output runs
+  the model, the output shown to it; exit 0 with no output, or exit 1, skips the model for
+  that occurrence; any other exit, a timeout or a command that cannot start is a failed run.
+- ``mcp``: a call of an MCP tool (``mcp__<server>__<tool>`` and its arguments), as the job's
+  creator, with the check's timeout. A result with text runs the model, the text shown to it;
+  an empty one skips the model; an error result, a timeout, or a tool that is not there (its
+  server down) or that needs an approval is a failed run.
+
+A kind is one dataclass with its ``KIND``, ``from_json`` and ``json``, in ``KINDS``, and its
+runner registered on ``Checks`` (``checks.register(kind, runner)``): the scheduler and the
+store do not change.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -24,7 +29,7 @@ from typing import Any, ClassVar, Protocol
 
 from bot.conversation import Conversation
 from bot.tools.approval import ApprovalRules
-from bot.tools.base import ToolContext, ToolError
+from bot.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from bot.tools.exec import run_shell
 from bot.tools.policy import ToolPolicy
 from bot.tools.sandbox import ExecSettings
@@ -77,7 +82,45 @@ class CommandCheck:
         return f"check `{self.command}`"
 
 
-KINDS: dict[str, Callable[[Mapping[str, Any]], Check]] = {CommandCheck.KIND: CommandCheck.from_json}
+@dataclass(frozen=True, slots=True)
+class McpCheck:
+    """A call of an MCP tool, by the name the model knows it by, with its arguments (a JSON object)."""
+
+    KIND: ClassVar[str] = "mcp"
+    tool: str
+    arguments: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not self.tool.startswith("mcp__"):
+            raise ValueError("a check tool is an MCP tool: mcp__<server>__<tool>")
+        if len(json.dumps(self.arguments)) > MAX_COMMAND:
+            raise ValueError(f"a check tool's arguments are at most {MAX_COMMAND} characters of JSON")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> McpCheck:
+        return cls(str(data["tool"]), dict(data.get("arguments") or {}))
+
+    def json(self) -> str:
+        return json.dumps({"kind": self.KIND, "tool": self.tool, "arguments": dict(self.arguments)},
+                          ensure_ascii=False)
+
+    def describe(self) -> str:
+        return f"check {self.tool}({json.dumps(dict(self.arguments), ensure_ascii=False)})"
+
+
+def mcp_check(tool: str, arguments: str) -> McpCheck:
+    """The check the schedule tool was given: ``arguments`` a JSON object (or empty)."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"check_arguments is not JSON: {exc.msg}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("check_arguments must be a JSON object")
+    return McpCheck(tool.strip(), parsed)
+
+
+KINDS: dict[str, Callable[[Mapping[str, Any]], Check]] = {CommandCheck.KIND: CommandCheck.from_json,
+                                                          McpCheck.KIND: McpCheck.from_json}
 CheckRunner = Callable[[ToolContext, Any], Awaitable[CheckResult]]  # (context, a check of its kind)
 
 
@@ -135,11 +178,42 @@ def command_runner(settings: ExecSettings, timeout: float) -> CheckRunner:
     return run
 
 
-def checks_for(settings: ExecSettings | None, timeout: float) -> Checks:
-    """The check kinds this installation runs: ``command`` while exec is enabled."""
+McpFind = Callable[[ToolContext, str], Tool | str]  # (context, tool name) -> the tool, or why it may not run
+
+
+def mcp_runner(find: McpFind, timeout: float) -> CheckRunner:
+    """The ``mcp`` kind: the tool ``find`` gives for the check's creator, called for at most ``timeout`` s."""
+
+    async def run(ctx: ToolContext, check: McpCheck) -> CheckResult:
+        found = find(ctx, check.tool)
+        if isinstance(found, str):
+            return CheckResult(False, error=found)
+        try:
+            async with asyncio.timeout(timeout):
+                output = await found.function(ctx, **check.arguments)
+        except TimeoutError:
+            return CheckResult(False, error=f"the check did not finish within {timeout:g} s")
+        except ToolError as exc:
+            return CheckResult(False, error=f"the check failed: {str(exc)[:200]}")
+        from bot.mcp.results import EMPTY  # loaded with the SDK, which a server being called has loaded
+
+        text = (output.text if isinstance(output, ToolOutput) else str(output)).strip()
+        if not text or text == EMPTY:
+            log.info("check says nothing to do session=%s run=%s", ctx.session_key, ctx.run_id)
+            return CheckResult(False)
+        return CheckResult(True, text[:OUTPUT_CHARS] + ("\n[… cut]" if len(text) > OUTPUT_CHARS else ""))
+
+    return run
+
+
+def checks_for(settings: ExecSettings | None, timeout: float, mcp: McpFind | None = None) -> Checks:
+    """The check kinds this installation runs: ``command`` while exec is enabled, ``mcp`` with
+    MCP servers (``mcp`` finds a tool for a creator)."""
     checks = Checks()
     if settings is not None:
         checks.register(CommandCheck.KIND, command_runner(settings, timeout))
+    if mcp is not None:
+        checks.register(McpCheck.KIND, mcp_runner(mcp, timeout))
     return checks
 
 
@@ -154,3 +228,27 @@ def check_allowed(policy: Callable[[Conversation, bool], ToolPolicy], rules: App
                 and not rules.needs("exec", is_owner=owner))
 
     return allowed
+
+
+class GrantedTools(Protocol):
+    def granted(self, ctx: ToolContext, name: str) -> Tool | None: ...
+
+
+def check_tools(servers: GrantedTools, policy: Callable[[Conversation, bool], ToolPolicy],
+                rules: ApprovalRules) -> McpFind:
+    """Which MCP tool a person may have as a task's check, asked when the task is made and
+    again when it runs: one their run may use now (granted, its server up), offered in the
+    conversation (the tool policy), and needing no approval for them (nobody is there to give
+    it when the check runs)."""
+
+    def find(ctx: ToolContext, name: str) -> Tool | str:
+        found = servers.granted(ctx, name)
+        if found is None:
+            return f"{name} is not an MCP tool this person may use now (or its server is down)"
+        if not policy(ctx.conversation, ctx.sender_is_owner).permits(name):
+            return f"{name} is not allowed in this chat"
+        if rules.needs(name, is_owner=ctx.sender_is_owner, declared=found.approval):
+            return f"{name} needs a person's approval, so it cannot be a check"
+        return found
+
+    return find

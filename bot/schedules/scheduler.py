@@ -36,7 +36,7 @@ from bot.limits import Refusal
 from bot.messages import Answer, ChatType
 from bot.runs import TaskOrder
 from bot.schedules import rules
-from bot.schedules.checks import CheckResult, Checks, parse_check
+from bot.schedules.checks import CheckResult, Checks, CommandCheck, parse_check
 from bot.schedules.service import ScheduleSettings
 from bot.store.base import Claim, Closing, Job, JobKind, JobState, RuleKind, ScheduleStore
 from bot.tasks import OwnedTasks
@@ -316,7 +316,7 @@ class Scheduler:
             return CheckResult(False, error=str(exc))
         if tools is None or not tools.checks.runs(check):
             return CheckResult(False, error="checks of this kind do not run here (is tools.exec enabled?)")
-        if not tools.may_check(job.conversation, owner):
+        if isinstance(check, CommandCheck) and not tools.may_check(job.conversation, owner):
             return CheckResult(False, error="its creator may no longer have commands run")
         workspace = await tools.workspace(job.conversation)
         ctx = ToolContext(workspace, job.conversation, f"check-{job.id}-{at}", tools.agent_id, job.creator, owner)

@@ -16,7 +16,7 @@ from typing import Literal
 
 from bot.conversation import Conversation
 from bot.schedules import rules
-from bot.schedules.checks import CommandCheck
+from bot.schedules.checks import Check, CommandCheck, McpFind, mcp_check
 from bot.schedules.service import Action, Creator, ScheduleError, Schedules
 from bot.store.base import Job, JobKind, RuleKind
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
@@ -26,16 +26,18 @@ log = logging.getLogger(__name__)
 _DONE: dict[Action, str] = {"cancel": "Cancelled", "pause": "Paused", "resume": "Resumed"}
 
 
-def schedule_tool(schedules: Schedules, may_check: Callable[[Conversation, bool], bool] = lambda c, owner: False
-                  ) -> Tool:
+def schedule_tool(schedules: Schedules, may_check: Callable[[Conversation, bool], bool] = lambda c, owner: False,
+                  find_tool: McpFind | None = None) -> Tool:
     """The ``schedule`` tool over ``schedules``; ``may_check`` says whether the person a run acts
-    for may give a task a check command (exec for them, without approval)."""
+    for may give a task a check command (exec for them, without approval); ``find_tool`` whether
+    they may have an MCP tool as its check (None: no MCP servers)."""
 
     @tool(category=ToolCategory.OTHER, name="schedule")
     async def schedule(ctx: ToolContext, action: Literal["create", "list", "cancel", "pause", "resume"],
                        kind: Literal["reminder", "task"] = "reminder", text: str = "", at: str = "",
                        after: str = "", every: str = "", cron: str = "", start: str = "", timezone: str = "",
-                       prompt: Literal["full", "minimal"] = "full", check_command: str = "", job_id: int = 0) -> str:
+                       prompt: Literal["full", "minimal"] = "full", check_command: str = "", check_tool: str = "",
+                       check_arguments: str = "", job_id: int = 0) -> str:
         """Reminders and scheduled tasks for the person you are talking to, in this chat. A
         reminder sends its text at the time, with no model call; a task runs you at the time with
         its text as the request, and your answer is sent to this chat (answer NO_REPLY then to
@@ -54,6 +56,8 @@ def schedule_tool(schedules: Schedules, may_check: Callable[[Conversation, bool]
             timezone: An IANA zone (Europe/Berlin) for this job instead of the person's.
             prompt: A task's system prompt: full, or minimal (cheaper, without persona and context files).
             check_command: A task's shell command run first in the sandbox: empty output or exit 1 skips the task.
+            check_tool: Instead, an MCP tool (mcp__server__tool) called first: an empty result skips the task.
+            check_arguments: The check_tool's arguments, a JSON object.
             job_id: The job to cancel, pause or resume.
         """
         creator = Creator(ctx.conversation, ctx.user_id)
@@ -70,7 +74,16 @@ def schedule_tool(schedules: Schedules, may_check: Callable[[Conversation, bool]
                 verb: Action = "cancel" if action == "cancel" else "pause" if action == "pause" else "resume"
                 changed = await schedules.change(creator, job_id, verb)
                 return f"{_DONE[verb]}: {schedules.line(changed, zone)}"
-            check = None
+            check: Check | None = None
+            if check_command.strip() and check_tool.strip():
+                raise ToolError("give a check_command or a check_tool, not both")
+            if check_tool.strip():
+                if kind != "task":
+                    raise ToolError("only a task can have a check_tool")
+                found = find_tool(ctx, check_tool.strip()) if find_tool is not None else "there are no MCP tools here"
+                if isinstance(found, str):
+                    raise ToolError(f"{found}; make the task without a check_tool")
+                check = mcp_check(check_tool, check_arguments)
             if check_command.strip():
                 if kind != "task":
                     raise ToolError("only a task can have a check_command")
