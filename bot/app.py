@@ -184,20 +184,18 @@ class App:
             cfg.storage.retention.context * 86400)
         keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links))  # noqa: E731
         listener, voice = self._media(person_limits)
+        policy_of = lambda conv, owner: policy_for(  # noqa: E731
+            cfg.tools, policies.get(conv.platform), platform=conv.platform, chat_type=conv.chat_type.value,
+            chat_id=conv.chat_id, is_owner=owner)
         self.turns = Turns(
             agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
             is_owner=access.is_owner, keys=keys, person_limits=person_limits, voice=voice,
-            policy=lambda conv, owner: policy_for(cfg.tools, policies.get(conv.platform), platform=conv.platform,
-                                                  chat_type=conv.chat_type.value, chat_id=conv.chat_id, is_owner=owner),
-            peers=cluster)
+            policy=policy_of, peers=cluster)
         sc = cfg.schedules
         schedule_settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval,
                                              sc.check_timeout)
         exec_on = cfg.tools.exec
-        policy_of = lambda conv, owner: policy_for(  # noqa: E731
-            cfg.tools, policies.get(conv.platform), platform=conv.platform, chat_type=conv.chat_type.value,
-            chat_id=conv.chat_id, is_owner=owner)
-        rules = approval_settings(cfg.tools).rules
+        rules = approvals.settings.rules
         may_check = check_allowed(policy_of, rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
         find_tool = check_tools(self.mcp, policy_of, rules) if self.mcp is not None else None
 

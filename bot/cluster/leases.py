@@ -8,8 +8,8 @@ finds a different token on renewal has lost the lease, and stops acting on it.
 
 from __future__ import annotations
 
-from bot.cluster.schema import NOW
 from bot.store.pg.base import Db
+from bot.store.pg.sql import NOW
 
 _ACQUIRE = (
     "INSERT INTO cluster_leases (name, holder, token, expires_at)"

@@ -14,7 +14,7 @@ stops that cross instances, and taking over what a dead instance left.
 
 Other work that one instance claims and another must take over when it dies (a scheduled
 job's occurrence, ...) plugs in with ``add_sweep``: its function runs after every heartbeat's
-sweep, and re-claims rows whose claimer is no longer alive (``work.alive(column)`` is the SQL
+sweep, and re-claims rows whose claimer is no longer alive (``bot.store.pg.sql.alive(column)`` is the SQL
 condition: the instance named in ``column`` has a heartbeat within a lease's time), claiming
 with ``SELECT ... FOR UPDATE SKIP LOCKED`` so that two sweeping instances never take one row.
 """
@@ -35,10 +35,10 @@ from bot.channels import Held
 from bot.cluster import rates, schema, work
 from bot.cluster.bus import Bus, Message
 from bot.cluster.leases import LeaseRows
-from bot.cluster.schema import NOW
 from bot.messages import Answer, InboundMessage
 from bot.peers import Host, Stopped
 from bot.store.base import ApprovalRecord
+from bot.store.pg.sql import NOW
 from bot.store.sqlite import inbound_from_json, inbound_to_json
 from bot.tasks import OwnedTasks
 

@@ -3,8 +3,8 @@ and taken from in one statement (so two instances taking at once never both get 
 
 from __future__ import annotations
 
-from bot.cluster.schema import NOW
 from bot.store.pg.base import Db
+from bot.store.pg.sql import NOW
 
 _LEVEL = "least($2, b.tokens + (excluded.refilled - b.refilled) * $3)"
 _TAKE = (

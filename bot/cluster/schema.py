@@ -9,7 +9,6 @@ import time
 from bot.store.pg.base import Connection
 
 LOCK = 0x636C7573746572  # pg_advisory_xact_lock key: "cluster"
-NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one clock for every instance
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("c001_instances_leases", """

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from bot.cluster.schema import NOW
+from bot.store.pg.sql import NOW
 
 _INSTANCES = (f"SELECT id, host, pid, {NOW} - started_at AS up, {NOW} - seen_at AS seen, stopped_at IS NOT NULL"
               " AS stopped FROM cluster_instances ORDER BY started_at")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncpg
 
-from bot.cluster.schema import NOW
 from bot.messages import Answer
 from bot.store.base import InboundRecord
 from bot.store.pg.answers import UNDELIVERED, answers_of
 from bot.store.pg.base import Db
 from bot.store.pg.inbound import NOT_OWED, record_of
+from bot.store.pg.sql import NOW, alive
 
 _WAITING = ("SELECT id, session_key, payload, received_at FROM inbound i WHERE session_key = $1"
             f" AND answered_at IS NULL AND payload <> '' AND {NOT_OWED} ORDER BY id")
@@ -20,11 +20,6 @@ _ORPHAN_SESSIONS = (
     f" AND NOT EXISTS (SELECT 1 FROM cluster_leases l WHERE l.name = 'session:' || i.session_key"
     f" AND l.expires_at >= {NOW}) LIMIT 500"
 )
-def alive(column: str, lease_seconds: str = "$1") -> str:
-    """SQL: the instance named in ``column`` is alive (a heartbeat within ``lease_seconds``, a
-    parameter or a number). For work other modules claim by instance (``Cluster.add_sweep``)."""
-    return (f"EXISTS (SELECT 1 FROM cluster_instances n WHERE n.id = {column} AND n.stopped_at IS NULL"
-            f" AND n.seen_at >= {NOW} - {lease_seconds})")
 _ORPHAN_ANSWERS = (
     "SELECT a.id FROM answers a LEFT JOIN cluster_deliveries d ON d.answer_id = a.id WHERE a.delivered_at IS NULL"
     f" AND ((d.instance IS NULL AND a.created_at < {NOW} - $2) OR (d.instance IS NOT NULL AND NOT"

@@ -27,7 +27,7 @@ import importlib
 import logging
 import tempfile
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -196,13 +196,11 @@ class McpHub:
 
     def offer(self, ctx: ToolContext) -> Offer:
         """The tools of the servers this run may use that are up (see the module doc)."""
-        asker = Asker.of(ctx)
         tools: list[Tool] = []
         shown: list[tuple[str, int]] = []
-        for server in self._servers.values():
-            if server.offered() and may_use(server.settings.grant, asker, self._links):
-                tools += server.tools
-                shown.append((server.name, len(server.tools)))
+        for server in self._usable(ctx):
+            tools += server.tools
+            shown.append((server.name, len(server.tools)))
         if not tools:
             return NOTHING
         if len(tools) > self.config.inline_max:
@@ -211,13 +209,12 @@ class McpHub:
 
     def granted(self, ctx: ToolContext, name: str) -> Tool | None:
         """The tool called ``name`` if ``ctx``'s run may use it and its server is up."""
+        return next((t for server in self._usable(ctx) for t in server.tools if t.name == name), None)
+
+    def _usable(self, ctx: ToolContext) -> Iterator[_Server]:
+        """The servers that are up and that ``ctx``'s run may use (their ``grant``)."""
         asker = Asker.of(ctx)
-        for server in self._servers.values():
-            if server.offered() and may_use(server.settings.grant, asker, self._links):
-                for found in server.tools:
-                    if found.name == name:
-                        return found
-        return None
+        return (s for s in self._servers.values() if s.offered() and may_use(s.settings.grant, asker, self._links))
 
     def available(self) -> tuple[Tool, ...]:
         """Every tool of the servers that are up, whoever may use them."""

@@ -4,7 +4,8 @@ A job's ``next_at`` is its next occurrence (UTC epoch seconds); claiming an occu
 compare-and-set on it (``CLAIM_JOB``: the job must still be active and point at that
 instant) together with the insert of the occurrence's row, keyed by (job, instant), so two
 claimers of one occurrence cannot both win. Plain SQL with ``?`` placeholders: a PostgreSQL
-store rewrites them, nothing else.
+store numbers them, nothing else (a parameter compared in a CASE is cast, so that PostgreSQL
+knows its type).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ CLAIM_JOB = (
 TRIM_OCCURRENCES = "DELETE FROM occurrences WHERE job_id = ? AND state = 'closed' AND at < ?"
 CLOSE = ("UPDATE occurrences SET state = 'closed', outcome = ?, closed_at = ? "
          "WHERE job_id = ? AND at = ? AND state = 'running'")
-COUNT_FAILURE = ("UPDATE jobs SET failures = CASE WHEN ? = 'failed' THEN failures + 1 "
-                 "WHEN ? IN ('completed', 'silent', 'skipped') THEN 0 ELSE failures END, updated_at = ? WHERE id = ?")
+COUNT_FAILURE = ("UPDATE jobs SET failures = CASE WHEN CAST(? AS TEXT) = 'failed' THEN failures + 1 "
+                 "WHEN CAST(? AS TEXT) IN ('completed', 'silent', 'skipped') THEN 0 ELSE failures END, updated_at = ? "
+                 "WHERE id = ?")
 FAILURES = "SELECT failures FROM jobs WHERE id = ?"
 UNCLOSED = (
     f"SELECT {', '.join('j.' + c.strip() for c in COLUMNS.split(','))}, o.at, o.late, o.claimed_at"
@@ -56,7 +58,8 @@ def update(states: int) -> str:
     """Move a job in one of ``states`` states (placeholders last) to a state; making it active again
     clears its failures."""
     return ("UPDATE jobs SET state = ?, next_at = ?, reason = ?, "
-            "failures = CASE WHEN ? = 'active' AND state <> 'active' THEN 0 ELSE failures END, updated_at = ? "
+            "failures = CASE WHEN CAST(? AS TEXT) = 'active' AND state <> 'active' THEN 0 ELSE failures END, "
+            "updated_at = ? "
             f"WHERE id = ? AND state IN ({', '.join('?' * states)})")
 
 

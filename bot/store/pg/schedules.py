@@ -18,28 +18,28 @@ from bot.store import schedules as sql
 from bot.store.base import Claim, Closing, Job, JobState, Occurrence
 from bot.store.pg.answers import insert_answer
 from bot.store.pg.base import Connection, PgBase
-from bot.store.pg.sql import numbered
+from bot.store.pg.sql import alive, numbered
 
 _INSERT = numbered(sql.INSERT) + " RETURNING id"
 _COUNT_OPEN = numbered(sql.COUNT_OPEN)
 _ONE = numbered(sql.ONE)
 _NEXT_DUE = sql.NEXT_DUE
 _DUE = numbered(sql.DUE)
-_CLAIM_OCCURRENCE = numbered(sql.CLAIM_OCCURRENCE.replace(
-    "closed_at) VALUES (?, ?, ?, ?, ?, ?, ?)", "closed_at, claimer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"))
+_CLAIM_OCCURRENCE = (  # sql.CLAIM_OCCURRENCE with the claimer, a column of PostgreSQL's table only
+    "INSERT INTO occurrences (job_id, at, state, outcome, late, claimed_at, closed_at, claimer)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (job_id, at) DO NOTHING"
+)
 _CLAIM_JOB = numbered(sql.CLAIM_JOB)
 _TRIM = numbered(sql.TRIM_OCCURRENCES)
 _CLOSE = numbered(sql.CLOSE)
-_COUNT_FAILURE = numbered(sql.COUNT_FAILURE.replace("WHEN ? = 'failed'", "WHEN ?::text = 'failed'")
-                          .replace("WHEN ? IN", "WHEN ?::text IN"))
+_COUNT_FAILURE = numbered(sql.COUNT_FAILURE)
 _FAILURES = numbered(sql.FAILURES)
 _UNCLOSED = numbered(sql.UNCLOSED)
 _JOB_COLUMNS = ", ".join("j." + c.strip() for c in sql.COLUMNS.split(","))
 _TAKE_OVER = (  # $1: this instance, $2: when this life began, $3: a lease's seconds
     "WITH gone AS (SELECT o.job_id, o.at FROM occurrences o WHERE o.state = 'running'"
-    " AND (o.claimer = '' OR (o.claimer = $1 AND o.claimed_at < $2) OR (o.claimer <> $1 AND NOT EXISTS ("
-    " SELECT 1 FROM cluster_instances n WHERE n.id = o.claimer AND n.stopped_at IS NULL"
-    " AND n.seen_at >= extract(epoch from clock_timestamp()) - $3)))"
+    " AND (o.claimer = '' OR (o.claimer = $1 AND o.claimed_at < $2)"
+    f" OR (o.claimer <> $1 AND NOT {alive('o.claimer', '$3')}))"
     " FOR UPDATE OF o SKIP LOCKED),"
     " taken AS (UPDATE occurrences o SET claimer = $1 FROM gone"
     " WHERE o.job_id = gone.job_id AND o.at = gone.at RETURNING o.job_id, o.at, o.late, o.claimed_at)"
@@ -87,7 +87,7 @@ class PgSchedules(PgBase):
     async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
                          next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
         args = (str(state), next_at, reason, str(state), time.time(), job_id, *(str(s) for s in expect))
-        query = numbered(sql.update(len(expect)).replace("WHEN ? = 'active'", "WHEN ?::text = 'active'"))
+        query = numbered(sql.update(len(expect)))
 
         async def write(conn: Connection) -> bool:
             if await conn.execute(query, *args) != "UPDATE 1":

@@ -1,4 +1,5 @@
-"""SQL written once for both dialects: ``?`` placeholders numbered for PostgreSQL."""
+"""SQL written once for both dialects (``?`` placeholders numbered for PostgreSQL), and the
+cluster's liveness condition that both the cluster and the store's claims use."""
 
 from __future__ import annotations
 
@@ -10,3 +11,13 @@ def numbered(statement: str) -> str:
     """``?`` -> ``$1``, ``$2`` ... in order (the shared statements hold no ``?`` in a literal)."""
     counter = itertools.count(1)
     return re.sub(r"\?", lambda _: f"${next(counter)}", statement)
+
+
+NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one clock for every instance
+
+
+def alive(column: str, lease_seconds: str = "$1") -> str:
+    """SQL: the instance named in ``column`` is alive (a heartbeat within ``lease_seconds``, a
+    parameter or a number). For work claimed by instance: delivery claims, scheduled occurrences."""
+    return (f"EXISTS (SELECT 1 FROM cluster_instances n WHERE n.id = {column} AND n.stopped_at IS NULL"
+            f" AND n.seen_at >= {NOW} - {lease_seconds})")
