@@ -202,9 +202,11 @@ class App:
         self.scheduler = Scheduler(
             self.store, self.turns, access, schedule_settings, platforms=intake_settings.channel_info or {},
             limits=person_limits if person_limits.active else None,
-            tools=TaskTools(checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout, find_tool),
-                            may_check, workspaces.prepare, a.id),
-            spell=lambda platform: self.intake.spelling_for(platform))
+            tools=TaskTools(checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout, find_tool,
+                                       tools.get("exec")),
+                            may_check, workspaces.prepare, a.id, gate=approvals),
+            spell=lambda platform: self.intake.spelling_for(platform),
+            person_of=lambda platform, user_id: person_of(platform, user_id, a.identity_links))
         self.schedules = Schedules(self.store, schedule_settings, wake=self.scheduler.wake)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
                              limits=person_limits, agent=agent, approvals=approvals, listener=listener,

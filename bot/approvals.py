@@ -1,15 +1,20 @@
 """Approvals: a tool call that needs a person waits for their press, bound to its run.
 
-``Approvals`` is the run's ``Gate`` (``bot.tools.base``): before a checked call runs, the
+``Approvals`` is the one ``Gate`` (``bot.tools.base``) of every tool call, whoever makes it
+(a run, a sub-agent, the memory flush, a task's check): before a checked call runs, the
 pre-tool hooks (``bot.hooks``) may refuse it, then ``ApprovalRules`` say whether it needs
-a person. If so, and no grant covers it ("Allow for this session", "Always allow"), a card
-goes to the chat (buttons where the channel ``Asks``, else text with ``/approve <id>``)
-and the call, only that call, waits:
+a person. If so, and no grant covers it for every person the turn acts for ("Allow for this
+session": one person, one life of the session, ``tools.approval_session_hours``; "Always
+allow": one person and the exact call), a call that nobody can answer for (``unattended``:
+the flush, a check) is not run; otherwise a card goes to the chat (buttons where the channel
+``Asks``, else text with ``/approve <id>``) and the call, only that call, waits:
 
 - a press is an inbound message (stored and deduped by the intake like any other) that
   ``press`` turns into a decision. It counts only while the run that asked waits for it,
-  and only from an approver (``tools.approvers``: the person the run acts for, the
-  owners, named people); anyone else gets a short private answer and nothing changes;
+  and only from an approver (``tools.approvers``: the person the run acts for, when it acts
+  for one person only; the owners; named people); anyone else gets a short private answer
+  and nothing changes. In a group only an owner's press allows for the session; anyone
+  else's "Allow for this session" counts as "Allow once";
   a press after the run ended, was stopped or timed out gets "expired" and runs nothing;
 - ``tools.approval_timeout`` seconds without a decision deny the call;
 - ``/stop`` cancels the run, and with it the wait: the card is closed as expired.
@@ -31,9 +36,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.channels import Asks, Channel, Choice, SendFailed, SpellsCommands
+from bot.conversation import Conversation
 from bot.messages import ChatType, InboundMessage, Target
 from bot.outbound.split import render_chunks
-from bot.store.base import ApprovalRecord, ApprovalStore
+from bot.store.base import ApprovalRecord, ApprovalStore, Session
 from bot.tasks import OwnedTasks
 from bot.tools.approval import (
     ApprovalRules,
@@ -67,12 +73,19 @@ class ApprovalSettings:
     timeout: float = 300.0
     approvers: tuple[str, ...] = ("requester", "owners")  # and/or "platform:user_id" entries
     allow_always: bool = False
+    session_hours: float = 8.0  # how long an "Allow for this session" lasts (the session's end ends it too)
 
 
 def approval_settings(tools: ToolsConfig) -> ApprovalSettings:
     """``tools.approval*`` as the approvals take them."""
     return ApprovalSettings(ApprovalRules(tuple(tools.approval.items())), tools.approval_timeout,
-                            tuple(tools.approvers), tools.allow_always)
+                            tuple(tools.approvers), tools.allow_always, tools.approval_session_hours)
+
+
+class GrantStore(ApprovalStore, Protocol):
+    """The approvals' store: approvals and grants, and the session whose life a grant lasts."""
+
+    async def session(self, of: Conversation | str, *, fresh: bool = False) -> Session: ...
 
 
 @dataclass(slots=True)
@@ -81,6 +94,8 @@ class _Waiting:
     target: Target
     arguments: Mapping[str, Any]
     shape: str
+    people: tuple[str, ...]  # everyone the call acts for ("platform:user_id"), the requester last
+    life: int  # the id of the session's current life: "Allow for this session" lasts as long
     future: asyncio.Future[tuple[Decision, str]] = field(default_factory=lambda: asyncio.get_running_loop()
                                                          .create_future())
     reminded: bool = False
@@ -99,7 +114,7 @@ class Elsewhere(Protocol):
 
 
 class Approvals:
-    def __init__(self, store: ApprovalStore, channels: Mapping[str, Channel], settings: ApprovalSettings, *,
+    def __init__(self, store: GrantStore, channels: Mapping[str, Channel], settings: ApprovalSettings, *,
                  is_owner: Owner, mask: Callable[[str], str] = lambda text: text,
                  hooks: PreTool | None = None, clock: Callable[[], float] = time.time,
                  elsewhere: Elsewhere | None = None) -> None:
@@ -126,24 +141,41 @@ class Approvals:
         if tool.name in self._refused.get(ctx.run_id, ()):
             return (f"{tool.name} was denied earlier in this run: do not call it again; go on without it "
                     "or tell the person what you would need.")
-        session = _session_of(ctx)
-        requester = f"{ctx.platform}:{ctx.user_id}"
+        people = tuple(f"{ctx.platform}:{user}" for user in ctx.people)
         shape = call_shape(tool.name, arguments)
-        if await self._store.granted("session", session, tool.name, "*") or (
-                self.settings.allow_always and await self._store.granted("always", requester, tool.name, shape)):
+        life = (await self._store.session(ctx.conversation.root)).id
+        if await self._granted(people, life, tool.name, shape):
             return None
-        return await self._ask(ctx, tool, call_id, arguments, shape, session, requester)
+        if ctx.unattended:
+            log.warning("%s needs a person's approval and nobody can answer here: not run session=%s run=%s",
+                        tool.name, ctx.session_key, ctx.run_id)
+            return f"{tool.name} needs a person's approval, and nobody can give it here: it was not run."
+        return await self._ask(ctx, tool, call_id, arguments, shape, people, life)
+
+    async def _granted(self, people: tuple[str, ...], life: int, tool: str, shape: str) -> bool:
+        """Whether grants cover the call for every person it acts for: a session grant of this
+        session's life, given within ``session_hours``, or an "always" grant of the exact call."""
+        since = self._clock() - self.settings.session_hours * 3600
+        for who in people:
+            if await self._store.granted("session", _holder(life, who), tool, "*", since):
+                continue
+            if self.settings.allow_always and await self._store.granted("always", who, tool, shape):
+                continue
+            return False
+        return bool(people)
 
     async def _ask(self, ctx: ToolContext, tool: Tool, call_id: str, arguments: Mapping[str, Any], shape: str,
-                   session: str, requester: str) -> str | None:
+                   people: tuple[str, ...], life: int) -> str | None:
         conv = ctx.conversation
         channel = self._channels.get(conv.platform)
         if channel is None:
             return f"{tool.name} needs a person's approval, and this chat cannot ask for it: it was not run."
+        session = _session_of(ctx)
         record = ApprovalRecord(secrets.token_hex(5), ctx.run_id, call_id, session, conv.platform, conv.chat_id,
-                                conv.chat_type.value, conv.thread_id, tool.name, requester, asked_at=self._clock())
+                                conv.chat_type.value, conv.thread_id, tool.name, people[-1] if people else "",
+                                asked_at=self._clock())
         target = Target(conv.chat_id, conv.chat_type, conv.thread_id)
-        waiting = _Waiting(record, target, arguments, shape)
+        waiting = _Waiting(record, target, arguments, shape, people, life)
         self._waiting[record.id] = waiting  # before it is stored: a sweep never takes it for a gone run's
         try:
             await self._store.add_approval(record)
@@ -213,33 +245,38 @@ class Approvals:
                     log.info("approval %s: no instance runs its session now", approval_id)
         if waiting is None or waiting.future.done():
             return EXPIRED
-        if not self._may_decide(waiting.record, msg):
+        if not self._may_decide(waiting, msg):
             log.info("approval %s: %s:%s may not decide", approval_id, msg.platform, msg.sender.id)
             return NOT_YOURS
         if decision is Decision.ALWAYS and not self.settings.allow_always:
             decision = Decision.ONCE
+        if (decision is Decision.SESSION and waiting.target.chat_type is ChatType.GROUP
+                and not self._is_owner(msg.platform, msg.sender.id)):
+            decision = Decision.ONCE  # a group's session: only an owner says so
         by = msg.sender.name or msg.sender.username or msg.sender.id
         outcome = Outcome.DENIED if decision is Decision.DENY else Outcome.ALLOWED
         if not await self._end(waiting, outcome, decision, by):
             return EXPIRED
         now = self._clock()
         record = waiting.record
-        if decision is Decision.SESSION:
-            await self._store.grant("session", record.session_key, record.tool, "*", f"{msg.platform}:{msg.sender.id}",
-                                    now)
-        elif decision is Decision.ALWAYS:
-            await self._store.grant("always", record.requester, record.tool, waiting.shape,
-                                    f"{msg.platform}:{msg.sender.id}", now)
+        by_whom = f"{msg.platform}:{msg.sender.id}"
+        for who in waiting.people:  # each person the call was asked for, no one else
+            if decision is Decision.SESSION:
+                await self._store.grant("session", _holder(waiting.life, who), record.tool, "*", by_whom, now)
+            elif decision is Decision.ALWAYS:
+                await self._store.grant("always", who, record.tool, waiting.shape, by_whom, now)
         if not waiting.future.done():
             waiting.future.set_result((decision, by))
         return None
 
-    def _may_decide(self, record: ApprovalRecord, msg: InboundMessage) -> bool:
+    def _may_decide(self, waiting: _Waiting, msg: InboundMessage) -> bool:
+        record = waiting.record
         if msg.platform != record.platform or msg.chat_id != record.chat_id:
             return False
         who = f"{msg.platform}:{msg.sender.id}"
         for entry in self.settings.approvers:
-            if entry == "requester" and who == record.requester:
+            # the requester decides for themselves only: a call of several people's turn needs someone else
+            if entry == "requester" and waiting.people == (who,):
                 return True
             if entry == "owners" and self._is_owner(msg.platform, msg.sender.id):
                 return True
@@ -297,12 +334,13 @@ class Approvals:
         record = waiting.record
         buttons = isinstance(channel, Asks)
         spell = channel.command_text if isinstance(channel, SpellsCommands) else (lambda name: f"/{name}")
+        group = waiting.target.chat_type is ChatType.GROUP
         text = question_text(record.tool, waiting.arguments, record.id, self._mask, buttons=buttons,
-                             allow_always=self.settings.allow_always, spell=spell)
+                             allow_always=self.settings.allow_always, spell=spell, group=group)
         try:
             if isinstance(channel, Asks):
                 choices = [Choice(i, label, key) for i, label, key in
-                           choices_for(record.id, allow_always=self.settings.allow_always)]
+                           choices_for(record.id, allow_always=self.settings.allow_always, group=group)]
                 question_id = await channel.ask(waiting.target, _rendered(channel, text), choices)
             else:
                 question_id = await channel.send(waiting.target, _rendered(channel, text))
@@ -347,6 +385,11 @@ class Approvals:
     def _trace(self, ctx: ToolContext, tool: str, started: float, outcome: str) -> None:
         if ctx.on_approval is not None:
             ctx.on_approval(tool, started, outcome)
+
+
+def _holder(life: int, who: str) -> str:
+    """Who holds a session grant: one life of the session (its id until /new) and one person."""
+    return f"{life}:{who}"
 
 
 def _session_of(ctx: ToolContext) -> str:

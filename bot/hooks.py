@@ -1,8 +1,8 @@
 """Pre-tool hooks: the operator's commands that may refuse a tool call before it runs.
 
 ``hooks.pre_tool`` lists hooks, each a shell command (``run``) for the tools its ``tools``
-globs match, run as ``exec`` runs commands (the same sandbox and bounds, in the run's
-workspace, a clean environment: no secret of the bot's) with the call as JSON on stdin::
+globs match, run as ``exec`` runs commands (the same sandbox and bounds, a clean environment:
+no secret of the bot's, no network) with the call as JSON on stdin, and nothing else::
 
     {"tool": "exec", "arguments": {...}, "session": "...", "platform": "telegram",
      "chat_id": "42", "user_id": "42", "run_id": "...", "call_id": "..."}
@@ -10,16 +10,23 @@ workspace, a clean environment: no secret of the bot's) with the call as JSON on
 Exit 0 lets the call through to the next hook (and then to approval); any other exit, a
 timeout or a hook that cannot start refuses it, and the model reads the hook's first line
 of output as the reason. Hooks run in the order written.
+
+A hook never runs in the person's workspace: what the person wrote there (a ``json.py`` that
+``python3 -c 'import json'`` would import, a ``~/.jq`` that jq would load) could make it say
+yes. Each hook runs in an empty folder made for it (its cwd and ``HOME``, read-only in the
+sandbox), removed afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
-from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.tools.base import ToolContext, ToolError
@@ -60,7 +67,13 @@ class PreToolHooks:
         }, ensure_ascii=False, default=str).encode()
         for n, hook in enumerate(matching, 1):
             try:
-                end = await run_shell(ctx, hook.run, hook.timeout, self._settings, stdin=payload)
+                with tempfile.TemporaryDirectory(prefix="chatgate-hook-") as scratch:
+                    os.chmod(scratch, 0o555)  # nothing to read, nothing to leave
+                    try:
+                        end = await run_shell(replace(ctx, workspace=Path(scratch)), hook.run, hook.timeout,
+                                              self._settings, stdin=payload)
+                    finally:
+                        os.chmod(scratch, 0o700)  # so that it can be removed
             except ToolError as exc:
                 log.warning("pre-tool hook %d for %s could not start session=%s: %s", n, tool, ctx.session_key, exc)
                 return f"{tool} was refused: a pre-tool hook could not run ({exc})."
@@ -76,8 +89,9 @@ class PreToolHooks:
 
 
 def pre_tool_hooks(config: HooksConfig, exec_settings: ExecSettings) -> PreToolHooks | None:
-    """``hooks.pre_tool`` run like ``exec`` (its sandbox and bounds, never its network); None when empty."""
+    """``hooks.pre_tool`` run like ``exec`` (its sandbox and bounds, never its network, in an empty
+    read-only folder); None when empty."""
     if not config.pre_tool:
         return None
     hooks = [PreToolHook(h.run, tuple(h.tools), h.timeout) for h in config.pre_tool]
-    return PreToolHooks(hooks, replace(exec_settings, network=False))
+    return PreToolHooks(hooks, replace(exec_settings, network=False, writable=False))

@@ -63,6 +63,7 @@ class TaskOrder:
     user_id: str = ""
     owner: bool = False
     payers: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()  # every person it acts for (``user_id`` last); () = ``user_id``
     prompt_mode: PromptMode | None = None
     closes: tuple[int, int] | None = None
     ended: asyncio.Future[str] | None = field(default=None, compare=False, repr=False)

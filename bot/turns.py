@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from bot.access import GroupContext
 from bot.agent.compaction import compact_reply
 from bot.agent.events import EventBus, EventKind, RunEvent
-from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus
+from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus, senders
 from bot.channels import Channel, Status
 from bot.commands import parse_command, stop_text
 from bot.conversation import Conversation
@@ -218,6 +218,7 @@ class Turns:
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
             request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
                                  user_id=order.user_id if order is not None else "",
+                                 users=order.users if order is not None else (),
                                  context=context, sender_is_owner=owner,
                                  tool_policy=self._policy(conversation, owner) if self._policy else None,
                                  payers=payers, prompt_mode=order.prompt_mode if order is not None else None,
@@ -297,9 +298,10 @@ class Turns:
         assert last.msg is not None and last.conversation is not None and last.inbound_id is not None
         msg, conversation = last.msg, last.conversation
         session = await self._store.session(conversation)
-        owner = self._is_owner(msg)
+        msgs = tuple(p.msg for p in batch if p.msg is not None)
+        owner = all(self._is_owner(m) for m in msgs)  # the least rights of the batch's people
         result = await self._agent.compact(session, conversation, run_id=f"compact-{last.inbound_id}",
-                                           user_id=msg.sender.id,
+                                           user_id=msg.sender.id, users=senders(msgs),
                                            tool_policy=self._policy(conversation, owner) if self._policy else None,
                                            sender_is_owner=owner,
                                            payers=tuple(dict.fromkeys(self._keys(p.msg)[0] for p in batch if p.msg)))
@@ -340,9 +342,11 @@ class Turns:
         conversation = self._conversations.get(run_id)
         if run is None or conversation is None:
             raise LookupError(run_id)
-        last = run.batch[-1].msg
-        if self._limits is not None and last is not None and not self._is_owner(last):
-            refusal = await self._limits.check_all(self._keys(last))  # counts like a message
+        msgs = [p.msg for p in run.batch if p.msg is not None]
+        last = msgs[-1] if msgs else None
+        keys = tuple(dict.fromkeys(k for m in msgs if not self._is_owner(m) for k in self._keys(m)))
+        if self._limits is not None and keys:  # counts like a message, for every person of the turn
+            refusal = await self._limits.check_all(keys)
             if refusal is not None:
                 raise PermissionError(f"over the person's {refusal.reason} limit")
         channel = self._channels[conversation.platform]

@@ -171,6 +171,24 @@ async def test_who_may_switch_owners_people_a_model_allows_and_everyone(tmp_path
         assert await say(channel, "/model deep", OTHER) == "Only an owner can change the model here."
 
 
+async def test_in_a_group_only_an_owner_moves_everyone_onto_a_model(tmp_path: Path, llm: FakeLLM) -> None:
+    """Issue 32: a member a model allows (or everyone, with switch: everyone) may pick it in their
+    DM, never for a group whose members would all be charged at its price."""
+    channel = RecordingChannel("telegram")
+    everyone = MODELS + "  switch: everyone\n"
+    async with App(make_config(tmp_path, llm, models=everyone), {"telegram": channel}):
+        before = len(channel.sent)
+        await channel.inject(msg("/model deep", FRIEND, chat="g1"))  # deep allows FRIEND: not in a group
+        await channel.inject(msg("/model smart", OTHER, chat="g1"))  # switch: everyone: not in a group
+        await channel.inject(msg("/model", OTHER, chat="g1"))
+        await channel.wait_for_replies(before + 1)
+        assert channel.texts()[before:] == ["Model: fast (fast-model), the default\nOnly an owner can change it."]
+        await channel.inject(msg("hello", OTHER, chat="g1"))
+        await channel.wait_for_replies(before + 2)
+        assert models_of(llm)[-1] == "fast-model"
+        assert (await say(channel, "/model deep", FRIEND)).startswith("Model for this chat: deep")  # their DM
+
+
 async def test_status_shows_the_model_why_and_the_title(running: tuple[App, RecordingChannel], llm: FakeLLM) -> None:
     _, channel = running
     await say(channel, "hello")

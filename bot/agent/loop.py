@@ -81,6 +81,7 @@ class RunRequest:
     max_iterations: int | None = None  # overrides the agent's setting for this run
     task: str = ""  # a turn with no inbound message (a sub-agent's task, a scheduled job): its text
     user_id: str = ""  # whom the run acts for (the last sender; a task's owner), for the tools
+    users: tuple[str, ...] = ()  # every person it acts for (a task's); () = the senders of ``inbound``
     context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
     sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
     tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
@@ -96,6 +97,24 @@ class RunRequest:
     def acting_for(self) -> str:
         """The user id the run's tools act for."""
         return self.user_id or (self.inbound[-1].sender.id if self.inbound else "")
+
+    @property
+    def people(self) -> tuple[str, ...]:
+        """Every user id the run acts for, each once, ``acting_for`` last: the senders of a batch
+        collected while busy, a task's people. The run has the least rights among them."""
+        if self.users:
+            return self.users
+        if self.inbound:
+            return senders(self.inbound)
+        return (self.acting_for,) if self.acting_for else ()
+
+
+def senders(msgs: Sequence[InboundMessage]) -> tuple[str, ...]:
+    """The user ids of a batch's senders, each once, the last sender last."""
+    if not msgs:
+        return ()
+    last = msgs[-1].sender.id
+    return (*dict.fromkeys(m.sender.id for m in msgs if m.sender.id != last), last)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +316,7 @@ class Agent:
                                   c.session_key, c.started, c.usage, c.cost, is_error=c.status == "failed",
                                   output=c.text, seconds=c.seconds),
                               tool_policy=request.tool_policy, payers=request.payers, gate=self._gate,
-                              on_approval=run.trace.approval)
+                              on_approval=run.trace.approval, users=request.people)
             offers = [toolset.offer(ctx) for toolset in self._toolsets]
             run.tools = self._tools.restricted(request.tool_policy).joined(
                 (t for offer in offers for t in offer.tools), request.tool_policy,
@@ -605,14 +624,15 @@ class Agent:
 
     async def compact(self, session: Session, conversation: Conversation, *, run_id: str, user_id: str = "",
                       tool_policy: ToolPolicy | None = None, sender_is_owner: bool = False,
-                      payers: tuple[str, ...] = ()) -> CompactionResult:
+                      payers: tuple[str, ...] = (), users: tuple[str, ...] = ()) -> CompactionResult:
         """Flush memory and summarise the session now (``/compact``, and ``compact_after``). Skipped
         when one is already running for the session; never raises but for cancellation, so run it
         in the session's lane where /stop reaches it. The flush gets exactly the run's tool policy
-        (``tool_policy``, ``sender_is_owner``); its calls and the summary's are charged to ``payers``."""
+        (``tool_policy``, ``sender_is_owner``) and its gate (hooks; a call that needs an approval is
+        not run: nobody is asked during a flush); its calls and the summary's are charged to ``payers``."""
         workspace = await self._workspaces.prepare(conversation)
         ctx = ToolContext(workspace, conversation, run_id, self.settings.agent_id, user_id, sender_is_owner,
-                          tool_policy=tool_policy, payers=payers)
+                          tool_policy=tool_policy, payers=payers, gate=self._gate, users=users, unattended=True)
         flush_tools = self.compactor.flush_tools(tool_policy).specs()
         route = (await self.plan(conversation)).route  # the conversation's model summarises it
         return await self._compactor(route).compact(
@@ -644,7 +664,8 @@ class Agent:
             return None
         return await self.compact(request.session, request.conversation, run_id=f"{request.run_id}-compact",
                                   user_id=request.acting_for, tool_policy=request.tool_policy,
-                                  sender_is_owner=request.sender_is_owner, payers=request.payers)
+                                  sender_is_owner=request.sender_is_owner, payers=request.payers,
+                                  users=request.people)
 
     async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", *, tool: ToolCall | None = None,
                     is_error: bool = False, iteration: int = 0) -> None:

@@ -119,8 +119,8 @@ class SubAgents:
                 # the parent's policy narrows what the toolsets offer the child (MCP tools, skills),
                 # as it narrows the child's built-ins (child_tools)
                 result = await agent.complete(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,
-                                                    user_id=ctx.user_id, payers=ctx.payers, tool_policy=policy,
-                                                    sender_is_owner=ctx.sender_is_owner))
+                                                    user_id=ctx.user_id, users=ctx.people, payers=ctx.payers,
+                                                    tool_policy=policy, sender_is_owner=ctx.sender_is_owner))
             finally:
                 self.active -= 1
         text = (result.error or result.text) if result.status is RunStatus.FAILED else result.text

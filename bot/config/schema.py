@@ -320,6 +320,8 @@ class ToolsConfig(ToolRulesConfig):
     approval: dict[ToolPattern, Literal["ask", "never"]] = {}
     approvers: tuple[Annotated[str, AfterValidator(_approver)], ...] = ("requester", "owners")
     approval_timeout: Annotated[Float, Field(gt=0, le=86_400)] = 300.0  # seconds; then the call is denied
+    # hours an "Allow for this session" lasts (it ends with the session too: /new)
+    approval_session_hours: Annotated[Float, Field(gt=0, le=720)] = 8.0
     allow_always: bool = False  # offer "Always allow" (remembered per person and exact call)
     exec: ExecToolConfig = ExecToolConfig()
     web_fetch: WebFetchConfig = WebFetchConfig()

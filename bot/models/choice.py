@@ -51,22 +51,28 @@ def note_text(answered_by: str, instead_of: str, reason: str) -> str:
     return f"Answered by {answered_by}: {instead_of} is {reason}."
 
 
-def may_pick(catalog: Catalog, spec: ModelSpec, person: str, *, owner: bool) -> bool:
-    """Owners may pick any model; a model with ``allowed`` only its people; any other model
-    everyone when ``models.switch`` is everyone."""
+def may_pick(catalog: Catalog, spec: ModelSpec, person: str, *, owner: bool, group: bool = False) -> bool:
+    """Owners may pick any model; in a group nobody else (everyone there pays for its model);
+    a model with ``allowed`` only its people; any other model everyone when ``models.switch``
+    is everyone."""
     if owner:
         return True
+    if group:
+        return False
     if spec.allowed is not None:
         return person in spec.allowed
     return catalog.switch == "everyone"
 
 
-def pickable(catalog: Catalog, person: str, *, owner: bool) -> tuple[ModelSpec, ...]:
-    return tuple(spec for spec in catalog.named if may_pick(catalog, spec, person, owner=owner))
+def pickable(catalog: Catalog, person: str, *, owner: bool, group: bool = False) -> tuple[ModelSpec, ...]:
+    return tuple(spec for spec in catalog.named if may_pick(catalog, spec, person, owner=owner, group=group))
 
 
-def may_switch(catalog: Catalog, person: str, *, owner: bool) -> bool:
-    """Whether ``person`` may change this chat's model at all (and so go back to the default)."""
+def may_switch(catalog: Catalog, person: str, *, owner: bool, group: bool = False) -> bool:
+    """Whether ``person`` may change this chat's model at all (and so go back to the default):
+    in a group only an owner, since the group's model is what everyone there is charged for."""
+    if group and not owner:
+        return False
     return owner or catalog.switch == "everyone" or bool(pickable(catalog, person, owner=owner))
 
 

@@ -9,8 +9,9 @@
 - a pressed button comes back as an inbound message replying to the picker, its text the
   button's id: it picks like ``/model <name>`` and the picker is closed with the outcome.
 
-Who may pick what is ``choice.may_pick``. In a group, a refused pick gets no reply (as
-admin commands there), a press gets its short private answer.
+Who may pick what is ``choice.may_pick``; in a group only an owner (the group's model is what
+everyone there pays for). In a group, a refused pick gets no reply (as admin commands
+there), a press gets its short private answer.
 """
 
 from __future__ import annotations
@@ -108,9 +109,10 @@ class ModelCommand:
         if not catalog.named:
             return Reply(f"{text}\nNo other models are configured.")
         person = _person(call.msg)
-        if not may_switch(catalog, person, owner=call.owner):
+        group = call.conversation.is_group
+        if not may_switch(catalog, person, owner=call.owner, group=group):
             return Reply(f"{text}\nOnly an owner can change it.")
-        options = [catalog.default, *(s for s in pickable(catalog, person, owner=call.owner)
+        options = [catalog.default, *(s for s in pickable(catalog, person, owner=call.owner, group=group)
                                       if s != catalog.default)]
         channel = self._channels.get(call.msg.platform)
         if isinstance(channel, Asks):
@@ -131,8 +133,9 @@ class ModelCommand:
                     spell: Callable[[str], str]) -> tuple[str | None, bool]:
         """(what to say, whether the model changed); nothing to say: not theirs to change."""
         catalog = self._models.catalog
+        group = conversation.is_group  # everyone there is charged for the group's model: owners only
         if name == DEFAULT:
-            if not may_switch(catalog, person, owner=owner):
+            if not may_switch(catalog, person, owner=owner, group=group):
                 return None, False
             await self._models.choose(conversation, None, person)
             return f"Back to the default model: {catalog.default.label}.", True
@@ -140,7 +143,7 @@ class ModelCommand:
         if spec is None:
             known = ", ".join(s.name for s in catalog.named) or "none are configured"
             return f'There is no model "{name}" (models: {known}).', False
-        if not may_pick(catalog, spec, person, owner=owner):
+        if not may_pick(catalog, spec, person, owner=owner, group=group):
             return None, False
         await self._models.choose(conversation, spec, person)
         return (f"Model for this chat: {spec.name} ({spec.model}). {spell('model')} default goes back to "

@@ -5,13 +5,15 @@ model call.
 A check is stored as JSON with its ``kind``. Two kinds:
 
 - ``command``: a shell command run as ``exec`` runs it (the same sandbox and bounds, in the
-  job's workspace, no secret of the bot's), with the check's timeout. Exit 0 with output runs
+  job's workspace, no secret of the bot's, through the same gate: the pre-tool hooks see it as
+  a call of ``exec``), with the check's timeout. Exit 0 with output runs
   the model, the output shown to it; exit 0 with no output, or exit 1, skips the model for
   that occurrence; any other exit, a timeout or a command that cannot start is a failed run.
 - ``mcp``: a call of an MCP tool (``mcp__<server>__<tool>`` and its arguments), as the job's
-  creator, with the check's timeout. A result with text runs the model, the text shown to it;
-  an empty one skips the model; an error result, a timeout, or a tool that is not there (its
-  server down) or that needs an approval is a failed run.
+  creator, through the same gate as a run's calls, with the check's timeout. A result with
+  text runs the model, the text shown to it; an empty one skips the model; an error result,
+  a timeout, or a tool that is not there (its server down), that a hook refuses or that
+  needs an approval is a failed run.
 
 A kind is one dataclass with its ``KIND``, ``from_json`` and ``json``, in ``KINDS``, and its
 runner registered on ``Checks`` (``checks.register(kind, runner)``): the scheduler and the
@@ -152,10 +154,24 @@ class Checks:
         return await runner(ctx, check)
 
 
-def command_runner(settings: ExecSettings, timeout: float) -> CheckRunner:
-    """The ``command`` kind, run like ``exec`` (its sandbox and bounds) for at most ``timeout`` s."""
+async def gated(ctx: ToolContext, tool: Tool, arguments: Mapping[str, Any]) -> str | None:
+    """The one gate (hooks, approvals) for a check's call, as a run's calls pass it; why it may
+    not run, or None. Nobody can answer an approval when a check runs: such a call is not run."""
+    if ctx.gate is None:
+        return None
+    refusal = await ctx.gate.permit(ctx, tool, ctx.run_id, arguments)
+    if refusal is not None:
+        log.warning("check refused by the gate session=%s run=%s: %s", ctx.session_key, ctx.run_id, refusal[:200])
+    return refusal
+
+
+def command_runner(settings: ExecSettings, timeout: float, exec_tool: Tool | None = None) -> CheckRunner:
+    """The ``command`` kind, run like ``exec`` (its sandbox and bounds, and its gate: the call is
+    ``exec_tool``'s to the hooks and approvals) for at most ``timeout`` s."""
 
     async def run(ctx: ToolContext, check: CommandCheck) -> CheckResult:
+        if exec_tool is not None and (refusal := await gated(ctx, exec_tool, {"command": check.command})):
+            return CheckResult(False, error=refusal)
         try:
             end = await run_shell(ctx, check.command, timeout, settings)
         except ToolError as exc:
@@ -188,6 +204,8 @@ def mcp_runner(find: McpFind, timeout: float) -> CheckRunner:
         found = find(ctx, check.tool)
         if isinstance(found, str):
             return CheckResult(False, error=found)
+        if (refusal := await gated(ctx, found, check.arguments)) is not None:
+            return CheckResult(False, error=refusal)
         try:
             async with asyncio.timeout(timeout):
                 output = await found.function(ctx, **check.arguments)
@@ -206,12 +224,13 @@ def mcp_runner(find: McpFind, timeout: float) -> CheckRunner:
     return run
 
 
-def checks_for(settings: ExecSettings | None, timeout: float, mcp: McpFind | None = None) -> Checks:
-    """The check kinds this installation runs: ``command`` while exec is enabled, ``mcp`` with
-    MCP servers (``mcp`` finds a tool for a creator)."""
+def checks_for(settings: ExecSettings | None, timeout: float, mcp: McpFind | None = None,
+               exec_tool: Tool | None = None) -> Checks:
+    """The check kinds this installation runs: ``command`` while exec is enabled (gated as a call
+    of ``exec_tool``), ``mcp`` with MCP servers (``mcp`` finds a tool for a creator)."""
     checks = Checks()
     if settings is not None:
-        checks.register(CommandCheck.KIND, command_runner(settings, timeout))
+        checks.register(CommandCheck.KIND, command_runner(settings, timeout, exec_tool))
     if mcp is not None:
         checks.register(McpCheck.KIND, mcp_runner(mcp, timeout))
     return checks

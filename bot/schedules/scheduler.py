@@ -3,13 +3,16 @@ hands it on; never lost, never doubled.
 
 It reads the earliest ``next_at`` of the active jobs and sleeps until then (at most
 ``MAX_NAP``, so a machine that slept or a clock that jumped is noticed), woken early when a
-job is added or resumed. Then it takes the due jobs, asks again whether each creator may
+job is added or resumed. Then it takes the due jobs, asks again whether each person the job
+acts for (its creator, and everyone else whose message was in the turn that made it) may
 still use the bot in that chat (a job of someone removed is paused, with the reason), and
 claims each occurrence, keyed by (job, instant), in one transaction that also moves the job
 to its next occurrence. A reminder's answer is stored in that very transaction and then
 delivered through the durable delivery ledger: a crash at any moment either leaves the
 occurrence unclaimed (run again at start) or its answer owed (delivered once at start). A
-task becomes a turn of the turn runner (the creator's tool policy, limits and prompt); its
+task becomes a turn of the turn runner with the least rights of its people, decided again at
+every run (an owner only when all of them are owners now; each one's limits and budgets; the
+tool policy, approvals and MCP grants as for the most restricted), and its prompt; its
 turn closes the occurrence in the turn's own transaction, so an occurrence that was claimed
 but never closed is a task the process died in, run again at start.
 
@@ -40,7 +43,7 @@ from bot.schedules.checks import CheckResult, Checks, CommandCheck, parse_check
 from bot.schedules.service import ScheduleSettings
 from bot.store.base import Claim, Closing, Job, JobKind, JobState, RuleKind, ScheduleStore
 from bot.tasks import OwnedTasks
-from bot.tools.base import ToolContext
+from bot.tools.base import Gate, ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,7 @@ class TaskTools:
     may_check: Callable[[Conversation, bool], bool]
     workspace: Callable[[Conversation], Awaitable[Path]]
     agent_id: str = "main"
+    gate: Gate | None = None  # the one gate of every tool call (hooks, approvals): a check's call passes it too
 
 
 @dataclass(slots=True)
@@ -104,6 +108,7 @@ class Scheduler:
                  settings: ScheduleSettings = ScheduleSettings(), *, platforms: Mapping[str, ChannelInfo],
                  limits: Limiter | None = None, tools: TaskTools | None = None,
                  spell: Callable[[str], Callable[[str], str]] = lambda platform: lambda name: f"/{name}",
+                 person_of: Callable[[str, str], str | None] = lambda platform, user_id: None,
                  clock: Callable[[], float] = time.time, sleep: Sleep = asyncio.sleep) -> None:
         self._store = store
         self._runner = runner
@@ -113,6 +118,7 @@ class Scheduler:
         self._limits = limits
         self._tools = tools
         self._spell = spell
+        self._person_of = person_of  # the linked person of (platform, user id): one budget on every platform
         self._clock = clock
         self._sleep = sleep
         self._woken = asyncio.Event()
@@ -227,13 +233,16 @@ class Scheduler:
             if c.platform not in self._platforms:
                 await self._pause(job, f"{c.platform} is not enabled")
                 continue
-            who = (c.platform, c.chat_id, job.creator)
-            if who not in allowed:
-                allowed[who] = await self._access.may_use(c.platform, c.chat_id, c.chat_type, job.creator)
-            if not allowed[who]:
-                await self._pause(job, NO_ACCESS)
+            for user in job.people:  # every person it acts for may still use the bot here
+                who = (c.platform, c.chat_id, user)
+                if who not in allowed:
+                    allowed[who] = await self._access.may_use(c.platform, c.chat_id, c.chat_type, user)
+                if not allowed[who]:
+                    break
+            else:
+                ready.append(job)
                 continue
-            ready.append(job)
+            await self._pause(job, NO_ACCESS)
         claims = [self._claim(job, now) for job in ready]
         won = await self._store.claim(claims) if claims else []
         for job, claim, ok in zip(ready, claims, won, strict=True):
@@ -269,10 +278,11 @@ class Scheduler:
     async def _task(self, job: Job, at: int, late: int) -> None:
         """Run one claimed occurrence of a task and close it."""
         c = job.conversation
-        owner = self._access.is_owner_of(c.platform, job.creator)
+        owner = self._owner(job)
+        payers = self._payers(job)
         outcome, output, notice = "failed", "", None
         try:
-            refusal = None if owner or self._limits is None else await self._limits.check_all((job.person,))
+            refusal = None if owner or self._limits is None else await self._limits.check_all(payers)
             if refusal is not None:
                 log.info("scheduler: task %d over its creator's %s limit session=%s", job.id, refusal.reason,
                          c.session_key)
@@ -289,7 +299,7 @@ class Scheduler:
                     outcome = "skipped"
                 else:
                     output = checked.output
-                    order = TaskOrder(user_id=job.creator, owner=owner, payers=(job.person,),
+                    order = TaskOrder(user_id=job.creator, users=job.people, owner=owner, payers=payers,
                                       prompt_mode="minimal" if job.prompt == "minimal" else "full",
                                       closes=(job.id, at))
                     outcome = await self._runner.run_task(c, _task_text(job, at, late, output), order)
@@ -319,8 +329,19 @@ class Scheduler:
         if isinstance(check, CommandCheck) and not tools.may_check(job.conversation, owner):
             return CheckResult(False, error="its creator may no longer have commands run")
         workspace = await tools.workspace(job.conversation)
-        ctx = ToolContext(workspace, job.conversation, f"check-{job.id}-{at}", tools.agent_id, job.creator, owner)
+        ctx = ToolContext(workspace, job.conversation, f"check-{job.id}-{at}", tools.agent_id, job.creator, owner,
+                          payers=self._payers(job), gate=tools.gate, users=job.people, unattended=True)
         return await tools.checks.run(ctx, check)
+
+    def _owner(self, job: Job) -> bool:
+        """Whether a job runs as an owner: only when everyone it was asked for is one, now."""
+        return all(self._access.is_owner_of(job.conversation.platform, user) for user in job.people)
+
+    def _payers(self, job: Job) -> tuple[str, ...]:
+        """Whom a job's run counts against and is charged to: each of its people (``limit_keys``)."""
+        platform = job.conversation.platform
+        others = tuple(f"person:{p}" if (p := self._person_of(platform, u)) else f"{platform}:{u}" for u in job.others)
+        return tuple(dict.fromkeys((*others, job.person)))
 
     async def _pause_failing(self, job: Job, at: int, failures: int) -> None:
         spell = self._spell(job.conversation.platform)

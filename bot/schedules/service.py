@@ -46,6 +46,7 @@ class Creator:
     conversation: Conversation
     user_id: str
     name: str = ""
+    others: tuple[str, ...] = ()  # the other people of the turn that asks (user ids): the job acts for them too
 
     @property
     def person(self) -> str:
@@ -134,7 +135,8 @@ class Schedules:
             raise ScheduleError(f"a recurring job runs at most every {rules.duration_text(int(self.settings.min_interval))}"
                                 f"; {rules.describe(when)} is more often")
         job = Job(0, kind, text, when, creator.conversation, creator.user_id, creator.name, next_at=first,
-                  prompt=prompt, check=check.json() if check is not None else None, created_at=self._clock())
+                  prompt=prompt, check=check.json() if check is not None else None, created_at=self._clock(),
+                  others=creator.others)
         stored = await self.store.add_job(job, max_per_person=self.settings.max_per_person)
         if stored is None:
             raise ScheduleError(f"you have {self.settings.max_per_person} jobs already (the most one person may "

@@ -4,8 +4,10 @@ Times come resolved by the model into typed fields (``at`` as ISO 8601, ``after`
 duration, ``every`` with an optional ``start``, or ``cron``), read in the person's zone
 unless ``timezone`` names another; every answer gives times back in the person's zone, for
 the model to confirm them in words. A job belongs to the person the run acts for, in the
-chat the run serves: the tool names no other chat and no other person. A task's ``check``
-command is taken only from someone who may have commands run (exec, without approval).
+chat the run serves: the tool names no other chat and no other person. A turn of several
+people's messages makes a job that records them all, and it runs with the least rights among
+them (``bot.schedules.scheduler``). A task's ``check`` command is taken only from someone who
+may have commands run (exec, without approval).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def schedule_tool(schedules: Schedules, may_check: Callable[[Conversation, bool]
             check_arguments: The check_tool's arguments, a JSON object.
             job_id: The job to cancel, pause or resume.
         """
-        creator = Creator(ctx.conversation, ctx.user_id)
+        creator = Creator(ctx.conversation, ctx.user_id, others=tuple(u for u in ctx.people if u != ctx.user_id))
         zone, _ = await schedules.zone_of(creator.person)
         try:
             if action == "list":

@@ -15,9 +15,11 @@ SETTLE = ("UPDATE approvals SET outcome = ?, decision = ?, decided_by = ?, decid
           "WHERE id = ? AND outcome = 'pending'")
 ONE = f"SELECT {COLUMNS} FROM approvals WHERE id = ?"
 PENDING = f"SELECT {COLUMNS} FROM approvals WHERE outcome = 'pending' ORDER BY asked_at"
-GRANT = ("INSERT OR IGNORE INTO approval_grants (scope, holder, tool, shape, granted_by, granted_at) "
-         "VALUES (?, ?, ?, ?, ?, ?)")
-GRANTED = "SELECT 1 FROM approval_grants WHERE scope = ? AND holder = ? AND tool = ? AND shape IN (?, '*')"
+GRANT = ("INSERT INTO approval_grants (scope, holder, tool, shape, granted_by, granted_at) "
+         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope, holder, tool, shape) "
+         "DO UPDATE SET granted_by = excluded.granted_by, granted_at = excluded.granted_at")
+GRANTED = ("SELECT 1 FROM approval_grants WHERE scope = ? AND holder = ? AND tool = ? AND shape IN (?, '*') "
+           "AND granted_at >= ?")
 
 
 def row(record: ApprovalRecord) -> tuple[object, ...]:

@@ -323,11 +323,13 @@ class ApprovalStore(Protocol):
         ...
 
     async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
-        """Remember a grant: ``scope`` "session" (holder: the session key; shape "*": any call of the
+        """Remember a grant (again: its time is renewed): ``scope`` "session" (holder: one life of a
+        session and one person, ``<session id>:<platform>:<user id>``; shape "*": any call of the
         tool) or "always" (holder: the person; shape: the exact call)."""
         ...
 
-    async def granted(self, scope: str, holder: str, tool: str, shape: str) -> bool:
+    async def granted(self, scope: str, holder: str, tool: str, shape: str, since: float = 0.0) -> bool:
+        """Whether a grant covers the call, given at ``since`` or later."""
         ...
 
 
@@ -479,6 +481,12 @@ class Job:
     prompt: str = "full"  # a task's system prompt: full | minimal
     check: str | None = None
     created_at: float = 0.0
+    others: tuple[str, ...] = ()  # the other people it was asked for (user ids): it runs with the least rights
+
+    @property
+    def people(self) -> tuple[str, ...]:
+        """Every user id the job acts for, its creator last."""
+        return (*self.others, self.creator)
 
     @property
     def person(self) -> str:

@@ -426,6 +426,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE traces ADD COLUMN model_why TEXT NOT NULL DEFAULT '';
         """,
     ),
+    Migration(
+        "0015_job_people",
+        """
+        -- Everyone a job was asked for by (a turn of several people's messages): their user ids,
+        -- space-separated, the creator last; '' for a job of its creator alone. The job runs with
+        -- the least rights among them, checked at every run.
+        ALTER TABLE jobs ADD COLUMN people TEXT NOT NULL DEFAULT '';
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,11 +21,13 @@ from bot.store.base import Job, JobKind, JobState, RuleKind, When
 OCCURRENCES_KEPT = 30 * 86400  # seconds a closed occurrence's row is kept (the claim key outlives any restart)
 
 COLUMNS = ("id, kind, text, rule, zone, anchor, every, cron, state, next_at, reason, failures, prompt, check_spec, "
-           "creator, creator_name, session_key, platform, account, chat_id, chat_type, thread_id, linked, created_at")
+           "creator, creator_name, session_key, platform, account, chat_id, chat_type, thread_id, linked, created_at, "
+           "people")
+WIDTH = len(COLUMNS.split(","))  # a job's columns in a row; an occurrence's follow them (UNCLOSED)
 _INSERT_COLUMNS = ("kind, text, rule, zone, anchor, every, cron, state, next_at, reason, failures, prompt, check_spec, "
                    "person, creator, creator_name, session_key, platform, account, chat_id, chat_type, thread_id, "
-                   "linked, created_at, updated_at")
-INSERT = f"INSERT INTO jobs ({_INSERT_COLUMNS}) VALUES ({', '.join('?' * 25)})"
+                   "linked, created_at, updated_at, people")
+INSERT = f"INSERT INTO jobs ({_INSERT_COLUMNS}) VALUES ({', '.join('?' * 26)})"
 COUNT_OPEN = "SELECT COUNT(*) FROM jobs WHERE person = ? AND state IN ('active', 'paused')"
 ONE = f"SELECT {COLUMNS} FROM jobs WHERE id = ?"
 NEXT_DUE = "SELECT MIN(next_at) FROM jobs WHERE state = 'active'"
@@ -81,14 +83,16 @@ def row(job: Job, now: float) -> tuple[Any, ...]:
     return (str(job.kind), job.text, str(w.kind), w.zone, w.anchor, w.every, w.cron, str(job.state), job.next_at,
             job.reason, job.failures, job.prompt, job.check, job.person, job.creator, job.creator_name,
             c.session_key, c.platform, c.account, c.chat_id, str(c.chat_type), c.thread_id, c.person,
-            job.created_at or now, now)
+            job.created_at or now, now, " ".join(job.others))
 
 
 def job_from(v: Sequence[Any]) -> Job:
     """A ``COLUMNS`` row as a Job, its conversation rebuilt (channel info is the app's to add)."""
     (id_, kind, text, rule, zone, anchor, every, cron, state, next_at, reason, failures, prompt, check, creator,
-     creator_name, session_key, platform, account, chat_id, chat_type, thread_id, linked, created_at) = v[:24]
+     creator_name, session_key, platform, account, chat_id, chat_type, thread_id, linked, created_at,
+     people) = v[:WIDTH]
     conversation = Conversation(parse_key(session_key), platform, account, chat_id, ChatType(chat_type), thread_id,
                                 linked, ChannelInfo(platform))
     return Job(id_, JobKind(kind), text, When(RuleKind(rule), zone, anchor, every, cron), conversation, creator,
-               creator_name, JobState(state), next_at, reason, failures, prompt, check, created_at)
+               creator_name, JobState(state), next_at, reason, failures, prompt, check, created_at,
+               tuple(people.split()))

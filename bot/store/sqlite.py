@@ -548,8 +548,9 @@ class SQLiteStore:
     async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
         await self._write(lambda db: db.execute(sql_approvals.GRANT, (scope, holder, tool, shape, granted_by, at)))
 
-    async def granted(self, scope: str, holder: str, tool: str, shape: str) -> bool:
-        rows = await self._run(lambda db: db.execute(sql_approvals.GRANTED, (scope, holder, tool, shape)).fetchall())
+    async def granted(self, scope: str, holder: str, tool: str, shape: str, since: float = 0.0) -> bool:
+        rows = await self._run(lambda db: db.execute(sql_approvals.GRANTED,
+                                                     (scope, holder, tool, shape, since)).fetchall())
         return bool(rows)
 
     # -- the ScheduleStore port ---------------------------------------------------------
@@ -640,7 +641,7 @@ class SQLiteStore:
 
     async def unclosed(self) -> list[Occurrence]:
         rows = await self._run(lambda db: db.execute(sql_jobs.UNCLOSED).fetchall())
-        return [Occurrence(sql_jobs.job_from(r), r[24], r[25], r[26]) for r in rows]
+        return [Occurrence(sql_jobs.job_from(r), *r[sql_jobs.WIDTH:sql_jobs.WIDTH + 3]) for r in rows]
 
     async def zone(self, person: str) -> str | None:
         rows = await self._run(lambda db: db.execute(sql_jobs.ZONE, (person,)).fetchall())

@@ -96,21 +96,22 @@ def describe_call(name: str, arguments: Mapping[str, Any], mask: Callable[[str],
 
 
 def question_text(name: str, arguments: Mapping[str, Any], approval_id: str, mask: Callable[[str], str],
-                  *, buttons: bool, allow_always: bool, spell: Callable[[str], str] = lambda n: f"/{n}") -> str:
+                  *, buttons: bool, allow_always: bool, spell: Callable[[str], str] = lambda n: f"/{n}",
+                  group: bool = False) -> str:
     """The card's Markdown: the tool, its arguments in a code block, and (without buttons) how to answer."""
     body = describe_call(name, arguments, mask).replace("```", "`\u200b``")
     text = f"**Approval needed** — the assistant wants to run `{name}`:\n```\n{body}\n```"
     if not buttons:
         extra = f", {spell('approve')} {approval_id} always" if allow_always else ""
         text += (f"\nAnswer with {spell('approve')} {approval_id} (once), {spell('approve')} {approval_id} session"
-                 f"{extra}, or {spell('deny')} {approval_id}.")
+                 f"{' (owners)' if group else ''}{extra}, or {spell('deny')} {approval_id}.")
     return text
 
 
-def choices_for(approval_id: str, *, allow_always: bool) -> Sequence[tuple[str, str, str]]:
-    """(id, label, key) of the card's buttons, in order."""
+def choices_for(approval_id: str, *, allow_always: bool, group: bool = False) -> Sequence[tuple[str, str, str]]:
+    """(id, label, key) of the card's buttons, in order (in a group, only an owner allows for the session)."""
     rows = [(choice_id(approval_id, Decision.ONCE), "Allow once", "y"),
-            (choice_id(approval_id, Decision.SESSION), "Allow for this session", "s")]
+            (choice_id(approval_id, Decision.SESSION), "Session (owners)" if group else "Allow for this session", "s")]
     if allow_always:
         rows.append((choice_id(approval_id, Decision.ALWAYS), "Always allow", "a"))
     rows.append((choice_id(approval_id, Decision.DENY), "Deny", "n"))

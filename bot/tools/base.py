@@ -63,14 +63,21 @@ class ToolContext:
     conversation: Conversation
     run_id: str
     agent_id: str
-    user_id: str  # whom the run acts for
-    sender_is_owner: bool = False  # every message of the run comes from an owner (gates exec)
+    user_id: str  # whom the run acts for: the last sender of its turn (a job's creator)
+    sender_is_owner: bool = False  # every person of the turn is an owner (gates exec)
     on_sub_agent: Callable[[SubAgentRun], None] | None = field(default=None, compare=False, repr=False)
     tool_policy: ToolPolicy | None = None
     payers: tuple[str, ...] = ()  # whom the run's model calls are charged to; a sub-agent's too
     gate: Gate | None = field(default=None, compare=False, repr=False)  # hooks and approvals, before each call
     on_approval: Callable[[str, float, str], None] | None = field(default=None, compare=False, repr=False)
     held: HeldTools | None = field(default=None, compare=False, repr=False)
+    users: tuple[str, ...] = ()  # every person the turn acts for (user ids), ``user_id`` last; () = ``user_id``
+    unattended: bool = False  # no person can answer an approval (the memory flush, a task's check)
+
+    @property
+    def people(self) -> tuple[str, ...]:
+        """Every user id the turn acts for: it acts with the least rights among them."""
+        return self.users or ((self.user_id,) if self.user_id else ())
 
     @property
     def session_key(self) -> str:

@@ -225,7 +225,7 @@ async def _execute(ctx: ToolContext, command: str, limit: float, settings: ExecS
     try:
         preexec = None
         if sandboxed:
-            protected = _protected_files(ctx, workspace)
+            protected = _protected_files(ctx, workspace) if settings.writable else []  # all read-only then
             argv, args_fd = sandbox_command(workspace, settings, [SHELL, "-c", command], info_fd=info_write,
                                             block_fd=block_read, read_only=protected)
             keep = (info_write, block_read, *(fd for fd, _ in protected), *(() if args_fd is None else (args_fd,)))

@@ -80,6 +80,7 @@ class ExecSettings:
     private: tuple[Path, ...] = ()  # the bot's config file, database, workspace root: never shown
     bwrap: str = "bwrap"  # the executable, looked up on PATH
     limits: ExecBounds = ExecBounds()
+    writable: bool = True  # the folder at /workspace may be written (a pre-tool hook's scratch folder: no)
 
 
 def clean_environment(home: str, lang: str | None = None) -> dict[str, str]:
@@ -119,7 +120,7 @@ def bwrap_arguments(workspace: Path, settings: ExecSettings, *, info_fd: int | N
     args += ["--proc", "/proc", "--dev", "/dev"]
     if settings.limits.tmp_mb is not None:
         args += ["--size", str(settings.limits.tmp_mb * MB)]  # applies to the next --tmpfs
-    args += ["--tmpfs", "/tmp", "--bind", str(workspace), SANDBOX_WORKSPACE]
+    args += ["--tmpfs", "/tmp", "--bind" if settings.writable else "--ro-bind", str(workspace), SANDBOX_WORKSPACE]
     for fd, name in read_only:  # bound by descriptor: a link swapped in since it was opened changes nothing
         args += ["--ro-bind-fd", str(fd), f"{SANDBOX_WORKSPACE}/{name}"]
     for folder in also:

@@ -12,8 +12,7 @@ _INSERT = numbered(sql.INSERT)
 _SHOWN = numbered(sql.SHOWN)
 _SETTLE = numbered(sql.SETTLE)
 _ONE = numbered(sql.ONE)
-_GRANT = ("INSERT INTO approval_grants (scope, holder, tool, shape, granted_by, granted_at)"
-          " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING")
+_GRANT = numbered(sql.GRANT)
 _GRANTED = numbered(sql.GRANTED)
 
 
@@ -39,5 +38,5 @@ class PgApprovals(PgBase):
     async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
         await self._write(lambda c: c.execute(_GRANT, scope, holder, tool, shape, granted_by, at))
 
-    async def granted(self, scope: str, holder: str, tool: str, shape: str) -> bool:
-        return await self.pool.fetchval(_GRANTED, scope, holder, tool, shape) is not None
+    async def granted(self, scope: str, holder: str, tool: str, shape: str, since: float = 0.0) -> bool:
+        return await self.pool.fetchval(_GRANTED, scope, holder, tool, shape, since) is not None

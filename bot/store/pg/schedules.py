@@ -150,7 +150,7 @@ class PgSchedules(PgBase):
             rows = await self.pool.fetch(_UNCLOSED)
         else:
             rows = await self._write(lambda c: c.fetch(_TAKE_OVER, self._claimer, self._since, self._lease_seconds))
-        return [Occurrence(sql.job_from(tuple(r)), r[24], r[25], r[26]) for r in rows]
+        return [Occurrence(sql.job_from(tuple(r)), *r[sql.WIDTH:sql.WIDTH + 3]) for r in rows]
 
     async def zone(self, person: str) -> str | None:
         found = await self.pool.fetchval(_ZONE, person)

@@ -342,6 +342,9 @@ DIALECT: dict[str, str] = {
         );
         ALTER TABLE traces ADD COLUMN model_why TEXT NOT NULL DEFAULT '';
     """,
+    "0015_job_people": """
+        ALTER TABLE jobs ADD COLUMN people TEXT NOT NULL DEFAULT '';
+    """,
 }
 
 _CREATE_MIGRATIONS_TABLE = """
