@@ -241,6 +241,9 @@ class McpHub:
         else:
             result = await server.main.call(tool, arguments)
         rendered = render(result)
+        if rendered.cut:
+            log.warning("mcp: the result of %s on %s was cut: %d characters or bytes past its limit left out "
+                        "session=%s run=%s", tool, name, rendered.cut, ctx.session_key, ctx.run_id)
         output = await settle(rendered, ctx.workspace, f"{name}-{tool}", self.config.result_max_chars)
         if screened(output.text, self._guard, source=f"mcp={name} tool={tool}", session_key=ctx.session_key,
                     run_id=ctx.run_id):
