@@ -1,4 +1,5 @@
-"""MCP's edges (issue 32): the output folder and the size of a result."""
+"""MCP's edges (issue 32): names two servers could share, the output folder and the size of a
+result."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from bot.errors import ConfigError
 from bot.mcp import results
+from bot.mcp.config import McpConfig
 from bot.mcp.results import Blob, _save, render
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.mcp_servers.harness import bench, config, stdio, wait_for
@@ -21,6 +24,16 @@ from tests.mcp_servers.harness import bench, config, stdio, wait_for
 
 def calls(*pairs: tuple[str, dict[str, object]]) -> Reply:
     return Reply.tool_calls([Call(name, args, id=f"c{i}") for i, (name, args) in enumerate(pairs)])
+
+
+# -- item 14: names two servers could share ---------------------------------------------------
+
+@pytest.mark.parametrize("name", ["git__hub", "git_", "a__", "x___y"])
+def test_a_server_name_that_could_run_into_anothers_tools_is_a_config_error(name: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        McpConfig.model_validate({"servers": {name: {"command": "x"}}})
+    assert caught.value.key == f"mcp.servers.{name}" and "__" in caught.value.problem
+    McpConfig.model_validate({"servers": {"git_hub": {"command": "x"}, "git-hub": {"command": "x"}}})
 
 
 # -- also looked at: the output folder and the size of a result -------------------------------
