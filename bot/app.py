@@ -148,7 +148,7 @@ class App:
         if cfg.mcp.enabled:  # the SDK is imported only when a server is configured
             from bot.mcp.hub import McpHub
 
-            self.mcp = McpHub(cfg.mcp, workspaces=workspaces, identity_links=a.identity_links, dm_scope=a.dm_scope,
+            self.mcp = McpHub(cfg.mcp, identity_links=a.identity_links, redact=redactor,
                               log_dir=cfg.storage.path.parent / "mcp", guard=GuardMode(a.input_guard),
                               private=cfg.private_paths())
             self._stack.push_async_callback(self.mcp.aclose)

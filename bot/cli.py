@@ -313,10 +313,11 @@ async def _mcp_servers(config: Config) -> str:
     import tempfile
 
     from bot.mcp.hub import McpHub
+    from bot.tracing import Redactor
 
     wait = max(s.connect_timeout for s in config.mcp.enabled.values()) + 1.0
     with tempfile.TemporaryDirectory(prefix="chatgate-mcp-") as logs:  # the servers' stderr, for their last words
-        async with McpHub(config.mcp, log_dir=Path(logs)) as hub:
+        async with McpHub(config.mcp, log_dir=Path(logs), redact=Redactor(config.secret_values())) as hub:
             await hub.settled(wait)
             return hub.overview()
 

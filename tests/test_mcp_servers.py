@@ -402,8 +402,10 @@ async def test_a_per_person_server_runs_in_each_persons_workspace_and_stops_when
         pid = int(b.result(1, "c1"))
         assert b.hub.statuses()[0].running == 2
         llm.script(calls(("mcp__mine__pid", {}), ("mcp__mine__cwd", {})), Reply.text("from the group"))
-        await b.run(user="u1", group="g1")  # from a group: the person's own process, in their own workspace
-        assert int(b.result(5, "c0")) == pid and Path(b.result(5, "c1")) == (tmp_path / "ws" / "test-u1").resolve()
+        await b.run(user="u1", group="g1")  # from a group: the group's own process, in the group's workspace
+        assert int(b.result(5, "c0")) != pid
+        assert Path(b.result(5, "c1")) == (tmp_path / "ws" / "test-group-g1").resolve()
+        assert b.hub.statuses()[0].running == 3
         await wait_for(lambda: b.hub.statuses()[0].running == 0, timeout=10)
         await wait_for(lambda: not _alive(pid), timeout=5)
         llm.script(calls(("mcp__mine__pid", {})), Reply.text("again"))

@@ -16,10 +16,12 @@
 Strict like every section: an unknown key is named. The rules no field type can say are
 checked for the whole ``mcp`` section (``McpConfig._consistent``), where a server's name is
 known, and raised as ``ConfigError`` naming the exact key (``mcp.servers.files.env.LD_PRELOAD``):
-a server is stdio or HTTP (one of ``command`` / ``url``, and only that transport's keys), a
-per-person server is a stdio one without ``cwd``, and ``env`` never names a variable that makes
-a loader or an interpreter run code of its choosing (``LD_PRELOAD``, ``PYTHONSTARTUP``,
-``NODE_OPTIONS`` ...). No SDK is imported here: this module is read at every start.
+a server's name holds no ``__`` and does not end in ``_`` (two servers' tools would share a
+name and a glob for one would cover the other), a server is stdio or HTTP (one of ``command`` /
+``url``, and only that transport's keys), a per-person server is a stdio one without ``cwd``,
+and ``env`` never names a variable that makes a loader or an interpreter run code of its
+choosing (``LD_PRELOAD``, ``PYTHONSTARTUP``, ``NODE_OPTIONS`` ...). No SDK is imported here:
+this module is read at every start.
 """
 
 from __future__ import annotations
@@ -145,6 +147,10 @@ class McpConfig(Section):
             if not re.fullmatch(SERVER_NAME, name):
                 raise ConfigError(f"mcp.servers.{name}", "a server name may hold only letters, digits, '_' and "
                                   "'-' (at most 32, a letter or digit first): it is part of its tools' names")
+            if "__" in name or name.endswith("_"):
+                raise ConfigError(f"mcp.servers.{name}", "a server name may not hold '__' or end in '_': its tools "
+                                  "are named mcp__<server>__<tool>, and such a name could be another server's "
+                                  "tools' (a__b's tool x is also a's tool b__x)", "use a single '_' or '-'")
             check_server(f"mcp.servers.{name}", server)
         return self
 

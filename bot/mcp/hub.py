@@ -1,6 +1,6 @@
 """``McpHub``: every configured MCP server, its supervisors and tools; the agent's ``Toolset``.
 
-    async with McpHub(config.mcp, workspaces=workspaces) as hub:
+    async with McpHub(config.mcp, redact=redactor) as hub:
         agent = Agent(..., toolsets=[hub])
 
 Entering (or ``start``: the app calls it once its channels listen) returns at once: one task
@@ -10,7 +10,14 @@ slow, down or crashing never delays start-up, another server, or a run that does
 it. A per-person server starts one process per person, in that person's workspace, on the
 person's first call, and stops it after ``idle_timeout`` without calls (``bot.mcp.people``);
 its tools are known before any person's process runs from a catalog listing made at start-up
-(one process in an empty folder of its own, which lists the tools and stops).
+(one process in an empty folder of its own, which lists the tools and stops). Called from a
+group, a per-person server runs in the group's own workspace (the run's), one process for the
+group: a group run never reaches into a member's DM workspace, whoever it acts for.
+
+A listing becomes ``Tool``s in a worker thread (``_build``: fitting large schemas takes time,
+never the event loop's), before the server counts as listed; a tool whose name another
+server's tool already has is left out, with a warning (config forbids the server names that
+could do it: ``bot.mcp.config``).
 
 ``offer`` (once per run, no I/O) gives the run the tools of the servers it may use (``grant``,
 ``bot.mcp.grants``) that are up, inline up to ``mcp.inline_max`` tools, else ``mcp_tool_search``
@@ -42,11 +49,9 @@ from bot.mcp.people import People
 from bot.mcp.report import ServerStatus, overview, personal
 from bot.mcp.state import State
 from bot.mcp.tools import mcp_tool_search, prompt_section, server_tools
-from bot.messages import ChatType
-from bot.session_keys import SessionKey
 from bot.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from bot.tools.toolset import NOTHING, Offer
-from bot.workspace import Workspaces
+from bot.tracing import Redactor
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -81,16 +86,17 @@ class _Server:
 
 
 class McpHub:
-    def __init__(self, config: McpConfig, *, workspaces: Workspaces | None = None,
-                 identity_links: Mapping[str, Sequence[str]] | None = None, dm_scope: str = "per-user",
+    def __init__(self, config: McpConfig, *, identity_links: Mapping[str, Sequence[str]] | None = None,
                  log_dir: Path | None = None, backoff: Backoff | None = None,
-                 guard: GuardMode = GuardMode.WARN, private: Sequence[Path] = ()) -> None:
+                 guard: GuardMode = GuardMode.WARN, private: Sequence[Path] = (),
+                 redact: Redactor | None = None) -> None:
         self.config = config
         self._private = tuple(private)  # the bot's config, database, workspace root: a sandboxed server never sees them
         self._guard = guard  # agent.input_guard: a server's results go through its patterns
-        self._workspaces = workspaces
+        # a server's last error is shown to owners and dashboard viewers: the bot's secrets (the app's
+        # redactor), else the servers' own env and headers values, are scrubbed from it
+        self._redact = redact or Redactor(config.secret_values())
         self._links = {k: tuple(v) for k, v in (identity_links or {}).items()}
-        self._dm_scope = dm_scope
         self._log_dir = log_dir
         self._backoff = backoff
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
@@ -128,7 +134,7 @@ class McpHub:
             per_person = s.scope == "per-person"
             server.main = Supervisor(server.name, s, cwd=self._catalog_dir(server.name) if per_person else None,
                                      log_file=self._log(server.name), backoff=self._backoff or BACKOFF,
-                                     on_change=partial(self._changed, server.name), once=per_person,
+                                     prepare=partial(self._build, server), redact=self._redact, once=per_person,
                                      private=self._private)
             if per_person:
                 server.people = People(server.name, s.idle_timeout, partial(self._person, server), self._spawn)
@@ -232,7 +238,7 @@ class McpHub:
                         ctx.session_key, ctx.run_id)
             raise ToolError(f"the MCP server {name} is not available to you")
         if server.people is not None:
-            supervisor = server.people.get(await self._home(ctx))
+            supervisor = server.people.get(ctx.workspace)  # the run's own: a DM's, or in a group the group's
             with supervisor.using():  # from its start on: never stopped as idle while it is wanted
                 if not await supervisor.wait_usable(server.settings.connect_timeout):
                     why = supervisor.last_error or f"no answer within {server.settings.connect_timeout:g} s"
@@ -241,6 +247,9 @@ class McpHub:
         else:
             result = await server.main.call(tool, arguments)
         rendered = render(result)
+        if rendered.cut:
+            log.warning("mcp: the result of %s on %s was cut: %d characters or bytes past its limit left out "
+                        "session=%s run=%s", tool, name, rendered.cut, ctx.session_key, ctx.run_id)
         output = await settle(rendered, ctx.workspace, f"{name}-{tool}", self.config.result_max_chars)
         if screened(output.text, self._guard, source=f"mcp={name} tool={tool}", session_key=ctx.session_key,
                     run_id=ctx.run_id):
@@ -252,20 +261,12 @@ class McpHub:
 
     # -- per-person processes -------------------------------------------------------------
 
-    async def _home(self, ctx: ToolContext) -> Path:
-        """The person's own workspace: the run's in a DM, their DM workspace from a group."""
-        if ctx.chat_type is not ChatType.GROUP or self._workspaces is None:
-            return ctx.workspace
-        person = ctx.conversation.person if self._dm_scope == "linked" else None
-        key = SessionKey(ctx.agent_id, ChatType.DM, person or ctx.user_id, None if person else ctx.platform)
-        return await self._workspaces.prepare(Conversation.of_key(key))
-
     def _person(self, server: _Server, home: Path) -> Supervisor:
         from bot.mcp.supervisor import BACKOFF, Supervisor
 
         return Supervisor(f"{server.name} ({home.name})", server.settings, cwd=home,
                           log_file=self._log(server.name, home.name), backoff=self._backoff or BACKOFF,
-                          on_change=partial(self._changed, server.name), private=self._private)
+                          prepare=partial(self._build, server), redact=self._redact, private=self._private)
 
     async def _reap(self, every: float) -> None:
         """Stop the per-person processes idle for their server's ``idle_timeout``."""
@@ -277,12 +278,18 @@ class McpHub:
 
     # -- state --------------------------------------------------------------------------
 
-    def _changed(self, name: str, supervisor: Supervisor) -> None:
-        """A supervisor's state or tools changed: a new listing rebuilds that server's tools."""
-        server = self._servers.get(name)
-        if server is not None and supervisor.listed.is_set() and supervisor.tools is not server.listing:
-            server.listing = supervisor.tools
-            server.tools = server_tools(server.name, server.settings, supervisor.tools, self.call)
+    async def _build(self, server: _Server, listing: tuple[types.Tool, ...]) -> None:
+        """A new listing of ``server``'s (its own, or a person's process's): its tools, fitted in a
+        worker thread; a name another server's tool has is left out (the first to have it keeps it)."""
+        if [t.model_dump() for t in listing] == [t.model_dump() for t in server.listing]:
+            return
+        built = await asyncio.to_thread(server_tools, server.name, server.settings, listing, self.call)
+        taken = {t.name: other.name for other in self._servers.values() if other is not server for t in other.tools}
+        for clash in (t.name for t in built if t.name in taken):
+            log.warning("mcp server %s: its tool %s is not offered: the server %s has a tool of that name",
+                        server.name, clash, taken[clash])
+        server.listing = listing
+        server.tools = tuple(t for t in built if t.name not in taken)
 
     def session(self, name: str) -> ClientSession | None:
         """A shared server's live SDK session (None while down), for diagnostics and benchmarks."""

@@ -9,11 +9,16 @@
 - a resource link is one line: its name, URI, type and description;
 - structured content as JSON when the server sent no text (a server that sends both is meant
   to put the same JSON in its text);
-- ``isError`` is kept: the caller turns the result into a failed tool result.
+- ``isError`` is kept: the caller turns the result into a failed tool result;
+- the parts together are capped at ``MAX_RESULT_BYTES`` (text characters and decoded blob
+  bytes) before anything is joined or saved: a text that crosses it is cut, a blob past it
+  left out, and a last line says so (``Rendered.cut``: how much was left out, for the log).
 
 ``settle`` does the I/O: it writes the blobs, and a text longer than ``max_chars`` too, into
 ``mcp-output/`` in the run's workspace; the model gets the head of the text and the path to
-read the rest from (``read_file``).
+read the rest from (``read_file``). The folder is walked like every host-side access to a
+workspace (``bot.workspace.create_inside``: ``O_NOFOLLOW``, by descriptor), so a link a command
+planted or swaps in there never leads a write outside.
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ import mcp_types as types
 from bot.llm import ImagePart
 from bot.mcp.naming import sanitise
 from bot.tools.base import ToolOutput
+from bot.workspace import create_inside
 
 OUTPUT_DIR = "mcp-output"
 HEAD_CHARS = 4_000  # of an oversized text, what the model reads at once
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # an image above this is saved only (the providers' inline limit)
 MAX_BLOB_BYTES = 50 * 1024 * 1024  # a binary part above this is not saved either
+MAX_RESULT_BYTES = 64 * 1024 * 1024  # all of a result's parts together; the rest is cut (see the module doc)
 SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 EMPTY = "(the tool returned nothing)"
 _SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
@@ -56,6 +63,7 @@ class Blob:
 class Rendered:
     pieces: tuple[str | Blob, ...]
     is_error: bool = False
+    cut: int = 0  # characters and bytes left out past MAX_RESULT_BYTES
 
 
 def render(result: types.CallToolResult) -> Rendered:
@@ -81,7 +89,31 @@ def render(result: types.CallToolResult) -> Rendered:
                 pieces.append(Blob("resource", mime, resource.blob, f"resource {resource.uri} ({mime})"))
     if result.structured_content is not None and not has_text:
         pieces.append(json.dumps(result.structured_content, ensure_ascii=False, indent=1))
-    return Rendered(tuple(pieces), bool(result.is_error))
+    return _capped(pieces, bool(result.is_error))
+
+
+def _capped(pieces: list[str | Blob], is_error: bool) -> Rendered:
+    """The pieces up to ``MAX_RESULT_BYTES`` in all (a blob counted by its decoded size), and a
+    line saying what was left out past it."""
+    room = limit = MAX_RESULT_BYTES
+    kept: list[str | Blob] = []
+    cut = 0
+    for piece in pieces:
+        size = len(piece) if isinstance(piece, str) else len(piece.data) * 3 // 4
+        if size <= room:
+            kept.append(piece)
+            room -= size
+        elif isinstance(piece, str) and room > 0:
+            kept.append(piece[:room])
+            cut += size - room
+            room = 0
+        else:
+            cut += size
+            if isinstance(piece, Blob):
+                kept.append(f"[{piece.about}, about {size:,} bytes: left out, past the result's limit]")
+    if cut:
+        kept.append(f"[the result was cut at {limit:,} characters: {cut:,} more were left out]")
+    return Rendered(tuple(kept), is_error, cut)
 
 
 def link_line(link: types.ResourceLink) -> str:
@@ -136,16 +168,11 @@ def _settle(rendered: Rendered, workspace: Path, stem: str, max_chars: int) -> T
 
 def _save(workspace: Path, name: str, data: bytes) -> str:
     """Write ``data`` to ``mcp-output/name`` in the workspace: "saved in the workspace as
-    <path>", or why it could not be (a link where the folder should be is never followed)."""
-    folder = workspace / OUTPUT_DIR
+    <path>", or why it could not be (a link leading out of the workspace is never followed)."""
     try:
-        if folder.is_symlink():
-            raise OSError(f"{OUTPUT_DIR}/ in the workspace is a link")
-        folder.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd, relative = create_inside(workspace, f"{OUTPUT_DIR}/{name}", 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
     except OSError as exc:
         return f"not saved ({exc.strerror or exc})"
-    return f"saved in the workspace as {OUTPUT_DIR}/{name}"
-
+    return f"saved in the workspace as {relative}"

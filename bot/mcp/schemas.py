@@ -8,7 +8,11 @@ both take and the renames it made, so that a call's arguments are given back to 
 under their own names (``restore_arguments``):
 
 - local ``$ref``s (``#/$defs/X``, ``#/definitions/X``) are inlined, a recursive one becomes
-  "any value"; ``$defs``, ``$schema``, ``$id`` and ``$comment`` are dropped;
+  "any value"; ``$defs``, ``$schema``, ``$id`` and ``$comment`` are dropped. What inlining
+  builds is counted (each object and list, with its entries) and capped at ``MAX_SIZE``:
+  references that multiply out (a few definitions each naming the next several times) would
+  build millions of objects, megabytes the providers refuse, so past the cap ``fit_schema``
+  raises ``SchemaTooLarge`` and the tool is left out (``bot.mcp.tools`` logs why);
 - a top-level combinator's object branches are merged into one object (``allOf``: their
   required keys all; ``anyOf``/``oneOf``: those every branch requires), and the top is an
   ``object`` whatever it said;
@@ -29,9 +33,14 @@ from typing import Any
 MAX_DESCRIPTION = 1024
 MAX_PROPERTY_DESCRIPTION = 512
 MAX_DEPTH = 12  # of inlined references: deeper ones become "any value"
+MAX_SIZE = 20_000  # objects, lists and their entries a fitted schema may hold (thousands of tokens already)
 _PROPERTY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _DROPPED = ("$schema", "$id", "$defs", "definitions", "$comment", "$anchor", "$dynamicAnchor")
 _COMBINATORS = ("allOf", "anyOf", "oneOf")
+
+
+class SchemaTooLarge(ValueError):
+    """A schema that, its references inlined, would hold more than ``MAX_SIZE`` entries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +61,10 @@ def describe(description: str | None, server: str, tool: str) -> str:
 
 
 def fit_schema(schema: Any) -> FittedSchema:
-    """A copy of ``schema`` both providers accept, and the property renames made at the top."""
+    """A copy of ``schema`` both providers accept, and the property renames made at the top;
+    ``SchemaTooLarge`` when inlining its references would pass ``MAX_SIZE``."""
     root = schema if isinstance(schema, Mapping) else {}
-    resolved = _resolve(root, root, (), 0)
+    resolved = _resolve(root, root, (), 0, [MAX_SIZE])
     top = _merge_top(resolved if isinstance(resolved, dict) else {})
     found = top.get("properties")
     properties: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -115,10 +125,15 @@ def _lookup(root: Mapping[str, Any], ref: str) -> Any:
     return node
 
 
-def _resolve(node: Any, root: Mapping[str, Any], seen: tuple[str, ...], depth: int) -> Any:
-    """``node`` with every local ``$ref`` inlined; a cycle or a missing target is "any value"."""
+def _resolve(node: Any, root: Mapping[str, Any], seen: tuple[str, ...], depth: int, left: list[int]) -> Any:
+    """``node`` with every local ``$ref`` inlined; a cycle or a missing target is "any value".
+    ``left[0]`` is what may still be built: each object and list costs one and one per entry."""
+    if isinstance(node, (list, Mapping)):
+        left[0] -= 1 + len(node)
+        if left[0] < 0:
+            raise SchemaTooLarge(f"its references inlined, it would hold more than {MAX_SIZE:,} objects and entries")
     if isinstance(node, list):
-        return [_resolve(item, root, seen, depth) for item in node]
+        return [_resolve(item, root, seen, depth, left) for item in node]
     if not isinstance(node, Mapping):
         return node
     ref = node.get("$ref")
@@ -126,10 +141,10 @@ def _resolve(node: Any, root: Mapping[str, Any], seen: tuple[str, ...], depth: i
         target = _lookup(root, ref)
         rest = {k: v for k, v in node.items() if k != "$ref"}
         if target is None or ref in seen or depth >= MAX_DEPTH or not isinstance(target, Mapping):
-            return _resolve(rest, root, seen, depth)
-        inlined = _resolve(target, root, (*seen, ref), depth + 1)
-        return {**inlined, **_resolve(rest, root, seen, depth)} if isinstance(inlined, dict) else inlined
-    return {k: _resolve(v, root, seen, depth) for k, v in node.items() if k not in _DROPPED}
+            return _resolve(rest, root, seen, depth, left)
+        inlined = _resolve(target, root, (*seen, ref), depth + 1, left)
+        return {**inlined, **_resolve(rest, root, seen, depth, left)} if isinstance(inlined, dict) else inlined
+    return {k: _resolve(v, root, seen, depth, left) for k, v in node.items() if k not in _DROPPED}
 
 
 def _merge_top(schema: dict[str, Any]) -> dict[str, Any]:

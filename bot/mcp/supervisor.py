@@ -14,8 +14,11 @@ call its tools; only the task sets the state:
 - ``down``: not connected; the next attempt waits out the backoff. Its tools are not offered.
 
 A state change is logged once (with the error that caused it), never each retry. The tool
-list is refreshed when the server says it changed (``notifications/tools/list_changed``);
-``on_change`` tells the owner (the hub) whenever the state or the tools change.
+list is refreshed when the server says it changed (``notifications/tools/list_changed``); each
+listing is handed to ``prepare`` (the hub builds its tools from a new one, in a worker thread)
+before it counts as listed and the server as ready. ``last_error`` (what ``/mcp`` and the
+dashboard show, the server's last words on its stderr among it) is scrubbed by ``redact``
+(the bot's secrets and the server's own ``env`` and ``headers`` values) when it is stored.
 
 ``call`` runs a tool from the caller's task with the server's ``call_timeout``; a timeout
 and the caller's cancellation (``/stop``) both send the server the protocol's
@@ -28,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,14 +57,17 @@ PINGS_MISSED = 2  # unanswered pings in a row that end a connection
 
 class Supervisor:
     def __init__(self, label: str, settings: McpServerConfig, *, cwd: Path | None = None,
-                 log_file: Path | None = None, on_change: Callable[[Supervisor], None] | None = None,
-                 backoff: Backoff = BACKOFF, once: bool = False, private: tuple[Path, ...] = ()) -> None:
+                 log_file: Path | None = None,
+                 prepare: Callable[[tuple[types.Tool, ...]], Awaitable[None]] | None = None,
+                 redact: Callable[[str], str] = str, backoff: Backoff = BACKOFF, once: bool = False,
+                 private: tuple[Path, ...] = ()) -> None:
         self.label = label  # the server's name, and whose instance it is for a per-person one
         self.settings = settings
         self.cwd = cwd
         self.private = private  # sandbox: bwrap: the bot's files covered up where the server could see them
         self.log_file = log_file
-        self._on_change = on_change
+        self._prepare = prepare
+        self._redact = redact
         self._backoff = backoff
         self._once = once  # list the tools and close (a per-person server's catalog)
         self._state = State.CONNECTING
@@ -121,7 +127,7 @@ class Supervisor:
                                            private=self.private)
                     opened_at = time.monotonic()
                     self._session = opened.session
-                    self._set_tools(opened.tools)
+                    await self._set_tools(opened.tools)
                     self._set(State.READY)
                     if self._once:
                         return
@@ -134,7 +140,7 @@ class Supervisor:
             finally:
                 self._session = None
             tail = last_line(self.log_file)
-            self.last_error = f"{error}; its last words: {tail}" if tail and tail not in error else error
+            self.last_error = self._redact(f"{error}; its last words: {tail}" if tail and tail not in error else error)
             if opened_at is not None and time.monotonic() - opened_at >= self._backoff.cap:
                 retry = 0  # it was healthy for a while: start again from the short waits
             retry += 1
@@ -161,10 +167,12 @@ class Supervisor:
                 signals.changed = False
                 try:
                     async with asyncio.timeout(self.settings.connect_timeout):
-                        self._set_tools(await list_tools(session))
-                    self._recovered()
+                        listed = await list_tools(session)
                 except (MCPError, TimeoutError, ValidationError, OSError) as exc:
                     self._degrade(f"the tool list changed, but listing it again failed: {describe_error(exc)}")
+                else:
+                    await self._set_tools(listed)
+                    self._recovered()
             if signals.trouble is not None:
                 said, signals.trouble = signals.trouble, None
                 if said:
@@ -219,15 +227,14 @@ class Supervisor:
 
     # -- state: set by the owning task (and a call's own outcome) ------------------------
 
-    def _set_tools(self, tools: tuple[types.Tool, ...]) -> None:
-        changed = [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools]
+    async def _set_tools(self, tools: tuple[types.Tool, ...]) -> None:
+        if self._prepare is not None:
+            await self._prepare(tools)
         self.tools = tools
         self.listed.set()
-        if changed and self._on_change is not None:
-            self._on_change(self)
 
     def _degrade(self, why: str) -> None:
-        self.last_error = why
+        self.last_error = self._redact(why)
         if self._state is State.READY:
             self._set(State.DEGRADED)
 
@@ -253,5 +260,3 @@ class Supervisor:
                         self.label, self.last_error)
         else:
             log.warning("mcp server %s is %s: %s", self.label, state.value, self.last_error)
-        if self._on_change is not None:
-            self._on_change(self)

@@ -6,7 +6,9 @@ the server's ``tools.allow``/``tools.deny`` applied to its own names, then each 
 its description capped. Calling one calls ``call(ctx, server, tool, arguments)`` with the
 arguments under the server's own names; the tool's timeout is the server's ``call_timeout``
 plus its ``connect_timeout`` (a person's process may have to start first) and a margin, so
-that the server's own timeout (which tells the server to stop) speaks first.
+that the server's own timeout (which tells the server to stop) speaks first. A tool whose
+schema is too large to fit (``SchemaTooLarge``) is left out, with a warning naming it. Fitting
+schemas takes time on a large listing: the hub calls ``server_tools`` in a worker thread.
 
 When a run is granted more MCP tools than ``mcp.inline_max``, it is offered ``mcp_tool_search``
 instead of them: the tools are held (``Offer.held``), and the search finds them by words of
@@ -15,6 +17,7 @@ their names and descriptions (``rank``: pure) and enables what it found for the 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from fnmatch import fnmatchcase
@@ -22,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from bot.mcp.config import McpServerConfig
 from bot.mcp.naming import tool_names
-from bot.mcp.schemas import cap, describe, fit_schema, restore_arguments
+from bot.mcp.schemas import SchemaTooLarge, cap, describe, fit_schema, restore_arguments
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolOutput, tool
 
 if TYPE_CHECKING:
     import mcp_types as types
+
+log = logging.getLogger(__name__)
 
 CallFn = Callable[[ToolContext, str, str, dict[str, Any]], Awaitable[ToolOutput]]  # ctx, server, tool, arguments
 TIMEOUT_MARGIN = 5.0  # seconds the registry's timeout leaves the server's call_timeout
@@ -48,7 +53,12 @@ def server_tools(server: str, settings: McpServerConfig, listed: Iterable[types.
     names = tool_names(server, (t.name for t in kept))
     built = []
     for listed_tool in kept:
-        fitted = fit_schema(listed_tool.input_schema)
+        try:
+            fitted = fit_schema(listed_tool.input_schema)
+        except SchemaTooLarge as exc:
+            log.warning("mcp server %s: its tool %s is not offered: its input schema is too large (%s)", server,
+                        listed_tool.name, exc)
+            continue
         built.append(Tool(names[listed_tool.name], describe(listed_tool.description, server, listed_tool.name),
                           ToolCategory.MCP, fitted.parameters,
                           _caller(call, server, listed_tool.name, fitted.renames),

@@ -7,7 +7,8 @@ Its tools show what a client must handle: text, images, links, structured conten
 a slow call (it writes ``cancelled <monotonic time>`` to the file ``$MARKS`` when the client
 cancels it), a hang, a crash mid-call, a huge result, a tool list that changes. ``env`` and
 ``cwd`` say what the process got, ``peek`` what it can read. Tools in ``$EXTRA_TOOLS`` (a number) are added as
-``extra_<n>`` at start, for a server with many tools.
+``extra_<n>`` at start, for a server with many tools; ``$ALIAS`` names a second ``echo``; ``$NESTED_SCHEMA`` (a
+number of branches) adds the tool ``nested``, whose schema's ``$ref``s multiply out to branches ** 11 objects.
 """
 
 from __future__ import annotations
@@ -145,6 +146,27 @@ for n in range(int(os.environ.get("EXTRA_TOOLS", "0"))):
         return f"extra {n}"
 
     server.add_tool(extra, name=f"extra_{n}", description=f"Extra tool number {n} about topic{n}.")
+
+
+if os.environ.get("ALIAS"):
+    server.add_tool(echo, name=os.environ["ALIAS"], description="Say the text back (under another name).")
+
+
+def nested_schema(branches: int, depth: int = 11) -> dict[str, Any]:
+    """Definitions each holding ``branches`` references to the next: small to send, huge inlined."""
+    defs: dict[str, Any] = {f"D{depth}": {"type": "string"}}
+    for level in range(depth):
+        defs[f"D{level}"] = {"type": "object", "properties": {
+            f"p{b}": {"$ref": f"#/$defs/D{level + 1}"} for b in range(branches)}}
+    return {"type": "object", "properties": {"root": {"$ref": "#/$defs/D0"}}, "$defs": defs}
+
+
+if os.environ.get("NESTED_SCHEMA"):
+    async def nested() -> str:
+        """A tool whose schema is a bomb of nested references."""
+        return "nested"
+
+    server._tool_manager.add_tool(nested, name="nested").parameters = nested_schema(int(os.environ["NESTED_SCHEMA"]))
 
 
 def main() -> None:

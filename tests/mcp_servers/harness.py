@@ -121,7 +121,7 @@ async def bench(llm: FakeLLM, tmp_path: Path, mcp: McpConfig, *, backoff: Backof
                 sub_agents: bool = False, **hub: Any) -> AsyncIterator[Bench]:
     workspaces = Workspaces(tmp_path / "ws", BUILTIN_TEMPLATES)
     async with SQLiteStore(tmp_path / "db.sqlite") as store, \
-            McpHub(mcp, workspaces=workspaces, log_dir=tmp_path / "mcp", backoff=backoff, **hub) as mcp_hub:
+            McpHub(mcp, log_dir=tmp_path / "mcp", backoff=backoff, **hub) as mcp_hub:
         provider = make_provider("openai", api_key="sk-test", base_url=llm.openai_base_url, timeout=10,
                                  max_retries=0)
         settings = AgentSettings("main", "openai", "fake-model", max_iterations=6)
