@@ -226,7 +226,7 @@ async def test_a_zip_bomb_word_document_is_refused_quickly_before_it_is_inflated
     assert re.fullmatch(r"inbox/bomb\.docx would inflate to 401 MB from \d+ KB \(a part [\d,]+ times its compressed "
                         r"size\), so it was not opened: a Word document is read when it inflates to at most 256 MB, "
                         r"no part over 100 times its compressed size", error), error
-    assert took < 2.0
+    assert took < 3.0  # a reader to start and a ZIP directory to list; inflating it took seconds
     assert (await read(ws, "inbox/minutes.docx")).startswith("     1\tMinutes of the meeting")
 
 
