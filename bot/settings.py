@@ -82,6 +82,8 @@ class Config(CoreConfig):
 
     def dashboard_settings(self) -> DashboardSettings:
         """``dashboard:`` as the dashboard takes it (loaded only when the dashboard is used)."""
+        from ipaddress import ip_network
+
         from bot.config.schema import parse_bind
         from bot.dashboard.settings import DashboardSettings, Role, User
 
@@ -89,7 +91,8 @@ class Config(CoreConfig):
         host, port = parse_bind(d.bind)
         users = {name: User(name, Role(u.role), u.password_hash.get_secret_value() if u.password_hash else None)
                  for name, u in d.users.items()}
-        return DashboardSettings(host, port, users, d.tls_cert, d.tls_key, d.behind_proxy)
+        proxies = tuple(ip_network(p, strict=False) for p in d.trusted_proxies)
+        return DashboardSettings(host, port, users, d.tls_cert, d.tls_key, d.behind_proxy, proxies)
 
     def describe(self) -> str:
         """What would start, for ``chatgate check``; every secret is masked, and so are the

@@ -16,6 +16,7 @@ from bot.dashboard import passwords
 from bot.dashboard.auth import (
     LoginLimiter,
     Sessions,
+    client_key,
     csrf_ok,
     feed_allowed,
     host_allowed,
@@ -143,16 +144,32 @@ def test_the_limiter_counts_failures_per_address_and_per_user_in_a_window() -> N
     now = [0.0]
     limiter = LoginLimiter(clock=lambda: now[0], window=900, per_address=5, per_user=10)
     for _ in range(5):
-        assert limiter.retry_after("1.2.3.4", "olive") is None
-        limiter.failed("1.2.3.4", "olive")
-    assert limiter.retry_after("1.2.3.4", "olive") == 900
-    assert limiter.retry_after("1.2.3.4", "someone") == 900  # the address is blocked, whoever it tries
-    assert limiter.retry_after("5.6.7.8", "olive") is None  # the user is not, from elsewhere, yet
+        assert limiter.attempt("1.2.3.4", "olive") is None  # counted at once: five in flight are five
+    assert limiter.attempt("1.2.3.4", "olive") == 900
+    assert limiter.attempt("1.2.3.4", "someone") == 900  # the address is blocked, whoever it tries
+    assert limiter.attempt("5.6.7.8", "olive") is None  # the user is not, from elsewhere
+    limiter.succeeded("5.6.7.8", "olive")  # ... and a right password takes its try back
     for i in range(5):
-        limiter.failed(f"10.0.0.{i}", "OLIVE")  # a distributed guess, in any case
-    assert limiter.retry_after("5.6.7.8", "olive") == 900
+        assert limiter.attempt(f"10.0.0.{i}", "OLIVE") is None  # a distributed guess, in any case
+    assert limiter.attempt("10.0.0.0", "olive") == 900  # an address that failed waits while the name is attacked
+    assert limiter.attempt("5.6.7.8", "olive") is None  # one that logged in as olive does not
+    assert limiter.attempt("9.9.9.9", "olive") is None  # a new one gets one try a minute
+    assert limiter.attempt("9.9.9.8", "olive") == 60
+    now[0] = 60
+    assert limiter.attempt("9.9.9.8", "olive") is None
+    assert limiter.attempt("9.9.9.7", "vera") is None  # other names are not under attack
     now[0] = 901
-    assert limiter.retry_after("1.2.3.4", "olive") is None
+    assert limiter.attempt("1.2.3.4", "olive") is None
+
+
+@pytest.mark.parametrize(("address", "key"), [
+    ("203.0.113.5", "203.0.113.5"),
+    ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+    ("::ffff:203.0.113.5", "203.0.113.5"),
+    ("not an address", "not an address"),
+])
+def test_the_limits_count_an_ipv6_client_by_its_64(address: str, key: str) -> None:
+    assert client_key(address) == key
 
 
 # -- where requests come from -------------------------------------------------------------------

@@ -64,9 +64,46 @@ def wav(seconds: float, rate: int = 8000) -> bytes:
             + b"data" + struct.pack("<I", len(data)) + data)
 
 
+def wav_of(fmt: bytes, data: bytes, declared: int | None = None) -> bytes:
+    size = len(data) if declared is None else declared
+    return (b"RIFF" + struct.pack("<I", 4 + 8 + len(fmt) + 8 + len(data)) + b"WAVE" + b"fmt "
+            + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", size) + data)
+
+
+def opus_pages(packets: int, granule_seconds: float) -> bytes:
+    """An Ogg/Opus stream of ``packets`` 20 ms CELT packets (TOC 0xF8) whose last granule says otherwise."""
+    head = b"OpusHead" + struct.pack("<BBHIhB", 1, 1, 312, 48000, 0, 0)  # pre-skip 312 samples
+    pages, sequence = [ogg_page(0, [head], 0, 2)], 1
+    for first in range(0, packets, 200):
+        count = min(200, packets - first)
+        last = first + count >= packets
+        granule = int(granule_seconds * 48000) if last else (first + count) * 960
+        pages.append(ogg_page(granule, [b"\xf8\x01\x02"] * count, sequence, 4 if last else 0))
+        sequence += 1
+    return b"".join(pages)
+
+
+def ogg_page(granule: int, packets: list[bytes], sequence: int, header_type: int) -> bytes:
+    lacing = b"".join(bytes([255] * (len(p) // 255) + [len(p) % 255]) for p in packets)
+    return (b"OggS" + struct.pack("<BBqIIIB", 0, header_type, granule, 7, sequence, 0, len(lacing)) + lacing
+            + b"".join(packets))
+
+
+PCM = struct.pack("<HHIIHH", 1, 1, 8000, 16000, 2, 16)
+
+
 @pytest.mark.parametrize(("data", "seconds"), [
     (ogg_opus("hello", 3.5), 3.5),
     (wav(2.0), 2.0),
+    (wav_of(struct.pack("<HHIIHH", 1, 1, 8000, 100_000_000, 2, 16), b"\0" * 32000), 2.0),  # byte_rate lies
+    (wav_of(PCM, b"\0" * 32000, declared=16), 2.0),  # the data size lies: the bytes present count
+    (wav_of(PCM, b"\0" * 16000, declared=0xFFFFFFFF), 1.0),  # a stream's "unknown" size, cut short
+    (wav_of(struct.pack("<HHIIHH", 1, 2, 44100, 176400, 4, 16), b"\0" * 176400), 1.0),  # CD stereo
+    (wav_of(struct.pack("<HHIIHH", 1, 1, 8000, 16000, 2000, 16), b"\0" * 32000), None),  # block align lies
+    (wav_of(struct.pack("<HHIIHH", 0x11, 1, 8000, 4055, 256, 4), b"\0" * 4055), None),  # IMA ADPCM: compressed
+    (wav_of(struct.pack("<HHIIHH", 1, 1, 0, 0, 2, 16), b"\0" * 100), None),
+    (opus_pages(500, 10.0), 10.0 - 312 / 48000),  # 500 packets of 20 ms: 10 s, as the granule says
+    (opus_pages(3000, 1.0), 60.0 - 312 / 48000),  # 60 s of packets, the granule says 1 s: the packets count
     (b"ID3\x03mp3 data", None),
     (b"OggS" + b"\0" * 30, None),  # Ogg, but not Opus
     (b"", None),

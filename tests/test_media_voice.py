@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,67 @@ async def test_voice_on_speaks_every_answer_but_not_a_long_one(stack: Stack) -> 
     await tg.wait_for_sent(4, timeout=10)
     await asyncio.sleep(0.5)
     assert len(tg.documents) == 1 and len(stack.audio.speeches) == 1  # long answers are text only
+
+
+def lying_wav(text: str, seconds: float, rate: int = 8000) -> bytes:
+    """A 16-bit mono WAV saying ``text`` for ``seconds``, whose byte_rate claims 100 MB a second
+    (a decoder ignores it: it plays sample rate x block align bytes a second)."""
+    samples = bytearray(int(seconds * rate) * 2)
+    word = f"SAY:{text}\0".encode()
+    samples[:len(word)] = word
+    fmt = struct.pack("<HHIIHH", 1, 1, rate, 100_000_000, 2, 16)
+    return (b"RIFF" + struct.pack("<I", 36 + len(samples)) + b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt
+            + b"data" + struct.pack("<I", len(samples)) + bytes(samples))
+
+
+def audio_file(stack: Stack, data: bytes, *, duration: int, name: str, mime_type: str) -> dict[str, Any]:
+    """An audio-file update (``duration``: what the sender's app claims)."""
+    file_id = f"AUDIO-{len(stack.tg.files) + 1}"
+    stack.tg.add_file(file_id, data, file_path=f"music/{name}")
+    audio = {"file_id": file_id, "duration": duration, "mime_type": mime_type, "file_name": name,
+             "file_size": len(data)}
+    return stack.tg.message(DM, None, user_id=DM, audio=audio)
+
+
+async def test_a_wav_whose_header_lies_is_measured_by_its_samples(stack: Stack) -> None:
+    await stack.start(transcription=", max_seconds: 60")
+    tg = stack.tg
+    tg.push(audio_file(stack, lying_wav("a two minute speech", 120), duration=1, name="talk.wav",
+                       mime_type="audio/wav"))
+    (sent,) = await tg.wait_for_sent(1, timeout=10)
+    assert sent.plain == "That voice message is 2 min long; I can take up to 60 s."
+    assert not stack.audio.calls and not stack.llm.requests
+
+
+async def test_the_minutes_count_a_lying_wav_and_what_the_endpoint_billed(stack: Stack) -> None:
+    app = await stack.start(limits="audio_minutes_per_day: 1")
+    tg, person = stack.tg, f"telegram:{DM}"
+    tg.push(audio_file(stack, lying_wav("fifty seconds", 50), duration=1, name="a.wav", mime_type="audio/wav"))
+    await tg.wait_for_sent(1, timeout=10)
+    assert said(tg.sent[0].plain) == "echo: fifty seconds"
+    assert await app.store.audio_since(person, 0) == pytest.approx(50.0)
+    tg.push(audio_file(stack, lying_wav("twenty seconds", 20), duration=1, name="b.wav", mime_type="audio/wav"))
+    await tg.wait_for_sent(2, timeout=10)
+    assert tg.sent[1].plain == ("That voice message is longer than the 10 s of audio you have left today; "
+                                "send a shorter one, or type instead.")
+    stack.audio.script(Heard(seconds=9.0))  # the file says 3 s, the endpoint billed 9
+    tg.push(stack.voice(DM, "short", seconds=3))
+    await tg.wait_for_sent(3, timeout=10)
+    assert await app.store.audio_since(person, 0) == pytest.approx(59.0)
+    assert len(stack.audio.transcriptions) == 2
+
+
+async def test_audio_whose_length_cannot_be_read_is_bounded_by_its_size_before_the_call(stack: Stack) -> None:
+    await stack.start(transcription=", max_seconds: 300")
+    tg = stack.tg
+    small = b"ID3\x04" + b"SAY:a short song\0" + bytes(200_000)  # 200 KB: at most 100 s at 16 kbit/s
+    tg.push(audio_file(stack, small, duration=20, name="song.mp3", mime_type="audio/mpeg"))
+    await tg.wait_for_sent(1, timeout=10)
+    assert said(tg.sent[0].plain) == "echo: a short song"
+    big = b"ID3\x04" + b"SAY:a long talk\0" + bytes(1_400_000)  # it says 5 s; it may play 12 min
+    tg.push(audio_file(stack, big, duration=5, name="talk.mp3", mime_type="audio/mpeg"))
+    await tg.wait_for_sent(2, timeout=10)
+    assert tg.sent[1].plain == ("I cannot tell how long that audio is from its format, and at 1.3 MB it may play "
+                                "for up to 12 min; I can take up to 5 min. Send it as a voice message, or a "
+                                "shorter file.")
+    assert len(stack.audio.transcriptions) == 1

@@ -438,6 +438,15 @@ def _password_hash(value: SecretStr | None) -> SecretStr | None:
     return value
 
 
+def _proxy(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        raise PydanticCustomError("proxy", "expected an IP address or network such as 10.0.0.5 or 10.0.0.0/24, "
+                                           "got {value!r}", {"value": value}) from None
+    return value
+
+
 class DashboardUserConfig(Section):
     """One person who may log in to the dashboard."""
 
@@ -456,6 +465,8 @@ class DashboardConfig(Section):
     tls_cert: Path | None = None  # PEM certificate chain and key: the dashboard serves https
     tls_key: Path | None = None
     behind_proxy: bool = False  # a TLS proxy in front: trust its X-Forwarded-For/-Proto/-Host
+    # ... only from these peers (the proxy's own address); the default: a proxy on this machine
+    trusted_proxies: tuple[Annotated[str, AfterValidator(_proxy)], ...] = ("127.0.0.0/8", "::1")
     users: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")], DashboardUserConfig] = {}
 
     @model_validator(mode="after")

@@ -3,9 +3,11 @@
 - ``Sessions``: a login is a random token in an HttpOnly, SameSite=Strict cookie; the server
   keeps only its SHA-256, with the user, a CSRF token of its own and an expiry. In memory: a
   restart logs everyone out.
-- ``LoginLimiter``: failed logins counted per client address and per user name in a sliding
-  window; past the limit every attempt is refused (the right password too) until the oldest
-  failure leaves the window. Time is injected (``clock``).
+- ``LoginLimiter``: failed logins counted per client address (an IPv6 client by its /64)
+  and per user name in a sliding window, each try counted before its password is checked;
+  past an address's limit its every try is refused (the right password too); a name under
+  attack refuses the addresses that failed, never one that logged in as it before. Time is
+  injected (``clock``).
 - ``same_origin`` and ``own_origin``: a POST must say where it comes from (``Origin``, else
   ``Referer``) and that must be this page's own origin; the live feed is refused when a
   browser says it is asked from elsewhere. ``host_allowed``: a loopback dashboard answers
@@ -23,7 +25,8 @@ import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from bot.dashboard.settings import Role
@@ -33,7 +36,9 @@ Clock = Callable[[], float]
 MAX_SESSIONS = 1000  # logins kept at once; the oldest goes first
 LOGIN_WINDOW = 900.0  # seconds a failed login counts
 MAX_FAILURES_PER_ADDRESS = 5
-MAX_FAILURES_PER_USER = 10  # from any address: a distributed guess is slowed down too
+MAX_FAILURES_PER_USER = 10  # from any address: then the name is under attack (``LoginLimiter``)
+STRANGER_EVERY = 60.0  # while a name is under attack: one try a minute from an address not known for it
+KNOWN_FOR = 30 * 86400.0  # an address that logged in as a name is known for it this long (in memory)
 MAX_TRACKED = 10_000
 
 
@@ -93,53 +98,94 @@ def csrf_ok(login: Login, sent: str | None) -> bool:
     return bool(sent) and hmac.compare_digest(login.csrf.encode(), (sent or "").encode("utf-8", "surrogatepass"))
 
 
-@dataclass(slots=True)
-class _Failures:
-    times: deque[float] = field(default_factory=deque)
-
-
 class LoginLimiter:
+    """Failed logins, counted per client address and per user name in a sliding window.
+
+    A try is counted as failed when it starts (``attempt``) and taken back when it succeeds
+    (``succeeded``): logins in flight count, so many sent at once are not all checked.
+
+    - An address with ``per_address`` failures waits, whatever name it tries.
+    - A name with ``per_user`` failures from anywhere is under attack: an address that failed
+      lately waits; an address that logged in as that name before (``KNOWN_FOR``) does not;
+      any other address gets one try for the name every ``STRANGER_EVERY`` seconds. So a
+      stranger hammering a name cannot lock its owner out (the owner's address has not
+      failed), and a guess spread over many addresses is still slowed down to one a minute.
+    """
+
     def __init__(self, *, clock: Clock = time.monotonic, window: float = LOGIN_WINDOW,
                  per_address: int = MAX_FAILURES_PER_ADDRESS, per_user: int = MAX_FAILURES_PER_USER) -> None:
         self._clock = clock
         self._window = window
         self._limits = {"address": per_address, "user": per_user}
-        self._failures: OrderedDict[tuple[str, str], _Failures] = OrderedDict()
+        self._failures: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
+        self._strangers: OrderedDict[str, float] = OrderedDict()  # name -> when an unknown address last tried it
+        self._known: OrderedDict[tuple[str, str], float] = OrderedDict()  # (name, address) -> known until
 
-    def retry_after(self, address: str, user: str) -> float | None:
-        """Seconds until ``address`` may try to log in as ``user`` again; None: it may now."""
+    def attempt(self, address: str, user: str) -> float | None:
+        """Seconds until ``address`` may try to log in as ``user``; None: it may now, and the
+        try counts as failed until ``succeeded`` says otherwise."""
         now = self._clock()
-        waits = []
-        for kind, value in (("address", address), ("user", user.casefold())):
-            times = self._recent((kind, value), now)
-            if len(times) >= self._limits[kind]:
-                waits.append(times[0] + self._window - now)
-        return max(waits) if waits else None
+        source, name = client_key(address), user.casefold()
+        mine, theirs = self._recent(("address", source), now), self._recent(("user", name), now)
+        if len(mine) >= self._limits["address"]:
+            return mine[0] + self._window - now
+        if len(theirs) >= self._limits["user"] and self._known.get((name, source), 0.0) <= now:
+            name_free = theirs[0] + self._window - now
+            if mine:  # this address failed lately: it waits while the name is under attack
+                return min(name_free, mine[-1] + self._window - now)
+            turn = self._strangers.get(name, -STRANGER_EVERY) + STRANGER_EVERY - now
+            if turn > 0:
+                return min(name_free, turn)
+            _put(self._strangers, name, now)
+        for key in (("address", source), ("user", name)):
+            times = self._failures.get(key) or deque()
+            times.append(now)
+            _put(self._failures, key, times)
+        return None
 
-    def failed(self, address: str, user: str) -> None:
+    def succeeded(self, address: str, user: str) -> None:
+        """The try ``attempt`` let through was right: it is not a failure, and the address is
+        known for the name from now on."""
         now = self._clock()
-        for key in (("address", address), ("user", user.casefold())):
-            entry = self._failures.get(key)
-            if entry is None:
-                entry = self._failures[key] = _Failures()
-            self._failures.move_to_end(key)
-            entry.times.append(now)
-            self._recent(key, now)
-        while len(self._failures) > MAX_TRACKED:
-            self._failures.popitem(last=False)
+        source, name = client_key(address), user.casefold()
+        for key in (("address", source), ("user", name)):
+            times = self._failures.get(key)
+            if times:
+                times.pop()
+        _put(self._known, (name, source), now + KNOWN_FOR)
 
     def _recent(self, key: tuple[str, str], now: float) -> deque[float]:
-        entry = self._failures.get(key)
-        if entry is None:
+        times = self._failures.get(key)
+        if times is None:
             return deque()
-        while entry.times and entry.times[0] <= now - self._window:
-            entry.times.popleft()
-        limit = self._limits[key[0]]
-        while len(entry.times) > limit:
-            entry.times.popleft()
-        if not entry.times:
+        while times and times[0] <= now - self._window:
+            times.popleft()
+        while len(times) > self._limits[key[0]]:
+            times.popleft()
+        if not times:
             del self._failures[key]
-        return entry.times
+        return times
+
+
+def _put(table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """``table[key] = value``, newest last, the oldest dropped past ``MAX_TRACKED``."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > MAX_TRACKED:
+        table.popitem(last=False)
+
+
+def client_key(address: str) -> str:
+    """What the limits count by: the address, or for IPv6 its /64 (one host may hold all of it)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:64]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 # -- where a request comes from -----------------------------------------------------------

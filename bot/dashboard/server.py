@@ -20,6 +20,7 @@ The pages and actions are ``bot.dashboard.views``; the live feed is ``views.feed
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import ssl
 import time
@@ -85,6 +86,7 @@ class Dashboard:
         self.views = Views(self, store, bot, operations, people, redact, self._tasks)
         self._runner: web.AppRunner | None = None
         self._loopback = is_loopback_name(settings.host.lower())
+        self._warned = False  # about X-Forwarded-For from a peer that is not a trusted proxy
         self.cookie = "__Host-chatgate" if settings.secure else "chatgate_session"
         self.port = settings.port
 
@@ -163,13 +165,38 @@ class Dashboard:
         return await handler(request)
 
     def origin(self, request: web.Request) -> str:
-        return own_origin(request.headers, tls=self.settings.tls, behind_proxy=self.settings.behind_proxy)
+        return own_origin(request.headers, tls=self.settings.tls, behind_proxy=self._via_proxy(request))
 
     def address(self, request: web.Request) -> str:
-        """The client: the proxy's last X-Forwarded-For entry behind a proxy, else the peer."""
-        if self.settings.behind_proxy and (forwarded := request.headers.get("X-Forwarded-For")):
-            return forwarded.split(",")[-1].strip()[:64]
-        return request.remote or ""
+        """The client: through a trusted proxy, the last X-Forwarded-For entry that is not a
+        trusted proxy itself; else the peer (whatever it says it forwards)."""
+        peer = request.remote or ""
+        hops = [hop.strip() for line in request.headers.getall("X-Forwarded-For", ()) for hop in line.split(",")]
+        hops = [hop for hop in hops if hop]
+        if not hops or not self._via_proxy(request):
+            return peer
+        return next((hop for hop in reversed(hops) if not self._trusted(hop)), hops[0])[:64]
+
+    def _via_proxy(self, request: web.Request) -> bool:
+        """``behind_proxy`` and the peer is a trusted proxy: its X-Forwarded-* headers count."""
+        if not self.settings.behind_proxy:
+            return False
+        if self._trusted(request.remote or ""):
+            return True
+        if not self._warned and "X-Forwarded-For" in request.headers:
+            self._warned = True
+            log.warning("dashboard: X-Forwarded-For from %s ignored, it is not a trusted proxy "
+                        "(dashboard.trusted_proxies)", request.remote)
+        return False
+
+    def _trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address.split("%", 1)[0])
+        except ValueError:
+            return False
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped  # a dual-stack socket's view of an IPv4 peer
+        return any(ip in network for network in self.settings.trusted_proxies)
 
     async def audit(self, request: web.Request, action: str, target: str, outcome: str, *, user: str | None = None,
                     role: str | None = None) -> None:
@@ -199,7 +226,7 @@ class Dashboard:
         address = self.address(request)
         # a name that is no user's is never written down: it may be a password typed in the wrong field
         shown = name if name in self.settings.users else "(not a user)"
-        wait = self.limiter.retry_after(address, name)
+        wait = self.limiter.attempt(address, name)  # counted before the password is checked
         if wait is not None:
             await self.audit(request, "login", "", "refused: too many failed logins", user=shown, role="")
             response = _page(login_page(error=f"Too many failed logins. Try again in {duration(wait)}.", user=name),
@@ -215,9 +242,9 @@ class Dashboard:
             else:
                 ok = await asyncio.to_thread(passwords.verify, password, user.password_hash)
         if not ok or user is None:
-            self.limiter.failed(address, name)
             await self.audit(request, "login", "", "refused: wrong name or password", user=shown, role="")
             return _page(login_page(error="Wrong name or password.", user=name), status=401)
+        self.limiter.succeeded(address, name)
         self.sessions.close(request.cookies.get(self.cookie))  # a login never reuses a cookie
         token, login = self.sessions.open(user.name, user.role)
         request[LOGIN] = login

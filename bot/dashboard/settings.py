@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
+
+LOOPBACK = (ip_network("127.0.0.0/8"), ip_network("::1/128"))
 
 
 class Role(StrEnum):
@@ -37,6 +40,7 @@ class DashboardSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     behind_proxy: bool = False  # trust X-Forwarded-For, -Proto and -Host from the proxy
+    trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = LOOPBACK  # ... when the peer is one of these
     session_hours: float = 12.0  # a login lasts this long, however busy
 
     @property

@@ -4,13 +4,17 @@
 inbox) and returns the transcript, or the one sentence the person gets instead: the file is
 too long or too big (``max_seconds``, ``max_mb``), today's minutes are used up
 (``limits.audio_minutes_per_day``), the endpoint failed, or it heard nothing. Nothing is
-ever handed on as an empty turn. The length is the platform's when it says, else read from
-the file (Ogg/Opus, WAV), else what the endpoint billed, else a guess from the size; the
-minutes are counted once the transcription succeeded.
+ever handed on as an empty turn. Before the call the length is the longer of the platform's
+and the file's own (``audio_length``: Ogg/Opus and PCM WAV, read as a decoder plays them);
+a file in another format is taken to be as long as its size allows at a low bitrate
+(``longest_seconds``). Once transcribed, the minutes count the largest of the platform's,
+the file's and what the endpoint billed (the size bound only when neither of the last two
+is known).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +22,7 @@ from typing import Protocol
 
 from bot.errors import ProviderError
 from bot.limits import PersonLimits
-from bot.media.audio_length import rough_seconds, seconds_of
+from bot.media.audio_length import longest_seconds, seconds_of
 from bot.messages import Attachment, ChatType, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -104,11 +108,14 @@ class Listener:
         (none for an owner)."""
         if (refusal := self.too_big(att)) is not None:
             return Heard(refusal=refusal)
-        known = [n for n in (att.duration, seconds_of(data)) if n]  # the longer, if the two disagree
-        length = max(known) if known else None
         if len(data) > self.settings.max_bytes:
             return Heard(refusal=self.too_big(Attachment(att.kind, att.name, size=len(data))))
-        if length is not None and length > self.settings.max_seconds:
+        measured = await asyncio.to_thread(seconds_of, data)  # a long Ogg file is many pages to walk
+        bound = longest_seconds(len(data)) if measured is None else None  # a format that cannot be read
+        length = max(n for n in (att.duration, measured, bound, 0.0) if n is not None)
+        if length > self.settings.max_seconds:
+            if bound is not None and bound >= length:
+                return Heard(refusal=self._unmeasured(len(data), bound))
             return Heard(refusal=self.too_big(Attachment(att.kind, att.name, duration=length)))
         if self._limits is not None and payers:
             over = await self._limits.check_audio(payers, length)
@@ -119,8 +126,10 @@ class Listener:
         except ProviderError as exc:
             log.warning("transcription of %s failed: %s", att.name, exc)
             return Heard(refusal=NOT_UNDERSTOOD)
-        seconds = length if length is not None else result.seconds if result.seconds is not None \
-            else rough_seconds(len(data))
+        # the largest of what the platform, the file and the endpoint say; the size bound only
+        # when neither the file nor the endpoint said
+        told = [n for n in (measured, result.seconds) if n is not None]
+        seconds = max(att.duration or 0.0, *told) if told else length
         if self._limits is not None and payers:
             await self._limits.spend_audio(payers, seconds)
         text = " ".join(result.text.split())
@@ -128,6 +137,11 @@ class Listener:
             log.info("transcription of %s was empty (%.1f s of audio)", att.name, seconds)
             return Heard(refusal=NOT_HEARD, seconds=seconds)
         return Heard(text, seconds=seconds)
+
+    def _unmeasured(self, size: int, bound: float) -> str:
+        return (f"I cannot tell how long that audio is from its format, and at {size / 1048576:.1f} MB it may play "
+                f"for up to {_length(bound)}; I can take up to {_length(self.settings.max_seconds)}. Send it as a "
+                "voice message, or a shorter file.")
 
 
 def _length(seconds: float) -> str:

@@ -1,24 +1,41 @@
 """Documents as text for read_file: PDF (a page range at a time) and Word (DOCX).
 
-Well-kept libraries do the reading (pypdf, python-docx), imported when a document is first
-read. A file is a document by its content (``%PDF-``; a ZIP holding ``word/document.xml``),
-not only by its name. Blocking: the caller runs these in a thread. Problems are
-``ToolError`` sentences: an encrypted PDF, a damaged file, a page range outside the file.
+Well-kept libraries do the reading (pypdf, python-docx), in a child process of its own for
+each document (``document_reader``): its address space is bounded (``DOCUMENT_MEMORY``,
+``RLIMIT_AS`` set in the child) and it is killed at ``DOCUMENT_SECONDS``, under read_file's
+own limit, so no document, a ZIP bomb or a PDF that takes minutes to parse, can take the
+bot's memory or a core for longer than the tool may run. A Word document whose ZIP would
+inflate to too much is refused before it is opened (``document_reader.zip_problem``). One
+reader is started ahead and waits with its libraries loaded, so a document is read in about
+the time the libraries take, not that plus starting Python.
+
+A file is a document by its content (``%PDF-``; a ZIP holding ``word/document.xml``), not
+only by its name. Blocking: the caller runs these in a thread. Problems are ``ToolError``
+sentences: an encrypted PDF, a damaged file, a page range outside the file, a document too
+big or too slow to read.
 """
 
 from __future__ import annotations
 
-import io
-import re
-import zipfile
-from typing import Literal
+import atexit
+import json
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Literal
 
 from bot.tools.base import ToolError
 
 Kind = Literal["pdf", "docx"]
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024  # larger documents are not opened
-MAX_PAGES = 50  # PDF pages read in one call
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d*)\s*)?$")
+DOCUMENT_SECONDS = 20.0  # one document's reading; read_file's own limit is 30 s (ToolCategory.FILE)
+DOCUMENT_MEMORY = 1024 * 1024 * 1024  # the reader's address space, the Python it runs included
+_READER = Path(__file__).with_name("document_reader.py")
+
+_spare: subprocess.Popen[bytes] | None = None  # a reader started ahead, its libraries loaded
+_spare_lock = threading.Lock()
 
 
 def kind_of(head: bytes, name: str) -> Kind | None:
@@ -30,55 +47,81 @@ def kind_of(head: bytes, name: str) -> Kind | None:
     return None
 
 
-def page_range(pages: str, total: int) -> range:
-    """``"3"``, ``"3-5"`` or ``"3-"`` (to the end) as 0-based page indexes of a ``total``-page file."""
-    if not pages.strip():
-        return range(0, min(total, MAX_PAGES))
-    parts = [_RANGE.match(part) for part in pages.split(",")]
-    if len(parts) != 1 or parts[0] is None:
-        raise ToolError(f"pages must look like 3, 3-5 or 3- (one range), not {pages!r}")
-    first = int(parts[0].group(1))
-    last = total if parts[0].group(2) == "" else int(parts[0].group(2) or first)
-    if first < 1 or last < first:
-        raise ToolError(f"pages {pages!r} is not a range of pages; they are numbered from 1")
-    if first > total:
-        raise ToolError(f"the document has {total} page{'s' if total != 1 else ''}; page {first} is past its end")
-    return range(first - 1, min(last, total, first - 1 + MAX_PAGES))
-
-
 def pdf_text(data: bytes, shown: str, pages: str) -> tuple[str, str]:
     """(the text of the pages asked for, each under a ``--- page N ---`` line; a closing note)."""
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise ToolError(f"{shown} is an encrypted PDF; it cannot be read without its password")
-        total = len(reader.pages)
-        wanted = page_range(pages, total)
-        texts = [f"--- page {i + 1} ---\n{(reader.pages[i].extract_text() or '').strip()}" for i in wanted]
-    except ToolError:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        raise ToolError(f"{shown} could not be read as a PDF ({type(exc).__name__}: {exc})") from None
-    more = f"; read more with pages={wanted.stop + 1}-" if wanted.stop < total else ""
-    return "\n\n".join(texts), f"pages {wanted.start + 1}-{wanted.stop} of {total}{more}"
+    answer = _read("pdf", data, shown, pages)
+    return answer["text"], answer["where"]
 
 
 def docx_text(data: bytes, shown: str) -> str:
     """The paragraphs and tables of a Word document, in order (a table row as ``a | b | c``)."""
-    import docx
-    from docx.table import Table
+    return _read("docx", data, shown, "")["text"]
 
+
+def _read(kind: Kind, data: bytes, shown: str, pages: str) -> dict[str, Any]:
+    """The reader's answer for one document; a ``ToolError`` for its refusal, its timeout or its death."""
+    request = {"kind": kind, "shown": shown, "pages": pages, "memory": DOCUMENT_MEMORY, "seconds": DOCUMENT_SECONDS}
+    reader = _take_reader()
     try:
-        document = docx.Document(io.BytesIO(data))
-        lines: list[str] = []
-        for block in document.iter_inner_content():
-            if isinstance(block, Table):
-                lines += [" | ".join(cell.text.strip() for cell in row.cells) for row in block.rows]
-            else:
-                lines.append(block.text)
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
-        raise ToolError(f"{shown} could not be read as a Word document ({type(exc).__name__}: {exc})") from None
-    return "\n".join(lines)
+        out, err = reader.communicate(json.dumps(request).encode() + b"\n" + data, timeout=DOCUMENT_SECONDS)
+    except subprocess.TimeoutExpired:
+        reader.kill()
+        reader.communicate()
+        raise ToolError(f"{shown} took longer than {DOCUMENT_SECONDS:g} s to read, so its reading was stopped; "
+                        "it may be damaged or built to be slow") from None
+    finally:
+        _start_spare()
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        raise ToolError(f"{shown} could not be read: its reader {_ended(reader.returncode)} (it may need more than "
+                        f"{DOCUMENT_MEMORY // 1048576:,} MB of memory){_last_line(err)}") from None
+    if "error" in answer:
+        raise ToolError(str(answer["error"]))
+    return dict(answer)
+
+
+def _take_reader() -> subprocess.Popen[bytes]:
+    global _spare
+    with _spare_lock:
+        reader, _spare = _spare, None
+    if reader is None or reader.poll() is not None:
+        reader = _start()
+    return reader
+
+
+def _start_spare() -> None:
+    global _spare
+    with _spare_lock:
+        if _spare is None:
+            _spare = _start()
+
+
+def _start() -> subprocess.Popen[bytes]:
+    # -E -P: no PYTHON* variables, not the script's folder on the path (its neighbours are
+    # chatgate's modules); nothing of the bot's environment (its keys) either
+    return subprocess.Popen([sys.executable, "-E", "-P", "-X", "utf8", str(_READER)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={})
+
+
+@atexit.register
+def _stop_spare() -> None:
+    """The waiting reader goes when the bot does (it would on its own: its stdin closes)."""
+    with _spare_lock:
+        if _spare is not None and _spare.poll() is None:
+            _spare.kill()
+            _spare.wait()
+
+
+def _ended(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"was stopped by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was stopped by signal {-code}"
+    return f"ended with exit code {code}"
+
+
+def _last_line(err: bytes) -> str:
+    lines = err.decode("utf-8", "replace").strip().splitlines()
+    return f": {lines[-1][:200]}" if lines else ""
