@@ -16,6 +16,7 @@ import pytest
 
 from adapters.telegram.channel import TelegramChannel
 from bot.app import App
+from bot.errors import ConfigError
 from bot.schedules import rules
 from bot.settings import load_config
 from bot.store.base import RuleKind, When
@@ -145,3 +146,20 @@ def test_first_run_refuses_what_lies_past_the_horizon(when: When, refused: str |
 def test_showing_an_instant_never_fails(t: int) -> None:
     assert rules.local(t, rules.zone("Europe/Berlin")) == f"instant {t} (outside the calendar)"
     assert rules.local(t, rules.shown_zone("Mars/Base"), "%Y-%m-%d") == f"instant {t} (outside the calendar)"
+
+
+def test_a_shared_skill_folder_that_links_into_a_workspace_is_refused(tmp_path: Path) -> None:
+    """Shared skills stay out of reach of writes: a ``skills.paths`` entry that is a link into a
+    person's workspace (where their file tools and sandboxed commands write) is refused."""
+    workspace = tmp_path / "workspaces" / "telegram-42" / "skills"
+    workspace.mkdir(parents=True)
+    (tmp_path / "shared-skills").symlink_to(workspace)
+    path = tmp_path / "config.yaml"
+    path.write_text(f"""
+providers: {{openai: {{api_key: test-key}}}}
+storage: {{path: "{tmp_path / 'data' / 'chatgate.db'}"}}
+workspace: {{root: "{tmp_path / 'workspaces'}"}}
+skills: {{paths: ["{tmp_path / 'shared-skills'}"]}}
+""")
+    with pytest.raises(ConfigError, match=r"skills.paths\[0\]: .* is inside workspace.root"):
+        load_config(path, env={})
