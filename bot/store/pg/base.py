@@ -49,6 +49,7 @@ class PgBase:
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self._writes: set[asyncio.Task[Any]] = set()
+        self.migrated = 0  # migrations applied when it opened
 
     @property
     def url(self) -> str:
@@ -79,7 +80,7 @@ class PgBase:
             if isinstance(exc, asyncpg.PostgresError):
                 raise StoreError(f"cannot migrate the PostgreSQL database {self._where}: {exc}") from exc
             raise
-        self._pool = pool
+        self._pool, self.migrated = pool, applied
         log.info("store %s open (schema %d, %d migrations applied now)", self._where, len(schema.names()), applied)
         return self
 
