@@ -229,6 +229,7 @@ class Turns:
                 order.end("stopped" if run.stopped else None)
             raise
         except LaneLost as exc:  # a cancelled run's turn, refused: another instance has the session now
+            await progress.settle()
             _lane_lost(exc, order)
             return
         except Exception:  # the agent turns its own failures into results: this is the store or a bug
