@@ -185,6 +185,33 @@ async def test_an_instance_frozen_mid_commit_past_its_lease_answers_once_when_it
     assert await cluster.query("SELECT count(*) FROM answers") == [(1,)]
 
 
+@pytest.mark.parametrize("cluster", [{"count": 2}], indirect=True)
+async def test_an_instance_frozen_mid_run_past_its_lease_stores_and_sends_nothing_when_it_thaws(
+        cluster: Instances) -> None:
+    """Real processes: frozen while the model answers, the instance wakes up after the other one
+    took the session over and answered; whether its heartbeat or its commit comes first, it
+    stores nothing of its turn (the conversation holds one question and one answer) and sends
+    nothing."""
+    tg, llm = cluster.tg, cluster.llm
+    llm.script(Reply.text("from the frozen instance", chunk_size=100, delay=0.5), Reply.text("from the other instance"))
+    assert await cluster.post(tg.message(32, "hello?", user_id=32)) == 200
+    await llm.wait_for_requests(1, timeout=10)
+    runner = await cluster.holder("session:agent:main:telegram:dm:32")
+    assert runner.proc is not None
+    runner.proc.send_signal(signal.SIGSTOP)  # its answer arrives while it is frozen
+    try:
+        await wait_until(lambda: sent_to(tg, 32), 30, "an answer from the other instance", cluster.tails)
+    finally:
+        runner.proc.send_signal(signal.SIGCONT)
+    await wait_until(lambda: "not stored" in runner.log.read_text(), 15, "the thawed one's turn refused",
+                     cluster.tails)
+    await asyncio.sleep(2 * cluster.lease_seconds)
+    assert [s.plain for s in sent_to(tg, 32)] == ["from the other instance"], cluster.tails()
+    assert await cluster.query("SELECT role, count(*) FROM messages GROUP BY role ORDER BY role") == [
+        ("assistant", 1), ("user", 1)]
+    assert runner.alive
+
+
 async def wait_until_async(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> None:
     async with asyncio.timeout(timeout):
         while not await check():

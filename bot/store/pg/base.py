@@ -19,6 +19,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
+from bot.store.base import LaneLost
 from bot.store.pg import schema
 
 log = logging.getLogger(__name__)
@@ -136,4 +137,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and (exc := task.exception()) is not None:
-        log.error("a store write whose caller was cancelled failed", exc_info=exc)
+        if isinstance(exc, LaneLost):  # the caller's lane was ended for the same reason: nothing to fix
+            log.warning("%s", exc)
+        else:
+            log.error("a store write whose caller was cancelled failed", exc_info=exc)
