@@ -250,7 +250,9 @@ class App:
         assert url is not None
         settings = ClusterSettings(c.instance or default_instance(), c.lease_seconds)
         store.claim_as(settings.instance, settings.lease_seconds)  # scheduled occurrences: whose they are
-        return Cluster(store.pool, url, settings)
+        cluster = Cluster(store.pool, url, settings)
+        store.fence_with(cluster.fence)  # a turn commits only while its lane is still held here
+        return cluster
 
     def _media(self, limits: PersonLimits) -> tuple[Listener | None, VoiceAnswers]:
         """What ``media:`` switches on: transcription of voice notes, and voice answers."""

@@ -75,8 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     passwd.add_argument("--generate", action="store_true", help="make a random token instead, and print it once")
     status = sub.add_parser("status", help="the instances alive on the PostgreSQL database, what each owns, lag")
     status.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
-    migrate = sub.add_parser("migrate", help="copy a SQLite database into an empty PostgreSQL one")
-    migrate.add_argument("--from", dest="source", required=True, help="the SQLite file, e.g. data/chatgate.db")
+    migrate = sub.add_parser("migrate", help="make or upgrade a PostgreSQL database's tables (as its owner), and "
+                                             "with --from copy a SQLite database into it (an empty one)")
+    migrate.add_argument("--from", dest="source", help="the SQLite file to copy, e.g. data/chatgate.db")
     migrate.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host/database")
     args = parser.parse_args(argv)
     if args.command == "migrate":
@@ -176,16 +177,28 @@ async def _status(config: Config) -> int:
     return 0
 
 
-async def _migrate(source: str, target: str) -> int:
+async def _migrate(source: str | None, target: str) -> int:
+    from bot.cluster import schema as cluster_schema
     from bot.store.copy import copy_sqlite_to_postgres
+    from bot.store.pg import PostgresStore
 
     if not target.startswith(("postgresql://", "postgres://")):
         print(f"chatgate: --to must be a postgresql:// URL, got {target.split('://')[0]}://...", file=sys.stderr)
         return 2
-    copied = await copy_sqlite_to_postgres(source, target)
-    print(f"copied {sum(c.rows for c in copied)} rows in {len(copied)} tables (counts checked):")
-    for c in copied:
-        print(f"  {c.table:<18} {c.rows}")
+    if source is not None:  # the source is checked before anything is done to the target
+        copied = await copy_sqlite_to_postgres(source, target)
+        print(f"copied {sum(c.rows for c in copied)} rows in {len(copied)} tables (counts checked):")
+        for c in copied:
+            print(f"  {c.table:<18} {c.rows}")
+    async with PostgresStore(target) as store:  # every table, so that the bot may run as a role with data rights
+        async with store.pool.acquire() as conn:
+            clustered = await cluster_schema.apply(conn)
+        done = store.migrated
+    if done or clustered:
+        print(f"{store.url}: {done} store migration{'s' if done != 1 else ''} and {clustered} cluster "
+              f"migration{'s' if clustered != 1 else ''} applied")
+    elif source is None:
+        print(f"{store.url}: up to date, nothing to apply")
     return 0
 
 

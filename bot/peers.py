@@ -49,6 +49,12 @@ class Peers(Protocol):
         """Deliver this stored answer here? False when a live instance delivers it."""
         ...
 
+    async def still_holds(self, session_key: str) -> bool:
+        """The session's lane is still this instance's, now (checked in the database): False
+        once another instance took it over (this one was paused past its lease), before a tool
+        with side effects acts for a turn that is no longer this instance's."""
+        ...
+
     async def sweep(self) -> None:
         """Take over what no live instance holds: sessions whose messages wait, answers owed."""
         ...

@@ -43,7 +43,7 @@ from bot.outbound.progress import Progress
 from bot.outbound.split import render_chunks
 from bot.peers import Peers, Stopped
 from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps, TaskOrder
-from bot.store.base import AnswerStore, Closing, Store
+from bot.store.base import AnswerStore, Closing, LaneLost, Store
 from bot.tasks import OwnedTasks
 from bot.tools.policy import ToolPolicy
 from bot.tools.send_file import QUEUED
@@ -229,6 +229,10 @@ class Turns:
             if order is not None:
                 order.end("stopped" if run.stopped else None)
             raise
+        except LaneLost as exc:  # a cancelled run's turn, refused: another instance has the session now
+            await progress.settle()
+            _lane_lost(exc, order)
+            return
         except Exception:  # the agent turns its own failures into results: this is the store or a bug
             log.exception("run failed outside the agent session=%s run=%s", conversation.session_key, run.run_id)
             await progress.settle()
@@ -245,6 +249,9 @@ class Turns:
             closes = Closing(order.closes[0], order.closes[1], str(result.status))
         try:
             await self._commit(channel, target, run.run_id, ids, result, await progress.settle(), closes)
+        except LaneLost as exc:  # stored nothing: the instance that took the session over answers it
+            _lane_lost(exc, order)
+            return
         except BaseException:
             if order is not None:
                 order.end(None)
@@ -427,6 +434,14 @@ class Turns:
         progress = self._progress.get(event.run_id)
         if progress is not None:
             progress.feed(event)
+
+
+def _lane_lost(exc: LaneLost, order: TaskOrder | None) -> None:
+    """This instance was paused past its lease and another took the session over: the turn was not
+    stored and nothing is sent from here."""
+    log.warning("%s: another instance took the session over; nothing sent from here", exc)
+    if order is not None:
+        order.end(None)
 
 
 def _is_compact(msg: InboundMessage) -> bool:

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
 from bot.cli import main
+from bot.cluster import Cluster, ClusterSettings
+from bot.cluster import schema as cluster_schema
 from bot.conversation import Conversation
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.llm import Message
@@ -35,6 +41,7 @@ from bot.store.pg.schema import DIALECT, missing_dialect
 from bot.store.sqlite import SQLiteStore
 from bot.tracing import Span, SpanKind, TraceRecord
 from tests.pg import fresh_database, require_server, with_database
+from tests.test_cluster_lanes import Core
 
 
 def message(message_id: str, text: str = "hi") -> InboundMessage:
@@ -171,3 +178,67 @@ async def test_migrate_refuses_what_is_not_there(tmp_path: Path, capsys: pytest.
     assert await asyncio.to_thread(main, ["migrate", "--from", str(tmp_path / "nope.db"), "--to", url]) == 1
     assert "no SQLite database" in capsys.readouterr().err
     assert await asyncio.to_thread(main, ["migrate", "--from", str(tmp_path / "x.db"), "--to", "mysql://x"]) == 2
+
+
+# -- a runtime role with data rights only (issue 32: DDL only where a migration is missing) ---------
+
+DATA_RIGHTS = ('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "{role}";'
+               ' GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+
+
+@asynccontextmanager
+async def runtime_role(url: str) -> AsyncIterator[tuple[str, asyncpg.Connection]]:
+    """A login role of this test's own that may use the schema but create nothing in it (the
+    server's roles are shared: it is dropped at the end); its URL, and an owner's connection."""
+    role = f"chatgate_rt_{uuid.uuid4().hex[:10]}"
+    owner = await asyncpg.connect(url)
+    await owner.execute(f'CREATE ROLE "{role}" LOGIN; GRANT USAGE ON SCHEMA public TO "{role}"')
+    parts = urlsplit(url)
+    try:
+        yield urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}")), owner
+    finally:
+        await owner.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'")
+        await owner.execute(f'DROP OWNED BY "{role}"; DROP ROLE "{role}"')
+        await owner.close()
+
+
+async def test_a_runtime_role_with_data_rights_only_opens_a_migrated_store_and_joins_the_cluster() -> None:
+    async with fresh_database(migrated=False) as url, runtime_role(url) as (runtime, owner):
+        async with PostgresStore(url) as migrated:  # migrated by its owner (what `chatgate migrate --to` does)
+            async with migrated.pool.acquire() as conn:
+                await cluster_schema.apply(conn)
+        role = urlsplit(runtime).username
+        await owner.execute(DATA_RIGHTS.format(role=role))
+        async with PostgresStore(runtime) as store:  # no DDL: the role could not make any
+            cluster = Cluster(store.pool, runtime, ClusterSettings("rt", lease_seconds=3.0))
+            store.fence_with(cluster.fence)
+            await cluster.start(Core())
+            try:
+                key = "agent:main:telegram:dm:u1"
+                inbound = await store.record_inbound(message("m1"), key)
+                assert inbound is not None and await cluster.claim(key, inbound)  # a lease: nextval of the fence
+                answer = Answer("run1", "telegram", Target("u1", ChatType.DM), (Chunk("hello"),), (inbound,))
+                await store.append_turn(Turn(await store.session(key), "run1", (Message.user("hi"),),
+                                             inbound_ids=(inbound,), answer=answer))
+                assert await cluster.still_holds(key) and [a.id for a in await store.undelivered()] == ["run1"]
+            finally:
+                await cluster.aclose()
+
+
+async def test_chatgate_migrate_prepares_a_database_and_a_role_without_rights_is_told_to_run_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    async with fresh_database(migrated=False) as url, runtime_role(url) as (runtime, owner):
+        with pytest.raises(StoreError) as refused:  # nothing migrated, and this role may not: one line
+            await PostgresStore(runtime).open()
+        assert "run `chatgate migrate --to postgresql://...` as a role that may create tables" in str(refused.value)
+        assert "\n" not in str(refused.value)
+        assert await asyncio.to_thread(main, ["migrate", "--to", url]) == 0
+        assert f"{len(DIALECT)} store migrations and 1 cluster migration applied" in capsys.readouterr().out
+        assert await asyncio.to_thread(main, ["migrate", "--to", url]) == 0
+        assert "nothing to apply" in capsys.readouterr().out
+        await owner.execute(DATA_RIGHTS.format(role=urlsplit(runtime).username))
+        async with PostgresStore(runtime):
+            pass
+        await owner.execute("DELETE FROM migrations WHERE id = $1", len(DIALECT))  # one missing again
+        with pytest.raises(StoreError, match=r"1 migration \(0014_models\) is pending.*chatgate migrate --to"):
+            await PostgresStore(runtime).open()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from bot.errors import ConfigError
 from bot.llm import ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
+from bot.settings import load_config
 from bot.store.sqlite import SQLiteStore
 from bot.tools import ExecSettings, ToolCategory, ToolContext, ToolRegistry, builtin_registry, exec_command
 from bot.tools import exec as exec_tool
@@ -438,7 +440,8 @@ def test_bwrap_that_cannot_build_a_sandbox_stops_start_up(tmp_path: Path) -> Non
 
 def test_bwrap_arguments_bind_only_the_system_and_the_workspace(tmp_path: Path) -> None:
     root = tmp_path / "host"
-    for d in ("usr/bin", "usr/lib", "usr/local/etc/chatgate", "etc/ssl", "home/bot", "root", "srv/data"):
+    for d in ("usr/bin", "usr/lib", "usr/local/etc/chatgate", "etc/ssl/certs", "etc/ssl/private", "home/bot", "root",
+              "srv/data"):
         (root / d).mkdir(parents=True)
     for f in ("etc/passwd", "etc/shadow", "etc/chatgate.yaml", "usr/local/etc/chatgate/config.yaml"):
         (root / f).write_text("x")
@@ -447,8 +450,8 @@ def test_bwrap_arguments_bind_only_the_system_and_the_workspace(tmp_path: Path) 
     args = bwrap_arguments(Path("/w"), ExecSettings(private=private), root=root)
     joined = " ".join(args)
     assert f"--ro-bind {root}/usr /usr" in joined and "--symlink usr/bin /bin" in joined
-    assert f"--ro-bind {root}/etc/passwd /etc/passwd" in joined and f"{root}/etc/ssl /etc/ssl" in joined
-    for never in ("shadow", "chatgate.yaml", "home", "/root", "srv"):
+    assert f"--ro-bind {root}/etc/passwd /etc/passwd" in joined and f"{root}/etc/ssl/certs /etc/ssl/certs" in joined
+    for never in ("shadow", "chatgate.yaml", "home", "/root", "srv", "private"):
         assert never not in joined
     assert "--ro-bind /dev/null /usr/local/etc/chatgate/config.yaml" in joined  # covered up
     assert "--bind /w /workspace --remount-ro / --chdir /workspace --clearenv" in joined
@@ -494,3 +497,53 @@ async def test_a_protected_file_is_bound_by_descriptor_so_a_link_swapped_in_lead
     (ctx.workspace / "AGENTS.md").write_text("be kind\n")
     monkeypatch.setattr(exec_module, "_protected_files", real)
     assert "be kind" in (await run(registry, member, "cat AGENTS.md")).content
+
+
+# -- what of /etc/ssl a command sees, and the dashboard's TLS files (issue 32 item 13) -----------
+
+async def test_sandbox_sees_the_certificates_but_not_etc_ssl_private(bot: Bot) -> None:
+    trusted = "python3 -c 'import ssl; print(ssl.create_default_context().cert_store_stats()[\"x509_ca\"] > 0)'"
+    [out] = await bot.run(f"ls -d /etc/ssl/private 2>&1; head -1 /etc/ssl/certs/ca-certificates.crt; {trusted}")
+    assert "ls: cannot access '/etc/ssl/private': No such file or directory" in out, out
+    assert "-----BEGIN CERTIFICATE-----" in out and out.endswith("True\n[exit code 0]"), out
+
+
+def fake_host(tmp_path: Path) -> Path:
+    """A host root for bubblewrap: this machine's /usr and system links, a little of /etc,
+    and an /etc/ssl whose private/ holds a key and whose certs/ holds the dashboard's certificate."""
+    root = tmp_path / "host"
+    (root / "etc/ssl/private").mkdir(parents=True)
+    (root / "etc/ssl/certs").mkdir()
+    (root / "usr").symlink_to("/usr")
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        if os.path.islink(f"/{top}"):
+            (root / top).symlink_to(os.readlink(f"/{top}"))
+    for name in ("passwd", "group", "ld.so.cache"):
+        (root / "etc" / name).symlink_to(f"/etc/{name}")
+    (root / "etc/ssl/certs/ca.pem").write_text("-----BEGIN CERTIFICATE-----\nroot\n")
+    (root / "etc/ssl/certs/dashboard.pem").write_text("-----BEGIN CERTIFICATE-----\ndashboard\n")
+    (root / "etc/ssl/private/dashboard.key").write_text("-----BEGIN PRIVATE KEY-----\nTOPSECRET\n")
+    return root
+
+
+def test_the_dashboards_tls_files_are_hidden_from_a_sandboxed_command(tmp_path: Path) -> None:
+    root = fake_host(tmp_path)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+providers: {{openai: {{api_key: test-key}}}}
+storage: {{path: "{tmp_path / 'data' / 'chatgate.db'}"}}
+workspace: {{root: "{tmp_path / 'workspaces'}"}}
+tools: {{exec: {{enabled: true}}}}
+dashboard: {{tls_cert: "{root}/etc/ssl/certs/dashboard.pem", tls_key: "{root}/etc/ssl/private/dashboard.key"}}
+""")
+    settings = load_config(config, env={}).exec_settings()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    args = bwrap_arguments(workspace, settings, root=root)
+    command = ("cat /etc/ssl/private/dashboard.key /etc/ssl/certs/dashboard.pem; ls -A /etc/ssl/private; "
+               "cat /etc/ssl/certs/ca.pem")
+    done = subprocess.run([settings.bwrap, *args, "--", "/bin/sh", "-c", command], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=10, check=False)
+    out = done.stdout + done.stderr
+    assert "TOPSECRET" not in out and "dashboard\n" not in out, out
+    assert "-----BEGIN CERTIFICATE-----\nroot\n" in out, out  # the other certificates are there

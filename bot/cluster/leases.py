@@ -4,17 +4,29 @@ A lease is taken when it is free or expired (``expires_at`` on the database's cl
 for all names at once by the holder's heartbeat, and given back on a clean stop. Each time a
 lease changes hands it gets a new token from one sequence, so a token only grows: a holder that
 finds a different token on renewal has lost the lease, and stops acting on it.
+
+A session's turn commits under its lane's lease (``bot.store.pg.history.Fence``): the commit
+locks the lease's row ``FOR KEY SHARE``, which the holder's renewal does not wait for and a
+take-over does (it sets the key, so it locks the row ``FOR UPDATE``): a take-over happens before
+a commit, whose check then fails, or after it. It waits at most ``TAKE_WAIT_MS`` (then the lease
+is not taken this time, and the next sweep tries again), so that a holder frozen in the middle
+of a commit never holds up the heartbeat of the instance that would take its sessions over.
 """
 
 from __future__ import annotations
 
+import asyncpg
+
 from bot.store.pg.base import Db
 from bot.store.pg.sql import NOW
 
+TAKE_WAIT_MS = 200  # the longest a take-over waits for a commit under way under the lease
 _ACQUIRE = (
-    "INSERT INTO cluster_leases (name, holder, token, expires_at)"
-    f" VALUES ($1, $2, nextval('cluster_fence'), {NOW} + $3)"
-    " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,"
+    f"WITH bounded AS (SELECT set_config('lock_timeout', '{TAKE_WAIT_MS}', true))"  # this statement only
+    " INSERT INTO cluster_leases (name, holder, token, expires_at)"
+    f" SELECT $1, $2, nextval('cluster_fence'), {NOW} + $3 FROM bounded"
+    " ON CONFLICT (name) DO UPDATE SET name = excluded.name, holder = excluded.holder,"
+    " expires_at = excluded.expires_at,"
     " token = CASE WHEN cluster_leases.holder = excluded.holder THEN cluster_leases.token ELSE excluded.token END"
     f" WHERE cluster_leases.expires_at < {NOW} OR cluster_leases.holder = excluded.holder"
     " RETURNING token"
@@ -33,8 +45,12 @@ class LeaseRows:
         self.seconds = seconds
 
     async def acquire(self, db: Db, name: str) -> int | None:
-        """The lease's token when this instance holds it now, else None."""
-        token = await db.fetchval(_ACQUIRE, name, self.holder, self.seconds)
+        """The lease's token when this instance holds it now, else None (also when a commit under
+        the lease is under way for longer than ``TAKE_WAIT_MS``)."""
+        try:
+            token = await db.fetchval(_ACQUIRE, name, self.holder, self.seconds)
+        except asyncpg.LockNotAvailableError:
+            return None
         return int(token) if token is not None else None
 
     async def renew(self, db: Db) -> dict[str, int]:

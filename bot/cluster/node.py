@@ -11,6 +11,12 @@ stops that cross instances, and taking over what a dead instance left.
   (their instance died or stopped) and answers nobody is sending, so that a dead instance's
   work is done once, by one other instance, a lease's time after its last heartbeat.
 - ``stop`` asks the holder of a session's lane (NOTIFY, answered by NOTIFY).
+- Fencing: an instance paused past its lease (a VM freeze, a long GC) may wake up in the middle
+  of a turn another instance has taken over. The store commits a turn only under ``fence``
+  (the lane's lease still held by this instance with the token it was taken with, checked and
+  its row locked in the commit's transaction, so that a take-over waits for the commit; see
+  ``bot.cluster.leases``), and ``still_holds`` is the tool gate's check before a tool with side
+  effects: one primary-key read of the lease, unexpired.
 
 Other work that one instance claims and another must take over when it dies (a scheduled
 job's occurrence, ...) plugs in with ``add_sweep``: its function runs after every heartbeat's
@@ -27,7 +33,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import asyncpg
 
@@ -37,7 +43,9 @@ from bot.cluster.bus import Bus, Message
 from bot.cluster.leases import LeaseRows
 from bot.messages import Answer, InboundMessage
 from bot.peers import Host, Stopped
+from bot.session_keys import parse_key
 from bot.store.base import ApprovalRecord
+from bot.store.pg.history import Fence
 from bot.store.pg.sql import NOW
 from bot.store.sqlite import inbound_from_json, inbound_to_json
 from bot.tasks import OwnedTasks
@@ -49,6 +57,7 @@ _REGISTER = (f"INSERT INTO cluster_instances (id, host, pid, started_at, seen_at
              f" seen_at = {NOW}, stopped_at = NULL")
 _SEEN = f"UPDATE cluster_instances SET seen_at = {NOW} WHERE id = $1"
 _STOPPED = f"UPDATE cluster_instances SET stopped_at = {NOW} WHERE id = $1"
+_STILL_HOLDS = f"SELECT 1 FROM cluster_leases WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at >= {NOW}"
 _ALIVE_OTHERS = (f"SELECT count(*) FROM cluster_instances WHERE id <> $1 AND stopped_at IS NULL"
                  f" AND seen_at >= {NOW} - $2")
 
@@ -196,6 +205,28 @@ class Cluster:
 
     async def claim_answer(self, answer: Answer) -> bool:
         return await work.claim_answer(self._pool, answer.id, self.instance, self.settings.lease_seconds)
+
+    # -- fencing ---------------------------------------------------------------------------
+
+    def fence(self, session_key: str) -> Fence:
+        """What a turn of the session commits under (``PostgresStore.fence_with``): its lane's
+        lease, this instance, and the token this instance took it with (None when it does not hold
+        it). A sub-agent's session is its parent's lane."""
+        lane = _lane_of(session_key)
+        return Fence(_lane(lane), self.instance, self._held.get(lane), int(self.settings.lease_seconds * 1000))
+
+    async def still_holds(self, session_key: str) -> bool:
+        """The session's lane is still this instance's, now: the lease it took, unchanged and not
+        run out. For the tool gate, before a tool with side effects; False at once (no query)
+        when this instance does not hold the lane, and when the database cannot say."""
+        fence = self.fence(session_key)
+        if fence.token is None:
+            return False
+        try:
+            return await self._pool.fetchval(_STILL_HOLDS, fence.lease, fence.holder, fence.token) is not None
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            log.warning("cluster: cannot tell whether %s still holds session %s (%s)", self.instance, session_key, exc)
+            return False
 
     # -- approvals whose run waits elsewhere (bot.approvals.Elsewhere) -------------------
 
@@ -381,3 +412,12 @@ class Cluster:
 
 def _lane(session_key: str) -> str:
     return f"session:{session_key}"
+
+
+def _lane_of(session_key: str) -> str:
+    """The session key whose lane runs ``session_key``: a sub-agent's runs in its parent's."""
+    try:
+        key = parse_key(session_key)
+    except ValueError:
+        return session_key
+    return str(replace(key, subs=())) if key.subs else session_key

@@ -1,12 +1,17 @@
 """The cluster's own tables (PostgreSQL only): instances, leases, delivery claims, shared rate
 buckets. They are not the store's (SQLite has no use for them), so they have their own ordered,
-named migrations, recorded in ``cluster_migrations`` and applied under an advisory lock."""
+named migrations, recorded in ``cluster_migrations`` and applied under an advisory lock; like the
+store's, only when one is missing (a runtime role with data rights only joins without DDL)."""
 
 from __future__ import annotations
 
 import time
 
+import asyncpg
+
+from bot.errors import StoreError
 from bot.store.pg.base import Connection
+from bot.store.pg.schema import MIGRATE_HINT
 
 LOCK = 0x636C7573746572  # pg_advisory_xact_lock key: "cluster"
 
@@ -46,13 +51,28 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-async def apply(conn: Connection) -> None:
+async def apply(conn: Connection) -> int:
+    """The cluster's tables up to date; how many migrations were applied now (none: no DDL)."""
+    if not await _pending(conn):
+        return 0
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK)
-        await conn.execute("CREATE TABLE IF NOT EXISTS cluster_migrations (name TEXT PRIMARY KEY,"
-                           " applied_at DOUBLE PRECISION NOT NULL)")
-        done = {r[0] for r in await conn.fetch("SELECT name FROM cluster_migrations")}
-        for name, sql in MIGRATIONS:
-            if name not in done:
+        pending = await _pending(conn)
+        try:
+            if pending:
+                await conn.execute("CREATE TABLE IF NOT EXISTS cluster_migrations (name TEXT PRIMARY KEY,"
+                                   " applied_at DOUBLE PRECISION NOT NULL)")
+            for name, sql in pending:
                 await conn.execute(sql)
                 await conn.execute("INSERT INTO cluster_migrations VALUES ($1, $2)", name, time.time())
+        except asyncpg.InsufficientPrivilegeError:
+            raise StoreError(f"the cluster's migration {pending[0][0]} is pending and this role may not apply it; "
+                             f"{MIGRATE_HINT}") from None
+    return len(pending)
+
+
+async def _pending(conn: Connection) -> list[tuple[str, str]]:
+    if not await conn.fetchval("SELECT to_regclass('cluster_migrations') IS NOT NULL"):
+        return list(MIGRATIONS)
+    done = {r[0] for r in await conn.fetch("SELECT name FROM cluster_migrations")}
+    return [(name, sql) for name, sql in MIGRATIONS if name not in done]

@@ -540,9 +540,9 @@ class CoreConfig(Section):
 
     @model_validator(mode="after")
     def _skills_outside_workspaces(self) -> CoreConfig:
-        root = Path(os.path.abspath(self.workspace.root))
+        root = Path(os.path.realpath(self.workspace.root))  # a link into a workspace is inside it
         for i, folder in enumerate(self.skill_folders()):
-            if root in Path(os.path.abspath(folder)).parents or Path(os.path.abspath(folder)) == root:
+            if root in Path(os.path.realpath(folder)).parents or Path(os.path.realpath(folder)) == root:
                 key = f"skills.paths[{i}]" if self.skills.paths is not None else "skills.paths"
                 raise ConfigError(key, f"{folder} is inside workspace.root, where the bot's file tools could change "
                                        "shared skills; put them elsewhere (a workspace's own go in its skills/)")
@@ -604,9 +604,11 @@ class CoreConfig(Section):
         return tuple(v for v in found if v)
 
     def private_paths(self) -> tuple[Path, ...]:
-        """What a sandboxed command must never see: this config file, the database's folder and
-        the workspace root (a command gets its own workspace, nothing above it)."""
-        paths = [self.storage.path.parent, self.workspace.root]
+        """What a sandboxed command must never see: this config file, the database's folder, the
+        workspace root (a command gets its own workspace, nothing above it) and the dashboard's
+        TLS certificate and key."""
+        paths = [self.storage.path.parent, self.workspace.root,
+                 *(p for p in (self.dashboard.tls_cert, self.dashboard.tls_key) if p is not None)]
         if self._source_path is not None:
             paths.insert(0, self._source_path)
         return tuple(p.absolute() for p in paths)

@@ -47,10 +47,14 @@ def path(*segments: object) -> str:
 
 
 def when(ts: float | None) -> str:
-    """An instant as the page shows it: UTC, to the minute."""
+    """An instant as the page shows it: UTC, to the minute; one the calendar cannot hold (a
+    row written by hand) as its number, never an error."""
     if not ts:
         return "—"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, ValueError, OSError):
+        return f"instant {ts:.0f} (outside the calendar)"
 
 
 def duration(seconds: float) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime
+from datetime import UTC
 
 from bot.schedules import rules
 from bot.store.base import Job, JobState, ScheduleStore
@@ -44,8 +44,8 @@ def line(job: Job) -> str:
     c = job.conversation
     state = str(job.state) + (f" ({clean(job.reason)})" if job.reason else "")
     if job.next_at is not None and job.state is JobState.ACTIVE:
-        utc = datetime.fromtimestamp(job.next_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        state += f", next {utc} = {rules.local(job.next_at, rules.zone(job.when.zone))}"
+        utc = rules.local(job.next_at, UTC, "%Y-%m-%d %H:%M UTC")
+        state += f", next {utc} = {rules.local(job.next_at, rules.shown_zone(job.when.zone))}"
     chat = f"{c.platform}:{clean(c.chat_id)}" + (f"/{clean(c.thread_id)}" if c.thread_id else "")
     who = clean(job.creator) + (f" ({clean(job.creator_name)})" if job.creator_name else "")
     text = " ".join(clean(job.text).split())

@@ -26,7 +26,7 @@ class JobRow:
 
 
 def row(job: Job) -> JobRow:
-    rule = (f"at {rules.local(job.when.anchor, rules.zone(job.when.zone))}" if job.when.kind is RuleKind.AT
+    rule = (f"at {rules.local(job.when.anchor, rules.shown_zone(job.when.zone))}" if job.when.kind is RuleKind.AT
             else rules.describe(job.when))
     return JobRow(str(job.id), str(job.kind), f"{rule} ({job.when.zone})", job.conversation.session_key,
                   float(job.next_at) if job.next_at is not None else None, job.state is JobState.PAUSED, job.text)

@@ -12,7 +12,12 @@ exact seconds.
 Parsing what people and the model write: ``parse_duration`` ("2h30m", "45s", "20 min"),
 ``parse_instant`` (ISO 8601 with or without an offset), and ``parse_when`` for ``/remind``
 ("in 20m", "at 18:00", "tomorrow 9:00", ISO 8601). Each raises ``ValueError`` with a
-sentence a person can act on.
+sentence a person can act on. ``first_run`` is where every new job's time is checked (the
+``/remind`` command and the ``schedule`` tool both make jobs through it): nothing more than
+``HORIZON_YEARS`` ahead, so that every instant a job holds is one the calendar can show.
+
+Showing an instant (``local``) is total: a row written by hand with an instant the calendar
+cannot hold is shown as its number, never as an error.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -30,6 +35,8 @@ from bot.store.base import RuleKind, When
 
 DAY = 86400
 GAP_SAMPLES = 200  # occurrences looked at for the smallest gap of a cron rule
+HORIZON_YEARS = 10
+HORIZON = 3653 * DAY  # ten years and their leap days: the furthest ahead a job may be set
 _UNITS = {
     "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
     "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
@@ -126,6 +133,18 @@ def latest_until(when: When, t: int) -> int | None:
         return when.anchor + (t - when.anchor) // when.every * when.every
     start = datetime.fromtimestamp(t + 1, zone(when.zone))
     return int(next(CronSim(when.cron, start, reverse=True)).timestamp())
+
+
+def first_run(when: When, now: int) -> int | None:
+    """A new job's first occurrence from ``now`` (None: its one time has passed); ``ValueError``
+    when that, or the time between its runs, is more than ``HORIZON`` away."""
+    if when.kind is RuleKind.EVERY and when.every > HORIZON:
+        raise ValueError(f"every {duration_text(when.every)} is more than {HORIZON_YEARS} years between runs; "
+                         f"pick an interval within {HORIZON_YEARS} years")
+    first = when.anchor if when.kind is not RuleKind.CRON and when.anchor > now else next_after(when, now)
+    if first is not None and first - now > HORIZON:
+        raise ValueError(f"that is more than {HORIZON_YEARS} years from now; pick a time within {HORIZON_YEARS} years")
+    return first
 
 
 def smallest_gap(when: When, start: int) -> int | None:
@@ -281,9 +300,22 @@ def check_cron(expression: str) -> str:
 # -- showing ---------------------------------------------------------------------------
 
 
-def local(t: int, tz: ZoneInfo) -> str:
-    """An instant as a person reads it in their zone: ``Mon 10 Mar 2025 09:00 CET``."""
-    return datetime.fromtimestamp(t, tz).strftime("%a %d %b %Y %H:%M %Z")
+def local(t: int, tz: tzinfo, form: str = "%a %d %b %Y %H:%M %Z") -> str:
+    """An instant as a person reads it in their zone: ``Mon 10 Mar 2025 09:00 CET``; one the
+    calendar cannot hold (a row written by hand) as its number, never an error."""
+    try:
+        return datetime.fromtimestamp(t, tz).strftime(form)
+    except (OverflowError, ValueError, OSError):
+        return f"instant {t} (outside the calendar)"
+
+
+def shown_zone(name: str) -> tzinfo:
+    """The zone ``name`` for showing a stored job's times; UTC when the name is none (a row
+    written by hand), so that a list of jobs never fails on one of them."""
+    try:
+        return zone(name)
+    except ValueError:
+        return UTC
 
 
 def duration_text(seconds: int) -> str:

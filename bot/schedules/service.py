@@ -127,7 +127,10 @@ class Schedules:
         if len(text) > MAX_TEXT:
             raise ScheduleError(f"that is {len(text):,} characters; keep it under {MAX_TEXT:,}")
         now = int(self._clock())
-        first = when.anchor if when.kind is not RuleKind.CRON and when.anchor > now else rules.next_after(when, now)
+        try:
+            first = rules.first_run(when, now)
+        except ValueError as exc:
+            raise ScheduleError(str(exc)) from None
         if first is None:
             raise ScheduleError(f"{rules.local(when.anchor, rules.zone(when.zone))} has passed already")
         gap = rules.smallest_gap(when, now)
@@ -182,7 +185,7 @@ class Schedules:
 
     def line(self, job: Job, zone: str) -> str:
         """One job as its creator reads it: id, kind, next run in their zone, rule, text, state."""
-        tz = rules.zone(zone)
+        tz = rules.shown_zone(zone)
         if job.state is JobState.ACTIVE and job.next_at is not None:
             when = f"next {rules.local(job.next_at, tz)}"
         elif job.state is JobState.PAUSED:

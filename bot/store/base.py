@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Literal, Protocol, TypeAlias
 
 from bot.conversation import Conversation
+from bot.errors import ChatgateError
 from bot.llm import Message
 from bot.messages import Answer, InboundMessage
 from bot.providers.base import Usage
@@ -42,6 +43,12 @@ class Charge:
     person: str
     tokens: int  # in + out
     cost: float
+
+
+class LaneLost(ChatgateError):
+    """``append_turn`` refused a turn: its session's lane is no longer this instance's (it was
+    paused past its lease and another instance took the session over). Nothing of the turn was
+    stored; the new holder answers its messages."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,11 @@ Under bubblewrap (``tools.exec.sandbox: bwrap``) a command sees:
 - the system read-only: ``/usr`` (with ``/bin``, ``/sbin``, ``/lib*`` as the host has them)
   and an allowlist of ``/etc`` entries a shell and common tools need (``ETC_ALLOWED``:
   users, libraries, time zone, certificates, name resolution). Not the rest of ``/etc``
-  (no ``shadow``, no ssh keys, no config file of ours that lives there), not ``/home``,
-  ``/root``, ``/var``, ``/srv``, ``/opt``, ``/run``, ``/mnt`` or ``/app``: the bot's config,
+  (no ``shadow``, no ssh keys, no ``/etc/ssl/private``, no config file of ours that lives there),
+  not ``/home``, ``/root``, ``/var``, ``/srv``, ``/opt``, ``/run``, ``/mnt`` or ``/app``: the bot's config,
   database and other workspaces are simply not in its world. A private path that happens
-  to lie under a bound directory (``ExecSettings.private``) is covered up as well;
+  to lie under a bound directory (``ExecSettings.private``: the config file, the data folder,
+  the workspace root, the dashboard's TLS certificate and key) is covered up as well;
 - a fresh pid namespace with its own ``/proc`` (the bot's process and its environment are
   not visible), a minimal ``/dev``, no network unless ``tools.exec.network: true``, new
   ipc/uts/cgroup namespaces, no capabilities, its own session (no terminal to steal);
@@ -55,11 +56,13 @@ SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The top-level directories that are either a link into /usr (merged /usr) or a directory
 # of system binaries and libraries; bound read-only as the host has them.
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# What of /etc a shell, Python, git and curl need; nothing that holds a secret.
+# What of /etc a shell, Python, git and curl need; nothing that holds a secret: of /etc/ssl and
+# /etc/pki the certificates and OpenSSL's settings, never their private/ folders of keys.
 ETC_ALLOWED = (
     "passwd", "group", "nsswitch.conf", "host.conf", "hosts", "resolv.conf", "gai.conf", "protocols",
     "services", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives",
-    "ssl", "ca-certificates", "ca-certificates.conf", "pki", "mime.types", "magic", "magic.mime",
+    "ssl/certs", "ssl/cert.pem", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
+    "pki/tls/certs", "pki/tls/cert.pem", "pki/tls/openssl.cnf", "pki/ca-trust", "mime.types", "magic", "magic.mime",
     "os-release", "debian_version", "lsb-release", "alpine-release", "issue", "terminfo", "inputrc",
     "environment", "locale.alias", "locale.conf", "default", "profile", "shells", "bash.bashrc",
     "gitconfig", "wgetrc", "python3", "python3.11", "python3.12", "python3.13", "perl", "fonts",
@@ -77,7 +80,7 @@ class ExecSettings:
     sandbox: SandboxMode = "bwrap"
     network: bool = False  # only under bwrap: ``none`` cannot take the network away
     owners_only: bool = True
-    private: tuple[Path, ...] = ()  # the bot's config file, database, workspace root: never shown
+    private: tuple[Path, ...] = ()  # the bot's config file, database, workspace root, TLS files: never shown
     bwrap: str = "bwrap"  # the executable, looked up on PATH
     limits: ExecBounds = ExecBounds()
     writable: bool = True  # the folder at /workspace may be written (a pre-tool hook's scratch folder: no)

@@ -19,6 +19,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
+from bot.store.base import LaneLost
 from bot.store.pg import schema
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class PgBase:
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self._writes: set[asyncio.Task[Any]] = set()
+        self.migrated = 0  # migrations applied when it opened
 
     @property
     def url(self) -> str:
@@ -79,7 +81,7 @@ class PgBase:
             if isinstance(exc, asyncpg.PostgresError):
                 raise StoreError(f"cannot migrate the PostgreSQL database {self._where}: {exc}") from exc
             raise
-        self._pool = pool
+        self._pool, self.migrated = pool, applied
         log.info("store %s open (schema %d, %d migrations applied now)", self._where, len(schema.names()), applied)
         return self
 
@@ -135,4 +137,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and (exc := task.exception()) is not None:
-        log.error("a store write whose caller was cancelled failed", exc_info=exc)
+        if isinstance(exc, LaneLost):  # the caller's lane was ended for the same reason: nothing to fix
+            log.warning("%s", exc)
+        else:
+            log.error("a store write whose caller was cancelled failed", exc_info=exc)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.store import answers as sql_answers
-from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
+from bot.store.base import LaneLost, Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
 from bot.store.pg.answers import INSERT_ANSWER, INSERT_CHUNK
 from bot.store.pg.base import Connection, PgBase
 from bot.store.pg.inbound import MARK_ANSWERED
@@ -17,6 +18,21 @@ from bot.store.pg.schedules import close_occurrence_in
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
+
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """What a turn of a session commits under, with several instances: the lease of the session's
+    lane, its holder (this instance) and the token it was taken with (None: not held here). The
+    commit holds the lease's row meanwhile (``FOR KEY SHARE``: the holder's renewals go on, a
+    take-over waits), and the server ends the commit of an instance frozen between two of its
+    statements after ``idle_ms``, so that the lease is not held up for ever."""
+
+    lease: str
+    holder: str
+    token: int | None
+    idle_ms: int
 
 _CURRENT_SESSION = "SELECT id, key, created_at FROM sessions WHERE key = $1 AND archived_at IS NULL"
 _ARCHIVE_SESSION = "UPDATE sessions SET archived_at = $1 WHERE key = $2 AND archived_at IS NULL"
@@ -29,6 +45,10 @@ _LIVE_COUNT = f"SELECT count(*) {_LIVE}"
 _SUMMARY_COLUMNS = "text, through_id, messages, tokens_before, tokens_after, run_id, created_at"
 _LAST_SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE session_id = $1 ORDER BY id DESC LIMIT 1"
 _LOCK_SESSION = "SELECT id FROM sessions WHERE id = $1 FOR UPDATE"
+# the lane's lease as it was taken, its row locked until the commit (a take-over waits for the turn, or
+# the turn sees the take-over), and a bound on the lock should this instance freeze before it commits
+_FENCE = ("SELECT set_config('idle_in_transaction_session_timeout', $4, true) FROM cluster_leases"
+          " WHERE name = $1 AND holder = $2 AND token = $3 FOR KEY SHARE")
 _SUMMARY_THROUGH = "SELECT max(through_id) FROM summaries WHERE session_id = $1"
 _INSERT_SUMMARY = (
     "INSERT INTO summaries (session_id, run_id, text, through_id, messages, tokens_before, tokens_after, created_at)"
@@ -78,6 +98,15 @@ _SPANS = (
 
 
 class PgHistory(PgBase):
+    _fence: Callable[[str], Fence] | None = None
+
+    def fence_with(self, fence: Callable[[str], Fence]) -> None:
+        """Several instances: a turn that adds to a conversation (messages, an answer, settled
+        messages, a closed occurrence) commits only while ``fence(session key)`` names the lease
+        this instance still holds, unchanged (``bot.cluster.Cluster.fence``); else ``append_turn``
+        rolls it back and raises ``LaneLost``."""
+        self._fence = fence
+
     async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
         key = key_of(of)
         if not fresh:
@@ -153,8 +182,14 @@ class PgHistory(PgBase):
         answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
         t = turn.trace
         closes = turn.closes
+        adds = bool(turn.messages or turn.inbound_ids or answer is not None or closes is not None)
+        fence = self._fence(turn.session.key) if self._fence is not None and adds else None
 
         async def write(conn: Connection) -> None:
+            if fence is not None and (fence.token is None or await conn.fetchval(
+                    _FENCE, fence.lease, fence.holder, fence.token, str(fence.idle_ms)) is None):
+                raise LaneLost(f"session {turn.session.key}: lane no longer held by {fence.holder}; "
+                               f"run {run_id} not stored")
             if messages:
                 await conn.executemany(_INSERT_MESSAGE, messages)
             await conn.execute(_INSERT_USAGE, *usage)

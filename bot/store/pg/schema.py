@@ -5,9 +5,12 @@ PostgreSQL SQL of each name, in the same order (``tests/test_store_postgres.py``
 they match). A migration added to the list without its PostgreSQL side stops the PostgreSQL
 store from opening, with one line naming it, rather than running on a schema it lacks.
 
-The applied migrations are the rows of ``migrations`` (id, name, applied_at). Pending ones are
-applied in one transaction under an advisory lock, so instances starting together migrate
-once, and a database is either fully upgraded or untouched.
+The applied migrations are the rows of ``migrations`` (id, name, applied_at). Start-up reads
+them first and issues no DDL when none is missing, so the bot may run as a role with data rights
+only (``chatgate migrate --to`` applies them as the database's owner). Pending ones are applied
+in one transaction under an advisory lock, so instances starting together migrate once, and a
+database is either fully upgraded or untouched; a role that may not apply them is told, in one
+line, to run ``chatgate migrate``.
 
 Types: ids are ``BIGINT`` identities (given explicitly by ``chatgate migrate``, then the
 sequences are moved past them), times ``DOUBLE PRECISION`` epoch seconds as in SQLite, flags
@@ -368,26 +371,51 @@ def missing_dialect() -> list[str]:
     return [name for name in names() if name not in DIALECT]
 
 
+MIGRATE_HINT = ("run `chatgate migrate --to postgresql://...` as a role that may create tables (the database's "
+                "owner), then start again; the bot itself needs only SELECT, INSERT, UPDATE and DELETE")
+
+
 async def apply(conn: asyncpg.Connection | PoolConnectionProxy, where: str) -> int:
-    """Bring the database up to every known migration; how many were applied now."""
+    """Bring the database up to every known migration; how many were applied now. Nothing but
+    reads when none is missing."""
     if missing := missing_dialect():
         raise StoreError(f"PostgreSQL store: migration {missing[0]} has no PostgreSQL dialect in "
                          "bot/store/pg/schema.py yet; use SQLite (storage.path) with this version")
     known = names()
+    if _check(await _applied(conn), known, where) == len(known):
+        return 0
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATE_LOCK)
-        has_table = await conn.fetchval("SELECT to_regclass('migrations') IS NOT NULL")
-        applied = [r["name"] for r in await conn.fetch("SELECT name FROM migrations ORDER BY id")] if has_table else []
-        if len(applied) > len(known) or applied != list(known[:len(applied)]):
-            raise SchemaTooNewError(
-                f"{where} has schema version {len(applied)} ({applied[-1] if applied else 'none'}), not one this "
-                f"chatgate wrote (it knows up to version {len(known)}): upgrade chatgate or use another database")
+        applied = _check(await _applied(conn), known, where)  # another instance may have migrated meanwhile
         if not applied and await conn.fetchval(_FOREIGN_TABLES):
             raise StoreCorruptError(f"{where} holds tables that are not chatgate's; use an empty database")
-        await conn.execute(_CREATE_MIGRATIONS_TABLE)
-        for number, name in enumerate(known[len(applied):], start=len(applied) + 1):
-            log.info("applying migration %d %s to %s", number, name, where)
-            await conn.execute(DIALECT[name])
-            await conn.execute("INSERT INTO migrations (id, name, applied_at) VALUES ($1, $2, $3)",
-                               number, name, time.time())
-    return len(known) - len(applied)
+        pending = known[applied:]
+        try:
+            if pending:
+                await conn.execute(_CREATE_MIGRATIONS_TABLE)
+            for number, name in enumerate(pending, start=applied + 1):
+                log.info("applying migration %d %s to %s", number, name, where)
+                await conn.execute(DIALECT[name])
+                await conn.execute("INSERT INTO migrations (id, name, applied_at) VALUES ($1, $2, $3)",
+                                   number, name, time.time())
+        except asyncpg.InsufficientPrivilegeError:
+            which = f"1 migration ({pending[0]}) is" if len(pending) == 1 else \
+                f"{len(pending)} migrations ({pending[0]}, ...) are"
+            raise StoreError(f"{where}: {which} pending and this role may not apply them; {MIGRATE_HINT}") from None
+    return len(known) - applied
+
+
+async def _applied(conn: asyncpg.Connection | PoolConnectionProxy) -> list[str]:
+    """The names of the migrations the database records, in order (none without the table)."""
+    if not await conn.fetchval("SELECT to_regclass('migrations') IS NOT NULL"):
+        return []
+    return [r["name"] for r in await conn.fetch("SELECT name FROM migrations ORDER BY id")]
+
+
+def _check(applied: list[str], known: tuple[str, ...], where: str) -> int:
+    """How many of ``known`` are applied; ``SchemaTooNewError`` for a schema this chatgate did not write."""
+    if len(applied) > len(known) or applied != list(known[:len(applied)]):
+        raise SchemaTooNewError(
+            f"{where} has schema version {len(applied)} ({applied[-1] if applied else 'none'}), not one this "
+            f"chatgate wrote (it knows up to version {len(known)}): upgrade chatgate or use another database")
+    return len(applied)
