@@ -52,6 +52,7 @@ from bot.tools.approval import (
     question_text,
 )
 from bot.tools.base import Tool, ToolContext
+from bot.tools.policy import READ_ONLY_TOOLS
 
 if TYPE_CHECKING:
     from bot.config.schema import ToolsConfig
@@ -112,6 +113,10 @@ class Elsewhere(Protocol):
         """Another live instance runs this session now."""
         ...
 
+    async def still_holds(self, session_key: str) -> bool:
+        """This instance still holds the session's lane (its lease unchanged), now."""
+        ...
+
 
 class Approvals:
     def __init__(self, store: GrantStore, channels: Mapping[str, Channel], settings: ApprovalSettings, *,
@@ -136,6 +141,11 @@ class Approvals:
     async def permit(self, ctx: ToolContext, tool: Tool, call_id: str, arguments: Mapping[str, Any]) -> str | None:
         if self._hooks is not None and (refusal := await self._hooks(ctx, tool.name, arguments, call_id)) is not None:
             return refusal
+        if (self._elsewhere is not None and not ctx.unattended and tool.name not in READ_ONLY_TOOLS
+                and not await self._elsewhere.still_holds(ctx.session_key)):  # paused past the lease
+            log.warning("%s not run: this instance no longer holds the session session=%s run=%s", tool.name,
+                        ctx.session_key, ctx.run_id)
+            return f"{tool.name} was not run: another instance has taken this conversation over."
         if not self.settings.rules.needs(tool.name, is_owner=ctx.sender_is_owner, declared=tool.approval):
             return None
         if tool.name in self._refused.get(ctx.run_id, ()):

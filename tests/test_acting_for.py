@@ -16,13 +16,19 @@ import json
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.app import App
+from bot.approvals import Approvals, ApprovalSettings
+from bot.conversation import Conversation
+from bot.messages import ChatType
+from bot.session_keys import SessionKey
 from bot.settings import load_config
+from bot.tools import ToolContext, builtin_registry
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -330,3 +336,37 @@ async def test_in_the_sandbox_a_hooks_folder_is_empty_and_read_only(bot: Bot) ->
     await bot.until(lambda: any("Done." in t for t in bot.sent_texts(MEMBER)))
     assert "pre-tool hook" not in json.dumps(llm.requests[1].body["messages"])  # before: AGENTS.md & co. were there
     assert written(bot) == ["hello"]
+
+
+# ----------------------------------------------------------------- 12. the gate's lease check
+
+
+async def test_a_tool_that_acts_is_not_run_once_another_instance_took_the_lane(tmp_path: Path) -> None:
+    """Item 12 at the gate: an instance paused past its lease learns it before a tool with side
+    effects runs (``still_holds``), and runs none; tools that only read go on. Nothing is asked
+    of the database where nobody can answer an approval (the flush runs after the lane)."""
+    class Lost:
+        asked: list[str] = []
+
+        async def still_holds(self, session_key: str) -> bool:
+            self.asked.append(session_key)
+            return False
+
+        async def running_elsewhere(self, session_key: str) -> bool:
+            return True
+
+        async def decide_elsewhere(self, *args: Any) -> str | None:
+            raise LookupError
+
+    lost = Lost()
+    gate = Approvals(None, {}, ApprovalSettings(), is_owner=lambda p, u: False, elsewhere=lost)  # type: ignore[arg-type]
+    conversation = Conversation.of_key(SessionKey("main", ChatType.DM, "7", "telegram"))
+    ctx = ToolContext(tmp_path, conversation, "r1", "main", "7", gate=gate)
+    tools = builtin_registry()
+    write, read = tools.get("write_file"), tools.get("read_file")
+    assert write is not None and read is not None
+    refusal = await gate.permit(ctx, write, "c1", {"path": "a", "content": "b"})
+    assert refusal == "write_file was not run: another instance has taken this conversation over."
+    assert await gate.permit(ctx, read, "c2", {"path": "a"}) is None
+    assert await gate.permit(replace(ctx, unattended=True), write, "c3", {"path": "a", "content": "b"}) is None
+    assert lost.asked == [conversation.session_key]

@@ -39,7 +39,7 @@ from bot.models import Models
 from bot.providers.base import Provider, Usage
 from bot.store.base import CompactingStore
 from bot.tools.base import Gate, SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.policy import ToolPolicy, ToolRules
+from bot.tools.policy import READ_ONLY_TOOLS, ToolPolicy, ToolRules
 from bot.tools.registry import ToolRegistry
 from bot.tools.toolset import Toolset
 from bot.tracing import Redactor
@@ -47,8 +47,6 @@ from bot.workspace import Workspaces
 
 log = logging.getLogger(__name__)
 
-READ_ONLY_TOOLS = ("read_file", "list_files", "search_files", "memory_search", "memory_get", "web_fetch",
-                   "read_skill", "skill_search")
 _RUNS_REMEMBERED = 4096  # parent runs whose child count is kept
 
 

@@ -26,6 +26,12 @@ if TYPE_CHECKING:  # the config is only read here; importing its schema would im
     from bot.config.types import AccessConfig, ToolRulesConfig
 
 
+# The tools that change nothing: a sub-agent's only tools; the others act (before one runs on
+# several instances, the gate checks that the turn's lane is still this instance's).
+READ_ONLY_TOOLS = ("read_file", "list_files", "search_files", "memory_search", "memory_get", "web_fetch",
+                   "read_skill", "skill_search")
+
+
 @dataclass(frozen=True, slots=True)
 class ToolRules:
     """One layer: ``allow`` None lets every tool through; ``deny`` wins."""
