@@ -404,7 +404,7 @@ class Scheduler:
                      first.conversation.session_key)
 
     def _missed_line(self, job: Job, at: int, nxt: int | None) -> str:
-        tz = rules.zone(job.when.zone)
+        tz = rules.shown_zone(job.when.zone)
         rule = "" if job.when.kind is RuleKind.AT else f" ({rules.describe(job.when)})"
         line = f"{job.kind} {job.id}{rule}, due {rules.local(at, tz)}: {_short(job.text)}"
         return line + (f"; next {rules.local(nxt, tz)}" if nxt is not None else "")
@@ -432,7 +432,7 @@ def _reminder(job: Job, late: int) -> str:
 
 def _task_text(job: Job, at: int, late: int, output: str) -> str:
     """The input of a task's turn: what it is and when it was due, its text, its check's output."""
-    tz = rules.zone(job.when.zone)
+    tz = rules.shown_zone(job.when.zone)
     rule = "once" if job.when.kind is RuleKind.AT else rules.describe(job.when)
     by = f", set by {job.creator_name}" if job.creator_name else ""
     lateness = f", late by {_minutes(late)} min (I was offline)" if late >= LATE_AFTER else ""

@@ -173,8 +173,8 @@ class Schedules:
                 raise ScheduleError(f"job {job.id} is running already")
             nxt = rules.next_after(job.when, int(self._clock()))
             if nxt is None:
-                raise ScheduleError(f"job {job.id} was due {rules.local(job.when.anchor, rules.zone(job.when.zone))}"
-                                    ", which has passed; make a new one")
+                due = rules.local(job.when.anchor, rules.shown_zone(job.when.zone))
+                raise ScheduleError(f"job {job.id} was due {due}, which has passed; make a new one")
             done = await self.store.update_job(job.id, expect=(JobState.PAUSED,), state=JobState.ACTIVE, next_at=nxt)
             self._wake()
         if not done:
