@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
@@ -25,7 +25,9 @@ from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
-from bot.channels import SOLE, Channel, UsesLeases, registry
+from bot.capabilities import Core, Starts, Stops, Tools
+from bot.capabilities import registry as capability_registry
+from bot.channels import SOLE, Channel, SpellsCommands, UsesLeases, registry
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
@@ -34,15 +36,10 @@ from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.media.hearing import HearingSettings, Listener
 from bot.media.speaking import SpeechSettings, VoiceAnswers
-from bot.models.command import ModelCommand
 from bot.models.config import open_models
 from bot.models.titles import Titles
 from bot.providers import make_audio
 from bot.runs import QueueMode, RunCaps
-from bot.schedules.checks import check_allowed, check_tools, checks_for
-from bot.schedules.scheduler import Scheduler, TaskTools
-from bot.schedules.service import Schedules, ScheduleSettings
-from bot.schedules.tool import schedule_tool
 from bot.settings import Config
 from bot.skills import open_skills
 from bot.store import AppStore, SQLiteStore, store_for
@@ -81,7 +78,7 @@ class App:
         self.config = config
         self.channels = dict(channels)
         self.events = EventBus()
-        self.mcp: McpHub | None = None  # the MCP servers, when mcp.servers names any
+        self.capabilities: dict[str, Any] = {}  # the running capabilities by name (bot.capabilities.registry)
         self.dashboard: Dashboard | None = None  # with dashboard.enabled: its server (``dashboard.url``)
         self._stack = AsyncExitStack()
 
@@ -94,8 +91,10 @@ class App:
         dispatcher = self.turns.dispatcher
         bot = Bot(self.events, dispatcher.registry, dispatcher.queued, self.turns.stop_run, self.channels,
                   self.config.agent.model)
+        scheduling = self.capabilities.get("schedules")
         operations = Operations(mcp=_McpStatus(self.mcp) if self.mcp is not None else None,
-                                jobs=OperatorJobs(self.store, time.time, self.scheduler.wake),
+                                jobs=OperatorJobs(self.store, time.time,
+                                                  scheduling.scheduler.wake if scheduling is not None else _nothing),
                                 approvals=self.store)
         return Dashboard(self.config.dashboard_settings(), self.store, bot=bot, operations=operations,
                          people=PeoplePolicy(limits.settings, self.config.owner_ids()), redact=redact)
@@ -144,15 +143,7 @@ class App:
             is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
             mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()), elsewhere=cluster)
         self._stack.push_async_callback(approvals.aclose)
-        toolsets: list[Toolset] = []
-        if cfg.mcp.enabled:  # the SDK is imported only when a server is configured
-            from bot.mcp.hub import McpHub
-
-            self.mcp = McpHub(cfg.mcp, identity_links=a.identity_links, redact=redactor,
-                              log_dir=cfg.storage.path.parent / "mcp", guard=GuardMode(a.input_guard),
-                              private=cfg.private_paths())
-            self._stack.push_async_callback(self.mcp.aclose)
-            toolsets.append(self.mcp)
+        toolsets: list[Toolset] = []  # capabilities add theirs as they open (MCP), before any run
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         self.skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
                                   guard=GuardMode(a.input_guard), inline_max=cfg.skills.inline_max)
@@ -178,10 +169,9 @@ class App:
                                  claim=cluster.claim_answer if cluster is not None else None)
         access = Access(policies, self.store)
         context = GroupContext()
-        intake_settings = IntakeSettings(
-            a.id, a.dm_scope, a.identity_links, cfg.workspace.group_scope,
-            {name: channel_info(name) for name in self.channels}, r.recover_max_age, downloads,
-            cfg.storage.retention.context * 86400)
+        channel_infos = {name: channel_info(name) for name in self.channels}
+        intake_settings = IntakeSettings(a.id, a.dm_scope, a.identity_links, cfg.workspace.group_scope, channel_infos,
+                                         r.recover_max_age, downloads, cfg.storage.retention.context * 86400)
         keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links))  # noqa: E731
         listener, voice = self._media(person_limits)
         policy_of = lambda conv, owner: policy_for(  # noqa: E731
@@ -191,30 +181,23 @@ class App:
             agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
             is_owner=access.is_owner, keys=keys, person_limits=person_limits, voice=voice,
             policy=policy_of, peers=cluster)
-        sc = cfg.schedules
-        schedule_settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval,
-                                             sc.check_timeout)
-        exec_on = cfg.tools.exec
-        rules = approvals.settings.rules
-        may_check = check_allowed(policy_of, rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
-        find_tool = check_tools(self.mcp, policy_of, rules) if self.mcp is not None else None
-
-        self.scheduler = Scheduler(
-            self.store, self.turns, access, schedule_settings, platforms=intake_settings.channel_info or {},
-            limits=person_limits if person_limits.active else None,
-            tools=TaskTools(checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout, find_tool,
-                                       tools.get("exec")),
-                            may_check, workspaces.prepare, a.id, gate=approvals),
-            spell=lambda platform: self.intake.spelling_for(platform),
-            person_of=lambda platform, user_id: person_of(platform, user_id, a.identity_links))
-        self.schedules = Schedules(self.store, schedule_settings, wake=self.scheduler.wake)
+        core = Core(cfg, self.store, self.channels, self.events, workspaces, access, person_limits, self.turns,
+                    models, approvals, approvals.settings.rules, policy_of, tools.get, self._spelling,
+                    lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets,
+                    channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None)
+        for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
+            if capability_spec.enabled(cfg):
+                self.capabilities[capability_spec.name] = await self._stack.enter_async_context(
+                    capability_spec.open(core))
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
                              limits=person_limits, agent=agent, approvals=approvals, listener=listener,
-                             voice=voice, schedules=self.schedules, servers=self.mcp,
-                             models=ModelCommand(models, self.channels, self.store), peers=cluster)
+                             voice=voice, capabilities=self.capabilities, peers=cluster)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
-        tools.register(schedule_tool(self.schedules, may_check, find_tool))
+        for capability in self.capabilities.values():
+            if isinstance(capability, Tools):
+                for tool in capability.tools():
+                    tools.register(tool)
         if cluster is not None:  # leaves after the runs are cancelled: nobody takes a session still running here
             self._stack.push_async_callback(cluster.aclose)
             await cluster.start(self.intake)
@@ -233,13 +216,22 @@ class App:
         await approvals.recover()  # cards a previous process left waiting: expired
         if self.cluster is not None:  # and, from now on, those of an instance that died
             self.cluster.add_sweep(approvals.recover)
-        if self.mcp is not None:  # in the background, once the channels listen: never ahead of them
-            self.mcp.start()
         await self.intake.recover()
-        self._stack.push_async_callback(self.scheduler.aclose)  # the first to stop: no job starts after
-        if self.cluster is not None:  # tasks an instance died running: another runs them again
-            self.cluster.add_sweep(self.scheduler.adopt)
-        self.scheduler.start()  # after recovery: what is owed goes out first
+        for capability in self.capabilities.values():  # once the channels listen and what was owed went out
+            if isinstance(capability, Starts):
+                if isinstance(capability, Stops):
+                    self._stack.push_async_callback(capability.stop)  # the first to stop: nothing starts after
+                capability.start()
+
+    @property
+    def mcp(self) -> McpHub | None:
+        """The MCP servers, when ``mcp.servers`` names any."""
+        return self.capabilities.get("mcp")
+
+    def _spelling(self, platform: str) -> Callable[[str], str]:
+        """How a command is typed on ``platform`` (``/name`` on most)."""
+        channel = self.channels.get(platform)
+        return channel.command_text if isinstance(channel, SpellsCommands) else (lambda name: f"/{name}")
 
     def _cluster(self, store: PostgresStore) -> Cluster:
         """This instance in the cluster of every instance on the same database (not started yet)."""
@@ -284,6 +276,10 @@ class _McpStatus:
 
     def mcp_status(self) -> Sequence[ServerStatus]:
         return self._hub.statuses()
+
+
+def _nothing() -> None:
+    """Nothing to wake (the schedules capability is not running)."""
 
 
 def writable(root: Path) -> None:

@@ -1,46 +1,33 @@
 """Chat commands: one table, parsed here, answered by the intake at once, even during a run.
 
-``COMMANDS`` is the one list: each entry names its handler, its ``/help`` line, its menu
-description (the platforms' command menus: Telegram's list, Discord's and Slack's slash
-commands; empty keeps it out of menus), whether it is ``urgent`` (never waits behind the
-session's earlier messages) and whether it is for ``owners_only``. ``NAMES``, ``MENU`` and
-``HELP`` are derived from it, so adding a command is one entry here and its handler.
+``COMMANDS`` is the one list: the core's entries here (``CORE``), and each capability's, which
+its spec declares (``bot.capabilities``). Each entry names its handler, its ``/help`` line,
+its menu description (the platforms' command menus: Telegram's list, Discord's and Slack's
+slash commands; empty keeps it out of menus), whether it is ``urgent`` (never waits behind
+the session's earlier messages) and whether it is for ``owners_only``. ``NAMES``, ``MENU``,
+``BY_NAME`` and ``HELP`` are derived from it (made on first use, once the capabilities'
+specs can be read), so adding a command is one entry and its handler.
 
-A handler gets the ``CommandHost`` (what the core can do for a command: the intake
-implements it) and the ``CommandCall``, and returns the ``Reply`` owed to the chat, or
-None when it answered on its own (``/compact`` runs in the session's lane).
+A core handler gets the ``CommandHost`` (what the core can do for a command: the intake
+implements it); a capability's gets the running capability (``capability`` names it; when it
+is not running, the reply is ``off``). Both get the ``CommandCall`` and return the ``Reply``
+owed to the chat, or None when it answered on its own (``/compact`` runs in the session's lane).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol
 
-from bot.messages import ChatType, InboundMessage
+from bot.command_spec import Command, CommandCall, CommandSpec, Handler, Reply
+from bot.messages import ChatType
 
 if TYPE_CHECKING:
     from bot.conversation import Conversation
 
-
-@dataclass(frozen=True, slots=True)
-class CommandCall:
-    """One command as it arrived: parsed, with its message, conversation and stored id."""
-
-    command: Command
-    msg: InboundMessage
-    conversation: Conversation
-    inbound_id: int
-    owner: bool  # the sender is one of the platform's owners
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """What a command owes the chat: one sentence, and any further inbound messages it
-    answers (``/stop`` answers the stopped run's messages too)."""
-
-    text: str
-    also_answers: tuple[int, ...] = ()
+__all__ = ["Command", "CommandCall", "CommandHost", "CommandSpec", "Handler", "Reply", "by_name", "command_names",
+           "help_text", "parse_command", "status_text", "stop_text"]
 
 
 class CommandHost(Protocol):
@@ -62,43 +49,8 @@ class CommandHost(Protocol):
     async def approve(self, call: CommandCall, approval_id: str, how: str) -> str:
         """Answer a waiting approval as the caller (``how``: once, session, always or deny); the reply."""
 
-    def spelling(self, call: CommandCall) -> Callable[[str], str]:
-        """How a command is typed on the platform the call came from (``/name`` on most)."""
-
     async def voice(self, call: CommandCall) -> str:
         """``/voice``'s answer: the chat's voice answers, set to ``on``, ``off`` or ``auto`` when given."""
-
-    async def schedule(self, call: CommandCall) -> str:
-        """``/remind``, ``/tasks`` and ``/tz`` (``bot.schedules.commands``): the reply."""
-
-    async def servers(self, call: CommandCall) -> str:
-        """``/mcp``'s text: every MCP server, its state, tools and last error."""
-
-    async def model(self, call: CommandCall) -> Reply | None:
-        """``/model [name]``: show or pick the conversation's model (None: answered with a picker)."""
-
-
-class ServerReport(Protocol):
-    """What the status commands read of the MCP servers (``bot.mcp.hub.McpHub``)."""
-
-    def overview(self) -> str:
-        """Every server: state, tools, last error."""
-
-    def personal(self, conversation: Conversation, user_id: str, owner: bool) -> str:
-        """One line: the servers this sender may use in this chat, and their state ("" for none)."""
-
-
-Handler = Callable[[CommandHost, CommandCall], Awaitable["Reply | None"]]
-
-
-@dataclass(frozen=True, slots=True)
-class CommandSpec:
-    name: str
-    handler: Handler
-    help: str  # the /help line (without the name); "" keeps it out of /help
-    menu: str = ""  # the description in the platforms' command menus; "" keeps it out
-    urgent: bool = False  # answered at once, never behind the session's earlier messages
-    owners_only: bool = False  # others get a sentence in a DM, nothing in a group
 
 
 def stop_text(stopped: bool, dropped: int) -> str:
@@ -142,14 +94,14 @@ async def _approve(host: CommandHost, call: CommandCall) -> Reply:
     approval_id, _, how = call.command.args.partition(" ")
     how = how.strip().lower() or "once"
     if not approval_id or how not in ("once", "session", "always"):
-        return Reply(f"Usage: {host.spelling(call)('approve')} <id> [once|session|always]")
+        return Reply(f"Usage: {call.spell('approve')} <id> [once|session|always]")
     return Reply(await host.approve(call, approval_id, how))
 
 
 async def _deny(host: CommandHost, call: CommandCall) -> Reply:
     approval_id = call.command.args.split(" ")[0]
     if not approval_id:
-        return Reply(f"Usage: {host.spelling(call)('deny')} <id>")
+        return Reply(f"Usage: {call.spell('deny')} <id>")
     return Reply(await host.approve(call, approval_id, "deny"))
 
 
@@ -157,23 +109,12 @@ async def _voice(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.voice(call))
 
 
-async def _schedule(host: CommandHost, call: CommandCall) -> Reply:
-    return Reply(await host.schedule(call))
-
-
-async def _mcp(host: CommandHost, call: CommandCall) -> Reply:
-    return Reply(await host.servers(call))
-
-
-async def _model(host: CommandHost, call: CommandCall) -> Reply | None:
-    return await host.model(call)
-
-
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
-    return Reply(help_text(host.spelling(call)))
+    return Reply(help_text(call.spell))
 
 
-COMMANDS: tuple[CommandSpec, ...] = (
+# The core's commands: those before the capabilities' in /help and the menus, then those after.
+CORE: tuple[CommandSpec, ...] = (
     CommandSpec("stop", _stop, "stop the current answer (and drop messages waiting behind it)",
                 "Stop the current answer", urgent=True),
     CommandSpec("new", _new, "start a fresh conversation (the old one is kept)", "Start a fresh conversation"),
@@ -182,39 +123,63 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "Model, context and cost of this conversation"),
     CommandSpec("compact", _compact, "summarise the conversation so far (frees context; nothing is deleted)",
                 "Summarise the conversation so far to free context"),
-    CommandSpec("model", _model, "this chat's model; <name> picks one, default goes back",
-                "Show or change this chat's model"),
+)
+CORE_AFTER: tuple[CommandSpec, ...] = (
     CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
     CommandSpec("voice", _voice, "voice answers in this chat: on, off, or auto (a voice message gets one)"),
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
     CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),
     CommandSpec("deny", _deny, "deny a waiting approval: <id>", urgent=True),
-    CommandSpec("remind", _schedule, "a reminder: <when> <text>, when being in 20m, at 18:00 or tomorrow 9:00"),
-    CommandSpec("tasks", _schedule, "your reminders and scheduled tasks here; cancel|pause|resume <id>"),
-    CommandSpec("tz", _schedule, "your time zone; tz Europe/Berlin sets it"),
-    CommandSpec("mcp", _mcp, "the MCP servers: state, tools, last error (owners)", owners_only=True),
     CommandSpec("help", _help, "this list", "What I can do"),
     CommandSpec("start", _help, ""),
 )
-BY_NAME: dict[str, CommandSpec] = {spec.name: spec for spec in COMMANDS}
-NAMES = tuple(BY_NAME)
-# The commands a platform registers with its own menu (Telegram's command list, Slack's and
-# Discord's slash commands): (name, description). Adapters read it through bot.channels.
-MENU: tuple[tuple[str, str], ...] = tuple((spec.name, spec.menu) for spec in COMMANDS if spec.menu)
+
+
+@cache
+def _table() -> dict[str, Any]:
+    from bot.capabilities import registry  # its specs declare commands with CommandSpec: read on first use
+
+    commands = (*CORE, *(c for spec in registry.specs() for c in spec.commands), *CORE_AFTER)
+    by_name = {spec.name: spec for spec in commands}
+    if len(by_name) != len(commands):
+        raise ValueError("two commands of one name: " + ", ".join(sorted(c.name for c in commands)))
+    return {"COMMANDS": commands, "BY_NAME": by_name, "NAMES": tuple(by_name),
+            # what a platform registers with its own menu (Telegram's command list, Slack's and
+            # Discord's slash commands): (name, description); adapters read it through bot.channels
+            "MENU": tuple((c.name, c.menu) for c in commands if c.menu),
+            "HELP": "\n".join(f"/{c.name} – {c.help}" for c in commands if c.help)}
+
+
+if TYPE_CHECKING:  # made on first use by __getattr__ below
+    COMMANDS: tuple[CommandSpec, ...]
+    BY_NAME: dict[str, CommandSpec]
+    NAMES: tuple[str, ...]
+    MENU: tuple[tuple[str, str], ...]
+    HELP: str
+
+
+def __getattr__(name: str) -> Any:
+    """``COMMANDS``, ``BY_NAME``, ``NAMES``, ``MENU`` and ``HELP``: the whole table, core and capabilities."""
+    if name in ("COMMANDS", "BY_NAME", "NAMES", "MENU", "HELP"):
+        return _table()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def help_text(spell: Callable[[str], str] = lambda name: f"/{name}") -> str:
     """``/help``'s text, each command as ``spell`` types it on the platform at hand."""
-    return "\n".join(f"{spell(spec.name)} – {spec.help}" for spec in COMMANDS if spec.help)
+    return "\n".join(f"{spell(spec.name)} – {spec.help}" for spec in _table()["COMMANDS"] if spec.help)
 
 
-HELP = help_text()
+def by_name(name: str) -> CommandSpec:
+    """The table's entry of the command ``name``."""
+    spec: CommandSpec = _table()["BY_NAME"][name]
+    return spec
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
-    name: str
-    args: str = ""
+def command_names() -> tuple[str, ...]:
+    """Every command's name, the core's and the capabilities'."""
+    names: tuple[str, ...] = _table()["NAMES"]
+    return names
 
 
 def parse_command(text: str, bot_username: str | None = None) -> Command | None:
@@ -225,7 +190,7 @@ def parse_command(text: str, bot_username: str | None = None) -> Command | None:
     head, _, args = text[1:].partition(" ")
     name, _, target = head.partition("@")
     name = name.lower()
-    if name not in NAMES:
+    if name not in _table()["BY_NAME"]:
         return None
     if target and (bot_username is None or target.lower() != bot_username.lower().lstrip("@")):
         return None

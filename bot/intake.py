@@ -40,24 +40,24 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TypeVar
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.approvals import Approvals
+from bot.capabilities.spec import Presses, StatusLines
 from bot.channels import Channel, Named, SendFailed, SpellsCommands
-from bot.commands import BY_NAME, NAMES, CommandCall, Reply, ServerReport, parse_command, status_text
+from bot.commands import CommandCall, Reply, by_name, command_names, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.media.hearing import NOT_HEARD, Heard, Listener, echo_line
 from bot.media.naming import addresses, spoken_command
 from bot.media.speaking import NOT_SET_UP, VoiceAnswers
 from bot.messages import Answer, Attachment, ChatType, InboundMessage, Target
-from bot.models.command import ModelCommand, model_line
+from bot.models.command import model_line
 from bot.outbound.progress import Progress
 from bot.peers import Peers, Stopped
-from bot.schedules import commands as schedule_commands
-from bot.schedules.service import Creator, Schedules
 from bot.session_keys import DmScope, GroupScope
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
@@ -102,8 +102,7 @@ class Intake:
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
                  approvals: Approvals | None = None, listener: Listener | None = None,
-                 voice: VoiceAnswers | None = None, schedules: Schedules | None = None,
-                 servers: ServerReport | None = None, models: ModelCommand | None = None,
+                 voice: VoiceAnswers | None = None, capabilities: Mapping[str, object] | None = None,
                  peers: Peers | None = None) -> None:
         self._store = store
         self._channels = channels
@@ -117,9 +116,9 @@ class Intake:
         self._approvals = approvals
         self._listener = listener
         self._voice = voice
-        self._schedules = schedules
-        self._servers = servers  # the MCP servers, for /status and /mcp
-        self._models = models
+        self._capabilities = dict(capabilities or {})  # the running capabilities by name: their commands' hosts
+        self._presses = [c for c in self._capabilities.values() if isinstance(c, Presses)]
+        self._status_lines = [c for c in self._capabilities.values() if isinstance(c, StatusLines)]
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
@@ -186,10 +185,11 @@ class Intake:
         once, by the instance that received it, never in a lane; None for everything else."""
         if self._approvals is not None and self._approvals.is_answer(item.msg.text):
             return self._press  # a run waits for it
-        if self._models is not None and self._models.is_press(item.msg):
-            return self._model_press
+        for capability in self._presses:  # the model picker's
+            if capability.claims(item.msg):
+                return partial(self._claimed, capability)
         command = parse_command(item.msg.text)
-        if command is not None and command.name in BY_NAME and BY_NAME[command.name].urgent:
+        if command is not None and by_name(command.name).urgent:
             return self._urgent  # never behind the lane
         return None
 
@@ -275,12 +275,12 @@ class Intake:
         finally:
             await self._store.mark_answered((item.inbound_id,))
 
-    async def _model_press(self, item: _Item) -> None:
-        """A model picker's button: the pick of the presser, if they may; never a message for the model."""
-        assert self._models is not None
+    async def _claimed(self, capability: Presses, item: _Item) -> None:
+        """A capability's button (a model picker's): its press, if the presser passes access;
+        never a message for the model."""
         try:
             if await self._allowed(item):
-                await self._models.press(item.msg, item.conversation, self._access.is_owner(item.msg))
+                await capability.press(item.msg, item.conversation, self._access.is_owner(item.msg))
         finally:
             await self._store.mark_answered((item.inbound_id,))
 
@@ -417,7 +417,7 @@ class Intake:
             return None
         await self._store.update_inbound(heard.inbound_id, heard.msg)  # a recovered message is not heard twice
         command = parse_command(heard.msg.text)
-        if command is not None and BY_NAME[command.name].urgent:
+        if command is not None and by_name(command.name).urgent:
             await self._command(heard)
             return None
         return heard
@@ -485,7 +485,7 @@ class Intake:
         if self._listener.settings.echo:
             await self._turns.notice(msg, echo_line(said), (), "heard")
         caption = msg.text.strip()
-        text = f"{caption}\n\n{said}" if caption else spoken_command(said, NAMES) or said
+        text = f"{caption}\n\n{said}" if caption else spoken_command(said, command_names()) or said
         return replace(item, msg=replace(msg, text=text, attachments=tuple(heard)))
 
     def _payers(self, msg: InboundMessage) -> tuple[str, ...]:
@@ -497,15 +497,19 @@ class Intake:
     async def _command(self, item: _Item) -> None:
         command = parse_command(item.msg.text)
         assert command is not None
-        spec = BY_NAME[command.name]
-        call = CommandCall(command, item.msg, item.conversation, item.inbound_id, self._access.is_owner(item.msg))
+        spec = by_name(command.name)
+        call = CommandCall(command, item.msg, item.conversation, item.inbound_id, self._access.is_owner(item.msg),
+                           self.spelling_for(item.msg.platform))
+        host = self._capabilities.get(spec.capability) if spec.capability else self
         if spec.owners_only and not call.owner:
             if item.msg.chat_type is not ChatType.DM:
                 await self._store.mark_answered((item.inbound_id,))  # not for them: no reply in groups
                 return
             reply: Reply | None = Reply(f"Only an owner can use /{spec.name}.")
+        elif host is None:  # a capability that is switched off
+            reply = Reply(spec.off or f"/{spec.name} is not available here.")
         else:
-            reply = await spec.handler(self, call)
+            reply = await spec.handler(host, call)
         if reply is not None:
             await self._turns.notice(item.msg, reply.text, (item.inbound_id, *reply.also_answers), "cmd")
 
@@ -535,38 +539,12 @@ class Intake:
                            last_compaction=(last.tokens_before, last.tokens_after) if last else None)
         if self._approvals is not None and (waiting := self._approvals.status_line(key)):
             text += "\n" + waiting
-        if self._models is not None:
-            text += "".join(f"\n{line}" for line in await self._models.status_lines(call.conversation, session, route))
         if self.limits is not None:
             tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
             text += "\n" + budget_line(self.limits.settings, tokens, spent)
-        if self._schedules is not None:
-            zone, source = await self._schedules.zone_of(self._creator(call).person)
-            text += f"\nTime zone: {zone} ({source})"
-        if self._servers is not None and (line := self._servers.personal(call.conversation, call.msg.sender.id,
-                                                                         call.owner)):
-            text += "\n" + line
+        for capability in self._status_lines:
+            text += "".join(f"\n{line}" for line in await capability.status_lines(call))
         return text
-
-    async def servers(self, call: CommandCall) -> str:
-        return self._servers.overview() if self._servers is not None else "No MCP servers are configured."
-
-    async def schedule(self, call: CommandCall) -> str:
-        if self._schedules is None:
-            return "Reminders and scheduled tasks are not available here."
-        creator, spell, args = self._creator(call), self.spelling(call), call.command.args
-        if call.command.name == "remind":
-            return await schedule_commands.remind(self._schedules, creator, args, spell)
-        if call.command.name == "tasks":
-            return await schedule_commands.tasks(self._schedules, creator, args, spell)
-        return await schedule_commands.timezone(self._schedules, creator.person, args, spell)
-
-    @staticmethod
-    def _creator(call: CommandCall) -> Creator:
-        return Creator(call.conversation, call.msg.sender.id, call.msg.sender.name or call.msg.sender.username or "")
-
-    def spelling(self, call: CommandCall) -> Callable[[str], str]:
-        return self.spelling_for(call.msg.platform)
 
     def spelling_for(self, platform: str) -> Callable[[str], str]:
         channel = self._channels.get(platform)
@@ -586,15 +564,6 @@ class Intake:
         if self._voice is None:
             return NOT_SET_UP
         return await self._voice.command(call.msg.platform, call.msg.chat_id, call.command.args)
-
-    async def model(self, call: CommandCall) -> Reply | None:
-        if self._models is None:
-            assert self._agent is not None, "/model needs the agent"
-            return Reply(f"Model: {model_line((await self._agent.plan(call.conversation)).route)}")
-        reply = await self._models.run(call, self.spelling(call))
-        if reply is None:  # a picker was shown, or a refusal in a group says nothing
-            await self._store.mark_answered((call.inbound_id,))
-        return reply
 
     async def compact(self, call: CommandCall) -> None:
         if await self._within_limits(call.msg, call.inbound_id):  # model calls: within the limits, like a message

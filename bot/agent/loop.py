@@ -262,7 +262,7 @@ class Agent:
         self._redactor = redactor or Redactor()
         self._post_run = tuple(post_run)
         self._meter = meter
-        self._toolsets = tuple(toolsets)
+        self._toolsets = toolsets  # the app's list: a capability adds its toolset as it opens, before any run
         self._gate = gate  # hooks and approvals, before each tool call
         self._models = models  # a conversation's model; None: always the settings' model on ``provider``
         self._plain = Plan(Route(ModelSpec("", settings.provider, settings.model, "chat", settings.context_window,

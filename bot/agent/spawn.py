@@ -68,7 +68,7 @@ class SubAgents:
         self.settings = settings
         self._models = models  # a child runs on its parent conversation's model
         self._meter = meter
-        self._toolsets = tuple(toolsets)  # offered to children as to their parents, under the children's policy
+        self._toolsets = toolsets  # offered to children as to their parents, under the children's policy (live)
         self._gate = gate  # a child's calls are approved like its parent's, in the parent's chat
         self.limits = limits
         self._provider, self._store, self._tools = provider, store, tools

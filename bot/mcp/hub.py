@@ -49,6 +49,7 @@ from bot.mcp.people import People
 from bot.mcp.report import ServerStatus, overview, personal
 from bot.mcp.state import State
 from bot.mcp.tools import mcp_tool_search, prompt_section, server_tools
+from bot.command_spec import CommandCall
 from bot.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from bot.tools.toolset import NOTHING, Offer
 from bot.tracing import Redactor
@@ -318,6 +319,11 @@ class McpHub:
     def overview(self) -> str:
         """Every server (``/mcp``, ``chatgate mcp``)."""
         return overview(self.statuses())
+
+    async def status_lines(self, call: CommandCall) -> list[str]:
+        """``/status``: the servers this sender may use in this chat, when any."""
+        line = self.personal(call.conversation, call.msg.sender.id, call.owner)
+        return [line] if line else []
 
     def personal(self, conversation: Conversation, user_id: str, owner: bool) -> str:
         """``/status``'s line: the servers the sender may use in this chat."""

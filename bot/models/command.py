@@ -58,16 +58,17 @@ class ModelCommand:
         refusal in a group)."""
         name = call.command.args.strip().split(" ")[0]
         if not name:
-            return await self._show(call, spell)
-        person = _person(call.msg)
-        reply, _ = await self._pick(call.conversation, name, person, call.owner, spell)
-        if reply is None and call.msg.chat_type is not ChatType.DM:
-            return None
-        return Reply(reply or NOT_YOURS)
+            shown = await self._show(call, spell)
+        else:
+            reply, _ = await self._pick(call.conversation, name, _person(call.msg), call.owner, spell)
+            shown = None if reply is None and call.msg.chat_type is not ChatType.DM else Reply(reply or NOT_YOURS)
+        if shown is None:  # a picker was shown, or a refusal in a group says nothing: answered all the same
+            await self._store.mark_answered((call.inbound_id,))
+        return shown
 
     # -- presses ---------------------------------------------------------------------------
 
-    def is_press(self, msg: InboundMessage) -> bool:
+    def claims(self, msg: InboundMessage) -> bool:
         """A pressed button of a picker (a reply to it whose text is ``model:<name>``)."""
         return msg.reply_to is not None and parse_choice(msg.text) is not None
 
@@ -88,9 +89,12 @@ class ModelCommand:
 
     # -- /status -------------------------------------------------------------------------
 
-    async def status_lines(self, conversation: Conversation, session: Session, current: Route) -> list[str]:
-        """The model of the last run and why, when it is not the ``current`` one (a fallback
-        answered, or the choice changed since), and the session's title."""
+    async def status_lines(self, call: CommandCall) -> list[str]:
+        """``/status``'s lines: the model of the last run and why, when it is not the conversation's
+        model now (a fallback answered, or the choice changed since), and the session's title."""
+        conversation = call.conversation
+        session = await self._store.session(conversation)
+        current = (await self._models.plan(conversation)).route
         lines = []
         traces = await self._store.traces(conversation.session_key, last=5)
         last = next((t for t in reversed(traces) if t.status in RUN_STATUSES), None)

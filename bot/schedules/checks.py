@@ -27,7 +27,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from bot.conversation import Conversation
 from bot.tools.approval import ApprovalRules
@@ -249,6 +249,7 @@ def check_allowed(policy: Callable[[Conversation, bool], ToolPolicy], rules: App
     return allowed
 
 
+@runtime_checkable
 class GrantedTools(Protocol):
     def granted(self, ctx: ToolContext, name: str) -> Tool | None: ...
 

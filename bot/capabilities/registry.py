@@ -1,0 +1,36 @@
+"""Built-in capabilities by name, each an import path to its ``CapabilitySpec``.
+
+A capability is one package under ``bot/`` plus one line here. A spec module imports only
+what declaring it needs (``bot.commands``, ``bot.capabilities.spec``); its ``open`` imports
+the rest, so a capability that is switched off loads nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+from bot.capabilities.spec import CapabilitySpec
+
+BUILTIN: dict[str, str] = {
+    "models": "bot.models.capability:SPEC",
+    "mcp": "bot.mcp.capability:SPEC",
+    "schedules": "bot.schedules.capability:SPEC",
+}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(BUILTIN)
+
+
+@cache
+def spec(name: str) -> CapabilitySpec:
+    module, _, attr = BUILTIN[name].partition(":")
+    found = getattr(importlib.import_module(module), attr)
+    if not isinstance(found, CapabilitySpec) or found.name != name:
+        raise TypeError(f"{BUILTIN[name]} is not the CapabilitySpec of {name!r}")
+    return found
+
+
+def specs() -> tuple[CapabilitySpec, ...]:
+    return tuple(spec(name) for name in BUILTIN)

@@ -1,0 +1,117 @@
+"""What a capability package registers: one ``CapabilitySpec``; what it is given and offers.
+
+A capability (schedules, models, MCP servers, ...) is one package under ``bot/`` that exports
+a spec, found through one line of ``bot.capabilities.registry``, the way a platform is one
+package and one ``ChannelSpec``. The spec names it, declares its commands (their table
+entries: the platforms' menus and ``/help`` know them before anything runs) and says how to
+``open`` it: an async context given the ``Core``, entered in the app's exit stack (so it is
+closed in reverse order, also when start-up fails half way), that yields the running
+capability. What that object offers is found by the small Protocols below, each optional and
+checked once where the app wires it, never by ``getattr`` at a call site:
+
+- ``Tools``: tools for the agent's registry (the schedule tool);
+- ``StatusLines``: lines of ``/status``;
+- ``Presses``: button presses it claims, answered at once outside the session's lane;
+- ``Starts``: work started once the channels listen and what was owed went out (a scheduler),
+  and ``Stops``: ended first at shutdown.
+
+Its commands' handlers are given the running capability and the ``CommandCall``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from bot.command_spec import CommandCall, CommandSpec
+
+if TYPE_CHECKING:
+    from bot.access import Access
+    from bot.agent.events import EventBus
+    from bot.channels import Channel
+    from bot.conversation import ChannelInfo, Conversation
+    from bot.limits import PersonLimits
+    from bot.messages import InboundMessage
+    from bot.settings import Config
+    from bot.store import AppStore
+    from bot.tools.approval import ApprovalRules
+    from bot.tools.base import Gate, Tool
+    from bot.tools.policy import ToolPolicy
+    from bot.tools.toolset import Toolset
+    from bot.turns import Turns
+    from bot.workspace import Workspaces
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """What the core gives every capability: small and typed. ``turns`` runs and answers turns
+    (``start`` one with no inbound message, ``render`` and ``push`` what a chat is owed)."""
+
+    config: Config
+    store: AppStore
+    channels: dict[str, Channel]
+    events: EventBus
+    workspaces: Workspaces
+    access: Access
+    limits: PersonLimits
+    turns: Turns
+    models: object  # the model router (bot.models.Models, typed there: the port names no capability package)
+    gate: Gate  # the one gate of every tool call (hooks, approvals)
+    rules: ApprovalRules  # which calls need a person
+    policy: Callable[[Conversation, bool], ToolPolicy]  # a conversation's tool policy (every sender an owner)
+    tool: Callable[[str], Tool | None]  # a registered tool by name (exec, for a task's check)
+    spell: Callable[[str], Callable[[str], str]]  # how a command is typed on a platform
+    person_of: Callable[[str, str], str | None]  # the linked person of (platform, user id)
+    toolsets: list[Toolset]  # what every run is offered beside the built-in tools: a capability may add one
+    channel_info: Mapping[str, ChannelInfo]  # platform -> what its channel shows the prompt
+    on_sweep: Callable[[Callable[[], Awaitable[None]]], None]  # run on every cluster sweep (SQLite: never)
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilitySpec:
+    name: str
+    open: Callable[[Core], AbstractAsyncContextManager[Any]]
+    commands: tuple[CommandSpec, ...] = ()
+    enabled: Callable[[Config], bool] = lambda config: True
+
+
+@runtime_checkable
+class Tools(Protocol):
+    def tools(self) -> Sequence[Tool]:
+        """Tools registered for the agent's runs (after the built-ins: sub-agents never get them)."""
+        ...
+
+
+@runtime_checkable
+class StatusLines(Protocol):
+    async def status_lines(self, call: CommandCall) -> Sequence[str]:
+        """Lines ``/status`` adds for this conversation and sender (none: an empty sequence)."""
+        ...
+
+
+@runtime_checkable
+class Presses(Protocol):
+    def claims(self, msg: InboundMessage) -> bool:
+        """Whether ``msg`` is a press of this capability's buttons (answered at once)."""
+        ...
+
+    async def press(self, msg: InboundMessage, conversation: Conversation, owner: bool) -> None:
+        """Answer the press (its sender passed access; the message is marked answered after)."""
+        ...
+
+
+@runtime_checkable
+class Starts(Protocol):
+    def start(self) -> None:
+        """Begin background work, once the channels listen and what was owed went out."""
+        ...
+
+
+@runtime_checkable
+class Stops(Protocol):
+    async def stop(self) -> None:
+        """End what ``start`` began, first of all at shutdown (before the channels stop and the runs
+        are cancelled: nothing new starts after)."""
+        ...

@@ -1,0 +1,109 @@
+"""The schedules capability: reminders and scheduled tasks. ``/remind``, ``/tasks`` and ``/tz``,
+the ``schedule`` tool, the person's zone in ``/status``, and the scheduler, started once the
+channels listen and what was owed went out (the first to stop: no job starts after).
+
+A task's check may be a command (run as ``exec``, while exec is enabled) or a tool of a
+toolset that grants tools by name (MCP servers, when configured), and passes the core's gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot.capabilities.spec import CapabilitySpec, Core
+from bot.command_spec import CommandCall, CommandSpec, Reply
+
+if TYPE_CHECKING:
+    from bot.schedules.checks import GrantedTools
+    from bot.schedules.scheduler import Scheduler
+    from bot.schedules.service import Creator, Schedules
+    from bot.tools.base import Tool, ToolContext
+
+
+@dataclass(slots=True)
+class Scheduling:
+    """The running capability: the jobs (``schedules``), the loop that fires them, and the tool."""
+
+    schedules: Schedules
+    scheduler: Scheduler
+    tool: Tool
+    on_sweep: Callable[[Callable[[], Awaitable[None]]], None]
+
+    def tools(self) -> Sequence[Tool]:
+        return (self.tool,)
+
+    async def status_lines(self, call: CommandCall) -> list[str]:
+        zone, source = await self.schedules.zone_of(_creator(call).person)
+        return [f"Time zone: {zone} ({source})"]
+
+    def start(self) -> None:
+        self.on_sweep(self.scheduler.adopt)  # tasks an instance died running: another runs them again
+        self.scheduler.start()
+
+    async def stop(self) -> None:
+        await self.scheduler.aclose()
+
+
+def _creator(call: CommandCall) -> Creator:
+    from bot.schedules.service import Creator
+
+    sender = call.msg.sender
+    return Creator(call.conversation, sender.id, sender.name or sender.username or "")
+
+
+async def _command(running: Scheduling, call: CommandCall) -> Reply:
+    from bot.schedules import commands
+
+    creator, args = _creator(call), call.command.args
+    if call.command.name == "remind":
+        return Reply(await commands.remind(running.schedules, creator, args, call.spell))
+    if call.command.name == "tasks":
+        return Reply(await commands.tasks(running.schedules, creator, args, call.spell))
+    return Reply(await commands.timezone(running.schedules, creator.person, args, call.spell))
+
+
+@asynccontextmanager
+async def open_schedules(core: Core) -> AsyncIterator[Scheduling]:
+    from bot.schedules.checks import GrantedTools, check_allowed, check_tools, checks_for
+    from bot.schedules.scheduler import Scheduler, TaskTools
+    from bot.schedules.service import Schedules, ScheduleSettings
+    from bot.schedules.tool import schedule_tool
+
+    cfg = core.config
+    sc, exec_on = cfg.schedules, cfg.tools.exec
+    settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval, sc.check_timeout)
+    may_check = check_allowed(core.policy, core.rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
+    granting = [t for t in core.toolsets if isinstance(t, GrantedTools)]
+    find_tool = check_tools(_Granted(granting), core.policy, core.rules) if granting else None
+    checks = checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout, find_tool,
+                        core.tool("exec"))
+    scheduler = Scheduler(core.store, core.turns, core.access, settings, platforms=core.channel_info,
+                          limits=core.limits if core.limits.active else None,
+                          tools=TaskTools(checks, may_check, core.workspaces.prepare, cfg.agent.id, gate=core.gate),
+                          spell=core.spell, person_of=core.person_of)
+    schedules = Schedules(core.store, settings, wake=scheduler.wake)
+    yield Scheduling(schedules, scheduler, schedule_tool(schedules, may_check, find_tool), core.on_sweep)
+
+
+class _Granted:
+    """The tools the toolsets that grant by name (MCP) let a run use, as a task's check finds them."""
+
+    def __init__(self, toolsets: Sequence[GrantedTools]) -> None:
+        self._toolsets = toolsets
+
+    def granted(self, ctx: ToolContext, name: str) -> Tool | None:
+        return next((found for t in self._toolsets if (found := t.granted(ctx, name)) is not None), None)
+
+
+OFF = "Reminders and scheduled tasks are not available here."
+
+SPEC = CapabilitySpec("schedules", open_schedules, commands=(
+    CommandSpec("remind", _command, "a reminder: <when> <text>, when being in 20m, at 18:00 or tomorrow 9:00",
+                capability="schedules", off=OFF),
+    CommandSpec("tasks", _command, "your reminders and scheduled tasks here; cancel|pause|resume <id>",
+                capability="schedules", off=OFF),
+    CommandSpec("tz", _command, "your time zone; tz Europe/Berlin sets it", capability="schedules", off=OFF),
+))
