@@ -1,0 +1,66 @@
+"""The capability registry (issue 33): a capability is one package found through one line.
+
+Every registered spec loads and names itself; its commands are in the one table (menus and
+/help); the hubs of the message flow name no capability package that has moved behind the
+registry; a capability that is switched off loads nothing and its command answers one sentence.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.capabilities import registry
+from bot.commands import BY_NAME, MENU, NAMES, help_text, parse_command
+from tests.fakes.channel import dm
+from tests.fakes.llm_server import FakeLLM
+from tests.test_gateway_runs import Running, running  # noqa: F401 - the fixture
+
+ROOT = Path(__file__).resolve().parents[1]
+MOVED = ("bot.schedules", "bot.mcp")  # capability packages reached only through the registry
+HUBS = ("bot/intake.py", "bot/turns.py", "bot/commands.py", "bot/agent/loop.py")
+
+
+def test_every_registered_spec_loads_under_its_name() -> None:
+    for name in registry.names():
+        assert registry.spec(name).name == name
+
+
+def test_a_capabilitys_commands_are_in_the_one_table() -> None:
+    for spec in registry.specs():
+        for command in spec.commands:
+            assert BY_NAME[command.name] is command and command.capability == spec.name
+            assert parse_command(f"/{command.name} x") is not None
+    assert {"model", "remind", "tasks", "tz", "mcp"} <= set(NAMES)
+    assert ("model", "Show or change this chat's model") in MENU
+    assert "/remind – a reminder" in help_text()
+    assert len(NAMES) == len(set(NAMES))
+
+
+@pytest.mark.parametrize("path", HUBS)
+def test_the_hubs_name_no_capability_package(path: str) -> None:
+    """No hub imports a capability that has moved behind the registry, not even for types."""
+    tree = ast.parse((ROOT / path).read_text())
+    named = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    named |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert sorted(n for n in named if n.startswith(MOVED)) == []
+
+
+def test_a_capability_that_is_off_loads_nothing(tmp_path: Path) -> None:
+    """Without mcp.servers the app's start-up path never imports the hub (nor the SDK)."""
+    code = ("import sys, bot.app, bot.commands; bot.commands.help_text(); "
+            "print([m for m in ('bot.mcp.hub', 'mcp', 'bot.schedules.scheduler') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+async def test_a_command_of_a_capability_that_is_off_answers_one_sentence(running: Running, llm: FakeLLM) -> None:
+    _, channel = await running.start("channels: {telegram: {owners: ['42']}}")
+    await channel.inject(dm("/mcp", "42", platform="telegram"))
+    [reply] = await channel.wait_for_replies(1)
+    assert reply.text == "No MCP servers are configured."
+    assert not llm.requests
