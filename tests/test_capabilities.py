@@ -18,7 +18,7 @@ from bot.capabilities import registry
 from bot.commands import BY_NAME, MENU, NAMES, help_text, parse_command
 from tests.fakes.channel import dm
 from tests.fakes.llm_server import FakeLLM
-from tests.test_gateway_runs import Running, running  # noqa: F401 - the fixture
+from tests.test_gateway_runs import Running, running  # noqa: F401,F811 - the fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 MOVED = ("bot.schedules", "bot.mcp")  # capability packages reached only through the registry
