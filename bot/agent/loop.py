@@ -156,6 +156,7 @@ class _Run:
 
     request: RunRequest
     trace: TraceBuilder
+    bill: Bill  # the trace charges it; the turn stores its charges
     route: Route  # the model the run calls now
     fallbacks: tuple[Route, ...] = ()  # what it may still move to, in order
     announced: bool = False  # a fallback's first answer has been announced
@@ -300,9 +301,9 @@ class Agent:
 
     async def _run(self, request: RunRequest) -> RunResult:
         s = self.settings
-        trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor,
-                             bill=Bill(request.payers, self._meter))
-        run = _Run(request, trace, self._plain.route)
+        bill = Bill(request.payers, self._meter)
+        trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor, bill=bill)
+        run = _Run(request, trace, bill, self._plain.route)
         conv = request.conversation
         await self._emit(request, EventKind.STARTED)
         try:
@@ -577,7 +578,7 @@ class Agent:
         # Whoever commits a finished turn with an answer to deliver sets ``answer`` and ``settle``.
         settle = status is not RunStatus.CANCELLED
         finished = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, run.route.spec.model,
-                        r.inbound_ids, record, None, settle, run.trace.bill.charges() if run.trace.bill else ())
+                        r.inbound_ids, record, None, settle, run.bill.charges())
         turn: Turn | None = finished
         if status is RunStatus.CANCELLED:  # nobody else can: stored although the task is being cancelled
             await asyncio.shield(self._store.append_turn(finished))
