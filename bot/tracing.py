@@ -23,12 +23,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bot.providers.base import Usage
-
-if TYPE_CHECKING:
-    from bot.limits import Bill
 
 PREVIEW_CHARS = 500
 
@@ -168,6 +165,13 @@ def install_log_redaction(redact: Redactor, root: logging.Logger | None = None) 
     return found
 
 
+class Billing(Protocol):
+    """What a run's model calls are charged to, each as it is made: ``bot.limits.Bill`` (which
+    also totals the charges per person; whoever made the bill reads them from it)."""
+
+    def add(self, usage: Usage, cost: float) -> None: ...
+
+
 @dataclass
 class TraceBuilder:
     run_id: str
@@ -180,7 +184,7 @@ class TraceBuilder:
     spans: list[Span] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
-    bill: Bill | None = None  # charged here: every model call of a run passes through ``llm`` once
+    bill: Billing | None = None  # charged here: every model call of a run passes through ``llm`` once
     why: str = ""  # why the run uses its model (``bot.models.Route.why_text``)
 
     def __post_init__(self) -> None:

@@ -301,9 +301,9 @@ def test_a_folder_swapped_for_a_link_after_the_walk_is_not_followed(ws: Path) ->
 
 async def test_a_file_swapped_for_a_link_after_the_walk_fails_to_open(registry: ToolRegistry, ctx: ToolContext,
                                                                       ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bot import workspace
+    from bot.workspace import fence  # where open_inside looks locate up
 
-    real_locate = workspace.locate
+    real_locate = fence.locate
 
     def racing(root: Path, path: str, **kw: Any) -> Any:
         loc = real_locate(root, path, **kw)
@@ -311,7 +311,7 @@ async def test_a_file_swapped_for_a_link_after_the_walk_fails_to_open(registry: 
         (ws / "notes.md").symlink_to(ws.parent / "outside" / "secret.txt")  # the attacker's move
         return loc
 
-    monkeypatch.setattr(workspace, "locate", racing)
+    monkeypatch.setattr(fence, "locate", racing)
     result = await run(registry, ctx, "read_file", path="notes.md")
     assert result.is_error and "secret" not in result.content
     assert "Too many levels of symbolic links" in result.content

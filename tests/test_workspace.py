@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 import bot.workspace as workspace
+import bot.workspace.context as context_files
+import bot.workspace.seeding as seeding
 from bot.conversation import Conversation, conversation_for
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.workspace import (
@@ -204,7 +206,7 @@ async def test_concurrent_ensure_seeds_once(tmp_path: Path, templates: Path, mon
         calls.append(path)
         return real(path, tmpl, skip)
 
-    monkeypatch.setattr(workspace, "seed_workspace", counting)
+    monkeypatch.setattr(seeding, "seed_workspace", counting)  # where Workspaces looks it up
     ws = Workspaces(tmp_path / "ws", templates)
     a, b = ws.dir_for(conv(msg(user="1"))), ws.dir_for(conv(msg(user="2")))
     results = await asyncio.gather(*(ws.ensure(a if i % 2 else b) for i in range(50)))
@@ -268,7 +270,7 @@ async def test_missing_templates_give_an_empty_workspace(tmp_path: Path) -> None
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
-    workspace._cache.clear()
+    context_files._cache.clear()
 
 
 def test_context_files_in_fixed_order(tmp_path: Path) -> None:
@@ -315,13 +317,13 @@ def test_total_cap_cuts_inside_a_file(tmp_path: Path) -> None:
 
 def test_unchanged_file_is_read_once_and_a_changed_one_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[str] = []
-    real = workspace._read
+    real = context_files._read
 
     def counting(fd: int, name: str, *args: object) -> object:
         reads.append(name)
         return real(fd, name, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(workspace, "_read", counting)
+    monkeypatch.setattr(context_files, "_read", counting)
     f = tmp_path / "USER.md"
     f.write_text("first")
     assert load_context_files(tmp_path)[0].content == "first"

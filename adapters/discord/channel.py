@@ -1,23 +1,7 @@
 """The Discord channel on discord.py 2: a supervised gateway in, REST sends out.
 
-Connection: one ``discord.Client`` with the guilds, guild-message and DM-message intents;
-the privileged Message Content intent only when ``require_mention: false`` needs ambient
-messages (DMs, mentions and replies to the bot carry their content without it). When the
-portal refuses it (close code 4014) one line says which switch to turn on and the client
-reconnects without it, still serving DMs and mentions. discord.py heals most drops itself
-(resume, or identify again with its own backoff) and closes a connection after
-``heartbeat_timeout`` (60 s) without a frame; ``heartbeat.watch`` applies Discord's own
-zombie rule sooner (no ACK between two heartbeats: about 43 s, then a RESUME). Whatever
-ends ``connect`` anyway is caught by the supervisor, which builds a new client after a backoff. Runs in flight are
-not touched: REST sends do not depend on the gateway. A refused token stops the channel
-with one line naming ``channels.discord.token``.
-
-Shards (several instances): with ``shard_count``, the gateway is split as Discord splits it (a
-guild's events on shard ``(guild id >> 22) % shard_count``, DMs on shard 0). Each shard this
-instance runs is a client of its own with its own supervisor and zombie watch; sends and slash
-commands go over REST through one more client that never connects. The shards run are those
-in ``shards``, or (without it) each one whose lease ``discord:shard:<id>/<count>`` this instance
-holds, taken over by another instance when it dies.
+Connection and shards: ``gateway`` (one client, or one per shard this instance runs, each
+kept connected by its supervisor and Discord's zombie rule); what they hear comes here.
 
 Outbound: chunks arrive rendered and split by the core. Every send carries
 ``allowed_mentions`` that ping nobody but the person replied to; in guild channels the first
@@ -44,29 +28,18 @@ from typing import Any
 import aiohttp
 import discord
 
-from adapters.discord import endpoints, heartbeat
-from adapters.discord.commands import build_tree, sync
+from adapters.discord import endpoints
+from adapters.discord.commands import sync
 from adapters.discord.config import DiscordConfig, group_allowed
 from adapters.discord.dialect import DISCORD
 from adapters.discord.dialect import SHAPE as DIALECT_SHAPE
+from adapters.discord.gateway import TOKEN_REFUSED, Gateway
 from adapters.discord.inbound import PLATFORM, Facts, Where, facts_of, press_of, to_inbound, where_of
 from adapters.discord.presses import Held, layout
-from bot.channels import (
-    SOLE,
-    Backoff,
-    Choice,
-    Dialect,
-    Inbox,
-    Leases,
-    Lifecycle,
-    SendFailed,
-    Status,
-    Streaming,
-    Target,
-    while_held,
-)
-from bot.errors import ChannelError
+from bot.channels import Backoff, Choice, Dialect, Inbox, Leases, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
+
+__all__ = ["SHAPE", "TOKEN_REFUSED", "DiscordChannel"]  # TOKEN_REFUSED is the gateway's, named here as before
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +48,9 @@ UPLOAD_LIMIT = 10 * 1024 * 1024  # what a bot may attach in a server without boo
 SHAPE = replace(DIALECT_SHAPE, status_every=8.0, max_upload=UPLOAD_LIMIT)
 # The model may write @everyone or <@id>: nobody is pinged but the person a reply answers.
 QUIET = discord.AllowedMentions(everyone=False, roles=False, users=False, replied_user=True)
-MAX_RATELIMIT_WAIT = 30.0  # discord.py waits out shorter 429s itself; longer ones go back to delivery
 INBOUND_AT_ONCE = 64
 STORE_GRACE = 5.0  # seconds stop() lets messages being handed to the inbox finish
 _PERMANENT_CODES = {50035, 50006, 50007, 50013, 50001, 10003, 10008, 10013}
-TOKEN_REFUSED = ("channels.discord.token: Discord refused the token (copy it again from the Developer Portal, "
-                 "Bot page, into DISCORD_BOT_TOKEN)")
-INTENT_REFUSED = ("channels.discord: the Message Content intent is not enabled for this bot; turn on Developer "
-                  "Portal > Bot > Privileged Gateway Intents > Message Content Intent for require_mention: false. "
-                  "Serving DMs and mentions without it meanwhile")
 
 
 @dataclass(slots=True)
@@ -104,32 +71,40 @@ class DiscordChannel:
         self.config = config
         self.dialect = dialect
         self.streaming: Streaming = config.streaming  # read by the core's progress: "edit" edits one draft
-        self.heartbeat_timeout = heartbeat_timeout  # a connection silent this long is closed and resumed
         self.answer_wait = answer_wait  # a deferred slash command nobody answers is withdrawn after this
-        self.backoff = backoff
-        self.start_wait = start_wait  # start() returns after this even without a gateway connection
-        self.connections = 0  # READYs received: sessions opened (a resume is not one)
-        self.content_intent = not config.require_mention
-        self.client: discord.Client | None = None
         self.commands_written = 0  # bulk overwrites of the slash commands by this process
-        self._token = config.token.get_secret_value() if config.token is not None else ""
         self._inbox: Inbox | None = None
-        self._bot_id = ""
-        self._ready = asyncio.Event()
         self._life = Lifecycle()
-        self._supervisor: asyncio.Task[None] | None = None
-        self._watcher: asyncio.Task[None] | None = None  # Discord's zombie rule (see heartbeat)
+        self.gateway = Gateway(config, self, self._life, heartbeat_timeout=heartbeat_timeout, backoff=backoff,
+                               start_wait=start_wait)
         self._stopping = False
         self._inbound = asyncio.Semaphore(INBOUND_AT_ONCE)
         self._deferred: dict[str, _Deferred] = {}
         self._held = Held()  # presses waiting for the core's answer
         self._threads: dict[int, Any] = {}  # channels learnt over REST (threads the cache missed)
         self._files: aiohttp.ClientSession | None = None
-        self._leases: Leases = SOLE
-        self.shard_clients: dict[int, discord.Client] = {}  # shard id -> its gateway client now
 
     def use_leases(self, leases: Leases) -> None:
-        self._leases = leases
+        self.gateway.leases = leases
+
+    @property
+    def client(self) -> discord.Client | None:
+        """The REST client (also the gateway connection when unsharded)."""
+        return self.gateway.client
+
+    @property
+    def shard_clients(self) -> Mapping[int, discord.Client]:
+        """Shard id -> its gateway client now."""
+        return self.gateway.shard_clients
+
+    @property
+    def connections(self) -> int:
+        """READYs received: sessions opened (a resume is not one)."""
+        return self.gateway.connections
+
+    @property
+    def content_intent(self) -> bool:
+        return self.gateway.content_intent
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -138,31 +113,13 @@ class DiscordChannel:
         self._life.open()
         endpoints.apply(self.config.api_base, self.config.gateway_url)
         self._files = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300, sock_connect=10))
-        client = await self._login()
+        client = await self.gateway.login()
         try:
             if await sync(client, client.tree):
                 self.commands_written += 1
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.warning("discord: could not sync slash commands (%s); text commands still work", exc)
-        count = self.config.shard_count
-        if count is None:  # one unsharded connection on the REST client itself
-            self._supervisor = asyncio.create_task(self._supervise(client), name="discord gateway")
-            self._watcher = asyncio.create_task(heartbeat.watch(lambda: self.client), name="discord heartbeat")
-        elif self.config.shards is not None:
-            for shard in self.config.shards:
-                self._life.spawn(self._run_shard(shard), f"discord shard {shard}")
-        else:  # by lease: whichever shards this instance can hold (all of them, alone)
-            for shard in range(count):
-                self._life.spawn(self._hold_shard(shard, count), f"discord shard {shard} lease")
-            return
-        ready = asyncio.create_task(self._ready.wait())
-        await asyncio.wait({ready, *([self._supervisor] if self._supervisor else self._life.tasks)},
-                           timeout=self.start_wait, return_when=asyncio.FIRST_COMPLETED)
-        ready.cancel()
-        if (failure := self._life.failure) is not None:
-            raise failure
-        if not self._ready.is_set():  # the gateway is slow or down: do not hold up the other channels
-            log.warning("discord: no gateway connection after %g s; still trying", self.start_wait)
+        await self.gateway.open(client)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -170,13 +127,7 @@ class DiscordChannel:
             if pending.expiry is not None:
                 pending.expiry.cancel()
         self._deferred.clear()
-        for client in (self.client, *self.shard_clients.values()):
-            if client is not None:
-                await client.close()
-        for task in (self._watcher, self._supervisor):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await self.gateway.close()
         # messages being stored get a grace: the gateway will not send them again
         await self._life.stop_tasks(grace=STORE_GRACE)
         if self._files is not None:
@@ -186,112 +137,10 @@ class DiscordChannel:
     async def wait_closed(self) -> None:
         await self._life.wait()
 
-    def _fail(self, error: ChannelError) -> None:
-        log.error("%s", error)
-        self._life.fail(error)  # start() or wait_closed() reports it
-
-    async def _hold_shard(self, shard: int, count: int) -> None:
-        """Run ``shard`` while this instance holds its lease; wait for it again when it is lost."""
-        while not self._stopping and await while_held(self._leases, f"discord:shard:{shard}/{count}",
-                                                      lambda: self._run_shard(shard)):
-            log.warning("discord: shard %d runs on another instance now", shard)
-
-    async def _run_shard(self, shard: int) -> None:
-        """One shard's gateway: its own client, supervisor and zombie watch."""
-        client = await self._login(shard)
-        watcher = asyncio.create_task(heartbeat.watch(lambda: self.shard_clients.get(shard)),
-                                      name=f"discord heartbeat {shard}")
-        try:
-            await self._supervise(client, shard)
-        finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
-            gone = self.shard_clients.pop(shard, None)
-            if gone is not None:
-                await gone.close()
-
-    def _new_client(self, shard: int | None = None) -> _Client:
-        intents = discord.Intents.none()
-        intents.guilds = True  # channel and thread cache: where a message is
-        intents.guild_messages = True
-        intents.dm_messages = True
-        intents.message_content = self.content_intent
-        sharding: dict[str, int] = {} if shard is None else {"shard_id": shard,
-                                                               "shard_count": self.config.shard_count or 1}
-        client = _Client(self, intents=intents, heartbeat_timeout=self.heartbeat_timeout,
-                         max_ratelimit_timeout=MAX_RATELIMIT_WAIT, chunk_guilds_at_startup=False,
-                         member_cache_flags=discord.MemberCacheFlags.none(), max_messages=None, **sharding)
-        return client
-
-    async def _login(self, shard: int | None = None) -> _Client:
-        """A logged-in client: the REST one (which also connects when unsharded), or a shard's."""
-        client = self._new_client(shard)
-        try:
-            await client.login(self._token)
-        except discord.LoginFailure:
-            await client.close()
-            raise ChannelError(TOKEN_REFUSED) from None
-        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
-            await client.close()
-            raise ChannelError(f"channels.discord: cannot reach {self.config.api_base}: {exc}") from None
-        assert client.user is not None
-        self._bot_id = str(client.user.id)
-        if shard is None:
-            self.client = client
-        else:
-            self.shard_clients[shard] = client
-        return client
-
-    async def _supervise(self, client: discord.Client, shard: int | None = None) -> None:
-        """Keep a gateway connection: discord.py reconnects by itself; this covers what it gives up on."""
-        attempt = 0
-        while not self._stopping:
-            connections = self.connections
-            try:
-                await client.connect(reconnect=True)
-                reason = "closed"
-            except discord.PrivilegedIntentsRequired:
-                log.error("%s", INTENT_REFUSED)
-                self.content_intent = False
-                reason, attempt = "", -1  # reconnect at once, without the intent
-            except discord.ConnectionClosed as exc:
-                if exc.code == 4004:
-                    self._fail(ChannelError(TOKEN_REFUSED))
-                    return
-                reason = f"closed with code {exc.code}"
-            except Exception as exc:  # noqa: BLE001 - anything that ends connect() is retried, never fatal
-                # (discord.py 2.7 itself raises AttributeError when its first connection fails: it reads
-                # the session of a websocket it never had)
-                reason = f"{type(exc).__name__}: {exc}"
-            if self._stopping:
-                return
-            await client.close()
-            attempt = 1 if self.connections > connections else attempt + 1  # it had worked: start over
-            while not self._stopping:
-                if attempt:
-                    delay = self.backoff.delay(attempt)
-                    log.warning("discord: the gateway connection ended (%s); reconnecting in %.1f s", reason, delay)
-                    await asyncio.sleep(delay)
-                try:
-                    client = await self._login(shard)
-                    break
-                except ChannelError as exc:
-                    if str(exc) == TOKEN_REFUSED:
-                        self._fail(exc)
-                        return
-                    reason, attempt = str(exc), attempt + 1
-
     # -- inbound -----------------------------------------------------------------------
 
-    def _connected(self, client: discord.Client) -> None:
-        endpoints.pin_resume(client, self.config.gateway_url)
-        self.connections += 1
-        if not self._ready.is_set():
-            log.info("discord: connected as %s in %d guild(s)", client.user, len(client.guilds))
-        self._ready.set()
-
-    async def _message(self, message: discord.Message) -> None:
-        if str(message.author.id) == self._bot_id:
+    async def on_message(self, message: discord.Message) -> None:
+        if str(message.author.id) == self.gateway.bot_id:
             return
         facts = facts_of(message)
         if facts.guild_id is not None and (facts.where is None or (facts.where is Where.THREAD
@@ -305,7 +154,7 @@ class DiscordChannel:
             log.debug("discord: ignored a message in channel %s of guild %s (not allowed)", facts.channel_id,
                       facts.guild_id)
             return
-        msg = to_inbound(facts, self._bot_id, allow_bots=self.config.allow_bots)
+        msg = to_inbound(facts, self.gateway.bot_id, allow_bots=self.config.allow_bots)
         if msg is not None:
             await self._take(msg)
 
@@ -353,26 +202,26 @@ class DiscordChannel:
                      Sender(str(user.id), user.display_name, user.name, bool(user.bot)), content, guild, parent,
                      timestamp=interaction.created_at.timestamp())
 
-    async def _slash(self, interaction: discord.Interaction, name: str) -> None:
+    async def on_slash(self, interaction: discord.Interaction, name: str) -> None:
         facts = self._facts(interaction, f"/{name}")
         if facts is None:
             return  # not a chat we serve: no answer of any kind (Discord tells the user it failed)
         await interaction.response.defer(thinking=True)  # first: Discord's 3 s
-        msg = to_inbound(facts, self._bot_id, allow_bots=True)
+        msg = to_inbound(facts, self.gateway.bot_id, allow_bots=True)
         if msg is None:
             return
         pending = self._deferred[msg.message_id] = _Deferred(interaction)
         pending.expiry = asyncio.get_running_loop().call_later(self.answer_wait, self._withdraw, msg.message_id)
         await self._take(msg)
 
-    async def _press(self, interaction: discord.Interaction) -> None:
+    async def on_press(self, interaction: discord.Interaction) -> None:
         """A click on a button of one of the bot's messages (see ``presses``)."""
         data: Mapping[str, object] = interaction.data or {}
         question = interaction.message
-        if question is None or str(question.author.id) != self._bot_id or data.get("component_type") != 2:
+        if question is None or str(question.author.id) != self.gateway.bot_id or data.get("component_type") != 2:
             return
         facts = self._facts(interaction, str(data.get("custom_id") or ""))
-        msg = press_of(facts, self._bot_id, str(question.id)) if facts is not None else None
+        msg = press_of(facts, self.gateway.bot_id, str(question.id)) if facts is not None else None
         if msg is None:
             return
         try:
@@ -494,28 +343,6 @@ class DiscordChannel:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise SendFailed(f"{attachment.name}: {type(exc).__name__}: {exc}") from None
         return bytes(data)
-
-
-class _Client(discord.Client):
-    """discord.py's client, its events handed to the channel; ``tree`` holds the slash commands."""
-
-    def __init__(self, channel: DiscordChannel, **options: Any) -> None:
-        super().__init__(**options)
-        self.channel = channel
-        self.tree = build_tree(self, channel._slash)
-
-    async def on_connect(self) -> None:  # READY (on_ready waits ~2 s more for guilds to stream in)
-        self.channel._connected(self)
-
-    async def on_resumed(self) -> None:
-        log.info("discord: gateway session resumed")
-
-    async def on_message(self, message: discord.Message) -> None:
-        await self.channel._message(message)
-
-    async def on_interaction(self, interaction: discord.Interaction) -> None:  # slash commands go to the tree
-        if interaction.type is discord.InteractionType.component:
-            await self.channel._press(interaction)
 
 
 async def _attempt(call: Any) -> Any:

@@ -311,7 +311,8 @@ class Compactor:
         old = ([summary_message(previous.text)] if previous else []) + messages[:cut]
         before = tokens.count_messages(old + messages[cut:], self._model)
         payers = ctx.payers if ctx is not None else ()
-        trace = TraceBuilder(run_id, key, agent_id, self._model, self._redactor, bill=Bill(payers, self._meter))
+        bill = Bill(payers, self._meter)
+        trace = TraceBuilder(run_id, key, agent_id, self._model, self._redactor, bill=bill)
         flushed = False
         if ctx is not None and self._flush_allowed(ctx) and self._flush_can_write(ctx):
             flushed = await self._flush(messages, ctx, flush_prompt(), trace)
@@ -320,13 +321,13 @@ class Compactor:
         except (ProviderError, TimeoutError) as exc:
             log.warning("compaction failed session=%s run=%s: %s; history unchanged", key, run_id,
                         exc or "summary timed out")
-            await self._record(session, run_id, trace, "failed", str(exc) or "summary timed out")
+            await self._record(session, run_id, trace, bill, "failed", str(exc) or "summary timed out")
             return CompactionResult(Outcome.FAILED, flushed=flushed, error=str(exc) or "timeout")
         after = tokens.count_messages([summary_message(text), *messages[cut:]], self._model)
         replaced = cut + (previous.messages if previous else 0)
         summary = Summary(text, live[cut - 1].id, replaced, before, after, run_id, time.time())
         saved = await self._store.save_summary(session, summary)
-        await self._record(session, run_id, trace, "compaction" if saved else "failed",
+        await self._record(session, run_id, trace, bill, "compaction" if saved else "failed",
                            None if saved else "a later summary was saved meanwhile")
         if not saved:
             return CompactionResult(Outcome.BUSY, flushed=flushed)
@@ -373,7 +374,7 @@ class Compactor:
             return False
         return True
 
-    async def _record(self, session: Session, run_id: str, trace: TraceBuilder, status: str,
+    async def _record(self, session: Session, run_id: str, trace: TraceBuilder, bill: Bill, status: str,
                       error: str | None) -> None:
         """The flush's and summary's tokens and cost, as a turn without messages."""
         if not trace.spans:
@@ -381,5 +382,5 @@ class Compactor:
         record = trace.finish(status, len(trace.spans), error)
         await asyncio.shield(self._store.append_turn(
             Turn(session, run_id, (), trace.usage, trace.cost, self._model, (), record,
-                 charges=trace.bill.charges() if trace.bill else ())))
+                 charges=bill.charges())))
 

@@ -1,7 +1,8 @@
 """One run of the agent: think -> act -> observe, until the model answers.
 
 Phases (seed 000): setup (run id, trace, workspace, tool context) -> input checks
-(guard, truncation) -> messages (system prompt, history pipeline, the new user turn) ->
+(guard, truncation: ``bot.agent.input``) -> messages (system prompt, history pipeline, the
+new user turn) ->
 the LLM loop (stream, tools, repeat) -> finalize (sanitize, NO_REPLY, store the turn
 atomically with its trace) -> events. Errors meant for users come back as a result with
 one human sentence; a cancellation stores what happened so far, with every unfinished
@@ -16,29 +17,27 @@ the model that answered.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
-from enum import StrEnum
 from pathlib import Path
 
 from bot import tokens
-from bot.agent.compaction import CompactionResult, CompactionSettings, Compactor, should_compact, summary_message
+from bot.agent.compaction import CompactionResult, Compactor, should_compact, summary_message
 from bot.agent.events import EventBus, EventKind, RunEvent
-from bot.agent.guard import REFUSAL, GuardMode, check_input
+from bot.agent.guard import REFUSAL
 from bot.agent.history import build_history, repair_pairing
+from bot.agent.input import new_input, save_uploads
 from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
-from bot.agent.transcript import context_block, group_turn
+from bot.agent.run import AgentSettings, PostRunHook, RunRequest, RunResult, RunState, RunStatus, senders
 from bot.conversation import Conversation
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
-from bot.llm import ImagePart, Message, Part, Role, TextPart, ToolCall, ToolResult
-from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
-from bot.models import ModelSpec, Models, Plan, Route, Why, fallback_reason, fallback_to, note_text
+from bot.llm import ImagePart, Message, Role, ToolCall, ToolResult
+from bot.models import Models, ModelSpec, Plan, Route, Why, fallback_reason, fallback_to, note_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.text.silence import NoReplyHoldback, final_answer
@@ -47,7 +46,10 @@ from bot.tools.policy import ToolPolicy
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tools.toolset import Toolset
 from bot.tracing import Redactor, TraceBuilder
-from bot.workspace import Workspaces, load_context_files, read_inside, save_upload
+from bot.workspace import Workspaces, load_context_files
+
+# the run's nouns live in bot.agent.run; callers import them from here as before
+__all__ = ["FAILED", "Agent", "AgentSettings", "PostRunHook", "RunRequest", "RunResult", "RunStatus", "senders"]
 
 log = logging.getLogger(__name__)
 
@@ -56,183 +58,7 @@ HISTORY_PAGE = 4  # stored messages first read per turn sent (doubled while too 
 CANCELLED_RESULT = "Tool execution cancelled by user"
 FAILED = "Something went wrong on my side while answering (it has been logged). Please try again."
 TOO_MANY_CALLS = "Not run: at most {n} tool calls run per step; make this call again in the next step."
-MAX_IMAGE_BYTES = 32 * 1024 * 1024  # an image read back from the workspace for the model
 REPEATED_RESULT = "Not run: this exact call was already made twice in a row with the same arguments."
-
-
-PostRunHook = Callable[["RunRequest", "RunResult"], Awaitable[None]]
-Notify = Callable[[str], Awaitable[None]]  # a note the chat is owed before the answer (stored and queued)
-
-
-class RunStatus(StrEnum):
-    COMPLETED = "completed"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
-    SILENT = "silent"
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    run_id: str
-    session: Session
-    conversation: Conversation
-    inbound: tuple[InboundMessage, ...]  # one, or several collected while busy; () for a ``task``
-    inbound_ids: tuple[int, ...] = ()
-    max_iterations: int | None = None  # overrides the agent's setting for this run
-    task: str = ""  # a turn with no inbound message (a sub-agent's task, a scheduled job): its text
-    user_id: str = ""  # whom the run acts for (the last sender; a task's owner), for the tools
-    users: tuple[str, ...] = ()  # every person it acts for (a task's); () = the senders of ``inbound``
-    context: tuple[InboundMessage, ...] = ()  # group messages since the bot last spoke
-    sender_is_owner: bool = False  # every message in ``inbound`` comes from an owner (access.is_owner)
-    tool_policy: ToolPolicy | None = None  # which tools this chat may use (None: every registered tool)
-    payers: tuple[str, ...] = ()  # whom its model calls are charged to ("platform:user_id"), split evenly
-    prompt_mode: PromptMode | None = None  # overrides the agent's setting for this run (a scheduled task's)
-    notify: Notify | None = None  # where a fallback's note goes (the turn runner owes it to the chat)
-
-    @property
-    def session_key(self) -> str:
-        return self.conversation.session_key
-
-    @property
-    def acting_for(self) -> str:
-        """The user id the run's tools act for."""
-        return self.user_id or (self.inbound[-1].sender.id if self.inbound else "")
-
-    @property
-    def people(self) -> tuple[str, ...]:
-        """Every user id the run acts for, each once, ``acting_for`` last: the senders of a batch
-        collected while busy, a task's people. The run has the least rights among them."""
-        if self.users:
-            return self.users
-        if self.inbound:
-            return senders(self.inbound)
-        return (self.acting_for,) if self.acting_for else ()
-
-
-def senders(msgs: Sequence[InboundMessage]) -> tuple[str, ...]:
-    """The user ids of a batch's senders, each once, the last sender last."""
-    if not msgs:
-        return ()
-    last = msgs[-1].sender.id
-    return (*dict.fromkeys(m.sender.id for m in msgs if m.sender.id != last), last)
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    run_id: str
-    status: RunStatus
-    text: str = ""  # the final answer, Markdown; empty when silent
-    usage: Usage = Usage()
-    cost: float = 0.0
-    iterations: int = 0
-    error: str | None = None  # one sentence for the user when status is failed
-    prompt_tokens: int = 0  # the last request's prompt (provider-reported where given), for compaction
-    turn: Turn | None = None  # what the run adds to its session, not stored yet (None: stored, cancelled)
-    live_messages: int | None = None  # the session's live messages with this turn's (None: not read)
-    route: Route | None = None  # the model that answered (None: the agent's default)
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSettings:
-    agent_id: str
-    provider: str
-    model: str
-    max_tokens: int = 4096
-    max_iterations: int = 20
-    context_window: int = 128_000
-    max_message_chars: int = 32_768
-    history_turns: int = 40
-    guard: GuardMode = GuardMode.WARN
-    system_prompt: str | None = None  # extra instructions appended to the built prompt
-    owners: tuple[str, ...] = ()
-    compaction: CompactionSettings = CompactionSettings()
-    max_tool_calls_per_step: int = 16  # calls of one step beyond this get an error result, not run
-    prompt_mode: PromptMode = "full"  # sub-agents: "minimal"
-
-
-@dataclass
-class _Run:
-    """What one run has produced so far; enough to store a valid turn at any moment."""
-
-    request: RunRequest
-    trace: TraceBuilder
-    route: Route  # the model the run calls now
-    fallbacks: tuple[Route, ...] = ()  # what it may still move to, in order
-    announced: bool = False  # a fallback's first answer has been announced
-    new: list[Message] = field(default_factory=list)  # the turn: user, assistant, tool...
-    streamed: list[str] = field(default_factory=list)  # text of the LLM call in flight
-    pending: tuple[ToolCall, ...] = ()  # calls of the last assistant message without results
-    tools: ToolRegistry | None = None  # the tools this run may use (the agent's, narrowed by policy)
-    done: dict[str, ToolResult] = field(default_factory=dict)
-    iterations: int = 0
-    prompt_tokens: int = 0  # of the last request sent
-    live: int | None = None  # the session's live messages before this run, once read
-
-    def use(self, route: Route) -> None:
-        self.route = route
-        self.trace.model, self.trace.why = route.spec.model, route.why_text
-
-    def close_pending(self, text: str) -> None:
-        """Answer every call still without a result, so the history stays valid."""
-        if self.pending:
-            self.new.append(Message(Role.TOOL, tuple(self.done.get(c.id) or ToolResult(c.id, text, is_error=True)
-                                                     for c in self.pending)))
-            self.pending = ()
-
-
-def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[InboundMessage], str],
-                 context: tuple[InboundMessage, ...] = (), *, owners: Collection[str] = (),
-                 dropped_context: int = 0) -> Message:
-    """The user turn the model sees. In a group every message (the context first, then the
-    addressed ones) is a header naming its sender and its text quoted line by line (see
-    ``bot.agent.transcript``), so no member can write a line that passes for another's;
-    in a DM the texts as they are. Images go inline, saved files are named."""
-    parts: list[Part] = []
-    notes: dict[int, list[str]] = {}
-    for msg in inbound:
-        notes[id(msg)] = []
-        for att in msg.attachments:
-            if att.kind is AttachmentKind.IMAGE and att.data is not None:
-                parts.append(ImagePart(att.mime_type or "image/jpeg", base64.b64encode(att.data).decode()))
-            elif att.path and att.audible:
-                what = "voice note" if att.kind is AttachmentKind.VOICE else "audio"
-                heard = "its transcript is the text above" if att.transcript else "it was not transcribed"
-                notes[id(msg)].append(f"[{what} saved in the workspace: {att.path}; {heard}]")
-            elif att.path:
-                notes[id(msg)].append(f"[{att.kind.value} saved in the workspace: {att.path}]")
-    if inbound and inbound[-1].chat_type is ChatType.GROUP:
-        block = context_block(context, owners, dropped=dropped_context)
-        text = group_turn(inbound, text_of, lambda m: notes[id(m)], owners, block)
-    else:
-        text = "\n\n".join(part for m in inbound for part in (text_of(m), *notes[id(m)]))
-    return Message(Role.USER, (TextPart(clean_text(text.strip())), *parts))
-
-
-async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> tuple[InboundMessage, ...]:
-    """Files that came with the messages as bytes saved in the workspace's inbox (images
-    keep their bytes for the model); saved images read back for the model. The gateway
-    fetches files into the inbox before a run, so usually only the images are read."""
-    if not any((a.data is not None and a.kind is not AttachmentKind.IMAGE)
-               or (a.kind is AttachmentKind.IMAGE and a.data is None and a.path)
-               for m in inbound for a in m.attachments):
-        return inbound
-
-    def save(att: Attachment) -> Attachment:
-        if att.kind is AttachmentKind.IMAGE:
-            if att.data is None and att.path:
-                try:
-                    return replace(att, data=read_inside(workspace, att.path, MAX_IMAGE_BYTES))
-                except (OSError, ValueError) as exc:  # a link out included: never followed
-                    log.warning("image %s cannot be read: %s", att.path, exc)
-            return att
-        if att.data is None:
-            return att
-        return replace(att, path=save_upload(workspace, att.name, att.data), data=None)
-
-    def save_all() -> tuple[InboundMessage, ...]:
-        return tuple(replace(m, attachments=tuple(map(save, m.attachments))) for m in inbound)
-
-    return await asyncio.to_thread(save_all)
 
 
 class Agent:
@@ -300,9 +126,9 @@ class Agent:
 
     async def _run(self, request: RunRequest) -> RunResult:
         s = self.settings
-        trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor,
-                             bill=Bill(request.payers, self._meter))
-        run = _Run(request, trace, self._plain.route)
+        bill = Bill(request.payers, self._meter)
+        trace = TraceBuilder(request.run_id, request.session_key, s.agent_id, s.model, self._redactor, bill=bill)
+        run = RunState(request, trace, bill, self._plain.route)
         conv = request.conversation
         await self._emit(request, EventKind.STARTED)
         try:
@@ -326,18 +152,10 @@ class Agent:
             sections = tuple(offer.prompt for offer in offers if offer.prompt)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
-            verdicts = {id(m): check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
-                                           session_key=request.session_key) for m in inbound}
-            # the group context is scanned too: in block mode the lines that hit are left out
-            context = tuple(m for m in request.context
-                            if not check_input(m.text, mode=s.guard, max_chars=s.max_message_chars,
-                                               session_key=request.session_key).blocked)
-            if inbound:
-                run.new.append(user_message(inbound, lambda m: verdicts[id(m)].text, context, owners=s.owners,
-                                            dropped_context=len(request.context) - len(context)))
-            else:  # a task: the text as it is (its author is the bot's own side: no guard, no header)
-                run.new.append(Message.user(clean_text(request.task.strip())))
-            if any(v.blocked for v in verdicts.values()):
+            given = new_input(inbound, request.context, request.task, guard=s.guard, max_chars=s.max_message_chars,
+                              session_key=request.session_key, owners=s.owners)
+            run.new.append(given.message)
+            if given.blocked:
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
@@ -391,7 +209,7 @@ class Agent:
         summary = recent.summary
         return ([summary_message(summary.text), *history] if summary else history), recent.live
 
-    async def _loop(self, run: _Run, prompt: Callable[[Route], tuple[str, str]], history: list[Message],
+    async def _loop(self, run: RunState, prompt: Callable[[Route], tuple[str, str]], history: list[Message],
                     ctx: ToolContext, limit: int) -> str:
         """Call the model until it answers without tools; the answer's raw text.
 
@@ -453,7 +271,7 @@ class Agent:
         return (f"I reached the limit of {limit} steps for one request before finishing. "
                 "Ask me to continue if you want me to go on.")
 
-    def _fallback(self, run: _Run, exc: ProviderError) -> Route | None:
+    def _fallback(self, run: RunState, exc: ProviderError) -> Route | None:
         """The next model when ``exc`` means "not now" and nothing happened yet in this turn
         (no tool ran, no text streamed); None otherwise."""
         reason = fallback_reason(exc)
@@ -490,7 +308,7 @@ class Agent:
         await tokens.ready(model)
         return tokens.count_request(system, messages, specs, model)
 
-    async def _think(self, run: _Run, request: ChatRequest) -> Completed:
+    async def _think(self, run: RunState, request: ChatRequest) -> Completed:
         """One streamed LLM call: chunks out (NO_REPLY held back), a span in the trace."""
         holdback = NoReplyHoldback()
         run.streamed = []
@@ -534,7 +352,7 @@ class Agent:
                       preview=completed.message.text)
         return completed
 
-    async def _announce(self, run: _Run) -> None:
+    async def _announce(self, run: RunState) -> None:
         """A fallback answers: the chat's note, the first time this model stands in there."""
         run.announced = True
         route, notify = run.route, run.request.notify
@@ -546,7 +364,7 @@ class Agent:
                 log.warning("the fallback note could not be owed session=%s run=%s", run.request.session_key,
                             run.request.run_id, exc_info=True)
 
-    async def _act(self, run: _Run, calls: tuple[ToolCall, ...], ctx: ToolContext) -> None:
+    async def _act(self, run: RunState, calls: tuple[ToolCall, ...], ctx: ToolContext) -> None:
         """Run the calls (concurrently when several), results in the calls' order."""
         for call in calls:
             await self._emit(run.request, EventKind.TOOL_CALL, tool=call)
@@ -569,15 +387,15 @@ class Agent:
             await self._emit(run.request, EventKind.TOOL_RESULT, self._redactor.preview(result.content), tool=call,
                              is_error=result.is_error)
 
-    async def _finish(self, run: _Run, status: RunStatus, text: str = "", error: str | None = None) -> RunResult:
+    async def _finish(self, run: RunState, status: RunStatus, text: str = "", error: str | None = None) -> RunResult:
         """Store the turn with its trace in one transaction, emit the end event, build the result."""
-        r, s = run.request, self.settings
+        r = run.request
         record = run.trace.finish(status.value, run.iterations, error)
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         # Whoever commits a finished turn with an answer to deliver sets ``answer`` and ``settle``.
         settle = status is not RunStatus.CANCELLED
         finished = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, run.route.spec.model,
-                        r.inbound_ids, record, None, settle, run.trace.bill.charges() if run.trace.bill else ())
+                        r.inbound_ids, record, None, settle, run.bill.charges())
         turn: Turn | None = finished
         if status is RunStatus.CANCELLED:  # nobody else can: stored although the task is being cancelled
             await asyncio.shield(self._store.append_turn(finished))

@@ -6,17 +6,19 @@ origin and the CSRF token."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from bot.dashboard.auth import Login
+from bot.dashboard.auth import Login, Sessions
 from bot.dashboard.html import clip
+from bot.dashboard.live import LiveBoard
 from bot.dashboard.pages.conversations import conversation_page, sessions_page
 from bot.dashboard.pages.layout import Viewer
 from bot.dashboard.pages.live import ChannelState, live_page, status_payload
@@ -26,9 +28,6 @@ from bot.dashboard.pages.runs import run_page, runs_page
 from bot.dashboard.sources import Bot, DashboardStore, JobControl, Operations, PeoplePolicy
 from bot.messages import Answer
 from bot.tasks import OwnedTasks
-
-if TYPE_CHECKING:
-    from bot.dashboard.server import Dashboard
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +42,35 @@ STATUS_EVERY = 5.0  # seconds between two updates of channels and deliveries on 
 KEEPALIVE = 15.0  # seconds of silence after which the feed sends a comment (proxies close idle streams)
 
 
+class Server(Protocol):
+    """What the views need of the web server that serves them (``bot.dashboard.server.Dashboard``)."""
+
+    @property
+    def board(self) -> LiveBoard | None:
+        """The runs going on now (None: no bot in this process)."""
+        ...
+
+    @property
+    def cookie(self) -> str:
+        """The name of the login's cookie."""
+        ...
+
+    @property
+    def sessions(self) -> Sessions: ...
+
+    @property
+    def closing(self) -> asyncio.Event:
+        """Set when the server stops (the live feed ends)."""
+        ...
+
+    async def audit(self, request: web.Request, action: str, target: str, outcome: str, *, user: str | None = None,
+                    role: str | None = None) -> None:
+        """Write an action down in the audit trail (and the log)."""
+        ...
+
+
 class Views:
-    def __init__(self, server: Dashboard, store: DashboardStore, bot: Bot | None, operations: Operations,
+    def __init__(self, server: Server, store: DashboardStore, bot: Bot | None, operations: Operations,
                  people: PeoplePolicy, redact: Callable[[str], str], tasks: OwnedTasks) -> None:
         self._server = server
         self._store = store

@@ -78,6 +78,7 @@ class Titles:
     async def _title(self, session: Session, conversation: Conversation, run_id: str, question: str, answer: str,
                      payers: tuple[str, ...]) -> None:
         trace: TraceBuilder | None = None
+        bill = Bill(payers, self._meter)
         try:
             if await self._store.title(session) is not None:
                 return
@@ -87,7 +88,7 @@ class Titles:
             request = replace(route.request(TITLE_SYSTEM, (Message.user(exchange),), ()),
                               max_tokens=min(spec.max_tokens, TITLE_TOKENS))
             trace = TraceBuilder(f"{run_id}-title", session.key, self._agent_id, spec.model, self._redactor,
-                                 bill=Bill(payers, self._meter), why=route.why_text)
+                                 bill=bill, why=route.why_text)
             started = time.time()
             try:
                 async with asyncio.timeout(TITLE_TIMEOUT):
@@ -103,19 +104,19 @@ class Titles:
                 log.info("no title for session=%s: the model answered nothing usable", session.key)
             elif await self._store.set_title(session, title, model):
                 log.info("session=%s titled by %s", session.key, spec.label)
-            await self._record(session, trace, "title", None)
+            await self._record(session, trace, bill, "title", None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a title is a nicety: whatever went wrong is only logged
             log.info("no title for session=%s: %s", session.key, exc or type(exc).__name__)
             if trace is not None and trace.spans:
-                await self._record(session, trace, "failed", str(exc) or type(exc).__name__)
+                await self._record(session, trace, bill, "failed", str(exc) or type(exc).__name__)
 
-    async def _record(self, session: Session, trace: TraceBuilder, status: str, error: str | None) -> None:
+    async def _record(self, session: Session, trace: TraceBuilder, bill: Bill, status: str, error: str | None) -> None:
         """The title's call (tokens, cost, charges) as a turn without messages."""
         try:
             await self._store.append_turn(Turn(session, trace.run_id, (), trace.usage, trace.cost, trace.model, (),
                                                trace.finish(status, 1, error),
-                                               charges=trace.bill.charges() if trace.bill else ()))
+                                               charges=bill.charges()))
         except Exception:  # noqa: BLE001 - a full disk: the call is lost from usage, nothing else
             log.warning("the title's usage of session=%s could not be stored", session.key, exc_info=True)
