@@ -33,7 +33,6 @@ MIGRATION_DATA = frozenset({"bot/store/migrations.py", "bot/store/pg/schema.py"}
 # Remove a line when its module is split (test_the_allow_lists_name_only_what_they_excuse says when).
 BEING_SPLIT = {
     "bot/intake.py": "issue 33 items 1 and 3 (capability registry, outbox): another session is splitting it",
-    "bot/config/schema.py": "issue 33 item 4 (core sections only): another session is splitting it",
     "bot/store/base.py": "issue 33 item 2 (one store, two drivers): another session is rewriting bot/store",
     "bot/store/sqlite.py": "issue 33 item 2 (one store, two drivers): another session is rewriting bot/store",
 }

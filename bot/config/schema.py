@@ -12,14 +12,10 @@ which model validates a location, where the secrets are, and a location's dotted
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import os
 import re
-from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -33,6 +29,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from bot.config.dashboard import (  # noqa: F401 - where callers found them
+    DEFAULT_DASHBOARD_BIND,
+    DashboardConfig,
+    DashboardUserConfig,
+    is_loopback,
+    parse_bind,
+)
+from bot.config.keys import dotted, holds_secret, model_at, secrets  # noqa: F401 - the loader's and wording's
+from bot.config.storage import ClusterConfig, RetentionConfig, StorageConfig  # noqa: F401
 from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
     AccessConfig,
@@ -50,7 +55,10 @@ from bot.config.types import (
     secret,
 )
 from bot.errors import ConfigError
+from bot.media.config import AudioEndpointConfig, MediaConfig, SpeechConfig, TranscriptionConfig  # noqa: F401
 from bot.providers.context import context_window_for
+from bot.schedules.config import SchedulesConfig
+from bot.skills.config import SkillsConfig
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 
@@ -207,47 +215,6 @@ class ModelsConfig(Section):
         return dict(self.model_extra or {})
 
 
-class RetentionConfig(Section):
-    # days a group message that did not address the bot is kept (text and all) after the
-    # bot saw it; the context it gave is in memory only, so this is the audit trail
-    context: Annotated[Float, Field(gt=0)] = 7.0
-
-
-def _database_url(value: SecretStr | None) -> SecretStr | None:
-    if value is not None and not re.match(r"postgres(ql)?://", value.get_secret_value()):
-        raise PydanticCustomError("database_url", "not a postgresql:// URL")
-    return value
-
-
-class StorageConfig(Section):
-    """SQLite at ``path`` (one process), or PostgreSQL at ``url`` (one or several instances)."""
-
-    path: Annotated[Path, BeforeValidator(lambda v: v or None)] = Path("data/chatgate.db")
-    url: Annotated[Secret, AfterValidator(_database_url)] = _secret("CHATGATE_DATABASE_URL")  # postgresql://...
-    pool_size: Annotated[Int, Field(ge=1, le=100)] = 10  # PostgreSQL connections of this instance
-    retention: RetentionConfig = RetentionConfig()
-
-    @property
-    def database_url(self) -> str | None:
-        return self.url.get_secret_value() if self.url is not None else None
-
-    @property
-    def shown(self) -> str:
-        """Where the store is, for people: the file, or the URL without its password."""
-        if self.url is None:
-            return str(self.path)
-        parts = urlsplit(self.url.get_secret_value())
-        host = f"{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
-        return f"postgresql://{parts.username + '@' if parts.username else ''}{host}{parts.path}"
-
-
-class ClusterConfig(Section):
-    """Several instances on one PostgreSQL database (``storage.url``); unused on SQLite."""
-
-    lease_seconds: Annotated[Float, Field(ge=1, le=600)] = 15.0  # what an instance owns expires this long after it died
-    instance: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}$")] | None = None  # default host-pid
-
-
 class WorkspaceConfig(Section):
     root: Annotated[Path, BeforeValidator(lambda v: v or None)] = Path("workspaces")
     templates: Path | None = None  # None: the templates that ship with chatgate
@@ -335,158 +302,6 @@ class PreToolHookConfig(Section):
 
 class HooksConfig(Section):
     pre_tool: tuple[PreToolHookConfig, ...] = ()  # exit 0 lets a call through; else its first line refuses it
-
-
-class SkillsConfig(Section):
-    """Agent Skills (``bot.skills``): folders with a SKILL.md, listed in the prompt, read with read_skill."""
-
-    paths: tuple[Path, ...] | None = None  # shared skill folders; None: skills/ in the data directory
-    in_workspaces: bool = True  # also each workspace's own skills/ (in a group, only owners change it)
-    inline_max: Annotated[Int, Field(ge=0, le=100)] = 15  # listed in the prompt up to this many; more: skill_search
-
-
-class AudioEndpointConfig(Section):
-    """An OpenAI-compatible audio endpoint (OpenAI, or a local Whisper / TTS server through
-    ``base_url``); ``api_key`` null reads OPENAI_API_KEY, and a local server needs none."""
-
-    enabled: bool = False
-    provider: Literal["openai"] = "openai"  # the OpenAI audio API, or any server speaking it
-    model: Name = "whisper-1"
-    base_url: Url = "https://api.openai.com/v1"
-    api_key: Secret = _secret("OPENAI_API_KEY")
-    timeout: Annotated[Float, Field(gt=0)] = 120.0
-
-    def needs_key(self) -> bool:
-        """OpenAI's own endpoint refuses a request without a key; a local server takes one without."""
-        return self.enabled and urlsplit(self.base_url).hostname == "api.openai.com"
-
-
-class TranscriptionConfig(AudioEndpointConfig):
-    """Voice notes and audio files in: transcribed, and the transcript is the message."""
-
-    max_seconds: Annotated[Int, Field(ge=1)] = 600  # longer voice notes are refused with a sentence
-    max_mb: Annotated[Float, Field(gt=0, le=1024)] = 20.0  # bigger audio files too (OpenAI takes up to 25)
-
-
-class SpeechConfig(AudioEndpointConfig):
-    """Voice answers (``/voice on|off|auto`` per chat), as Opus."""
-
-    model: Name = "gpt-4o-mini-tts"
-    voice: Name = "alloy"
-    max_chars: Annotated[Int, Field(ge=1, le=4096)] = 1000  # longer answers are sent as text only
-
-
-class MediaConfig(Section):
-    transcription: TranscriptionConfig = TranscriptionConfig()
-    echo_transcript: bool = False  # show the person what was heard before the answer
-    speech: SpeechConfig = SpeechConfig()
-
-    def required_secrets(self) -> tuple[tuple[str, ...], ...]:
-        """The media keys that must be set (``chatgate run`` stops without them)."""
-        return tuple(("media", name, "api_key") for name in ("transcription", "speech")
-                     if getattr(self, name).needs_key())
-
-
-def _iana_zone(value: str) -> str:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError("not an IANA time zone, such as Europe/Berlin or America/New_York") from None
-    return value
-
-
-class SchedulesConfig(Section):
-    """Reminders and scheduled tasks (``bot.schedules``); durations in seconds."""
-
-    default_timezone: Annotated[str, AfterValidator(_iana_zone)] | None = None  # None: the machine's
-    grace: Annotated[Float, Field(ge=0)] = 3600.0  # missed while down by less: run late; by more: listed
-    max_per_person: Annotated[Int, Field(ge=1, le=10_000)] = 20  # active and paused jobs per person
-    min_interval: Annotated[Float, Field(ge=0)] = 300.0  # between occurrences of a recurring job
-    check_timeout: Annotated[Float, Field(gt=0, le=600)] = 60.0  # a task's check command
-
-
-DEFAULT_DASHBOARD_BIND = "127.0.0.1:8787"
-_BIND = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})")
-
-
-def parse_bind(value: str) -> tuple[str, int]:
-    """``host:port`` (``[::1]:8787`` for IPv6) -> (host, port); ValueError when it is not one."""
-    match = _BIND.fullmatch(value.strip())
-    if match is None or int(match.group("port")) > 65535:
-        raise ValueError(value)
-    return match.group("v6") or match.group("host"), int(match.group("port"))
-
-
-def is_loopback(host: str) -> bool:
-    """Only this machine can reach ``host``: 127.0.0.0/8, ::1 or ``localhost``."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to anything
-
-
-def _password_hash(value: SecretStr | None) -> SecretStr | None:
-    if value is not None:
-        from bot.dashboard.passwords import problem  # stdlib only; loaded when a hash is configured
-
-        if (why := problem(value.get_secret_value())) is not None:
-            raise PydanticCustomError("password_hash", why)
-    return value
-
-
-def _proxy(value: str) -> str:
-    try:
-        ipaddress.ip_network(value, strict=False)
-    except ValueError:
-        raise PydanticCustomError("proxy", "expected an IP address or network such as 10.0.0.5 or 10.0.0.0/24, "
-                                           "got {value!r}", {"value": value}) from None
-    return value
-
-
-class DashboardUserConfig(Section):
-    """One person who may log in to the dashboard."""
-
-    role: Literal["viewer", "operator"] = "viewer"  # viewers see everything and change nothing
-    # scrypt hash from `chatgate dashboard passwd`; none (or empty): this user cannot log in
-    password_hash: Annotated[Secret, AfterValidator(_password_hash)] = None
-
-
-class DashboardConfig(Section):
-    """The operator dashboard (``bot.dashboard``): a web page served by ``chatgate run`` when
-    ``enabled``, or alone by ``chatgate dashboard``."""
-
-    enabled: bool = False
-    bind: str = DEFAULT_DASHBOARD_BIND  # host:port; loopback only unless allow_remote
-    allow_remote: bool = False  # a non-loopback bind, then only with TLS or behind_proxy
-    tls_cert: Path | None = None  # PEM certificate chain and key: the dashboard serves https
-    tls_key: Path | None = None
-    behind_proxy: bool = False  # a TLS proxy in front: trust its X-Forwarded-For/-Proto/-Host
-    # ... only from these peers (the proxy's own address); the default: a proxy on this machine
-    trusted_proxies: tuple[Annotated[str, AfterValidator(_proxy)], ...] = ("127.0.0.0/8", "::1")
-    users: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")], DashboardUserConfig] = {}
-
-    @model_validator(mode="after")
-    def _safe_to_serve(self) -> DashboardConfig:
-        try:
-            host, _ = parse_bind(self.bind)
-        except ValueError:
-            raise ConfigError("dashboard.bind", f"expected host:port such as {DEFAULT_DASHBOARD_BIND}, "
-                                                f"got {self.bind!r}") from None
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ConfigError("dashboard.tls_key" if self.tls_key is None else "dashboard.tls_cert",
-                              "missing", "https needs both tls_cert and tls_key")
-        if not is_loopback(host) and not self.allow_remote:
-            raise ConfigError("dashboard.bind", f"{self.bind} can be reached from other machines, and the dashboard "
-                              "binds to this machine only", "use 127.0.0.1 with an SSH tunnel, or set "
-                              "dashboard.allow_remote: true with tls_cert and tls_key or behind_proxy")
-        if self.allow_remote and self.tls_cert is None and not self.behind_proxy:
-            raise ConfigError("dashboard.allow_remote", "a remote dashboard needs TLS",
-                              "set dashboard.tls_cert and tls_key, or behind_proxy: true behind a TLS proxy")
-        return self
 
 
 class LoggingConfig(Section):
@@ -662,71 +477,3 @@ class CoreConfig(Section):
 
 
 # ---------------------------------------------------------------- model introspection
-
-
-def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
-    """The model class below ``model`` that validates the mapping at ``loc`` (a dict key counts
-    as a step)."""
-    i = 0
-    while i < len(loc):
-        step = loc[i]
-        field = model.model_fields.get(step) if isinstance(step, str) else None
-        if field is None:
-            entry = _extra_model(model) if isinstance(step, str) else None
-            if entry is None:
-                return None
-            model, i = entry, i + 1
-            continue
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model, i = annotation, i + 1
-        elif get_origin(annotation) is dict and i + 1 < len(loc):
-            value = get_args(annotation)[1]
-            if not (isinstance(value, type) and issubclass(value, BaseModel)):
-                return None
-            model, i = value, i + 2
-        else:
-            return None
-    return model
-
-
-@cache
-def _extra_model(model: type[BaseModel]) -> type[BaseModel] | None:
-    """The model of a section's typed extra keys (``models.<name>``), if it has them."""
-    hint = get_type_hints(model).get("__pydantic_extra__")
-    if get_origin(hint) is dict:
-        value = get_args(hint)[1]
-        if isinstance(value, type) and issubclass(value, BaseModel):
-            return value
-    return None
-
-
-def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
-    """Every secret field below ``model``: (location: field names only, environment variable)."""
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _secret_fields(annotation, (*prefix, name))
-        elif isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra:
-            yield (*prefix, name), str(field.json_schema_extra["env"])
-
-
-@cache
-def secrets(model: type[BaseModel]) -> dict[tuple[str, ...], str]:
-    """Every secret field below ``model``: its location (field names) -> its environment variable."""
-    return dict(_secret_fields(model))
-
-
-def holds_secret(loc: Loc, model: type[BaseModel]) -> bool:
-    """True for a secret and for every section around one: their values are never echoed."""
-    return any(secret[: len(loc)] == loc for secret in secrets(model))
-
-
-def dotted(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part != "[key]":
-            out += f".{part}" if out else str(part)
-    return out

@@ -1,0 +1,81 @@
+"""Where a key is in the config's models: the model at a location, whether it holds a secret,
+every secret's location and variable, a location as dotted text. For the loader and the wording
+of errors; pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from typing import get_args, get_origin, get_type_hints
+
+from pydantic import BaseModel
+
+from bot.config.types import Loc
+
+
+def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
+    """The model class below ``model`` that validates the mapping at ``loc`` (a dict key counts
+    as a step)."""
+    i = 0
+    while i < len(loc):
+        step = loc[i]
+        field = model.model_fields.get(step) if isinstance(step, str) else None
+        if field is None:
+            entry = _extra_model(model) if isinstance(step, str) else None
+            if entry is None:
+                return None
+            model, i = entry, i + 1
+            continue
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model, i = annotation, i + 1
+        elif get_origin(annotation) is dict and i + 1 < len(loc):
+            value = get_args(annotation)[1]
+            if not (isinstance(value, type) and issubclass(value, BaseModel)):
+                return None
+            model, i = value, i + 2
+        else:
+            return None
+    return model
+
+
+@cache
+def _extra_model(model: type[BaseModel]) -> type[BaseModel] | None:
+    """The model of a section's typed extra keys (``models.<name>``), if it has them."""
+    hint = get_type_hints(model).get("__pydantic_extra__")
+    if get_origin(hint) is dict:
+        value = get_args(hint)[1]
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            return value
+    return None
+
+
+def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
+    """Every secret field below ``model``: (location: field names only, environment variable)."""
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _secret_fields(annotation, (*prefix, name))
+        elif isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra:
+            yield (*prefix, name), str(field.json_schema_extra["env"])
+
+
+@cache
+def secrets(model: type[BaseModel]) -> dict[tuple[str, ...], str]:
+    """Every secret field below ``model``: its location (field names) -> its environment variable."""
+    return dict(_secret_fields(model))
+
+
+def holds_secret(loc: Loc, model: type[BaseModel]) -> bool:
+    """True for a secret and for every section around one: their values are never echoed."""
+    return any(secret[: len(loc)] == loc for secret in secrets(model))
+
+
+def dotted(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part != "[key]":
+            out += f".{part}" if out else str(part)
+    return out
