@@ -216,7 +216,7 @@ class Intake:
                 heard.cancel()
             log.warning("intake lane full session=%s; message %s answered busy", item.conversation.session_key,
                         item.msg.message_id)
-            self._tasks.spawn(self._turns.notice(item.msg, BUSY, (item.inbound_id,), "busy"), "busy notice")
+            self._tasks.spawn(self._turns.outbox.notice(item.msg, BUSY, (item.inbound_id,), "busy"), "busy notice")
 
     async def _step(self, item: _Item, heard: asyncio.Future[_Item | None] | None) -> None:
         try:
@@ -250,7 +250,7 @@ class Intake:
         self._turns.dispatcher.abandon(session_key)
 
     def deliver(self, answer: Answer) -> None:
-        self._turns.push(answer)
+        self._turns.outbox.push(answer)
 
     async def decide_here(self, approval_id: str, decision: str, msg: InboundMessage) -> str | None:
         if self._approvals is None:
@@ -265,7 +265,7 @@ class Intake:
                 await self._command(item)
         except Exception:
             log.exception("command %s failed session=%s", item.inbound_id, item.conversation.session_key)
-            await self._turns.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
+            await self._turns.outbox.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
 
     async def _press(self, item: _Item) -> None:
         """A button pressed: never a message for the model; answered by the press's own reply."""
@@ -292,7 +292,7 @@ class Intake:
         except Exception:  # a full disk, a file where the inbox should be, a store error: one sentence
             log.exception("inbound %s failed before its run session=%s", item.inbound_id,
                           item.conversation.session_key)
-            await self._turns.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
+            await self._turns.outbox.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
             return None
 
     async def _decide(self, item: _Item) -> None:
@@ -309,14 +309,14 @@ class Intake:
             self._turns.submit(item.conversation, fetched, item.inbound_id)
             if self._approvals is not None and (reminder := self._approvals.remind(
                     item.conversation.session_key, self.spelling_for(msg.platform))) is not None:
-                await self._turns.notice(msg, reminder, (), "remind")
+                await self._turns.outbox.notice(msg, reminder, (), "remind")
 
     async def _late(self, item: _Item) -> bool:
         """A recovered message past ``recover_max_age``: the person is asked to send it again."""
         if not item.recovered or time.time() - item.received <= self._settings.recover_max_age:
             return False
         preview = " ".join(item.msg.text.split())[:60]
-        await self._turns.notice(item.msg, "Sorry, I was restarted before I could answer your message"
+        await self._turns.outbox.notice(item.msg, "Sorry, I was restarted before I could answer your message"
                                            f" (“{preview}”). Please send it again.", (item.inbound_id,), "late")
         return True
 
@@ -333,7 +333,7 @@ class Intake:
             return False
         await self._store.forget_inbound(inbound_id)  # refused or ignored: only the dedupe key stays
         if decision.reply:
-            await self._turns.notice(msg, decision.reply, (), "access")
+            await self._turns.outbox.notice(msg, decision.reply, (), "access")
         return False
 
     async def _within_limits(self, msg: InboundMessage, inbound_id: int) -> bool:
@@ -346,7 +346,7 @@ class Intake:
             return True
         log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)
         if refusal.text:
-            await self._turns.notice(msg, refusal.text, (inbound_id,), "limit")
+            await self._turns.outbox.notice(msg, refusal.text, (inbound_id,), "limit")
         else:
             await self._store.mark_answered((inbound_id,))
         return False
@@ -376,12 +376,12 @@ class Intake:
         except OutsideWorkspaceError:  # a link planted in the workspace: never followed out
             log.warning("files of inbound %s not saved session=%s: inbox/ leads outside the workspace", inbound_id,
                         item.conversation.session_key)
-            await self._turns.notice(msg, UNSAVED, (inbound_id,), "file")
+            await self._turns.outbox.notice(msg, UNSAVED, (inbound_id,), "file")
             return None
         except SendFailed as exc:
             log.info("files of inbound %s not taken session=%s: %s", inbound_id, item.conversation.session_key, exc)
             text = str(exc) if too_big is not None else "Sorry, I could not download your file; please send it again."
-            await self._turns.notice(msg, text, (inbound_id,), "file")
+            await self._turns.outbox.notice(msg, text, (inbound_id,), "file")
             return None
         fetched = replace(msg, attachments=tuple(saved.get(id(a), a) for a in msg.attachments))
         await self._store.update_inbound(inbound_id, fetched)
@@ -406,7 +406,7 @@ class Intake:
                 or await self._late(item):
             return None
         if not fetched and (refusal := await self._listener.refuse_early(item.msg, self._payers(item.msg))):
-            await self._turns.notice(item.msg, refusal, (item.inbound_id,), "unheard", failed=True)
+            await self._turns.outbox.notice(item.msg, refusal, (item.inbound_id,), "unheard", failed=True)
             return None
         msg = await self._fetch(item, fetched)
         if msg is None:
@@ -475,15 +475,15 @@ class Intake:
                 except ValueError:  # bigger than the platform said
                     result = Heard(refusal=self._listener.too_big(replace(att, size=self._listener.settings.max_bytes + 1)))
                 if result.refusal is not None:
-                    await self._turns.notice(msg, result.refusal, (item.inbound_id,), "unheard", failed=True)
+                    await self._turns.outbox.notice(msg, result.refusal, (item.inbound_id,), "unheard", failed=True)
                     return None
                 heard[i] = replace(att, transcript=result.text)
         said = _said(heard)
         if not said:  # nothing to say (heard before, as context): one sentence, never an empty turn
-            await self._turns.notice(msg, NOT_HEARD, (item.inbound_id,), "unheard", failed=True)
+            await self._turns.outbox.notice(msg, NOT_HEARD, (item.inbound_id,), "unheard", failed=True)
             return None
         if self._listener.settings.echo:
-            await self._turns.notice(msg, echo_line(said), (), "heard")
+            await self._turns.outbox.notice(msg, echo_line(said), (), "heard")
         caption = msg.text.strip()
         text = f"{caption}\n\n{said}" if caption else spoken_command(said, command_names()) or said
         return replace(item, msg=replace(msg, text=text, attachments=tuple(heard)))
@@ -511,7 +511,7 @@ class Intake:
         else:
             reply = await spec.handler(host, call)
         if reply is not None:
-            await self._turns.notice(item.msg, reply.text, (item.inbound_id, *reply.also_answers), "cmd")
+            await self._turns.outbox.notice(item.msg, reply.text, (item.inbound_id, *reply.also_answers), "cmd")
 
     async def stop(self, conversation: Conversation) -> tuple[bool, int, tuple[int, ...]]:
         return await self._turns.stop(conversation)

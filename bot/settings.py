@@ -6,8 +6,8 @@
 Part of the composition root, with ``cli`` and ``app``: the one place where the config
 package (``bot.config``: the machinery and the core's keys) meets the channel registry
 (``bot.channels.registry``: each platform's model), the tools (``exec_settings``) and the
-MCP servers (``mcp:``, whose model ``bot.mcp.config`` builds on the config's building
-blocks). The config package imports none of them, so that the port and the MCP package,
+capabilities' own sections (``mcp:``, ``media:``, ``schedules:``, each a model its package
+builds on the config's building blocks). The config package imports none of them, so that the port and the MCP package,
 whose models are built on the config's building blocks, and the config never import each
 other.
 
@@ -28,6 +28,8 @@ from bot.config import Section
 from bot.config.loading import load
 from bot.config.schema import CoreConfig, secrets
 from bot.mcp.config import McpConfig
+from bot.media.config import MediaConfig
+from bot.schedules.config import SchedulesConfig
 
 if TYPE_CHECKING:
     from bot.dashboard.settings import DashboardSettings
@@ -54,7 +56,13 @@ class Config(CoreConfig):
     """The config file's whole model."""
 
     channels: ChannelsConfig = ChannelsConfig()
+    media: MediaConfig = MediaConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
     mcp: McpConfig = McpConfig()
+
+    def section_secrets(self) -> tuple[tuple[str, ...], ...]:
+        """The media keys that must be set (``chatgate run`` stops without them)."""
+        return self.media.required_secrets()
 
     def secret_values(self) -> tuple[str, ...]:
         """Every secret that is set, the MCP servers' ``env`` and ``headers`` values too."""

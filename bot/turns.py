@@ -38,7 +38,7 @@ from bot.delivery import Delivery
 from bot.limits import PersonLimits
 from bot.media.speaking import VOICE_FILE, VoiceAnswers
 from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
-from bot.outbound.answer import answer_for
+from bot.outbound.outbox import Outbox
 from bot.outbound.progress import Progress
 from bot.outbound.split import render_chunks
 from bot.peers import Peers, Stopped
@@ -73,6 +73,7 @@ class Turns:
         self._events = events
         self._channels = channels
         self._delivery = delivery
+        self.outbox = Outbox(store, delivery, channels)  # the one way to owe a chat a message
         self._context = context
         self._is_owner = is_owner
         self._keys = keys or (lambda msg: (f"{msg.platform}:{msg.sender.id}",))
@@ -98,7 +99,7 @@ class Turns:
                                            Pending(msg, inbound_id, conversation=conversation))
         if admission is Admission.REJECTED:
             log.warning("queue full session=%s; message %s not queued", conversation.session_key, msg.message_id)
-            self._tasks.spawn(self.notice(msg, BUSY, (inbound_id,), "busy"), "busy notice")
+            self._tasks.spawn(self.outbox.notice(msg, BUSY, (inbound_id,), "busy"), "busy notice")
         return admission
 
     def decide(self, conversation: Conversation, step: Decide) -> bool:
@@ -170,10 +171,10 @@ class Turns:
         text = stop_text(stopped, dropped)
         last = next((p.msg for p in reversed(run.batch) if p.msg is not None), None)
         if last is not None:
-            await self.notice(last, text, ids, "stopped")
+            await self.outbox.notice(last, text, ids, "stopped")
         else:  # a task (a scheduled job, the dashboard): told in the conversation's chat
-            target = Target(conversation.chat_id, conversation.chat_type, conversation.thread_id)
-            await self._owe(self._channels[conversation.platform], f"stopped-{run_id}", target, text, ids)
+            await self.outbox.say(conversation.platform, f"stopped-{run_id}", conversation.target, text,
+                                  inbound_ids=ids)
         return True
 
     async def resume(self) -> None:
@@ -204,8 +205,7 @@ class Turns:
         msgs = tuple(p.msg for p in batch if p.msg is not None)
         ids = tuple(p.inbound_id for p in batch if p.inbound_id is not None)
         channel = self._channels[conversation.platform]
-        target = Target.of(msgs[-1]) if msgs else Target(conversation.chat_id, conversation.chat_type,
-                                                           conversation.thread_id)
+        target = Target.of(msgs[-1]) if msgs else conversation.target
         order = last.order
         owner = order.owner if order is not None else bool(msgs) and all(self._is_owner(m) for m in msgs)
         payers = order.payers if order is not None else tuple(dict.fromkeys(self._keys(m)[0] for m in msgs))
@@ -222,7 +222,7 @@ class Turns:
                                  context=context, sender_is_owner=owner,
                                  tool_policy=self._policy(conversation, owner) if self._policy else None,
                                  payers=payers, prompt_mode=order.prompt_mode if order is not None else None,
-                                 notify=lambda note: self._owe(channel, f"{run.run_id}-note", target, note, ()))
+                                 notify=lambda note: self.outbox.say(channel.name, f"{run.run_id}-note", target, note))
             result = await self._agent.run(request)
         except asyncio.CancelledError:  # /stop, an interrupt or shutdown: the confirmation goes first
             self._tasks.spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")
@@ -236,7 +236,7 @@ class Turns:
         except Exception:  # the agent turns its own failures into results: this is the store or a bug
             log.exception("run failed outside the agent session=%s run=%s", conversation.session_key, run.run_id)
             await progress.settle()
-            await self._owe(channel, f"failed-{run.run_id}", target, FAILED, ids, failed=True)
+            await self.outbox.say(channel.name, f"failed-{run.run_id}", target, FAILED, inbound_ids=ids, failed=True)
             if order is not None:
                 order.end("failed")
             return
@@ -275,10 +275,10 @@ class Turns:
             if result.status is RunStatus.SILENT:
                 self._tasks.spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
             return
-        answer = answer_for(channel, run_id, target, text, inbound_ids=ids, draft_id=draft,
-                            failed=result.status is RunStatus.FAILED)
+        answer = self.outbox.render(channel.name, run_id, target, text, inbound_ids=ids, draft_id=draft,
+                                    failed=result.status is RunStatus.FAILED)
         await self._store.append_turn(replace(result.turn, answer=answer, settle=False, closes=closes))
-        self._delivery.push(answer)
+        self.outbox.push(answer)
 
     async def _settle_stopped(self, progress: Progress, channel: Channel, target: Target, stopped: bool) -> None:
         await progress.settle()  # the draft's last edit, after the edit interval
@@ -312,8 +312,8 @@ class Turns:
                                            tool_policy=self._policy(conversation, owner) if self._policy else None,
                                            sender_is_owner=owner,
                                            payers=tuple(dict.fromkeys(self._keys(p.msg)[0] for p in batch if p.msg)))
-        await self.notice(msg, compact_reply(result), tuple(p.inbound_id for p in batch if p.inbound_id is not None),
-                          "compact")
+        await self.outbox.notice(msg, compact_reply(result),
+                                 tuple(p.inbound_id for p in batch if p.inbound_id is not None), "compact")
 
     async def _queued(self, run: ActiveRun) -> None:
         log.info("run waits for a slot session=%s run=%s", run.session_key, run.run_id)
@@ -328,18 +328,6 @@ class Turns:
         await self._store.mark_answered(p.inbound_id for p in batch if p.inbound_id is not None)
 
     # -- sending -----------------------------------------------------------------------
-
-    async def notice(self, msg: InboundMessage, text: str, inbound_ids: tuple[int, ...], kind: str, *,
-                     failed: bool = False) -> None:
-        """Owe the chat of ``msg`` one short message (stored, then delivered like any answer)."""
-        await self._owe(self._channels[msg.platform], f"{kind}-{msg.platform}-{msg.chat_id}-{msg.message_id}",
-                        Target.of(msg), text, inbound_ids, failed=failed)
-
-    async def _owe(self, channel: Channel, answer_id: str, target: Target, text: str, inbound_ids: tuple[int, ...],
-                   *, failed: bool = False) -> None:
-        answer = answer_for(channel, answer_id, target, text, inbound_ids=inbound_ids, failed=failed)
-        await self._store.store_answer(answer)
-        self._delivery.push(answer)
 
     async def send(self, run_id: str, text: str) -> None:
         """The ``message`` tool's Messenger: an extra message to the chat the run serves, stored
@@ -356,22 +344,9 @@ class Turns:
             refusal = await self._limits.check_all(keys)
             if refusal is not None:
                 raise PermissionError(f"over the person's {refusal.reason} limit")
-        channel = self._channels[conversation.platform]
-        target = Target.of(last) if last is not None else Target(conversation.chat_id, conversation.chat_type,
-                                                                   conversation.thread_id)
+        target = Target.of(last) if last is not None else conversation.target
         self._extra[run_id] = n = self._extra.get(run_id, 0) + 1
-        answer = answer_for(channel, f"{run_id}-message-{n}", target, text)
-        await self._store.store_answer(answer)
-        self._delivery.push(answer)
-
-    def render(self, conversation: Conversation, answer_id: str, text: str) -> Answer:
-        """``text`` (Markdown) as an answer owed to ``conversation``'s chat, rendered for its
-        channel, not stored yet: the caller stores it with what owes it, then ``push``es it."""
-        target = Target(conversation.chat_id, conversation.chat_type, conversation.thread_id)
-        return answer_for(self._channels[conversation.platform], answer_id, target, text)
-
-    def push(self, answer: Answer) -> None:
-        self._delivery.push(answer)
+        await self.outbox.say(conversation.platform, f"{run_id}-message-{n}", target, text)
 
     async def _speak(self, channel: Channel, target: Target, run_id: str, msgs: tuple[InboundMessage, ...],
                      text: str) -> None:
@@ -381,8 +356,8 @@ class Turns:
             return
         data = await self._voice.speak(text)
         if data is not None:
-            await self._owe_answer(Answer(f"{run_id}-voice", channel.name, target,
-                                          (Chunk("", VOICE_FILE, data, voice=True),)))
+            await self.outbox.owe(Answer(f"{run_id}-voice", channel.name, target,
+                                         (Chunk("", VOICE_FILE, data, voice=True),)))
 
     # -- send_file: the tool's FileSender ----------------------------------------------
 
@@ -401,8 +376,7 @@ class Turns:
             raise LookupError(run_id)
         channel = self._channels[conversation.platform]
         last = run.batch[-1].msg
-        target = Target.of(last) if last is not None else Target(conversation.chat_id, conversation.chat_type,
-                                                                   conversation.thread_id)
+        target = Target.of(last) if last is not None else conversation.target
         first = next((p.inbound_id for p in run.batch if p.inbound_id is not None), None)
         key = hashlib.sha256(f"{ref.path}\0{ref.sha256}".encode()).hexdigest()[:16]
         answer_id = f"file-{conversation.platform}-{first if first is not None else run_id}-{key}"
@@ -417,16 +391,12 @@ class Turns:
         done = self._delivery.outcome(answer_id)
         try:
             if state != "owed":
-                await self._owe_answer(answer)
+                await self.outbox.owe(answer)
             return await asyncio.wait_for(asyncio.shield(done), FILE_WAIT)
         except TimeoutError:
             return QUEUED
         finally:
             self._delivery.forget(answer_id, done)
-
-    async def _owe_answer(self, answer: Answer) -> None:
-        await self._store.store_answer(answer)
-        self._delivery.push(answer)
 
     # -- plumbing ----------------------------------------------------------------------
 

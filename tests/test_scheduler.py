@@ -75,7 +75,7 @@ class Runner:
     tasks: list[tuple[str, TaskOrder]] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
 
-    def render(self, conversation: Conversation, answer_id: str, text: str) -> Answer:
+    def to(self, conversation: Conversation, answer_id: str, text: str) -> Answer:
         return Answer(answer_id, conversation.platform, Target(conversation.chat_id, conversation.chat_type),
                       (Chunk(text),))
 
@@ -136,7 +136,7 @@ class World:
             path.mkdir(exist_ok=True)
             return path
 
-        self.scheduler = Scheduler(self.store, self.runner, self.gate, self.settings,
+        self.scheduler = Scheduler(self.store, self.runner, self.runner, self.gate, self.settings,
                                    platforms={"telegram": ChannelInfo("telegram")}, limits=self.limits,
                                    tools=TaskTools(self.checks, lambda c, owner: True, workspace),
                                    clock=self.clock, sleep=self.clock.sleep)

@@ -206,7 +206,7 @@ def _require_secrets(config: CoreConfig, used: Mapping[Loc, tuple[str, ...]], fr
     sections = config.channel_sections()
     for name in config.enabled_channels:
         wanted += [("channels", name, *field.split(".")) for field in sections[name].required_secrets()]
-    wanted += config.media.required_secrets()
+    wanted += config.section_secrets()
     for loc in wanted:
         node: Any = config
         for part in loc:

@@ -55,10 +55,7 @@ from bot.config.types import (
     secret,
 )
 from bot.errors import ConfigError
-from bot.media.config import AudioEndpointConfig, MediaConfig, SpeechConfig, TranscriptionConfig  # noqa: F401
 from bot.providers.context import context_window_for
-from bot.schedules.config import SchedulesConfig
-from bot.skills.config import SkillsConfig
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 
@@ -312,6 +309,14 @@ class LoggingConfig(Section):
     format: Literal["text"] = "text"  # the only format the CLI writes so far
 
 
+class SkillsConfig(Section):
+    """Agent Skills (``bot.skills``): folders with a SKILL.md, listed in the prompt, read with read_skill."""
+
+    paths: tuple[Path, ...] | None = None  # shared skill folders; None: skills/ in the data directory
+    in_workspaces: bool = True  # also each workspace's own skills/ (in a group, only owners change it)
+    inline_max: Annotated[Int, Field(ge=0, le=100)] = 15  # listed in the prompt up to this many; more: skill_search
+
+
 class CoreConfig(Section):
     """The config file's model but for the platforms' sections (see the module doc)."""
 
@@ -329,8 +334,6 @@ class CoreConfig(Section):
     tools: ToolsConfig = ToolsConfig()
     hooks: HooksConfig = HooksConfig()
     skills: SkillsConfig = SkillsConfig()
-    media: MediaConfig = MediaConfig()
-    schedules: SchedulesConfig = SchedulesConfig()
     dashboard: DashboardConfig = DashboardConfig()
     logging: LoggingConfig = LoggingConfig()
 
@@ -402,6 +405,10 @@ class CoreConfig(Section):
         """The settings of the default model's provider (``agent.provider``, or its entry's)."""
         entry = self.default_entry()
         return getattr(self.providers, entry.provider if entry else self.agent.provider)
+
+    def section_secrets(self) -> tuple[tuple[str, ...], ...]:
+        """The keys that must be set of the sections composed beside the core's (``bot.settings``)."""
+        return ()
 
     def secret_values(self) -> tuple[str, ...]:
         """Every secret that is set, for scrubbing logs and traces."""

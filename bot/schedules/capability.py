@@ -80,7 +80,8 @@ async def open_schedules(core: Core) -> AsyncIterator[Scheduling]:
     find_tool = check_tools(_Granted(granting), core.policy, core.rules) if granting else None
     checks = checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout, find_tool,
                         core.tool("exec"))
-    scheduler = Scheduler(core.store, core.turns, core.access, settings, platforms=core.channel_info,
+    scheduler = Scheduler(core.store, core.turns, core.turns.outbox, core.access, settings,
+                          platforms=core.channel_info,
                           limits=core.limits if core.limits.active else None,
                           tools=TaskTools(checks, may_check, core.workspaces.prepare, cfg.agent.id, gate=core.gate),
                           spell=core.spell, person_of=core.person_of)

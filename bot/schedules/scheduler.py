@@ -60,11 +60,16 @@ Sleep = Callable[[float], Awaitable[None]]
 class Runner(Protocol):
     """The turn runner as the scheduler uses it (``bot.turns.Turns``)."""
 
-    def render(self, conversation: Conversation, answer_id: str, text: str) -> Answer: ...
+    async def run_task(self, conversation: Conversation, task: str, order: TaskOrder) -> str: ...
+
+
+class Owes(Protocol):
+    """The outbox as the scheduler uses it (``bot.outbound.outbox.Outbox``): a message owed to a
+    conversation, rendered, stored by the scheduler with what owes it, then pushed."""
+
+    def to(self, conversation: Conversation, answer_id: str, text: str) -> Answer: ...
 
     def push(self, answer: Answer) -> None: ...
-
-    async def run_task(self, conversation: Conversation, task: str, order: TaskOrder) -> str: ...
 
 
 class Gatekeeper(Protocol):
@@ -104,7 +109,7 @@ class _Missed:
 
 
 class Scheduler:
-    def __init__(self, store: ScheduleStore, runner: Runner, access: Gatekeeper,
+    def __init__(self, store: ScheduleStore, runner: Runner, outbox: Owes, access: Gatekeeper,
                  settings: ScheduleSettings = ScheduleSettings(), *, platforms: Mapping[str, ChannelInfo],
                  limits: Limiter | None = None, tools: TaskTools | None = None,
                  spell: Callable[[str], Callable[[str], str]] = lambda platform: lambda name: f"/{name}",
@@ -112,6 +117,7 @@ class Scheduler:
                  clock: Callable[[], float] = time.time, sleep: Sleep = asyncio.sleep) -> None:
         self._store = store
         self._runner = runner
+        self._outbox = outbox
         self._access = access
         self._settings = settings
         self._platforms = platforms
@@ -253,7 +259,7 @@ class Scheduler:
             if claim.answer is not None:
                 log.info("scheduler: reminder %d of %d owed%s session=%s", job.id, claim.at,
                          f" (late by {claim.late} s)" if claim.late else "", job.conversation.session_key)
-                self._runner.push(claim.answer)
+                self._outbox.push(claim.answer)
             else:
                 self._tasks.spawn(self._task(job, claim.at, claim.late), f"task {job.id}")
         return any(won) or bool(overdue) or len(ready) < len(jobs)
@@ -265,7 +271,7 @@ class Scheduler:
         nxt = rules.next_after(job.when, max(at, now))  # at most one catch-up
         answer = None
         if job.kind is JobKind.REMINDER:
-            answer = self._runner.render(job.conversation, f"job-{job.id}-{at}", _reminder(job, late))
+            answer = self._outbox.to(job.conversation, f"job-{job.id}-{at}", _reminder(job, late))
         return Claim(job.id, at, nxt, late, answer)
 
     async def _pause(self, job: Job, reason: str) -> None:
@@ -306,13 +312,13 @@ class Scheduler:
         except Exception:
             log.exception("scheduler: task %d of %d failed session=%s", job.id, at, c.session_key)
             outcome = "failed"
-        answer = self._runner.render(c, f"job-{job.id}-{at}-limit", notice) if notice else None
+        answer = self._outbox.to(c, f"job-{job.id}-{at}-limit", notice) if notice else None
         failures = await self._store.close_occurrence(Closing(job.id, at, outcome), answer)
         if failures is None:  # its turn closed it
             current = await self._store.job(job.id)
             failures = current.failures if current is not None else 0
         elif answer is not None:
-            self._runner.push(answer)
+            self._outbox.push(answer)
         log.info("scheduler: task %d of %d %s session=%s", job.id, at, outcome, c.session_key)
         if failures >= MAX_FAILURES and job.recurring:
             await self._pause_failing(job, at, failures)
@@ -347,14 +353,14 @@ class Scheduler:
         spell = self._spell(job.conversation.platform)
         text = (f"I paused your scheduled task {job.id} ({_short(job.text)}) after {failures} failed runs in a "
                 f"row. {spell('tasks')} resume {job.id} starts it again.")
-        answer = self._runner.render(job.conversation, f"job-{job.id}-{at}-paused", text)
+        answer = self._outbox.to(job.conversation, f"job-{job.id}-{at}-paused", text)
         current = await self._store.job(job.id)
         if await self._store.update_job(job.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED,
                                         next_at=current.next_at if current else None,
                                         reason=f"{failures} failed runs in a row", answer=answer):
             log.warning("scheduler: task %d paused after %d failed runs session=%s", job.id, failures,
                         job.conversation.session_key)
-            self._runner.push(answer)
+            self._outbox.push(answer)
 
     # -- missed ------------------------------------------------------------------------
 
@@ -394,11 +400,11 @@ class Scheduler:
         for entries in groups.values():
             first = entries[0].job
             text = "While I was offline, these were due and did not run:\n" + "\n".join(f"- {m.line}" for m in entries)
-            answer: Answer | None = self._runner.render(first.conversation,
+            answer: Answer | None = self._outbox.to(first.conversation,
                                                         f"missed-{first.id}-{first.next_at}", text)
             for m in entries:
                 if await m.step(answer) and answer is not None:
-                    self._runner.push(answer)
+                    self._outbox.push(answer)
                     answer = None
             log.info("scheduler: %d missed occurrences reported session=%s", len(entries),
                      first.conversation.session_key)
