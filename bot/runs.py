@@ -36,6 +36,7 @@ from bot.messages import ChatType, InboundMessage
 if TYPE_CHECKING:
     from bot.agent.prompt import PromptMode
     from bot.conversation import Conversation
+    from bot.outbound.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,10 @@ class ActiveRun:
     batch: tuple[Pending, ...]
     task: asyncio.Task[None] | None = None
     stopped: bool = False  # cancelled by /stop (or interrupt), not by shutdown
+    # while the turn runner runs it: the conversation it serves, the chat's progress, extra messages sent
+    conversation: Conversation | None = None
+    progress: Progress | None = None
+    extra: int = 0
 
     @property
     def chat(self) -> tuple[str, str]:

@@ -83,9 +83,6 @@ class Turns:
         self._peers = peers  # other instances (PostgreSQL): a session's lane may run on one of them
         self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded,
                                      on_idle=peers.idle if peers is not None else None)
-        self._progress: dict[str, Progress] = {}
-        self._conversations: dict[str, Conversation] = {}  # run id -> the conversation it serves
-        self._extra: dict[str, int] = {}  # run id -> extra messages sent (the message tool)
         self._compacting: dict[str, asyncio.Future[Any]] = {}  # session key -> its post-run compaction
         self._tasks = OwnedTasks()
         events.subscribe(self._route)
@@ -211,8 +208,7 @@ class Turns:
         payers = order.payers if order is not None else tuple(dict.fromkeys(self._keys(m)[0] for m in msgs))
         progress = Progress(channel, target, channel.streaming)
         await progress.__aenter__()
-        self._progress[run.run_id] = progress
-        self._conversations[run.run_id] = conversation
+        run.progress, run.conversation = progress, conversation
         try:
             session = await self._store.session(conversation)
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
@@ -241,9 +237,7 @@ class Turns:
                 order.end("failed")
             return
         finally:
-            self._progress.pop(run.run_id, None)
-            self._conversations.pop(run.run_id, None)
-            self._extra.pop(run.run_id, None)
+            run.progress = run.conversation = None
         closes = None
         if order is not None and order.closes is not None:
             closes = Closing(order.closes[0], order.closes[1], str(result.status))
@@ -333,10 +327,7 @@ class Turns:
         """The ``message`` tool's Messenger: an extra message to the chat the run serves, stored
         and delivered like any answer, before the run's final answer; it counts against the
         person's message rate (``PermissionError`` when over)."""
-        run = self.dispatcher.registry.get(run_id)
-        conversation = self._conversations.get(run_id)
-        if run is None or conversation is None:
-            raise LookupError(run_id)
+        run, conversation = self._serving(run_id)
         msgs = [p.msg for p in run.batch if p.msg is not None]
         last = msgs[-1] if msgs else None
         keys = tuple(dict.fromkeys(k for m in msgs if not self._is_owner(m) for k in self._keys(m)))
@@ -345,8 +336,8 @@ class Turns:
             if refusal is not None:
                 raise PermissionError(f"over the person's {refusal.reason} limit")
         target = Target.of(last) if last is not None else conversation.target
-        self._extra[run_id] = n = self._extra.get(run_id, 0) + 1
-        await self.outbox.say(conversation.platform, f"{run_id}-message-{n}", target, text)
+        run.extra += 1
+        await self.outbox.say(conversation.platform, f"{run_id}-message-{run.extra}", target, text)
 
     async def _speak(self, channel: Channel, target: Target, run_id: str, msgs: tuple[InboundMessage, ...],
                      text: str) -> None:
@@ -362,18 +353,13 @@ class Turns:
     # -- send_file: the tool's FileSender ----------------------------------------------
 
     def upload_limit(self, run_id: str) -> tuple[str, int]:
-        conversation = self._conversations.get(run_id)
-        if conversation is None or self.dispatcher.registry.get(run_id) is None:
-            raise LookupError(run_id)
+        _, conversation = self._serving(run_id)
         channel = self._channels[conversation.platform]
         return conversation.channel.shown or channel.name, channel.shape.max_upload
 
     async def send_file(self, run_id: str, ref: FileRef, caption: str) -> str | None:
         """A workspace file to the chat the run serves, once per message and content, and how it went."""
-        run = self.dispatcher.registry.get(run_id)
-        conversation = self._conversations.get(run_id)
-        if run is None or conversation is None:
-            raise LookupError(run_id)
+        run, conversation = self._serving(run_id)
         channel = self._channels[conversation.platform]
         last = run.batch[-1].msg
         target = Target.of(last) if last is not None else conversation.target
@@ -400,10 +386,17 @@ class Turns:
 
     # -- plumbing ----------------------------------------------------------------------
 
+    def _serving(self, run_id: str) -> tuple[ActiveRun, Conversation]:
+        """A run this runner runs now, and the conversation it serves (``LookupError`` once it ended)."""
+        run = self.dispatcher.registry.get(run_id)
+        if run is None or run.conversation is None:
+            raise LookupError(run_id)
+        return run, run.conversation
+
     def _route(self, event: RunEvent) -> None:
-        progress = self._progress.get(event.run_id)
-        if progress is not None:
-            progress.feed(event)
+        run = self.dispatcher.registry.get(event.run_id)
+        if run is not None and run.progress is not None:
+            run.progress.feed(event)
 
 
 def _lane_lost(exc: LaneLost, order: TaskOrder | None) -> None:
