@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_layering import sources
+
 ROOT = Path(__file__).resolve().parent.parent
 CHECKED = ("bot", "adapters")
 
@@ -43,18 +45,6 @@ KNOWN_CIRCLES: dict[tuple[str, ...], str] = {}
 def lines(path: Path) -> int:
     """What ``wc -l`` says: the newline characters in the file."""
     return path.read_bytes().count(b"\n")
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def sources(*folders: str) -> dict[str, Path]:
-    """Every module under ``folders`` by its dotted name."""
-    return {module_name(path): path for folder in folders for path in sorted((ROOT / folder).rglob("*.py"))}
 
 
 def _statements(node: ast.AST) -> Iterator[ast.stmt]:
