@@ -39,7 +39,6 @@ from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
 from bot.store import approvals as sql_approvals
 from bot.store import browse, migrations
-from bot.store import media as sql_media
 from bot.store import models as sql_models
 from bot.store import schedules as sql_jobs
 from bot.store.base import (
@@ -70,6 +69,9 @@ from bot.store.base import (
     key_of,
 )
 from bot.store.batch import GroupCommit
+from bot.store.dialect import SQLITE
+from bot.store.media import MediaOps
+from bot.store.op import Count, Fetch, Many, Op
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -174,14 +176,16 @@ _APPROVED_OF = (
 _CODE_ATTEMPTS = 8  # collisions among 32^8 codes: never, in practice
 
 
-class SQLiteStore:
+class SQLiteStore(MediaOps):
     """The Store port on one SQLite file (or ``":memory:"`` for tests)."""
+
+    dialect = SQLITE
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
         self._db: aiosqlite.Connection | None = None
         self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
-        self._arrivals = GroupCommit(self._insert_inbound, self._write_later)  # inbound rows, a burst at a time
+        self._arrivals = GroupCommit(self._insert_inbound, self._own)  # inbound rows, a burst at a time
 
     @property
     def path(self) -> str:
@@ -253,7 +257,7 @@ class SQLiteStore:
                 ids.append(cursor.lastrowid if cursor.rowcount == 1 else None)  # none: a redelivery
             return ids
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
         key = key_of(of)
@@ -275,7 +279,7 @@ class SQLiteStore:
             log.info("session %s: new session %d%s", key, cursor.lastrowid, " (fresh)" if fresh else "")
             return Session(cursor.lastrowid, key, now)
 
-        return await self._write(create)
+        return await self._transact(create)
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
         rows = await self._run(lambda db: _live(db, session, limit))
@@ -314,7 +318,7 @@ class SQLiteStore:
             db.execute(_MARK_COMPACTED, (session.id, s.through_id))
             return True
 
-        saved = await self._write(write)
+        saved = await self._transact(write)
         log.info("session %s: summary through message %d %s", session.key, s.through_id,
                  "saved" if saved else "not saved (a later one exists)")
         return saved
@@ -360,7 +364,7 @@ class SQLiteStore:
                      s.cost, int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens) for s in t.spans
                 ])  # fmt: skip
 
-        await self._write(write)
+        await self._transact(write)
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, run_id, len(message_rows))
 
     async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
@@ -368,7 +372,7 @@ class SQLiteStore:
         now = time.time()
         rows = [(now, inbound_id) for inbound_id in inbound_ids]
         if rows:
-            await self._write(lambda db: db.executemany(_MARK_ANSWERED, rows))
+            await self._transact(lambda db: db.executemany(_MARK_ANSWERED, rows))
 
     async def usage(self, session: Session) -> UsageTotals:
         i, o, cr, cw, cost, turns = await self._run(lambda db: db.execute(_USAGE_TOTALS, (session.id,)).fetchone())
@@ -380,7 +384,7 @@ class SQLiteStore:
 
     async def unanswered(self) -> list[InboundRecord]:
         week_ago = time.time() - FORGOTTEN_KEPT
-        await self._write(lambda db: db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)))
+        await self._transact(lambda db: db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)))
         owed = {i for answer in await self.undelivered() for i in answer.inbound_ids}
         rows = await self._run(lambda db: db.execute(_UNANSWERED).fetchall())
         return [InboundRecord(id_, key, inbound_from_json(payload), received)
@@ -405,7 +409,7 @@ class SQLiteStore:
             gone = db.execute(sql_answers.PRUNE_CONTEXT, (before,)).rowcount
             return gone + db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)).rowcount
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
         def read(db: sqlite3.Connection) -> list[TraceRecord]:
@@ -440,7 +444,7 @@ class SQLiteStore:
 
     async def record_action(self, entry: AuditEntry) -> None:
         row = browse.action_row(entry)
-        await self._write(lambda db: db.execute(browse.INSERT_ACTION, row))
+        await self._transact(lambda db: db.execute(browse.INSERT_ACTION, row))
 
     async def actions(self, limit: int = 50) -> list[AuditEntry]:
         return await self._run(partial(browse.actions, limit=limit))
@@ -473,7 +477,7 @@ class SQLiteStore:
                     return code
             raise StoreError(f"could not draw an unused pairing code in {_CODE_ATTEMPTS} attempts")
 
-        return await self._write(request)
+        return await self._transact(request)
 
     async def pending_pairings(self, now: float) -> list[PairingCode]:
         rows = await self._run(lambda db: db.execute(_PENDING_CODES, (now,)).fetchall())
@@ -490,7 +494,7 @@ class SQLiteStore:
             db.execute(_APPROVE_SENDER, (found.platform, found.user_id, found.user_name, now))
             return found
 
-        approved = await self._write(approve)
+        approved = await self._transact(approve)
         if approved is None:
             log.info("pairing: approval of an unknown, expired or used code refused")
         else:
@@ -499,7 +503,7 @@ class SQLiteStore:
 
     async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
         wanted = normalize_code(code)
-        rows = await self._write(lambda db: db.execute(_DROP_CODE, (wanted, now)).fetchall())
+        rows = await self._transact(lambda db: db.execute(_DROP_CODE, (wanted, now)).fetchall())
         if not rows:
             log.info("pairing: denial of an unknown, expired or used code refused")
             return None
@@ -526,14 +530,14 @@ class SQLiteStore:
     # -- the ApprovalStore port ---------------------------------------------------------
 
     async def add_approval(self, record: ApprovalRecord) -> None:
-        await self._write(lambda db: db.execute(sql_approvals.INSERT, sql_approvals.row(record)))
+        await self._transact(lambda db: db.execute(sql_approvals.INSERT, sql_approvals.row(record)))
 
     async def approval_shown(self, approval_id: str, question_id: str, buttons: bool) -> None:
-        await self._write(lambda db: db.execute(sql_approvals.SHOWN, (question_id, int(buttons), approval_id)))
+        await self._transact(lambda db: db.execute(sql_approvals.SHOWN, (question_id, int(buttons), approval_id)))
 
     async def settle_approval(self, approval_id: str, outcome: str, decision: str | None, decided_by: str | None,
                               at: float) -> bool:
-        cursor = await self._write(lambda db: db.execute(sql_approvals.SETTLE,
+        cursor = await self._transact(lambda db: db.execute(sql_approvals.SETTLE,
                                                          (outcome, decision, decided_by, at, approval_id)))
         return cursor.rowcount == 1
 
@@ -546,7 +550,7 @@ class SQLiteStore:
         return [sql_approvals.record(r) for r in rows]
 
     async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
-        await self._write(lambda db: db.execute(sql_approvals.GRANT, (scope, holder, tool, shape, granted_by, at)))
+        await self._transact(lambda db: db.execute(sql_approvals.GRANT, (scope, holder, tool, shape, granted_by, at)))
 
     async def granted(self, scope: str, holder: str, tool: str, shape: str, since: float = 0.0) -> bool:
         rows = await self._run(lambda db: db.execute(sql_approvals.GRANTED,
@@ -564,7 +568,7 @@ class SQLiteStore:
             cursor = db.execute(sql_jobs.INSERT, values)
             return sql_jobs.job_from(db.execute(sql_jobs.ONE, (cursor.lastrowid,)).fetchone())
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def job(self, job_id: int) -> Job | None:
         rows = await self._run(lambda db: db.execute(sql_jobs.ONE, (job_id,)).fetchall())
@@ -588,7 +592,7 @@ class SQLiteStore:
                 db.executemany(sql_answers.INSERT_CHUNK, owed[1])
             return True
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def next_due(self) -> int | None:
         value = await self._run(lambda db: db.execute(sql_jobs.NEXT_DUE).fetchone()[0])
@@ -624,7 +628,7 @@ class SQLiteStore:
                 won.append(True)
             return won
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
         now = time.time()
@@ -637,7 +641,7 @@ class SQLiteStore:
                 db.executemany(sql_answers.INSERT_CHUNK, owed[1])
             return failures
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def unclosed(self) -> list[Occurrence]:
         rows = await self._run(lambda db: db.execute(sql_jobs.UNCLOSED).fetchall())
@@ -649,10 +653,10 @@ class SQLiteStore:
 
     async def set_zone(self, person: str, zone: str | None) -> None:
         if zone is None:
-            await self._write(lambda db: db.execute(sql_jobs.FORGET_ZONE, (person,)))
+            await self._transact(lambda db: db.execute(sql_jobs.FORGET_ZONE, (person,)))
         else:
             row = (person, zone, time.time())
-            await self._write(lambda db: db.execute(sql_jobs.SET_ZONE, row))
+            await self._transact(lambda db: db.execute(sql_jobs.SET_ZONE, row))
 
     # -- the ModelStore port -------------------------------------------------------------
 
@@ -662,14 +666,14 @@ class SQLiteStore:
 
     async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
         if choice is None:
-            await self._write(lambda db: db.execute(sql_models.FORGET, (session_key,)))
+            await self._transact(lambda db: db.execute(sql_models.FORGET, (session_key,)))
         else:
             row = (session_key, choice.model, choice.chosen_by, choice.chosen_at)
-            await self._write(lambda db: db.execute(sql_models.CHOOSE, row))
+            await self._transact(lambda db: db.execute(sql_models.CHOOSE, row))
 
     async def set_title(self, session: Session, title: str, model: str) -> bool:
         row = (session.id, title, model, time.time())
-        cursor = await self._write(lambda db: db.execute(sql_models.SET_TITLE, row))
+        cursor = await self._transact(lambda db: db.execute(sql_models.SET_TITLE, row))
         return cursor.rowcount == 1
 
     async def title(self, session: Session) -> str | None:
@@ -690,7 +694,7 @@ class SQLiteStore:
             db.execute(sql_answers.INSERT_ANSWER, row)
             db.executemany(sql_answers.INSERT_CHUNK, chunks)
 
-        await self._write(write)
+        await self._transact(write)
 
     async def undelivered(self) -> list[Answer]:
         def read(db: sqlite3.Connection) -> list[Answer]:
@@ -708,32 +712,15 @@ class SQLiteStore:
             if last:
                 _settle_answer(db, answer, now, given_up=False)
 
-        await self._write(write)
+        await self._transact(write)
 
     async def give_up(self, answer: Answer) -> None:
         now = time.time()
-        await self._write(lambda db: _settle_answer(db, answer, now, given_up=True))
+        await self._transact(lambda db: _settle_answer(db, answer, now, given_up=True))
 
     async def answer_state(self, answer_id: str) -> AnswerState | None:
         row = await self._run(lambda db: db.execute(sql_answers.ANSWER_STATE, (answer_id,)).fetchone())
         return sql_answers.state_of(row)
-
-    # -- the MediaStore port -------------------------------------------------------------
-
-    async def voice_mode(self, platform: str, chat_id: str) -> str | None:
-        row = await self._run(lambda db: db.execute(sql_media.VOICE_MODE, (platform, chat_id)).fetchone())
-        return str(row[0]) if row else None
-
-    async def set_voice_mode(self, platform: str, chat_id: str, mode: str) -> None:
-        now = time.time()
-        await self._write(lambda db: db.execute(sql_media.SET_VOICE_MODE, (platform, chat_id, mode, now)))
-
-    async def record_audio(self, person: str, seconds: float, at: float) -> None:
-        await self._write(lambda db: db.execute(sql_media.RECORD_AUDIO, (person, seconds, at)))
-
-    async def audio_since(self, person: str, since: float) -> float:
-        row = await self._run(lambda db: db.execute(sql_media.AUDIO_SINCE, (person, since)).fetchone())
-        return float(row[0])
 
     # -- internals -------------------------------------------------------------------
 
@@ -750,7 +737,7 @@ class SQLiteStore:
         db = self._conn()
         return await db._execute(operation, db._conn)  # noqa: SLF001
 
-    def _write_later(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Start ``work`` (a write) in a task the store holds until it is done, so that no
         caller's cancellation can orphan it."""
         task = asyncio.ensure_future(work)
@@ -758,15 +745,43 @@ class SQLiteStore:
         task.add_done_callback(self._writes.discard)
         return task
 
-    async def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+    async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
+        """``operation`` on the connection's thread, in one hop; its statements never
+        interleave with another operation's (one connection, one thread), snapshot or not."""
+        return await self._run(partial(drive, operation=operation))
+
+    async def _write(self, operation: Op[T]) -> T:
+        """``operation`` in one IMMEDIATE transaction, in one hop (``_transact``)."""
+        return await self._transact(partial(drive, operation=operation))
+
+    async def _transact(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` in one IMMEDIATE transaction, shielded from cancellation: once
         queued, it runs to COMMIT or ROLLBACK whatever happens to its caller."""
-        task = self._write_later(self._run(partial(_transaction, body, self._path)))
+        task = self._own(self._run(partial(_transaction, body, self._path)))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             task.add_done_callback(_log_abandoned_failure)
             raise
+
+
+def drive(db: sqlite3.Connection, operation: Op[T]) -> T:
+    """Run ``operation`` on ``db`` (on the connection's thread): each request it yields is
+    executed there and its result sent back."""
+    result: Any = None
+    try:
+        while True:
+            request = operation.send(result)
+            if type(request) is Fetch:
+                result = db.execute(request.sql, request.args).fetchall()
+            elif type(request) is Count:
+                result = db.execute(request.sql, request.args).rowcount
+            else:
+                assert type(request) is Many
+                db.executemany(request.sql, request.rows)
+                result = None
+    except StopIteration as done:
+        return done.value
 
 
 def _transaction(body: Callable[[sqlite3.Connection], T], path: str, db: sqlite3.Connection) -> T:

@@ -28,14 +28,14 @@ _ANSWER_STATE = numbered(sql.ANSWER_STATE)
 
 class PgAnswers(PgBase):
     async def store_answer(self, answer: Answer) -> None:
-        await self._write(lambda conn: insert_answer(conn, answer))
+        await self._transact(lambda conn: insert_answer(conn, answer))
 
     async def undelivered(self) -> list[Answer]:
         async def read(conn: Connection) -> list[Answer]:
             rows = await conn.fetch(UNDELIVERED)
             return await answers_of(conn, rows)
 
-        return await self._read(read)
+        return await self._with_conn(read)
 
     async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
         now = time.time()
@@ -46,11 +46,11 @@ class PgAnswers(PgBase):
             if last:
                 await _settle(conn, answer, now, given_up=False)
 
-        await self._write(write)
+        await self._transact(write)
 
     async def give_up(self, answer: Answer) -> None:
         now = time.time()
-        await self._write(lambda conn: _settle(conn, answer, now, given_up=True))
+        await self._transact(lambda conn: _settle(conn, answer, now, given_up=True))
 
     async def answer_state(self, answer_id: str) -> AnswerState | None:
         row = await self.pool.fetchrow(_ANSWER_STATE, answer_id)

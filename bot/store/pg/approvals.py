@@ -18,14 +18,14 @@ _GRANTED = numbered(sql.GRANTED)
 
 class PgApprovals(PgBase):
     async def add_approval(self, record: ApprovalRecord) -> None:
-        await self._write(lambda c: c.execute(_INSERT, *sql.row(record)))
+        await self._transact(lambda c: c.execute(_INSERT, *sql.row(record)))
 
     async def approval_shown(self, approval_id: str, question_id: str, buttons: bool) -> None:
-        await self._write(lambda c: c.execute(_SHOWN, question_id, int(buttons), approval_id))
+        await self._transact(lambda c: c.execute(_SHOWN, question_id, int(buttons), approval_id))
 
     async def settle_approval(self, approval_id: str, outcome: str, decision: str | None, decided_by: str | None,
                               at: float) -> bool:
-        status = await self._write(lambda c: c.execute(_SETTLE, outcome, decision, decided_by, at, approval_id))
+        status = await self._transact(lambda c: c.execute(_SETTLE, outcome, decision, decided_by, at, approval_id))
         return status == "UPDATE 1"
 
     async def approval(self, approval_id: str) -> ApprovalRecord | None:
@@ -36,7 +36,7 @@ class PgApprovals(PgBase):
         return [sql.record(tuple(r)) for r in await self.pool.fetch(sql.PENDING)]
 
     async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
-        await self._write(lambda c: c.execute(_GRANT, scope, holder, tool, shape, granted_by, at))
+        await self._transact(lambda c: c.execute(_GRANT, scope, holder, tool, shape, granted_by, at))
 
     async def granted(self, scope: str, holder: str, tool: str, shape: str, since: float = 0.0) -> bool:
         return await self.pool.fetchval(_GRANTED, scope, holder, tool, shape, since) is not None

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -20,7 +21,10 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
 from bot.store.base import LaneLost
+from bot.store.dialect import POSTGRES
+from bot.store.op import Count, Driven, Fetch, Many, Op
 from bot.store.pg import schema
+from bot.store.pg.sql import numbered
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +45,10 @@ def safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PgBase:
+class PgBase(Driven):
     """The pool and its lifecycle; subclasses add the ports."""
+
+    dialect = POSTGRES
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self._url = url
@@ -101,11 +107,24 @@ class PgBase:
                         tb: TracebackType | None) -> None:
         await self.close()
 
-    async def _read(self, work: Work[T]) -> T:
+    async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
+        """``operation`` on a pooled connection, each statement on its own; ``snapshot``: in one
+        read-only REPEATABLE READ transaction, so that its statements see the same moment."""
+        async with self.pool.acquire() as conn:
+            if not snapshot:
+                return await drive(conn, operation)
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                return await drive(conn, operation)
+
+    async def _write(self, operation: Op[T]) -> T:
+        """``operation`` in one transaction, shielded from the caller's cancellation."""
+        return await self._transact(partial(drive, operation=operation))
+
+    async def _with_conn(self, work: Work[T]) -> T:
         async with self.pool.acquire() as conn:
             return await work(conn)
 
-    async def _write(self, work: Work[T]) -> T:
+    async def _transact(self, work: Work[T]) -> T:
         """``work`` in one transaction, shielded from the caller's cancellation."""
         task = self._own(self._transaction(work))
         try:
@@ -118,7 +137,7 @@ class PgBase:
         async with self.pool.acquire() as conn, conn.transaction():
             return await work(conn)
 
-    def _own(self, work: Awaitable[T]) -> asyncio.Task[T]:
+    def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.ensure_future(work)
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
@@ -133,6 +152,31 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     advisory locks only ``pg_advisory_xact_lock``. So asyncpg's default reset query
     (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``) would only cost one more
     round trip, and one more transaction on the server, per borrow: about 13 per message."""
+
+
+async def drive(conn: Connection, operation: Op[T]) -> T:
+    """Run ``operation`` on ``conn``: each request it yields is executed there (its ``?``
+    numbered) and its result sent back."""
+    result: Any = None
+    try:
+        while True:
+            request = operation.send(result)
+            if type(request) is Fetch:
+                result = [tuple(r) for r in await conn.fetch(numbered(request.sql), *request.args)]
+            elif type(request) is Count:
+                result = changed(await conn.execute(numbered(request.sql), *request.args))
+            else:
+                assert type(request) is Many
+                await conn.executemany(numbered(request.sql), request.rows)
+                result = None
+    except StopIteration as done:
+        return done.value
+
+
+def changed(status: str) -> int:
+    """The row count of a command status such as ``UPDATE 1`` or ``INSERT 0 3`` (0 for ``SAVEPOINT``)."""
+    tail = status.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:

@@ -36,7 +36,7 @@ class PgBrowse(PgBase):
             rows = await conn.fetch(TRACE, run_id)
             return (await trace_records(conn, rows))[0] if rows else None
 
-        return await self._read(read)
+        return await self._with_conn(read)
 
     async def daily_usage(self, since: float) -> UsageReport:
         return await self._browse(sql.read_daily_usage(sql.POSTGRES, since))
@@ -46,7 +46,7 @@ class PgBrowse(PgBase):
 
     async def record_action(self, entry: AuditEntry) -> None:
         row = sql.action_row(entry)
-        await self._write(lambda c: c.execute(_INSERT_ACTION, *row))
+        await self._transact(lambda c: c.execute(_INSERT_ACTION, *row))
 
     async def actions(self, limit: int = 50) -> list[AuditEntry]:
         return await self._browse(sql.read_actions(limit))
@@ -63,4 +63,4 @@ class PgBrowse(PgBase):
                 except StopIteration as done:
                     return done.value
 
-        return await self._read(run)
+        return await self._with_conn(run)

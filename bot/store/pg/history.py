@@ -126,7 +126,7 @@ class PgHistory(PgBase):
             log.info("session %s: new session %d%s", key, row["id"], " (fresh)" if fresh else "")
             return Session(*row)
 
-        return await self._write(create)
+        return await self._transact(create)
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
         return [Message(Role(r["role"]), parts_from_json(r["parts"])) for r in await self._live(session, limit)]
@@ -144,7 +144,7 @@ class PgHistory(PgBase):
             return Recent(Summary(*summary) if summary else None,
                           [Message(Role(r["role"]), parts_from_json(r["parts"])) for r in rows], int(live))
 
-        return await self._read(read)
+        return await self._with_conn(read)
 
     async def live_count(self, session: Session) -> int:
         return int(await self.pool.fetchval(_LIVE_COUNT, session.id))
@@ -166,7 +166,7 @@ class PgHistory(PgBase):
             await conn.execute(_MARK_COMPACTED, session.id, s.through_id)
             return True
 
-        saved = await self._write(write)
+        saved = await self._transact(write)
         log.info("session %s: summary through message %d %s", session.key, s.through_id,
                  "saved" if saved else "not saved (a later one exists)")
         return saved
@@ -212,7 +212,7 @@ class PgHistory(PgBase):
                          s.cost, int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens)
                         for s in t.spans])
 
-        await self._write(write)
+        await self._transact(write)
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, run_id, len(messages))
 
     async def usage(self, session: Session) -> UsageTotals:
@@ -235,10 +235,10 @@ class PgHistory(PgBase):
                 rows = await conn.fetch(_LAST_SESSION_TRACES, session_key, last)
             return await trace_records(conn, rows[::-1])
 
-        return await self._read(read)
+        return await self._with_conn(read)
 
     async def _live(self, session: Session, limit: int | None) -> list[Any]:
-        return await self._read(lambda conn: _live(conn, session, limit))
+        return await self._with_conn(lambda conn: _live(conn, session, limit))
 
 
 async def trace_records(conn: Connection, rows: list[Any]) -> list[TraceRecord]:

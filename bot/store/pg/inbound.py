@@ -68,13 +68,13 @@ class PgInbound(PgBase):
         return [ids.pop(row[:4], None) for row in rows]
 
     async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
-        await self._write(lambda c: c.execute(_UPDATE_INBOUND, inbound_to_json(msg), inbound_id))
+        await self._transact(lambda c: c.execute(_UPDATE_INBOUND, inbound_to_json(msg), inbound_id))
 
     async def forget_inbound(self, inbound_id: int) -> None:
-        await self._write(lambda c: c.execute(_FORGET_INBOUND, time.time(), inbound_id))
+        await self._transact(lambda c: c.execute(_FORGET_INBOUND, time.time(), inbound_id))
 
     async def keep_as_context(self, inbound_id: int) -> None:
-        await self._write(lambda c: c.execute(_KEEP_AS_CONTEXT, time.time(), inbound_id))
+        await self._transact(lambda c: c.execute(_KEEP_AS_CONTEXT, time.time(), inbound_id))
 
     async def prune_context(self, before: float) -> int:
         week_ago = time.time() - FORGOTTEN_KEPT
@@ -83,16 +83,16 @@ class PgInbound(PgBase):
             gone = _count(await conn.execute(_PRUNE_CONTEXT, before))
             return gone + _count(await conn.execute(_PRUNE_FORGOTTEN, week_ago))
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
         ids = list(inbound_ids)
         if ids:
-            await self._write(lambda c: c.execute(MARK_ANSWERED, time.time(), ids))
+            await self._transact(lambda c: c.execute(MARK_ANSWERED, time.time(), ids))
 
     async def unanswered(self) -> list[InboundRecord]:
         week_ago = time.time() - FORGOTTEN_KEPT
-        await self._write(lambda c: c.execute(_PRUNE_FORGOTTEN, week_ago))
+        await self._transact(lambda c: c.execute(_PRUNE_FORGOTTEN, week_ago))
         rows = await self.pool.fetch(_UNANSWERED)
         return [record_of(r) for r in rows]
 

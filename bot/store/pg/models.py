@@ -26,14 +26,14 @@ class PgModels(PgBase):
 
     async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
         if choice is None:
-            await self._write(lambda c: c.execute(_FORGET, session_key))
+            await self._transact(lambda c: c.execute(_FORGET, session_key))
         else:
-            await self._write(lambda c: c.execute(_CHOOSE, session_key, choice.model, choice.chosen_by,
+            await self._transact(lambda c: c.execute(_CHOOSE, session_key, choice.model, choice.chosen_by,
                                                   choice.chosen_at))
 
     async def set_title(self, session: Session, title: str, model: str) -> bool:
         now = time.time()
-        status = await self._write(lambda c: c.execute(_SET_TITLE, session.id, title, model, now))
+        status = await self._transact(lambda c: c.execute(_SET_TITLE, session.id, title, model, now))
         return status == "INSERT 0 1"
 
     async def title(self, session: Session) -> str | None:

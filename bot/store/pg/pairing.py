@@ -66,7 +66,7 @@ class PgPairing(PgBase):
                     return code
             raise StoreError(f"could not draw an unused pairing code in {_CODE_ATTEMPTS} attempts")
 
-        return await self._write(request)
+        return await self._transact(request)
 
     async def pending_pairings(self, now: float) -> list[PairingCode]:
         return [PairingCode(*row) for row in await self.pool.fetch(_PENDING, now)]
@@ -82,7 +82,7 @@ class PgPairing(PgBase):
             await conn.execute(_APPROVE_SENDER, found.platform, found.user_id, found.user_name, now)
             return found
 
-        approved = await self._write(approve)
+        approved = await self._transact(approve)
         if approved is None:
             log.info("pairing: approval of an unknown, expired or used code refused")
         else:
@@ -91,7 +91,7 @@ class PgPairing(PgBase):
 
     async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
         wanted = normalize_code(code)
-        row = await self._write(lambda c: c.fetchrow(_DROP_CODE, wanted, now))
+        row = await self._transact(lambda c: c.fetchrow(_DROP_CODE, wanted, now))
         if row is None:
             log.info("pairing: denial of an unknown, expired or used code refused")
             return None
@@ -100,7 +100,7 @@ class PgPairing(PgBase):
         return denied
 
     async def revoke_sender(self, platform: str, user_id: str) -> bool:
-        status = await self._write(lambda c: c.execute(_REVOKE, platform, user_id))
+        status = await self._transact(lambda c: c.execute(_REVOKE, platform, user_id))
         if status != "DELETE 0":
             log.info("pairing %s:%s: approval revoked", platform, user_id)
             return True

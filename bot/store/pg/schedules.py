@@ -52,7 +52,7 @@ _FORGET_ZONE = numbered(sql.FORGET_ZONE)
 
 
 class PgSchedules(PgBase):
-    _claimer = ""  # the instance that claims occurrences; "" alone on the database
+    _claimer: str | None = ""  # the instance that claims occurrences; "" alone on the database
     _since = 0.0  # when this instance began claiming as itself
     _lease_seconds = 15.0
 
@@ -73,7 +73,7 @@ class PgSchedules(PgBase):
             assert row is not None
             return sql.job_from(tuple(row))
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def job(self, job_id: int) -> Job | None:
         row = await self.pool.fetchrow(_ONE, job_id)
@@ -96,7 +96,7 @@ class PgSchedules(PgBase):
                 await insert_answer(conn, answer)
             return True
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def next_due(self) -> int | None:
         value = await self.pool.fetchval(_NEXT_DUE)
@@ -132,7 +132,7 @@ class PgSchedules(PgBase):
                     won.append(False)
             return won
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
         now = time.time()
@@ -143,13 +143,13 @@ class PgSchedules(PgBase):
                 await insert_answer(conn, answer)
             return failures
 
-        return await self._write(write)
+        return await self._transact(write)
 
     async def unclosed(self) -> list[Occurrence]:
         if not self._claimer:
             rows = await self.pool.fetch(_UNCLOSED)
         else:
-            rows = await self._write(lambda c: c.fetch(_TAKE_OVER, self._claimer, self._since, self._lease_seconds))
+            rows = await self._transact(lambda c: c.fetch(_TAKE_OVER, self._claimer, self._since, self._lease_seconds))
         return [Occurrence(sql.job_from(tuple(r)), *r[sql.WIDTH:sql.WIDTH + 3]) for r in rows]
 
     async def zone(self, person: str) -> str | None:
@@ -158,10 +158,10 @@ class PgSchedules(PgBase):
 
     async def set_zone(self, person: str, zone: str | None) -> None:
         if zone is None:
-            await self._write(lambda c: c.execute(_FORGET_ZONE, person))
+            await self._transact(lambda c: c.execute(_FORGET_ZONE, person))
         else:
             now = time.time()
-            await self._write(lambda c: c.execute(_SET_ZONE, person, zone, now))
+            await self._transact(lambda c: c.execute(_SET_ZONE, person, zone, now))
 
 
 class _Lost(Exception):

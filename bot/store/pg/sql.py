@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from functools import lru_cache
 
 
+@lru_cache(maxsize=1024)
 def numbered(statement: str) -> str:
     """``?`` -> ``$1``, ``$2`` ... in order (the shared statements hold no ``?`` in a literal)."""
     counter = itertools.count(1)
