@@ -97,7 +97,7 @@ class Driven:
     PostgreSQL driver's hooks for several instances (none on SQLite)."""
 
     dialect: ClassVar[SqlDialect]
-    _claimer: str | None = None  # the instance claiming scheduled occurrences (PostgreSQL; "" alone); None: no such column
+    _claimer: str | None = None  # who claims scheduled occurrences (PostgreSQL; "" alone); None: no such column
 
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
         """``operation`` outside a transaction; ``snapshot``: its statements see one moment

@@ -37,13 +37,11 @@ from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
-from bot.store import approvals as sql_approvals
 from bot.store import browse, migrations
-from bot.store import models as sql_models
 from bot.store import schedules as sql_jobs
+from bot.store.approvals import ApprovalOps
 from bot.store.base import (
     AnswerState,
-    ApprovalRecord,
     ApprovedSender,
     AuditEntry,
     Claim,
@@ -52,12 +50,10 @@ from bot.store.base import (
     InboundRecord,
     Job,
     JobState,
-    ModelChoice,
     Occurrence,
     PairingCode,
     Recent,
     Session,
-    SessionInfo,
     SessionLog,
     SessionOf,
     SessionSummary,
@@ -71,6 +67,7 @@ from bot.store.base import (
 from bot.store.batch import GroupCommit
 from bot.store.dialect import SQLITE
 from bot.store.media import MediaOps
+from bot.store.models import ModelOps
 from bot.store.op import Count, Fetch, Many, Op
 from bot.tracing import Span, SpanKind, TraceRecord
 
@@ -176,7 +173,7 @@ _APPROVED_OF = (
 _CODE_ATTEMPTS = 8  # collisions among 32^8 codes: never, in practice
 
 
-class SQLiteStore(MediaOps):
+class SQLiteStore(ApprovalOps, MediaOps, ModelOps):
     """The Store port on one SQLite file (or ``":memory:"`` for tests)."""
 
     dialect = SQLITE
@@ -527,36 +524,6 @@ class SQLiteStore(MediaOps):
             rows = await self._run(lambda db: db.execute(_APPROVED_OF, (platform,)).fetchall())
         return [ApprovedSender(*row) for row in rows]
 
-    # -- the ApprovalStore port ---------------------------------------------------------
-
-    async def add_approval(self, record: ApprovalRecord) -> None:
-        await self._transact(lambda db: db.execute(sql_approvals.INSERT, sql_approvals.row(record)))
-
-    async def approval_shown(self, approval_id: str, question_id: str, buttons: bool) -> None:
-        await self._transact(lambda db: db.execute(sql_approvals.SHOWN, (question_id, int(buttons), approval_id)))
-
-    async def settle_approval(self, approval_id: str, outcome: str, decision: str | None, decided_by: str | None,
-                              at: float) -> bool:
-        cursor = await self._transact(lambda db: db.execute(sql_approvals.SETTLE,
-                                                         (outcome, decision, decided_by, at, approval_id)))
-        return cursor.rowcount == 1
-
-    async def approval(self, approval_id: str) -> ApprovalRecord | None:
-        rows = await self._run(lambda db: db.execute(sql_approvals.ONE, (approval_id,)).fetchall())
-        return sql_approvals.record(rows[0]) if rows else None
-
-    async def pending_approvals(self) -> list[ApprovalRecord]:
-        rows = await self._run(lambda db: db.execute(sql_approvals.PENDING).fetchall())
-        return [sql_approvals.record(r) for r in rows]
-
-    async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
-        await self._transact(lambda db: db.execute(sql_approvals.GRANT, (scope, holder, tool, shape, granted_by, at)))
-
-    async def granted(self, scope: str, holder: str, tool: str, shape: str, since: float = 0.0) -> bool:
-        rows = await self._run(lambda db: db.execute(sql_approvals.GRANTED,
-                                                     (scope, holder, tool, shape, since)).fetchall())
-        return bool(rows)
-
     # -- the ScheduleStore port ---------------------------------------------------------
 
     async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
@@ -657,33 +624,6 @@ class SQLiteStore(MediaOps):
         else:
             row = (person, zone, time.time())
             await self._transact(lambda db: db.execute(sql_jobs.SET_ZONE, row))
-
-    # -- the ModelStore port -------------------------------------------------------------
-
-    async def chosen_model(self, session_key: str) -> ModelChoice | None:
-        rows = await self._run(lambda db: db.execute(sql_models.CHOSEN, (session_key,)).fetchall())
-        return ModelChoice(*rows[0]) if rows else None
-
-    async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
-        if choice is None:
-            await self._transact(lambda db: db.execute(sql_models.FORGET, (session_key,)))
-        else:
-            row = (session_key, choice.model, choice.chosen_by, choice.chosen_at)
-            await self._transact(lambda db: db.execute(sql_models.CHOOSE, row))
-
-    async def set_title(self, session: Session, title: str, model: str) -> bool:
-        row = (session.id, title, model, time.time())
-        cursor = await self._transact(lambda db: db.execute(sql_models.SET_TITLE, row))
-        return cursor.rowcount == 1
-
-    async def title(self, session: Session) -> str | None:
-        rows = await self._run(lambda db: db.execute(sql_models.TITLE, (session.id,)).fetchall())
-        return str(rows[0][0]) if rows else None
-
-    async def titled_sessions(self, last: int = 20, *, archived: bool = False) -> list[SessionInfo]:
-        query = sql_models.ALL_SESSIONS if archived else sql_models.SESSIONS
-        rows = await self._run(lambda db: db.execute(query, (last,)).fetchall())
-        return [SessionInfo(*row) for row in rows]
 
     # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
 
