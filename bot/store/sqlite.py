@@ -35,14 +35,12 @@ import aiosqlite
 from bot.errors import StoreCorruptError, StoreError
 from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
-from bot.pairing import new_code, normalize_code
 from bot.store import answers as sql_answers
 from bot.store import browse, migrations
 from bot.store import schedules as sql_jobs
 from bot.store.approvals import ApprovalOps
 from bot.store.base import (
     AnswerState,
-    ApprovedSender,
     AuditEntry,
     Claim,
     Closing,
@@ -51,7 +49,6 @@ from bot.store.base import (
     Job,
     JobState,
     Occurrence,
-    PairingCode,
     Recent,
     Session,
     SessionLog,
@@ -69,6 +66,7 @@ from bot.store.dialect import SQLITE
 from bot.store.media import MediaOps
 from bot.store.models import ModelOps
 from bot.store.op import Count, Fetch, Many, Op
+from bot.store.pairing import PairingOps
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -139,41 +137,9 @@ _SPANS = (
 _MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_at IS NULL"
 _UNANSWERED = "SELECT id, session_key, payload, received_at FROM inbound WHERE answered_at IS NULL ORDER BY id"
 
-_CODE_COLUMNS = "code, platform, user_id, user_name, created_at, expires_at"
-_DROP_EXPIRED_CODES = "DELETE FROM pairing_codes WHERE approved_at IS NULL AND expires_at <= ?"
-_SENDER_CODE = (
-    f"SELECT {_CODE_COLUMNS} FROM pairing_codes"
-    " WHERE platform = ? AND user_id = ? AND approved_at IS NULL AND expires_at > ?"
-)
-_COUNT_PENDING = "SELECT COUNT(*) FROM pairing_codes WHERE origin = ? AND approved_at IS NULL AND expires_at > ?"
-_INSERT_CODE = (
-    f"INSERT INTO pairing_codes ({_CODE_COLUMNS}, origin) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING"
-)
-_PENDING_CODES = (
-    f"SELECT {_CODE_COLUMNS} FROM pairing_codes WHERE approved_at IS NULL AND expires_at > ? ORDER BY created_at, code"
-)
-_USE_CODE = (
-    "UPDATE pairing_codes SET approved_at = ? WHERE code = ? AND approved_at IS NULL AND expires_at > ?"
-    f" RETURNING {_CODE_COLUMNS}"
-)
-_APPROVE_SENDER = (
-    "INSERT INTO approved_senders (platform, user_id, name, approved_at) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (platform, user_id) DO UPDATE SET name = excluded.name, approved_at = excluded.approved_at"
-)
-_DROP_CODE = (
-    f"DELETE FROM pairing_codes WHERE code = ? AND approved_at IS NULL AND expires_at > ? RETURNING {_CODE_COLUMNS}"
-)
-_REVOKE_SENDER = "DELETE FROM approved_senders WHERE platform = ? AND user_id = ?"
-_IS_APPROVED = "SELECT 1 FROM approved_senders WHERE platform = ? AND user_id = ?"
-_APPROVED_ALL = "SELECT platform, user_id, name, approved_at FROM approved_senders ORDER BY approved_at, platform, user_id"
-_APPROVED_OF = (
-    "SELECT platform, user_id, name, approved_at FROM approved_senders WHERE platform = ?"
-    " ORDER BY approved_at, user_id"
-)
-_CODE_ATTEMPTS = 8  # collisions among 32^8 codes: never, in practice
 
 
-class SQLiteStore(ApprovalOps, MediaOps, ModelOps):
+class SQLiteStore(ApprovalOps, MediaOps, ModelOps, PairingOps):
     """The Store port on one SQLite file (or ``":memory:"`` for tests)."""
 
     dialect = SQLITE
@@ -445,84 +411,6 @@ class SQLiteStore(ApprovalOps, MediaOps, ModelOps):
 
     async def actions(self, limit: int = 50) -> list[AuditEntry]:
         return await self._run(partial(browse.actions, limit=limit))
-
-    # -- the PairingStore port -------------------------------------------------------
-
-    async def pairing_request(
-        self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,
-        origin: str | None = None,
-    ) -> PairingCode | None:
-        where = platform if origin is None else origin
-
-        def request(db: sqlite3.Connection) -> PairingCode | None:
-            db.execute(_DROP_EXPIRED_CODES, (now,))  # housekeeping: spam never piles up
-            rows = db.execute(_SENDER_CODE, (platform, user_id, now)).fetchall()
-            if rows:
-                return PairingCode(*rows[0])
-            pending = db.execute(_COUNT_PENDING, (where, now)).fetchone()[0]
-            if pending >= max_pending:  # a waiting code is never dropped: this sender tries again later
-                log.info("pairing %s: %d requests pending from %s; none for %s until one expires or is approved",
-                         platform, pending, where, user_id)  # fmt: skip
-                return None
-            for _ in range(_CODE_ATTEMPTS):
-                code = PairingCode(new_code(), platform, user_id, name, now, now + ttl)
-                cursor = db.execute(_INSERT_CODE, (
-                    code.code, code.platform, code.user_id, code.user_name, code.created_at, code.expires_at, where,
-                ))  # fmt: skip
-                if cursor.rowcount == 1:
-                    log.info("pairing %s:%s: new code (%d pending from %s)", platform, user_id, pending + 1, where)
-                    return code
-            raise StoreError(f"could not draw an unused pairing code in {_CODE_ATTEMPTS} attempts")
-
-        return await self._transact(request)
-
-    async def pending_pairings(self, now: float) -> list[PairingCode]:
-        rows = await self._run(lambda db: db.execute(_PENDING_CODES, (now,)).fetchall())
-        return [PairingCode(*row) for row in rows]
-
-    async def approve_pairing(self, code: str, now: float) -> PairingCode | None:
-        wanted = normalize_code(code)
-
-        def approve(db: sqlite3.Connection) -> PairingCode | None:
-            rows = db.execute(_USE_CODE, (now, wanted, now)).fetchall()
-            if not rows:
-                return None
-            found = PairingCode(*rows[0])
-            db.execute(_APPROVE_SENDER, (found.platform, found.user_id, found.user_name, now))
-            return found
-
-        approved = await self._transact(approve)
-        if approved is None:
-            log.info("pairing: approval of an unknown, expired or used code refused")
-        else:
-            log.info("pairing %s:%s: approved", approved.platform, approved.user_id)
-        return approved
-
-    async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
-        wanted = normalize_code(code)
-        rows = await self._transact(lambda db: db.execute(_DROP_CODE, (wanted, now)).fetchall())
-        if not rows:
-            log.info("pairing: denial of an unknown, expired or used code refused")
-            return None
-        denied = PairingCode(*rows[0])
-        log.info("pairing %s:%s: denied", denied.platform, denied.user_id)
-        return denied
-
-    async def revoke_sender(self, platform: str, user_id: str) -> bool:
-        cursor = await self._run(lambda db: db.execute(_REVOKE_SENDER, (platform, user_id)))  # its own transaction
-        if cursor.rowcount:
-            log.info("pairing %s:%s: approval revoked", platform, user_id)
-        return cursor.rowcount > 0
-
-    async def is_approved(self, platform: str, user_id: str) -> bool:
-        return bool(await self._run(lambda db: db.execute(_IS_APPROVED, (platform, user_id)).fetchall()))
-
-    async def approved_senders(self, platform: str | None = None) -> list[ApprovedSender]:
-        if platform is None:
-            rows = await self._run(lambda db: db.execute(_APPROVED_ALL).fetchall())
-        else:
-            rows = await self._run(lambda db: db.execute(_APPROVED_OF, (platform,)).fetchall())
-        return [ApprovedSender(*row) for row in rows]
 
     # -- the ScheduleStore port ---------------------------------------------------------
 
