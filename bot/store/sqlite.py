@@ -18,13 +18,12 @@ never leave the connection mid-transaction.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import asdict, fields, replace
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -34,18 +33,17 @@ import aiosqlite
 
 from bot.errors import StoreCorruptError, StoreError
 from bot.llm import Message, Role, parts_from_json, parts_to_json
-from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
+from bot.messages import Answer
 from bot.store import answers as sql_answers
 from bot.store import browse, migrations
 from bot.store import schedules as sql_jobs
+from bot.store.answers import AnswerOps
 from bot.store.approvals import ApprovalOps
 from bot.store.base import (
-    AnswerState,
     AuditEntry,
     Claim,
     Closing,
     Failure,
-    InboundRecord,
     Job,
     JobState,
     Occurrence,
@@ -61,8 +59,8 @@ from bot.store.base import (
     UsageTotals,
     key_of,
 )
-from bot.store.batch import GroupCommit
 from bot.store.dialect import SQLITE
+from bot.store.inbound import InboundOps, inbound_from_json, inbound_to_json  # the latter two re-exported
 from bot.store.media import MediaOps
 from bot.store.models import ModelOps
 from bot.store.op import Count, Fetch, Many, Op
@@ -74,7 +72,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MEMORY = ":memory:"
-FORGOTTEN_KEPT = 7 * 86400.0  # seconds a refused or ignored message's dedupe key is kept
 BUSY_TIMEOUT_MS = 5000
 
 # Constant SQL, so sqlite3's statement cache prepares each one once per connection.
@@ -110,10 +107,6 @@ _USAGE_TOTALS = (
     " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
     " COALESCE(SUM(cost), 0.0), COALESCE(SUM(run_id NOT LIKE '%-title'), 0) FROM usage WHERE session_id = ?"
 )
-_INSERT_INBOUND = (
-    "INSERT INTO inbound (platform, account, chat_id, message_id, session_key, payload, received_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (platform, account, chat_id, message_id) DO NOTHING"
-)
 _INSERT_TRACE = (
     "INSERT OR REPLACE INTO traces (run_id, session_key, agent_id, started_at, ended_at, status, model,"
     " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens, model_why)"
@@ -135,11 +128,10 @@ _SPANS = (
     " cache_read_tokens, cache_write_tokens FROM spans WHERE run_id = ? ORDER BY id"
 )
 _MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_at IS NULL"
-_UNANSWERED = "SELECT id, session_key, payload, received_at FROM inbound WHERE answered_at IS NULL ORDER BY id"
 
 
 
-class SQLiteStore(ApprovalOps, MediaOps, ModelOps, PairingOps):
+class SQLiteStore(InboundOps, AnswerOps, ApprovalOps, MediaOps, ModelOps, PairingOps):
     """The Store port on one SQLite file (or ``":memory:"`` for tests)."""
 
     dialect = SQLITE
@@ -148,7 +140,6 @@ class SQLiteStore(ApprovalOps, MediaOps, ModelOps, PairingOps):
         self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
         self._db: aiosqlite.Connection | None = None
         self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
-        self._arrivals = GroupCommit(self._insert_inbound, self._own)  # inbound rows, a burst at a time
 
     @property
     def path(self) -> str:
@@ -202,25 +193,6 @@ class SQLiteStore(ApprovalOps, MediaOps, ModelOps, PairingOps):
         await self.close()
 
     # -- the Store port --------------------------------------------------------------
-
-    async def record_inbound(self, msg: InboundMessage, of: SessionOf) -> int | None:
-        row = (msg.platform, msg.account, msg.chat_id, msg.message_id, key_of(of), inbound_to_json(msg), time.time())
-        inbound_id = await self._arrivals.add(row)
-        if inbound_id is None:
-            log.info("inbound %s:%s:%s is a redelivery", msg.platform, msg.chat_id, msg.message_id)
-        return inbound_id
-
-    async def _insert_inbound(self, rows: list[tuple[Any, ...]]) -> list[int | None]:
-        """A burst's rows in one transaction (``GroupCommit``); their ids, None for a redelivery."""
-
-        def write(db: sqlite3.Connection) -> list[int | None]:
-            ids: list[int | None] = []
-            for row in rows:
-                cursor = db.execute(_INSERT_INBOUND, row)
-                ids.append(cursor.lastrowid if cursor.rowcount == 1 else None)  # none: a redelivery
-            return ids
-
-        return await self._transact(write)
 
     async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
         key = key_of(of)
@@ -330,13 +302,6 @@ class SQLiteStore(ApprovalOps, MediaOps, ModelOps, PairingOps):
         await self._transact(write)
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, run_id, len(message_rows))
 
-    async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
-        """Mark inbound rows answered without a turn (e.g. the sender was told it was not run)."""
-        now = time.time()
-        rows = [(now, inbound_id) for inbound_id in inbound_ids]
-        if rows:
-            await self._transact(lambda db: db.executemany(_MARK_ANSWERED, rows))
-
     async def usage(self, session: Session) -> UsageTotals:
         i, o, cr, cw, cost, turns = await self._run(lambda db: db.execute(_USAGE_TOTALS, (session.id,)).fetchone())
         return UsageTotals(i, o, cr, cw, float(cost), turns)
@@ -344,35 +309,6 @@ class SQLiteStore(ApprovalOps, MediaOps, ModelOps, PairingOps):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:
         tokens, cost = await self._run(lambda db: db.execute(_PERSON_USAGE, (person, since)).fetchone())
         return int(tokens), float(cost)
-
-    async def unanswered(self) -> list[InboundRecord]:
-        week_ago = time.time() - FORGOTTEN_KEPT
-        await self._transact(lambda db: db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)))
-        owed = {i for answer in await self.undelivered() for i in answer.inbound_ids}
-        rows = await self._run(lambda db: db.execute(_UNANSWERED).fetchall())
-        return [InboundRecord(id_, key, inbound_from_json(payload), received)
-                for id_, key, payload, received in rows if id_ not in owed and payload]
-
-    async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
-        row = (inbound_to_json(msg), inbound_id)
-        await self._run(lambda db: db.execute(sql_answers.UPDATE_INBOUND, row))
-
-    async def forget_inbound(self, inbound_id: int) -> None:
-        row = (time.time(), inbound_id)
-        await self._run(lambda db: db.execute(sql_answers.FORGET_INBOUND, row))
-
-    async def keep_as_context(self, inbound_id: int) -> None:
-        row = (time.time(), inbound_id)
-        await self._run(lambda db: db.execute(sql_answers.KEEP_AS_CONTEXT, row))
-
-    async def prune_context(self, before: float) -> int:
-        week_ago = time.time() - FORGOTTEN_KEPT
-
-        def write(db: sqlite3.Connection) -> int:
-            gone = db.execute(sql_answers.PRUNE_CONTEXT, (before,)).rowcount
-            return gone + db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)).rowcount
-
-        return await self._transact(write)
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
         def read(db: sqlite3.Connection) -> list[TraceRecord]:
@@ -513,43 +449,6 @@ class SQLiteStore(ApprovalOps, MediaOps, ModelOps, PairingOps):
             row = (person, zone, time.time())
             await self._transact(lambda db: db.execute(sql_jobs.SET_ZONE, row))
 
-    # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
-
-    async def store_answer(self, answer: Answer) -> None:
-        row, chunks = sql_answers.answer_rows(answer)
-
-        def write(db: sqlite3.Connection) -> None:
-            db.execute(sql_answers.INSERT_ANSWER, row)
-            db.executemany(sql_answers.INSERT_CHUNK, chunks)
-
-        await self._transact(write)
-
-    async def undelivered(self) -> list[Answer]:
-        def read(db: sqlite3.Connection) -> list[Answer]:
-            return [sql_answers.answer_from(row, db.execute(sql_answers.CHUNKS_OF, (row[0],)).fetchall())
-                    for row in db.execute(sql_answers.UNDELIVERED).fetchall()]
-
-        return await self._run(read)
-
-    async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
-        now = time.time()
-        last = index == len(answer.chunks) - 1
-
-        def write(db: sqlite3.Connection) -> None:
-            db.execute(sql_answers.CHUNK_SENT, (message_id, now, answer.id, index))
-            if last:
-                _settle_answer(db, answer, now, given_up=False)
-
-        await self._transact(write)
-
-    async def give_up(self, answer: Answer) -> None:
-        now = time.time()
-        await self._transact(lambda db: _settle_answer(db, answer, now, given_up=True))
-
-    async def answer_state(self, answer_id: str) -> AnswerState | None:
-        row = await self._run(lambda db: db.execute(sql_answers.ANSWER_STATE, (answer_id,)).fetchone())
-        return sql_answers.state_of(row)
-
     # -- internals -------------------------------------------------------------------
 
     def _conn(self) -> aiosqlite.Connection:
@@ -659,11 +558,6 @@ def _close(db: sqlite3.Connection, closing: Closing, now: float) -> int | None:
     return int(found[0]) if found else None
 
 
-def _settle_answer(db: sqlite3.Connection, answer: Answer, now: float, *, given_up: bool) -> None:
-    db.execute(sql_answers.ANSWER_DONE, (now, int(given_up), answer.id))
-    db.executemany(_MARK_ANSWERED, [(now, inbound_id) for inbound_id in answer.inbound_ids])
-
-
 async def open_store(path: str | os.PathLike[str]) -> SQLiteStore:
     """Open (create, migrate) the store at ``path``; the caller must ``await store.close()``."""
     return await SQLiteStore(path).open()
@@ -688,27 +582,4 @@ def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
         log.error("a store write whose caller was cancelled failed", exc_info=exc)
 
 
-# -- inbound payloads (shared with a future PostgreSQL store) ---------------------------
-
-
-def inbound_to_json(msg: InboundMessage) -> str:
-    """The message as JSON, attachments without their inline ``data``."""
-    stripped = replace(msg, attachments=tuple(replace(a, data=None) for a in msg.attachments))
-    # ASCII JSON: text with lone surrogates (invalid UTF-8) is stored escaped, not lost
-    return json.dumps(asdict(stripped), separators=(",", ":"))
-
-
-def inbound_from_json(raw: str) -> InboundMessage:
-    """Inverse of ``inbound_to_json``; keys a newer or older version wrote are ignored."""
-    d: dict[str, Any] = json.loads(raw)
-    d["chat_type"] = ChatType(d["chat_type"])
-    d["sender"] = Sender(**_known(Sender, d["sender"]))
-    d["attachments"] = tuple(
-        Attachment(**_known(Attachment, {**a, "kind": AttachmentKind(a["kind"])})) for a in d.get("attachments", ())
-    )
-    return InboundMessage(**_known(InboundMessage, d))
-
-
-def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
+__all__ = ["MEMORY", "SQLiteStore", "drive", "inbound_from_json", "inbound_to_json", "open_store"]

@@ -8,19 +8,19 @@ Each port is a small module with its SQL and a mixin on ``PgBase`` (``inbound``,
 
 from __future__ import annotations
 
+from bot.store.answers import AnswerOps
 from bot.store.approvals import ApprovalOps
+from bot.store.inbound import InboundOps
 from bot.store.media import MediaOps
 from bot.store.models import ModelOps
 from bot.store.pairing import PairingOps
-from bot.store.pg.answers import PgAnswers
 from bot.store.pg.base import safe_url
 from bot.store.pg.browse import PgBrowse
 from bot.store.pg.history import PgHistory
-from bot.store.pg.inbound import PgInbound
 from bot.store.pg.schedules import PgSchedules
 
 
-class PostgresStore(PgInbound, PgHistory, PgAnswers, PairingOps, ApprovalOps, MediaOps, PgSchedules, ModelOps,
+class PostgresStore(InboundOps, PgHistory, AnswerOps, PairingOps, ApprovalOps, MediaOps, PgSchedules, ModelOps,
                     PgBrowse):
     """Every store port on one PostgreSQL database; ``async with PostgresStore(url) as store``."""
 
