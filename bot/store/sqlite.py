@@ -22,7 +22,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -33,7 +33,6 @@ import aiosqlite
 
 from bot.errors import StoreCorruptError, StoreError
 from bot.llm import Message, Role, parts_from_json, parts_to_json
-from bot.messages import Answer
 from bot.store import answers as sql_answers
 from bot.store import browse, migrations
 from bot.store import schedules as sql_jobs
@@ -41,12 +40,7 @@ from bot.store.answers import AnswerOps
 from bot.store.approvals import ApprovalOps
 from bot.store.base import (
     AuditEntry,
-    Claim,
-    Closing,
     Failure,
-    Job,
-    JobState,
-    Occurrence,
     Recent,
     Session,
     SessionLog,
@@ -65,6 +59,7 @@ from bot.store.media import MediaOps
 from bot.store.models import ModelOps
 from bot.store.op import Count, Fetch, Many, Op
 from bot.store.pairing import PairingOps
+from bot.store.schedules import ScheduleOps
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -131,7 +126,7 @@ _MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_a
 
 
 
-class SQLiteStore(InboundOps, AnswerOps, ApprovalOps, MediaOps, ModelOps, PairingOps):
+class SQLiteStore(InboundOps, AnswerOps, ApprovalOps, MediaOps, ModelOps, PairingOps, ScheduleOps):
     """The Store port on one SQLite file (or ``":memory:"`` for tests)."""
 
     dialect = SQLITE
@@ -287,7 +282,7 @@ class SQLiteStore(InboundOps, AnswerOps, ApprovalOps, MediaOps, ModelOps, Pairin
                 db.execute(sql_answers.INSERT_ANSWER, answer[0])
                 db.executemany(sql_answers.INSERT_CHUNK, answer[1])
             if closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
-                _close(db, closes, now)
+                drive(db, sql_jobs.close(closes, now))
             if t is not None:
                 db.execute(_INSERT_TRACE, (
                     t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
@@ -347,107 +342,6 @@ class SQLiteStore(InboundOps, AnswerOps, ApprovalOps, MediaOps, ModelOps, Pairin
 
     async def actions(self, limit: int = 50) -> list[AuditEntry]:
         return await self._run(partial(browse.actions, limit=limit))
-
-    # -- the ScheduleStore port ---------------------------------------------------------
-
-    async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
-        values = sql_jobs.row(job, time.time())
-
-        def write(db: sqlite3.Connection) -> Job | None:
-            if db.execute(sql_jobs.COUNT_OPEN, (job.person,)).fetchone()[0] >= max_per_person:
-                return None
-            cursor = db.execute(sql_jobs.INSERT, values)
-            return sql_jobs.job_from(db.execute(sql_jobs.ONE, (cursor.lastrowid,)).fetchone())
-
-        return await self._transact(write)
-
-    async def job(self, job_id: int) -> Job | None:
-        rows = await self._run(lambda db: db.execute(sql_jobs.ONE, (job_id,)).fetchall())
-        return sql_jobs.job_from(rows[0]) if rows else None
-
-    async def jobs(self, *, person: str | None = None, platform: str | None = None, chat_id: str | None = None,
-                   states: Sequence[JobState] = (JobState.ACTIVE, JobState.PAUSED)) -> list[Job]:
-        query, args = sql_jobs.listing(person, platform, chat_id, states)
-        return [sql_jobs.job_from(r) for r in await self._run(lambda db: db.execute(query, args).fetchall())]
-
-    async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
-                         next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
-        args = (str(state), next_at, reason, str(state), time.time(), job_id, *(str(s) for s in expect))
-        owed = sql_answers.answer_rows(answer) if answer is not None else None
-
-        def write(db: sqlite3.Connection) -> bool:
-            if db.execute(sql_jobs.update(len(expect)), args).rowcount != 1:
-                return False
-            if owed is not None:
-                db.execute(sql_answers.INSERT_ANSWER, owed[0])
-                db.executemany(sql_answers.INSERT_CHUNK, owed[1])
-            return True
-
-        return await self._transact(write)
-
-    async def next_due(self) -> int | None:
-        value = await self._run(lambda db: db.execute(sql_jobs.NEXT_DUE).fetchone()[0])
-        return None if value is None else int(value)
-
-    async def due(self, until: int, limit: int) -> list[Job]:
-        rows = await self._run(lambda db: db.execute(sql_jobs.DUE, (until, limit)).fetchall())
-        return [sql_jobs.job_from(r) for r in rows]
-
-    async def claim(self, claims: Sequence[Claim]) -> list[bool]:
-        now = time.time()
-
-        def write(db: sqlite3.Connection) -> list[bool]:
-            won = []
-            for c in claims:
-                db.execute("SAVEPOINT claim")
-                closed = c.answer is not None  # a reminder: its answer is owed, the occurrence is over
-                fresh = db.execute(sql_jobs.CLAIM_OCCURRENCE, (
-                    c.job_id, c.at, "closed" if closed else "running", "sent" if closed else None, c.late, now,
-                    now if closed else None)).rowcount == 1
-                state = str(JobState.ACTIVE if c.next_at is not None else JobState.DONE)
-                if not fresh or db.execute(sql_jobs.CLAIM_JOB, (c.next_at, state, now, c.job_id, c.at)).rowcount != 1:
-                    db.execute("ROLLBACK TO claim")
-                    db.execute("RELEASE claim")
-                    won.append(False)
-                    continue
-                if c.answer is not None:
-                    row, chunks = sql_answers.answer_rows(c.answer)
-                    db.execute(sql_answers.INSERT_ANSWER, row)
-                    db.executemany(sql_answers.INSERT_CHUNK, chunks)
-                db.execute(sql_jobs.TRIM_OCCURRENCES, (c.job_id, int(now) - sql_jobs.OCCURRENCES_KEPT))
-                db.execute("RELEASE claim")
-                won.append(True)
-            return won
-
-        return await self._transact(write)
-
-    async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
-        now = time.time()
-        owed = sql_answers.answer_rows(answer) if answer is not None else None
-
-        def write(db: sqlite3.Connection) -> int | None:
-            failures = _close(db, closing, now)
-            if failures is not None and owed is not None:
-                db.execute(sql_answers.INSERT_ANSWER, owed[0])
-                db.executemany(sql_answers.INSERT_CHUNK, owed[1])
-            return failures
-
-        return await self._transact(write)
-
-    async def unclosed(self) -> list[Occurrence]:
-        rows = await self._run(lambda db: db.execute(sql_jobs.UNCLOSED).fetchall())
-        return [Occurrence(sql_jobs.job_from(r), *r[sql_jobs.WIDTH:sql_jobs.WIDTH + 3]) for r in rows]
-
-    async def zone(self, person: str) -> str | None:
-        rows = await self._run(lambda db: db.execute(sql_jobs.ZONE, (person,)).fetchall())
-        return rows[0][0] if rows else None
-
-    async def set_zone(self, person: str, zone: str | None) -> None:
-        if zone is None:
-            await self._transact(lambda db: db.execute(sql_jobs.FORGET_ZONE, (person,)))
-        else:
-            row = (person, zone, time.time())
-            await self._transact(lambda db: db.execute(sql_jobs.SET_ZONE, row))
 
     # -- internals -------------------------------------------------------------------
 
@@ -545,17 +439,6 @@ def _live(db: sqlite3.Connection, session: Session, limit: int | None) -> list[A
     rows = db.execute(_HISTORY_LAST, (session.id, limit)).fetchall()
     rows.reverse()
     return rows
-
-
-def _close(db: sqlite3.Connection, closing: Closing, now: float) -> int | None:
-    """Close a running occurrence and count it in its job's failures in a row; those failures,
-    or None when it was not running."""
-    c = closing
-    if db.execute(sql_jobs.CLOSE, (c.outcome, now, c.job_id, c.at)).rowcount != 1:
-        return None
-    db.execute(sql_jobs.COUNT_FAILURE, (c.outcome, c.outcome, now, c.job_id))
-    found = db.execute(sql_jobs.FAILURES, (c.job_id,)).fetchone()
-    return int(found[0]) if found else None
 
 
 async def open_store(path: str | os.PathLike[str]) -> SQLiteStore:

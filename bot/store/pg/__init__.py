@@ -17,10 +17,11 @@ from bot.store.pairing import PairingOps
 from bot.store.pg.base import safe_url
 from bot.store.pg.browse import PgBrowse
 from bot.store.pg.history import PgHistory
-from bot.store.pg.schedules import PgSchedules
+from bot.store.pg.schedules import PgClaims
+from bot.store.schedules import ScheduleOps
 
 
-class PostgresStore(InboundOps, PgHistory, AnswerOps, PairingOps, ApprovalOps, MediaOps, PgSchedules, ModelOps,
+class PostgresStore(InboundOps, PgHistory, AnswerOps, PairingOps, ApprovalOps, MediaOps, PgClaims, ScheduleOps, ModelOps,
                     PgBrowse):
     """Every store port on one PostgreSQL database; ``async with PostgresStore(url) as store``."""
 

@@ -12,9 +12,9 @@ from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.store import answers as sql_answers
 from bot.store.base import LaneLost, Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
 from bot.store.pg.answers import INSERT_ANSWER, INSERT_CHUNK
-from bot.store.pg.base import Connection, PgBase
+from bot.store.pg.base import Connection, PgBase, drive
 from bot.store.pg.inbound import MARK_ANSWERED
-from bot.store.pg.schedules import close_occurrence_in
+from bot.store.schedules import close
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class PgHistory(PgBase):
                 await conn.execute(INSERT_ANSWER, *answer[0])
                 await conn.executemany(INSERT_CHUNK, answer[1])
             if closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
-                await close_occurrence_in(conn, closes, now)
+                await drive(conn, close(closes, now))
             if t is not None:
                 await conn.execute(_INSERT_TRACE, t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at,
                                    t.status, t.model, t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,
