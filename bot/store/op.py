@@ -24,9 +24,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from bot.store.dialect import SqlDialect
+
+if TYPE_CHECKING:
+    from bot.store.base import Turn
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -112,9 +115,9 @@ class Driven:
         """Run ``work`` in a task the store holds until it is done (``close`` waits for it)."""
         raise NotImplementedError
 
-    def _turn_guard(self, session_key: str) -> Op[None] | None:
-        """What a turn that adds to ``session_key``'s conversation checks first (PostgreSQL with
-        several instances: its lane's lease, ``bot.store.pg.history``); None: nothing."""
+    def _turn_guard(self, turn: Turn) -> Op[None] | None:
+        """What a turn that adds to its conversation checks first, in its transaction (PostgreSQL
+        with several instances: its lane's lease, ``bot.store.pg.history``); None: nothing."""
         return None
 
     def _take_over(self) -> Op[list[Row]] | None:
