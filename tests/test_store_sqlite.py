@@ -17,8 +17,8 @@ from bot.llm import Message, parts_to_json
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.store import migrations, open_store
 from bot.store.base import Session, Turn
-from bot.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration, split_statements
 from bot.store.history import HISTORY_LAST
+from bot.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration, split_statements
 from bot.store.sqlite import SQLiteStore
 
 
