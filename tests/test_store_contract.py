@@ -28,6 +28,7 @@ from bot.store.base import (
     Job,
     JobKind,
     JobState,
+    MediaStore,
     ModelChoice,
     ModelStore,
     PairingCode,
@@ -37,7 +38,6 @@ from bot.store.base import (
     ScheduleStore,
     Session,
     Store,
-    MediaStore,
     Summary,
     Turn,
     UsageTotals,
@@ -272,6 +272,8 @@ async def test_usage_sums_tokens_cost_and_turns(store: Store) -> None:
     totals = await store.usage(s)
     assert totals == UsageTotals(150, 30, 5, 8, pytest.approx(0.375), 2)  # type: ignore[arg-type]
     assert (await store.usage(other)).turns == 1
+    await store.append_turn(turn(s, "r2-title", usage=Usage(3, 2), cost=0.001))  # a title's model call
+    assert await store.usage(s) == UsageTotals(153, 32, 5, 8, pytest.approx(0.376), 2)  # type: ignore[arg-type]
 
 
 # -- concurrency ------------------------------------------------------------------------

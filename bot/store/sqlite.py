@@ -134,13 +134,9 @@ class SQLiteStore(Operations):
         return await self._run(partial(drive, operation=operation))
 
     async def _write(self, operation: Op[T]) -> T:
-        """``operation`` in one IMMEDIATE transaction, in one hop (``_transact``)."""
-        return await self._transact(partial(drive, operation=operation))
-
-    async def _transact(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``body`` in one IMMEDIATE transaction, shielded from cancellation: once
-        queued, it runs to COMMIT or ROLLBACK whatever happens to its caller."""
-        task = self._own(self._run(partial(_transaction, body, self._path)))
+        """``operation`` in one IMMEDIATE transaction, in one hop, shielded from cancellation:
+        once queued, it runs to COMMIT or ROLLBACK whatever happens to its caller."""
+        task = self._own(self._run(partial(_transaction, operation, self._path)))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -167,10 +163,10 @@ def drive(db: sqlite3.Connection, operation: Op[T]) -> T:
         return done.value
 
 
-def _transaction(body: Callable[[sqlite3.Connection], T], path: str, db: sqlite3.Connection) -> T:
+def _transaction(operation: Op[T], path: str, db: sqlite3.Connection) -> T:
     db.execute("BEGIN IMMEDIATE")
     try:
-        result = body(db)
+        result = drive(db, operation)
         db.execute("COMMIT")
     except BaseException:
         try:

@@ -1,17 +1,17 @@
-"""What every part of the PostgreSQL store shares: the pool, its lifecycle and two ways in.
+"""The PostgreSQL driver of the store: the pool, its lifecycle, and running an operation
+(``bot.store.op``) on a pooled connection, its ``?`` numbered (``drive``).
 
-``_read`` runs a function on a pooled connection; ``_write`` runs one in a transaction, in a
-task the store holds and shields, so that (as in the SQLite store) a write once started runs
-to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it. Each port
-is a mixin on this class (``bot.store.pg.*``); ``PostgresStore`` puts them together.
+``_read`` runs it outside a transaction (or in a read-only snapshot); ``_write`` in one
+transaction, in a task the store holds and shields, so that (as on SQLite) a write once started
+runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it.
+``PostgresStore`` is this, the operations written once, and what only several instances need.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from functools import partial
+from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Connection = asyncpg.Connection | PoolConnectionProxy  # a connection of its own, or one lent by the pool
 Db = asyncpg.Pool | Connection  # where a single statement may run
-Work = Callable[[Connection], Awaitable[T]]
 CONNECT_TIMEOUT = 10.0
 
 
@@ -117,25 +116,18 @@ class PgBase(Driven):
                 return await drive(conn, operation)
 
     async def _write(self, operation: Op[T]) -> T:
-        """``operation`` in one transaction, shielded from the caller's cancellation."""
-        return await self._transact(partial(drive, operation=operation))
-
-    async def _with_conn(self, work: Work[T]) -> T:
-        async with self.pool.acquire() as conn:
-            return await work(conn)
-
-    async def _transact(self, work: Work[T]) -> T:
-        """``work`` in one transaction, shielded from the caller's cancellation."""
-        task = self._own(self._transaction(work))
+        """``operation`` in one transaction, in a task the store holds and shields: once started,
+        it runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it."""
+        task = self._own(self._transaction(operation))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             task.add_done_callback(_log_abandoned_failure)
             raise
 
-    async def _transaction(self, work: Work[T]) -> T:
+    async def _transaction(self, operation: Op[T]) -> T:
         async with self.pool.acquire() as conn, conn.transaction():
-            return await work(conn)
+            return await drive(conn, operation)
 
     def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.ensure_future(work)
