@@ -1,4 +1,4 @@
-"""The inbound log's SQL the cluster shares with the PostgreSQL store (``bot.cluster.work``)."""
+"""The inbound log's SQL that the cluster shares with the store (``bot.cluster.work``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from bot.store.dialect import POSTGRES
 from bot.store.inbound import not_owed, record_from
 
 NOT_OWED = not_owed(POSTGRES)  # of the inbound row ``i``
-MARK_ANSWERED = "UPDATE inbound SET answered_at = $1 WHERE id = ANY($2::bigint[]) AND answered_at IS NULL"
 
 
 def record_of(row: asyncpg.Record) -> InboundRecord:
