@@ -100,6 +100,23 @@ async def test_an_unreachable_server_is_one_store_error_without_the_password(cap
     assert "127.0.0.1:9/chat" in str(caught.value)
 
 
+async def test_an_occurrence_names_its_claimer_and_a_dead_ones_is_taken_over_once() -> None:
+    async with fresh_database() as url, PostgresStore(url) as a, PostgresStore(url) as b:
+        async with a.pool.acquire() as conn:
+            await cluster_schema.apply(conn)  # the instances' heartbeats (none here: both are silent)
+        b.claim_as("b", 5.0)
+        a.claim_as("a", 5.0)
+        conversation = Conversation.of_key("agent:main:telegram:dm:u1", account="bot1")
+        job = await a.add_job(Job(0, JobKind.TASK, "t", When(RuleKind.EVERY, "UTC", 1000, 3600), conversation, "u1",
+                                  next_at=1000), max_per_person=5)
+        assert job is not None and await a.claim([Claim(job.id, 1000, 4600)]) == [True]
+        assert await a.pool.fetchval("SELECT claimer FROM occurrences") == "a"
+        [taken] = await b.unclosed()  # a never beat: it is gone, and b runs its occurrence again
+        assert (taken.job.id, taken.at) == (job.id, 1000)
+        assert await b.unclosed() == []  # b's own now, since this life of b began
+        assert await a.pool.fetchval("SELECT claimer FROM occurrences") == "b"
+
+
 # -- chatgate migrate -------------------------------------------------------------------
 
 
