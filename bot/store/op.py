@@ -15,8 +15,8 @@ differently, an operation asks its ``SqlDialect`` (``bot.store.dialect``).
 Each port's operations live in its module (``inbound``, ``history``, ``answers``, ``pairing``,
 ``approvals``, ``media``, ``schedules``, ``models``, ``browse``) with a mixin of its async
 methods on ``Driven``; ``bot.store.operations.Operations`` is all of them, and each driver is
-that class and the few methods of its plumbing (no
-driver writes an operation of its own: tests/test_store_once.py).
+that class and the few methods of its plumbing (no driver writes an operation of its own:
+tests/test_store_once.py).
 """
 
 from __future__ import annotations
