@@ -17,7 +17,7 @@ from bot.store.answers import insert_answer
 from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
 from bot.store.dialect import SqlDialect
 from bot.store.inbound import mark_answered
-from bot.store.op import Driven, Op, Row, execute, many, one, rows, value
+from bot.store.op import Driven, Op, Row, execute, inserted, many, one, rows, value
 from bot.store.schedules import close
 from bot.tracing import Span, SpanKind, TraceRecord
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 CURRENT_SESSION = "SELECT id, key, created_at FROM sessions WHERE key = ? AND archived_at IS NULL"
 ARCHIVE_SESSION = "UPDATE sessions SET archived_at = ? WHERE key = ? AND archived_at IS NULL"
 NEW_SESSION = ("INSERT INTO sessions (key, created_at) VALUES (?, ?)"
-               " ON CONFLICT (key) WHERE archived_at IS NULL DO NOTHING RETURNING id")
+               " ON CONFLICT (key) WHERE archived_at IS NULL DO NOTHING")
 _LIVE = "FROM messages WHERE session_id = ? AND compacted = 0"
 HISTORY = f"SELECT id, role, parts {_LIVE} ORDER BY id"
 HISTORY_LAST = f"SELECT id, role, parts {_LIVE} ORDER BY id DESC LIMIT ?"
@@ -80,7 +80,7 @@ def new_session(key: str, fresh: bool, now: float) -> Op[tuple[Session, bool]]:
     ``fresh`` archives the current one first."""
     if fresh:
         yield from execute(ARCHIVE_SESSION, now, key)
-    made = yield from value(NEW_SESSION, key, now)
+    made = yield from inserted(NEW_SESSION, key, now)
     if made is None:
         found = yield from one(CURRENT_SESSION, key)
         assert found is not None

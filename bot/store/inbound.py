@@ -19,17 +19,17 @@ from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, S
 from bot.store.base import InboundRecord, SessionOf, key_of
 from bot.store.batch import GroupCommit
 from bot.store.dialect import SqlDialect
-from bot.store.op import Driven, Op, Row, count, execute, rows, value
+from bot.store.op import Driven, Op, Row, count, execute, inserted, rows
 
 log = logging.getLogger(__name__)
 
 FORGOTTEN_KEPT = 7 * 86400.0  # seconds a refused or ignored message's dedupe key is kept
 _INSERT = (
     "INSERT INTO inbound (platform, account, chat_id, message_id, session_key, payload, received_at) {source}"
-    " ON CONFLICT (platform, account, chat_id, message_id) DO NOTHING RETURNING id{key}"
+    " ON CONFLICT (platform, account, chat_id, message_id) DO NOTHING"
 )
-_INSERT_ONE = _INSERT.format(source="VALUES (?, ?, ?, ?, ?, ?, ?)", key="")
-_INSERT_MANY = _INSERT.replace("{key}", ", platform, account, chat_id, message_id")
+_INSERT_ONE = _INSERT.format(source="VALUES (?, ?, ?, ?, ?, ?, ?)")
+_INSERT_MANY = _INSERT + " RETURNING id, platform, account, chat_id, message_id"
 _TYPES = ("text", "text", "text", "text", "text", "text", "float8")
 _MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE {ids} AND answered_at IS NULL"
 _UNANSWERED = ("SELECT id, session_key, payload, received_at FROM inbound i"
@@ -54,7 +54,7 @@ def insert(d: SqlDialect, arrived: Sequence[InboundRow]) -> Op[list[int | None]]
     """A burst's rows; each one's id, None for a redelivery (the first of two equal keys in one
     burst gets the id, the second is a redelivery)."""
     if len(arrived) == 1:  # alone, as most are
-        return [(yield from value(_INSERT_ONE, *arrived[0]))]
+        return [(yield from inserted(_INSERT_ONE, *arrived[0]))]
     ids: dict[tuple[Any, ...], int] = {}
     for start in range(0, len(arrived), _AT_ONCE):
         source, args = d.values(_TYPES, arrived[start:start + _AT_ONCE])

@@ -52,6 +52,16 @@ class Count:
 
 
 @dataclass(frozen=True, slots=True)
+class Insert:
+    """Run ``sql``, an INSERT of one row into a table keyed by ``id``; the new row's id, None when
+    it inserted nothing (``ON CONFLICT ... DO NOTHING``). SQLite's driver reads the cursor's
+    last row id, PostgreSQL's adds ``RETURNING id``."""
+
+    sql: str
+    args: Sequence[Any] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Many:
     """Run ``sql`` once for each of ``rows``; nothing comes back."""
 
@@ -59,7 +69,7 @@ class Many:
     rows: Sequence[Sequence[Any]]
 
 
-Request = Fetch | Count | Many
+Request = Fetch | Count | Insert | Many
 Op = Generator[Request, Any, T]  # yields requests, is sent their results, returns its own
 
 
@@ -83,6 +93,12 @@ def value(sql: str, *args: Any) -> Op[Any]:
 def count(sql: str, *args: Any) -> Op[int]:
     changed: int = yield Count(sql, args)
     return changed
+
+
+def inserted(sql: str, *args: Any) -> Op[int | None]:
+    """The id of the row ``sql`` inserted, or None (see ``Insert``)."""
+    new_id: int | None = yield Insert(sql, args)
+    return new_id
 
 
 def execute(sql: str, *args: Any) -> Op[None]:

@@ -23,7 +23,7 @@ from bot.session_keys import parse_key
 from bot.store.answers import insert_answer
 from bot.store.base import Claim, Closing, Job, JobKind, JobState, Occurrence, RuleKind, When
 from bot.store.dialect import SqlDialect
-from bot.store.op import Driven, Op, count, execute, one, rows, value
+from bot.store.op import Driven, Op, count, execute, inserted, one, rows, value
 
 OCCURRENCES_KEPT = 30 * 86400  # seconds a closed occurrence's row is kept (the claim key outlives any restart)
 
@@ -34,7 +34,7 @@ WIDTH = len(COLUMNS.split(","))  # a job's columns in a row; an occurrence's fol
 _INSERT_COLUMNS = ("kind, text, rule, zone, anchor, every, cron, state, next_at, reason, failures, prompt, check_spec, "
                    "person, creator, creator_name, session_key, platform, account, chat_id, chat_type, thread_id, "
                    "linked, created_at, updated_at, people")
-INSERT = f"INSERT INTO jobs ({_INSERT_COLUMNS}) VALUES ({', '.join('?' * 26)}) RETURNING id"
+INSERT = f"INSERT INTO jobs ({_INSERT_COLUMNS}) VALUES ({', '.join('?' * 26)})"
 COUNT_OPEN = "SELECT COUNT(*) FROM jobs WHERE person = ? AND state IN ('active', 'paused')"
 ONE = f"SELECT {COLUMNS} FROM jobs WHERE id = ?"
 NEXT_DUE = "SELECT MIN(next_at) FROM jobs WHERE state = 'active'"
@@ -112,7 +112,7 @@ def add(d: SqlDialect, job: Job, max_per_person: int, now: float) -> Op[Job | No
         yield from execute(d.xact_lock, job.person)
     if (yield from value(COUNT_OPEN, job.person)) >= max_per_person:
         return None
-    job_id = yield from value(INSERT, *row(job, now))
+    job_id = yield from inserted(INSERT, *row(job, now))
     found = yield from one(ONE, job_id)
     assert found is not None
     return job_from(found)

@@ -33,7 +33,7 @@ from bot.errors import StoreCorruptError, StoreError
 from bot.store import migrations
 from bot.store.dialect import SQLITE
 from bot.store.inbound import inbound_from_json, inbound_to_json  # re-exported
-from bot.store.op import Count, Fetch, Many, Op
+from bot.store.op import Count, Fetch, Insert, Many, Op
 from bot.store.operations import Operations
 
 log = logging.getLogger(__name__)
@@ -155,6 +155,9 @@ def drive(db: sqlite3.Connection, operation: Op[T]) -> T:
                 result = db.execute(request.sql, request.args).fetchall()
             elif type(request) is Count:
                 result = db.execute(request.sql, request.args).rowcount
+            elif type(request) is Insert:
+                cursor = db.execute(request.sql, request.args)
+                result = cursor.lastrowid if cursor.rowcount == 1 else None
             else:
                 assert type(request) is Many
                 db.executemany(request.sql, request.rows)

@@ -22,9 +22,9 @@ from asyncpg.pool import PoolConnectionProxy
 from bot.errors import StoreError
 from bot.store.base import LaneLost
 from bot.store.dialect import POSTGRES
-from bot.store.op import Count, Driven, Fetch, Many, Op
+from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
 from bot.store.pg import schema
-from bot.store.pg.sql import numbered
+from bot.store.pg.sql import numbered, returning_id
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,8 @@ async def drive(conn: Connection, operation: Op[T]) -> T:
                 result = [tuple(r) for r in await conn.fetch(numbered(request.sql), *request.args)]
             elif type(request) is Count:
                 result = changed(await conn.execute(numbered(request.sql), *request.args))
+            elif type(request) is Insert:
+                result = await conn.fetchval(returning_id(request.sql), *request.args)
             else:
                 assert type(request) is Many
                 await conn.executemany(numbered(request.sql), request.rows)
