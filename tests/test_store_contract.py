@@ -28,6 +28,7 @@ from bot.store.base import (
     Job,
     JobKind,
     JobState,
+    MediaStore,
     ModelChoice,
     ModelStore,
     PairingCode,
@@ -37,7 +38,6 @@ from bot.store.base import (
     ScheduleStore,
     Session,
     Store,
-    MediaStore,
     Summary,
     Turn,
     UsageTotals,
@@ -214,6 +214,15 @@ async def test_redelivery_is_recognised(store: Store) -> None:
     assert len(await store.unanswered()) == 1
 
 
+async def test_a_burst_is_stored_at_once_and_its_repeats_are_redeliveries(store: Store) -> None:
+    ids = await asyncio.gather(*(store.record_inbound(inbound(f"m{i % 200}", text=str(i)), "k") for i in range(250)))
+    assert None not in ids[:200] and len(set(ids[:200])) == 200
+    assert ids[200:] == [None] * 50  # the first of two equal keys is the message, the second a redelivery
+    by_id = {r.id: r.message for r in await store.unanswered()}
+    assert [by_id[i].text for i in ids[:200]] == [str(i) for i in range(200)]  # each id is its own row's
+    assert await store.record_inbound(inbound("m7"), "k") is None and await store.record_inbound(inbound("m200"), "k")
+
+
 async def test_same_message_id_elsewhere_is_a_new_message(store: Store) -> None:
     ids = [
         await store.record_inbound(inbound("m1", chat_id="c1"), "k1"),
@@ -272,6 +281,8 @@ async def test_usage_sums_tokens_cost_and_turns(store: Store) -> None:
     totals = await store.usage(s)
     assert totals == UsageTotals(150, 30, 5, 8, pytest.approx(0.375), 2)  # type: ignore[arg-type]
     assert (await store.usage(other)).turns == 1
+    await store.append_turn(turn(s, "r2-title", usage=Usage(3, 2), cost=0.001))  # a title's model call
+    assert await store.usage(s) == UsageTotals(153, 32, 5, 8, pytest.approx(0.376), 2)  # type: ignore[arg-type]
 
 
 # -- concurrency ------------------------------------------------------------------------

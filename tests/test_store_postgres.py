@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -37,7 +38,7 @@ from bot.store.base import (
 )
 from bot.store.migrations import MIGRATIONS
 from bot.store.pg import PostgresStore, safe_url
-from bot.store.pg.schema import DIALECT, missing_dialect
+from bot.store.pg.schema import DIALECT
 from bot.store.sqlite import SQLiteStore
 from bot.tracing import Span, SpanKind, TraceRecord
 from tests.pg import fresh_database, require_server, with_database
@@ -48,9 +49,11 @@ def message(message_id: str, text: str = "hi") -> InboundMessage:
     return InboundMessage("telegram", "bot1", "c1", ChatType.DM, Sender("u1", "Ada"), text, message_id)
 
 
-def test_every_migration_has_its_postgres_dialect_in_the_same_order() -> None:
+def test_every_migration_is_written_once_and_rendered_in_postgres_words() -> None:
     assert list(DIALECT) == [m.name for m in MIGRATIONS]
-    assert missing_dialect() == []
+    for name, sql in DIALECT.items():
+        assert "{" not in sql, name  # every type token spelled
+        assert not re.search(r"\b(REAL|BLOB|GLOB)\b|INTEGER PRIMARY KEY", sql), name  # SQLite's words
 
 
 def test_the_password_never_leaves_the_url() -> None:
@@ -95,6 +98,23 @@ async def test_an_unreachable_server_is_one_store_error_without_the_password(cap
         await PostgresStore("postgresql://bot:s3cret@127.0.0.1:9/chat").open()
     assert "s3cret" not in str(caught.value) and "s3cret" not in caplog.text
     assert "127.0.0.1:9/chat" in str(caught.value)
+
+
+async def test_an_occurrence_names_its_claimer_and_a_dead_ones_is_taken_over_once() -> None:
+    async with fresh_database() as url, PostgresStore(url) as a, PostgresStore(url) as b:
+        async with a.pool.acquire() as conn:
+            await cluster_schema.apply(conn)  # the instances' heartbeats (none here: both are silent)
+        b.claim_as("b", 5.0)
+        a.claim_as("a", 5.0)
+        conversation = Conversation.of_key("agent:main:telegram:dm:u1", account="bot1")
+        job = await a.add_job(Job(0, JobKind.TASK, "t", When(RuleKind.EVERY, "UTC", 1000, 3600), conversation, "u1",
+                                  next_at=1000), max_per_person=5)
+        assert job is not None and await a.claim([Claim(job.id, 1000, 4600)]) == [True]
+        assert await a.pool.fetchval("SELECT claimer FROM occurrences") == "a"
+        [taken] = await b.unclosed()  # a never beat: it is gone, and b runs its occurrence again
+        assert (taken.job.id, taken.at) == (job.id, 1000)
+        assert await b.unclosed() == []  # b's own now, since this life of b began
+        assert await a.pool.fetchval("SELECT claimer FROM occurrences") == "b"
 
 
 # -- chatgate migrate -------------------------------------------------------------------
@@ -240,5 +260,6 @@ async def test_chatgate_migrate_prepares_a_database_and_a_role_without_rights_is
         async with PostgresStore(runtime):
             pass
         await owner.execute("DELETE FROM migrations WHERE id = $1", len(DIALECT))  # one missing again
-        with pytest.raises(StoreError, match=rf"1 migration \({MIGRATIONS[-1].name}\) is pending.*chatgate migrate --to"):
+        last = MIGRATIONS[-1].name
+        with pytest.raises(StoreError, match=rf"1 migration \({last}\) is pending.*chatgate migrate --to"):
             await PostgresStore(runtime).open()

@@ -17,8 +17,9 @@ from bot.llm import Message, parts_to_json
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.store import migrations, open_store
 from bot.store.base import Session, Turn
+from bot.store.history import HISTORY_LAST
 from bot.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration, split_statements
-from bot.store.sqlite import _HISTORY_LAST, SQLiteStore
+from bot.store.sqlite import SQLiteStore
 
 
 @pytest.fixture
@@ -219,7 +220,7 @@ async def test_last_n_messages_use_the_index(db_path: Path) -> None:
         assert [m.text for m in await store.history(big, limit=3)] == ["9997", "9998", "9999"]
         assert [m.text for m in await store.history(small, limit=3)] == ["7", "8", "9"]
 
-    plan = " ".join(str(row[-1]) for row in raw(db_path, f"EXPLAIN QUERY PLAN {_HISTORY_LAST.replace('?', '1')}"))
+    plan = " ".join(str(row[-1]) for row in raw(db_path, f"EXPLAIN QUERY PLAN {HISTORY_LAST.replace('?', '1')}"))
     assert "USING INDEX messages_live" in plan  # the partial index of messages not compacted
     assert "TEMP B-TREE" not in plan
 

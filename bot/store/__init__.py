@@ -1,4 +1,6 @@
-"""Storage: the Store ports, and their SQLite and PostgreSQL implementations.
+"""Storage: the Store ports (``base``), their operations written once (``operations``, one
+module per port, on ``op``'s statements and ``dialect``'s spellings, ``migrations``), and two
+drivers: SQLite (``sqlite``) and PostgreSQL (``pg``).
 
 Open with ``async with SQLiteStore(path) as store`` or ``store = await open_store(path)``
 (then ``await store.close()``); ``store_for`` opens what the config names: PostgreSQL when
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
     from bot.store.pg import PostgresStore
 
 
-def store_for(path: str | os.PathLike[str], url: str | None = None, *, pool_size: int = 10) -> SQLiteStore | PostgresStore:
+def store_for(path: str | os.PathLike[str], url: str | None = None, *,
+              pool_size: int = 10) -> SQLiteStore | PostgresStore:
     """The configured store, not opened yet: PostgreSQL at ``url``, else SQLite at ``path``."""
     if url:
         from bot.store.pg import PostgresStore

@@ -1,18 +1,23 @@
-"""Answers and their chunks in SQL: the statements and the row <-> ``Answer`` mapping.
+"""What is owed to chats (the ``AnswerStore`` port), written once for both stores: answers and
+their chunks, the delivery ledger.
 
-Shared by the SQLite store (and a future PostgreSQL one). An answer is written in the
-transaction of its turn; each chunk is recorded when the platform returns its message id;
-the last one marks the answer delivered and its inbound rows answered, in one transaction.
+An answer is written in the transaction of its turn (or on its own, a notice); each chunk is
+recorded when the platform returns its message id; the last one marks the answer delivered
+and its inbound rows answered, in one transaction.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from typing import Any
 
 from bot.messages import Answer, ChatType, Chunk, FileRef, Target
 from bot.store.base import AnswerState
+from bot.store.dialect import SqlDialect
+from bot.store.inbound import mark_answered
+from bot.store.op import Driven, Op, Row, execute, many, one, rows
 
 INSERT_ANSWER = (
     "INSERT INTO answers (id, platform, target, inbound_ids, draft_id, failed, created_at)"
@@ -22,22 +27,19 @@ INSERT_CHUNK = (
     "INSERT INTO chunks (answer_id, idx, text, file_name, file_data, file_ref, voice) VALUES (?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (answer_id, idx) DO NOTHING"
 )
-UNDELIVERED = (
-    "SELECT id, platform, target, inbound_ids, draft_id, failed, created_at FROM answers"
-    " WHERE delivered_at IS NULL ORDER BY created_at, rowid"
-)
-CHUNKS_OF = (
-    "SELECT text, file_name, file_data, sent_at, file_ref, voice FROM chunks WHERE answer_id = ? ORDER BY idx"
-)
+_UNDELIVERED = ("SELECT id, platform, target, inbound_ids, draft_id, failed, created_at FROM answers"
+                " WHERE delivered_at IS NULL ORDER BY created_at, {order}")
+_CHUNKS = ("SELECT answer_id, text, file_name, file_data, sent_at, file_ref, voice FROM chunks WHERE {ids}"
+           " ORDER BY answer_id, idx")
 ANSWER_STATE = "SELECT delivered_at IS NOT NULL, given_up FROM answers WHERE id = ?"
 CHUNK_SENT = "UPDATE chunks SET message_id = ?, sent_at = ? WHERE answer_id = ? AND idx = ? AND sent_at IS NULL"
 ANSWER_DONE = "UPDATE answers SET delivered_at = ?, given_up = ? WHERE id = ? AND delivered_at IS NULL"
-INBOUND_OF = "SELECT inbound_ids FROM answers WHERE id = ?"
-FORGET_INBOUND = "UPDATE inbound SET payload = '', answered_at = COALESCE(answered_at, ?) WHERE id = ?"
-PRUNE_FORGOTTEN = "DELETE FROM inbound WHERE payload = '' AND received_at < ?"
-KEEP_AS_CONTEXT = "UPDATE inbound SET context = 1, answered_at = COALESCE(answered_at, ?) WHERE id = ?"
-PRUNE_CONTEXT = "DELETE FROM inbound WHERE context = 1 AND received_at < ?"
-UPDATE_INBOUND = "UPDATE inbound SET payload = ? WHERE id = ?"
+_IDS_AT_ONCE = 500  # answers whose chunks one statement reads
+
+
+def undelivered_sql(d: SqlDialect) -> str:
+    """The answers not fully delivered, in the order they were stored."""
+    return _UNDELIVERED.format(order=d.stored_order)
 
 
 def answer_rows(answer: Answer) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
@@ -50,7 +52,7 @@ def answer_rows(answer: Answer) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]
     return row, chunks
 
 
-def answer_from(row: tuple[Any, ...], chunk_rows: list[tuple[Any, ...]]) -> Answer:
+def answer_from(row: Row, chunk_rows: list[Row]) -> Answer:
     id_, platform, target, inbound_ids, draft_id, failed, created_at = row
     t = json.loads(target)
     sent = 0
@@ -66,9 +68,61 @@ def answer_from(row: tuple[Any, ...], chunk_rows: list[tuple[Any, ...]]) -> Answ
     )
 
 
-def state_of(row: tuple[Any, ...] | None) -> AnswerState | None:
+def state_of(row: Row | None) -> AnswerState | None:
     """``ANSWER_STATE``'s row as an ``AnswerState``."""
     if row is None:
         return None
     delivered, given_up = row
     return "given_up" if given_up else "delivered" if delivered else "owed"
+
+
+def insert_answer(answer: Answer) -> Op[None]:
+    """Store ``answer`` (in the caller's transaction: a turn, a claim, a job's move); again: nothing changes."""
+    row, chunks = answer_rows(answer)
+    yield from execute(INSERT_ANSWER, *row)
+    yield from many(INSERT_CHUNK, chunks)
+
+
+def with_chunks(d: SqlDialect, answer_rows: list[Row]) -> Op[list[Answer]]:
+    """``answers`` rows (``undelivered_sql``'s columns) with their chunks, as ``Answer``s."""
+    chunks: dict[str, list[Row]] = {}
+    ids = [row[0] for row in answer_rows]
+    for start in range(0, len(ids), _IDS_AT_ONCE):
+        where, args = d.any_of("answer_id", ids[start:start + _IDS_AT_ONCE], "text")
+        for c in (yield from rows(_CHUNKS.format(ids=where), *args)):
+            chunks.setdefault(c[0], []).append(c[1:])
+    return [answer_from(row, chunks.get(row[0], [])) for row in answer_rows]
+
+
+def undelivered(d: SqlDialect) -> Op[list[Answer]]:
+    return (yield from with_chunks(d, (yield from rows(undelivered_sql(d)))))
+
+
+def settle(d: SqlDialect, answer: Answer, now: float, *, given_up: bool) -> Op[None]:
+    yield from execute(ANSWER_DONE, now, int(given_up), answer.id)
+    yield from mark_answered(d, answer.inbound_ids, now)
+
+
+def chunk_sent(d: SqlDialect, answer: Answer, index: int, message_id: str | None, now: float) -> Op[None]:
+    yield from execute(CHUNK_SENT, message_id, now, answer.id, index)
+    if index == len(answer.chunks) - 1:
+        yield from settle(d, answer, now, given_up=False)
+
+
+class AnswerOps(Driven):
+    """The hot path of delivery: one transaction per delivered chunk."""
+
+    async def store_answer(self, answer: Answer) -> None:
+        await self._write(insert_answer(answer))
+
+    async def undelivered(self) -> list[Answer]:
+        return await self._read(undelivered(self.dialect))
+
+    async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
+        await self._write(chunk_sent(self.dialect, answer, index, message_id, time.time()))
+
+    async def give_up(self, answer: Answer) -> None:
+        await self._write(settle(self.dialect, answer, time.time(), given_up=True))
+
+    async def answer_state(self, answer_id: str) -> AnswerState | None:
+        return state_of(await self._read(one(ANSWER_STATE, answer_id)))

@@ -1,8 +1,10 @@
-"""Ordered, named schema migrations for the SQLite store.
+"""Ordered, named schema migrations, written once for both stores, and applying them to SQLite.
 
 ``MIGRATIONS`` is append-only: never edit or reorder a migration that has shipped, add
-a new one at the end. ``PRAGMA user_version`` holds how many have been applied and the
-``migrations`` table records each one's name and when it ran. All pending migrations
+a new one at the end. Each is rendered for a dialect (``render``: its column types are
+tokens, and a migration may add what only one dialect runs); PostgreSQL applies them in
+``bot.store.pg.schema``. On SQLite, ``PRAGMA user_version`` holds how many have been applied
+and the ``migrations`` table records each one's name and when it ran. All pending migrations
 are applied in ONE transaction, so a database is either fully upgraded or untouched.
 
 A migration is plain SQL, split into statements with ``sqlite3.complete_statement``
@@ -13,6 +15,7 @@ A migration is plain SQL, split into statements with ``sqlite3.complete_statemen
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import time
 from typing import NamedTuple
@@ -20,13 +23,29 @@ from typing import NamedTuple
 import aiosqlite
 
 from bot.errors import SchemaTooNewError, StoreCorruptError
+from bot.store.dialect import SQLITE, SqlDialect
 
 log = logging.getLogger(__name__)
 
+_TOKEN = re.compile(r"\{(\w+)\}")
+
 
 class Migration(NamedTuple):
+    """A named step of the schema: ``sql`` for both dialects, its column types written as tokens
+    (``{id}``, ``{real}``, ``{int8}``, ``{blob}``) that ``render`` spells in the dialect's words
+    (``SqlDialect.types``), then what only one of them runs (indexes and columns that only
+    several PostgreSQL instances use; what SQLite's history left)."""
+
     name: str
     sql: str
+    sqlite: str = ""
+    postgres: str = ""
+
+
+def render(migration: Migration, dialect: SqlDialect) -> str:
+    """The migration's SQL in ``dialect``: its own statements, then the dialect's."""
+    own = migration.sqlite if dialect.name == "sqlite" else migration.postgres
+    return _TOKEN.sub(lambda m: dialect.types.get(m.group(1), m.group(0)), f"{migration.sql}\n{own}")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -34,52 +53,56 @@ MIGRATIONS: tuple[Migration, ...] = (
         "0001_sessions_messages_inbound_usage",
         """
         CREATE TABLE sessions (
-            id          INTEGER PRIMARY KEY,
+            id          {id},
             key         TEXT    NOT NULL,
-            created_at  REAL    NOT NULL,
-            archived_at REAL
+            created_at  {real} NOT NULL,
+            archived_at {real}
         );
         -- at most one current session per key; archived sessions are kept forever
         CREATE UNIQUE INDEX sessions_current_key ON sessions (key) WHERE archived_at IS NULL;
 
         CREATE TABLE messages (
-            id         INTEGER PRIMARY KEY,
-            session_id INTEGER NOT NULL REFERENCES sessions (id),
+            id         {id},
+            session_id {int8} NOT NULL REFERENCES sessions (id),
             run_id     TEXT    NOT NULL,
             seq        INTEGER NOT NULL,  -- position within the turn
             role       TEXT    NOT NULL,
             parts      TEXT    NOT NULL,  -- JSON, bot.llm.parts_to_json
-            created_at REAL    NOT NULL
+            created_at {real} NOT NULL
         );
         CREATE INDEX messages_session_id ON messages (session_id, id);
 
         CREATE TABLE inbound (
-            id          INTEGER PRIMARY KEY,
+            id          {id},
             platform    TEXT NOT NULL,
             account     TEXT NOT NULL,
             chat_id     TEXT NOT NULL,
             message_id  TEXT NOT NULL,
             session_key TEXT NOT NULL,
             payload     TEXT NOT NULL,  -- JSON InboundMessage, attachments without inline data
-            received_at REAL NOT NULL,
-            answered_at REAL,
+            received_at {real} NOT NULL,
+            answered_at {real},
             UNIQUE (platform, account, chat_id, message_id)
         );
         CREATE INDEX inbound_unanswered ON inbound (id) WHERE answered_at IS NULL;
 
         CREATE TABLE usage (
-            id                 INTEGER PRIMARY KEY,
-            session_id         INTEGER NOT NULL REFERENCES sessions (id),
+            id                 {id},
+            session_id         {int8} NOT NULL REFERENCES sessions (id),
             run_id             TEXT    NOT NULL,
             model              TEXT    NOT NULL,
-            input_tokens       INTEGER NOT NULL,
-            output_tokens      INTEGER NOT NULL,
-            cache_read_tokens  INTEGER NOT NULL,
-            cache_write_tokens INTEGER NOT NULL,
-            cost               REAL    NOT NULL,
-            created_at         REAL    NOT NULL
+            input_tokens       {int8} NOT NULL,
+            output_tokens      {int8} NOT NULL,
+            cache_read_tokens  {int8} NOT NULL,
+            cache_write_tokens {int8} NOT NULL,
+            cost               {real} NOT NULL,
+            created_at         {real} NOT NULL
         );
         CREATE INDEX usage_session_id ON usage (session_id);
+        """,
+        postgres="""
+        -- a session's waiting messages (several instances hand sessions over by key)
+        CREATE INDEX inbound_waiting ON inbound (session_key, id) WHERE answered_at IS NULL;
         """,
     ),
     Migration(
@@ -89,13 +112,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             run_id        TEXT PRIMARY KEY,
             session_key   TEXT    NOT NULL,
             agent_id      TEXT    NOT NULL,
-            started_at    REAL    NOT NULL,
-            ended_at      REAL    NOT NULL,
+            started_at    {real} NOT NULL,
+            ended_at      {real} NOT NULL,
             status        TEXT    NOT NULL,
             model         TEXT    NOT NULL,
-            input_tokens  INTEGER NOT NULL,
-            output_tokens INTEGER NOT NULL,
-            cost          REAL    NOT NULL,
+            input_tokens  {int8} NOT NULL,
+            output_tokens {int8} NOT NULL,
+            cost          {real} NOT NULL,
             iterations    INTEGER NOT NULL,
             error         TEXT
         );
@@ -103,15 +126,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX traces_started ON traces (started_at);
 
         CREATE TABLE spans (
-            id            INTEGER PRIMARY KEY,
+            id            {id},
             run_id        TEXT    NOT NULL REFERENCES traces (run_id),
             kind          TEXT    NOT NULL,  -- llm | tool
             name          TEXT    NOT NULL,
-            started_at    REAL    NOT NULL,
-            duration_ms   REAL    NOT NULL,
-            input_tokens  INTEGER NOT NULL,
-            output_tokens INTEGER NOT NULL,
-            cost          REAL    NOT NULL,
+            started_at    {real} NOT NULL,
+            duration_ms   {real} NOT NULL,
+            input_tokens  {int8} NOT NULL,
+            output_tokens {int8} NOT NULL,
+            cost          {real} NOT NULL,
             is_error      INTEGER NOT NULL,
             preview       TEXT    NOT NULL   -- at most 500 chars, scrubbed of secrets
         );
@@ -126,9 +149,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             platform    TEXT NOT NULL,
             user_id     TEXT NOT NULL,
             user_name   TEXT NOT NULL,
-            created_at  REAL NOT NULL,
-            expires_at  REAL NOT NULL,
-            approved_at REAL              -- NULL while pending; a used code is kept
+            created_at  {real} NOT NULL,
+            expires_at  {real} NOT NULL,
+            approved_at {real} -- NULL while pending; a used code is kept
         );
         CREATE INDEX pairing_codes_pending ON pairing_codes (platform, user_id) WHERE approved_at IS NULL;
 
@@ -136,18 +159,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             platform    TEXT NOT NULL,
             user_id     TEXT NOT NULL,
             name        TEXT NOT NULL,
-            approved_at REAL NOT NULL,
+            approved_at {real} NOT NULL,
             PRIMARY KEY (platform, user_id)
         );
-
-        -- exactly-once delivery: one row per reply part that reached the platform
+        """,
+        sqlite="""
+        -- exactly-once delivery: one row per reply part that reached the platform (dropped by 0004)
         CREATE TABLE outbound (
             run_id              TEXT    NOT NULL,
             part                INTEGER NOT NULL,
             platform            TEXT    NOT NULL,
             chat_id             TEXT    NOT NULL,
             platform_message_id TEXT,
-            sent_at             REAL    NOT NULL,
+            sent_at             {real} NOT NULL,
             PRIMARY KEY (run_id, part)
         );
         """,
@@ -163,11 +187,10 @@ MIGRATIONS: tuple[Migration, ...] = (
             inbound_ids  TEXT    NOT NULL,     -- JSON list of inbound rows answered on delivery
             draft_id     TEXT,                 -- the streaming draft the first chunk replaces
             failed       INTEGER NOT NULL DEFAULT 0,
-            created_at   REAL    NOT NULL,
-            delivered_at REAL,                 -- every chunk sent, or given up
+            created_at   {real} NOT NULL,
+            delivered_at {real},                 -- every chunk sent, or given up
             given_up     INTEGER NOT NULL DEFAULT 0
         );
-        CREATE INDEX answers_undelivered ON answers (created_at) WHERE delivered_at IS NULL;
 
         -- the delivery ledger: a chunk is sent once; message_id is set when the platform took it
         CREATE TABLE chunks (
@@ -175,16 +198,25 @@ MIGRATIONS: tuple[Migration, ...] = (
             idx        INTEGER NOT NULL,
             text       TEXT    NOT NULL,  -- rendered in the channel's dialect (a file's caption)
             file_name  TEXT,
-            file_data  BLOB,
+            file_data  {blob},
             message_id TEXT,
-            sent_at    REAL,
+            sent_at    {real},
             PRIMARY KEY (answer_id, idx)
         );
 
         -- refused and ignored messages keep only their dedupe key and time (payload '')
         CREATE INDEX inbound_forgotten ON inbound (received_at) WHERE payload = '';
-
+        """,
+        sqlite="""
+        CREATE INDEX answers_undelivered ON answers (created_at) WHERE delivered_at IS NULL;
         DROP TABLE outbound;
+        """,
+        postgres="""
+        -- SQLite's rowid: the order of storing
+        ALTER TABLE answers ADD COLUMN seq BIGINT GENERATED BY DEFAULT AS IDENTITY;
+        CREATE INDEX answers_undelivered ON answers (created_at, seq) WHERE delivered_at IS NULL;
+        -- "is this inbound row owed an answer?" (inbound_ids @> its id) by index, not by a scan
+        CREATE INDEX answers_owed ON answers USING gin ((inbound_ids::jsonb)) WHERE delivered_at IS NULL;
         """,
     ),
     Migration(
@@ -192,15 +224,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         """
         -- compaction: a summary replaces the messages up to through_id; they stay, marked
         CREATE TABLE summaries (
-            id            INTEGER PRIMARY KEY,
-            session_id    INTEGER NOT NULL REFERENCES sessions (id),
+            id            {id},
+            session_id    {int8} NOT NULL REFERENCES sessions (id),
             run_id        TEXT    NOT NULL,
             text          TEXT    NOT NULL,
-            through_id    INTEGER NOT NULL,  -- the last messages.id the summary covers
+            through_id    {int8} NOT NULL,  -- the last messages.id the summary covers
             messages      INTEGER NOT NULL,  -- how many messages it replaced
-            tokens_before INTEGER NOT NULL,
-            tokens_after  INTEGER NOT NULL,
-            created_at    REAL    NOT NULL
+            tokens_before {int8} NOT NULL,
+            tokens_after  {int8} NOT NULL,
+            created_at    {real} NOT NULL
         );
         CREATE INDEX summaries_session ON summaries (session_id, id);
 
@@ -208,10 +240,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX messages_live ON messages (session_id, id) WHERE compacted = 0;
 
         -- prompt-cache tokens of runs and LLM calls, for chatgate traces
-        ALTER TABLE traces ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE traces ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE spans ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE spans ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE traces ADD COLUMN cache_read_tokens {int8} NOT NULL DEFAULT 0;
+        ALTER TABLE traces ADD COLUMN cache_write_tokens {int8} NOT NULL DEFAULT 0;
+        ALTER TABLE spans ADD COLUMN cache_read_tokens {int8} NOT NULL DEFAULT 0;
+        ALTER TABLE spans ADD COLUMN cache_write_tokens {int8} NOT NULL DEFAULT 0;
         """,
     ),
     Migration(
@@ -228,18 +260,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         -- what model calls cost each person, for the daily budgets: written with every turn,
         -- a stopped run's and a compaction's included; a sub-agent's calls only in its own turn
         CREATE TABLE charges (
-            id         INTEGER PRIMARY KEY,
+            id         {id},
             person     TEXT NOT NULL,
             run_id     TEXT NOT NULL,
-            tokens     INTEGER NOT NULL,
-            cost       REAL NOT NULL,
-            created_at REAL NOT NULL
+            tokens     {int8} NOT NULL,
+            cost       {real} NOT NULL,
+            created_at {real} NOT NULL
         );
         CREATE INDEX charges_person ON charges (person, created_at);
+        """,
+        sqlite="""
         -- the runs so far; a sub-agent's row is left out, as its parent's row already counts it
         INSERT INTO charges (person, run_id, tokens, cost, created_at)
             SELECT person, run_id, input_tokens + output_tokens, cost, created_at FROM usage
             WHERE person IS NOT NULL AND run_id NOT GLOB '*-sub[0-9]*';
+        """,
+        postgres="""
+        INSERT INTO charges (person, run_id, tokens, cost, created_at)
+            SELECT person, run_id, input_tokens + output_tokens, cost, created_at FROM usage
+            WHERE person IS NOT NULL AND run_id !~ '-sub[0-9]';
         """,
     ),
     Migration(
@@ -281,8 +320,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             outcome     TEXT NOT NULL DEFAULT 'pending',
             decision    TEXT,
             decided_by  TEXT,
-            asked_at    REAL NOT NULL,
-            decided_at  REAL
+            asked_at    {real} NOT NULL,
+            decided_at  {real}
         );
         CREATE INDEX approvals_pending ON approvals (asked_at) WHERE outcome = 'pending';
 
@@ -294,7 +333,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             tool       TEXT NOT NULL,
             shape      TEXT NOT NULL,
             granted_by TEXT NOT NULL,
-            granted_at REAL NOT NULL,
+            granted_at {real} NOT NULL,
             PRIMARY KEY (scope, holder, tool, shape)
         );
         """,
@@ -307,16 +346,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             platform   TEXT NOT NULL,
             chat_id    TEXT NOT NULL,
             mode       TEXT NOT NULL,  -- on | off | auto
-            updated_at REAL NOT NULL,
+            updated_at {real} NOT NULL,
             PRIMARY KEY (platform, chat_id)
         );
 
         -- seconds of audio transcribed per person, for limits.audio_minutes_per_day
         CREATE TABLE audio_use (
-            id         INTEGER PRIMARY KEY,
+            id         {id},
             person     TEXT NOT NULL,
-            seconds    REAL NOT NULL,
-            created_at REAL NOT NULL
+            seconds    {real} NOT NULL,
+            created_at {real} NOT NULL
         );
         CREATE INDEX audio_use_person ON audio_use (person, created_at);
 
@@ -332,16 +371,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         -- scheduled jobs: a rule (at / every / cron) with its IANA zone, the next occurrence as a
         -- UTC instant, and the conversation it belongs to
         CREATE TABLE jobs (
-            id           INTEGER PRIMARY KEY,
+            id           {id},
             kind         TEXT    NOT NULL,  -- reminder | task
             text         TEXT    NOT NULL,
             rule         TEXT    NOT NULL,  -- at | every | cron
             zone         TEXT    NOT NULL,
-            anchor       INTEGER NOT NULL,  -- epoch seconds: the instant (at), the first occurrence (every)
-            every        INTEGER NOT NULL DEFAULT 0,  -- seconds
+            anchor       {int8} NOT NULL,  -- epoch seconds: the instant (at), the first occurrence (every)
+            every        {int8} NOT NULL DEFAULT 0,  -- seconds
             cron         TEXT    NOT NULL DEFAULT '',
             state        TEXT    NOT NULL DEFAULT 'active',
-            next_at      INTEGER,  -- epoch seconds, UTC; NULL once finished
+            next_at      {int8},  -- epoch seconds, UTC; NULL once finished
             reason       TEXT    NOT NULL DEFAULT '',
             failures     INTEGER NOT NULL DEFAULT 0,  -- failed runs in a row
             prompt       TEXT    NOT NULL DEFAULT 'full',
@@ -356,21 +395,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             chat_type    TEXT    NOT NULL,
             thread_id    TEXT,
             linked       TEXT,  -- the conversation's linked person (identity_links), if any
-            created_at   REAL    NOT NULL,
-            updated_at   REAL    NOT NULL
+            created_at   {real} NOT NULL,
+            updated_at   {real} NOT NULL
         );
         CREATE INDEX jobs_due ON jobs (next_at) WHERE state = 'active';
         CREATE INDEX jobs_person ON jobs (person, platform, chat_id) WHERE state IN ('active', 'paused');
 
         -- one row per occurrence, claimed before it runs: (job, instant) is its key
         CREATE TABLE occurrences (
-            job_id     INTEGER NOT NULL REFERENCES jobs (id),
-            at         INTEGER NOT NULL,  -- the scheduled instant, epoch seconds UTC
+            job_id     {int8} NOT NULL REFERENCES jobs (id),
+            at         {int8} NOT NULL,  -- the scheduled instant, epoch seconds UTC
             state      TEXT    NOT NULL,  -- running | closed
             outcome    TEXT,
-            late       INTEGER NOT NULL DEFAULT 0,  -- seconds after its instant that it ran
-            claimed_at REAL    NOT NULL,
-            closed_at  REAL,
+            late       {int8} NOT NULL DEFAULT 0,  -- seconds after its instant that it ran
+            claimed_at {real} NOT NULL,
+            closed_at  {real},
             PRIMARY KEY (job_id, at)
         );
         CREATE INDEX occurrences_unclosed ON occurrences (claimed_at) WHERE state = 'running';
@@ -379,8 +418,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TABLE person_zones (
             person TEXT PRIMARY KEY,
             zone   TEXT NOT NULL,
-            set_at REAL NOT NULL
+            set_at {real} NOT NULL
         );
+        """,
+        postgres="""
+        -- the instance running the occurrence (another takes it over when that one dies;
+        -- chatgate migrate leaves it empty: a previous life's)
+        ALTER TABLE occurrences ADD COLUMN claimer TEXT NOT NULL DEFAULT '';
         """,
     ),
     Migration(
@@ -389,9 +433,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         -- what was done from the operator dashboard, and by whom (bot.dashboard); a table of its
         -- own that touches no other, so it applies in any order among its neighbours
         CREATE TABLE dashboard_actions (
-            id      INTEGER PRIMARY KEY,
-            at      REAL NOT NULL,
-            user    TEXT NOT NULL,  -- the dashboard user (as typed, when a login failed)
+            id      {id},
+            at      {real} NOT NULL,
+            "user"  TEXT NOT NULL,  -- the dashboard user (as typed, when a login failed)
             role    TEXT NOT NULL,  -- viewer | operator | '' before a login
             action  TEXT NOT NULL,  -- login | logout | stop | approve | deny | pause | cancel ...
             target  TEXT NOT NULL,
@@ -411,15 +455,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             session_key TEXT PRIMARY KEY,
             model       TEXT NOT NULL,  -- a name in models:
             chosen_by   TEXT NOT NULL,  -- platform:user_id
-            chosen_at   REAL NOT NULL
+            chosen_at   {real} NOT NULL
         );
 
         -- a session's title, made once after its first exchange
         CREATE TABLE session_titles (
-            session_id INTEGER PRIMARY KEY REFERENCES sessions (id),
+            session_id {int8} PRIMARY KEY REFERENCES sessions (id),
             title      TEXT NOT NULL,
             model      TEXT NOT NULL,  -- the model id that wrote it
-            created_at REAL NOT NULL
+            created_at {real} NOT NULL
         );
 
         -- why a run used its model: default, chosen <name>, fallback <name> for <name>: <reason>
@@ -439,13 +483,13 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
-_CREATE_MIGRATIONS_TABLE = """
+MIGRATIONS_TABLE = Migration("", """
 CREATE TABLE IF NOT EXISTS migrations (
-    id         INTEGER PRIMARY KEY,  -- = the user_version this migration brings the file to
+    id         INTEGER PRIMARY KEY,  -- = how many migrations the database then has (SQLite: its user_version)
     name       TEXT NOT NULL UNIQUE,
-    applied_at REAL NOT NULL
+    applied_at {real} NOT NULL
 )
-"""
+""")
 
 
 def split_statements(sql: str) -> list[str]:
@@ -490,10 +534,10 @@ async def apply(db: aiosqlite.Connection, where: str, migrations: tuple[Migratio
         _check_not_newer(found, known, where)
         if found == 0 and await _has_foreign_tables(db):
             raise StoreCorruptError(f"not a chatgate database or corrupt: {where}; move it away or set storage.path")
-        await db.execute(_CREATE_MIGRATIONS_TABLE)
+        await db.execute(render(MIGRATIONS_TABLE, SQLITE))
         for number, migration in enumerate(migrations[found:], start=found + 1):
             log.info("applying migration %d %s to %s", number, migration.name, where)
-            for statement in split_statements(migration.sql):
+            for statement in split_statements(render(migration, SQLITE)):
                 await db.execute(statement)
             await db.execute(
                 "INSERT INTO migrations (id, name, applied_at) VALUES (?, ?, ?)",

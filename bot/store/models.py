@@ -1,6 +1,12 @@
-"""SQL of model choice and session titles (``0014_models``), shared by the store implementations."""
+"""A conversation's model and session titles (the ``ModelStore`` port, tables of ``0014_models``),
+written once for both stores."""
 
 from __future__ import annotations
+
+import time
+
+from bot.store.base import ModelChoice, Session, SessionInfo
+from bot.store.op import Driven, count, execute, one, rows, value
 
 CHOSEN = "SELECT model, chosen_by, chosen_at FROM session_models WHERE session_key = ?"
 CHOOSE = ("INSERT INTO session_models (session_key, model, chosen_by, chosen_at) VALUES (?, ?, ?, ?)"
@@ -21,3 +27,25 @@ _SESSIONS = (  # a subquery: PostgreSQL orders by an output column only when it 
 )
 SESSIONS = _SESSIONS.format(archived="AND s.archived_at IS NULL")  # current ones
 ALL_SESSIONS = _SESSIONS.format(archived="")  # those /new archived too
+
+
+class ModelOps(Driven):
+    async def chosen_model(self, session_key: str) -> ModelChoice | None:
+        found = await self._read(one(CHOSEN, session_key))
+        return None if found is None else ModelChoice(*found)
+
+    async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
+        if choice is None:
+            await self._write(execute(FORGET, session_key))
+        else:
+            await self._write(execute(CHOOSE, session_key, choice.model, choice.chosen_by, choice.chosen_at))
+
+    async def set_title(self, session: Session, title: str, model: str) -> bool:
+        return await self._write(count(SET_TITLE, session.id, title, model, time.time())) == 1
+
+    async def title(self, session: Session) -> str | None:
+        found = await self._read(value(TITLE, session.id))
+        return None if found is None else str(found)
+
+    async def titled_sessions(self, last: int = 20, *, archived: bool = False) -> list[SessionInfo]:
+        return [SessionInfo(*r) for r in await self._read(rows(ALL_SESSIONS if archived else SESSIONS, last))]

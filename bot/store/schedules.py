@@ -1,22 +1,29 @@
-"""SQL of the schedule tables (``0012_schedules``), shared by the store implementations.
+"""Scheduled jobs, their occurrences and people's zones (the ``ScheduleStore`` port, tables of
+``0012_schedules``), written once for both stores.
 
 A job's ``next_at`` is its next occurrence (UTC epoch seconds); claiming an occurrence is a
 compare-and-set on it (``CLAIM_JOB``: the job must still be active and point at that
 instant) together with the insert of the occurrence's row, keyed by (job, instant), so two
-claimers of one occurrence cannot both win. Plain SQL with ``?`` placeholders: a PostgreSQL
-store numbers them, nothing else (a parameter compared in a CASE is cast, so that PostgreSQL
-knows its type).
+claimers of one occurrence cannot both win; each claim of a batch is a savepoint of its own.
+(A parameter compared in a CASE is cast, so that PostgreSQL knows its type.)
+
+On PostgreSQL with several instances an occurrence also names its claimer, and ``unclosed``
+takes over the dead instances' occurrences (``bot.store.pg.schedules``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from bot.conversation import ChannelInfo, Conversation
-from bot.messages import ChatType
+from bot.messages import Answer, ChatType
 from bot.session_keys import parse_key
-from bot.store.base import Job, JobKind, JobState, RuleKind, When
+from bot.store.answers import insert_answer
+from bot.store.base import Claim, Closing, Job, JobKind, JobState, Occurrence, RuleKind, When
+from bot.store.dialect import SqlDialect
+from bot.store.op import Driven, Op, count, execute, inserted, one, rows, value
 
 OCCURRENCES_KEPT = 30 * 86400  # seconds a closed occurrence's row is kept (the claim key outlives any restart)
 
@@ -32,10 +39,12 @@ COUNT_OPEN = "SELECT COUNT(*) FROM jobs WHERE person = ? AND state IN ('active',
 ONE = f"SELECT {COLUMNS} FROM jobs WHERE id = ?"
 NEXT_DUE = "SELECT MIN(next_at) FROM jobs WHERE state = 'active'"
 DUE = f"SELECT {COLUMNS} FROM jobs WHERE state = 'active' AND next_at <= ? ORDER BY next_at, id LIMIT ?"
-CLAIM_OCCURRENCE = (
-    "INSERT INTO occurrences (job_id, at, state, outcome, late, claimed_at, closed_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (job_id, at) DO NOTHING"
+_CLAIM_OCCURRENCE = (
+    "INSERT INTO occurrences (job_id, at, state, outcome, late, claimed_at, closed_at{by})"
+    " VALUES (?, ?, ?, ?, ?, ?, ?{mark}) ON CONFLICT (job_id, at) DO NOTHING"
 )
+CLAIM_OCCURRENCE = _CLAIM_OCCURRENCE.format(by="", mark="")
+CLAIM_OCCURRENCE_BY = _CLAIM_OCCURRENCE.format(by=", claimer", mark=", ?")  # PostgreSQL's name their claimer
 CLAIM_JOB = (
     "UPDATE jobs SET next_at = ?, state = ?, updated_at = ? WHERE id = ? AND state = 'active' AND next_at = ?"
 )
@@ -70,10 +79,10 @@ def listing(person: str | None, platform: str | None, chat_id: str | None,
     """The query of ``JobStore.jobs`` and its parameters."""
     where = [f"state IN ({', '.join('?' * len(states))})"]
     args: list[Any] = [str(s) for s in states]
-    for column, value in (("person", person), ("platform", platform), ("chat_id", chat_id)):
-        if value is not None:
+    for column, wanted in (("person", person), ("platform", platform), ("chat_id", chat_id)):
+        if wanted is not None:
             where.append(f"{column} = ?")
-            args.append(value)
+            args.append(wanted)
     return f"SELECT {COLUMNS} FROM jobs WHERE {' AND '.join(where)} ORDER BY id", tuple(args)
 
 
@@ -96,3 +105,112 @@ def job_from(v: Sequence[Any]) -> Job:
     return Job(id_, JobKind(kind), text, When(RuleKind(rule), zone, anchor, every, cron), conversation, creator,
                creator_name, JobState(state), next_at, reason, failures, prompt, check, created_at,
                tuple(people.split()))
+
+
+def add(d: SqlDialect, job: Job, max_per_person: int, now: float) -> Op[Job | None]:
+    if d.xact_lock:  # the cap, one request at a time
+        yield from execute(d.xact_lock, job.person)
+    if (yield from value(COUNT_OPEN, job.person)) >= max_per_person:
+        return None
+    job_id = yield from inserted(INSERT, *row(job, now))
+    found = yield from one(ONE, job_id)
+    assert found is not None
+    return job_from(found)
+
+
+def move(job_id: int, expect: Sequence[JobState], state: JobState, next_at: int | None, reason: str,
+         answer: Answer | None, now: float) -> Op[bool]:
+    changed = yield from count(update(len(expect)), str(state), next_at, reason, str(state), now, job_id,
+                               *(str(s) for s in expect))
+    if changed != 1:
+        return False
+    if answer is not None:
+        yield from insert_answer(answer)
+    return True
+
+
+def claim(claims: Sequence[Claim], now: float, claimer: str | None) -> Op[list[bool]]:
+    won = []
+    for c in claims:
+        yield from execute("SAVEPOINT claim")
+        closed = c.answer is not None  # a reminder: its answer is owed, the occurrence is over
+        occurrence = (c.job_id, c.at, "closed" if closed else "running", "sent" if closed else None, c.late, now,
+                      now if closed else None)
+        fresh = (yield from (count(CLAIM_OCCURRENCE, *occurrence) if claimer is None
+                             else count(CLAIM_OCCURRENCE_BY, *occurrence, claimer))) == 1
+        state = str(JobState.ACTIVE if c.next_at is not None else JobState.DONE)
+        if not fresh or (yield from count(CLAIM_JOB, c.next_at, state, now, c.job_id, c.at)) != 1:
+            yield from execute("ROLLBACK TO claim")  # the job moved on meanwhile: nothing of it stays
+            yield from execute("RELEASE claim")
+            won.append(False)
+            continue
+        if c.answer is not None:
+            yield from insert_answer(c.answer)
+        yield from execute(TRIM_OCCURRENCES, c.job_id, int(now) - OCCURRENCES_KEPT)
+        yield from execute("RELEASE claim")
+        won.append(True)
+    return won
+
+
+def close(closing: Closing, now: float) -> Op[int | None]:
+    """Close a running occurrence (in the caller's transaction: a turn's, or its own) and count it
+    in its job's failures in a row; those failures, or None when it was not running."""
+    c = closing
+    if (yield from count(CLOSE, c.outcome, now, c.job_id, c.at)) != 1:
+        return None
+    yield from execute(COUNT_FAILURE, c.outcome, c.outcome, now, c.job_id)
+    found = yield from value(FAILURES, c.job_id)
+    return None if found is None else int(found)
+
+
+def close_with(closing: Closing, answer: Answer | None, now: float) -> Op[int | None]:
+    failures = yield from close(closing, now)
+    if failures is not None and answer is not None:
+        yield from insert_answer(answer)
+    return failures
+
+
+class ScheduleOps(Driven):
+    async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
+        return await self._write(add(self.dialect, job, max_per_person, time.time()))
+
+    async def job(self, job_id: int) -> Job | None:
+        found = await self._read(one(ONE, job_id))
+        return None if found is None else job_from(found)
+
+    async def jobs(self, *, person: str | None = None, platform: str | None = None, chat_id: str | None = None,
+                   states: Sequence[JobState] = (JobState.ACTIVE, JobState.PAUSED)) -> list[Job]:
+        query, args = listing(person, platform, chat_id, states)
+        return [job_from(r) for r in await self._read(rows(query, *args))]
+
+    async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
+                         next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
+        return await self._write(move(job_id, expect, state, next_at, reason, answer, time.time()))
+
+    async def next_due(self) -> int | None:
+        found = await self._read(value(NEXT_DUE))
+        return None if found is None else int(found)
+
+    async def due(self, until: int, limit: int) -> list[Job]:
+        return [job_from(r) for r in await self._read(rows(DUE, until, limit))]
+
+    async def claim(self, claims: Sequence[Claim]) -> list[bool]:
+        return await self._write(claim(claims, time.time(), self._claimer))
+
+    async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
+        return await self._write(close_with(closing, answer, time.time()))
+
+    async def unclosed(self) -> list[Occurrence]:
+        take_over = self._take_over()
+        found = await (self._read(rows(UNCLOSED)) if take_over is None else self._write(take_over))
+        return [Occurrence(job_from(r), *r[WIDTH:WIDTH + 3]) for r in found]
+
+    async def zone(self, person: str) -> str | None:
+        found = await self._read(value(ZONE, person))
+        return None if found is None else str(found)
+
+    async def set_zone(self, person: str, zone: str | None) -> None:
+        if zone is None:
+            await self._write(execute(FORGET_ZONE, person))
+        else:
+            await self._write(execute(SET_ZONE, person, zone, time.time()))

@@ -1,5 +1,5 @@
-"""SQLiteStore: the Store and its side ports (pairing, answers, the dashboard's) on aiosqlite, one
-file in WAL mode.
+"""SQLiteStore: the SQLite driver of the store (every port's operations are
+``bot.store.operations``, written once), on aiosqlite, one file in WAL mode.
 
     async with SQLiteStore(path) as store:     # opened and migrated on entry
         ...
@@ -7,7 +7,7 @@ file in WAL mode.
     await store.close()                         # idempotent
 
 One connection serves everything, on aiosqlite's thread. Each operation (a read, or a
-write transaction as a whole) is one plain function queued to that thread, so operations
+write transaction as a whole) is driven whole on that thread (``drive``), so operations
 run one after another, concurrent turns never interleave, a read never sees another
 writer's uncommitted rows, and the event loop waits once per operation, not once per
 statement. A write transaction, once queued, runs to COMMIT or ROLLBACK even if its
@@ -18,13 +18,10 @@ never leave the connection mid-transaction.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sqlite3
-import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import asdict, fields, replace
+from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -33,155 +30,29 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from bot.errors import StoreCorruptError, StoreError
-from bot.llm import Message, Role, parts_from_json, parts_to_json
-from bot.messages import Answer, Attachment, AttachmentKind, ChatType, InboundMessage, Sender
-from bot.pairing import new_code, normalize_code
-from bot.store import answers as sql_answers
-from bot.store import approvals as sql_approvals
-from bot.store import browse, migrations
-from bot.store import media as sql_media
-from bot.store import models as sql_models
-from bot.store import schedules as sql_jobs
-from bot.store.base import (
-    AnswerState,
-    ApprovalRecord,
-    ApprovedSender,
-    AuditEntry,
-    Claim,
-    Closing,
-    Failure,
-    InboundRecord,
-    Job,
-    JobState,
-    ModelChoice,
-    Occurrence,
-    PairingCode,
-    Recent,
-    Session,
-    SessionInfo,
-    SessionLog,
-    SessionOf,
-    SessionSummary,
-    StoredMessage,
-    Summary,
-    Turn,
-    UsageReport,
-    UsageTotals,
-    key_of,
-)
-from bot.store.batch import GroupCommit
-from bot.tracing import Span, SpanKind, TraceRecord
+from bot.store import migrations
+from bot.store.dialect import SQLITE
+from bot.store.inbound import inbound_from_json, inbound_to_json  # re-exported
+from bot.store.op import Count, Fetch, Insert, Many, Op
+from bot.store.operations import Operations
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 MEMORY = ":memory:"
-FORGOTTEN_KEPT = 7 * 86400.0  # seconds a refused or ignored message's dedupe key is kept
 BUSY_TIMEOUT_MS = 5000
 
-# Constant SQL, so sqlite3's statement cache prepares each one once per connection.
-_CURRENT_SESSION = "SELECT id, key, created_at FROM sessions WHERE key = ? AND archived_at IS NULL"
-_ARCHIVE_SESSION = "UPDATE sessions SET archived_at = ? WHERE key = ? AND archived_at IS NULL"
-_INSERT_SESSION = "INSERT INTO sessions (key, created_at) VALUES (?, ?)"
-_HISTORY = "SELECT id, role, parts FROM messages WHERE session_id = ? AND compacted = 0 ORDER BY id"
-_HISTORY_LAST = (
-    "SELECT id, role, parts FROM messages WHERE session_id = ? AND compacted = 0 ORDER BY id DESC LIMIT ?"
-)
-_LIVE_COUNT = "SELECT COUNT(*) FROM messages WHERE session_id = ? AND compacted = 0"
-_SUMMARY_COLUMNS = "text, through_id, messages, tokens_before, tokens_after, run_id, created_at"
-_LAST_SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"
-_SUMMARY_THROUGH = "SELECT MAX(through_id) FROM summaries WHERE session_id = ?"
-_INSERT_SUMMARY = (
-    "INSERT INTO summaries (session_id, run_id, text, through_id, messages, tokens_before, tokens_after, created_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_MARK_COMPACTED = "UPDATE messages SET compacted = 1 WHERE session_id = ? AND id <= ? AND compacted = 0"
-_INSERT_MESSAGE = (
-    "INSERT INTO messages (session_id, run_id, seq, role, parts, created_at) VALUES (?, ?, ?, ?, ?, ?)"
-)
-_INSERT_USAGE = (
-    "INSERT INTO usage (session_id, run_id, model, input_tokens, output_tokens, cache_read_tokens,"
-    " cache_write_tokens, cost, created_at, person) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_PERSON_USAGE = (
-    "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost), 0.0) FROM charges WHERE person = ? AND created_at >= ?"
-)
-_INSERT_CHARGE = "INSERT INTO charges (person, run_id, tokens, cost, created_at) VALUES (?, ?, ?, ?, ?)"
-_USAGE_TOTALS = (
-    "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
-    " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
-    " COALESCE(SUM(cost), 0.0), COALESCE(SUM(run_id NOT LIKE '%-title'), 0) FROM usage WHERE session_id = ?"
-)
-_INSERT_INBOUND = (
-    "INSERT INTO inbound (platform, account, chat_id, message_id, session_key, payload, received_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (platform, account, chat_id, message_id) DO NOTHING"
-)
-_INSERT_TRACE = (
-    "INSERT OR REPLACE INTO traces (run_id, session_key, agent_id, started_at, ended_at, status, model,"
-    " input_tokens, output_tokens, cost, iterations, error, cache_read_tokens, cache_write_tokens, model_why)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_SPAN = (
-    "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
-    " is_error, preview, cache_read_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_TRACE_COLUMNS = (
-    "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
-    " iterations, error, cache_read_tokens, cache_write_tokens, model_why"
-)
-_LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
-_TRACE = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE run_id = ?"
-_LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
-_SPANS = (
-    "SELECT kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
-    " cache_read_tokens, cache_write_tokens FROM spans WHERE run_id = ? ORDER BY id"
-)
-_MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE id = ? AND answered_at IS NULL"
-_UNANSWERED = "SELECT id, session_key, payload, received_at FROM inbound WHERE answered_at IS NULL ORDER BY id"
 
-_CODE_COLUMNS = "code, platform, user_id, user_name, created_at, expires_at"
-_DROP_EXPIRED_CODES = "DELETE FROM pairing_codes WHERE approved_at IS NULL AND expires_at <= ?"
-_SENDER_CODE = (
-    f"SELECT {_CODE_COLUMNS} FROM pairing_codes"
-    " WHERE platform = ? AND user_id = ? AND approved_at IS NULL AND expires_at > ?"
-)
-_COUNT_PENDING = "SELECT COUNT(*) FROM pairing_codes WHERE origin = ? AND approved_at IS NULL AND expires_at > ?"
-_INSERT_CODE = (
-    f"INSERT INTO pairing_codes ({_CODE_COLUMNS}, origin) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (code) DO NOTHING"
-)
-_PENDING_CODES = (
-    f"SELECT {_CODE_COLUMNS} FROM pairing_codes WHERE approved_at IS NULL AND expires_at > ? ORDER BY created_at, code"
-)
-_USE_CODE = (
-    "UPDATE pairing_codes SET approved_at = ? WHERE code = ? AND approved_at IS NULL AND expires_at > ?"
-    f" RETURNING {_CODE_COLUMNS}"
-)
-_APPROVE_SENDER = (
-    "INSERT INTO approved_senders (platform, user_id, name, approved_at) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (platform, user_id) DO UPDATE SET name = excluded.name, approved_at = excluded.approved_at"
-)
-_DROP_CODE = (
-    f"DELETE FROM pairing_codes WHERE code = ? AND approved_at IS NULL AND expires_at > ? RETURNING {_CODE_COLUMNS}"
-)
-_REVOKE_SENDER = "DELETE FROM approved_senders WHERE platform = ? AND user_id = ?"
-_IS_APPROVED = "SELECT 1 FROM approved_senders WHERE platform = ? AND user_id = ?"
-_APPROVED_ALL = "SELECT platform, user_id, name, approved_at FROM approved_senders ORDER BY approved_at, platform, user_id"
-_APPROVED_OF = (
-    "SELECT platform, user_id, name, approved_at FROM approved_senders WHERE platform = ?"
-    " ORDER BY approved_at, user_id"
-)
-_CODE_ATTEMPTS = 8  # collisions among 32^8 codes: never, in practice
+class SQLiteStore(Operations):
+    """Every store port on one SQLite file (or ``":memory:"`` for tests)."""
 
-
-class SQLiteStore:
-    """The Store port on one SQLite file (or ``":memory:"`` for tests)."""
+    dialect = SQLITE
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
         self._db: aiosqlite.Connection | None = None
         self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
-        self._arrivals = GroupCommit(self._insert_inbound, self._write_later)  # inbound rows, a burst at a time
 
     @property
     def path(self) -> str:
@@ -234,507 +105,6 @@ class SQLiteStore:
     ) -> None:
         await self.close()
 
-    # -- the Store port --------------------------------------------------------------
-
-    async def record_inbound(self, msg: InboundMessage, of: SessionOf) -> int | None:
-        row = (msg.platform, msg.account, msg.chat_id, msg.message_id, key_of(of), inbound_to_json(msg), time.time())
-        inbound_id = await self._arrivals.add(row)
-        if inbound_id is None:
-            log.info("inbound %s:%s:%s is a redelivery", msg.platform, msg.chat_id, msg.message_id)
-        return inbound_id
-
-    async def _insert_inbound(self, rows: list[tuple[Any, ...]]) -> list[int | None]:
-        """A burst's rows in one transaction (``GroupCommit``); their ids, None for a redelivery."""
-
-        def write(db: sqlite3.Connection) -> list[int | None]:
-            ids: list[int | None] = []
-            for row in rows:
-                cursor = db.execute(_INSERT_INBOUND, row)
-                ids.append(cursor.lastrowid if cursor.rowcount == 1 else None)  # none: a redelivery
-            return ids
-
-        return await self._write(write)
-
-    async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
-        key = key_of(of)
-        if not fresh:
-            rows = await self._run(lambda db: db.execute(_CURRENT_SESSION, (key,)).fetchall())
-            if rows:
-                return Session(*rows[0])
-
-        def create(db: sqlite3.Connection) -> Session:
-            now = time.time()
-            if fresh:
-                db.execute(_ARCHIVE_SESSION, (now, key))
-            else:  # re-check inside the write lock: another process may have made it
-                rows = db.execute(_CURRENT_SESSION, (key,)).fetchall()
-                if rows:
-                    return Session(*rows[0])
-            cursor = db.execute(_INSERT_SESSION, (key, now))
-            assert cursor.lastrowid is not None
-            log.info("session %s: new session %d%s", key, cursor.lastrowid, " (fresh)" if fresh else "")
-            return Session(cursor.lastrowid, key, now)
-
-        return await self._write(create)
-
-    async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        rows = await self._run(lambda db: _live(db, session, limit))
-        return [Message(Role(role), parts_from_json(parts)) for _, role, parts in rows]
-
-    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
-        rows = await self._run(lambda db: _live(db, session, limit))
-        return [StoredMessage(id_, Message(Role(role), parts_from_json(parts))) for id_, role, parts in rows]
-
-    async def recent(self, session: Session, limit: int) -> Recent:
-        def read(db: sqlite3.Connection) -> tuple[list[Any], list[Any], int]:
-            summary = db.execute(_LAST_SUMMARY, (session.id,)).fetchall()
-            return summary, _live(db, session, limit), db.execute(_LIVE_COUNT, (session.id,)).fetchone()[0]
-
-        summary, rows, live = await self._run(read)
-        return Recent(Summary(*summary[0]) if summary else None,
-                      [Message(Role(role), parts_from_json(parts)) for _, role, parts in rows], int(live))
-
-    async def live_count(self, session: Session) -> int:
-        return int(await self._run(lambda db: db.execute(_LIVE_COUNT, (session.id,)).fetchone()[0]))
-
-    async def summary(self, session: Session) -> Summary | None:
-        rows = await self._run(lambda db: db.execute(_LAST_SUMMARY, (session.id,)).fetchall())
-        return Summary(*rows[0]) if rows else None
-
-    async def save_summary(self, session: Session, summary: Summary) -> bool:
-        s = summary
-        row = (session.id, s.run_id, s.text, s.through_id, s.messages, s.tokens_before, s.tokens_after,
-               s.created_at or time.time())
-
-        def write(db: sqlite3.Connection) -> bool:
-            done = db.execute(_SUMMARY_THROUGH, (session.id,)).fetchone()[0]
-            if done is not None and done >= s.through_id:
-                return False
-            db.execute(_INSERT_SUMMARY, row)
-            db.execute(_MARK_COMPACTED, (session.id, s.through_id))
-            return True
-
-        saved = await self._write(write)
-        log.info("session %s: summary through message %d %s", session.key, s.through_id,
-                 "saved" if saved else "not saved (a later one exists)")
-        return saved
-
-    async def append_turn(self, turn: Turn) -> None:
-        now = time.time()
-        sid, run_id = turn.session.id, turn.run_id
-        message_rows = [
-            (sid, run_id, seq, str(m.role), parts_to_json(m.parts), now) for seq, m in enumerate(turn.messages)
-        ]
-        u = turn.usage
-        usage_row = (
-            sid, run_id, turn.model, u.input_tokens, u.output_tokens,
-            u.cache_read_tokens, u.cache_write_tokens, turn.cost, now, None,
-        )  # fmt: skip
-        charge_rows = [(c.person, run_id, c.tokens, c.cost, now) for c in turn.charges]
-        answered_rows = [(now, inbound_id) for inbound_id in turn.inbound_ids] if turn.settle else []
-        answer = sql_answers.answer_rows(turn.answer) if turn.answer is not None else None
-        t = turn.trace
-        closes = turn.closes
-
-        def write(db: sqlite3.Connection) -> None:
-            if message_rows:
-                db.executemany(_INSERT_MESSAGE, message_rows)
-            db.execute(_INSERT_USAGE, usage_row)
-            if charge_rows:
-                db.executemany(_INSERT_CHARGE, charge_rows)
-            if answered_rows:
-                db.executemany(_MARK_ANSWERED, answered_rows)
-            if answer is not None:
-                db.execute(sql_answers.INSERT_ANSWER, answer[0])
-                db.executemany(sql_answers.INSERT_CHUNK, answer[1])
-            if closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
-                _close(db, closes, now)
-            if t is not None:
-                db.execute(_INSERT_TRACE, (
-                    t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
-                    t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
-                    t.cache_write_tokens, t.why,
-                ))  # fmt: skip
-                db.executemany(_INSERT_SPAN, [
-                    (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens,
-                     s.cost, int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens) for s in t.spans
-                ])  # fmt: skip
-
-        await self._write(write)
-        log.debug("session %s run %s: turn of %d messages stored", turn.session.key, run_id, len(message_rows))
-
-    async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
-        """Mark inbound rows answered without a turn (e.g. the sender was told it was not run)."""
-        now = time.time()
-        rows = [(now, inbound_id) for inbound_id in inbound_ids]
-        if rows:
-            await self._write(lambda db: db.executemany(_MARK_ANSWERED, rows))
-
-    async def usage(self, session: Session) -> UsageTotals:
-        i, o, cr, cw, cost, turns = await self._run(lambda db: db.execute(_USAGE_TOTALS, (session.id,)).fetchone())
-        return UsageTotals(i, o, cr, cw, float(cost), turns)
-
-    async def usage_since(self, person: str, since: float) -> tuple[int, float]:
-        tokens, cost = await self._run(lambda db: db.execute(_PERSON_USAGE, (person, since)).fetchone())
-        return int(tokens), float(cost)
-
-    async def unanswered(self) -> list[InboundRecord]:
-        week_ago = time.time() - FORGOTTEN_KEPT
-        await self._write(lambda db: db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)))
-        owed = {i for answer in await self.undelivered() for i in answer.inbound_ids}
-        rows = await self._run(lambda db: db.execute(_UNANSWERED).fetchall())
-        return [InboundRecord(id_, key, inbound_from_json(payload), received)
-                for id_, key, payload, received in rows if id_ not in owed and payload]
-
-    async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
-        row = (inbound_to_json(msg), inbound_id)
-        await self._run(lambda db: db.execute(sql_answers.UPDATE_INBOUND, row))
-
-    async def forget_inbound(self, inbound_id: int) -> None:
-        row = (time.time(), inbound_id)
-        await self._run(lambda db: db.execute(sql_answers.FORGET_INBOUND, row))
-
-    async def keep_as_context(self, inbound_id: int) -> None:
-        row = (time.time(), inbound_id)
-        await self._run(lambda db: db.execute(sql_answers.KEEP_AS_CONTEXT, row))
-
-    async def prune_context(self, before: float) -> int:
-        week_ago = time.time() - FORGOTTEN_KEPT
-
-        def write(db: sqlite3.Connection) -> int:
-            gone = db.execute(sql_answers.PRUNE_CONTEXT, (before,)).rowcount
-            return gone + db.execute(sql_answers.PRUNE_FORGOTTEN, (week_ago,)).rowcount
-
-        return await self._write(write)
-
-    async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
-        def read(db: sqlite3.Connection) -> list[TraceRecord]:
-            if session_key is None:
-                rows = db.execute(_LAST_TRACES, (last,)).fetchall()
-            else:
-                rows = db.execute(_LAST_SESSION_TRACES, (session_key, last)).fetchall()
-            return [_trace(db, row) for row in reversed(rows)]
-
-        return await self._run(read)
-
-    # -- the BrowseStore and AuditStore ports (the dashboard) --------------------------
-
-    async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
-        return await self._run(partial(browse.sessions, search=search, limit=limit))
-
-    async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
-        return await self._run(partial(browse.session_log, session_id=session_id, limit=limit))
-
-    async def trace(self, run_id: str) -> TraceRecord | None:
-        def read(db: sqlite3.Connection) -> TraceRecord | None:
-            rows = db.execute(_TRACE, (run_id,)).fetchall()
-            return _trace(db, rows[0]) if rows else None
-
-        return await self._run(read)
-
-    async def daily_usage(self, since: float) -> UsageReport:
-        return await self._run(partial(browse.daily_usage, since=since))
-
-    async def failures(self, limit: int = 20) -> list[Failure]:
-        return await self._run(partial(browse.failures, limit=limit))
-
-    async def record_action(self, entry: AuditEntry) -> None:
-        row = browse.action_row(entry)
-        await self._write(lambda db: db.execute(browse.INSERT_ACTION, row))
-
-    async def actions(self, limit: int = 50) -> list[AuditEntry]:
-        return await self._run(partial(browse.actions, limit=limit))
-
-    # -- the PairingStore port -------------------------------------------------------
-
-    async def pairing_request(
-        self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,
-        origin: str | None = None,
-    ) -> PairingCode | None:
-        where = platform if origin is None else origin
-
-        def request(db: sqlite3.Connection) -> PairingCode | None:
-            db.execute(_DROP_EXPIRED_CODES, (now,))  # housekeeping: spam never piles up
-            rows = db.execute(_SENDER_CODE, (platform, user_id, now)).fetchall()
-            if rows:
-                return PairingCode(*rows[0])
-            pending = db.execute(_COUNT_PENDING, (where, now)).fetchone()[0]
-            if pending >= max_pending:  # a waiting code is never dropped: this sender tries again later
-                log.info("pairing %s: %d requests pending from %s; none for %s until one expires or is approved",
-                         platform, pending, where, user_id)  # fmt: skip
-                return None
-            for _ in range(_CODE_ATTEMPTS):
-                code = PairingCode(new_code(), platform, user_id, name, now, now + ttl)
-                cursor = db.execute(_INSERT_CODE, (
-                    code.code, code.platform, code.user_id, code.user_name, code.created_at, code.expires_at, where,
-                ))  # fmt: skip
-                if cursor.rowcount == 1:
-                    log.info("pairing %s:%s: new code (%d pending from %s)", platform, user_id, pending + 1, where)
-                    return code
-            raise StoreError(f"could not draw an unused pairing code in {_CODE_ATTEMPTS} attempts")
-
-        return await self._write(request)
-
-    async def pending_pairings(self, now: float) -> list[PairingCode]:
-        rows = await self._run(lambda db: db.execute(_PENDING_CODES, (now,)).fetchall())
-        return [PairingCode(*row) for row in rows]
-
-    async def approve_pairing(self, code: str, now: float) -> PairingCode | None:
-        wanted = normalize_code(code)
-
-        def approve(db: sqlite3.Connection) -> PairingCode | None:
-            rows = db.execute(_USE_CODE, (now, wanted, now)).fetchall()
-            if not rows:
-                return None
-            found = PairingCode(*rows[0])
-            db.execute(_APPROVE_SENDER, (found.platform, found.user_id, found.user_name, now))
-            return found
-
-        approved = await self._write(approve)
-        if approved is None:
-            log.info("pairing: approval of an unknown, expired or used code refused")
-        else:
-            log.info("pairing %s:%s: approved", approved.platform, approved.user_id)
-        return approved
-
-    async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
-        wanted = normalize_code(code)
-        rows = await self._write(lambda db: db.execute(_DROP_CODE, (wanted, now)).fetchall())
-        if not rows:
-            log.info("pairing: denial of an unknown, expired or used code refused")
-            return None
-        denied = PairingCode(*rows[0])
-        log.info("pairing %s:%s: denied", denied.platform, denied.user_id)
-        return denied
-
-    async def revoke_sender(self, platform: str, user_id: str) -> bool:
-        cursor = await self._run(lambda db: db.execute(_REVOKE_SENDER, (platform, user_id)))  # its own transaction
-        if cursor.rowcount:
-            log.info("pairing %s:%s: approval revoked", platform, user_id)
-        return cursor.rowcount > 0
-
-    async def is_approved(self, platform: str, user_id: str) -> bool:
-        return bool(await self._run(lambda db: db.execute(_IS_APPROVED, (platform, user_id)).fetchall()))
-
-    async def approved_senders(self, platform: str | None = None) -> list[ApprovedSender]:
-        if platform is None:
-            rows = await self._run(lambda db: db.execute(_APPROVED_ALL).fetchall())
-        else:
-            rows = await self._run(lambda db: db.execute(_APPROVED_OF, (platform,)).fetchall())
-        return [ApprovedSender(*row) for row in rows]
-
-    # -- the ApprovalStore port ---------------------------------------------------------
-
-    async def add_approval(self, record: ApprovalRecord) -> None:
-        await self._write(lambda db: db.execute(sql_approvals.INSERT, sql_approvals.row(record)))
-
-    async def approval_shown(self, approval_id: str, question_id: str, buttons: bool) -> None:
-        await self._write(lambda db: db.execute(sql_approvals.SHOWN, (question_id, int(buttons), approval_id)))
-
-    async def settle_approval(self, approval_id: str, outcome: str, decision: str | None, decided_by: str | None,
-                              at: float) -> bool:
-        cursor = await self._write(lambda db: db.execute(sql_approvals.SETTLE,
-                                                         (outcome, decision, decided_by, at, approval_id)))
-        return cursor.rowcount == 1
-
-    async def approval(self, approval_id: str) -> ApprovalRecord | None:
-        rows = await self._run(lambda db: db.execute(sql_approvals.ONE, (approval_id,)).fetchall())
-        return sql_approvals.record(rows[0]) if rows else None
-
-    async def pending_approvals(self) -> list[ApprovalRecord]:
-        rows = await self._run(lambda db: db.execute(sql_approvals.PENDING).fetchall())
-        return [sql_approvals.record(r) for r in rows]
-
-    async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
-        await self._write(lambda db: db.execute(sql_approvals.GRANT, (scope, holder, tool, shape, granted_by, at)))
-
-    async def granted(self, scope: str, holder: str, tool: str, shape: str, since: float = 0.0) -> bool:
-        rows = await self._run(lambda db: db.execute(sql_approvals.GRANTED,
-                                                     (scope, holder, tool, shape, since)).fetchall())
-        return bool(rows)
-
-    # -- the ScheduleStore port ---------------------------------------------------------
-
-    async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
-        values = sql_jobs.row(job, time.time())
-
-        def write(db: sqlite3.Connection) -> Job | None:
-            if db.execute(sql_jobs.COUNT_OPEN, (job.person,)).fetchone()[0] >= max_per_person:
-                return None
-            cursor = db.execute(sql_jobs.INSERT, values)
-            return sql_jobs.job_from(db.execute(sql_jobs.ONE, (cursor.lastrowid,)).fetchone())
-
-        return await self._write(write)
-
-    async def job(self, job_id: int) -> Job | None:
-        rows = await self._run(lambda db: db.execute(sql_jobs.ONE, (job_id,)).fetchall())
-        return sql_jobs.job_from(rows[0]) if rows else None
-
-    async def jobs(self, *, person: str | None = None, platform: str | None = None, chat_id: str | None = None,
-                   states: Sequence[JobState] = (JobState.ACTIVE, JobState.PAUSED)) -> list[Job]:
-        query, args = sql_jobs.listing(person, platform, chat_id, states)
-        return [sql_jobs.job_from(r) for r in await self._run(lambda db: db.execute(query, args).fetchall())]
-
-    async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
-                         next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
-        args = (str(state), next_at, reason, str(state), time.time(), job_id, *(str(s) for s in expect))
-        owed = sql_answers.answer_rows(answer) if answer is not None else None
-
-        def write(db: sqlite3.Connection) -> bool:
-            if db.execute(sql_jobs.update(len(expect)), args).rowcount != 1:
-                return False
-            if owed is not None:
-                db.execute(sql_answers.INSERT_ANSWER, owed[0])
-                db.executemany(sql_answers.INSERT_CHUNK, owed[1])
-            return True
-
-        return await self._write(write)
-
-    async def next_due(self) -> int | None:
-        value = await self._run(lambda db: db.execute(sql_jobs.NEXT_DUE).fetchone()[0])
-        return None if value is None else int(value)
-
-    async def due(self, until: int, limit: int) -> list[Job]:
-        rows = await self._run(lambda db: db.execute(sql_jobs.DUE, (until, limit)).fetchall())
-        return [sql_jobs.job_from(r) for r in rows]
-
-    async def claim(self, claims: Sequence[Claim]) -> list[bool]:
-        now = time.time()
-
-        def write(db: sqlite3.Connection) -> list[bool]:
-            won = []
-            for c in claims:
-                db.execute("SAVEPOINT claim")
-                closed = c.answer is not None  # a reminder: its answer is owed, the occurrence is over
-                fresh = db.execute(sql_jobs.CLAIM_OCCURRENCE, (
-                    c.job_id, c.at, "closed" if closed else "running", "sent" if closed else None, c.late, now,
-                    now if closed else None)).rowcount == 1
-                state = str(JobState.ACTIVE if c.next_at is not None else JobState.DONE)
-                if not fresh or db.execute(sql_jobs.CLAIM_JOB, (c.next_at, state, now, c.job_id, c.at)).rowcount != 1:
-                    db.execute("ROLLBACK TO claim")
-                    db.execute("RELEASE claim")
-                    won.append(False)
-                    continue
-                if c.answer is not None:
-                    row, chunks = sql_answers.answer_rows(c.answer)
-                    db.execute(sql_answers.INSERT_ANSWER, row)
-                    db.executemany(sql_answers.INSERT_CHUNK, chunks)
-                db.execute(sql_jobs.TRIM_OCCURRENCES, (c.job_id, int(now) - sql_jobs.OCCURRENCES_KEPT))
-                db.execute("RELEASE claim")
-                won.append(True)
-            return won
-
-        return await self._write(write)
-
-    async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
-        now = time.time()
-        owed = sql_answers.answer_rows(answer) if answer is not None else None
-
-        def write(db: sqlite3.Connection) -> int | None:
-            failures = _close(db, closing, now)
-            if failures is not None and owed is not None:
-                db.execute(sql_answers.INSERT_ANSWER, owed[0])
-                db.executemany(sql_answers.INSERT_CHUNK, owed[1])
-            return failures
-
-        return await self._write(write)
-
-    async def unclosed(self) -> list[Occurrence]:
-        rows = await self._run(lambda db: db.execute(sql_jobs.UNCLOSED).fetchall())
-        return [Occurrence(sql_jobs.job_from(r), *r[sql_jobs.WIDTH:sql_jobs.WIDTH + 3]) for r in rows]
-
-    async def zone(self, person: str) -> str | None:
-        rows = await self._run(lambda db: db.execute(sql_jobs.ZONE, (person,)).fetchall())
-        return rows[0][0] if rows else None
-
-    async def set_zone(self, person: str, zone: str | None) -> None:
-        if zone is None:
-            await self._write(lambda db: db.execute(sql_jobs.FORGET_ZONE, (person,)))
-        else:
-            row = (person, zone, time.time())
-            await self._write(lambda db: db.execute(sql_jobs.SET_ZONE, row))
-
-    # -- the ModelStore port -------------------------------------------------------------
-
-    async def chosen_model(self, session_key: str) -> ModelChoice | None:
-        rows = await self._run(lambda db: db.execute(sql_models.CHOSEN, (session_key,)).fetchall())
-        return ModelChoice(*rows[0]) if rows else None
-
-    async def choose_model(self, session_key: str, choice: ModelChoice | None) -> None:
-        if choice is None:
-            await self._write(lambda db: db.execute(sql_models.FORGET, (session_key,)))
-        else:
-            row = (session_key, choice.model, choice.chosen_by, choice.chosen_at)
-            await self._write(lambda db: db.execute(sql_models.CHOOSE, row))
-
-    async def set_title(self, session: Session, title: str, model: str) -> bool:
-        row = (session.id, title, model, time.time())
-        cursor = await self._write(lambda db: db.execute(sql_models.SET_TITLE, row))
-        return cursor.rowcount == 1
-
-    async def title(self, session: Session) -> str | None:
-        rows = await self._run(lambda db: db.execute(sql_models.TITLE, (session.id,)).fetchall())
-        return str(rows[0][0]) if rows else None
-
-    async def titled_sessions(self, last: int = 20, *, archived: bool = False) -> list[SessionInfo]:
-        query = sql_models.ALL_SESSIONS if archived else sql_models.SESSIONS
-        rows = await self._run(lambda db: db.execute(query, (last,)).fetchall())
-        return [SessionInfo(*row) for row in rows]
-
-    # -- the AnswerStore port (hot path: one transaction per delivered chunk) ------------
-
-    async def store_answer(self, answer: Answer) -> None:
-        row, chunks = sql_answers.answer_rows(answer)
-
-        def write(db: sqlite3.Connection) -> None:
-            db.execute(sql_answers.INSERT_ANSWER, row)
-            db.executemany(sql_answers.INSERT_CHUNK, chunks)
-
-        await self._write(write)
-
-    async def undelivered(self) -> list[Answer]:
-        def read(db: sqlite3.Connection) -> list[Answer]:
-            return [sql_answers.answer_from(row, db.execute(sql_answers.CHUNKS_OF, (row[0],)).fetchall())
-                    for row in db.execute(sql_answers.UNDELIVERED).fetchall()]
-
-        return await self._run(read)
-
-    async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
-        now = time.time()
-        last = index == len(answer.chunks) - 1
-
-        def write(db: sqlite3.Connection) -> None:
-            db.execute(sql_answers.CHUNK_SENT, (message_id, now, answer.id, index))
-            if last:
-                _settle_answer(db, answer, now, given_up=False)
-
-        await self._write(write)
-
-    async def give_up(self, answer: Answer) -> None:
-        now = time.time()
-        await self._write(lambda db: _settle_answer(db, answer, now, given_up=True))
-
-    async def answer_state(self, answer_id: str) -> AnswerState | None:
-        row = await self._run(lambda db: db.execute(sql_answers.ANSWER_STATE, (answer_id,)).fetchone())
-        return sql_answers.state_of(row)
-
-    # -- the MediaStore port -------------------------------------------------------------
-
-    async def voice_mode(self, platform: str, chat_id: str) -> str | None:
-        row = await self._run(lambda db: db.execute(sql_media.VOICE_MODE, (platform, chat_id)).fetchone())
-        return str(row[0]) if row else None
-
-    async def set_voice_mode(self, platform: str, chat_id: str, mode: str) -> None:
-        now = time.time()
-        await self._write(lambda db: db.execute(sql_media.SET_VOICE_MODE, (platform, chat_id, mode, now)))
-
-    async def record_audio(self, person: str, seconds: float, at: float) -> None:
-        await self._write(lambda db: db.execute(sql_media.RECORD_AUDIO, (person, seconds, at)))
-
-    async def audio_since(self, person: str, since: float) -> float:
-        row = await self._run(lambda db: db.execute(sql_media.AUDIO_SINCE, (person, since)).fetchone())
-        return float(row[0])
-
     # -- internals -------------------------------------------------------------------
 
     def _conn(self) -> aiosqlite.Connection:
@@ -750,7 +120,7 @@ class SQLiteStore:
         db = self._conn()
         return await db._execute(operation, db._conn)  # noqa: SLF001
 
-    def _write_later(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Start ``work`` (a write) in a task the store holds until it is done, so that no
         caller's cancellation can orphan it."""
         task = asyncio.ensure_future(work)
@@ -758,10 +128,15 @@ class SQLiteStore:
         task.add_done_callback(self._writes.discard)
         return task
 
-    async def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``body`` in one IMMEDIATE transaction, shielded from cancellation: once
-        queued, it runs to COMMIT or ROLLBACK whatever happens to its caller."""
-        task = self._write_later(self._run(partial(_transaction, body, self._path)))
+    async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
+        """``operation`` on the connection's thread, in one hop; its statements never
+        interleave with another operation's (one connection, one thread), snapshot or not."""
+        return await self._run(partial(drive, operation=operation))
+
+    async def _write(self, operation: Op[T]) -> T:
+        """``operation`` in one IMMEDIATE transaction, in one hop, shielded from cancellation:
+        once queued, it runs to COMMIT or ROLLBACK whatever happens to its caller."""
+        task = self._own(self._run(partial(_transaction, operation, self._path)))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -769,10 +144,32 @@ class SQLiteStore:
             raise
 
 
-def _transaction(body: Callable[[sqlite3.Connection], T], path: str, db: sqlite3.Connection) -> T:
+def drive(db: sqlite3.Connection, operation: Op[T]) -> T:
+    """Run ``operation`` on ``db`` (on the connection's thread): each request it yields is
+    executed there and its result sent back."""
+    result: Any = None
+    try:
+        while True:
+            request = operation.send(result)
+            if type(request) is Fetch:
+                result = db.execute(request.sql, request.args).fetchall()
+            elif type(request) is Count:
+                result = db.execute(request.sql, request.args).rowcount
+            elif type(request) is Insert:
+                cursor = db.execute(request.sql, request.args)
+                result = cursor.lastrowid if cursor.rowcount == 1 else None
+            else:
+                assert type(request) is Many
+                db.executemany(request.sql, request.rows)
+                result = None
+    except StopIteration as done:
+        return done.value
+
+
+def _transaction(operation: Op[T], path: str, db: sqlite3.Connection) -> T:
     db.execute("BEGIN IMMEDIATE")
     try:
-        result = body(db)
+        result = drive(db, operation)
         db.execute("COMMIT")
     except BaseException:
         try:
@@ -781,44 +178,6 @@ def _transaction(body: Callable[[sqlite3.Connection], T], path: str, db: sqlite3
             log.debug("store %s: nothing to roll back", path)
         raise
     return result
-
-
-def _trace(db: sqlite3.Connection, row: tuple[Any, ...]) -> TraceRecord:
-    spans = tuple(
-        Span(SpanKind(kind), name, started, duration, i, o, cost, bool(err), preview, cr, cw)
-        for kind, name, started, duration, i, o, cost, err, preview, cr, cw in db.execute(_SPANS, (row[0],))
-    )
-    head = TraceRecord(*row[:12])  # the columns up to ``error``, in order
-    return replace(head, spans=spans, cache_read_tokens=row[12], cache_write_tokens=row[13], why=row[14])
-
-
-def _live(db: sqlite3.Connection, session: Session, limit: int | None) -> list[Any]:
-    """The session's live (not compacted) message rows, oldest first: all, or the last ``limit``."""
-    if limit is not None and limit < 0:
-        raise ValueError(f"history limit must be >= 0, not {limit}")
-    if limit == 0:
-        return []
-    if limit is None:
-        return db.execute(_HISTORY, (session.id,)).fetchall()
-    rows = db.execute(_HISTORY_LAST, (session.id, limit)).fetchall()
-    rows.reverse()
-    return rows
-
-
-def _close(db: sqlite3.Connection, closing: Closing, now: float) -> int | None:
-    """Close a running occurrence and count it in its job's failures in a row; those failures,
-    or None when it was not running."""
-    c = closing
-    if db.execute(sql_jobs.CLOSE, (c.outcome, now, c.job_id, c.at)).rowcount != 1:
-        return None
-    db.execute(sql_jobs.COUNT_FAILURE, (c.outcome, c.outcome, now, c.job_id))
-    found = db.execute(sql_jobs.FAILURES, (c.job_id,)).fetchone()
-    return int(found[0]) if found else None
-
-
-def _settle_answer(db: sqlite3.Connection, answer: Answer, now: float, *, given_up: bool) -> None:
-    db.execute(sql_answers.ANSWER_DONE, (now, int(given_up), answer.id))
-    db.executemany(_MARK_ANSWERED, [(now, inbound_id) for inbound_id in answer.inbound_ids])
 
 
 async def open_store(path: str | os.PathLike[str]) -> SQLiteStore:
@@ -845,27 +204,4 @@ def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
         log.error("a store write whose caller was cancelled failed", exc_info=exc)
 
 
-# -- inbound payloads (shared with a future PostgreSQL store) ---------------------------
-
-
-def inbound_to_json(msg: InboundMessage) -> str:
-    """The message as JSON, attachments without their inline ``data``."""
-    stripped = replace(msg, attachments=tuple(replace(a, data=None) for a in msg.attachments))
-    # ASCII JSON: text with lone surrogates (invalid UTF-8) is stored escaped, not lost
-    return json.dumps(asdict(stripped), separators=(",", ":"))
-
-
-def inbound_from_json(raw: str) -> InboundMessage:
-    """Inverse of ``inbound_to_json``; keys a newer or older version wrote are ignored."""
-    d: dict[str, Any] = json.loads(raw)
-    d["chat_type"] = ChatType(d["chat_type"])
-    d["sender"] = Sender(**_known(Sender, d["sender"]))
-    d["attachments"] = tuple(
-        Attachment(**_known(Attachment, {**a, "kind": AttachmentKind(a["kind"])})) for a in d.get("attachments", ())
-    )
-    return InboundMessage(**_known(InboundMessage, d))
-
-
-def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
+__all__ = ["MEMORY", "SQLiteStore", "drive", "inbound_from_json", "inbound_to_json", "open_store"]

@@ -1,27 +1,23 @@
-"""The store on PostgreSQL (asyncpg, a pool): the same ports and the same named migrations as
-the SQLite store, for several instances of one bot (``storage.url: postgresql://...``).
+"""The store on PostgreSQL (asyncpg, a pool): the same ports, written once
+(``bot.store.operations``), and the same named migrations, for several instances of one bot
+(``storage.url: postgresql://...``).
 
-Each port is a small module with its SQL and a mixin on ``PgBase`` (``inbound``, ``history``,
-``answers``, ``pairing``, ``approvals``, ``media``, ``schedules``, ``models``, ``browse``); a new port is one more module and one more base of
-``PostgresStore``, and its tables one more entry in ``schema.DIALECT``.
+``base`` is the driver (the pool, a read, a write in one transaction, ``schema`` the
+migrations); what only several instances need, with no SQLite twin, is here too: a turn's
+commit fenced by its lane's lease (``history``), scheduled occurrences claimed per instance
+and taken over from dead ones (``schedules``), and the SQL the cluster shares (``answers``,
+``inbound``, ``sql``).
 """
 
 from __future__ import annotations
 
-from bot.store.pg.answers import PgAnswers
-from bot.store.pg.approvals import PgApprovals
-from bot.store.pg.base import safe_url
-from bot.store.pg.browse import PgBrowse
-from bot.store.pg.history import PgHistory
-from bot.store.pg.inbound import PgInbound
-from bot.store.pg.media import PgMedia
-from bot.store.pg.models import PgModels
-from bot.store.pg.pairing import PgPairing
-from bot.store.pg.schedules import PgSchedules
+from bot.store.operations import Operations
+from bot.store.pg.base import PgBase, safe_url
+from bot.store.pg.history import PgFencing
+from bot.store.pg.schedules import PgClaims
 
 
-class PostgresStore(PgInbound, PgHistory, PgAnswers, PgPairing, PgApprovals, PgMedia, PgSchedules, PgModels,
-                    PgBrowse):
+class PostgresStore(PgFencing, PgClaims, PgBase, Operations):
     """Every store port on one PostgreSQL database; ``async with PostgresStore(url) as store``."""
 
 

@@ -1,16 +1,17 @@
-"""What every part of the PostgreSQL store shares: the pool, its lifecycle and two ways in.
+"""The PostgreSQL driver of the store: the pool, its lifecycle, and running an operation
+(``bot.store.op``) on a pooled connection, its ``?`` numbered (``drive``).
 
-``_read`` runs a function on a pooled connection; ``_write`` runs one in a transaction, in a
-task the store holds and shields, so that (as in the SQLite store) a write once started runs
-to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it. Each port
-is a mixin on this class (``bot.store.pg.*``); ``PostgresStore`` puts them together.
+``_read`` runs it outside a transaction (or in a read-only snapshot); ``_write`` in one
+transaction, in a task the store holds and shields, so that (as on SQLite) a write once started
+runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it.
+``PostgresStore`` is this, the operations written once, and what only several instances need.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -20,14 +21,16 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
 from bot.store.base import LaneLost
+from bot.store.dialect import POSTGRES
+from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
 from bot.store.pg import schema
+from bot.store.pg.sql import numbered, returning_id
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Connection = asyncpg.Connection | PoolConnectionProxy  # a connection of its own, or one lent by the pool
 Db = asyncpg.Pool | Connection  # where a single statement may run
-Work = Callable[[Connection], Awaitable[T]]
 CONNECT_TIMEOUT = 10.0
 
 
@@ -41,8 +44,10 @@ def safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PgBase:
+class PgBase(Driven):
     """The pool and its lifecycle; subclasses add the ports."""
+
+    dialect = POSTGRES
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self._url = url
@@ -101,24 +106,30 @@ class PgBase:
                         tb: TracebackType | None) -> None:
         await self.close()
 
-    async def _read(self, work: Work[T]) -> T:
+    async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
+        """``operation`` on a pooled connection, each statement on its own; ``snapshot``: in one
+        read-only REPEATABLE READ transaction, so that its statements see the same moment."""
         async with self.pool.acquire() as conn:
-            return await work(conn)
+            if not snapshot:
+                return await drive(conn, operation)
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                return await drive(conn, operation)
 
-    async def _write(self, work: Work[T]) -> T:
-        """``work`` in one transaction, shielded from the caller's cancellation."""
-        task = self._own(self._transaction(work))
+    async def _write(self, operation: Op[T]) -> T:
+        """``operation`` in one transaction, in a task the store holds and shields: once started,
+        it runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it."""
+        task = self._own(self._transaction(operation))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             task.add_done_callback(_log_abandoned_failure)
             raise
 
-    async def _transaction(self, work: Work[T]) -> T:
+    async def _transaction(self, operation: Op[T]) -> T:
         async with self.pool.acquire() as conn, conn.transaction():
-            return await work(conn)
+            return await drive(conn, operation)
 
-    def _own(self, work: Awaitable[T]) -> asyncio.Task[T]:
+    def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.ensure_future(work)
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
@@ -133,6 +144,33 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     advisory locks only ``pg_advisory_xact_lock``. So asyncpg's default reset query
     (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``) would only cost one more
     round trip, and one more transaction on the server, per borrow: about 13 per message."""
+
+
+async def drive(conn: Connection, operation: Op[T]) -> T:
+    """Run ``operation`` on ``conn``: each request it yields is executed there (its ``?``
+    numbered) and its result sent back."""
+    result: Any = None
+    try:
+        while True:
+            request = operation.send(result)
+            if type(request) is Fetch:
+                result = [tuple(r) for r in await conn.fetch(numbered(request.sql), *request.args)]
+            elif type(request) is Count:
+                result = changed(await conn.execute(numbered(request.sql), *request.args))
+            elif type(request) is Insert:
+                result = await conn.fetchval(returning_id(request.sql), *request.args)
+            else:
+                assert type(request) is Many
+                await conn.executemany(numbered(request.sql), request.rows)
+                result = None
+    except StopIteration as done:
+        return done.value
+
+
+def changed(status: str) -> int:
+    """The row count of a command status such as ``UPDATE 1`` or ``INSERT 0 3`` (0 for ``SAVEPOINT``)."""
+    tail = status.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:

@@ -1,16 +1,27 @@
-"""SQL written once for both dialects (``?`` placeholders numbered for PostgreSQL), and the
+"""The PostgreSQL side of the SQL: the ``?`` of the statements written once, numbered
+(``numbered``; what only PostgreSQL runs, the cluster's statements, the fence, the take-over,
+is written with ``$1`` ... and passes through unchanged), the database's clock, and the
 cluster's liveness condition that both the cluster and the store's claims use."""
 
 from __future__ import annotations
 
 import itertools
 import re
+from functools import lru_cache
 
 
+@lru_cache(maxsize=1024)
 def numbered(statement: str) -> str:
-    """``?`` -> ``$1``, ``$2`` ... in order (the shared statements hold no ``?`` in a literal)."""
+    """``?`` -> ``$1``, ``$2`` ... in order (the shared statements hold no ``?`` in a literal); cached,
+    as the statements are few (a list parameter is one array, whatever its length)."""
     counter = itertools.count(1)
     return re.sub(r"\?", lambda _: f"${next(counter)}", statement)
+
+
+@lru_cache(maxsize=64)
+def returning_id(insert: str) -> str:
+    """An INSERT of one row (numbered) that gives back the new row's id."""
+    return numbered(insert) + " RETURNING id"
 
 
 NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one clock for every instance

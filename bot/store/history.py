@@ -1,0 +1,229 @@
+"""Sessions, their messages and summaries, usage, charges and traces (the ``Store`` port's
+history half and the ``SummaryStore``), written once for both stores.
+
+A turn is one transaction: its messages, usage, charges, answer, settled inbound rows, closed
+occurrence and trace. On PostgreSQL with several instances it first checks its lane's lease
+(the driver's ``_turn_guard``, ``bot.store.pg.history``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+from bot.llm import Message, Role, parts_from_json, parts_to_json
+from bot.store.answers import insert_answer
+from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
+from bot.store.dialect import SqlDialect
+from bot.store.inbound import mark_answered
+from bot.store.op import Driven, Op, Row, execute, inserted, many, one, rows, value
+from bot.store.schedules import close
+from bot.tracing import Span, SpanKind, TraceRecord
+
+log = logging.getLogger(__name__)
+
+CURRENT_SESSION = "SELECT id, key, created_at FROM sessions WHERE key = ? AND archived_at IS NULL"
+ARCHIVE_SESSION = "UPDATE sessions SET archived_at = ? WHERE key = ? AND archived_at IS NULL"
+NEW_SESSION = ("INSERT INTO sessions (key, created_at) VALUES (?, ?)"
+               " ON CONFLICT (key) WHERE archived_at IS NULL DO NOTHING")
+_LIVE = "FROM messages WHERE session_id = ? AND compacted = 0"
+HISTORY = f"SELECT id, role, parts {_LIVE} ORDER BY id"
+HISTORY_LAST = f"SELECT id, role, parts {_LIVE} ORDER BY id DESC LIMIT ?"
+LIVE_COUNT = f"SELECT COUNT(*) {_LIVE}"
+_SUMMARY_COLUMNS = "text, through_id, messages, tokens_before, tokens_after, run_id, created_at"
+LAST_SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"
+LOCK_SESSION = "SELECT id FROM sessions WHERE id = ?"  # with the dialect's FOR UPDATE
+SUMMARY_THROUGH = "SELECT MAX(through_id) FROM summaries WHERE session_id = ?"
+INSERT_SUMMARY = (
+    "INSERT INTO summaries (session_id, run_id, text, through_id, messages, tokens_before, tokens_after, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+MARK_COMPACTED = "UPDATE messages SET compacted = 1 WHERE session_id = ? AND id <= ? AND compacted = 0"
+INSERT_MESSAGE = "INSERT INTO messages (session_id, run_id, seq, role, parts, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+INSERT_USAGE = (
+    "INSERT INTO usage (session_id, run_id, model, input_tokens, output_tokens, cache_read_tokens,"
+    " cache_write_tokens, cost, created_at, person) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_CHARGE = "INSERT INTO charges (person, run_id, tokens, cost, created_at) VALUES (?, ?, ?, ?, ?)"
+PERSON_USAGE = (
+    "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost), 0.0) FROM charges WHERE person = ? AND created_at >= ?"
+)
+USAGE_TOTALS = (  # a title's model call is no turn
+    "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
+    " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0), COALESCE(SUM(cost), 0.0),"
+    " COALESCE(SUM(CASE WHEN run_id NOT LIKE '%-title' THEN 1 ELSE 0 END), 0) FROM usage WHERE session_id = ?"
+)
+_TRACE_COLUMNS = (
+    "run_id, session_key, agent_id, started_at, ended_at, status, model, input_tokens, output_tokens, cost,"
+    " iterations, error, cache_read_tokens, cache_write_tokens, model_why"
+)
+_TRACE_VALUES = ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in _TRACE_COLUMNS.split(",")[1:])
+INSERT_TRACE = (f"INSERT INTO traces ({_TRACE_COLUMNS}) VALUES ({', '.join('?' * 15)})"
+                f" ON CONFLICT (run_id) DO UPDATE SET {_TRACE_VALUES}")
+INSERT_SPAN = (
+    "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
+    " is_error, preview, cache_read_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
+LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
+TRACE = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE run_id = ?"
+_SPANS = (
+    "SELECT run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
+    " cache_read_tokens, cache_write_tokens FROM spans WHERE {runs} ORDER BY id"
+)
+_RUNS_AT_ONCE = 500  # traces whose spans one statement reads
+
+
+def new_session(key: str, fresh: bool, now: float) -> Op[tuple[Session, bool]]:
+    """The key's current session, made now (True) unless another caller made it meanwhile (False);
+    ``fresh`` archives the current one first."""
+    if fresh:
+        yield from execute(ARCHIVE_SESSION, now, key)
+    made = yield from inserted(NEW_SESSION, key, now)
+    if made is None:
+        found = yield from one(CURRENT_SESSION, key)
+        assert found is not None
+        return Session(*found), False
+    return Session(made, key, now), True
+
+
+def live(session: Session, limit: int | None) -> Op[list[Row]]:
+    """The session's live (not compacted) message rows, oldest first: all, or the last ``limit``."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"history limit must be >= 0, not {limit}")
+    if limit == 0:
+        return []
+    if limit is None:
+        return (yield from rows(HISTORY, session.id))
+    return (yield from rows(HISTORY_LAST, session.id, limit))[::-1]
+
+
+def recent(session: Session, limit: int) -> Op[Recent]:
+    summary = yield from one(LAST_SUMMARY, session.id)
+    found = yield from live(session, limit)
+    live_count = yield from value(LIVE_COUNT, session.id)
+    return Recent(None if summary is None else Summary(*summary), _messages(found), int(live_count))
+
+
+def save_summary(d: SqlDialect, session: Session, s: Summary, now: float) -> Op[bool]:
+    if d.for_update:  # one compaction of a session at a time (SQLite's writers take turns anyway)
+        yield from execute(LOCK_SESSION + d.for_update, session.id)
+    done = yield from value(SUMMARY_THROUGH, session.id)
+    if done is not None and done >= s.through_id:
+        return False
+    yield from execute(INSERT_SUMMARY, session.id, s.run_id, s.text, s.through_id, s.messages, s.tokens_before,
+                       s.tokens_after, s.created_at or now)
+    yield from execute(MARK_COMPACTED, session.id, s.through_id)
+    return True
+
+
+def append_turn(d: SqlDialect, turn: Turn, now: float, guard: Op[None] | None) -> Op[None]:
+    if guard is not None:
+        yield from guard
+    sid, run_id = turn.session.id, turn.run_id
+    yield from many(INSERT_MESSAGE, [(sid, run_id, seq, str(m.role), parts_to_json(m.parts), now)
+                                     for seq, m in enumerate(turn.messages)])
+    u = turn.usage
+    yield from execute(INSERT_USAGE, sid, run_id, turn.model, u.input_tokens, u.output_tokens, u.cache_read_tokens,
+                       u.cache_write_tokens, turn.cost, now, None)
+    yield from many(INSERT_CHARGE, [(c.person, run_id, c.tokens, c.cost, now) for c in turn.charges])
+    if turn.settle:
+        yield from mark_answered(d, turn.inbound_ids, now)
+    if turn.answer is not None:
+        yield from insert_answer(turn.answer)
+    if turn.closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
+        yield from close(turn.closes, now)
+    if (t := turn.trace) is not None:
+        yield from execute(INSERT_TRACE, t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status,
+                           t.model, t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,
+                           t.cache_read_tokens, t.cache_write_tokens, t.why)
+        yield from many(INSERT_SPAN, [
+            (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens, s.cost,
+             int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens) for s in t.spans])
+
+
+def with_spans(d: SqlDialect, trace_rows: list[Row]) -> Op[list[TraceRecord]]:
+    """The traces of rows of ``_TRACE_COLUMNS``, in their order, each with its spans."""
+    spans: dict[str, list[Span]] = {}
+    runs = [row[0] for row in trace_rows]
+    for start in range(0, len(runs), _RUNS_AT_ONCE):
+        where, args = d.any_of("run_id", runs[start:start + _RUNS_AT_ONCE], "text")
+        for r in (yield from rows(_SPANS.format(runs=where), *args)):
+            spans.setdefault(r[0], []).append(Span(SpanKind(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]),
+                                                   r[9], r[10], r[11]))
+    return [replace(TraceRecord(*row[:12]),  # the columns up to ``error``, in order
+                    spans=tuple(spans.get(row[0], ())), cache_read_tokens=row[12], cache_write_tokens=row[13],
+                    why=row[14])
+            for row in trace_rows]
+
+
+def traces(d: SqlDialect, session_key: str | None, last: int) -> Op[list[TraceRecord]]:
+    found = yield from (rows(LAST_TRACES, last) if session_key is None
+                        else rows(LAST_SESSION_TRACES, session_key, last))
+    return (yield from with_spans(d, found[::-1]))
+
+
+def trace(d: SqlDialect, run_id: str) -> Op[TraceRecord | None]:
+    found = yield from with_spans(d, (yield from rows(TRACE, run_id)))
+    return found[0] if found else None
+
+
+def _messages(found: list[Row]) -> list[Message]:
+    return [Message(Role(role), parts_from_json(parts)) for _, role, parts in found]
+
+
+class HistoryOps(Driven):
+    async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
+        key = key_of(of)
+        if not fresh:
+            found = await self._read(one(CURRENT_SESSION, key))
+            if found is not None:
+                return Session(*found)
+        session, made = await self._write(new_session(key, fresh, time.time()))
+        if made:
+            log.info("session %s: new session %d%s", key, session.id, " (fresh)" if fresh else "")
+        return session
+
+    async def history(self, session: Session, limit: int | None = None) -> list[Message]:
+        return _messages(await self._read(live(session, limit)))
+
+    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
+        return [StoredMessage(id_, Message(Role(role), parts_from_json(parts)))
+                for id_, role, parts in await self._read(live(session, limit))]
+
+    async def recent(self, session: Session, limit: int) -> Recent:
+        return await self._read(recent(session, limit), snapshot=True)
+
+    async def live_count(self, session: Session) -> int:
+        return int(await self._read(value(LIVE_COUNT, session.id)))
+
+    async def summary(self, session: Session) -> Summary | None:
+        found = await self._read(one(LAST_SUMMARY, session.id))
+        return None if found is None else Summary(*found)
+
+    async def save_summary(self, session: Session, summary: Summary) -> bool:
+        saved = await self._write(save_summary(self.dialect, session, summary, time.time()))
+        log.info("session %s: summary through message %d %s", session.key, summary.through_id,
+                 "saved" if saved else "not saved (a later one exists)")
+        return saved
+
+    async def append_turn(self, turn: Turn) -> None:
+        adds = bool(turn.messages or turn.inbound_ids or turn.answer is not None or turn.closes is not None)
+        guard = self._turn_guard(turn) if adds else None
+        await self._write(append_turn(self.dialect, turn, time.time(), guard))
+        log.debug("session %s run %s: turn of %d messages stored", turn.session.key, turn.run_id, len(turn.messages))
+
+    async def usage(self, session: Session) -> UsageTotals:
+        found = await self._read(one(USAGE_TOTALS, session.id))
+        assert found is not None, "an aggregate has a row"
+        i, o, cr, cw, cost, turns = found
+        return UsageTotals(int(i), int(o), int(cr), int(cw), float(cost), int(turns))
+
+    async def usage_since(self, person: str, since: float) -> tuple[int, float]:
+        found = await self._read(one(PERSON_USAGE, person, since))
+        assert found is not None, "an aggregate has a row"
+        return int(found[0]), float(found[1])
+
+    async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
+        return await self._read(traces(self.dialect, session_key, last))

@@ -1,0 +1,141 @@
+"""A store operation, written once for both drivers (sans-I/O).
+
+An operation is a generator: it yields requests (a statement with ``?`` placeholders and its
+arguments) and is sent back each one's result; what it returns is the operation's result. It
+does no I/O and holds no connection, so one function serves both stores: the SQLite driver
+runs the whole generator on the connection's thread, one hop per operation
+(``bot.store.sqlite``); the PostgreSQL driver runs it on a pooled connection, a write in one
+transaction, numbering the placeholders (``bot.store.pg.base``). What the two spell
+differently, an operation asks its ``SqlDialect`` (``bot.store.dialect``).
+
+    def title(session_id: int) -> Op[str | None]:
+        found = yield from value("SELECT title FROM session_titles WHERE session_id = ?", session_id)
+        return None if found is None else str(found)
+
+Each port's operations live in its module (``inbound``, ``history``, ``answers``, ``pairing``,
+``approvals``, ``media``, ``schedules``, ``models``, ``browse``) with a mixin of its async
+methods on ``Driven``; ``bot.store.operations.Operations`` is all of them, and each driver is
+that class and the few methods of its plumbing (no driver writes an operation of its own:
+tests/test_store_once.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from bot.store.dialect import SqlDialect
+
+if TYPE_CHECKING:
+    from bot.store.base import Turn
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """Run ``sql``; its rows, as tuples."""
+
+    sql: str
+    args: Sequence[Any] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """Run ``sql`` (an INSERT, UPDATE or DELETE, or a command such as SAVEPOINT); how many rows it changed."""
+
+    sql: str
+    args: Sequence[Any] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Insert:
+    """Run ``sql``, an INSERT of one row into a table keyed by ``id``; the new row's id, None when
+    it inserted nothing (``ON CONFLICT ... DO NOTHING``). SQLite's driver reads the cursor's
+    last row id, PostgreSQL's adds ``RETURNING id``."""
+
+    sql: str
+    args: Sequence[Any] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Many:
+    """Run ``sql`` once for each of ``rows``; nothing comes back."""
+
+    sql: str
+    rows: Sequence[Sequence[Any]]
+
+
+Request = Fetch | Count | Insert | Many
+Op = Generator[Request, Any, T]  # yields requests, is sent their results, returns its own
+
+
+def rows(sql: str, *args: Any) -> Op[list[Row]]:
+    found: list[Row] = yield Fetch(sql, args)
+    return found
+
+
+def one(sql: str, *args: Any) -> Op[Row | None]:
+    """The first row, or None."""
+    found: list[Row] = yield Fetch(sql, args)
+    return found[0] if found else None
+
+
+def value(sql: str, *args: Any) -> Op[Any]:
+    """The first column of the first row, or None."""
+    found: list[Row] = yield Fetch(sql, args)
+    return found[0][0] if found else None
+
+
+def count(sql: str, *args: Any) -> Op[int]:
+    changed: int = yield Count(sql, args)
+    return changed
+
+
+def inserted(sql: str, *args: Any) -> Op[int | None]:
+    """The id of the row ``sql`` inserted, or None (see ``Insert``)."""
+    new_id: int | None = yield Insert(sql, args)
+    return new_id
+
+
+def execute(sql: str, *args: Any) -> Op[None]:
+    yield Count(sql, args)
+
+
+def many(sql: str, rows: Sequence[Sequence[Any]]) -> Op[None]:
+    if rows:
+        yield Many(sql, rows)
+
+
+class Driven:
+    """What the ports' operation mixins need of a driver: its dialect, a read, a write (one
+    transaction, run to its end even when its caller is cancelled), a task it holds, and the
+    PostgreSQL driver's hooks for several instances (none on SQLite)."""
+
+    dialect: ClassVar[SqlDialect]
+    _claimer: str | None = None  # who claims scheduled occurrences (PostgreSQL; "" alone); None: no such column
+
+    async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
+        """``operation`` outside a transaction; ``snapshot``: its statements see one moment
+        (where the driver can tell them apart; SQLite's one connection never interleaves)."""
+        raise NotImplementedError
+
+    async def _write(self, operation: Op[T]) -> T:
+        """``operation`` in one transaction, shielded from the caller's cancellation."""
+        raise NotImplementedError
+
+    def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``work`` in a task the store holds until it is done (``close`` waits for it)."""
+        raise NotImplementedError
+
+    def _turn_guard(self, turn: Turn) -> Op[None] | None:
+        """What a turn that adds to its conversation checks first, in its transaction (PostgreSQL
+        with several instances: its lane's lease, ``bot.store.pg.history``); None: nothing."""
+        return None
+
+    def _take_over(self) -> Op[list[Row]] | None:
+        """Several instances: ``unclosed`` takes over the dead ones' occurrences (``bot.store.pg.schedules``)."""
+        return None

@@ -1,0 +1,20 @@
+"""Every store port's operations, written once: a driver is this class and its plumbing
+(``SQLiteStore``, ``PostgresStore``). A new port is one more module with its statements, its
+operations and their mixin (``bot.store.op``), and one more base here."""
+
+from __future__ import annotations
+
+from bot.store.answers import AnswerOps
+from bot.store.approvals import ApprovalOps
+from bot.store.browse import BrowseOps
+from bot.store.history import HistoryOps
+from bot.store.inbound import InboundOps
+from bot.store.media import MediaOps
+from bot.store.models import ModelOps
+from bot.store.pairing import PairingOps
+from bot.store.schedules import ScheduleOps
+
+
+class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, MediaOps, ScheduleOps, ModelOps,
+                 BrowseOps):
+    """The ``AppStore`` ports on a driver's ``_read`` and ``_write``."""
