@@ -27,7 +27,7 @@ from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
 from bot.capabilities import Core, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
-from bot.channels import SOLE, Channel, SpellsCommands, UsesLeases, registry
+from bot.channels import SOLE, Channel, UsesLeases, registry, spelling
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
@@ -230,8 +230,7 @@ class App:
 
     def _spelling(self, platform: str) -> Callable[[str], str]:
         """How a command is typed on ``platform`` (``/name`` on most)."""
-        channel = self.channels.get(platform)
-        return channel.command_text if isinstance(channel, SpellsCommands) else (lambda name: f"/{name}")
+        return spelling(self.channels.get(platform))
 
     def _cluster(self, store: PostgresStore) -> Cluster:
         """This instance in the cluster of every instance on the same database (not started yet)."""

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bot.channels import Asks, Channel, Choice, SendFailed, SpellsCommands
+from bot.channels import Asks, Channel, Choice, SendFailed, spelling
 from bot.conversation import Conversation
 from bot.messages import ChatType, InboundMessage, Target
 from bot.outbound.split import render_chunks
@@ -343,7 +343,7 @@ class Approvals:
     async def _show(self, channel: Channel, waiting: _Waiting) -> bool:
         record = waiting.record
         buttons = isinstance(channel, Asks)
-        spell = channel.command_text if isinstance(channel, SpellsCommands) else (lambda name: f"/{name}")
+        spell = spelling(channel)
         group = waiting.target.chat_type is ChatType.GROUP
         text = question_text(record.tool, waiting.arguments, record.id, self._mask, buttons=buttons,
                              allow_always=self.settings.allow_always, spell=spell, group=group)

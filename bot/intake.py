@@ -47,7 +47,7 @@ from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.approvals import Approvals
 from bot.capabilities.spec import Presses, StatusLines
-from bot.channels import Channel, Named, SendFailed, SpellsCommands
+from bot.channels import Channel, Named, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, command_names, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
@@ -547,8 +547,7 @@ class Intake:
         return text
 
     def spelling_for(self, platform: str) -> Callable[[str], str]:
-        channel = self._channels.get(platform)
-        return channel.command_text if isinstance(channel, SpellsCommands) else (lambda name: f"/{name}")
+        return spelling(self._channels.get(platform))
 
     async def approve(self, call: CommandCall, approval_id: str, how: str) -> str:
         if self._approvals is None:

@@ -29,6 +29,7 @@ from bot.channels.capabilities import (
     SendsVoice,
     SpellsCommands,
     Streams,
+    spelling,
 )
 from bot.channels.channel import Channel, Inbox, Measure, MessageShape, SendFailed, Status
 from bot.channels.dialect import (
@@ -68,7 +69,7 @@ __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
     "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Held",
     "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Pacer",
-    "PlainDialect", "Role", "Secret", "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands",
+    "PlainDialect", "Role", "Secret", "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
     "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "quote_lines", "while_held",
     "secret", "text_atoms", "wrap",
 ]

@@ -19,7 +19,7 @@ by having the method: there is nothing to register.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -95,6 +95,15 @@ class Asks(Protocol):
 class SpellsCommands(Protocol):
     def command_text(self, name: str) -> str:
         """How a person types chatgate's command ``name`` here (``/chatgate status``), for /help."""
+
+
+def spelling(channel: object) -> Callable[[str], str]:
+    """How a command is typed on ``channel``: its own way where it ``SpellsCommands``, else ``/name``."""
+    return channel.command_text if isinstance(channel, SpellsCommands) else _slash
+
+
+def _slash(name: str) -> str:
+    return f"/{name}"
 
 
 @runtime_checkable
