@@ -78,7 +78,7 @@ def access_policies(channels: Section) -> dict[str, AccessConfig]:
 
 
 class Access:
-    """The access policy of every platform; one instance per gateway."""
+    """The access policy of every platform; one instance per app."""
 
     def __init__(
         self,

@@ -8,7 +8,7 @@ with a fresh rate. The rate is a token bucket per person (``messages_per_minute`
 tokens, refilled evenly over a minute), kept for the people seen recently. The budgets count
 the tokens (in + out) and cost charged to the person since 00:00 UTC, read once per person
 and day from the store and kept up to date as charges arrive, so a check costs a dict lookup.
-Owners are exempt (the gateway does not ask for them).
+Owners are exempt (the intake does not ask for them).
 
 Charging: every model call is charged as its usage arrives, through the ``Bill`` of the run
 or compaction that made it (``TraceBuilder.llm`` is the one place every call passes). The

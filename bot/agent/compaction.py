@@ -5,7 +5,7 @@ Two places use it:
 - **Mid-loop** (``bot.agent.loop``): when the next request would pass ``trigger_ratio`` of
   the context window, the oldest ~70 % of what is about to be sent is summarised *in
   memory* for the rest of the run; the store is not touched.
-- **After a run** (``Compactor.compact``, called by the gateway after the answer is handed
+- **After a run** (``Compactor.compact``, called by the turn runner after the answer is handed
   to delivery, or forced by ``/compact``): when the session holds more than
   ``trigger_messages`` live messages or its last prompt passed ``trigger_ratio``. Under a
   per-session try-lock (a second compaction of the same session is skipped, never run at

@@ -82,7 +82,7 @@ def user_message(inbound: tuple[InboundMessage, ...], text_of: Callable[[Inbound
 
 async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> tuple[InboundMessage, ...]:
     """Files that came with the messages as bytes saved in the workspace's inbox (images
-    keep their bytes for the model); saved images read back for the model. The gateway
+    keep their bytes for the model); saved images read back for the model. The intake
     fetches files into the inbox before a run, so usually only the images are read."""
     if not any((a.data is not None and a.kind is not AttachmentKind.IMAGE)
                or (a.kind is AttachmentKind.IMAGE and a.data is None and a.path)

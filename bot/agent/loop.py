@@ -424,7 +424,7 @@ class Agent:
             extra_instructions=s.system_prompt, toolset_sections=sections,
         ))
 
-    # -- context: what the gateway calls for /status, /compact and after a run -----------
+    # -- context: what the intake and the turn runner call for /status, /compact and after a run --
 
     async def next_request_tokens(self, session: Session, conversation: Conversation) -> int:
         """The tokens of the next request of this session as it stands: system prompt, tool

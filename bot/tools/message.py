@@ -1,7 +1,7 @@
 """message: an extra message to the chat a run is serving, while the run goes on.
 
 For progress on long tasks ("Found 3 files, reading them now"). The tool has no target
-argument: the gateway's ``Messenger`` knows which chat each active run serves and sends
+argument: the turn runner's ``Messenger`` knows which chat each active run serves and sends
 there, through the outbound pipeline and the delivery ledger like any answer (so it is
 rendered, split, delivered once and counted against the limits). Another chat or user
 cannot be named, and a run the messenger does not know (a sub-agent's) cannot send.

@@ -83,7 +83,7 @@ def policy_for(tools: ToolsConfig, access: AccessConfig | None, *, platform: str
                is_owner: bool) -> ToolPolicy:
     """The policy of a run for a message in ``chat_id`` (``chat_type`` ``"dm"`` or ``"group"``)
     on ``platform`` whose access settings are ``access`` (None: a local platform without
-    any, such as the console). ``is_owner`` is the gateway's ``Access.is_owner(msg)``."""
+    any, such as the console). ``is_owner`` is the intake's ``Access.is_owner(msg)``."""
     layers = [_layer("tools", tools)]
     if chat_type == "group" and access is not None and (group := access.group(chat_id)) is not None:
         key = type(access).model_fields["groups"].alias or "groups"  # Slack writes its groups as channels
