@@ -241,6 +241,15 @@ def hook(marker: Path, refuse: str) -> str:
     return f"hooks: {{pre_tool: [{{run: {json.dumps(f'{sys.executable} -c {json.dumps(script)}')}}}]}}"
 
 
+async def compact_with_a_flush(bot: Bot) -> None:
+    """/compact in the member's DM, its memory flush writing memory/notes.md; waits for the reply."""
+    before = len(bot.sent_texts(MEMBER))
+    flush = Call("write_file", {"path": "memory/notes.md", "content": "teal"}, id="f1")
+    bot.llm.script(Reply.tool_calls([flush]), Reply.text("NO_REPLY"), Reply.text("A summary."))
+    bot.say("/compact", MEMBER, chat=MEMBER)
+    await bot.until(lambda: len(bot.sent_texts(MEMBER)) > before, timeout=15)
+
+
 async def test_the_memory_flush_passes_the_hooks_and_never_runs_a_call_that_needs_approval(bot: Bot) -> None:
     """Item 4: /compact's memory flush wants to write: a pre-tool hook sees the call (and refuses
     it); with ``approval: ask`` and no hook, it is not run (nobody is asked during a flush)."""
@@ -251,10 +260,7 @@ async def test_the_memory_flush_passes_the_hooks_and_never_runs_a_call_that_need
     bot.say("my favourite colour is teal", MEMBER, chat=MEMBER)
     bot.say("and I like tea", MEMBER, chat=MEMBER)
     await bot.until(lambda: len(bot.sent_texts(MEMBER)) >= 2)
-    flush = Call("write_file", {"path": "memory/notes.md", "content": "teal"}, id="f1")
-    llm.script(Reply.tool_calls([flush]), Reply.text("NO_REPLY"), Reply.text("A summary."))
-    bot.say("/compact", MEMBER, chat=MEMBER)
-    await bot.until(lambda: len(bot.sent_texts(MEMBER)) >= 3, timeout=15)
+    await compact_with_a_flush(bot)
     assert marker.read_text().split() == ["write_file"]  # before the fix: no hook ran, the file was written
     assert not list((bot.tmp / "workspaces").glob("*/memory/notes.md"))
     assert "refused by a pre-tool hook" in json.dumps(llm.requests[3].body["messages"])
@@ -266,10 +272,7 @@ async def test_the_memory_flush_skips_a_call_that_needs_approval(bot: Bot) -> No
     llm.script(Reply.text("Noted."))
     bot.say("my favourite colour is teal", MEMBER, chat=MEMBER)
     await bot.until(lambda: len(bot.sent_texts(MEMBER)) >= 1)
-    flush = Call("write_file", {"path": "memory/notes.md", "content": "teal"}, id="f1")
-    llm.script(Reply.tool_calls([flush]), Reply.text("NO_REPLY"), Reply.text("A summary."))
-    bot.say("/compact", MEMBER, chat=MEMBER)
-    await bot.until(lambda: len(bot.sent_texts(MEMBER)) >= 2, timeout=15)
+    await compact_with_a_flush(bot)
     assert bot.query("SELECT COUNT(*) FROM approvals") == [(0,)]  # no card: nobody answers a flush
     assert not list((bot.tmp / "workspaces").glob("*/memory/notes.md"))
     assert "nobody can give it here: it was not run" in json.dumps(llm.requests[2].body["messages"])

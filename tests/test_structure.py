@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_layering import sources
+from tests.test_layering import cycles, sources
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKED = ("bot", "adapters")
@@ -84,47 +84,7 @@ def circles(edges: Mapping[str, set[str]]) -> list[tuple[str, ...]]:
     """One circle through each group of modules that import each other (a strongly connected
     component of more than one module), as the path ``a, b, ..., a``, shortest from its
     first module in sorted order; sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    components: list[set[str]] = []
-
-    def visit(start: str) -> None:  # Tarjan's, iterative: no recursion limit on a long chain
-        work = [(start, iter(sorted(edges.get(start, ()))))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, nexts = work[-1]
-            for nxt in nexts:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = len(index)
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(edges.get(nxt, ())))))
-                    break
-                if nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = set()
-                    while True:
-                        top = stack.pop()
-                        on_stack.discard(top)
-                        component.add(top)
-                        if top == node:
-                            break
-                    if len(component) > 1:
-                        components.append(component)
-
-    for node in sorted(edges):
-        if node not in index:
-            visit(node)
-    return sorted(_shortest_circle(edges, component) for component in components)
+    return sorted(_shortest_circle(edges, set(component)) for component in cycles(edges))
 
 
 def _shortest_circle(edges: Mapping[str, set[str]], component: set[str]) -> tuple[str, ...]:
