@@ -184,9 +184,12 @@ class App:
         core = Core(cfg, self.store, self.channels, self.events, workspaces, access, person_limits, self.turns,
                     models, approvals, approvals.settings.rules, policy_of, tools.get, self._spelling,
                     lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets,
-                    channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None)
+                    channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
+                    cfg.exec_settings() if cfg.tools.exec.enabled else None)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
             if capability_spec.enabled(cfg):
+                if capability_spec.migrations:  # its own tables, before it opens
+                    await self.store.apply_steps(capability_spec.name, capability_spec.migrations)
                 self.capabilities[capability_spec.name] = await self._stack.enter_async_context(
                     capability_spec.open(core))
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,

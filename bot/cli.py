@@ -11,20 +11,20 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Coroutine, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from bot.capabilities.commandline import no_database, store_of
 from bot.errors import ChatgateError, ConfigError
 
 if TYPE_CHECKING:
     from bot.app import App
     from bot.channels import Channel
     from bot.settings import Config
-    from bot.store.pg import PostgresStore
-    from bot.store.sqlite import SQLiteStore
 
 log = logging.getLogger("chatgate")
+T = TypeVar("T")
 
 SHUTDOWN_GRACE = 5.0  # seconds to stop channels, cancel runs and close the store
 
@@ -38,8 +38,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     chat.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     check = sub.add_parser("check", help="validate a config file and show what would start")
     check.add_argument("-c", "--config", required=True, help="path to config.yaml")
-    mcp = sub.add_parser("mcp", help="connect to the MCP servers and show their state, tools and last error")
-    mcp.add_argument("-c", "--config", required=True, help="path to config.yaml")
     traces = sub.add_parser("traces", help="show what recent runs did and cost")
     traces.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
     traces.add_argument("--session", help="only this session key")
@@ -56,13 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     approve.add_argument("code")
     revoke = pairing_sub.add_parser("revoke", help="take back an approval")
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
-    schedules = sub.add_parser("schedules", help="everyone's reminders and scheduled tasks: list, cancel")
-    schedules.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
-    schedules_sub = schedules.add_subparsers(dest="action")
-    listing = schedules_sub.add_parser("list", help="active and paused jobs (the default)")
-    listing.add_argument("--all", action="store_true", help="finished ones too")
-    cancel = schedules_sub.add_parser("cancel", help="cancel a job")
-    cancel.add_argument("job", type=int, help="the job's id, as `schedules list` shows it")
     dashboard = sub.add_parser("dashboard", help="serve the operator dashboard alone, against the bot's database "
                                                  "(`dashboard passwd` sets a user's password)")
     dashboard.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
@@ -79,6 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              "with --from copy a SQLite database into it (an empty one)")
     migrate.add_argument("--from", dest="source", help="the SQLite file to copy, e.g. data/chatgate.db")
     migrate.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host/database")
+    from bot.capabilities import registry as capabilities
+
+    for spec in capabilities.specs():
+        if spec.cli is not None:
+            spec.cli(sub)  # each subcommand sets ``run``: async (config, args) -> exit code
     args = parser.parse_args(argv)
     if args.command == "migrate":
         return _guarded(_migrate(args.source, args.target))
@@ -89,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing",
-                                                                                 "schedules", "mcp", "dashboard",
-                                                                                 "status"))
+                                                                                 "dashboard", "status")
+                             and getattr(args, "run", None) is None)
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
@@ -111,25 +107,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      else None, GuardMode(config.agent.input_guard))))
         for warning in config.warnings():
             print(f"warning: {warning}", file=sys.stderr)
-        if config.mcp.enabled:
-            print(asyncio.run(_mcp_servers(config)))
+        for spec in capabilities.specs():
+            if spec.probe is not None and spec.enabled(config):
+                print("\n".join(asyncio.run(_awaited(spec.probe(config)))))
         return 0
-    if args.command == "mcp":
-        print(asyncio.run(_mcp_servers(config)))
-        return 0
+    if getattr(args, "run", None) is not None:  # a capability's subcommand
+        return _guarded(args.run(config, args))
     if args.command == "traces":
         return _guarded(_traces(config, args.session, args.last))
     if args.command == "sessions":
         return _guarded(_sessions(config, args.last, args.all))
     if args.command == "pairing":
         return _guarded(_pairing(config, args))
-    if args.command == "schedules":
-        from bot.schedules.admin import schedules_command
-
-        if _no_database(config):
-            return 0
-        return _guarded(schedules_command(_store(config), args.action or "list", getattr(args, "job", None),
-                                          everything=getattr(args, "all", False)))
     if args.command == "status":
         return _guarded(_status(config))
     secrets = config.secret_values()
@@ -152,6 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChatgateError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
+
+
+async def _awaited(result: Awaitable[T]) -> T:
+    return await result
 
 
 def _guarded(command: Coroutine[Any, Any, int]) -> int:
@@ -178,6 +171,7 @@ async def _status(config: Config) -> int:
 
 
 async def _migrate(source: str | None, target: str) -> int:
+    from bot.capabilities import registry as capabilities
     from bot.cluster import schema as cluster_schema
     from bot.store.copy import copy_sqlite_to_postgres
     from bot.store.pg import PostgresStore
@@ -194,6 +188,8 @@ async def _migrate(source: str | None, target: str) -> int:
         async with store.pool.acquire() as conn:
             clustered = await cluster_schema.apply(conn)
         done = store.migrated
+        for spec in capabilities.specs():  # every registered capability's tables, enabled or not
+            done += await store.apply_steps(spec.name, spec.migrations) if spec.migrations else 0
     if done or clustered:
         print(f"{store.url}: {done} store migration{'s' if done != 1 else ''} and {clustered} cluster "
               f"migration{'s' if clustered != 1 else ''} applied")
@@ -304,43 +300,12 @@ async def _chat(config: Config) -> int:
     return 0
 
 
-def _store(config: Config) -> SQLiteStore | PostgresStore:
-    from bot.store import store_for
-
-    return store_for(config.storage.path, config.storage.database_url, pool_size=2)
-
-
-def _no_database(config: Config) -> bool:
-    """On SQLite before the first run: nothing to read yet (said in one line)."""
-    if config.storage.database_url is None and not config.storage.path.exists():
-        print(f"no database at {config.storage.path} yet")
-        return True
-    return False
-
-
-async def _mcp_servers(config: Config) -> str:
-    """Connect to every enabled MCP server at once, wait for each one's first attempt (its
-    ``connect_timeout`` at most), and say how each is: state, tools, last error."""
-    if not config.mcp.enabled:
-        return "No MCP servers are configured (mcp.servers)."
-    import tempfile
-
-    from bot.mcp.hub import McpHub
-    from bot.tracing import Redactor
-
-    wait = max(s.connect_timeout for s in config.mcp.enabled.values()) + 1.0
-    with tempfile.TemporaryDirectory(prefix="chatgate-mcp-") as logs:  # the servers' stderr, for their last words
-        async with McpHub(config.mcp, log_dir=Path(logs), redact=Redactor(config.secret_values())) as hub:
-            await hub.settled(wait)
-            return hub.overview()
-
-
 async def _traces(config: Config, session: str | None, last: int) -> int:
     from bot.tracing import format_traces
 
-    if _no_database(config):
+    if no_database(config):
         return 0
-    async with _store(config) as store:
+    async with store_of(config) as store:
         print(format_traces(await store.traces(session, last)))
     return 0
 
@@ -350,9 +315,9 @@ async def _sessions(config: Config, last: int, archived: bool) -> int:
 
     from bot.tracing import strip_controls as clean  # titles are a model's words about strangers' text
 
-    if _no_database(config):
+    if no_database(config):
         return 0
-    async with _store(config) as store:
+    async with store_of(config) as store:
         found = await store.titled_sessions(last, archived=archived)
     for s in found:
         when = datetime.fromtimestamp(s.last_at or s.created_at).strftime("%Y-%m-%d %H:%M")
@@ -369,7 +334,7 @@ async def _pairing(config: Config, args: argparse.Namespace) -> int:
 
     from bot.tracing import strip_controls as clean  # names and ids come from strangers
 
-    async with _store(config) as store:
+    async with store_of(config) as store:
         now = time.time()
         if args.action == "list":
             pending = await store.pending_pairings(now)
@@ -417,7 +382,7 @@ async def _dashboard(config: Config) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with _store(config) as store, \
+        async with store_of(config) as store, \
                 Dashboard(config.dashboard_settings(), store, people=people,
                           redact=Redactor(config.secret_values())) as dashboard:
             print(f"chatgate dashboard at {dashboard.url} (alone: runs in flight show on the one `chatgate run` "

@@ -6,13 +6,14 @@
 Part of the composition root, with ``cli`` and ``app``: the one place where the config
 package (``bot.config``: the machinery and the core's keys) meets the channel registry
 (``bot.channels.registry``: each platform's model), the tools (``exec_settings``) and the
-capabilities' own sections (``mcp:``, ``media:``, ``schedules:``, each a model its package
-builds on the config's building blocks). The config package imports none of them, so that the port and the MCP package,
-whose models are built on the config's building blocks, and the config never import each
-other.
+capability registry (``bot.capabilities.registry``: each capability's section, ``mcp:``,
+``schedules:`` ..., a ``CapabilitySection`` its package builds on the config's building
+blocks). The config package imports none of them, so that the port, the capability packages
+and the config never import each other.
 
 Importing this module imports every registered platform package (its config model, never
-its SDK: ``ChannelSpec.build`` imports that).
+its SDK: ``ChannelSpec.build`` imports that) and every capability's spec module (its section
+and tables, never what it runs: ``CapabilitySpec.open`` imports that).
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr, create_model
 
+from bot.capabilities import registry as capabilities
 from bot.channels import registry
-from bot.config import Section
+from bot.config import CapabilitySection, Section
 from bot.config.loading import load
 from bot.config.schema import CoreConfig, secrets
-from bot.mcp.config import McpConfig
 from bot.media.config import MediaConfig
-from bot.schedules.config import SchedulesConfig
 
 if TYPE_CHECKING:
     from bot.dashboard.settings import DashboardSettings
@@ -52,31 +52,39 @@ else:
     ChannelsConfig = _channels_model()
 
 
-class Config(CoreConfig):
-    """The config file's whole model."""
+class _Config(CoreConfig):
+    """The config file's model but for the capabilities' sections (``Config`` adds them)."""
 
     channels: ChannelsConfig = ChannelsConfig()
     media: MediaConfig = MediaConfig()
-    schedules: SchedulesConfig = SchedulesConfig()
-    mcp: McpConfig = McpConfig()
+
+    def capability_sections(self) -> dict[str, CapabilitySection]:
+        """``<capability>:`` by name, every registered capability's that has a section."""
+        found: dict[str, CapabilitySection] = {"media": self.media}
+        found.update((name, section) for name in type(self).model_fields
+                     if isinstance(section := getattr(self, name), CapabilitySection))
+        return found
 
     def section_secrets(self) -> tuple[tuple[str, ...], ...]:
-        """The media keys that must be set (``chatgate run`` stops without them)."""
-        return self.media.required_secrets()
+        """The capabilities' keys that must be set (``chatgate run`` stops without them)."""
+        return tuple(key for section in self.capability_sections().values() for key in section.required_secrets())
 
     def secret_values(self) -> tuple[str, ...]:
-        """Every secret that is set, the MCP servers' ``env`` and ``headers`` values too."""
-        return (*super().secret_values(), *self.mcp.secret_values())
+        """Every secret that is set, the capabilities' own (the MCP servers' ``env`` ...) too."""
+        return (*super().secret_values(),
+                *(v for section in self.capability_sections().values() for v in section.secret_values()))
 
     def warnings(self) -> list[str]:
-        """Choices that are allowed but unsafe, and each enabled platform's own checks (token
-        shapes, empty allowlists ...), for ``chatgate check``."""
+        """Choices that are allowed but unsafe, each enabled platform's own checks (token
+        shapes, empty allowlists ...) and each capability's, for ``chatgate check``."""
         found = super().warnings()
         sections = self.channel_sections()
         for name in self.enabled_channels:
             check = registry.spec(name).check
             if check is not None:
                 found += check(sections[name])
+        for section in self.capability_sections().values():
+            found += section.warnings()
         return found
 
     def exec_settings(self) -> ExecSettings:
@@ -154,14 +162,9 @@ class Config(CoreConfig):
             f"delivery   failed sends retried for {self.delivery.retry_for:g}s",
             f"logging    {self.logging.level}, {self.logging.format}",
         ]
-        t, sp = self.media.transcription, self.media.speech
-        media = [f"voice notes transcribed by {t.model} at {mask_url(t.base_url)} (up to {t.max_seconds} s, "
-                 f"{t.max_mb:g} MB)"] if t.enabled else []
-        media += [f"voice answers by {sp.model}, voice {sp.voice} (/voice per chat)"] if sp.enabled else []
-        if media:
-            lines.insert(-1, f"media      {'; '.join(media)}")
-        for name, server in self.mcp.servers.items():
-            lines.insert(-1, f"mcp        {name}: {_mcp_server(server, mask_url)}")
+        for section in self.capability_sections().values():
+            for line in section.describe():
+                lines.insert(-1, line)
         d = self.dashboard
         users = [u.role for u in d.users.values() if u.password_hash]
         shown = (f"{d.bind}{', https' if d.tls_cert else ''}{', behind a proxy' if d.behind_proxy else ''}; "
@@ -174,19 +177,6 @@ class Config(CoreConfig):
                              f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
                              f"{self.exec_settings().limits.describe()}")
         return "\n".join(lines)
-
-
-def _mcp_server(server: Any, mask_url: Any) -> str:
-    """An MCP server as ``check`` shows it: the values of ``env`` and ``headers`` never shown."""
-    if not server.enabled:
-        return "disabled"
-    where = (f"stdio {server.command}" + (f" ({len(server.args)} args)" if server.args else "")
-             if server.command is not None else f"http {mask_url(server.url)}")
-    extra = [f"env {', '.join(server.env)}" if server.env else "", f"headers {', '.join(server.headers)}"
-             if server.headers else "", "allow_private" if server.allow_private else ""]
-    grant = ", ".join(server.grant)
-    return ", ".join(part for part in (where, *extra, f"{server.scope}", f"granted to {grant}",
-                                       f"timeouts {server.connect_timeout:g}s/{server.call_timeout:g}s") if part)
 
 
 def _shown(value: Any, mask_url: Any) -> Any:
@@ -207,3 +197,18 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
 
     ``require_secrets=False`` is for commands that only read the store (``chatgate traces``)."""
     return load(Config, path, env, require_secrets=require_secrets)
+
+
+def _config_model() -> type[_Config]:
+    """``_Config`` and one field per registered capability with a section (``CapabilitySpec.config``)."""
+    fields: dict[str, Any] = {spec.name: (spec.config, spec.config()) for spec in capabilities.specs()
+                              if spec.config is not None}
+    return create_model("Config", __base__=_Config, **fields)
+
+
+if TYPE_CHECKING:
+    # The capabilities' fields are known only at run time: a type checker sees _Config, and a
+    # capability reads its own section by name (``config.section("mcp", McpConfig)``).
+    Config = _Config
+else:
+    Config = _config_model()

@@ -35,7 +35,7 @@ _template_lock = asyncio.Lock()
 _template: dict[str, str] = {}
 _free: list[str] = []  # emptied, migrated databases waiting for a test
 _made: list[str] = []  # every database this process made, dropped at its end
-_KEEP = ("migrations", "cluster_migrations")
+_KEEP = ("migrations", "cluster_migrations", "capability_migrations")
 
 
 def server_url() -> str:

@@ -13,9 +13,18 @@ checked once where the app wires it, never by ``getattr`` at a call site:
 - ``StatusLines``: lines of ``/status``;
 - ``Presses``: button presses it claims, answered at once outside the session's lane;
 - ``Starts``: work started once the channels listen and what was owed went out (a scheduler),
-  and ``Stops``: ended first at shutdown.
+  and ``Stops``: ended first at shutdown;
+- ``Readiness``: what ``/readyz`` and ``chatgate doctor`` ask of it.
 
-Its commands' handlers are given the running capability and the ``CommandCall``.
+Its commands' handlers are given the running capability and the ``CommandCall``. Beside
+``open`` the spec declares what must be known before anything runs: its config section (the
+model of the key ``<name>:``, which ``bot.settings`` composes into the file's model), its
+tables (``migrations``, named ``<name>/0001_...``, applied by name after the core's, by the
+store at start and by ``chatgate migrate``; its operations run through ``AppStore.read`` and
+``AppStore.write``, written once for both drivers) and its subcommands of ``chatgate``
+(``cli``: given the subparsers, it adds its own, each with a ``run`` default: an async
+function of the loaded config and the parsed arguments, returning the exit code), and what
+``chatgate check`` shows of it live when it is enabled (``probe``: connecting to its servers).
 """
 
 from __future__ import annotations
@@ -26,19 +35,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from bot.command_spec import CommandCall, CommandSpec
+from bot.store.schema_steps import Migration
 
 if TYPE_CHECKING:
+    from argparse import _SubParsersAction
+
     from bot.access import Access
     from bot.agent.events import EventBus
     from bot.channels import Channel
+    from bot.config import Section
+    from bot.config.schema import CoreConfig
     from bot.conversation import ChannelInfo, Conversation
     from bot.limits import PersonLimits
     from bot.messages import InboundMessage
-    from bot.settings import Config
     from bot.store import AppStore
     from bot.tools.approval import ApprovalRules
     from bot.tools.base import Gate, Tool
     from bot.tools.policy import ToolPolicy
+    from bot.tools.sandbox import ExecSettings
     from bot.tools.toolset import Toolset
     from bot.turns import Turns
     from bot.workspace import Workspaces
@@ -49,7 +63,7 @@ class Core:
     """What the core gives every capability: small and typed. ``turns`` runs and answers turns
     (``start`` one with no inbound message, ``render`` and ``push`` what a chat is owed)."""
 
-    config: Config
+    config: CoreConfig  # a capability's own section: config.section(name, Model)
     store: AppStore
     channels: dict[str, Channel]
     events: EventBus
@@ -67,6 +81,7 @@ class Core:
     toolsets: list[Toolset]  # what every run is offered beside the built-in tools: a capability may add one
     channel_info: Mapping[str, ChannelInfo]  # platform -> what its channel shows the prompt
     on_sweep: Callable[[Callable[[], Awaitable[None]]], None]  # run on every cluster sweep (SQLite: never)
+    exec_settings: ExecSettings | None = None  # how exec runs a command (its sandbox), None when exec is off
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +89,11 @@ class CapabilitySpec:
     name: str
     open: Callable[[Core], AbstractAsyncContextManager[Any]]
     commands: tuple[CommandSpec, ...] = ()
-    enabled: Callable[[Config], bool] = lambda config: True
+    enabled: Callable[[CoreConfig], bool] = lambda config: True
+    config: type[Section] | None = None  # the model of the config key ``<name>:``
+    migrations: tuple[Migration, ...] = ()  # its tables, each named ``<name>/NNNN_what``
+    cli: Callable[[_SubParsersAction[Any]], None] | None = None  # adds its ``chatgate`` subcommands
+    probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
 
 
 @runtime_checkable
@@ -106,6 +125,13 @@ class Presses(Protocol):
 class Starts(Protocol):
     def start(self) -> None:
         """Begin background work, once the channels listen and what was owed went out."""
+        ...
+
+
+@runtime_checkable
+class Readiness(Protocol):
+    async def not_ready(self) -> Sequence[str]:
+        """What keeps it from serving now, one short line each (none: ready)."""
         ...
 
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from bot.config.types import (
     AccessConfig,
+    CapabilitySection,
     ChannelConfig,
     ChannelSection,
     Float,
@@ -61,7 +62,7 @@ _LAZY = {
     "load": "loading", "DEFAULT_PATH": "loading",
 }
 
-__all__ = ["AccessConfig", "ChannelConfig", "ChannelSection", "Float", "GroupConfig", "Groups", "Int", "Loc", "Name",
+__all__ = ["AccessConfig", "CapabilitySection", "ChannelConfig", "ChannelSection", "Float", "GroupConfig", "Groups", "Int", "Loc", "Name",
            "Secret", "Section", "Streaming", "ToolRulesConfig", "Url", "secret", *_LAZY]
 
 

@@ -15,7 +15,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -56,6 +56,8 @@ from bot.config.types import (
 )
 from bot.errors import ConfigError
 from bot.providers.context import context_window_for
+
+S = TypeVar("S", bound=Section)
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 
@@ -434,6 +436,14 @@ class CoreConfig(Section):
         if self._source_path is not None:
             paths.insert(0, self._source_path)
         return tuple(p.absolute() for p in paths)
+
+    def section(self, name: str, model: type[S]) -> S:
+        """A capability's own section, ``<name>:`` (``bot.settings.Config`` adds one per
+        registered capability); its package names its model."""
+        found = getattr(self, name, None)
+        if not isinstance(found, model):
+            raise LookupError(f"no config section {name!r} of type {model.__name__} (is its capability registered?)")
+        return found
 
     def channel_sections(self) -> dict[str, ChannelSection]:
         """``channels.<name>`` by name, every registered channel's, enabled or not."""

@@ -73,6 +73,28 @@ class Section(BaseModel):
         return {} if data is None else data
 
 
+class CapabilitySection(Section):
+    """The base of a capability package's section (``CapabilitySpec.config``, the key
+    ``<capability>:``): what ``bot.settings.Config`` asks of every one, each empty unless the
+    package says otherwise."""
+
+    def required_secrets(self) -> tuple[tuple[str, ...], ...]:
+        """Dotted keys of secrets that must be set for what is switched on (``chatgate run`` stops)."""
+        return ()
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Secret values that are not ``SecretStr`` fields (headers, env maps), for scrubbing logs."""
+        return ()
+
+    def warnings(self) -> list[str]:
+        """Allowed but unsafe choices, for ``chatgate check``."""
+        return []
+
+    def describe(self) -> list[str]:
+        """Lines of ``chatgate check`` (``"label      what"``, secrets masked); none when off."""
+        return []
+
+
 secret = _secret  # a secret field read from an environment variable when the file leaves it out
 
 

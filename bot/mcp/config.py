@@ -34,7 +34,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from bot.config.types import Float, Int, Section
+from bot.config.types import CapabilitySection, Float, Int, Section
 from bot.errors import ConfigError
 
 SERVER_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}"
@@ -136,7 +136,7 @@ class McpServerConfig(Section):
                     yield part
 
 
-class McpConfig(Section):
+class McpConfig(CapabilitySection):
     servers: dict[str, McpServerConfig] = {}
     inline_max: Annotated[Int, Field(ge=0, le=1000)] = 40  # granted tools shown inline; beyond, mcp_tool_search
     result_max_chars: Annotated[Int, Field(ge=1000, le=1_000_000)] = 20_000  # longer results saved in the workspace
@@ -160,6 +160,24 @@ class McpConfig(Section):
 
     def secret_values(self) -> tuple[str, ...]:
         return tuple(v for s in self.servers.values() for v in s.secret_values())
+
+    def describe(self) -> list[str]:
+        return [f"mcp        {name}: {_shown(server)}" for name, server in self.servers.items()]
+
+
+def _shown(server: McpServerConfig) -> str:
+    """An MCP server as ``check`` shows it: the values of ``env`` and ``headers`` never shown."""
+    from bot.tracing import mask_url
+
+    if not server.enabled:
+        return "disabled"
+    where = (f"stdio {server.command}" + (f" ({len(server.args)} args)" if server.args else "")
+             if server.command is not None else f"http {mask_url(server.url or '')}")
+    extra = [f"env {', '.join(server.env)}" if server.env else "", f"headers {', '.join(server.headers)}"
+             if server.headers else "", "allow_private" if server.allow_private else ""]
+    grant = ", ".join(server.grant)
+    return ", ".join(part for part in (where, *extra, f"{server.scope}", f"granted to {grant}",
+                                       f"timeouts {server.connect_timeout:g}s/{server.call_timeout:g}s") if part)
 
 
 _STDIO_ONLY = ("args", "env", "cwd", "sandbox", "sandbox_paths", "network")

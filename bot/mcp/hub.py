@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.agent.guard import GuardMode, screened
 from bot.backoff import Backoff
+from bot.command_spec import CommandCall
 from bot.conversation import Conversation
 from bot.mcp.config import McpConfig, McpServerConfig
 from bot.mcp.grants import Asker, may_use
@@ -49,7 +50,6 @@ from bot.mcp.people import People
 from bot.mcp.report import ServerStatus, overview, personal
 from bot.mcp.state import State
 from bot.mcp.tools import mcp_tool_search, prompt_section, server_tools
-from bot.command_spec import CommandCall
 from bot.tools.base import Tool, ToolContext, ToolError, ToolOutput
 from bot.tools.toolset import NOTHING, Offer
 from bot.tracing import Redactor

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from bot.config.types import Float, Int, Name, Secret, Section, Url
+from bot.config.types import CapabilitySection, Float, Int, Name, Secret, Section, Url
 from bot.config.types import secret as _secret
 
 
@@ -43,7 +43,7 @@ class SpeechConfig(AudioEndpointConfig):
     max_chars: Annotated[Int, Field(ge=1, le=4096)] = 1000  # longer answers are sent as text only
 
 
-class MediaConfig(Section):
+class MediaConfig(CapabilitySection):
     transcription: TranscriptionConfig = TranscriptionConfig()
     echo_transcript: bool = False  # show the person what was heard before the answer
     speech: SpeechConfig = SpeechConfig()
@@ -52,3 +52,12 @@ class MediaConfig(Section):
         """The media keys that must be set (``chatgate run`` stops without them)."""
         return tuple(("media", name, "api_key") for name in ("transcription", "speech")
                      if getattr(self, name).needs_key())
+
+    def describe(self) -> list[str]:
+        from bot.tracing import mask_url
+
+        t, sp = self.transcription, self.speech
+        media = [f"voice notes transcribed by {t.model} at {mask_url(t.base_url)} (up to {t.max_seconds} s, "
+                 f"{t.max_mb:g} MB)"] if t.enabled else []
+        media += [f"voice answers by {sp.model}, voice {sp.voice} (/voice per chat)"] if sp.enabled else []
+        return [f"media      {'; '.join(media)}"] if media else []

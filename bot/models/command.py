@@ -28,7 +28,7 @@ from bot.models.choice import DEFAULT, choice_id, may_pick, may_switch, parse_ch
 from bot.models.router import Models
 from bot.models.spec import ModelSpec, Route, Why
 from bot.outbound.split import render_chunks
-from bot.store.base import ModelStore, Session, Store
+from bot.store.base import ModelStore, Store
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,18 @@ toolset that grants tools by name (MCP servers, when configured), and passes the
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.capabilities.spec import CapabilitySpec, Core
 from bot.command_spec import CommandCall, CommandSpec, Reply
+from bot.schedules.config import SchedulesConfig
 
 if TYPE_CHECKING:
+    from bot.config.schema import CoreConfig
     from bot.schedules.checks import GrantedTools
     from bot.schedules.scheduler import Scheduler
     from bot.schedules.service import Creator, Schedules
@@ -73,12 +76,12 @@ async def open_schedules(core: Core) -> AsyncIterator[Scheduling]:
     from bot.schedules.tool import schedule_tool
 
     cfg = core.config
-    sc, exec_on = cfg.schedules, cfg.tools.exec
+    sc, exec_on = cfg.section("schedules", SchedulesConfig), cfg.tools.exec
     settings = ScheduleSettings(sc.default_timezone, sc.grace, sc.max_per_person, sc.min_interval, sc.check_timeout)
     may_check = check_allowed(core.policy, core.rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
     granting = [t for t in core.toolsets if isinstance(t, GrantedTools)]
     find_tool = check_tools(_Granted(granting), core.policy, core.rules) if granting else None
-    checks = checks_for(cfg.exec_settings() if exec_on.enabled else None, sc.check_timeout, find_tool,
+    checks = checks_for(core.exec_settings, sc.check_timeout, find_tool,
                         core.tool("exec"))
     scheduler = Scheduler(core.store, core.turns, core.turns.outbox, core.access, settings,
                           platforms=core.channel_info,
@@ -101,7 +104,28 @@ class _Granted:
 
 OFF = "Reminders and scheduled tasks are not available here."
 
-SPEC = CapabilitySpec("schedules", open_schedules, commands=(
+async def _admin(config: CoreConfig, args: argparse.Namespace) -> int:
+    from bot.capabilities.commandline import no_database, store_of
+    from bot.schedules.admin import schedules_command
+
+    if no_database(config):
+        return 0
+    return await schedules_command(store_of(config), args.action or "list", getattr(args, "job", None),
+                                   everything=getattr(args, "all", False))
+
+
+def _cli(sub: argparse._SubParsersAction[Any]) -> None:
+    schedules = sub.add_parser("schedules", help="everyone's reminders and scheduled tasks: list, cancel")
+    schedules.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    schedules.set_defaults(run=_admin)
+    actions = schedules.add_subparsers(dest="action")
+    listing = actions.add_parser("list", help="active and paused jobs (the default)")
+    listing.add_argument("--all", action="store_true", help="finished ones too")
+    cancel = actions.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("job", type=int, help="the job's id, as `schedules list` shows it")
+
+
+SPEC = CapabilitySpec("schedules", open_schedules, config=SchedulesConfig, cli=_cli, commands=(
     CommandSpec("remind", _command, "a reminder: <when> <text>, when being in 20m, at 18:00 or tomorrow 9:00",
                 capability="schedules", off=OFF),
     CommandSpec("tasks", _command, "your reminders and scheduled tasks here; cancel|pause|resume <id>",

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from bot.config.types import Float, Int, Section
+from bot.config.types import CapabilitySection, Float, Int
 
 
 def _iana_zone(value: str) -> str:
@@ -20,7 +20,7 @@ def _iana_zone(value: str) -> str:
     return value
 
 
-class SchedulesConfig(Section):
+class SchedulesConfig(CapabilitySection):
     """Reminders and scheduled tasks (``bot.schedules``); durations in seconds."""
 
     default_timezone: Annotated[str, AfterValidator(_iana_zone)] | None = None  # None: the machine's

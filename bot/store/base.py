@@ -26,6 +26,7 @@ from bot.errors import ChatgateError
 from bot.llm import Message
 from bot.messages import Answer, InboundMessage
 from bot.providers.base import Usage
+from bot.store.schema_steps import StepStore
 from bot.tracing import TraceRecord
 
 
@@ -727,6 +728,6 @@ class AuditStore(Protocol):
 
 
 class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ScheduleStore, ModelStore,
-               BrowseStore, AuditStore, Protocol):
+               BrowseStore, AuditStore, StepStore, Protocol):
     """Every store port on one object: what the composition root opens and hands out
     (``SQLiteStore``, ``PostgresStore``)."""

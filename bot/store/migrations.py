@@ -15,37 +15,17 @@ A migration is plain SQL, split into statements with ``sqlite3.complete_statemen
 from __future__ import annotations
 
 import logging
-import re
-import sqlite3
 import time
-from typing import NamedTuple
 
 import aiosqlite
 
 from bot.errors import SchemaTooNewError, StoreCorruptError
-from bot.store.dialect import SQLITE, SqlDialect
+from bot.store.dialect import SQLITE
+from bot.store.schema_steps import Migration, render, split_statements
+
+__all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "SCHEMA_VERSION", "Migration", "apply", "render", "split_statements"]
 
 log = logging.getLogger(__name__)
-
-_TOKEN = re.compile(r"\{(\w+)\}")
-
-
-class Migration(NamedTuple):
-    """A named step of the schema: ``sql`` for both dialects, its column types written as tokens
-    (``{id}``, ``{real}``, ``{int8}``, ``{blob}``) that ``render`` spells in the dialect's words
-    (``SqlDialect.types``), then what only one of them runs (indexes and columns that only
-    several PostgreSQL instances use; what SQLite's history left)."""
-
-    name: str
-    sql: str
-    sqlite: str = ""
-    postgres: str = ""
-
-
-def render(migration: Migration, dialect: SqlDialect) -> str:
-    """The migration's SQL in ``dialect``: its own statements, then the dialect's."""
-    own = migration.sqlite if dialect.name == "sqlite" else migration.postgres
-    return _TOKEN.sub(lambda m: dialect.types.get(m.group(1), m.group(0)), f"{migration.sql}\n{own}")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -479,6 +459,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE jobs ADD COLUMN people TEXT NOT NULL DEFAULT '';
         """,
     ),
+    Migration(
+        "0016_capability_migrations",
+        """
+        -- The migrations of the capability packages (their own tables, bot.store.steps), by name
+        -- ``<capability>/NNNN_what``, applied after the core's and in any order among packages.
+        CREATE TABLE capability_migrations (
+            name       TEXT PRIMARY KEY,
+            applied_at {real} NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -490,26 +481,6 @@ CREATE TABLE IF NOT EXISTS migrations (
     applied_at {real} NOT NULL
 )
 """)
-
-
-def split_statements(sql: str) -> list[str]:
-    """Split a script into complete statements, dropping empty and comment-only ones."""
-    statements: list[str] = []
-    buffer = ""
-    for piece in sql.split(";"):
-        buffer += piece + ";"
-        if sqlite3.complete_statement(buffer):
-            if _has_code(buffer):
-                statements.append(buffer.strip())
-            buffer = ""
-    if _has_code(buffer):
-        raise ValueError(f"incomplete SQL statement at the end of a migration: {buffer.strip()!r}")
-    return statements
-
-
-def _has_code(statement: str) -> bool:
-    lines = (line.split("--", 1)[0] for line in statement.splitlines())
-    return any(line.strip(" \t;") for line in lines)
 
 
 async def user_version(db: aiosqlite.Connection) -> int:

@@ -58,6 +58,10 @@ class SQLiteStore(Operations):
     def path(self) -> str:
         return self._path
 
+    @property
+    def where(self) -> str:
+        return self._path
+
     # -- lifecycle -------------------------------------------------------------------
 
     async def open(self) -> SQLiteStore:

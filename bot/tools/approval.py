@@ -23,7 +23,6 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-
 Mode = Literal["ask", "never"]
 DEFAULT_ASK: tuple[str, ...] = ("exec", "mcp__*")  # for everyone but owners
 ARGUMENT_CHARS = 300  # of one argument's value on the card

@@ -63,6 +63,10 @@ class PgBase(Driven):
         return self._where
 
     @property
+    def where(self) -> str:
+        return self._where
+
+    @property
     def pool(self) -> asyncpg.Pool:
         """The connection pool (the cluster shares it)."""
         if self._pool is None:

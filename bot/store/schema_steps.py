@@ -1,0 +1,72 @@
+"""A migration, written once for both databases: its name, its SQL with type tokens, and how
+it is rendered for a dialect and split into statements.
+
+The core's migrations are ``bot.store.migrations.MIGRATIONS`` (numbered, applied in order);
+a capability package's are in its spec (``CapabilitySpec.migrations``, named
+``<capability>/NNNN_what``) and applied by name (``bot.store.steps``). This module imports
+nothing heavy, so that a spec may declare its tables without loading a driver.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Generator, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from bot.store.dialect import SqlDialect
+
+_TOKEN = re.compile(r"\{(\w+)\}")
+T = TypeVar("T")
+
+
+class Migration(NamedTuple):
+    """A named step of the schema: ``sql`` for both dialects, its column types written as tokens
+    (``{id}``, ``{real}``, ``{int8}``, ``{blob}``) that ``render`` spells in the dialect's words
+    (``SqlDialect.types``), then what only one of them runs (indexes and columns that only
+    several PostgreSQL instances use; what SQLite's history left)."""
+
+    name: str
+    sql: str
+    sqlite: str = ""
+    postgres: str = ""
+
+
+def render(migration: Migration, dialect: SqlDialect) -> str:
+    """The migration's SQL in ``dialect``: its own statements, then the dialect's."""
+    own = migration.sqlite if dialect.name == "sqlite" else migration.postgres
+    return _TOKEN.sub(lambda m: dialect.types.get(m.group(1), m.group(0)), f"{migration.sql}\n{own}")
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a script into complete statements, dropping empty and comment-only ones."""
+    statements: list[str] = []
+    buffer = ""
+    for piece in sql.split(";"):
+        buffer += piece + ";"
+        if sqlite3.complete_statement(buffer):
+            if _has_code(buffer):
+                statements.append(buffer.strip())
+            buffer = ""
+    if _has_code(buffer):
+        raise ValueError(f"incomplete SQL statement at the end of a migration: {buffer.strip()!r}")
+    return statements
+
+
+def _has_code(statement: str) -> bool:
+    lines = (line.split("--", 1)[0] for line in statement.splitlines())
+    return any(line.strip(" \t;") for line in lines)
+
+
+class StepStore(Protocol):
+    """What a capability package's port runs on (``bot.store.steps``): its operations (generators
+    of ``bot.store.op`` requests) and its migrations."""
+
+    @property
+    def where(self) -> str: ...
+
+    async def read(self, operation: Generator[Any, Any, T]) -> T: ...
+
+    async def write(self, operation: Generator[Any, Any, T]) -> T: ...
+
+    async def apply_steps(self, owner: str, steps: Sequence[Migration]) -> int: ...
