@@ -59,10 +59,10 @@ class _Config(CoreConfig):
     media: MediaConfig = MediaConfig()
 
     def capability_sections(self) -> dict[str, CapabilitySection]:
-        """``<capability>:`` by name, every registered capability's that has a section."""
+        """Each registered capability's section that has one, by the capability's name."""
         found: dict[str, CapabilitySection] = {"media": self.media}
-        found.update((name, section) for name in type(self).model_fields
-                     if isinstance(section := getattr(self, name), CapabilitySection))
+        found.update((spec.name, self.section(spec.section_key, CapabilitySection))
+                     for spec in capabilities.specs() if spec.config is not None)
         return found
 
     def section_secrets(self) -> tuple[tuple[str, ...], ...]:
@@ -200,10 +200,27 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
 
 
 def _config_model() -> type[_Config]:
-    """``_Config`` and one field per registered capability with a section (``CapabilitySpec.config``)."""
-    fields: dict[str, Any] = {spec.name: (spec.config, spec.config()) for spec in capabilities.specs()
-                              if spec.config is not None}
-    return create_model("Config", __base__=_Config, **fields)
+    """``_Config`` and each registered capability's section (``CapabilitySpec.config``) at its key:
+    a field of the file's model (``mcp``), or of a core section's (``tools.browser``), which is
+    then a subclass of the core's model with that field added."""
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for spec in capabilities.specs():
+        if spec.config is None:
+            continue
+        parent, _, name = spec.section_key.rpartition(".")
+        if not parent:
+            top[name] = (spec.config, spec.config())
+        elif "." in parent or parent not in CoreConfig.model_fields:
+            raise TypeError(f"{spec.name}: its config key {spec.section_key} is not under a core section")
+        else:
+            nested.setdefault(parent, {})[name] = (spec.config, spec.config())
+    for parent, fields in nested.items():
+        base = CoreConfig.model_fields[parent].annotation
+        assert isinstance(base, type) and issubclass(base, Section)
+        model = create_model(base.__name__, __base__=base, **fields)
+        top[parent] = (model, model())
+    return create_model("Config", __base__=_Config, **top)
 
 
 if TYPE_CHECKING:

@@ -64,3 +64,34 @@ async def test_a_command_of_a_capability_that_is_off_answers_one_sentence(runnin
     [reply] = await channel.wait_for_replies(1)
     assert reply.text == "No MCP servers are configured."
     assert not llm.requests
+
+
+def test_a_capability_brings_its_section_table_and_subcommand(tmp_path: Path) -> None:
+    """One registry line: its section under ``tools:``, its table, its subcommand (in a child
+    process, so that the registry of this one stays as it is)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage:\n  path: {tmp_path}/db.sqlite\ntools:\n  demo:\n    enabled: true\n"
+                      "    greeting: hello there\n")
+    script = (
+        "import sys\n"
+        "from bot.capabilities import registry\n"
+        "registry.BUILTIN['demo'] = 'tests.capability_demo:SPEC'\n"
+        "from bot.cli import main\n"
+        "from bot.settings import load_config\n"
+        f"c = load_config({str(config)!r}, require_secrets=False)\n"
+        "print(c.tools.demo.greeting, c.tools.exec.enabled, sorted(c.capability_sections()))\n"
+        "print(c.describe())\n"
+        f"sys.exit(main(['demo-hello', '-c', {str(config)!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "hello there False ['demo', 'mcp', 'media', 'schedules']"
+    assert "demo       says hello there" in lines
+    assert lines[-1] == "hello there"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tools:\n  demo:\n    greting: x\n")
+    wrong = subprocess.run([sys.executable, "-c", script.replace(str(config), str(bad))], capture_output=True,
+                           text=True, timeout=60, cwd=Path(__file__).parent.parent)
+    assert "tools.demo.greting" in wrong.stderr

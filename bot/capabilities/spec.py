@@ -18,7 +18,8 @@ checked once where the app wires it, never by ``getattr`` at a call site:
 
 Its commands' handlers are given the running capability and the ``CommandCall``. Beside
 ``open`` the spec declares what must be known before anything runs: its config section (the
-model of the key ``<name>:``, which ``bot.settings`` composes into the file's model), its
+model of the key ``<name>:``, or of ``key`` when that is set: a section of its own under a
+core one, such as ``tools.browser``; ``bot.settings`` composes them into the file's model), its
 tables (``migrations``, named ``<name>/0001_...``, applied by name after the core's, by the
 store at start and by ``chatgate migrate``; its operations run through ``AppStore.read`` and
 ``AppStore.write``, written once for both drivers) and its subcommands of ``chatgate``
@@ -90,10 +91,17 @@ class CapabilitySpec:
     open: Callable[[Core], AbstractAsyncContextManager[Any]]
     commands: tuple[CommandSpec, ...] = ()
     enabled: Callable[[CoreConfig], bool] = lambda config: True
-    config: type[Section] | None = None  # the model of the config key ``<name>:``
+    config: type[Section] | None = None  # the model of its config key, ``<name>:`` unless ``key`` says
+    key: str = ""  # where its section is, dotted, when not ``<name>``: ``memory``, ``tools.browser``
     migrations: tuple[Migration, ...] = ()  # its tables, each named ``<name>/NNNN_what``
     cli: Callable[[_SubParsersAction[Any]], None] | None = None  # adds its ``chatgate`` subcommands
     probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
+
+
+    @property
+    def section_key(self) -> str:
+        """The dotted config key of its section."""
+        return self.key or self.name
 
 
 @runtime_checkable

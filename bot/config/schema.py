@@ -438,9 +438,11 @@ class CoreConfig(Section):
         return tuple(p.absolute() for p in paths)
 
     def section(self, name: str, model: type[S]) -> S:
-        """A capability's own section, ``<name>:`` (``bot.settings.Config`` adds one per
-        registered capability); its package names its model."""
-        found = getattr(self, name, None)
+        """A capability's own section at the dotted key ``name`` (``mcp``, ``tools.browser``;
+        ``bot.settings.Config`` adds one per registered capability); its package names its model."""
+        found: Any = self
+        for part in name.split("."):
+            found = getattr(found, part, None)
         if not isinstance(found, model):
             raise LookupError(f"no config section {name!r} of type {model.__name__} (is its capability registered?)")
         return found
