@@ -27,6 +27,7 @@ from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
 from bot.capabilities import Core, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
+from bot.stages import Hears, Speaks
 from bot.channels import SOLE, Channel, UsesLeases, registry, spelling
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
@@ -34,11 +35,8 @@ from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
-from bot.media.hearing import HearingSettings, Listener
-from bot.media.speaking import SpeechSettings, VoiceAnswers
 from bot.models.config import open_models
 from bot.models.titles import Titles
-from bot.providers import make_audio
 from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
 from bot.skills import open_skills
@@ -173,13 +171,12 @@ class App:
         intake_settings = IntakeSettings(a.id, a.dm_scope, a.identity_links, cfg.workspace.group_scope, channel_infos,
                                          r.recover_max_age, downloads, cfg.storage.retention.context * 86400)
         keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links))  # noqa: E731
-        listener, voice = self._media(person_limits)
         policy_of = lambda conv, owner: policy_for(  # noqa: E731
             cfg.tools, policies.get(conv.platform), platform=conv.platform, chat_type=conv.chat_type.value,
             chat_id=conv.chat_id, is_owner=owner)
         self.turns = Turns(
             agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
-            is_owner=access.is_owner, keys=keys, person_limits=person_limits, voice=voice,
+            is_owner=access.is_owner, keys=keys, person_limits=person_limits,
             policy=policy_of, peers=cluster)
         core = Core(cfg, self.store, self.channels, self.events, workspaces, access, person_limits, self.turns,
                     models, approvals, approvals.settings.rules, policy_of, tools.get, self._spelling,
@@ -192,9 +189,13 @@ class App:
                     await self.store.apply_steps(capability_spec.name, capability_spec.migrations)
                 self.capabilities[capability_spec.name] = await self._stack.enter_async_context(
                     capability_spec.open(core))
+        running = self.capabilities.values()
+        hearing = next((h for c in running if isinstance(c, Hears) and (h := c.hearing()) is not None), None)
+        for speaking in (s for c in running if isinstance(c, Speaks) and (s := c.speaking()) is not None):
+            self.turns.speak_with(speaking)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent, approvals=approvals, listener=listener,
-                             voice=voice, capabilities=self.capabilities, peers=cluster)
+                             limits=person_limits, agent=agent, approvals=approvals, hearing=hearing,
+                             capabilities=self.capabilities, peers=cluster)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
         for capability in self.capabilities.values():
@@ -247,27 +248,6 @@ class App:
         cluster = Cluster(store.pool, url, settings)
         store.fence_with(cluster.fence)  # a turn commits only while its lane is still held here
         return cluster
-
-    def _media(self, limits: PersonLimits) -> tuple[Listener | None, VoiceAnswers]:
-        """What ``media:`` switches on: transcription of voice notes, and voice answers."""
-        media = self.config.media
-        clients = {}
-        for name in ("transcription", "speech"):
-            endpoint = getattr(media, name)
-            if endpoint.enabled:
-                client = make_audio(endpoint.provider, api_key=endpoint.api_key.get_secret_value()
-                                    if endpoint.api_key is not None else "", base_url=endpoint.base_url,
-                                    timeout=endpoint.timeout, key=f"media.{name}.provider")
-                self._stack.push_async_callback(client.aclose)
-                clients[name] = client
-        t, sp = media.transcription, media.speech
-        listener = None
-        if "transcription" in clients:
-            listener = Listener(clients["transcription"], HearingSettings(
-                t.model, t.max_seconds, int(t.max_mb * 1024 * 1024), media.echo_transcript), limits)
-        speaker = clients.get("speech")
-        voice = VoiceAnswers(self.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars) if speaker else None)
-        return listener, voice
 
 
 class _McpStatus:

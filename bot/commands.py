@@ -49,9 +49,6 @@ class CommandHost(Protocol):
     async def approve(self, call: CommandCall, approval_id: str, how: str) -> str:
         """Answer a waiting approval as the caller (``how``: once, session, always or deny); the reply."""
 
-    async def voice(self, call: CommandCall) -> str:
-        """``/voice``'s answer: the chat's voice answers, set to ``on``, ``off`` or ``auto`` when given."""
-
 
 def stop_text(stopped: bool, dropped: int) -> str:
     """What ``/stop`` tells the chat (the dashboard's Stop says the same)."""
@@ -105,10 +102,6 @@ async def _deny(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(await host.approve(call, approval_id, "deny"))
 
 
-async def _voice(host: CommandHost, call: CommandCall) -> Reply:
-    return Reply(await host.voice(call))
-
-
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(call.spell))
 
@@ -126,7 +119,6 @@ CORE: tuple[CommandSpec, ...] = (
 )
 CORE_AFTER: tuple[CommandSpec, ...] = (
     CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
-    CommandSpec("voice", _voice, "voice answers in this chat: on, off, or auto (a voice message gets one)"),
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
     CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),
     CommandSpec("deny", _deny, "deny a waiting approval: <id>", urgent=True),

@@ -51,9 +51,8 @@ from bot.channels import Channel, Named, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, command_names, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
-from bot.media.hearing import NOT_HEARD, Heard, Listener, echo_line
-from bot.media.naming import addresses, spoken_command
-from bot.media.speaking import NOT_SET_UP, VoiceAnswers
+from bot.stages import Heard, Hearing
+from bot.text.naming import addresses, spoken_command
 from bot.messages import Answer, Attachment, ChatType, InboundMessage, Target
 from bot.models.command import model_line
 from bot.outbound.progress import Progress
@@ -101,8 +100,8 @@ class Intake:
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
-                 approvals: Approvals | None = None, listener: Listener | None = None,
-                 voice: VoiceAnswers | None = None, capabilities: Mapping[str, object] | None = None,
+                 approvals: Approvals | None = None, hearing: Hearing | None = None,
+                 capabilities: Mapping[str, object] | None = None,
                  peers: Peers | None = None) -> None:
         self._store = store
         self._channels = channels
@@ -114,8 +113,7 @@ class Intake:
         self.limits = limits if limits is not None and limits.active else None
         self._agent = agent
         self._approvals = approvals
-        self._listener = listener
-        self._voice = voice
+        self._listener = hearing
         self._capabilities = dict(capabilities or {})  # the running capabilities by name: their commands' hosts
         self._presses = [c for c in self._capabilities.values() if isinstance(c, Presses)]
         self._status_lines = [c for c in self._capabilities.values() if isinstance(c, StatusLines)]
@@ -435,7 +433,7 @@ class Intake:
         assert self._listener is not None
         msg = item.msg
         channel = self._channels[msg.platform]
-        limit = min(self._listener.settings.max_bytes,
+        limit = min(self._listener.max_bytes,
                     (self._settings.max_download or {}).get(msg.platform, 20 * 1024 * 1024))
         heard: list[Attachment] = []
         for att in msg.attachments:
@@ -470,20 +468,21 @@ class Intake:
                 if not att.audible or att.transcript is not None or att.path is None:
                     continue
                 try:
-                    data = await asyncio.to_thread(read_inside, workspace, att.path, self._listener.settings.max_bytes)
+                    data = await asyncio.to_thread(read_inside, workspace, att.path, self._listener.max_bytes)
                     result = await self._listener.hear(att, data, self._payers(msg))
                 except ValueError:  # bigger than the platform said
-                    result = Heard(refusal=self._listener.too_big(replace(att, size=self._listener.settings.max_bytes + 1)))
+                    result = Heard(refusal=self._listener.too_big(replace(att, size=self._listener.max_bytes + 1)))
                 if result.refusal is not None:
                     await self._turns.outbox.notice(msg, result.refusal, (item.inbound_id,), "unheard", failed=True)
                     return None
                 heard[i] = replace(att, transcript=result.text)
         said = _said(heard)
         if not said:  # nothing to say (heard before, as context): one sentence, never an empty turn
-            await self._turns.outbox.notice(msg, NOT_HEARD, (item.inbound_id,), "unheard", failed=True)
+            await self._turns.outbox.notice(msg, self._listener.nothing_heard, (item.inbound_id,), "unheard",
+                                            failed=True)
             return None
-        if self._listener.settings.echo:
-            await self._turns.outbox.notice(msg, echo_line(said), (), "heard")
+        if (echo := self._listener.echo(said)) is not None:
+            await self._turns.outbox.notice(msg, echo, (), "heard")
         caption = msg.text.strip()
         text = f"{caption}\n\n{said}" if caption else spoken_command(said, command_names()) or said
         return replace(item, msg=replace(msg, text=text, attachments=tuple(heard)))
@@ -558,11 +557,6 @@ class Intake:
         if refusal is not None:
             return refusal
         return "Denied." if decision is Decision.DENY else "Approved."
-
-    async def voice(self, call: CommandCall) -> str:
-        if self._voice is None:
-            return NOT_SET_UP
-        return await self._voice.command(call.msg.platform, call.msg.chat_id, call.command.args)
 
     async def compact(self, call: CommandCall) -> None:
         if await self._within_limits(call.msg, call.inbound_id):  # model calls: within the limits, like a message

@@ -29,7 +29,6 @@ from bot.channels import registry
 from bot.config import CapabilitySection, Section
 from bot.config.loading import load
 from bot.config.schema import CoreConfig, secrets
-from bot.media.config import MediaConfig
 
 if TYPE_CHECKING:
     from bot.dashboard.settings import DashboardSettings
@@ -56,14 +55,11 @@ class _Config(CoreConfig):
     """The config file's model but for the capabilities' sections (``Config`` adds them)."""
 
     channels: ChannelsConfig = ChannelsConfig()
-    media: MediaConfig = MediaConfig()
 
     def capability_sections(self) -> dict[str, CapabilitySection]:
         """Each registered capability's section that has one, by the capability's name."""
-        found: dict[str, CapabilitySection] = {"media": self.media}
-        found.update((spec.name, self.section(spec.section_key, CapabilitySection))
-                     for spec in capabilities.specs() if spec.config is not None)
-        return found
+        return {spec.name: self.section(spec.section_key, CapabilitySection)
+                for spec in capabilities.specs() if spec.config is not None}
 
     def section_secrets(self) -> tuple[tuple[str, ...], ...]:
         """The capabilities' keys that must be set (``chatgate run`` stops without them)."""

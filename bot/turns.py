@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from bot.access import GroupContext
+from bot.stages import Speaking
 from bot.agent.compaction import compact_reply
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus, senders
@@ -36,7 +37,6 @@ from bot.commands import parse_command, stop_text
 from bot.conversation import Conversation
 from bot.delivery import Delivery
 from bot.limits import PersonLimits
-from bot.media.speaking import VOICE_FILE, VoiceAnswers
 from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
 from bot.outbound.outbox import Outbox
 from bot.outbound.progress import Progress
@@ -67,7 +67,7 @@ class Turns:
                  delivery: Delivery, context: GroupContext, *, limits: RunCaps = RunCaps(),
                  is_owner: Owner = lambda msg: False, keys: Keys | None = None,
                  policy: PolicyFor | None = None, person_limits: PersonLimits | None = None,
-                 voice: VoiceAnswers | None = None, peers: Peers | None = None) -> None:
+                 peers: Peers | None = None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -79,7 +79,7 @@ class Turns:
         self._keys = keys or (lambda msg: (f"{msg.platform}:{msg.sender.id}",))
         self._policy = policy
         self._limits = person_limits if person_limits is not None and person_limits.active else None
-        self._voice = voice if voice is not None and voice.available else None
+        self._voices: list[Speaking] = []  # what speaks answers too (bot.stages), speak_with
         self._peers = peers  # other instances (PostgreSQL): a session's lane may run on one of them
         self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded,
                                      on_idle=peers.idle if peers is not None else None)
@@ -252,7 +252,7 @@ class Turns:
             raise
         if order is not None:
             order.end(str(result.status))
-        if self._voice is not None and result.status is RunStatus.COMPLETED and result.text:
+        if self._voices and result.status is RunStatus.COMPLETED and result.text:
             self._tasks.spawn(self._speak(channel, target, run.run_id, msgs, result.text), f"voice {run.run_id}")
         await self._agent.finished(request, result)
         self._compact_later(request, result)
@@ -342,13 +342,15 @@ class Turns:
     async def _speak(self, channel: Channel, target: Target, run_id: str, msgs: tuple[InboundMessage, ...],
                      text: str) -> None:
         """The answer spoken too, when the chat's /voice asks: a voice note after the text."""
-        assert self._voice is not None
-        if not await self._voice.wanted(channel.name, target.chat_id, msgs, text):
-            return
-        data = await self._voice.speak(text)
-        if data is not None:
-            await self.outbox.owe(Answer(f"{run_id}-voice", channel.name, target,
-                                         (Chunk("", VOICE_FILE, data, voice=True),)))
+        for voice in self._voices:
+            spoken = await voice.spoken(run_id, channel.name, target, msgs, text)
+            if spoken is not None:
+                await self.outbox.owe(spoken)
+                return
+
+    def speak_with(self, speaking: Speaking) -> None:
+        """Owe an answer's voice note too, when ``speaking`` makes one (the media capability)."""
+        self._voices.append(speaking)
 
     # -- send_file: the tool's FileSender ----------------------------------------------
 

@@ -20,9 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.stages import Heard
 from bot.errors import ProviderError
 from bot.limits import PersonLimits
 from bot.media.audio_length import longest_seconds, seconds_of
+
+__all__ = ["NOT_HEARD", "NOT_UNDERSTOOD", "Heard", "HearingSettings", "Listener", "Transcriber", "echo_line"]
 from bot.messages import Attachment, ChatType, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -55,20 +58,22 @@ class HearingSettings:
     echo: bool = False  # show the person what was heard before the answer
 
 
-@dataclass(frozen=True, slots=True)
-class Heard:
-    """A transcript (``refusal`` None), or the sentence the person gets instead."""
-
-    text: str = ""
-    refusal: str | None = None
-    seconds: float = 0.0
-
-
 class Listener:
+    """The media capability's ``Hearing`` (``bot.stages``)."""
+
+    nothing_heard = NOT_HEARD
+
     def __init__(self, transcriber: Transcriber, settings: HearingSettings, limits: PersonLimits | None = None) -> None:
         self._transcriber = transcriber
         self.settings = settings
         self._limits = limits if limits is not None and limits.settings.audio_minutes_per_day is not None else None
+
+    @property
+    def max_bytes(self) -> int:
+        return self.settings.max_bytes
+
+    def echo(self, said: str) -> str | None:
+        return echo_line(said) if self.settings.echo else None
 
     @staticmethod
     def wants(msg: InboundMessage) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.errors import ProviderError
-from bot.messages import AttachmentKind, InboundMessage
+from bot.messages import Answer, AttachmentKind, Chunk, InboundMessage, Target
 from bot.outbound.markdown import to_plain
 from bot.store.base import MediaStore
 
@@ -83,6 +83,16 @@ class VoiceAnswers:
         if mode == "auto":
             return any(a.kind is AttachmentKind.VOICE and a.transcript for a in msgs[-1].attachments)
         return mode == "on"
+
+    async def spoken(self, run_id: str, platform: str, target: Target, msgs: Sequence[InboundMessage],
+                     text: str) -> Answer | None:
+        """The media capability's ``Speaking``: the answer as a voice note, when the chat's /voice asks."""
+        if not await self.wanted(platform, target.chat_id, msgs, text):
+            return None
+        data = await self.speak(text)
+        if data is None:
+            return None
+        return Answer(f"{run_id}-voice", platform, target, (Chunk("", VOICE_FILE, data, voice=True),))
 
     async def speak(self, text: str) -> bytes | None:
         """The answer's plain text as Ogg/Opus; None when it cannot be spoken."""
