@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,6 @@ from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
 from bot.capabilities import Core, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
-from bot.stages import Hears, Speaks
 from bot.channels import SOLE, Channel, UsesLeases, registry, spelling
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
@@ -35,11 +33,12 @@ from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
-from bot.models.config import open_models
-from bot.models.titles import Titles
+from bot.routing.config import open_models
+from bot.routing.titles import Titles
 from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
 from bot.skills import open_skills
+from bot.stages import Hears, Speaks
 from bot.store import AppStore, SQLiteStore, store_for
 from bot.tools import policy_for, registry_from_config
 from bot.tools.message import message_tool
@@ -51,9 +50,6 @@ from bot.workspace import Workspaces
 
 if TYPE_CHECKING:
     from bot.cluster import Cluster
-    from bot.dashboard.server import Dashboard
-    from bot.mcp.hub import McpHub
-    from bot.mcp.report import ServerStatus
     from bot.store.pg import PostgresStore
 
 log = logging.getLogger(__name__)
@@ -77,25 +73,7 @@ class App:
         self.channels = dict(channels)
         self.events = EventBus()
         self.capabilities: dict[str, Any] = {}  # the running capabilities by name (bot.capabilities.registry)
-        self.dashboard: Dashboard | None = None  # with dashboard.enabled: its server (``dashboard.url``)
         self._stack = AsyncExitStack()
-
-    def _dashboard(self, limits: PersonLimits, redact: Redactor) -> Dashboard:
-        """The operator dashboard on this bot (``dashboard.enabled``): imported only then."""
-        from bot.dashboard.server import Dashboard
-        from bot.dashboard.sources import Bot, Operations, PeoplePolicy
-        from bot.schedules.operator import OperatorJobs
-
-        dispatcher = self.turns.dispatcher
-        bot = Bot(self.events, dispatcher.registry, dispatcher.queued, self.turns.stop_run, self.channels,
-                  self.config.agent.model)
-        scheduling = self.capabilities.get("schedules")
-        operations = Operations(mcp=_McpStatus(self.mcp) if self.mcp is not None else None,
-                                jobs=OperatorJobs(self.store, time.time,
-                                                  scheduling.scheduler.wake if scheduling is not None else _nothing),
-                                approvals=self.store)
-        return Dashboard(self.config.dashboard_settings(), self.store, bot=bot, operations=operations,
-                         people=PeoplePolicy(limits.settings, self.config.owner_ids()), redact=redact)
 
     async def __aenter__(self) -> App:
         try:
@@ -182,7 +160,7 @@ class App:
                     models, approvals, approvals.settings.rules, policy_of, tools.get, self._spelling,
                     lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets,
                     channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
-                    cfg.exec_settings() if cfg.tools.exec.enabled else None)
+                    cfg.exec_settings() if cfg.tools.exec.enabled else None, self.capabilities)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
             if capability_spec.enabled(cfg):
                 if capability_spec.migrations:  # its own tables, before it opens
@@ -209,8 +187,6 @@ class App:
         self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
         self._stack.push_async_callback(self.events.aclose)
-        if cfg.dashboard.enabled:  # before the channels: a busy port stops start-up before anything is received
-            self.dashboard = await self._stack.enter_async_context(self._dashboard(person_limits, redactor))
         for name, channel in self.channels.items():
             if isinstance(channel, UsesLeases):
                 channel.use_leases(cluster if cluster is not None else SOLE)
@@ -228,7 +204,12 @@ class App:
                 capability.start()
 
     @property
-    def mcp(self) -> McpHub | None:
+    def dashboard(self) -> Any:
+        """With ``dashboard.enabled``: its server (``dashboard.url``)."""
+        return self.capabilities.get("dashboard")
+
+    @property
+    def mcp(self) -> Any:
         """The MCP servers, when ``mcp.servers`` names any."""
         return self.capabilities.get("mcp")
 
@@ -248,20 +229,6 @@ class App:
         cluster = Cluster(store.pool, url, settings)
         store.fence_with(cluster.fence)  # a turn commits only while its lane is still held here
         return cluster
-
-
-class _McpStatus:
-    """The MCP servers as the dashboard's Operations page reads them."""
-
-    def __init__(self, hub: McpHub) -> None:
-        self._hub = hub
-
-    def mcp_status(self) -> Sequence[ServerStatus]:
-        return self._hub.statuses()
-
-
-def _nothing() -> None:
-    """Nothing to wake (the schedules capability is not running)."""
 
 
 def writable(root: Path) -> None:

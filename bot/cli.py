@@ -54,16 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     approve.add_argument("code")
     revoke = pairing_sub.add_parser("revoke", help="take back an approval")
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
-    dashboard = sub.add_parser("dashboard", help="serve the operator dashboard alone, against the bot's database "
-                                                 "(`dashboard passwd` sets a user's password)")
-    dashboard.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
-    dashboard_sub = dashboard.add_subparsers(dest="action")
-    passwd = dashboard_sub.add_parser("passwd", help="set a dashboard user's password (read from the terminal, or "
-                                                     "one line of stdin) as a hash in the config file")
-    passwd.add_argument("user", help="the name to log in with (letters, digits, . _ -)")
-    passwd.add_argument("-c", "--config", dest="passwd_config", help="path to config.yaml (default: ./config.yaml)")
-    passwd.add_argument("--role", choices=("viewer", "operator"), help="also set the role (new users: viewer)")
-    passwd.add_argument("--generate", action="store_true", help="make a random token instead, and print it once")
     status = sub.add_parser("status", help="the instances alive on the PostgreSQL database, what each owns, lag")
     status.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     migrate = sub.add_parser("migrate", help="make or upgrade a PostgreSQL database's tables (as its owner), and "
@@ -78,14 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "migrate":
         return _guarded(_migrate(args.source, args.target))
-    if args.command == "dashboard" and args.action == "passwd":
-        return _passwd(args.passwd_config or args.config, args.user, args.role, generate=args.generate)
+    if getattr(args, "no_config", False):  # a capability's subcommand that edits the file itself
+        return int(asyncio.run(args.run(None, args)))
 
     from bot.settings import load_config
 
     try:
         config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing",
-                                                                                 "dashboard", "status")
+                                                                                 "status")
                              and getattr(args, "run", None) is None)
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
@@ -112,7 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("\n".join(asyncio.run(_awaited(spec.probe(config)))))
         return 0
     if getattr(args, "run", None) is not None:  # a capability's subcommand
-        return _guarded(args.run(config, args))
+        if getattr(args, "logs", False):
+            _setup_logging(config.logging.level, secrets=config.secret_values())
+        try:
+            return int(asyncio.run(args.run(config, args)))
+        except ChatgateError as exc:
+            print(f"chatgate: {exc}", file=sys.stderr)
+            return 2 if isinstance(exc, ConfigError) else 1
     if args.command == "traces":
         return _guarded(_traces(config, args.session, args.last))
     if args.command == "sessions":
@@ -122,13 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         return _guarded(_status(config))
     secrets = config.secret_values()
-    if args.command == "dashboard":
-        _setup_logging(config.logging.level, secrets=secrets)
-        try:
-            return asyncio.run(_dashboard(config))
-        except ChatgateError as exc:
-            print(f"chatgate: {exc}", file=sys.stderr)
-            return 2 if isinstance(exc, ConfigError) else 1
     if args.command == "run":
         _setup_logging(config.logging.level, secrets=secrets)
     else:  # the terminal is the conversation: logs go to a file beside the database
@@ -364,91 +353,6 @@ async def _pairing(config: Config, args: argparse.Namespace) -> int:
             return 1
         print(f"revoked {args.sender}")
         return 0
-
-
-async def _dashboard(config: Config) -> int:
-    """`chatgate dashboard`: the dashboard alone, on the bot's database, until SIGINT or SIGTERM.
-    Runs in flight live in the bot's process: this one shows what the database holds."""
-    from bot.dashboard.server import Dashboard
-    from bot.dashboard.sources import PeoplePolicy
-    from bot.limits import LimitSettings
-    from bot.tracing import Redactor
-
-    lim = config.limits
-    people = PeoplePolicy(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd),
-                          config.owner_ids())
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        async with store_of(config) as store, \
-                Dashboard(config.dashboard_settings(), store, people=people,
-                          redact=Redactor(config.secret_values())) as dashboard:
-            print(f"chatgate dashboard at {dashboard.url} (alone: runs in flight show on the one `chatgate run` "
-                  "serves); Ctrl-C stops it", flush=True)
-            await stop.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-    return 0
-
-
-def _passwd(path: str | None, user: str, role: str | None, *, generate: bool) -> int:
-    """`chatgate dashboard passwd NAME`: hash a password (or a new token) into the config file."""
-    import getpass
-
-    from bot.config.loading import DEFAULT_PATH
-    from bot.dashboard import passwords
-    from bot.dashboard.passwd import set_user, snippet
-    from bot.settings import load_config
-
-    file = Path(path) if path else DEFAULT_PATH
-    if not file.is_file():
-        print(f"chatgate: no config file at {file} (copy config.example.yaml to it, or give -c)", file=sys.stderr)
-        return 2
-    if generate:
-        secret = passwords.new_token()
-    elif sys.stdin.isatty():
-        secret = getpass.getpass(f"Password for {user}: ")
-        if secret and getpass.getpass("Again: ") != secret:
-            print("chatgate: the two passwords differ; nothing changed", file=sys.stderr)
-            return 1
-    else:  # a script: one line of stdin
-        secret = sys.stdin.readline().rstrip("\r\n")
-    if not secret:
-        print("chatgate: an empty password is never accepted; nothing changed", file=sys.stderr)
-        return 1
-    hashed = passwords.hash_password(secret)
-    original = file.read_text(encoding="utf-8")
-    edited = set_user(original, user, hashed, role)
-    if edited is not None:
-        trial = file.with_name(f".{file.name}.passwd-{os.getpid()}")
-        try:
-            trial.write_text(edited, encoding="utf-8")
-            os.chmod(trial, file.stat().st_mode & 0o777)
-            try:
-                config = load_config(trial, require_secrets=False)
-            except ConfigError as exc:
-                print(f"chatgate: the edited config would not load ({exc}); nothing changed", file=sys.stderr)
-                edited = None
-            else:
-                stored = config.dashboard.users.get(user)
-                if stored is None or stored.password_hash is None or \
-                        not passwords.verify(secret, stored.password_hash.get_secret_value()):
-                    edited = None
-            if edited is not None:
-                os.replace(trial, file)
-        finally:
-            trial.unlink(missing_ok=True)
-    if edited is None:
-        print(f"chatgate: could not edit {file} safely (a flow mapping or tabs?); add these lines yourself:\n\n"
-              f"{snippet(user, hashed, role)}", file=sys.stderr)
-        return 1
-    print(f"set the password of dashboard user {user!r} in {file}")
-    if generate:
-        print(f"token (shown once, not stored anywhere): {secret}")
-    return 0
 
 
 async def _close(app: App) -> None:

@@ -51,15 +51,15 @@ from bot.channels import Channel, Named, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, command_names, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
-from bot.stages import Heard, Hearing
-from bot.text.naming import addresses, spoken_command
 from bot.messages import Answer, Attachment, ChatType, InboundMessage, Target
-from bot.models.command import model_line
 from bot.outbound.progress import Progress
 from bot.peers import Peers, Stopped
+from bot.routing.spec import model_line
 from bot.session_keys import DmScope, GroupScope
+from bot.stages import Heard, Hearing
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
+from bot.text.naming import addresses, spoken_command
 from bot.tools.approval import Decision
 from bot.turns import BUSY, Turns, TurnStore
 from bot.workspace import OutsideWorkspaceError, Workspaces, read_inside, save_upload

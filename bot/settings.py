@@ -31,7 +31,6 @@ from bot.config.loading import load
 from bot.config.schema import CoreConfig, secrets
 
 if TYPE_CHECKING:
-    from bot.dashboard.settings import DashboardSettings
     from bot.tools.sandbox import ExecSettings
 
 __all__ = ["ChannelsConfig", "Config", "load_config"]
@@ -60,6 +59,9 @@ class _Config(CoreConfig):
         """Each registered capability's section that has one, by the capability's name."""
         return {spec.name: self.section(spec.section_key, CapabilitySection)
                 for spec in capabilities.specs() if spec.config is not None}
+
+    def _own_private_paths(self) -> tuple[Path, ...]:
+        return tuple(p for section in self.capability_sections().values() for p in section.private_paths())
 
     def section_secrets(self) -> tuple[tuple[str, ...], ...]:
         """The capabilities' keys that must be set (``chatgate run`` stops without them)."""
@@ -91,20 +93,6 @@ class _Config(CoreConfig):
         e = self.tools.exec
         return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
                             private=self.private_paths(), limits=ExecBounds(**e.limits.model_dump()))
-
-    def dashboard_settings(self) -> DashboardSettings:
-        """``dashboard:`` as the dashboard takes it (loaded only when the dashboard is used)."""
-        from ipaddress import ip_network
-
-        from bot.config.schema import parse_bind
-        from bot.dashboard.settings import DashboardSettings, Role, User
-
-        d = self.dashboard
-        host, port = parse_bind(d.bind)
-        users = {name: User(name, Role(u.role), u.password_hash.get_secret_value() if u.password_hash else None)
-                 for name, u in d.users.items()}
-        proxies = tuple(ip_network(p, strict=False) for p in d.trusted_proxies)
-        return DashboardSettings(host, port, users, d.tls_cert, d.tls_key, d.behind_proxy, proxies)
 
     def describe(self) -> str:
         """What would start, for ``chatgate check``; every secret is masked, and so are the
@@ -161,12 +149,6 @@ class _Config(CoreConfig):
         for section in self.capability_sections().values():
             for line in section.describe():
                 lines.insert(-1, line)
-        d = self.dashboard
-        users = [u.role for u in d.users.values() if u.password_hash]
-        shown = (f"{d.bind}{', https' if d.tls_cert else ''}{', behind a proxy' if d.behind_proxy else ''}; "
-                 f"{len(users)} user{'s' if len(users) != 1 else ''} with a password "
-                 f"({users.count('operator')} operator{'s' if users.count('operator') != 1 else ''})")
-        lines.insert(-1, f"dashboard  {'on at ' + shown if d.enabled else 'off (chatgate dashboard serves it alone)'}")
         e = self.tools.exec
         if e.enabled:
             lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "

@@ -185,7 +185,7 @@ class TraceBuilder:
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     bill: Billing | None = None  # charged here: every model call of a run passes through ``llm`` once
-    why: str = ""  # why the run uses its model (``bot.models.Route.why_text``)
+    why: str = ""  # why the run uses its model (``bot.routing.Route.why_text``)
 
     def __post_init__(self) -> None:
         self.started_at = self.clock()

@@ -28,7 +28,6 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from bot.access import GroupContext
-from bot.stages import Speaking
 from bot.agent.compaction import compact_reply
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus, senders
@@ -43,6 +42,7 @@ from bot.outbound.progress import Progress
 from bot.outbound.split import render_chunks
 from bot.peers import Peers, Stopped
 from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps, TaskOrder
+from bot.stages import Speaking
 from bot.store.base import AnswerStore, Closing, LaneLost, Store
 from bot.tasks import OwnedTasks
 from bot.tools.policy import ToolPolicy

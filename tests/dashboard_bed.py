@@ -19,8 +19,8 @@ import aiohttp
 
 from bot.app import App
 from bot.dashboard import passwords
-from bot.settings import Config, load_config
 from bot.runs import ActiveRun
+from bot.settings import Config, load_config
 from tests.fakes.channel import RecordingChannel, dm
 from tests.fakes.llm_server import FakeLLM, Reply
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bot.dashboard.server import Dashboard
+from bot.dashboard.settings import settings_of
 from bot.dashboard.sources import Bot, Operations, PeoplePolicy
 from bot.limits import LimitSettings
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
@@ -408,7 +409,7 @@ async def test_every_page_at_two_widths(browser: Any, bed: Bed, llm: FakeLLM) ->
     ops = FakeOps()
     bot = Bot(app.events, app.turns.dispatcher.registry, app.turns.dispatcher.queued, app.turns.stop_run,
               app.channels, app.config.agent.model)
-    dashboard = Dashboard(app.config.dashboard_settings(), app.store, bot=bot,
+    dashboard = Dashboard(settings_of(app.config), app.store, bot=bot,
                           operations=Operations(mcp=ops, jobs=ops, approvals=ops),
                           people=PeoplePolicy(LimitSettings(None, 5000, 0.5), ("telegram:1",)))
     async with dashboard:

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from bot.dashboard.server import Dashboard
+from bot.dashboard.settings import settings_of
 from bot.dashboard.sources import DashboardStore
 from bot.llm import Message
 from bot.messages import ChatType, InboundMessage, Sender
@@ -89,7 +90,7 @@ async def test_a_day_is_counted_from_since_never_rounded_up(store: Store) -> Non
 
 
 async def test_pages_are_served_from_a_postgres_store(tmp_path: Path, llm: FakeLLM) -> None:
-    settings = bed_config(tmp_path, llm).dashboard_settings()
+    settings = settings_of(bed_config(tmp_path, llm))
     async with postgres_store() as store, Dashboard(settings, store) as dashboard:
         ada = await _talk(store, "1", "Ada Lovelace", "compute Bernoulli numbers", "m1")
         await _talk(store, "2", "Bob", "what of the budget?", "m2")

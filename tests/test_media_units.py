@@ -17,8 +17,8 @@ from bot.errors import ProviderUnavailableError
 from bot.limits import LimitSettings, PersonLimits
 from bot.media.audio_length import seconds_of
 from bot.media.hearing import NOT_HEARD, NOT_UNDERSTOOD, HearingSettings, Listener
-from bot.text.naming import addresses, spoken_command
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
+from bot.text.naming import addresses, spoken_command
 from tests.fakes.audio import ogg_opus
 
 NAMES_OF_BOT = ("chatgate_bot", "Chatgate")

@@ -14,10 +14,10 @@ from bot.errors import (
     ProviderRequestError,
     ProviderUnavailableError,
 )
-from bot.models import Catalog, ModelSpec, Route, Why, fallback_reason, fallback_to
-from bot.models.choice import choice_id, clean_title, may_pick, may_switch, parse_choice, pickable, plan_specs
-from bot.models.config import catalog_of
 from bot.providers.pricing import Price
+from bot.routing import Catalog, ModelSpec, Route, Why, fallback_reason, fallback_to
+from bot.routing.choice import choice_id, clean_title, may_pick, may_switch, parse_choice, pickable, plan_specs
+from bot.routing.config import catalog_of
 from bot.settings import Config
 
 DEFAULT = ModelSpec("", "openai", "gpt-4o-mini")

@@ -19,7 +19,7 @@ from bot.conversation import ChannelInfo, Conversation
 from bot.limits import Refusal
 from bot.messages import Answer, ChatType, Chunk, Target
 from bot.runs import TaskOrder
-from bot.schedules.checks import Checks, CheckResult, CommandCheck, checks_for
+from bot.schedules.checks import CheckResult, Checks, CommandCheck, checks_for
 from bot.schedules.scheduler import MAX_NAP, Scheduler, TaskTools
 from bot.schedules.service import Creator, ScheduleError, Schedules, ScheduleSettings
 from bot.store.base import Claim, Closing, JobKind, JobState, RuleKind, When

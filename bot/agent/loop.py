@@ -8,7 +8,7 @@ atomically with its trace) -> events. Errors meant for users come back as a resu
 one human sentence; a cancellation stores what happened so far, with every unfinished
 tool call answered "Tool execution cancelled by user", and propagates.
 
-The model of a run is its conversation's (``bot.models``: the one picked with ``/model``,
+The model of a run is its conversation's (``bot.routing``: the one picked with ``/model``,
 else the default), with the fallbacks it may move to when its first call fails with a
 "not now" error before any tool ran or any text streamed; costs, traces and the turn name
 the model that answered.
@@ -37,8 +37,8 @@ from bot.conversation import Conversation
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
 from bot.llm import ImagePart, Message, Role, ToolCall, ToolResult
-from bot.models import Models, ModelSpec, Plan, Route, Why, fallback_reason, fallback_to, note_text
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
+from bot.routing import Models, ModelSpec, Plan, Route, Why, fallback_reason, fallback_to, note_text
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.text.silence import NoReplyHoldback, final_answer
 from bot.tools.base import Gate, ToolContext

@@ -16,8 +16,8 @@ from bot.conversation import Conversation
 from bot.limits import Bill
 from bot.llm import Message, Role, ToolCall, ToolResult
 from bot.messages import InboundMessage
-from bot.models import Route
 from bot.providers.base import Usage
+from bot.routing import Route
 from bot.store.base import Session, Turn
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import ToolRegistry

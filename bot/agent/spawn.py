@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.limits import Meter
-from bot.models import Models
 from bot.providers.base import Provider, Usage
+from bot.routing import Models
 from bot.store.base import CompactingStore
 from bot.tools.base import Gate, SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.policy import READ_ONLY_TOOLS, ToolPolicy, ToolRules

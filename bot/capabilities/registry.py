@@ -17,6 +17,7 @@ BUILTIN: dict[str, str] = {
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
     "media": "bot.media.capability:SPEC",
+    "dashboard": "bot.dashboard.capability:SPEC",  # after those whose panels it shows
 }
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from bot.command_spec import CommandCall, CommandSpec
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from bot.conversation import ChannelInfo, Conversation
     from bot.limits import PersonLimits
     from bot.messages import InboundMessage
+    from bot.routing import Models
     from bot.store import AppStore
     from bot.tools.approval import ApprovalRules
     from bot.tools.base import Gate, Tool
@@ -72,7 +73,7 @@ class Core:
     access: Access
     limits: PersonLimits
     turns: Turns
-    models: object  # the model router (bot.models.Models, typed there: the port names no capability package)
+    models: Models  # the configured models and each conversation's (bot.routing)
     gate: Gate  # the one gate of every tool call (hooks, approvals)
     rules: ApprovalRules  # which calls need a person
     policy: Callable[[Conversation, bool], ToolPolicy]  # a conversation's tool policy (every sender an owner)
@@ -83,6 +84,7 @@ class Core:
     channel_info: Mapping[str, ChannelInfo]  # platform -> what its channel shows the prompt
     on_sweep: Callable[[Callable[[], Awaitable[None]]], None]  # run on every cluster sweep (SQLite: never)
     exec_settings: ExecSettings | None = None  # how exec runs a command (its sandbox), None when exec is off
+    running: Mapping[str, object] = field(default_factory=dict)  # the capabilities opened so far, by name
 
 
 @dataclass(frozen=True, slots=True)

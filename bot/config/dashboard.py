@@ -1,22 +1,12 @@
-"""``dashboard:``, the config section of the operator dashboard, and the ``host:port`` rules
-every server of the bot shares (a bind that other machines can reach needs TLS and consent).
-Kept in the config package, not ``bot.dashboard``: with the dashboard off nothing of that
-package is loaded, its config included."""
+"""The ``host:port`` rules every server of the bot shares (the dashboard's, the ops probes',
+the API's): a bind is parsed one way, and one that other machines can reach needs TLS and
+consent (each server's section says how)."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from pathlib import Path
-from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, model_validator
-from pydantic_core import PydanticCustomError
-
-from bot.config.types import Secret, Section
-from bot.errors import ConfigError
-
-DEFAULT_DASHBOARD_BIND = "127.0.0.1:8787"
 _BIND = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})")
 
 
@@ -36,63 +26,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a name: it may resolve to anything
-
-
-def _password_hash(value: SecretStr | None) -> SecretStr | None:
-    if value is not None:
-        from bot.dashboard.passwords import problem  # stdlib only; loaded when a hash is configured
-
-        if (why := problem(value.get_secret_value())) is not None:
-            raise PydanticCustomError("password_hash", why)
-    return value
-
-
-def _proxy(value: str) -> str:
-    try:
-        ipaddress.ip_network(value, strict=False)
-    except ValueError:
-        raise PydanticCustomError("proxy", "expected an IP address or network such as 10.0.0.5 or 10.0.0.0/24, "
-                                           "got {value!r}", {"value": value}) from None
-    return value
-
-
-class DashboardUserConfig(Section):
-    """One person who may log in to the dashboard."""
-
-    role: Literal["viewer", "operator"] = "viewer"  # viewers see everything and change nothing
-    # scrypt hash from `chatgate dashboard passwd`; none (or empty): this user cannot log in
-    password_hash: Annotated[Secret, AfterValidator(_password_hash)] = None
-
-
-class DashboardConfig(Section):
-    """The operator dashboard (``bot.dashboard``): a web page served by ``chatgate run`` when
-    ``enabled``, or alone by ``chatgate dashboard``."""
-
-    enabled: bool = False
-    bind: str = DEFAULT_DASHBOARD_BIND  # host:port; loopback only unless allow_remote
-    allow_remote: bool = False  # a non-loopback bind, then only with TLS or behind_proxy
-    tls_cert: Path | None = None  # PEM certificate chain and key: the dashboard serves https
-    tls_key: Path | None = None
-    behind_proxy: bool = False  # a TLS proxy in front: trust its X-Forwarded-For/-Proto/-Host
-    # ... only from these peers (the proxy's own address); the default: a proxy on this machine
-    trusted_proxies: tuple[Annotated[str, AfterValidator(_proxy)], ...] = ("127.0.0.0/8", "::1")
-    users: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")], DashboardUserConfig] = {}
-
-    @model_validator(mode="after")
-    def _safe_to_serve(self) -> DashboardConfig:
-        try:
-            host, _ = parse_bind(self.bind)
-        except ValueError:
-            raise ConfigError("dashboard.bind", f"expected host:port such as {DEFAULT_DASHBOARD_BIND}, "
-                                                f"got {self.bind!r}") from None
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ConfigError("dashboard.tls_key" if self.tls_key is None else "dashboard.tls_cert",
-                              "missing", "https needs both tls_cert and tls_key")
-        if not is_loopback(host) and not self.allow_remote:
-            raise ConfigError("dashboard.bind", f"{self.bind} can be reached from other machines, and the dashboard "
-                              "binds to this machine only", "use 127.0.0.1 with an SSH tunnel, or set "
-                              "dashboard.allow_remote: true with tls_cert and tls_key or behind_proxy")
-        if self.allow_remote and self.tls_cert is None and not self.behind_proxy:
-            raise ConfigError("dashboard.allow_remote", "a remote dashboard needs TLS",
-                              "set dashboard.tls_cert and tls_key, or behind_proxy: true behind a TLS proxy")
-        return self

@@ -29,13 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from bot.config.dashboard import (  # noqa: F401 - where callers found them
-    DEFAULT_DASHBOARD_BIND,
-    DashboardConfig,
-    DashboardUserConfig,
-    is_loopback,
-    parse_bind,
-)
+from bot.config.dashboard import is_loopback, parse_bind  # noqa: F401 - where callers found them
 from bot.config.keys import dotted, holds_secret, model_at, secrets  # noqa: F401 - the loader's and wording's
 from bot.config.storage import ClusterConfig, RetentionConfig, StorageConfig  # noqa: F401
 from bot.config.types import (
@@ -336,7 +330,6 @@ class CoreConfig(Section):
     tools: ToolsConfig = ToolsConfig()
     hooks: HooksConfig = HooksConfig()
     skills: SkillsConfig = SkillsConfig()
-    dashboard: DashboardConfig = DashboardConfig()
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")
@@ -429,13 +422,15 @@ class CoreConfig(Section):
 
     def private_paths(self) -> tuple[Path, ...]:
         """What a sandboxed command must never see: this config file, the database's folder, the
-        workspace root (a command gets its own workspace, nothing above it) and the dashboard's
-        TLS certificate and key."""
-        paths = [self.storage.path.parent, self.workspace.root,
-                 *(p for p in (self.dashboard.tls_cert, self.dashboard.tls_key) if p is not None)]
+        workspace root (a command gets its own workspace, nothing above it) and what the
+        capabilities' sections name (the dashboard's TLS certificate and key: ``bot.settings``)."""
+        paths = [self.storage.path.parent, self.workspace.root, *self._own_private_paths()]
         if self._source_path is not None:
             paths.insert(0, self._source_path)
         return tuple(p.absolute() for p in paths)
+
+    def _own_private_paths(self) -> tuple[Path, ...]:
+        return ()
 
     def section(self, name: str, model: type[S]) -> S:
         """A capability's own section at the dotted key ``name`` (``mcp``, ``tools.browser``;
@@ -475,10 +470,6 @@ class CoreConfig(Section):
         if self.tools.exec.enabled and self.tools.exec.sandbox == "none":
             found.append("tools.exec.sandbox is none: commands run unconfined and can read the bot's config "
                          "file, database, environment and every workspace (set it to bwrap)")
-        d = self.dashboard
-        if d.enabled and not any(u.password_hash for u in d.users.values()):
-            found.append("dashboard.enabled but no user in dashboard.users has a password: `chatgate run` will not "
-                         "start (set one with `chatgate dashboard passwd -c CONFIG NAME`)")
         return found
 
     @property

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -93,6 +94,10 @@ class CapabilitySection(Section):
     def describe(self) -> list[str]:
         """Lines of ``chatgate check`` (``"label      what"``, secrets masked); none when off."""
         return []
+
+    def private_paths(self) -> tuple[Path, ...]:
+        """Files a sandboxed command must never see (a TLS key)."""
+        return ()
 
 
 secret = _secret  # a secret field read from an environment variable when the file leaves it out

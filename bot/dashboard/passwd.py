@@ -10,7 +10,12 @@ before it replaces the file, so a wrong edit never lands.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+from pathlib import Path
+
+from bot.errors import ConfigError
 
 _COMMENT_OR_BLANK = re.compile(r"\s*(#.*)?$")
 
@@ -115,3 +120,60 @@ def set_user(text: str, user: str, hashed: str, role: str | None) -> str | None:
             comment = re.search(r"\s+#.*$", lines[at].split(":", 1)[1])
             lines[at] = f"{' ' * field}{key}: {setting}{comment.group(0) if comment else ''}"
     return "\n".join(lines) + "\n"
+
+
+def passwd_command(path: str | None, user: str, role: str | None, *, generate: bool) -> int:
+    """`chatgate dashboard passwd NAME`: hash a password (or a new token) into the config file."""
+    import getpass
+
+    from bot.config.loading import DEFAULT_PATH
+    from bot.dashboard import passwords
+    from bot.dashboard.config import DashboardConfig
+    from bot.settings import load_config
+
+    file = Path(path) if path else DEFAULT_PATH
+    if not file.is_file():
+        print(f"chatgate: no config file at {file} (copy config.example.yaml to it, or give -c)", file=sys.stderr)
+        return 2
+    if generate:
+        secret = passwords.new_token()
+    elif sys.stdin.isatty():
+        secret = getpass.getpass(f"Password for {user}: ")
+        if secret and getpass.getpass("Again: ") != secret:
+            print("chatgate: the two passwords differ; nothing changed", file=sys.stderr)
+            return 1
+    else:  # a script: one line of stdin
+        secret = sys.stdin.readline().rstrip("\r\n")
+    if not secret:
+        print("chatgate: an empty password is never accepted; nothing changed", file=sys.stderr)
+        return 1
+    hashed = passwords.hash_password(secret)
+    original = file.read_text(encoding="utf-8")
+    edited = set_user(original, user, hashed, role)
+    if edited is not None:
+        trial = file.with_name(f".{file.name}.passwd-{os.getpid()}")
+        try:
+            trial.write_text(edited, encoding="utf-8")
+            os.chmod(trial, file.stat().st_mode & 0o777)
+            try:
+                config = load_config(trial, require_secrets=False)
+            except ConfigError as exc:
+                print(f"chatgate: the edited config would not load ({exc}); nothing changed", file=sys.stderr)
+                edited = None
+            else:
+                stored = config.section("dashboard", DashboardConfig).users.get(user)
+                if stored is None or stored.password_hash is None or \
+                        not passwords.verify(secret, stored.password_hash.get_secret_value()):
+                    edited = None
+            if edited is not None:
+                os.replace(trial, file)
+        finally:
+            trial.unlink(missing_ok=True)
+    if edited is None:
+        print(f"chatgate: could not edit {file} safely (a flow mapping or tabs?); add these lines yourself:\n\n"
+              f"{snippet(user, hashed, role)}", file=sys.stderr)
+        return 1
+    print(f"set the password of dashboard user {user!r} in {file}")
+    if generate:
+        print(f"token (shown once, not stored anywhere): {secret}")
+    return 0

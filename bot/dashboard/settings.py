@@ -1,6 +1,6 @@
 """What the dashboard is told by the composition root: where to listen, how, and who may log in.
 
-Built from ``dashboard:`` in the config (``bot.settings.Config.dashboard_settings``); the
+Built from ``dashboard:`` in the config (``bot.dashboard.capability.settings_of``); the
 config has already refused a bind that is not safe (a non-loopback address without
 ``allow_remote``, a remote one without TLS or a proxy), so this only carries the decision.
 """
@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.config.schema import CoreConfig
 
 LOOPBACK = (ip_network("127.0.0.0/8"), ip_network("::1/128"))
 
@@ -58,3 +62,18 @@ class DashboardSettings:
 
     def can_log_in(self) -> bool:
         return any(u.password_hash for u in self.users.values())
+
+
+def settings_of(config: CoreConfig) -> DashboardSettings:
+    """``dashboard:`` as the dashboard takes it."""
+    from ipaddress import ip_network
+
+    from bot.config.dashboard import parse_bind
+    from bot.dashboard.config import DashboardConfig
+
+    d = config.section("dashboard", DashboardConfig)
+    host, port = parse_bind(d.bind)
+    users = {name: User(name, Role(u.role), u.password_hash.get_secret_value() if u.password_hash else None)
+             for name, u in d.users.items()}
+    proxies = tuple(ip_network(p, strict=False) for p in d.trusted_proxies)
+    return DashboardSettings(host, port, users, d.tls_cert, d.tls_key, d.behind_proxy, proxies)

@@ -77,6 +77,7 @@ class McpServer(Protocol):
     def since(self) -> float: ...  # time.time() of its last change of state
 
 
+@runtime_checkable
 class McpSource(Protocol):
     def mcp_status(self) -> Sequence[McpServer]: ...
 
@@ -111,6 +112,17 @@ class JobControl(Protocol):
     async def cancel_job(self, job_id: str) -> bool:
         """False when there is no such job (any more)."""
         ...
+
+
+class Jobs(JobSource, JobControl, Protocol):
+    """The scheduled jobs and the operator's changes to one."""
+
+
+@runtime_checkable
+class JobsPanel(Protocol):
+    """A running capability whose jobs the Operations page lists (the schedules capability)."""
+
+    def operator_jobs(self) -> Jobs: ...
 
 
 class PendingApproval(Protocol):

@@ -301,6 +301,10 @@ class McpHub:
         main = self._servers[name].main
         return State.CONNECTING if main is None else main.state
 
+    def mcp_status(self) -> tuple[ServerStatus, ...]:
+        """The servers as the dashboard's Operations page reads them."""
+        return self.statuses()
+
     def statuses(self) -> tuple[ServerStatus, ...]:
         found = []
         for server in self._servers.values():

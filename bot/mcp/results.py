@@ -36,7 +36,7 @@ import mcp_types as types
 
 from bot.llm import ImagePart
 from bot.mcp.naming import sanitise
-from bot.tools.base import ToolOutput
+from bot.tools.base import NOTHING, ToolOutput
 from bot.workspace import create_inside
 
 OUTPUT_DIR = "mcp-output"
@@ -45,7 +45,6 @@ MAX_IMAGE_BYTES = 5 * 1024 * 1024  # an image above this is saved only (the prov
 MAX_BLOB_BYTES = 50 * 1024 * 1024  # a binary part above this is not saved either
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # all of a result's parts together; the rest is cut (see the module doc)
 SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
-EMPTY = "(the tool returned nothing)"
 _SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
            "audio/wav": ".wav", "audio/mpeg": ".mp3", "audio/ogg": ".ogg", "application/pdf": ".pdf",
            "application/json": ".json", "text/plain": ".txt"}
@@ -134,7 +133,7 @@ async def settle(rendered: Rendered, workspace: Path, stem: str, max_chars: int)
     Files are written in a worker thread; a plain text that fits needs none."""
     texts = [p for p in rendered.pieces if isinstance(p, str)]
     if len(texts) == len(rendered.pieces) and sum(len(t) + 1 for t in texts) <= max_chars + 1:
-        return ToolOutput("\n".join(texts) or EMPTY)
+        return ToolOutput("\n".join(texts) or NOTHING)
     return await asyncio.to_thread(_settle, rendered, workspace, stem, max_chars)
 
 
@@ -159,7 +158,7 @@ def _settle(rendered: Rendered, workspace: Path, stem: str, max_chars: int) -> T
         if shown:
             images.append(ImagePart(piece.mime, piece.data))
         texts.append(f"[{piece.about}, {len(data):,} bytes, {saved}{'; shown to you below' if shown else ''}]")
-    text = "\n".join(texts) or EMPTY
+    text = "\n".join(texts) or NOTHING
     if len(text) > max_chars:
         saved = _save(workspace, f"{base}.txt", text.encode("utf-8", "replace"))
         text = head_and_path(text, saved)

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.stages import Heard
 from bot.errors import ProviderError
 from bot.limits import PersonLimits
 from bot.media.audio_length import longest_seconds, seconds_of
+from bot.stages import Heard
 
 __all__ = ["NOT_HEARD", "NOT_UNDERSTOOD", "Heard", "HearingSettings", "Listener", "Transcriber", "echo_line"]
 from bot.messages import Attachment, ChatType, InboundMessage

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from bot.capabilities.spec import CapabilitySpec, Core
 from bot.command_spec import CommandCall, CommandSpec, Reply
@@ -22,9 +22,8 @@ async def _model(command: ModelCommand, call: CommandCall) -> Reply | None:
 @asynccontextmanager
 async def open_models(core: Core) -> AsyncIterator[ModelCommand]:
     from bot.models.command import ModelCommand
-    from bot.models.router import Models
 
-    yield ModelCommand(cast(Models, core.models), core.channels, core.store)
+    yield ModelCommand(core.models, core.channels, core.store)
 
 
 SPEC = CapabilitySpec("models", open_models, commands=(

@@ -24,10 +24,10 @@ from bot.channels import Asks, Channel, Choice, SendFailed
 from bot.commands import CommandCall, Reply
 from bot.conversation import Conversation
 from bot.messages import ChatType, InboundMessage, Target
-from bot.models.choice import DEFAULT, choice_id, may_pick, may_switch, parse_choice, pickable
-from bot.models.router import Models
-from bot.models.spec import ModelSpec, Route, Why
 from bot.outbound.split import render_chunks
+from bot.routing.choice import DEFAULT, choice_id, may_pick, may_switch, parse_choice, pickable
+from bot.routing.router import Models
+from bot.routing.spec import ModelSpec, model_line
 from bot.store.base import ModelStore, Store
 
 log = logging.getLogger(__name__)
@@ -38,13 +38,6 @@ RUN_STATUSES = ("completed", "silent", "failed", "cancelled")  # traces of runs 
 
 class CommandStore(Store, ModelStore, Protocol):
     """What ``/model`` and ``/status`` read: traces, titles (and the choice, through ``Models``)."""
-
-
-def model_line(route: Route) -> str:
-    """``/status``'s and ``/model``'s words for a conversation's model and why it is that one."""
-    spec = route.spec
-    name = f"{spec.name} ({spec.model})" if spec.name else spec.model
-    return f"{name}, picked with /model" if route.why is Why.CHOSEN else f"{name}, the default"
 
 
 class ModelCommand:

@@ -9,6 +9,7 @@ toolset that grants tools by name (MCP servers, when configured), and passes the
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from bot.schedules.config import SchedulesConfig
 if TYPE_CHECKING:
     from bot.config.schema import CoreConfig
     from bot.schedules.checks import GrantedTools
+    from bot.schedules.operator import OperatorJobs
     from bot.schedules.scheduler import Scheduler
     from bot.schedules.service import Creator, Schedules
     from bot.tools.base import Tool, ToolContext
@@ -41,6 +43,12 @@ class Scheduling:
     async def status_lines(self, call: CommandCall) -> list[str]:
         zone, source = await self.schedules.zone_of(_creator(call).person)
         return [f"Time zone: {zone} ({source})"]
+
+    def operator_jobs(self) -> OperatorJobs:
+        """Every active and paused job, as the dashboard's Operations page lists and changes them."""
+        from bot.schedules.operator import OperatorJobs
+
+        return OperatorJobs(self.schedules.store, time.time, self.scheduler.wake)
 
     def start(self) -> None:
         self.on_sweep(self.scheduler.adopt)  # tasks an instance died running: another runs them again

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from bot.conversation import Conversation
 from bot.tools.approval import ApprovalRules
-from bot.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from bot.tools.base import NOTHING, Tool, ToolContext, ToolError, ToolOutput
 from bot.tools.exec import run_shell
 from bot.tools.policy import ToolPolicy
 from bot.tools.sandbox import ExecSettings
@@ -213,10 +213,8 @@ def mcp_runner(find: McpFind, timeout: float) -> CheckRunner:
             return CheckResult(False, error=f"the check did not finish within {timeout:g} s")
         except ToolError as exc:
             return CheckResult(False, error=f"the check failed: {str(exc)[:200]}")
-        from bot.mcp.results import EMPTY  # loaded with the SDK, which a server being called has loaded
-
         text = (output.text if isinstance(output, ToolOutput) else str(output)).strip()
-        if not text or text == EMPTY:
+        if not text or text == NOTHING:
             log.info("check says nothing to do session=%s run=%s", ctx.session_key, ctx.run_id)
             return CheckResult(False)
         return CheckResult(True, text[:OUTPUT_CHARS] + ("\n[… cut]" if len(text) > OUTPUT_CHARS else ""))

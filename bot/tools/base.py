@@ -119,6 +119,9 @@ DEFAULT_TIMEOUTS: Mapping[ToolCategory, float] = MappingProxyType({
 })
 
 
+NOTHING = "(the tool returned nothing)"  # a tool's whole output when it said nothing (an empty MCP result)
+
+
 class ToolError(ChatgateError):
     """A tool failed in a way the model should read (not a bug): the message is the result."""
 

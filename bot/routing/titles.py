@@ -19,10 +19,10 @@ from typing import Protocol
 from bot.conversation import Conversation
 from bot.limits import Bill, Meter
 from bot.llm import Message
-from bot.models.choice import clean_title
-from bot.models.router import Models
-from bot.models.spec import Route
 from bot.providers.base import Usage, complete
+from bot.routing.choice import clean_title
+from bot.routing.router import Models
+from bot.routing.spec import Route
 from bot.store.base import ModelStore, Session, Store, Turn
 from bot.tasks import OwnedTasks
 from bot.tracing import Redactor, TraceBuilder

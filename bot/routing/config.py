@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError
-from bot.models.router import Models
-from bot.models.spec import Catalog, Cost, ModelSpec
 from bot.providers import make_provider
 from bot.providers.base import Provider, Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as table_cost
+from bot.routing.router import Models
+from bot.routing.spec import Catalog, Cost, ModelSpec
 from bot.store.base import ModelStore
 
 if TYPE_CHECKING:

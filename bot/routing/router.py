@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from bot.conversation import Conversation
-from bot.models.choice import plan_specs
-from bot.models.spec import Catalog, Cost, ModelSpec, Plan, Route, Why
 from bot.providers.base import Provider, Usage
 from bot.providers.pricing import Price, billed
+from bot.routing.choice import plan_specs
+from bot.routing.spec import Catalog, Cost, ModelSpec, Plan, Route, Why
 from bot.store.base import ModelChoice, ModelStore
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from bot.errors import ProviderBusyError, ProviderError, ProviderUnavailableError
-from bot.models.spec import Catalog, ModelSpec, Why
+from bot.routing.spec import Catalog, ModelSpec, Why
 
 DEFAULT = "default"  # /model default: back to the default model
 CHOICE_PREFIX = "model:"

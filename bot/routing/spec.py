@@ -93,3 +93,10 @@ class Plan:
 
     route: Route
     fallbacks: tuple[Route, ...] = ()
+
+
+def model_line(route: Route) -> str:
+    """``/status``'s and ``/model``'s words for a conversation's model and why it is that one."""
+    spec = route.spec
+    name = f"{spec.name} ({spec.model})" if spec.name else spec.model
+    return f"{name}, picked with /model" if route.why is Why.CHOSEN else f"{name}, the default"

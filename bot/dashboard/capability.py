@@ -1,0 +1,70 @@
+"""The dashboard capability (``dashboard.enabled``): the operator's web page served inside
+``chatgate run``, bound before the channels start (a busy port stops start-up before anything
+is received); ``chatgate dashboard`` serves it alone on the bot's database, and ``chatgate
+dashboard passwd`` sets a user's password. Its Operations page reads what the other running
+capabilities offer (``McpSource``, ``JobsPanel`` of ``bot.dashboard.sources``), found by those
+Protocols, never by name. This module imports nothing of the dashboard: ``open`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from bot.capabilities.spec import CapabilitySpec, Core
+from bot.dashboard.config import DashboardConfig
+
+if TYPE_CHECKING:
+    from bot.config.schema import CoreConfig
+    from bot.dashboard.server import Dashboard
+
+
+@asynccontextmanager
+async def open_dashboard(core: Core) -> AsyncIterator[Dashboard]:
+    from bot.dashboard.server import Dashboard
+    from bot.dashboard.settings import settings_of
+    from bot.dashboard.sources import Bot, JobsPanel, McpSource, Operations, PeoplePolicy
+    from bot.tracing import Redactor
+
+    dispatcher = core.turns.dispatcher
+    bot = Bot(core.events, dispatcher.registry, dispatcher.queued, core.turns.stop_run, core.channels,
+              core.config.agent.model)
+    running = list(core.running.values())  # the capabilities opened before this one
+    mcp = next((c for c in running if isinstance(c, McpSource)), None)
+    jobs = next((c.operator_jobs() for c in running if isinstance(c, JobsPanel)), None)
+    operations = Operations(mcp=mcp, jobs=jobs, approvals=core.store)
+    people = PeoplePolicy(core.limits.settings, core.config.owner_ids())
+    async with Dashboard(settings_of(core.config), core.store, bot=bot, operations=operations, people=people,
+                         redact=Redactor(core.config.secret_values())) as dashboard:
+        yield dashboard
+
+
+async def _alone(config: CoreConfig, args: argparse.Namespace) -> int:
+    if args.action == "passwd":
+        from bot.dashboard.passwd import passwd_command
+
+        return passwd_command(args.passwd_config or args.config, args.user, args.role, generate=args.generate)
+    from bot.dashboard.alone import serve_alone
+
+    return await serve_alone(config)
+
+
+def _cli(sub: argparse._SubParsersAction[Any]) -> None:
+    dashboard = sub.add_parser("dashboard", help="serve the operator dashboard alone, against the bot's database "
+                                                 "(`dashboard passwd` sets a user's password)")
+    dashboard.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
+    dashboard.set_defaults(run=_alone, action=None, logs=True)
+    actions = dashboard.add_subparsers(dest="action")
+    passwd = actions.add_parser("passwd", help="set a dashboard user's password (read from the terminal, or "
+                                               "one line of stdin) as a hash in the config file")
+    passwd.add_argument("user", help="the name to log in with (letters, digits, . _ -)")
+    passwd.add_argument("-c", "--config", dest="passwd_config", help="path to config.yaml (default: ./config.yaml)")
+    passwd.add_argument("--role", choices=("viewer", "operator"), help="also set the role (new users: viewer)")
+    passwd.add_argument("--generate", action="store_true", help="make a random token instead, and print it once")
+    passwd.set_defaults(no_config=True, logs=False)
+
+
+SPEC = CapabilitySpec("dashboard", open_dashboard, config=DashboardConfig, cli=_cli,
+                      enabled=lambda config: config.section("dashboard", DashboardConfig).enabled)
