@@ -18,6 +18,7 @@ import re
 from adapters.discord.dialect import DISCORD
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import TELEGRAM, html_to_text
+from adapters.whatsapp.dialect import WHATSAPP
 from bot.channels import Atom, Dialect, MessageShape, Role, text_atoms
 from bot.outbound.split import measure as measure_atoms
 
@@ -228,6 +229,74 @@ class _SlackReader:
         return stop + len(closer)
 
 
+# --- WhatsApp -----------------------------------------------------------------------------
+
+_W_MARKERS = {"*": "b", "_": "i", "~": "s"}
+
+
+def _w_edge(char: str) -> bool:
+    return char == "" or char.isspace() or (not char.isalnum() and char not in "*_~`")
+
+
+class _WhatsAppReader:
+    """WhatsApp markup as ``WhatsAppDialect`` writes it, read back as atoms: a marker counts
+    where WhatsApp takes one (opening after an edge before a non-space, closing after a
+    non-space before an edge), else it is text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.atoms: list[Atom] = []
+        self.open: list[str] = []
+        self.read()
+
+    def read(self) -> None:
+        text, atoms, at, end = self.text, self.atoms, 0, len(self.text)
+        while at < end:
+            if at == 0 or text[at - 1] == "\n":
+                if text.startswith(Z + ">", at):
+                    atoms.append(Atom(Z + ">", ">"))
+                    at += 2
+                    continue
+                if text.startswith("> ", at):
+                    atoms.append(Atom("> ", "", "quote", Role.PREFIX))
+                    at += 2
+                    continue
+                if text.startswith("```\n", at):
+                    stop = text.find("\n```", at + 4)
+                    stop = end if stop < 0 else stop
+                    atoms.append(Atom("```\n", "", "pre", Role.OPEN, "\n```"))
+                    atoms.extend(text_atoms(text[at + 4:stop]))
+                    if stop < end:
+                        atoms.append(Atom("\n```", "", "pre", Role.CLOSE))
+                    at = stop + 4
+                    continue
+            char = text[at]
+            before = text[at - 1] if at else ""
+            after = text[at + 1] if at + 1 < end else ""
+            if char == "`":
+                stop = text.find("`", at + 1)
+                if stop > at + 1:
+                    atoms.append(Atom("`", "", "code", Role.OPEN, "`"))
+                    atoms.extend(text_atoms(text[at + 1:stop]))
+                    atoms.append(Atom("`", "", "code", Role.CLOSE))
+                    at = stop + 1
+                    continue
+            elif char in _W_MARKERS:
+                tag = _W_MARKERS[char]
+                if tag in self.open and before and not before.isspace() and _w_edge(after):
+                    del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
+                    atoms.append(Atom(char, "", tag, Role.CLOSE))
+                    at += 1
+                    continue
+                if tag not in self.open and _w_edge(before) and after and not after.isspace():
+                    self.open.append(tag)
+                    atoms.append(Atom(char, "", tag, Role.OPEN, char))
+                    at += 1
+                    continue
+            atoms.extend(text_atoms(char))
+            at += 1
+
+
 # --- every dialect ------------------------------------------------------------------------
 
 def atoms(rendered: str, dialect: Dialect) -> list[Atom]:
@@ -238,6 +307,8 @@ def atoms(rendered: str, dialect: Dialect) -> list[Atom]:
         return _DiscordReader(rendered).atoms
     if dialect.name == SLACK.name:
         return _SlackReader(rendered).atoms
+    if dialect.name == WHATSAPP.name:
+        return _WhatsAppReader(rendered).atoms
     return text_atoms(rendered)  # the terminal's plain text: every character is text
 
 
