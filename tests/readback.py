@@ -231,17 +231,18 @@ class _SlackReader:
 
 # --- WhatsApp -----------------------------------------------------------------------------
 
-_W_MARKERS = {"*": "b", "_": "i", "~": "s"}
+_W_MARKERS = {"*": "b", "_": "i", "~": "s", "`": "code"}
 
 
 def _w_edge(char: str) -> bool:
-    return char == "" or char.isspace() or (not char.isalnum() and char not in "*_~`")
+    return not char.isalnum()
 
 
 class _WhatsAppReader:
     """WhatsApp markup as ``WhatsAppDialect`` writes it, read back as atoms: a marker counts
     where WhatsApp takes one (opening after an edge before a non-space, closing after a
-    non-space before an edge), else it is text."""
+    non-space before an edge, an edge being anything but a letter or a digit: the dialect's
+    zero-width space too), else it is text."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -271,28 +272,35 @@ class _WhatsAppReader:
                     at = stop + 4
                     continue
             char = text[at]
-            before = text[at - 1] if at else ""
-            after = text[at + 1] if at + 1 < end else ""
-            if char == "`":
-                stop = text.find("`", at + 1)
-                if stop > at + 1:
-                    atoms.append(Atom("`", "", "code", Role.OPEN, "`"))
-                    atoms.extend(text_atoms(text[at + 1:stop]))
-                    atoms.append(Atom("`", "", "code", Role.CLOSE))
-                    at = stop + 1
-                    continue
-            elif char in _W_MARKERS:
-                tag = _W_MARKERS[char]
-                if tag in self.open and before and not before.isspace() and _w_edge(after):
+            zopen = char == Z and at + 1 < end and text[at + 1] in _W_MARKERS
+            marker = text[at + 1] if zopen else char
+            if marker in _W_MARKERS:
+                start = at + 1 if zopen else at  # the marker's own index
+                before = text[start - 1] if start else ""
+                after = text[start + 1] if start + 1 < end else ""
+                tag = _W_MARKERS[marker]
+                raw_open = text[at:start + 1]
+                if tag in self.open and before and not before.isspace() and _w_edge(after) and not zopen:
+                    closer = marker + Z if after == Z else marker
                     del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
-                    atoms.append(Atom(char, "", tag, Role.CLOSE))
-                    at += 1
+                    atoms.append(Atom(closer, "", tag, Role.CLOSE))
+                    at = start + len(closer)
                     continue
                 if tag not in self.open and _w_edge(before) and after and not after.isspace():
-                    self.open.append(tag)
-                    atoms.append(Atom(char, "", tag, Role.OPEN, char))
-                    at += 1
-                    continue
+                    closer = marker + Z if zopen else marker
+                    if tag == "code":
+                        stop = text.find(closer, start + 1)
+                        if stop > start + 1:
+                            atoms.append(Atom(raw_open, "", tag, Role.OPEN, closer))
+                            atoms.extend(text_atoms(text[start + 1:stop]))
+                            atoms.append(Atom(closer, "", tag, Role.CLOSE))
+                            at = stop + len(closer)
+                            continue
+                    else:
+                        self.open.append(tag)
+                        atoms.append(Atom(raw_open, "", tag, Role.OPEN, closer))
+                        at = start + 1
+                        continue
             atoms.extend(text_atoms(char))
             at += 1
 

@@ -5,13 +5,18 @@ blocks as ```` ``` ```` monospace on lines of their own, quotes as ``> `` lines,
 "• item" / "3. item" lines, headings as bold lines and tables as monospace blocks. Links are
 text: their words, then the address in brackets (WhatsApp links a bare address by itself).
 
+Our markers are written with a zero-width space on their outer side (``\u200b*bold*\u200b``):
+WhatsApp takes a marker only where no letter or digit touches its outer side, so a word
+bold in its middle (``un**believ**able``) is bold there too.
+
 WhatsApp has no escape character. It takes ``*``, ``_``, ``~`` and a backtick as markup
 only where one can open (at the start, or after a space or punctuation, before a non-space)
 or close (after a non-space, before the end, a space or punctuation). Such a character
 in the model's own text, where it could open or close, is written as the character that
-looks like it (``∗ ˍ ∼ ˋ``); elsewhere (``snake_case``, ``2*3``) it stays as it is. A ``>``
-at the start of a piece of text (which may start a line) gets a zero-width space before it,
-so that it is not a quote. So no text ever pairs with another text or with our markers.
+looks like it (``∗ ˍ ∼ ˋ``); between two letters or digits (``snake_case``, ``2*3``) it stays. A ``>``
+that may start a line (at the start of a piece of text, or after a line break in it) gets a
+zero-width space before it, so that it is not a quote. So no text ever pairs with another
+text or with our markers.
 
 A message is at most 4,096 characters as sent (``SHAPE``).
 """
@@ -32,13 +37,14 @@ _QUOTE_START = Atom(ZWSP + ">", ">")
 
 
 def _edge(char: str) -> bool:
-    """Where a marker may open after or close before: a text's edge, a space, punctuation."""
-    return char == "" or char.isspace() or (not char.isalnum() and char not in _MARKERS)
+    """Where a marker may open after or close before: a text's edge, a space, punctuation
+    (another marker too, which may become a lookalike itself)."""
+    return not char.isalnum()
 
 
 def lookalike(text: str) -> str:
     """``text`` with every marker character that WhatsApp could take as markup replaced by its
-    lookalike; a marker inside a word (``snake_case``, ``2*3``) is left alone."""
+    lookalike; one between two letters or digits (``snake_case``, ``2*3``) is left alone."""
     if not any(c in _MARKERS for c in text):
         return text
     out = []
@@ -59,24 +65,29 @@ class WhatsAppDialect(DialectBase):
 
     def text(self, text: str) -> list[Atom]:
         text = lookalike(text.replace(ZWSP, ""))
-        if text.startswith(">"):
-            return [_QUOTE_START, *text_atoms(text[1:])]
-        return text_atoms(text)
+        if ">" not in text:
+            return text_atoms(text)
+        atoms: list[Atom] = []
+        for index, line in enumerate(text.split("\n")):  # a ">" that may start a line is not a quote
+            if index:
+                atoms.extend(text_atoms("\n"))
+            atoms.extend([_QUOTE_START, *text_atoms(line[1:])] if line.startswith(">") else text_atoms(line))
+        return atoms
 
     def verbatim(self, text: str) -> bool:
         return not any(c in _MARKERS or c == ">" or c == ZWSP for c in text)
 
     def bold(self, inner: list[Atom]) -> list[Atom]:
-        return wrap(inner, "*", "*", "b")
+        return wrap(inner, ZWSP + "*", "*" + ZWSP, "b")
 
     def italic(self, inner: list[Atom]) -> list[Atom]:
-        return wrap(inner, "_", "_", "i")
+        return wrap(inner, ZWSP + "_", "_" + ZWSP, "i")
 
     def strike(self, inner: list[Atom]) -> list[Atom]:
-        return wrap(inner, "~", "~", "s")
+        return wrap(inner, ZWSP + "~", "~" + ZWSP, "s")
 
     def code(self, code: str) -> list[Atom]:
-        return wrap(text_atoms(code.replace("`", LOOKALIKES["`"])), "`", "`", "code")
+        return wrap(text_atoms(code.replace("`", LOOKALIKES["`"])), ZWSP + "`", "`" + ZWSP, "code")
 
     def code_block(self, code: str, language: str) -> list[Atom]:
         return wrap(text_atoms(code.replace("```", "`" + ZWSP + "``")), "```\n", "\n```", "pre")
