@@ -31,7 +31,7 @@ class Refused(SendFailed):
 
 def failure(status: int, body: Any, what: str, retry_after: str | None = None) -> SendFailed:
     """The ``SendFailed`` for an error answer to ``what``."""
-    error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else {}
+    error: dict[str, Any] = body["error"] if isinstance(body, dict) and isinstance(body.get("error"), dict) else {}
     code = error.get("code") if isinstance(error.get("code"), int) else 0
     details = (error.get("error_data") or {}).get("details") if isinstance(error.get("error_data"), dict) else None
     detail = f"{what}: HTTP {status}, error {code}: {error.get('message') or 'no message'}"

@@ -90,7 +90,8 @@ def to_inbound(message: dict[str, Any], names: dict[str, str], account: str) -> 
         return None
     context = _dict(message.get("context"))
     reply_to = str(context["id"]) if context.get("id") else None
-    text, attachments = "", ()
+    text = ""
+    attachments: tuple[Attachment, ...] = ()
     if kind == "text":
         text = str(_dict(message.get("text")).get("body") or "")
     elif kind == "interactive":
