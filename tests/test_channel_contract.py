@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import pytest
 
 from bot.app import App
-from bot.channels import Asks, Channel, Choice, MessageShape, SendFailed, Status, Streams, Target
+from bot.channels import Asks, Channel, Choice, MessageShape, SendFailed, Status, Streams, Target, Windowed
 from bot.messages import Attachment, ChatType, InboundMessage
 from bot.outbound.markdown import render
 from bot.outbound.split import measure
@@ -83,6 +83,8 @@ class Recorder:
             self.stream = self._stream
         if isinstance(inner, Asks):  # the core finds the capability where the channel offers it
             self.ask, self.answer_press, self.close_question = inner.ask, inner.answer_press, inner.close_question
+        if isinstance(inner, Windowed):
+            self.reach = inner.reach
 
     async def start(self, inbox: Any) -> None:
         await self.inner.start(inbox)

@@ -318,3 +318,17 @@ async def test_a_press_on_a_question_made_before_a_restart_still_counts(stack: S
     (press,) = await inbox.wait(1)
     assert (press.text, press.reply_to) == ("b", question)
     assert stack.wa.sent[0].payload["interactive"]["type"] == "button"
+
+
+async def test_a_reminder_that_may_not_reach_the_person_says_so_when_made_and_in_tasks(stack: Stack) -> None:
+    await stack.start()
+    await stack.post(stack.wa.text("/remind in 2d renew the passport"))
+    made = await stack.wa.wait_for(lambda: next((t for t in stack.wa.texts() if t.startswith("I'll remind")), None))
+    assert "⚠ WhatsApp delivers it only within 24 hours of your last message here" in made
+    await stack.post(stack.wa.text("/remind in 1h tea"))  # within the window: no warning
+    await stack.wa.wait_for(lambda: len(stack.wa.sent) == 2)
+    assert "⚠" not in stack.wa.texts()[1]
+    await stack.post(stack.wa.text("/tasks"))
+    listed = await stack.wa.wait_for(lambda: next((t for t in stack.wa.texts() if "Your jobs" in t), None))
+    passport, tea = [line for line in listed.splitlines() if " · reminder · " in line]
+    assert "⚠ WhatsApp delivers it only" in passport and "⚠" not in tea

@@ -171,9 +171,9 @@ class WhatsAppChannel:
         assert self._inbox is not None
         parsed = parse(body, self.config.phone_number_id)
         for msg in parsed.messages:
-            await self._inbox(msg)
-            self.windows.heard(msg.chat_id, msg.timestamp)
+            self.windows.heard(msg.chat_id, msg.timestamp)  # the person wrote, stored or not yet
             _put(self._latest, msg.chat_id, msg.message_id)
+            await self._inbox(msg)
         for failed in parsed.failures:
             self._failed(failed)
 
@@ -251,6 +251,16 @@ class WhatsAppChannel:
             raise SendFailed(f"{to.chat_id} last wrote over 24 hours ago and no template is set for a {kind} "
                              f"(channels.whatsapp.templates.{kind}); not sent", permanent=True)
         return template_payload(template.name, template.language, text)
+
+    def reach(self, to: Target, kind: str, at: float | None) -> str:
+        """``Windowed``: "" when a scheduled ``kind`` due ``at`` (None: recurring) reaches ``to``."""
+        if getattr(self.config.templates, kind, None) is not None:
+            return ""
+        ends = self.windows.ends(to.chat_id)
+        if at is not None and ends is not None and at < ends:
+            return ""
+        return (f"WhatsApp delivers it only within 24 hours of your last message here, and this bot has no "
+                f"approved template for a {kind}: write to me shortly before it is due, or it cannot reach you.")
 
     async def send(self, to: Target, text: str) -> str:
         payload = self._outside(to, text) or {"type": "text", "text": {"body": text, "preview_url": False},
