@@ -18,6 +18,7 @@ import re
 from adapters.discord.dialect import DISCORD
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import TELEGRAM, html_to_text
+from adapters.whatsapp.dialect import WHATSAPP
 from bot.channels import Atom, Dialect, MessageShape, Role, text_atoms
 from bot.outbound.split import measure as measure_atoms
 
@@ -228,6 +229,82 @@ class _SlackReader:
         return stop + len(closer)
 
 
+# --- WhatsApp -----------------------------------------------------------------------------
+
+_W_MARKERS = {"*": "b", "_": "i", "~": "s", "`": "code"}
+
+
+def _w_edge(char: str) -> bool:
+    return not char.isalnum()
+
+
+class _WhatsAppReader:
+    """WhatsApp markup as ``WhatsAppDialect`` writes it, read back as atoms: a marker counts
+    where WhatsApp takes one (opening after an edge before a non-space, closing after a
+    non-space before an edge, an edge being anything but a letter or a digit: the dialect's
+    zero-width space too), else it is text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.atoms: list[Atom] = []
+        self.open: list[str] = []
+        self.read()
+
+    def read(self) -> None:
+        text, atoms, at, end = self.text, self.atoms, 0, len(self.text)
+        while at < end:
+            if at == 0 or text[at - 1] == "\n":
+                if text.startswith(Z + ">", at):
+                    atoms.append(Atom(Z + ">", ">"))
+                    at += 2
+                    continue
+                if text.startswith("> ", at):
+                    atoms.append(Atom("> ", "", "quote", Role.PREFIX))
+                    at += 2
+                    continue
+                if text.startswith("```\n", at):
+                    stop = text.find("\n```", at + 4)
+                    stop = end if stop < 0 else stop
+                    atoms.append(Atom("```\n", "", "pre", Role.OPEN, "\n```"))
+                    atoms.extend(text_atoms(text[at + 4:stop]))
+                    if stop < end:
+                        atoms.append(Atom("\n```", "", "pre", Role.CLOSE))
+                    at = stop + 4
+                    continue
+            char = text[at]
+            zopen = char == Z and at + 1 < end and text[at + 1] in _W_MARKERS
+            marker = text[at + 1] if zopen else char
+            if marker in _W_MARKERS:
+                start = at + 1 if zopen else at  # the marker's own index
+                before = text[start - 1] if start else ""
+                after = text[start + 1] if start + 1 < end else ""
+                tag = _W_MARKERS[marker]
+                raw_open = text[at:start + 1]
+                if tag in self.open and before and not before.isspace() and _w_edge(after) and not zopen:
+                    closer = marker + Z if after == Z else marker
+                    del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
+                    atoms.append(Atom(closer, "", tag, Role.CLOSE))
+                    at = start + len(closer)
+                    continue
+                if tag not in self.open and _w_edge(before) and after and not after.isspace():
+                    closer = marker + Z if zopen else marker
+                    if tag == "code":
+                        stop = text.find(closer, start + 1)
+                        if stop > start + 1:
+                            atoms.append(Atom(raw_open, "", tag, Role.OPEN, closer))
+                            atoms.extend(text_atoms(text[start + 1:stop]))
+                            atoms.append(Atom(closer, "", tag, Role.CLOSE))
+                            at = stop + len(closer)
+                            continue
+                    else:
+                        self.open.append(tag)
+                        atoms.append(Atom(raw_open, "", tag, Role.OPEN, closer))
+                        at = start + 1
+                        continue
+            atoms.extend(text_atoms(char))
+            at += 1
+
+
 # --- every dialect ------------------------------------------------------------------------
 
 def atoms(rendered: str, dialect: Dialect) -> list[Atom]:
@@ -238,6 +315,8 @@ def atoms(rendered: str, dialect: Dialect) -> list[Atom]:
         return _DiscordReader(rendered).atoms
     if dialect.name == SLACK.name:
         return _SlackReader(rendered).atoms
+    if dialect.name == WHATSAPP.name:
+        return _WhatsAppReader(rendered).atoms
     return text_atoms(rendered)  # the terminal's plain text: every character is text
 
 

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import pytest
 
 from bot.app import App
-from bot.channels import Asks, Channel, Choice, MessageShape, SendFailed, Status, Streams, Target
+from bot.channels import Asks, Channel, Choice, MessageShape, SendFailed, Status, Streams, Target, Windowed
 from bot.messages import Attachment, ChatType, InboundMessage
 from bot.outbound.markdown import render
 from bot.outbound.split import measure
@@ -43,9 +43,10 @@ from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.whatsapp_server import FakeWhatsApp
 from tests.readback import measure, plain
 
-CHANNELS = ["console", "telegram", "slack", "discord"]
+CHANNELS = ["console", "telegram", "slack", "discord", "whatsapp"]
 FAST = {"status_every": 0.2, "edit_every": 0.2}  # progress timings under test
 
 
@@ -82,6 +83,8 @@ class Recorder:
             self.stream = self._stream
         if isinstance(inner, Asks):  # the core finds the capability where the channel offers it
             self.ask, self.answer_press, self.close_question = inner.ask, inner.answer_press, inner.close_question
+        if isinstance(inner, Windowed):
+            self.reach = inner.reach
 
     async def start(self, inbox: Any) -> None:
         await self.inner.start(inbox)
@@ -187,6 +190,8 @@ class Harness:
     presser: ClassVar[str]  # who presses a question's button (in a group: not the DM user)
     redelivers: ClassVar[bool] = True  # the platform can send the same press twice
     press_wait: ClassVar[float] = 0.0  # seconds after a press within which the platform's deadline falls
+    edits: ClassVar[bool] = True  # the platform can edit a sent message (else a run's text never streams)
+    removes_buttons: ClassVar[bool] = True  # a closed question loses its buttons (else its outcome quotes it)
 
     def __init__(self, tmp: Path, llm: FakeLLM) -> None:
         self.tmp, self.llm = tmp, llm
@@ -233,7 +238,7 @@ workspace: {{root: "{self.tmp / 'workspaces'}"}}
         config = self.config()
         inner = self.build(config)
         native = isinstance(inner, Streams)
-        mode = ("native" if native else "edit") if streaming else "off"
+        mode = ("native" if native else "edit") if streaming and (native or self.edits) else "off"
         self.channel = Recorder(inner, self.shape(inner), mode)
         self.app = App(config, {self.platform: self.channel})  # type: ignore[dict-item]
         await self.app.__aenter__()
@@ -545,6 +550,64 @@ class DiscordHarness(Harness):
             assert self.dc.answered[iid] - self.dc.dispatched[iid] < 3.0
 
 
+class WhatsAppHarness(Harness):
+    """DMs only (the Cloud API has none of WhatsApp's groups); a question is answered in the DM."""
+
+    platform = "whatsapp"
+    dm_chat = user = presser = "491701234567"
+    edits = False
+    removes_buttons = False  # WhatsApp keeps a sent message's buttons: the outcome is a reply quoting it
+
+    def __init__(self, tmp: Path, llm: FakeLLM, wa: FakeWhatsApp) -> None:
+        super().__init__(tmp, llm)
+        self.wa = wa
+        wa.last_inbound[self.user] = wa.now()  # the person wrote lately: questions may go to them
+        self._pressed: list[dict[str, Any]] = []
+
+    def channel_yaml(self) -> str:
+        w = self.wa
+        return (f'channels: {{whatsapp: {{enabled: true, phone_number_id: "{w.phone_number_id}", '
+                f'access_token: "{w.token}", app_secret: "{w.app_secret}", verify_token: "{w.verify_token}", '
+                f'base_url: "{w.base_url}", webhook: {{bind: "127.0.0.1:0"}}, dm_policy: open}}}}')
+
+    def build(self, config: Any) -> Channel:
+        from adapters.whatsapp.channel import WhatsAppChannel
+
+        return WhatsAppChannel(config.channels.whatsapp)  # type: ignore[return-value]
+
+    async def _post(self, body: dict[str, Any]) -> None:
+        inner = self.alone or (self.channel.inner if self.channel is not None else None)
+        assert inner is not None and inner.port
+        assert await self.wa.post(body, url=f"http://127.0.0.1:{inner.port}/whatsapp") == 200
+
+    async def say(self, text: str) -> None:
+        await self._post(self.wa.text(text, user=self.user))
+
+    def place(self) -> Target:
+        return Target(self.dm_chat)
+
+    async def press(self, question: str, choice: Choice) -> None:
+        self._pressed.append(self.wa.press(question, choice.id, user=self.presser))
+        await self._post(self._pressed[-1])
+
+    async def press_again(self) -> None:
+        await self._post(self._pressed[-1])  # Meta posts a body again when it saw no 200 in time
+
+    def buttons(self, question: str) -> list[str]:
+        return self.wa.buttons(question)
+
+    def question_text(self, question: str) -> str:
+        """The question, and the outcome that quotes it (what the person reads last about it)."""
+        return "\n".join(s.text for s in self.wa.sent if question in (s.id, s.quoted))
+
+    def answers_to(self, press: InboundMessage) -> list[str]:
+        return [s.text for s in self.wa.sent if s.quoted == press.message_id and s.to == press.sender.id]
+
+    def deadlines_met(self) -> None:
+        """Every post answered 200 within a few seconds (Meta retries a slow or failed one)."""
+        assert self.wa.posts and all(p.status == 200 and p.seconds < 3.0 for p in self.wa.posts)
+
+
 @pytest.fixture
 async def harness(request: pytest.FixtureRequest, tmp_path: Path, llm: FakeLLM) -> AsyncIterator[Harness]:
     h: Harness
@@ -571,6 +634,13 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path, llm: FakeLLM) 
     elif request.param == "discord":
         async with FakeDiscord() as dc:
             h = DiscordHarness(tmp_path, llm, dc)
+            try:
+                yield h
+            finally:
+                await h.stop()
+    elif request.param == "whatsapp":
+        async with FakeWhatsApp() as wa:
+            h = WhatsAppHarness(tmp_path, llm, wa)
             try:
                 yield h
             finally:
@@ -669,6 +739,8 @@ async def test_an_answer_over_max_chunks_goes_as_a_markdown_file(harness: Harnes
 
 
 async def test_streaming_drafts_never_show_think(harness: Harness) -> None:
+    if not harness.edits:
+        pytest.skip(f"{harness.platform} cannot edit a message: answers are sent whole")
     channel = await harness.start(streaming=True)
     answer = "The answer is 42, because " + "it is known " * 20
     harness.llm.script(Reply.text(f"<think>the secret plan: flatter them</think>{answer}", chunk_size=3,
@@ -816,7 +888,8 @@ async def test_a_closed_question_shows_the_outcome_and_no_buttons(harness: Harne
     await inbox.wait(1)
     await channel.close_question(harness.place(), question, render("**exec** `ls -la`: allowed once by Bob",
                                                                    channel.dialect))
-    assert harness.buttons(question) == []
+    if harness.removes_buttons:
+        assert harness.buttons(question) == []
     assert "exec ls -la: allowed once by Bob" in plain(harness.question_text(question), channel.dialect)
 
 

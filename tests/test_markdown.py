@@ -23,6 +23,7 @@ from adapters.slack.dialect import SHAPE as SLACK_SHAPE
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import SHAPE as TELEGRAM_SHAPE
 from adapters.telegram.dialect import TELEGRAM
+from adapters.whatsapp.dialect import WHATSAPP
 from bot.channels import PLAIN, Atom, Dialect, MessageShape, Role, quote_lines
 from bot.outbound.markdown import _MD, _strip_lines, _Walker, plain_line, render, render_atoms, safe_url, to_plain
 from bot.outbound.split import render_chunks, split
@@ -31,7 +32,7 @@ from tests.test_telegram_render import assert_telegram_html
 
 CONSOLE_SHAPE = ConsoleChannel.shape
 
-DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, PLAIN]
+DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, WHATSAPP, PLAIN]
 Z = "\u200b"
 
 CASES = [

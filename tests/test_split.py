@@ -19,6 +19,7 @@ from adapters.slack.dialect import SHAPE as SLACK_SHAPE
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import SHAPE as TELEGRAM_SHAPE
 from adapters.telegram.dialect import TELEGRAM
+from adapters.whatsapp.dialect import WHATSAPP
 from bot.channels import PLAIN, Dialect, Measure, MessageShape, Role, text_atoms
 from bot.outbound.markdown import render, render_atoms
 from bot.outbound.split import render_chunks, split, too_many, utf16_len
@@ -27,7 +28,7 @@ from tests.readback import measure
 from tests.test_telegram_chunk import long_answer
 from tests.test_telegram_render import assert_telegram_html
 
-DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, PLAIN]
+DIALECTS: list[Dialect] = [TELEGRAM, SLACK, DISCORD, WHATSAPP, PLAIN]
 Z = "\u200b"
 
 

@@ -6,7 +6,8 @@ the port imports neither.
 
 - ``channel``: ``Channel``, ``Inbox``, ``MessageShape``, ``Measure``, ``Status``, ``SendFailed``
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
-  ``Interrupts``, ``SendsVoice``, ``Named``: what only some channels can do, checked with ``isinstance``
+  ``Interrupts``, ``SendsVoice``, ``Named``, ``Windowed``: what only some channels can do, checked
+  with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
   ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
 - ``leases``: ``Leases``, ``Held``, ``UsesLeases``, ``SOLE``, ``while_held``: what only one of several instances
@@ -29,6 +30,7 @@ from bot.channels.capabilities import (
     SendsVoice,
     SpellsCommands,
     Streams,
+    Windowed,
     spelling,
 )
 from bot.channels.channel import Channel, Inbox, Measure, MessageShape, SendFailed, Status
@@ -70,6 +72,7 @@ __all__ = [
     "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Held",
     "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Pacer",
     "PlainDialect", "Role", "Secret", "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
-    "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "quote_lines", "while_held",
+    "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "Windowed", "quote_lines",
+    "while_held",
     "secret", "text_atoms", "wrap",
 ]

@@ -15,6 +15,8 @@ by having the method: there is nothing to register.
 - ``SendsVoice``: a voice note the platform plays inline (Telegram's voice bubble); elsewhere
   a voice answer goes as an audio file (``send_file``).
 - ``Named``: what the bot is called there, so that a spoken message can address it by name.
+- ``Windowed``: a platform that takes a message the bot starts on its own only for a while
+  after the person last wrote (WhatsApp's 24 hours), so that a scheduled job says so when made.
 """
 
 from __future__ import annotations
@@ -123,3 +125,11 @@ class SendsVoice(Protocol):
 class Named(Protocol):
     def names(self) -> tuple[str, ...]:
         """What the bot is called here (its username, its display name); empty before it connected."""
+
+
+@runtime_checkable
+class Windowed(Protocol):
+    def reach(self, to: Target, kind: str, at: float | None) -> str:
+        """Whether a message the bot starts on its own reaches ``to``: a scheduled ``kind``
+        ("reminder" or "task") due at ``at`` (epoch seconds; None: again and again). "" when it
+        will; else one sentence for the person saying when it will not (and what would help)."""

@@ -18,6 +18,7 @@ BUILTIN: dict[str, str] = {
     "telegram": "adapters.telegram:SPEC",
     "discord": "adapters.discord:SPEC",
     "slack": "adapters.slack:SPEC",
+    "whatsapp": "adapters.whatsapp:SPEC",
 }
 
 

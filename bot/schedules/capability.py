@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,11 +20,13 @@ from bot.command_spec import CommandCall, CommandSpec, Reply
 from bot.schedules.config import SchedulesConfig
 
 if TYPE_CHECKING:
+    from bot.channels import Channel
     from bot.config.schema import CoreConfig
     from bot.schedules.checks import GrantedTools
     from bot.schedules.operator import OperatorJobs
     from bot.schedules.scheduler import Scheduler
     from bot.schedules.service import Creator, Schedules
+    from bot.store.base import Job
     from bot.tools.base import Tool, ToolContext
 
 
@@ -96,8 +98,23 @@ async def open_schedules(core: Core) -> AsyncIterator[Scheduling]:
                           limits=core.limits if core.limits.active else None,
                           tools=TaskTools(checks, may_check, core.workspaces.prepare, cfg.agent.id, gate=core.gate),
                           spell=core.spell, person_of=core.person_of)
-    schedules = Schedules(core.store, settings, wake=scheduler.wake)
+    schedules = Schedules(core.store, settings, wake=scheduler.wake, reach=_reach(core.channels))
     yield Scheduling(schedules, scheduler, schedule_tool(schedules, may_check, find_tool), core.on_sweep)
+
+
+def _reach(channels: Mapping[str, Channel]) -> Callable[[Job], str]:
+    """Why a job's messages may not reach its person, where its channel is ``Windowed`` (WhatsApp's 24 hours)."""
+    from bot.channels import Windowed
+    from bot.store.base import RuleKind
+
+    def reach(job: Job) -> str:
+        channel = channels.get(job.conversation.platform)
+        if not isinstance(channel, Windowed):
+            return ""
+        at = float(job.next_at) if job.when.kind is RuleKind.AT and job.next_at is not None else None
+        return channel.reach(job.conversation.target, str(job.kind), at)
+
+    return reach
 
 
 class _Granted:

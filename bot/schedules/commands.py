@@ -33,8 +33,9 @@ async def remind(schedules: Schedules, creator: Creator, args: str, spell: Spell
         job = await schedules.create(creator, JobKind.REMINDER, text, When(RuleKind.AT, zone, at))
     except (ValueError, ScheduleError) as exc:
         return f"{_sentence(str(exc))} {usage}"
+    warning = schedules.reach(job)
     return (f"I'll remind you {rules.local(at, tz)} ({zone}). It is job {job.id}: "
-            f"{spell('tasks')} cancel {job.id} cancels it.")
+            f"{spell('tasks')} cancel {job.id} cancels it." + (f"\n⚠ {warning}" if warning else ""))
 
 
 async def tasks(schedules: Schedules, creator: Creator, args: str, spell: Spell) -> str:

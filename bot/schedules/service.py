@@ -57,10 +57,12 @@ class Creator:
 
 class Schedules:
     def __init__(self, store: ScheduleStore, settings: ScheduleSettings = ScheduleSettings(), *,
-                 wake: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.time) -> None:
+                 wake: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.time,
+                 reach: Callable[[Job], str] = lambda job: "") -> None:
         self.store = store
         self.settings = settings
         self._wake = wake
+        self.reach = reach  # "" or why the job's messages may not reach the person (a channel that is ``Windowed``)
         self._clock = clock
         self._machine = rules.machine_zone()
 
@@ -202,4 +204,5 @@ class Schedules:
         text = " ".join(job.text.split())
         if len(text) > 80:
             text = text[:79] + "…"
-        return f"{job.id} · {job.kind}{rule}{extra} · {when} · {text}"
+        warning = self.reach(job) if job.state is JobState.ACTIVE else ""
+        return f"{job.id} · {job.kind}{rule}{extra} · {when} · {text}" + (f" · ⚠ {warning}" if warning else "")

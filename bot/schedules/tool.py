@@ -99,7 +99,8 @@ def schedule_tool(schedules: Schedules, may_check: Callable[[Conversation, bool]
         except (ScheduleError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         log.info("job %d made by the model session=%s run=%s", job.id, ctx.session_key, ctx.run_id)
-        return _made(job)
+        warning = schedules.reach(job)
+        return _made(job) + (f" Warn them too: {warning}" if warning else "")
 
     return schedule
 

@@ -1,0 +1,116 @@
+"""``channels.whatsapp``: the WhatsApp Business Cloud API channel's keys (imported at every
+start: pydantic and ``bot.channels`` only)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field
+
+from bot.channels import ChannelConfig, Float, Secret, Section, Url, secret
+from bot.errors import ConfigError
+
+OFFICIAL_API = "https://graph.facebook.com"
+
+
+def _bind(value: str) -> str:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError('a "host:port" such as "0.0.0.0:8080"')
+    return value
+
+
+def _version(value: str) -> str:
+    if not re.fullmatch(r"v\d+\.\d+", value):
+        raise ValueError('a Graph API version such as "v23.0"')
+    return value
+
+
+def _digits(value: Any) -> Any:
+    value = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if isinstance(value, str) and value and not value.isdigit():
+        raise ValueError("the number's id from WhatsApp Manager > API Setup (digits), not the phone number")
+    return value
+
+
+class WhatsAppWebhook(Section):
+    """Where Meta posts: the app's Callback URL is https://<host><path>."""
+
+    bind: Annotated[str, AfterValidator(_bind)] = "0.0.0.0:8080"  # port 0 picks a free one (tests)
+    path: str = "/whatsapp"
+
+    @property
+    def host(self) -> str:
+        return self.bind.rpartition(":")[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.bind.rpartition(":")[2])
+
+
+def _template(value: Any) -> Any:
+    return {"name": value} if isinstance(value, str) else value  # `reminder: chatgate_reminder` is short
+
+
+class Template(Section):
+    """An approved message template with one body variable ({{1}}: the message's text)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,512}$")]
+    language: str = "en"
+
+
+TemplateRef = Annotated[Template | None, BeforeValidator(_template)]
+
+
+class WhatsAppTemplates(Section):
+    """What goes out instead of a scheduled message due outside the 24-hour window."""
+
+    reminder: TemplateRef = None
+    task: TemplateRef = None
+
+
+class WhatsAppConfig(ChannelConfig):
+    """``channels.whatsapp``. WhatsApp ids are phone numbers in E.164 without the ``+``, as the
+    API gives them (``allow_from: ["491701234567"]``). DMs only: the Cloud API has no groups here."""
+
+    user_id_pattern: ClassVar[str] = r"[1-9][0-9]{6,14}"
+    user_id_hint: ClassVar[str] = ("WhatsApp ids are phone numbers with the country code and without + or "
+                                   "spaces, such as 491701234567")
+
+    phone_number_id: Annotated[str, BeforeValidator(_digits)] = ""
+    access_token: Secret = secret("WHATSAPP_ACCESS_TOKEN")
+    app_secret: Secret = secret("WHATSAPP_APP_SECRET")
+    verify_token: Secret = secret("WHATSAPP_VERIFY_TOKEN")
+    api_version: Annotated[str, AfterValidator(_version)] = "v23.0"
+    base_url: Url = OFFICIAL_API
+    webhook: WhatsAppWebhook = WhatsAppWebhook()
+    templates: WhatsAppTemplates = WhatsAppTemplates()
+    streaming: Literal["off"] = "off"  # WhatsApp cannot edit a message: an answer is sent when it is done
+    max_download_mb: Annotated[Float, Field(gt=0, le=100)] = 20.0  # documents: up to 100 MB on WhatsApp
+
+    def required_secrets(self) -> tuple[str, ...]:
+        if not self.phone_number_id:
+            raise ConfigError("channels.whatsapp.phone_number_id", "missing",
+                              "the Phone number ID from WhatsApp Manager > API Setup")
+        return ("access_token", "app_secret", "verify_token")
+
+
+def check(config: WhatsAppConfig) -> list[str]:
+    """What ``chatgate check`` reports for an enabled WhatsApp channel, one dotted-key line each."""
+    if not config.enabled:
+        return []
+    problems = []
+    wanted = (("access_token", "WHATSAPP_ACCESS_TOKEN", "a System User token with whatsapp_business_messaging"),
+              ("app_secret", "WHATSAPP_APP_SECRET", "App settings > Basic > App secret"),
+              ("verify_token", "WHATSAPP_VERIFY_TOKEN", "any secret you also type into the webhook setup"))
+    for key, env, where in wanted:
+        if getattr(config, key) is None:
+            problems.append(f"channels.whatsapp.{key}: missing ({where}; set {env})")
+    if not config.phone_number_id:
+        problems.append("channels.whatsapp.phone_number_id: missing (WhatsApp Manager > API Setup > Phone number ID)")
+    if not config.webhook.path.startswith("/"):
+        problems.append(f'channels.whatsapp.webhook.path: must start with "/", got "{config.webhook.path}"')
+    if config.groups:
+        problems.append("channels.whatsapp.groups: WhatsApp is DMs only here; remove the groups")
+    return problems

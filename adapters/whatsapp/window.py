@@ -1,0 +1,75 @@
+"""WhatsApp's customer-service window: a free-form message reaches a person only within 24
+hours of the last message they sent; outside it, only an approved template does. Pure.
+
+``Windows`` keeps, per chat, when the person last wrote (a message's own timestamp) and
+whether WhatsApp said the window is closed (a ``131047`` failure). What it does not know
+(nothing heard since this process started) counts as open: the send is tried, and a
+``131047`` status closes it for the next one.
+
+A message the bot starts on its own outside the window goes as the template configured for
+its kind: ``templates.reminder`` for a reminder (its text starts with the scheduler's ⏰),
+``templates.task`` for anything else (a task's answer, a notice); the message's text is the
+template's one body variable, on one line (WhatsApp refuses a variable with line breaks,
+tabs or more than four spaces in a row) and at most ``PARAM_LIMIT`` characters.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Literal
+
+WINDOW = 24 * 3600.0
+PARAM_LIMIT = 1024
+REMINDER_MARK = "⏰"
+_REMEMBERED = 100_000
+_SPACES = re.compile(r"\s+")
+
+Kind = Literal["reminder", "task"]
+
+
+class Windows:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._last: OrderedDict[str, float] = OrderedDict()  # chat -> when the person last wrote
+        self._closed: set[str] = set()
+
+    def heard(self, chat: str, at: float) -> None:
+        if at >= self._last.get(chat, float("-inf")):
+            self._last[chat] = at
+            self._last.move_to_end(chat)
+        self._closed.discard(chat)
+        while len(self._last) > _REMEMBERED:
+            self._closed.discard(self._last.popitem(last=False)[0])
+
+    def close(self, chat: str) -> None:
+        """WhatsApp said the window is closed (``131047``)."""
+        self._closed.add(chat)
+
+    def is_open(self, chat: str) -> bool:
+        if chat in self._closed:
+            return False
+        last = self._last.get(chat)
+        return last is None or self._clock() - last < WINDOW
+
+    def ends(self, chat: str) -> float | None:
+        """When the window closes, where known."""
+        last = self._last.get(chat)
+        return None if last is None or chat in self._closed else last + WINDOW
+
+
+def kind_of(text: str) -> Kind:
+    return "reminder" if text.lstrip().startswith(REMINDER_MARK) else "task"
+
+
+def one_line(text: str) -> str:
+    flat = _SPACES.sub(" ", text).strip()
+    return flat if len(flat) <= PARAM_LIMIT else flat[:PARAM_LIMIT - 1] + "…"
+
+
+def template_payload(name: str, language: str, text: str) -> dict[str, Any]:
+    return {"type": "template", "template": {
+        "name": name, "language": {"code": language},
+        "components": [{"type": "body", "parameters": [{"type": "text", "text": one_line(text)}]}]}}
