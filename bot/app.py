@@ -23,8 +23,7 @@ from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.agent.spawn import SubAgents, spawn_tool
-from bot.approvals import Approvals, approval_settings
-from bot.capabilities import Core, Starts, Stops, Tools
+from bot.capabilities import Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
 from bot.channels import SOLE, Channel, UsesLeases, registry, spelling
 from bot.conversation import ChannelInfo, person_of
@@ -41,6 +40,8 @@ from bot.skills import open_skills
 from bot.stages import Hears, Speaks
 from bot.store import AppStore, SQLiteStore, store_for
 from bot.tools import policy_for, registry_from_config
+from bot.tools.approval import ApprovalRules
+from bot.tools.gate import ToolGate
 from bot.tools.message import message_tool
 from bot.tools.send_file import send_file_tool
 from bot.tools.toolset import Toolset
@@ -114,18 +115,14 @@ class App:
                                                    lim.audio_minutes_per_day), self.store, shared=cluster)
         meter = person_limits.charge if person_limits.active else None
         policies = access_policies(cfg.channels)
-        self.approvals = approvals = Approvals(
-            self.store, self.channels, approval_settings(cfg.tools),
-            is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
-            mask=redactor, hooks=pre_tool_hooks(cfg.hooks, cfg.exec_settings()), elsewhere=cluster)
-        self._stack.push_async_callback(approvals.aclose)
+        gate = ToolGate(pre_tool_hooks(cfg.hooks, cfg.exec_settings()), holds=cluster)  # capabilities add steps
         toolsets: list[Toolset] = []  # capabilities add theirs as they open (MCP), before any run
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         self.skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
                                   guard=GuardMode(a.input_guard), inline_max=cfg.skills.inline_max)
         toolsets.append(self.skills)
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
-                                            meter=meter, toolsets=toolsets, gate=approvals, models=models)))
+                                            meter=meter, toolsets=toolsets, gate=gate, models=models)))
         titles = Titles(models, self.store, agent_id=a.id, meter=meter, redactor=redactor)
         self._stack.push_async_callback(titles.aclose)
 
@@ -136,7 +133,7 @@ class App:
                          request.payers)
 
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
-                      toolsets=toolsets, gate=approvals, models=models, post_run=(title,))
+                      toolsets=toolsets, gate=gate, models=models, post_run=(title,))
         r = cfg.runs
         limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
@@ -157,10 +154,12 @@ class App:
             is_owner=access.is_owner, keys=keys, person_limits=person_limits,
             policy=policy_of, peers=cluster)
         core = Core(cfg, self.store, self.channels, self.events, workspaces, access, person_limits, self.turns,
-                    models, approvals, approvals.settings.rules, policy_of, tools.get, self._spelling,
-                    lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets,
-                    channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
-                    cfg.exec_settings() if cfg.tools.exec.enabled else None, self.capabilities)
+                    models, gate, ApprovalRules(tuple(cfg.tools.approval.items())), policy_of, tools.get,
+                    self._spelling, lambda platform, user_id: person_of(platform, user_id, a.identity_links),
+                    toolsets, channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
+                    exec_settings=cfg.exec_settings() if cfg.tools.exec.enabled else None, running=self.capabilities,
+                    is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
+                    peers=cluster)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
             if capability_spec.enabled(cfg):
                 if capability_spec.migrations:  # its own tables, before it opens
@@ -172,7 +171,7 @@ class App:
         for speaking in (s for c in running if isinstance(c, Speaks) and (s := c.speaking()) is not None):
             self.turns.speak_with(speaking)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent, approvals=approvals, hearing=hearing,
+                             limits=person_limits, agent=agent, hearing=hearing,
                              capabilities=self.capabilities, peers=cluster)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
@@ -184,7 +183,6 @@ class App:
             self._stack.push_async_callback(cluster.aclose)
             await cluster.start(self.intake)
         self._stack.push_async_callback(self.turns.aclose)
-        self._stack.callback(approvals.closing)  # before the runs are cancelled
         self._stack.push_async_callback(self.intake.aclose)
         self._stack.push_async_callback(self.events.aclose)
         for name, channel in self.channels.items():
@@ -193,14 +191,14 @@ class App:
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
-        await approvals.recover()  # cards a previous process left waiting: expired
-        if self.cluster is not None:  # and, from now on, those of an instance that died
-            self.cluster.add_sweep(approvals.recover)
+        for capability in self.capabilities.values():
+            if isinstance(capability, Recovers):
+                await capability.recover()  # what a previous process left: an approval's card, expired
         await self.intake.recover()
         for capability in self.capabilities.values():  # once the channels listen and what was owed went out
+            if isinstance(capability, Stops):
+                self._stack.push_async_callback(capability.stop)  # the first to stop: nothing starts after
             if isinstance(capability, Starts):
-                if isinstance(capability, Stops):
-                    self._stack.push_async_callback(capability.stop)  # the first to stop: nothing starts after
                 capability.start()
 
     @property

@@ -46,9 +46,6 @@ class CommandHost(Protocol):
     async def compact(self, call: CommandCall) -> None:
         """Queue a compaction in the session's lane (it answers when done)."""
 
-    async def approve(self, call: CommandCall, approval_id: str, how: str) -> str:
-        """Answer a waiting approval as the caller (``how``: once, session, always or deny); the reply."""
-
 
 def stop_text(stopped: bool, dropped: int) -> str:
     """What ``/stop`` tells the chat (the dashboard's Stop says the same)."""
@@ -87,21 +84,6 @@ async def _whoami(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(f"Your {msg.platform} id is {msg.sender.id} ({where}).")
 
 
-async def _approve(host: CommandHost, call: CommandCall) -> Reply:
-    approval_id, _, how = call.command.args.partition(" ")
-    how = how.strip().lower() or "once"
-    if not approval_id or how not in ("once", "session", "always"):
-        return Reply(f"Usage: {call.spell('approve')} <id> [once|session|always]")
-    return Reply(await host.approve(call, approval_id, how))
-
-
-async def _deny(host: CommandHost, call: CommandCall) -> Reply:
-    approval_id = call.command.args.split(" ")[0]
-    if not approval_id:
-        return Reply(f"Usage: {call.spell('deny')} <id>")
-    return Reply(await host.approve(call, approval_id, "deny"))
-
-
 async def _help(host: CommandHost, call: CommandCall) -> Reply:
     return Reply(help_text(call.spell))
 
@@ -120,8 +102,6 @@ CORE: tuple[CommandSpec, ...] = (
 CORE_AFTER: tuple[CommandSpec, ...] = (
     CommandSpec("whoami", _whoami, "your id on this platform, for an allowlist", "Your id on this platform"),
     CommandSpec("stopall", _stopall, "stop every run in this chat (owners)", urgent=True, owners_only=True),
-    CommandSpec("approve", _approve, "answer a waiting approval: <id> [once|session|always]", urgent=True),
-    CommandSpec("deny", _deny, "deny a waiting approval: <id>", urgent=True),
     CommandSpec("help", _help, "this list", "What I can do"),
     CommandSpec("start", _help, ""),
 )

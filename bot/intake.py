@@ -45,8 +45,7 @@ from typing import TypeVar
 
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
-from bot.approvals import Approvals
-from bot.capabilities.spec import Presses, StatusLines
+from bot.capabilities.spec import Answers, DecidesHere, Presses, Reminds, StatusLines
 from bot.channels import Channel, Named, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, command_names, parse_command, status_text
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
@@ -60,7 +59,6 @@ from bot.stages import Heard, Hearing
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
 from bot.text.naming import addresses, spoken_command
-from bot.tools.approval import Decision
 from bot.turns import BUSY, Turns, TurnStore
 from bot.workspace import OutsideWorkspaceError, Workspaces, read_inside, save_upload
 
@@ -100,7 +98,7 @@ class Intake:
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
-                 approvals: Approvals | None = None, hearing: Hearing | None = None,
+                 hearing: Hearing | None = None,
                  capabilities: Mapping[str, object] | None = None,
                  peers: Peers | None = None) -> None:
         self._store = store
@@ -112,11 +110,13 @@ class Intake:
         self._settings = settings
         self.limits = limits if limits is not None and limits.active else None
         self._agent = agent
-        self._approvals = approvals
         self._listener = hearing
         self._capabilities = dict(capabilities or {})  # the running capabilities by name: their commands' hosts
         self._presses = [c for c in self._capabilities.values() if isinstance(c, Presses)]
         self._status_lines = [c for c in self._capabilities.values() if isinstance(c, StatusLines)]
+        self._answers = [c for c in self._capabilities.values() if isinstance(c, Answers)]  # an approval's card
+        self._reminds = [c for c in self._capabilities.values() if isinstance(c, Reminds)]
+        self._deciders = [c for c in self._capabilities.values() if isinstance(c, DecidesHere)]
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
@@ -181,8 +181,9 @@ class Intake:
     def _at_once(self, item: _Item) -> Callable[[_Item], Awaitable[None]] | None:
         """How a press (an approval's, the model picker's) or an urgent command is answered: at
         once, by the instance that received it, never in a lane; None for everything else."""
-        if self._approvals is not None and self._approvals.is_answer(item.msg.text):
-            return self._press  # a run waits for it
+        for answers in self._answers:  # an approval's card: a run waits for it
+            if answers.answers(item.msg):
+                return partial(self._press, answers)
         for capability in self._presses:  # the model picker's
             if capability.claims(item.msg):
                 return partial(self._claimed, capability)
@@ -251,9 +252,9 @@ class Intake:
         self._turns.outbox.push(answer)
 
     async def decide_here(self, approval_id: str, decision: str, msg: InboundMessage) -> str | None:
-        if self._approvals is None:
-            return "Nothing waits for approval here."
-        return await self._approvals.decide(approval_id, Decision(decision), msg, here_only=True)
+        for decider in self._deciders:
+            return await decider.decide_here(approval_id, decision, msg)
+        return "Nothing waits for approval here."
 
     # -- deciding ----------------------------------------------------------------------
 
@@ -265,11 +266,11 @@ class Intake:
             log.exception("command %s failed session=%s", item.inbound_id, item.conversation.session_key)
             await self._turns.outbox.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
 
-    async def _press(self, item: _Item) -> None:
-        """A button pressed: never a message for the model; answered by the press's own reply."""
-        assert self._approvals is not None
+    async def _press(self, answers: Answers, item: _Item) -> None:
+        """A card's button pressed: never a message for the model; answered by the press's own
+        reply (who may press, its capability decides)."""
         try:
-            await self._approvals.press(item.msg)
+            await answers.answer(item.msg)
         finally:
             await self._store.mark_answered((item.inbound_id,))
 
@@ -305,9 +306,9 @@ class Intake:
         fetched = await self._fetch(item)
         if fetched is not None:
             self._turns.submit(item.conversation, fetched, item.inbound_id)
-            if self._approvals is not None and (reminder := self._approvals.remind(
-                    item.conversation.session_key, self.spelling_for(msg.platform))) is not None:
-                await self._turns.outbox.notice(msg, reminder, (), "remind")
+            for reminds in self._reminds:
+                if (reminder := reminds.remind(item.conversation.session_key, self.spelling_for(msg.platform))):
+                    await self._turns.outbox.notice(msg, reminder, (), "remind")
 
     async def _late(self, item: _Item) -> bool:
         """A recovered message past ``recover_max_age``: the person is asked to send it again."""
@@ -536,8 +537,6 @@ class Intake:
                            turns=usage.turns, running=dispatcher.active(key) is not None,
                            queued=dispatcher.queued(key), cache_read_tokens=usage.cache_read_tokens,
                            last_compaction=(last.tokens_before, last.tokens_after) if last else None)
-        if self._approvals is not None and (waiting := self._approvals.status_line(key)):
-            text += "\n" + waiting
         if self.limits is not None:
             tokens, spent = await self.limits.today(self.limit_keys(call.msg)[-1])
             text += "\n" + budget_line(self.limits.settings, tokens, spent)
@@ -547,16 +546,6 @@ class Intake:
 
     def spelling_for(self, platform: str) -> Callable[[str], str]:
         return spelling(self._channels.get(platform))
-
-    async def approve(self, call: CommandCall, approval_id: str, how: str) -> str:
-        if self._approvals is None:
-            return "Nothing waits for approval here."
-        decision = {"once": Decision.ONCE, "session": Decision.SESSION, "always": Decision.ALWAYS,
-                    "deny": Decision.DENY}[how]
-        refusal = await self._approvals.decide(approval_id, decision, call.msg)
-        if refusal is not None:
-            return refusal
-        return "Denied." if decision is Decision.DENY else "Approved."
 
     async def compact(self, call: CommandCall) -> None:
         if await self._within_limits(call.msg, call.inbound_id):  # model calls: within the limits, like a message

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from bot.messages import Answer, InboundMessage
-from bot.store.base import InboundRecord
+from bot.store.base import ApprovalRecord, InboundRecord
 
 Stopped = tuple[bool, int, tuple[int, ...]]  # (a run was stopped, queued messages dropped, inbound ids it answers)
 
@@ -48,6 +48,13 @@ class Peers(Protocol):
     async def claim_answer(self, answer: Answer) -> bool:
         """Deliver this stored answer here? False when a live instance delivers it."""
         ...
+
+    async def decide_elsewhere(self, record: ApprovalRecord, decision: str, msg: InboundMessage) -> str | None:
+        """Decide an approval on the instance whose run waits for it; its answer (``LookupError``
+        when no instance runs it)."""
+
+    async def running_elsewhere(self, session_key: str) -> bool:
+        """Another live instance runs this session now."""
 
     async def still_holds(self, session_key: str) -> bool:
         """The session's lane is still this instance's, now (checked in the database): False

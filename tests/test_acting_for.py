@@ -23,12 +23,13 @@ from typing import Any
 import pytest
 
 from bot.app import App
-from bot.approvals import Approvals, ApprovalSettings
+from bot.approvals.service import Approvals, ApprovalSettings
 from bot.conversation import Conversation
 from bot.messages import ChatType
 from bot.session_keys import SessionKey
 from bot.settings import load_config
 from bot.tools import ToolContext, builtin_registry
+from bot.tools.gate import ToolGate
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -362,7 +363,8 @@ async def test_a_tool_that_acts_is_not_run_once_another_instance_took_the_lane(t
             raise LookupError
 
     lost = Lost()
-    gate = Approvals(None, {}, ApprovalSettings(), is_owner=lambda p, u: False, elsewhere=lost)  # type: ignore[arg-type]
+    gate = ToolGate(holds=lost)
+    gate.add(Approvals(None, {}, ApprovalSettings(), is_owner=lambda p, u: False, elsewhere=lost))  # type: ignore[arg-type]
     conversation = Conversation.of_key(SessionKey("main", ChatType.DM, "7", "telegram"))
     ctx = ToolContext(tmp_path, conversation, "r1", "main", "7", gate=gate)
     tools = builtin_registry()

@@ -13,6 +13,7 @@ from functools import cache
 from bot.capabilities.spec import CapabilitySpec
 
 BUILTIN: dict[str, str] = {
+    "approvals": "bot.approvals.capability:SPEC",
     "models": "bot.models.capability:SPEC",
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",

@@ -49,10 +49,12 @@ if TYPE_CHECKING:
     from bot.conversation import ChannelInfo, Conversation
     from bot.limits import PersonLimits
     from bot.messages import InboundMessage
+    from bot.peers import Peers
     from bot.routing import Models
     from bot.store import AppStore
     from bot.tools.approval import ApprovalRules
-    from bot.tools.base import Gate, Tool
+    from bot.tools.base import Tool
+    from bot.tools.gate import ToolGate
     from bot.tools.policy import ToolPolicy
     from bot.tools.sandbox import ExecSettings
     from bot.tools.toolset import Toolset
@@ -74,7 +76,7 @@ class Core:
     limits: PersonLimits
     turns: Turns
     models: Models  # the configured models and each conversation's (bot.routing)
-    gate: Gate  # the one gate of every tool call (hooks, approvals)
+    gate: ToolGate  # the one gate of every tool call: hooks, then the steps capabilities add (approvals)
     rules: ApprovalRules  # which calls need a person
     policy: Callable[[Conversation, bool], ToolPolicy]  # a conversation's tool policy (every sender an owner)
     tool: Callable[[str], Tool | None]  # a registered tool by name (exec, for a task's check)
@@ -84,6 +86,8 @@ class Core:
     channel_info: Mapping[str, ChannelInfo]  # platform -> what its channel shows the prompt
     on_sweep: Callable[[Callable[[], Awaitable[None]]], None]  # run on every cluster sweep (SQLite: never)
     exec_settings: ExecSettings | None = None  # how exec runs a command (its sandbox), None when exec is off
+    is_owner: Callable[[str, str], bool] = lambda platform, user_id: False  # one of the platform's owners
+    peers: Peers | None = None  # the other instances (PostgreSQL with several), None alone
     running: Mapping[str, object] = field(default_factory=dict)  # the capabilities opened so far, by name
 
 
@@ -135,6 +139,38 @@ class Presses(Protocol):
 class Starts(Protocol):
     def start(self) -> None:
         """Begin background work, once the channels listen and what was owed went out."""
+        ...
+
+
+@runtime_checkable
+class Answers(Protocol):
+    """Presses of its own cards that decide for themselves who may press (an approval's: an
+    approver need not be someone the bot talks to): answered at once, before access."""
+
+    def answers(self, msg: InboundMessage) -> bool: ...
+
+    async def answer(self, msg: InboundMessage) -> None: ...
+
+
+@runtime_checkable
+class Reminds(Protocol):
+    def remind(self, session_key: str, spell: Callable[[str], str]) -> str | None:
+        """What a message that arrives in the session is told first (a card there waits), or None."""
+        ...
+
+
+@runtime_checkable
+class DecidesHere(Protocol):
+    async def decide_here(self, approval_id: str, decision: str, msg: InboundMessage) -> str | None:
+        """Another instance asks this one to decide an approval whose run waits here."""
+        ...
+
+
+@runtime_checkable
+class Recovers(Protocol):
+    async def recover(self) -> None:
+        """Once the channels listen, before the stored messages are recovered: settle what a
+        previous process left (cards whose runs are gone)."""
         ...
 
 

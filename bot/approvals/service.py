@@ -1,9 +1,8 @@
 """Approvals: a tool call that needs a person waits for their press, bound to its run.
 
-``Approvals`` is the one ``Gate`` (``bot.tools.base``) of every tool call, whoever makes it
-(a run, a sub-agent, the memory flush, a task's check): before a checked call runs, the
-pre-tool hooks (``bot.hooks``) may refuse it, then ``ApprovalRules`` say whether it needs
-a person. If so, and no grant covers it for every person the turn acts for ("Allow for this
+``Approvals`` is a step of the one gate of every tool call (``bot.tools.gate``), after the
+pre-tool hooks, whoever makes the call (a run, a sub-agent, the memory flush, a task's
+check): ``ApprovalRules`` say whether it needs a person. If so, and no grant covers it for every person the turn acts for ("Allow for this
 session": one person, one life of the session, ``tools.approval_session_hours``; "Always
 allow": one person and the exact call), a call that nobody can answer for (``unattended``:
 the flush, a check) is not run; otherwise a card goes to the chat (buttons where the channel
@@ -31,7 +30,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -52,7 +51,6 @@ from bot.tools.approval import (
     question_text,
 )
 from bot.tools.base import Tool, ToolContext
-from bot.tools.policy import READ_ONLY_TOOLS
 
 if TYPE_CHECKING:
     from bot.config.schema import ToolsConfig
@@ -60,7 +58,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Owner = Callable[[str, str], bool]  # (platform, user id) -> one of the platform's owners
-PreTool = Callable[[ToolContext, str, Mapping[str, Any], str], Awaitable[str | None]]  # bot.hooks.PreToolHooks
 
 EXPIRED = "This question has expired; nothing was run."
 NOT_YOURS = "Only the person who asked (or an owner) can answer this."
@@ -113,22 +110,16 @@ class Elsewhere(Protocol):
         """Another live instance runs this session now."""
         ...
 
-    async def still_holds(self, session_key: str) -> bool:
-        """This instance still holds the session's lane (its lease unchanged), now."""
-        ...
-
 
 class Approvals:
     def __init__(self, store: GrantStore, channels: Mapping[str, Channel], settings: ApprovalSettings, *,
                  is_owner: Owner, mask: Callable[[str], str] = lambda text: text,
-                 hooks: PreTool | None = None, clock: Callable[[], float] = time.time,
-                 elsewhere: Elsewhere | None = None) -> None:
+                 clock: Callable[[], float] = time.time, elsewhere: Elsewhere | None = None) -> None:
         self._store = store
         self._channels = channels
         self.settings = settings
         self._is_owner = is_owner
         self._mask = mask
-        self._hooks = hooks
         self._clock = clock
         self._elsewhere = elsewhere
         self._waiting: dict[str, _Waiting] = {}  # approval id -> the call waiting for it
@@ -136,16 +127,9 @@ class Approvals:
         self._tasks = OwnedTasks()
         self._closing = False
 
-    # -- the Gate ------------------------------------------------------------------------
+    # -- the gate's step ------------------------------------------------------------------
 
     async def permit(self, ctx: ToolContext, tool: Tool, call_id: str, arguments: Mapping[str, Any]) -> str | None:
-        if self._hooks is not None and (refusal := await self._hooks(ctx, tool.name, arguments, call_id)) is not None:
-            return refusal
-        if (self._elsewhere is not None and not ctx.unattended and tool.name not in READ_ONLY_TOOLS
-                and not await self._elsewhere.still_holds(ctx.session_key)):  # paused past the lease
-            log.warning("%s not run: this instance no longer holds the session session=%s run=%s", tool.name,
-                        ctx.session_key, ctx.run_id)
-            return f"{tool.name} was not run: another instance has taken this conversation over."
         if not self.settings.rules.needs(tool.name, is_owner=ctx.sender_is_owner, declared=tool.approval):
             return None
         if tool.name in self._refused.get(ctx.run_id, ()):
