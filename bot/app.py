@@ -25,7 +25,7 @@ from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.approvals import Approvals, approval_settings
-from bot.capabilities import Core, Starts, Stops, Tools
+from bot.capabilities import Channels, Core, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
 from bot.channels import SOLE, Channel, UsesLeases, registry, spelling
 from bot.conversation import ChannelInfo, person_of
@@ -192,6 +192,8 @@ class App:
                     await self.store.apply_steps(capability_spec.name, capability_spec.migrations)
                 self.capabilities[capability_spec.name] = await self._stack.enter_async_context(
                     capability_spec.open(core))
+                if isinstance(opened := self.capabilities[capability_spec.name], Channels):
+                    self.channels.update(opened.channels())  # the dict every part holds: started below
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
                              limits=person_limits, agent=agent, approvals=approvals, listener=listener,
                              voice=voice, capabilities=self.capabilities, peers=cluster)
