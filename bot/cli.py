@@ -229,9 +229,16 @@ def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
         if name == "console" and not interactive:
             continue
         channels[name] = registry.spec(name).build(sections[name])
-    if not channels:
+    if not channels and not _brought(config):
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
     return channels
+
+
+def _brought(config: Config) -> bool:
+    """Whether an enabled capability brings a channel of its own (the API, the web chat)."""
+    from bot.capabilities import registry as capabilities
+
+    return any(spec.channels and spec.enabled(config) for spec in capabilities.specs())
 
 
 async def _serve(config: Config) -> int:

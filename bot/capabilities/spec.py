@@ -98,6 +98,7 @@ class CapabilitySpec:
     migrations: tuple[Migration, ...] = ()  # its tables, each named ``<name>/NNNN_what``
     cli: Callable[[_SubParsersAction[Any]], None] | None = None  # adds its ``chatgate`` subcommands
     probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
+    channels: tuple[str, ...] = ()  # the platforms it brings when enabled (its running object is a ``Channels``)
 
 
     @property
