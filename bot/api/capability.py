@@ -175,5 +175,5 @@ def _cli(sub: argparse._SubParsersAction[Any]) -> None:
         parser.add_argument("-c", "--config", default=argparse.SUPPRESS, help="path to config.yaml")
 
 
-SPEC = CapabilitySpec("api", _open, config=ApiConfig, cli=_cli, migrations=MIGRATIONS,
+SPEC = CapabilitySpec("api", _open, config=ApiConfig, cli=_cli, migrations=MIGRATIONS, channels=("api",),
                       enabled=lambda config: config.section("api", ApiConfig).enabled)
