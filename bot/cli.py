@@ -257,10 +257,11 @@ async def _serve(config: Config) -> int:
     except asyncio.CancelledError:  # SIGTERM while starting (e.g. during recovery): a clean stop
         log.info("stopped while starting")
         return 0
-    log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model, ",".join(channels))
+    log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model,
+             ",".join(app.channels))
     code = 0
     try:
-        await _first_closed(channels.values())  # normally: until a signal cancels us
+        await _first_closed(app.channels.values())  # normally: until a signal cancels us (capabilities' too)
     except asyncio.CancelledError:
         log.info("shutting down")
     except ChatgateError as exc:
