@@ -22,8 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.api import keys as keys_table
-from bot.api import sessions
-from bot.api import wire
+from bot.api import sessions, wire
 from bot.api.channel import ExchangeChannel, Item, Watch
 from bot.api.door import Door, Sent
 from bot.api.people import Person, person_named
@@ -195,9 +194,9 @@ class ApiServer:
 async def _items(watch: Watch, ended: asyncio.Future[str]) -> AsyncIterator[Item]:
     """What the chat is given until the turn is stored; then ``Item("ended", outcome=...)``."""
     while True:
-        get = asyncio.ensure_future(watch.items.get())
+        get: asyncio.Future[Item] = asyncio.ensure_future(watch.items.get())
         try:
-            await asyncio.wait({get, ended}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((get, ended), return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not get.done():
                 get.cancel()

@@ -178,7 +178,8 @@ def usage_of(input_tokens: int, output_tokens: int) -> dict[str, int]:
             "total_tokens": input_tokens + output_tokens}
 
 
-def completion(cid: str, model: str, created: int, text: str, usage: tuple[int, int], finish: str = "stop") -> dict[str, Any]:
+def completion(cid: str, model: str, created: int, text: str, usage: tuple[int, int],
+               finish: str = "stop") -> dict[str, Any]:
     return {"id": cid, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                          "finish_reason": finish, "logprobs": None}],
