@@ -17,6 +17,7 @@ BUILTIN: dict[str, str] = {
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
     "api": "bot.api.capability:SPEC",
+    "webchat": "bot.webchat.capability:SPEC",
 }
 
 
