@@ -44,7 +44,7 @@ def chat_page(person: str, csrf: str, thread: str, threads: Sequence[tuple[str, 
             f'value="{escape(csrf)}"><button type="submit">New</button></form></header>'
             f'<nav id="threads"><ul>{items}</ul></nav>'
             f'<main id="log" aria-live="polite">{messages}</main>'
-            '<form id="composer"><label class="file" title="Attach a file">📎<input type="file" id="file"></label>'
+            '<form id="composer"><label class="file" title="Attach a file">File<input type="file" id="file"></label>'
             '<span id="attached"></span><textarea id="text" rows="1" placeholder="Message" required></textarea>'
             '<button type="submit" id="send">Send</button><button type="button" id="stop" hidden>Stop</button>'
             '</form><script src="/static/chat.js"></script></body></html>')

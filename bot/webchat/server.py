@@ -208,7 +208,7 @@ class WebchatServer:
         if any(t == thread for t, _ in threads):
             session = await self._store.session(conversation)
             for message in await self._store.history(session, 40):
-                text = message.text()
+                text = message.text
                 if message.role.value == "assistant" and text:
                     past.append(("assistant", render(text, HTML)))
                 elif message.role.value == "user" and text:

@@ -86,7 +86,7 @@
     if (!said && !files.length) return;
     if (said === "/new") { document.getElementById("newform").submit(); return; }
     const mine = bubble("user");
-    mine.textContent = said + (files.length ? (said ? "\n" : "") + "📎 " + files.map(function (f) { return f.name; }).join(", ") : "");
+    mine.textContent = said + (files.length ? (said ? "\n" : "") + "Attached: " + files.map(function (f) { return f.name; }).join(", ") : "");
     text.value = "";
     const ids = files.map(function (f) { return f.id; });
     files = [];
@@ -110,7 +110,7 @@
     data.append("file", file.files[0]);
     fetch("/upload/" + encodeURIComponent(thread), {method: "POST", credentials: "same-origin",
       headers: {"X-CSRF": csrf}, body: data}).then(function (r) { return r.json(); }).then(function (j) {
-      if (j.id) { files.push(j); attached.textContent = "📎 " + files.map(function (f) { return f.name; }).join(", "); }
+      if (j.id) { files.push(j); attached.textContent = "Attached: " + files.map(function (f) { return f.name; }).join(", "); }
       else { bubble("note").textContent = j.error || "Not uploaded."; }
     });
     file.value = "";
