@@ -23,7 +23,7 @@ from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.agent.spawn import SubAgents, spawn_tool
-from bot.capabilities import Core, Recovers, Starts, Stops, Tools
+from bot.capabilities import Channels, Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
 from bot.channels import SOLE, Channel, UsesLeases, registry, spelling
 from bot.conversation import ChannelInfo, person_of
@@ -166,6 +166,8 @@ class App:
                     await self.store.apply_steps(capability_spec.name, capability_spec.migrations)
                 self.capabilities[capability_spec.name] = await self._stack.enter_async_context(
                     capability_spec.open(core))
+                if isinstance(opened := self.capabilities[capability_spec.name], Channels):
+                    self.channels.update(opened.channels())  # the dict every part holds: started below
         running = self.capabilities.values()
         hearing = next((h for c in running if isinstance(c, Hears) and (h := c.hearing()) is not None), None)
         for speaking in (s for c in running if isinstance(c, Speaks) and (s := c.speaking()) is not None):

@@ -218,9 +218,16 @@ def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
         if name == "console" and not interactive:
             continue
         channels[name] = registry.spec(name).build(sections[name])
-    if not channels:
+    if not channels and not _brought(config):
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
     return channels
+
+
+def _brought(config: Config) -> bool:
+    """Whether an enabled capability brings a channel of its own (the API, the web chat)."""
+    from bot.capabilities import registry as capabilities
+
+    return any(spec.channels and spec.enabled(config) for spec in capabilities.specs())
 
 
 async def _serve(config: Config) -> int:
@@ -239,10 +246,11 @@ async def _serve(config: Config) -> int:
     except asyncio.CancelledError:  # SIGTERM while starting (e.g. during recovery): a clean stop
         log.info("stopped while starting")
         return 0
-    log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model, ",".join(channels))
+    log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model,
+             ",".join(app.channels))
     code = 0
     try:
-        await _first_closed(channels.values())  # normally: until a signal cancels us
+        await _first_closed(app.channels.values())  # normally: until a signal cancels us (capabilities' too)
     except asyncio.CancelledError:
         log.info("shutting down")
     except ChatgateError as exc:

@@ -13,7 +13,16 @@ from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.config.schema import is_loopback, parse_bind
 from bot.conversation import Conversation
 from bot.dashboard import passwords
-from bot.dashboard.auth import (
+from bot.dashboard.html import Html, escape, join, render, usd
+from bot.dashboard.live import LiveBoard, session_label
+from bot.dashboard.pages.charts import bars, meter, span_bar
+from bot.dashboard.pages.conversations import title_of
+from bot.dashboard.passwd import set_user
+from bot.dashboard.settings import Role
+from bot.dashboard.sources import Bot
+from bot.llm import ToolCall
+from bot.runs import ActiveRun, Pending
+from bot.web.auth import (
     LoginLimiter,
     Sessions,
     client_key,
@@ -24,15 +33,6 @@ from bot.dashboard.auth import (
     own_origin,
     same_origin,
 )
-from bot.dashboard.html import Html, escape, join, render, usd
-from bot.dashboard.live import LiveBoard, session_label
-from bot.dashboard.pages.charts import bars, meter, span_bar
-from bot.dashboard.pages.conversations import title_of
-from bot.dashboard.passwd import set_user
-from bot.dashboard.settings import Role
-from bot.dashboard.sources import Bot
-from bot.llm import ToolCall
-from bot.runs import ActiveRun, Pending
 from tests.fakes.channel import dm
 
 FAST = passwords.MIN_N

@@ -3,6 +3,7 @@
 from bot.capabilities.spec import (
     Answers,
     CapabilitySpec,
+    Channels,
     Core,
     DecidesHere,
     Presses,
@@ -14,5 +15,5 @@ from bot.capabilities.spec import (
     Tools,
 )
 
-__all__ = ["Answers", "CapabilitySpec", "Core", "DecidesHere", "Presses", "Recovers", "Reminds", "StatusLines",
-           "Starts", "Stops", "Tools"]
+__all__ = ["Answers", "CapabilitySpec", "Channels", "Core", "DecidesHere", "Presses", "Recovers", "Reminds",
+           "StatusLines", "Starts", "Stops", "Tools"]

@@ -18,6 +18,8 @@ BUILTIN: dict[str, str] = {
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
     "media": "bot.media.capability:SPEC",
+    "api": "bot.api.capability:SPEC",
+    "webchat": "bot.webchat.capability:SPEC",
     "dashboard": "bot.dashboard.capability:SPEC",  # after those whose panels it shows
 }
 

@@ -14,7 +14,9 @@ checked once where the app wires it, never by ``getattr`` at a call site:
 - ``Presses``: button presses it claims, answered at once outside the session's lane;
 - ``Starts``: work started once the channels listen and what was owed went out (a scheduler),
   and ``Stops``: ended first at shutdown;
-- ``Readiness``: what ``/readyz`` and ``chatgate doctor`` ask of it.
+- ``Readiness``: what ``/readyz`` and ``chatgate doctor`` ask of it;
+- ``Channels``: channels of the port it brings (the API's, the web chat's), started with the
+  platforms' before anything is received, so that its conversations are answered as theirs.
 
 Its commands' handlers are given the running capability and the ``CommandCall``. Beside
 ``open`` the spec declares what must be known before anything runs: its config section (the
@@ -102,6 +104,7 @@ class CapabilitySpec:
     migrations: tuple[Migration, ...] = ()  # its tables, each named ``<name>/NNNN_what``
     cli: Callable[[_SubParsersAction[Any]], None] | None = None  # adds its ``chatgate`` subcommands
     probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
+    channels: tuple[str, ...] = ()  # the platforms it brings when enabled (its running object is a ``Channels``)
 
 
     @property
@@ -186,4 +189,13 @@ class Stops(Protocol):
     async def stop(self) -> None:
         """End what ``start`` began, first of all at shutdown (before the channels stop and the runs
         are cancelled: nothing new starts after)."""
+        ...
+
+
+@runtime_checkable
+class Channels(Protocol):
+    def channels(self) -> Mapping[str, Channel]:
+        """Channels by platform name, added to the running ones once it opened (before the intake
+        starts and the channels are started): the turn runner, delivery and approvals reach them
+        as any platform's."""
         ...

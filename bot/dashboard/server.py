@@ -31,7 +31,17 @@ from aiohttp import web
 
 from bot.dashboard import passwords
 from bot.dashboard.assets import ASSETS
-from bot.dashboard.auth import (
+from bot.dashboard.html import clip, duration
+from bot.dashboard.live import LiveBoard
+from bot.dashboard.pages.login import login_page
+from bot.dashboard.settings import DashboardSettings, Role
+from bot.dashboard.sources import Bot, DashboardStore, Operations, PeoplePolicy
+from bot.dashboard.views import FORM, LOGIN, Views
+from bot.errors import ConfigError
+from bot.store.base import AuditEntry
+from bot.tasks import OwnedTasks
+from bot.tracing import strip_controls
+from bot.web.auth import (
     LoginLimiter,
     Sessions,
     csrf_ok,
@@ -41,16 +51,6 @@ from bot.dashboard.auth import (
     own_origin,
     same_origin,
 )
-from bot.dashboard.html import clip, duration
-from bot.dashboard.live import LiveBoard
-from bot.dashboard.pages.login import login_page
-from bot.dashboard.settings import DashboardSettings
-from bot.dashboard.sources import Bot, DashboardStore, Operations, PeoplePolicy
-from bot.dashboard.views import FORM, LOGIN, Views
-from bot.errors import ConfigError
-from bot.store.base import AuditEntry
-from bot.tasks import OwnedTasks
-from bot.tracing import strip_controls
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class Dashboard:
         self.settings = settings
         self._store = store
         self._clock = clock
-        self.sessions = Sessions(settings.session_hours * 3600, clock=clock)
+        self.sessions: Sessions[Role] = Sessions(settings.session_hours * 3600, clock=clock)
         self.limiter = LoginLimiter()
         self._kdf = asyncio.Semaphore(KDF_AT_ONCE)
         self.board = LiveBoard(bot) if bot is not None else None

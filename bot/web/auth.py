@@ -26,10 +26,8 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
-
-from bot.dashboard.settings import Role
 
 Clock = Callable[[], float]
 
@@ -42,12 +40,15 @@ KNOWN_FOR = 30 * 86400.0  # an address that logged in as a name is known for it 
 MAX_TRACKED = 10_000
 
 
+R = TypeVar("R")  # what a login may do (the dashboard's Role; the web chat's: its person)
+
+
 @dataclass(slots=True)
-class Login:
+class Login(Generic[R]):
     """One logged-in browser."""
 
     user: str
-    role: Role
+    role: R
     csrf: str
     expires: float
     flash: str = ""  # one line for the next page (what the last action did)
@@ -61,13 +62,13 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class Sessions:
+class Sessions(Generic[R]):
     def __init__(self, lifetime: float, *, clock: Clock = time.time) -> None:
         self._lifetime = lifetime
         self._clock = clock
-        self._logins: OrderedDict[str, Login] = OrderedDict()  # SHA-256 of the cookie -> login
+        self._logins: OrderedDict[str, Login[R]] = OrderedDict()  # SHA-256 of the cookie -> login
 
-    def open(self, user: str, role: Role) -> tuple[str, Login]:
+    def open(self, user: str, role: R) -> tuple[str, Login[R]]:
         """A new login: (the cookie's value, the login)."""
         token = secrets.token_urlsafe(32)
         login = Login(user, role, secrets.token_urlsafe(32), self._clock() + self._lifetime)
@@ -76,7 +77,7 @@ class Sessions:
             self._logins.popitem(last=False)
         return token, login
 
-    def get(self, token: str | None) -> Login | None:
+    def get(self, token: str | None) -> Login[R] | None:
         if not token:
             return None
         key = _digest(token)
@@ -94,7 +95,7 @@ class Sessions:
         return len(self._logins)
 
 
-def csrf_ok(login: Login, sent: str | None) -> bool:
+def csrf_ok(login: Login[Any], sent: str | None) -> bool:
     return bool(sent) and hmac.compare_digest(login.csrf.encode(), (sent or "").encode("utf-8", "surrogatepass"))
 
 

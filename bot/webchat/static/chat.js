@@ -1,0 +1,121 @@
+// The web chat page: its event stream, sending, Stop, approvals, files. Text from the model
+// or the person is only ever set as textContent; HTML comes only from the server's dialect.
+"use strict";
+(function () {
+  const body = document.body;
+  const thread = body.dataset.thread;
+  const csrf = body.dataset.csrf;
+  if (!thread) return;
+  const log = document.getElementById("log");
+  const form = document.getElementById("composer");
+  const text = document.getElementById("text");
+  const send = document.getElementById("send");
+  const stop = document.getElementById("stop");
+  const file = document.getElementById("file");
+  const attached = document.getElementById("attached");
+  let live = null; // the answer streaming now
+  let files = [];
+
+  function post(path, data) {
+    return fetch(path, {method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRF": csrf}, body: JSON.stringify(data)});
+  }
+  function bubble(kind) {
+    const div = document.createElement("div");
+    div.className = "msg " + kind;
+    log.appendChild(div);
+    div.scrollIntoView({block: "end"});
+    return div;
+  }
+  function busy(on) { stop.hidden = !on; send.hidden = on; }
+
+  const events = new EventSource("/events/" + encodeURIComponent(thread));
+  events.onmessage = function (e) {
+    const item = JSON.parse(e.data);
+    if (item.kind === "delta") {
+      if (!live) live = bubble("assistant streaming");
+      live.textContent += item.text;
+      live.scrollIntoView({block: "end"});
+    } else if (item.kind === "say") {
+      const div = live || bubble("assistant");
+      div.className = "msg assistant";
+      div.innerHTML = item.html; // the dialect's HTML: escaped text in its own tags
+      live = null;
+    } else if (item.kind === "ask") {
+      const div = bubble("ask");
+      div.id = "ask-" + item.ref;
+      const q = document.createElement("div");
+      q.innerHTML = item.html;
+      div.appendChild(q);
+      const row = document.createElement("div");
+      row.className = "choices";
+      item.choices.forEach(function (c) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = c.label;
+        b.addEventListener("click", function () {
+          row.querySelectorAll("button").forEach(function (x) { x.disabled = true; });
+          post("/press/" + encodeURIComponent(thread), {choice: c.id, ref: item.ref});
+        });
+        row.appendChild(b);
+      });
+      div.appendChild(row);
+    } else if (item.kind === "closed") {
+      const div = document.getElementById("ask-" + item.ref) || bubble("ask");
+      div.innerHTML = item.html;
+      div.className = "msg ask closed";
+    } else if (item.kind === "note") {
+      bubble("note").textContent = item.text;
+    } else if (item.kind === "file") {
+      const div = bubble("file");
+      const a = document.createElement("a");
+      a.href = item.url;
+      a.textContent = "⬇ " + item.name;
+      a.setAttribute("download", item.name);
+      div.appendChild(a);
+      if (item.html) { const c = document.createElement("div"); c.innerHTML = item.html; div.appendChild(c); }
+    } else if (item.kind === "end") {
+      busy(false);
+      if (live && item.outcome !== "completed") { live.classList.add("stopped"); live = null; }
+    }
+  };
+
+  form.addEventListener("submit", function (e) {
+    e.preventDefault();
+    const said = text.value.trim();
+    if (!said && !files.length) return;
+    if (said === "/new") { document.getElementById("newform").submit(); return; }
+    const mine = bubble("user");
+    mine.textContent = said + (files.length ? (said ? "\n" : "") + "Attached: " + files.map(function (f) { return f.name; }).join(", ") : "");
+    text.value = "";
+    const ids = files.map(function (f) { return f.id; });
+    files = [];
+    attached.textContent = "";
+    if (said !== "/stop") busy(true);
+    post("/send/" + encodeURIComponent(thread), {text: said, files: ids}).then(function (r) {
+      if (!r.ok) {
+        busy(false);
+        r.json().then(function (j) { bubble("note").textContent = j.error || "Not sent."; },
+                      function () { bubble("note").textContent = "Not sent."; });
+      }
+    });
+  });
+  text.addEventListener("keydown", function (e) {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
+  });
+  stop.addEventListener("click", function () { post("/stop/" + encodeURIComponent(thread), {}); });
+  file.addEventListener("change", function () {
+    if (!file.files.length) return;
+    const data = new FormData();
+    data.append("file", file.files[0]);
+    fetch("/upload/" + encodeURIComponent(thread), {method: "POST", credentials: "same-origin",
+      headers: {"X-CSRF": csrf}, body: data}).then(function (r) { return r.json(); }).then(function (j) {
+      if (j.id) { files.push(j); attached.textContent = "Attached: " + files.map(function (f) { return f.name; }).join(", "); }
+      else { bubble("note").textContent = j.error || "Not uploaded."; }
+    });
+    file.value = "";
+  });
+  document.getElementById("menu").addEventListener("click", function () {
+    document.getElementById("threads").classList.toggle("open");
+  });
+})();
