@@ -19,7 +19,7 @@ BUILTIN: dict[str, str] = {
     "schedules": "bot.schedules.capability:SPEC",
     "media": "bot.media.capability:SPEC",
     "api": "bot.api.capability:SPEC",
-    "webchat": "bot.webchat.capability:SPEC",
+    "webchat": "bot.api.webchat.capability:SPEC",
     "dashboard": "bot.dashboard.capability:SPEC",  # after those whose panels it shows
 }
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from bot.api.channel import SHAPE, ExchangeChannel, Item
 from bot.channels import Choice
 from bot.messages import InboundMessage, Target
-from bot.webchat.dialect import HTML
+from bot.api.webchat.dialect import HTML
 
 WEB_SHAPE = SHAPE
 

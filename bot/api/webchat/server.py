@@ -11,7 +11,7 @@ script and stylesheet only, nothing inline). The dashboard's pieces do the check
 A message goes in through the API's door (the person's access, limits, rights), in the
 session ``thread`` of the person's own; the answer comes back through the ``webchat``
 channel to the page's event stream: deltas while it streams, then the stored answer as HTML
-(``bot.webchat.dialect``), buttons for approvals, files to download.
+(``bot.api.webchat.dialect``), buttons for approvals, files to download.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from bot.conversation import ChannelInfo, Conversation
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender, Target
 from bot.outbound.markdown import render
 from bot.web.auth import LoginLimiter, Sessions, csrf_ok, feed_allowed, host_allowed, own_origin, same_origin
-from bot.webchat import invites
-from bot.webchat.channel import WebChannel
-from bot.webchat.config import WebchatConfig
-from bot.webchat.dialect import HTML
-from bot.webchat.page import chat_page, signin_page
+from bot.api.webchat import invites
+from bot.api.webchat.channel import WebChannel
+from bot.api.webchat.config import WebchatConfig
+from bot.api.webchat.dialect import HTML
+from bot.api.webchat.page import chat_page, signin_page
 from bot.workspace import OutsideWorkspaceError, save_upload
 
 log = logging.getLogger(__name__)
@@ -361,5 +361,5 @@ async def _static(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     if name not in STATIC:
         raise web.HTTPNotFound()
-    data = resources.files("bot.webchat").joinpath("static", name).read_bytes()
+    data = resources.files("bot.api.webchat").joinpath("static", name).read_bytes()
     return web.Response(body=data, content_type=STATIC[name], headers={"Cache-Control": "max-age=3600"})

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from bot.capabilities.spec import CapabilitySpec, Core
 from bot.errors import ConfigError
-from bot.webchat.config import WebchatConfig
-from bot.webchat.invites import MIGRATIONS
+from bot.api.webchat.config import WebchatConfig
+from bot.api.webchat.invites import MIGRATIONS
 
 if TYPE_CHECKING:
     from bot.channels import Channel
     from bot.config.schema import CoreConfig
-    from bot.webchat.channel import WebChannel
+    from bot.api.webchat.channel import WebChannel
 
 
 class RunningWebchat:
@@ -36,8 +36,8 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
     from bot.api.capability import settle_unanswered, tls_context
     from bot.api.door import Door
     from bot.config.dashboard import parse_bind
-    from bot.webchat.channel import WebChannel
-    from bot.webchat.server import WebchatServer
+    from bot.api.webchat.channel import WebChannel
+    from bot.api.webchat.server import WebchatServer
 
     cfg = core.config.section("webchat", WebchatConfig)
     channel = WebChannel(settle=lambda platform: settle_unanswered(core, platform))
@@ -66,7 +66,7 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
 async def _invite(config: CoreConfig, args: argparse.Namespace) -> int:
     from bot.api.people import PERSON_HELP, person_named
     from bot.capabilities.commandline import store_of
-    from bot.webchat import invites
+    from bot.api.webchat import invites
 
     if getattr(args, "action", None) != "invite":
         print("usage: chatgate webchat invite PERSON", file=sys.stderr)
