@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
 
+from bot import observe
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.approvals import Approvals
@@ -56,6 +57,7 @@ from bot.media.naming import addresses, spoken_command
 from bot.media.speaking import NOT_SET_UP, VoiceAnswers
 from bot.messages import Answer, Attachment, ChatType, InboundMessage, Target
 from bot.models.command import model_line
+from bot.observe import Signal
 from bot.outbound.progress import Progress
 from bot.peers import Peers, Stopped
 from bot.session_keys import DmScope, GroupScope
@@ -150,6 +152,7 @@ class Intake:
         if inbound_id is None:
             log.info("redelivered message ignored session=%s message=%s", conversation.session_key, msg.message_id)
             return
+        observe.signal(Signal.MESSAGE_IN, platform=msg.platform)
         if self._early is not None:
             self._early.add(inbound_id)
         elif inbound_id in self._recovered:  # stored just before recover() read it: recover() has it
@@ -332,6 +335,7 @@ class Intake:
             await self._store.keep_as_context(inbound_id)  # pruned after storage.retention.context
             return False
         await self._store.forget_inbound(inbound_id)  # refused or ignored: only the dedupe key stays
+        observe.signal(Signal.NOT_RUN, platform=msg.platform, reason=decision.action.value)
         if decision.reply:
             await self._turns.outbox.notice(msg, decision.reply, (), "access")
         return False
@@ -345,6 +349,7 @@ class Intake:
         if refusal is None:
             return True
         log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)
+        observe.signal(Signal.NOT_RUN, platform=msg.platform, reason="limit")
         if refusal.text:
             await self._turns.outbox.notice(msg, refusal.text, (inbound_id,), "limit")
         else:
