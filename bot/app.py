@@ -185,7 +185,7 @@ class App:
                     models, approvals, approvals.settings.rules, policy_of, tools.get, self._spelling,
                     lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets,
                     channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
-                    cfg.exec_settings() if cfg.tools.exec.enabled else None)
+                    cfg.exec_settings() if cfg.tools.exec.enabled else None, self.capabilities)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
             if capability_spec.enabled(cfg):
                 if capability_spec.migrations:  # its own tables, before it opens

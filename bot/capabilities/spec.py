@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from bot.command_spec import CommandCall, CommandSpec
@@ -83,6 +83,7 @@ class Core:
     channel_info: Mapping[str, ChannelInfo]  # platform -> what its channel shows the prompt
     on_sweep: Callable[[Callable[[], Awaitable[None]]], None]  # run on every cluster sweep (SQLite: never)
     exec_settings: ExecSettings | None = None  # how exec runs a command (its sandbox), None when exec is off
+    running: Mapping[str, object] = field(default_factory=dict)  # the capabilities open so far, by name (readiness)
 
 
 @dataclass(frozen=True, slots=True)

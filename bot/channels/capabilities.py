@@ -15,6 +15,8 @@ by having the method: there is nothing to register.
 - ``SendsVoice``: a voice note the platform plays inline (Telegram's voice bubble); elsewhere
   a voice answer goes as an audio file (``send_file``).
 - ``Named``: what the bot is called there, so that a spoken message can address it by name.
+- ``Connects``: whether the platform answers now (the ops capability's ``/readyz``); a
+  channel without it counts as connected once started.
 """
 
 from __future__ import annotations
@@ -123,3 +125,9 @@ class SendsVoice(Protocol):
 class Named(Protocol):
     def names(self) -> tuple[str, ...]:
         """What the bot is called here (its username, its display name); empty before it connected."""
+
+
+@runtime_checkable
+class Connects(Protocol):
+    def trouble(self) -> str | None:
+        """None while the platform answers; else what is wrong now, in a few words (no secret)."""
