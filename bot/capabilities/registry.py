@@ -13,6 +13,7 @@ from functools import cache
 from bot.capabilities.spec import CapabilitySpec
 
 BUILTIN: dict[str, str] = {
+    "ops": "bot.ops.capability:SPEC",  # first: it hears the others' signals from their start
     "models": "bot.models.capability:SPEC",
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
