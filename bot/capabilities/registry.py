@@ -14,6 +14,7 @@ from bot.capabilities.spec import CapabilitySpec
 
 BUILTIN: dict[str, str] = {
     "ops": "bot.ops.capability:SPEC",  # first: it hears the others' signals from their start
+    "telemetry": "bot.telemetry.capability:SPEC",
     "models": "bot.models.capability:SPEC",
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
