@@ -23,5 +23,9 @@ RUN pip install -e . \
 
 USER chatgate
 WORKDIR /srv/chatgate
+# With ops.enabled (its default bind, 127.0.0.1:9464) Docker asks /healthz; without ops, run the
+# container with --no-healthcheck (or set ops.enabled: true), else it is reported unhealthy.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=4).status != 200)"]
 VOLUME ["/srv/chatgate/data", "/srv/chatgate/workspaces"]
 CMD ["chatgate", "run", "-c", "/config/config.yaml"]

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Coroutine, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -103,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if getattr(args, "run", None) is not None:  # a capability's subcommand
         if getattr(args, "logs", False):
-            _setup_logging(config.logging.level, secrets=config.secret_values())
+            _setup_logging(config.logging.level, secrets=config.secret_values(), format=config.logging.format,
+                           instance=config.cluster.instance)
         try:
             return int(asyncio.run(args.run(config, args)))
         except ChatgateError as exc:
@@ -118,10 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "status":
         return _guarded(_status(config))
     secrets = config.secret_values()
+    setup = partial(_setup_logging, secrets=secrets, format=config.logging.format, instance=config.cluster.instance)
     if args.command == "run":
-        _setup_logging(config.logging.level, secrets=secrets)
+        setup(config.logging.level)
     else:  # the terminal is the conversation: logs go to a file beside the database
-        _setup_logging(config.logging.level, config.storage.path.parent / "chatgate.log", secrets=secrets)
+        setup(config.logging.level, config.storage.path.parent / "chatgate.log")
     try:
         return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
     except ConfigError as exc:
@@ -187,9 +190,12 @@ async def _migrate(source: str | None, target: str) -> int:
     return 0
 
 
-def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[str] = ()) -> logging.Handler:
-    """One handler on the root logger (stderr, or ``file`` created 0600), and the Redactor
-    on every root handler: no record reaches a log with a configured secret or a known key."""
+def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[str] = (), format: str = "text",
+                   instance: str | None = None) -> logging.Handler:
+    """One handler on the root logger (stderr, or ``file`` created 0600) writing lines of text
+    or of JSON (``logging.format``, ``bot.logs``), and the Redactor on every root handler: no
+    record reaches a log with a configured secret or a known key."""
+    from bot.logs import formatter, this_instance
     from bot.tracing import Redactor, install_log_redaction
 
     if file is None:
@@ -199,7 +205,7 @@ def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[st
         os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         os.chmod(file, 0o600)  # an older log may have been created with the umask's mode
         handler = logging.FileHandler(file, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(formatter(format, this_instance(instance) if format == "json" else ""))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)

@@ -32,9 +32,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bot import observe
 from bot.backoff import Backoff
 from bot.channels import Channel, SendFailed, SendsVoice, Status
 from bot.messages import Answer, Chunk, FileRef
+from bot.observe import Signal
 from bot.store.base import AnswerStore
 from bot.workspace import read_inside
 
@@ -90,6 +92,7 @@ class Delivery:
             log.info("answer %s is queued already", answer.id)
             return
         self._owed.add(answer.id)
+        observe.signal(Signal.DELIVERY_OWED, platform=answer.platform, ref=answer.id)
         key = (answer.platform, answer.target.chat_id)
         self._queues.setdefault(key, deque()).append(answer)
         if key not in self._workers:
@@ -128,7 +131,10 @@ class Delivery:
                 ended: str | None = "it could not be sent"
                 try:
                     if self._claim is None or await self._claim(answer):
+                        began = self._clock()
                         ended = await self._deliver(answer)
+                        observe.signal(Signal.DELIVERED if ended is None else Signal.GIVEN_UP,
+                                       platform=answer.platform, value=self._clock() - began, ref=answer.id)
                     else:
                         log.info("answer %s is sent by another instance", answer.id)
                         ended = None  # it is the other's to send

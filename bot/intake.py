@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
 
+from bot import observe
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.capabilities.spec import Answers, DecidesHere, Presses, Reminds, StatusLines
@@ -51,6 +52,7 @@ from bot.commands import CommandCall, Reply, by_name, command_names, parse_comma
 from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import Answer, Attachment, ChatType, InboundMessage, Target
+from bot.observe import Signal
 from bot.outbound.progress import Progress
 from bot.peers import Peers, Stopped
 from bot.routing.spec import model_line
@@ -148,6 +150,7 @@ class Intake:
         if inbound_id is None:
             log.info("redelivered message ignored session=%s message=%s", conversation.session_key, msg.message_id)
             return
+        observe.signal(Signal.MESSAGE_IN, platform=msg.platform)
         if self._early is not None:
             self._early.add(inbound_id)
         elif inbound_id in self._recovered:  # stored just before recover() read it: recover() has it
@@ -331,6 +334,7 @@ class Intake:
             await self._store.keep_as_context(inbound_id)  # pruned after storage.retention.context
             return False
         await self._store.forget_inbound(inbound_id)  # refused or ignored: only the dedupe key stays
+        observe.signal(Signal.NOT_RUN, platform=msg.platform, reason=decision.action.value)
         if decision.reply:
             await self._turns.outbox.notice(msg, decision.reply, (), "access")
         return False
@@ -344,6 +348,7 @@ class Intake:
         if refusal is None:
             return True
         log.info("over the %s limit %s:%s inbound=%s", refusal.reason, msg.platform, msg.sender.id, inbound_id)
+        observe.signal(Signal.NOT_RUN, platform=msg.platform, reason="limit")
         if refusal.text:
             await self._turns.outbox.notice(msg, refusal.text, (inbound_id,), "limit")
         else:

@@ -226,6 +226,10 @@ class Dispatcher:
         lane = self._lanes.get(session_key)
         return len(lane.queue) + len(lane.undecided) if lane else 0
 
+    def load(self) -> tuple[int, int]:
+        """(sessions with work here, messages waiting in them: to be decided or to run), for metrics."""
+        return len(self._lanes), sum(len(lane.queue) + len(lane.undecided) for lane in self._lanes.values())
+
     def decide(self, session_key: str, step: Decide, group: tuple[str, str] | None = None) -> bool:
         """Take one stored message to decide in the session's lane, after those before it; False
         (not taken) when ``max_waiting`` are waiting already. ``group``: the (platform, chat id) of

@@ -22,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Protocol
 
+from bot import observe
 from bot.access import GroupContext
 from bot.agent.compaction import compact_reply
 from bot.agent.events import EventBus, EventKind, RunEvent
@@ -37,6 +39,7 @@ from bot.conversation import Conversation
 from bot.delivery import Delivery
 from bot.limits import PersonLimits
 from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
+from bot.observe import Signal
 from bot.outbound.outbox import Outbox
 from bot.outbound.progress import Progress
 from bot.outbound.split import render_chunks
@@ -138,7 +141,10 @@ class Turns:
         """``stop`` of a session whose lane is on this instance."""
         with self._peers.keeping(key) if self._peers is not None else nullcontext():
             active = self.dispatcher.active(key)
+            began = time.monotonic()
             stopped, dropped = await self.dispatcher.stop(key)
+            if stopped and active is not None:
+                observe.signal(Signal.STOPPED, platform=active.chat[0], value=time.monotonic() - began)
             if (compaction := self._compacting.pop(key, None)) is not None and not compaction.done():
                 compaction.cancel()
                 await asyncio.wait({compaction})

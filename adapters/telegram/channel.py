@@ -125,6 +125,7 @@ class TelegramChannel:
         self._site: web.AppRunner | None = None
         self._leases: Leases = SOLE
         self._elected = False  # pollers are elected by lease (several instances)
+        self._trouble: str | None = None  # why the last poll failed (readiness), None once one went through
 
     def use_leases(self, leases: Leases) -> None:
         self._leases = leases
@@ -163,6 +164,10 @@ class TelegramChannel:
     async def wait_closed(self) -> None:
         await self._life.wait()
 
+    def trouble(self) -> str | None:
+        """Why Telegram is not answering the poller now (readiness); None when it is, or in webhook mode."""
+        return self._trouble
+
     def _fail(self, error: ChannelError) -> None:
         log.error("%s", error)
         self._life.fail(error)
@@ -190,9 +195,11 @@ class TelegramChannel:
             held = min((a.first_update for a in self._albums.values()), default=None)
             try:
                 async with asyncio.timeout(self._watchdog):
-                    updates = await self.bot.get_updates(offset=held if held is not None else offset,
-                                                         timeout=0 if held is not None else self._poll_timeout,
-                                                         allowed_updates=UPDATES)
+                    updates = await self.bot.get_updates(
+                        offset=held if held is not None else offset,
+                        # after a failure, a short poll first: whether Telegram answers again is known at once
+                        timeout=0 if held is not None or failures else self._poll_timeout,
+                        allowed_updates=UPDATES)
             except TimeoutError:
                 log.warning("telegram: a poll went silent for %.0f s; polling again", self._watchdog)
                 continue
@@ -209,9 +216,10 @@ class TelegramChannel:
                 return
             except TelegramError as exc:
                 failures += 1
-                await self._pause(f"polling failed ({exc.message})", failures)
+                self._trouble = f"polling failed ({exc.message})"
+                await self._pause(self._trouble, failures)
                 continue
-            conflicts = 0
+            conflicts, self._trouble = 0, None
             fresh = [u for u in updates if u.update_id not in seen]
             # stored together (the store keeps their order); the offset passes only what was stored
             outcomes = await asyncio.gather(*(self._take(u) for u in fresh), return_exceptions=True)

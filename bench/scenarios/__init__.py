@@ -9,6 +9,7 @@ from bench.scenarios import (
     delivery,
     history,
     mcp,
+    observability,
     on_discord,
     on_slack,
     overhead,
@@ -22,4 +23,4 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord, on_slack, schedules, mcp, dashboard, cluster)}
+                                 on_discord, on_slack, schedules, mcp, dashboard, cluster, observability)}

@@ -17,6 +17,7 @@ from typing import TypeAlias
 from bot.conversation import Conversation
 from bot.llm import ToolCall
 from bot.providers.base import RetryInfo, Usage
+from bot.tracing import TraceRecord
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class RunEvent:
     tool: ToolCall | None = None  # tool.call and tool.result
     is_error: bool = False  # tool.result
     iteration: int = 0  # activity: which LLM call of the run
+    trace: TraceRecord | None = None  # run.completed, .failed, .cancelled: the run's trace as stored
 
     @property
     def session_key(self) -> str:

@@ -37,6 +37,7 @@ from bot.conversation import Conversation
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
 from bot.llm import ImagePart, Message, Role, ToolCall, ToolResult
+from bot.logs import about_run
 from bot.providers.base import ChatRequest, Completed, Provider, RetryInfo, TextDelta, ThinkingDelta, ToolSpec, Usage
 from bot.routing import Models, ModelSpec, Plan, Route, Why, fallback_reason, fallback_to, note_text
 from bot.store.base import CompactingStore, Session, Summary, Turn
@@ -113,8 +114,9 @@ class Agent:
 
     async def run(self, request: RunRequest) -> RunResult:
         """One run, computed: its ``RunResult.turn`` is for the caller to commit (a cancelled
-        run's turn is stored here, as nothing else can)."""
-        return await self._run(request)
+        run's turn is stored here, as nothing else can). Its log records name the run and session."""
+        with about_run(request.run_id, request.session_key):
+            return await self._run(request)
 
     async def finished(self, request: RunRequest, result: RunResult) -> None:
         """The post-run hooks, once the turn is stored; a failing hook is logged."""
@@ -402,7 +404,8 @@ class Agent:
             turn = None
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
-        await self._events.emit(RunEvent(kind, r.run_id, r.conversation, error or text, usage=run.trace.usage))
+        await self._events.emit(RunEvent(kind, r.run_id, r.conversation, error or text, usage=run.trace.usage,
+                                         trace=record))
         live = None if run.live is None else run.live + len(run.new)
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
                          run.prompt_tokens, turn, live, run.route)

@@ -34,9 +34,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bot import observe
 from bot.channels import Asks, Channel, Choice, SendFailed, spelling
 from bot.conversation import Conversation
 from bot.messages import ChatType, InboundMessage, Target
+from bot.observe import Signal
 from bot.outbound.split import render_chunks
 from bot.store.base import ApprovalRecord, ApprovalStore, Session
 from bot.tasks import OwnedTasks
@@ -182,6 +184,7 @@ class Approvals:
                 await self._end(waiting, Outcome.EXPIRED, None, None)
                 return f"{tool.name} needs a person's approval, and the question could not be shown: it was not run."
             log.info("approval %s asked: %s session=%s run=%s", record.id, tool.name, session, ctx.run_id)
+            observe.signal(Signal.APPROVAL_ASKED, platform=conv.platform, name=tool.name)
             try:
                 async with asyncio.timeout(self.settings.timeout):
                     decision, by = await waiting.future
@@ -353,6 +356,7 @@ class Approvals:
         if not await self._store.settle_approval(record.id, outcome.value, decision.value if decision else None,
                                                  by, now):
             return False
+        observe.signal(Signal.APPROVAL_ANSWERED, platform=record.platform, name=record.tool, reason=outcome.value)
         channel = self._channels.get(record.platform)
         if channel is not None and record.question_id is not None:
             text = outcome_text(record.tool, outcome, decision, by or "", now - record.asked_at)

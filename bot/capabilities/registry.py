@@ -13,6 +13,8 @@ from functools import cache
 from bot.capabilities.spec import CapabilitySpec
 
 BUILTIN: dict[str, str] = {
+    "ops": "bot.ops.capability:SPEC",  # first: it hears the others' signals from their start
+    "telemetry": "bot.telemetry.capability:SPEC",
     "approvals": "bot.approvals.capability:SPEC",
     "models": "bot.models.capability:SPEC",
     "mcp": "bot.mcp.capability:SPEC",

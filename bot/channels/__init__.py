@@ -23,6 +23,7 @@ from bot.backoff import Backoff
 from bot.channels.capabilities import (
     Asks,
     Choice,
+    Connects,
     Interrupts,
     LiveDraft,
     Named,
@@ -69,7 +70,8 @@ from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
-    "ChannelSection", "ChannelSpec", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Held",
+    "ChannelSection", "ChannelSpec", "Choice", "Connects", "Dialect", "DialectBase", "Float", "GroupConfig",
+    "Groups", "Held",
     "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Pacer",
     "PlainDialect", "Role", "Secret", "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
     "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "Windowed", "quote_lines",

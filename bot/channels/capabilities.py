@@ -17,6 +17,8 @@ by having the method: there is nothing to register.
 - ``Named``: what the bot is called there, so that a spoken message can address it by name.
 - ``Windowed``: a platform that takes a message the bot starts on its own only for a while
   after the person last wrote (WhatsApp's 24 hours), so that a scheduled job says so when made.
+- ``Connects``: whether the platform answers now (the ops capability's ``/readyz``); a
+  channel without it counts as connected once started.
 """
 
 from __future__ import annotations
@@ -133,3 +135,9 @@ class Windowed(Protocol):
         """Whether a message the bot starts on its own reaches ``to``: a scheduled ``kind``
         ("reminder" or "task") due at ``at`` (epoch seconds; None: again and again). "" when it
         will; else one sentence for the person saying when it will not (and what would help)."""
+
+
+@runtime_checkable
+class Connects(Protocol):
+    def trouble(self) -> str | None:
+        """None while the platform answers; else what is wrong now, in a few words (no secret)."""

@@ -37,11 +37,13 @@ from dataclasses import dataclass, replace
 
 import asyncpg
 
+from bot import observe
 from bot.channels import Held
 from bot.cluster import rates, schema, work
 from bot.cluster.bus import Bus, Message
 from bot.cluster.leases import LeaseRows
 from bot.messages import Answer, InboundMessage
+from bot.observe import Signal
 from bot.peers import Host, Stopped
 from bot.session_keys import parse_key
 from bot.store.base import ApprovalRecord
@@ -359,13 +361,17 @@ class Cluster:
                     await conn.execute(_SEEN, self.instance)
                     still = await self._leases.renew(conn)
                 renewed = loop.time()
+                observe.signal(Signal.HEARTBEAT, value=1)
                 self._lost({key for key, token in held.items()
                             if self._held.get(key) == token and still.get(_lane(key)) != token},
                            {name for name in named if name in self._named and name not in still})
+                observe.signal(Signal.LEASES, name="sessions", value=len(self._held))
+                observe.signal(Signal.LEASES, name="channels", value=len(self._named))
                 await self.sweep()
                 await work.prune_claims(self._pool)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
                 log.error("cluster: heartbeat failed (%s)", exc)
+                observe.signal(Signal.HEARTBEAT, value=0)
                 if loop.time() - renewed > self.settings.lease_seconds:
                     log.error("cluster: no heartbeat for a lease's time: giving up everything %s held",
                               self.instance)

@@ -302,7 +302,7 @@ class LoggingConfig(Section):
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
         BeforeValidator(lambda v: v.upper() if isinstance(v, str) and v.upper() in _LEVELS else v),
     ] = "INFO"
-    format: Literal["text"] = "text"  # the only format the CLI writes so far
+    format: Literal["text", "json"] = "text"  # json: one object per line (bot.logs)
 
 
 class SkillsConfig(Section):

@@ -136,7 +136,7 @@ class McpHub:
             server.main = Supervisor(server.name, s, cwd=self._catalog_dir(server.name) if per_person else None,
                                      log_file=self._log(server.name), backoff=self._backoff or BACKOFF,
                                      prepare=partial(self._build, server), redact=self._redact, once=per_person,
-                                     private=self._private)
+                                     private=self._private, watched=True)
             if per_person:
                 server.people = People(server.name, s.idle_timeout, partial(self._person, server), self._spawn)
             self._spawn(server.main.run(), f"mcp:{server.name}")

@@ -41,10 +41,12 @@ from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from bot import observe
 from bot.backoff import Backoff
 from bot.mcp.config import McpServerConfig
 from bot.mcp.connection import Signals, connect, describe_error, last_line, list_tools
 from bot.mcp.state import Snapshot, State
+from bot.observe import Signal
 from bot.tools.base import ToolError
 
 log = logging.getLogger(__name__)
@@ -60,7 +62,7 @@ class Supervisor:
                  log_file: Path | None = None,
                  prepare: Callable[[tuple[types.Tool, ...]], Awaitable[None]] | None = None,
                  redact: Callable[[str], str] = str, backoff: Backoff = BACKOFF, once: bool = False,
-                 private: tuple[Path, ...] = ()) -> None:
+                 private: tuple[Path, ...] = (), watched: bool = False) -> None:
         self.label = label  # the server's name, and whose instance it is for a per-person one
         self.settings = settings
         self.cwd = cwd
@@ -72,6 +74,9 @@ class Supervisor:
         self._once = once  # list the tools and close (a per-person server's catalog)
         self._state = State.CONNECTING
         self._since = time.time()
+        self._watched = watched  # the server's own (not a person's instance): its states are signalled
+        if watched:
+            observe.signal(Signal.MCP_STATE, name=label, reason=self._state.value)
         self._retry_at: float | None = None
         self.last_error: str | None = None
         self.tools: tuple[types.Tool, ...] = ()
@@ -252,6 +257,8 @@ class Supervisor:
         if old is state:
             return
         self._since = time.time()
+        if self._watched:
+            observe.signal(Signal.MCP_STATE, name=self.label, reason=state.value)
         if state is State.READY:
             log.info("mcp server %s is ready: %d tools%s", self.label, len(self.tools),
                      " (it had been degraded)" if old is State.DEGRADED else "")

@@ -34,9 +34,11 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
+from bot import observe
 from bot.conversation import ChannelInfo, Conversation
 from bot.limits import Refusal
 from bot.messages import Answer, ChatType
+from bot.observe import Signal
 from bot.runs import TaskOrder
 from bot.schedules import rules
 from bot.schedules.checks import CheckResult, Checks, CommandCheck, parse_check
@@ -256,6 +258,7 @@ class Scheduler:
                 log.info("scheduler: occurrence %d of job %d was claimed elsewhere", claim.at, job.id)
                 continue
             self.fired += 1
+            observe.signal(Signal.SCHEDULE_LAG, platform=job.conversation.platform, value=claim.late)
             if claim.answer is not None:
                 log.info("scheduler: reminder %d of %d owed%s session=%s", job.id, claim.at,
                          f" (late by {claim.late} s)" if claim.late else "", job.conversation.session_key)

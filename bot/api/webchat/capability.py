@@ -10,15 +10,15 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from bot.capabilities.spec import CapabilitySpec, Core
-from bot.errors import ConfigError
 from bot.api.webchat.config import WebchatConfig
 from bot.api.webchat.invites import MIGRATIONS
+from bot.capabilities.spec import CapabilitySpec, Core
+from bot.errors import ConfigError
 
 if TYPE_CHECKING:
+    from bot.api.webchat.channel import WebChannel
     from bot.channels import Channel
     from bot.config.schema import CoreConfig
-    from bot.api.webchat.channel import WebChannel
 
 
 class RunningWebchat:
@@ -35,9 +35,9 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
 
     from bot.api.capability import settle_unanswered, tls_context
     from bot.api.door import Door
-    from bot.config.dashboard import parse_bind
     from bot.api.webchat.channel import WebChannel
     from bot.api.webchat.server import WebchatServer
+    from bot.config.dashboard import parse_bind
 
     cfg = core.config.section("webchat", WebchatConfig)
     channel = WebChannel(settle=lambda platform: settle_unanswered(core, platform))
@@ -65,8 +65,8 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
 
 async def _invite(config: CoreConfig, args: argparse.Namespace) -> int:
     from bot.api.people import PERSON_HELP, person_named
-    from bot.capabilities.commandline import store_of
     from bot.api.webchat import invites
+    from bot.capabilities.commandline import store_of
 
     if getattr(args, "action", None) != "invite":
         print("usage: chatgate webchat invite PERSON", file=sys.stderr)

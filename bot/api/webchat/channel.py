@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.api.channel import SHAPE, ExchangeChannel, Item
+from bot.api.webchat.dialect import HTML
 from bot.channels import Choice
 from bot.messages import InboundMessage, Target
-from bot.api.webchat.dialect import HTML
 
 WEB_SHAPE = SHAPE
 

@@ -32,16 +32,16 @@ from bot.api.channel import Item
 from bot.api.door import Door
 from bot.api.people import Person, person_named
 from bot.api.sessions import new_thread
-from bot.api.wire import ApiError
-from bot.conversation import ChannelInfo, Conversation
-from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender, Target
-from bot.outbound.markdown import render
-from bot.web.auth import LoginLimiter, Sessions, csrf_ok, feed_allowed, host_allowed, own_origin, same_origin
 from bot.api.webchat import invites
 from bot.api.webchat.channel import WebChannel
 from bot.api.webchat.config import WebchatConfig
 from bot.api.webchat.dialect import HTML
 from bot.api.webchat.page import chat_page, signin_page
+from bot.api.wire import ApiError
+from bot.conversation import ChannelInfo, Conversation
+from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender, Target
+from bot.outbound.markdown import render
+from bot.web.auth import LoginLimiter, Sessions, csrf_ok, feed_allowed, host_allowed, own_origin, same_origin
 from bot.workspace import OutsideWorkspaceError, save_upload
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""Run it like a service: probes and Prometheus metrics on a small HTTP server (``ops:``)."""

@@ -1,0 +1,1 @@
+"""Run it like a service: OpenTelemetry traces of runs, exported over OTLP/HTTP (``telemetry:``)."""

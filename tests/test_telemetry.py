@@ -1,0 +1,112 @@
+"""Traces of runs over OTLP/HTTP: a `chatgate run` with ``telemetry.otlp_endpoint`` exports to a
+local receiver (``tests/fakes/otlp_server.py``, decoding the protobuf): one trace per run, a
+span per model call, tool call and delivery, the GenAI attributes, and no text anybody wrote;
+with ``capture_content`` the answers' previews are there. With telemetry and ops off, neither
+SDK is imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.llm_server import Call, FakeLLM, Reply
+from tests.fakes.otlp_server import FakeCollector, Received
+from tests.fakes.telegram_server import FakeTelegram
+from tests.test_durability import TOKEN, Bot
+
+ROOT = Path(__file__).resolve().parent.parent
+PERSON = 987654321
+SECRET_WORDS = "my passport number is X1234567"
+
+
+@pytest.fixture
+async def traced(tmp_path: Path) -> AsyncIterator[tuple[Bot, FakeCollector]]:
+    async with FakeLLM() as llm, FakeTelegram(token=TOKEN) as tg, FakeCollector() as collector:
+        bot = Bot(tmp_path, llm, tg)
+        bot.configure(telegram={"allow_from": [PERSON]},
+                      telemetry={"otlp_endpoint": collector.url, "service_name": "chatgate-test",
+                                 "headers": {"x-api-key": "collector-key-5678"}})
+        try:
+            yield bot, collector
+        finally:
+            await bot.close()
+
+
+async def two_runs(bot: Bot) -> None:
+    tg = bot.tg
+    bot.llm.script(Reply.tool_calls([Call("write_file", {"path": "note.txt", "content": SECRET_WORDS}, id="c1")]),
+                   Reply.text(f"Saved: {SECRET_WORDS}"))
+    tg.push(tg.message(PERSON, f"remember: {SECRET_WORDS}", user_id=PERSON))
+    await tg.wait_for(lambda: [s for s in tg.sent if s.chat_id == PERSON], timeout=20)
+    tg.push(tg.message(PERSON, "hello there", user_id=PERSON))  # answered by the echo
+    await tg.wait_for(lambda: len([s for s in tg.sent if s.chat_id == PERSON]) >= 2, timeout=20)
+
+
+def by_trace(spans: list[Received]) -> dict[str, list[Received]]:
+    found: dict[str, list[Received]] = defaultdict(list)
+    for span in spans:
+        found[span.trace_id].append(span)
+    return found
+
+
+async def test_one_trace_per_run_with_genai_attributes_and_no_text(traced: tuple[Bot, FakeCollector]) -> None:
+    bot, collector = traced
+    await bot.start()
+    await two_runs(bot)
+    assert await bot.terminate() == 0  # the last spans are flushed at shutdown
+    spans = await collector.wait_for(lambda s: len([x for x in s if x.name == "chatgate.delivery"]) >= 2)
+    traces = by_trace(spans)
+    assert len(traces) == 2, [s.name for s in spans]
+    first, second = sorted(traces.values(), key=lambda t: min(s.start_ns for s in t))
+    for trace in (first, second):
+        [root] = [s for s in trace if not s.parent_id]
+        assert root.name == "invoke_agent main"
+        assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
+        assert root.attributes["gen_ai.request.model"] == "fake-model"
+        assert root.attributes["gen_ai.provider.name"] == "openai"
+        assert root.attributes["chatgate.run.status"] == "completed"
+        assert root.attributes["gen_ai.usage.input_tokens"] > 0
+        assert root.resource["service.name"] == "chatgate-test"
+        assert all(s.parent_id == root.span_id for s in trace if s is not root)
+        chats = [s for s in trace if s.attributes.get("gen_ai.operation.name") == "chat"]
+        assert chats and all(c.name == "chat fake-model" and c.attributes["gen_ai.usage.output_tokens"] > 0
+                             and c.attributes["gen_ai.provider.name"] == "openai" for c in chats)
+        assert [s.attributes["chatgate.delivery.outcome"] for s in trace if s.name == "chatgate.delivery"] == ["sent"]
+    assert len([s for s in first if s.name.startswith("chat ")]) == 2
+    [tool] = [s for s in first if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+    assert (tool.name, tool.attributes["gen_ai.tool.name"]) == ("execute_tool write_file", "write_file")
+    everything = repr([(s.name, s.attributes, s.resource) for s in spans])
+    for text in ("passport", "X1234567", "hello there", "Saved", str(PERSON)):
+        assert text not in everything, text
+    assert all(h.get("x-api-key") == "collector-key-5678" for h in collector.headers)
+    assert "collector-key-5678" not in bot.log.read_text()
+
+
+async def test_capture_content_puts_the_previews_in(tmp_path: Path) -> None:
+    async with FakeLLM() as llm, FakeTelegram(token=TOKEN) as tg, FakeCollector() as collector:
+        bot = Bot(tmp_path, llm, tg)
+        bot.configure(telegram={"allow_from": [PERSON]},
+                      telemetry={"otlp_endpoint": f"{collector.url}/v1/traces", "capture_content": True})
+        try:
+            await bot.start()
+            await two_runs(bot)
+            assert await bot.terminate() == 0
+        finally:
+            await bot.close()
+    spans = await collector.wait_for(lambda s: len(by_trace(s)) == 2)
+    outputs = [s.attributes["gen_ai.output.messages"] for s in spans if "gen_ai.output.messages" in s.attributes]
+    assert any(SECRET_WORDS in o for o in outputs), outputs
+    assert any("gen_ai.tool.call.result" in s.attributes for s in spans)
+
+
+def test_with_ops_and_telemetry_off_neither_sdk_is_loaded() -> None:
+    code = ("import sys, bot.app, bot.commands; from bot.capabilities import registry; registry.specs(); "
+            "print([m for m in ('prometheus_client', 'opentelemetry.sdk', 'bot.ops.metrics', 'bot.telemetry.export')"
+            " if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
