@@ -139,8 +139,8 @@ class RedactingFilter(logging.Filter):
         self.redact = redact
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "_chatgate_redacted", False):
-            return True  # another handler's filter did it already
+        if getattr(record, "_chatgate_redacted", None) is self.redact:
+            return True  # another handler's filter with the same secrets did it already
         try:
             message = record.getMessage()
         except Exception:  # a bad format string: keep what there is, scrubbed
@@ -152,7 +152,7 @@ class RedactingFilter(logging.Filter):
             record.exc_text = self.redact(record.exc_text)
         if record.stack_info:
             record.stack_info = self.redact(record.stack_info)
-        record._chatgate_redacted = True
+        record._chatgate_redacted = self.redact
         return True
 
 
