@@ -313,6 +313,7 @@ class ScheduledJob:
     next_at: float | None
     paused: bool = False
     text: str = ""
+    warning: str = ""
 
 
 @dataclass(frozen=True)

@@ -332,3 +332,12 @@ async def test_a_reminder_that_may_not_reach_the_person_says_so_when_made_and_in
     listed = await stack.wa.wait_for(lambda: next((t for t in stack.wa.texts() if "Your jobs" in t), None))
     passport, tea = [line for line in listed.splitlines() if " · reminder · " in line]
     assert "⚠ WhatsApp delivers it only" in passport and "⚠" not in tea
+    assert stack.app is not None  # and the operators see it on the dashboard's Operations page
+    rows = {r.text: r for r in await stack.app.capabilities["schedules"].operator_jobs().jobs()}
+    assert rows["renew the passport"].warning.startswith("WhatsApp delivers it only within 24 hours")
+    assert rows["tea"].warning == ""
+    from bot.dashboard.pages.layout import Viewer
+    from bot.dashboard.pages.operations import jobs_table
+
+    html = str(jobs_table(Viewer("olive", "operator", True, "csrf"), list(rows.values()), True, time.time()))
+    assert html.count("⚠ WhatsApp delivers it only") == 1
