@@ -17,11 +17,13 @@ by having the method: there is nothing to register.
 - ``Named``: what the bot is called there, so that a spoken message can address it by name.
 - ``Windowed``: a platform that takes a message the bot starts on its own only for a while
   after the person last wrote (WhatsApp's 24 hours), so that a scheduled job says so when made.
+- ``RecallsInbound``: a channel that asks the store when a chat's person last wrote (that
+  window, after a restart or when another instance heard them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -133,3 +135,13 @@ class Windowed(Protocol):
         """Whether a message the bot starts on its own reaches ``to``: a scheduled ``kind``
         ("reminder" or "task") due at ``at`` (epoch seconds; None: again and again). "" when it
         will; else one sentence for the person saying when it will not (and what would help)."""
+
+
+LastHeard = Callable[[str, str], Awaitable[float | None]]
+"""``(account, chat_id)``: when that chat's person last wrote (epoch seconds), as the store knows it."""
+
+
+@runtime_checkable
+class RecallsInbound(Protocol):
+    def recall_inbound(self, last_heard: LastHeard) -> None:
+        """Take the store's ``last_heard`` for the channel's platform (called before ``start``)."""
