@@ -25,7 +25,7 @@ from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatu
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.capabilities import Channels, Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
-from bot.channels import SOLE, Channel, UsesLeases, registry, spelling
+from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, UsesLeases, registry, spelling
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
@@ -190,6 +190,8 @@ class App:
         for name, channel in self.channels.items():
             if isinstance(channel, UsesLeases):
                 channel.use_leases(cluster if cluster is not None else SOLE)
+            if isinstance(channel, RecallsInbound):
+                channel.recall_inbound(_last_heard(self.store, name))
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)
@@ -240,3 +242,10 @@ def writable(root: Path) -> None:
     except OSError as exc:
         raise ConfigError("workspace.root", f"{root} is not writable ({exc.strerror or exc})",
                           "give the bot a folder it can write; several instances need one they all share") from None
+
+
+def _last_heard(store: AppStore, platform: str) -> LastHeard:
+    """When a chat of ``platform`` last heard its person, read from the store (``RecallsInbound``)."""
+    from bot.store.inbound import last_heard
+
+    return lambda account, chat_id: store.read(last_heard(platform, account, chat_id))

@@ -32,7 +32,18 @@ from typing import Any, ClassVar
 import pytest
 
 from bot.app import App
-from bot.channels import Asks, Channel, Choice, MessageShape, SendFailed, Status, Streams, Target, Windowed
+from bot.channels import (
+    Asks,
+    Channel,
+    Choice,
+    MessageShape,
+    RecallsInbound,
+    SendFailed,
+    Status,
+    Streams,
+    Target,
+    Windowed,
+)
 from bot.messages import Attachment, ChatType, InboundMessage
 from bot.outbound.markdown import render
 from bot.outbound.split import measure
@@ -85,6 +96,8 @@ class Recorder:
             self.ask, self.answer_press, self.close_question = inner.ask, inner.answer_press, inner.close_question
         if isinstance(inner, Windowed):
             self.reach = inner.reach
+        if isinstance(inner, RecallsInbound):
+            self.recall_inbound = inner.recall_inbound
 
     async def start(self, inbox: Any) -> None:
         await self.inner.start(inbox)

@@ -313,6 +313,7 @@ class ScheduledJob:
     next_at: float | None
     paused: bool = False
     text: str = ""
+    warning: str = ""
 
 
 @dataclass(frozen=True)
@@ -343,7 +344,12 @@ class FakeOps:
         jobs = [ScheduledJob("j1", "reminder", "every day at 09:00 Europe/Paris", "agent:main:telegram:dm:42",
                              now + 3600, text="Stand-up in 10 minutes"),
                 ScheduledJob("j2", "task", "cron 0 18 * * 1-5 UTC", "agent:main:telegram:group:-1001", now + 7200,
-                             text="Summarise the day's messages for the team")]
+                             text="Summarise the day's messages for the team"),
+                ScheduledJob("j3", "reminder", "at 2026-12-01 09:00 (Europe/Berlin)",
+                             "agent:main:whatsapp:dm:491701234567", now + 2 * 86400, text="Renew the passport",
+                             warning="WhatsApp delivers it only within 24 hours of your last message here, and this "
+                                     "bot has no approved template for a reminder: write to me shortly before it is "
+                                     "due, or it cannot reach you.")]
         return [replace(j, paused=j.id in self.paused) for j in jobs if j.id not in self.cancelled]
 
     async def set_paused(self, job_id: str, paused: bool) -> bool:
@@ -445,6 +451,8 @@ async def test_every_page_at_two_widths(browser: Any, bed: Bed, llm: FakeLLM) ->
         await w.page.goto(f"{url}/operations")
         await w.page.locator("#jobs tr", has_text="Stand-up").locator("button", has_text="Pause").click()
         assert "Paused job j1" in await w.page.inner_text(".flash")
+        passport = w.page.locator("#jobs tr", has_text="Renew the passport")
+        assert "⚠ WhatsApp delivers it only within 24 hours" in await passport.inner_text()
         assert ops.paused == {"j1"}
         await w.page.locator("#jobs tr", has_text="Summarise").locator("button", has_text="Cancel").click()
         assert ops.cancelled == {"j2"} and "Cancelled job j2" in await w.page.inner_text(".flash")

@@ -17,11 +17,15 @@ from bot.dashboard.html import Html, escape, join, render, usd
 from bot.dashboard.live import LiveBoard, session_label
 from bot.dashboard.pages.charts import bars, meter, span_bar
 from bot.dashboard.pages.conversations import title_of
+from bot.dashboard.pages.layout import Viewer
+from bot.dashboard.pages.operations import jobs_table
 from bot.dashboard.passwd import set_user
 from bot.dashboard.settings import Role
 from bot.dashboard.sources import Bot
 from bot.llm import ToolCall
 from bot.runs import ActiveRun, Pending
+from bot.schedules.operator import row
+from bot.store.base import Job, JobKind, JobState, RuleKind, When
 from bot.web.auth import (
     LoginLimiter,
     Sessions,
@@ -264,6 +268,40 @@ def test_titles_are_what_was_asked(text: str, title: str) -> None:
 ])
 def test_session_labels(key: str, label: str) -> None:
     assert session_label(key) == label
+
+
+# -- the jobs on the Operations page ---------------------------------------------------------------
+
+WINDOW_WARNING = "WhatsApp delivers it only within 24 hours of your last message <here>"
+
+
+def _job(state: JobState) -> Job:
+    return Job(7, JobKind.REMINDER, "renew the passport", When(RuleKind.AT, "UTC", 1_900_000_000),
+               Conversation.of_key("agent:main:whatsapp:dm:491701234567"), "491701234567", "Ada",
+               next_at=1_900_000_000, state=state)
+
+
+def test_a_job_row_carries_why_its_messages_may_not_reach_the_person_while_it_is_active() -> None:
+    asked: list[int] = []
+
+    def reach(job: Job) -> str:
+        asked.append(job.id)
+        return WINDOW_WARNING
+
+    assert row(_job(JobState.ACTIVE), reach).warning == WINDOW_WARNING
+    assert row(_job(JobState.PAUSED), reach).warning == ""  # as /tasks: a paused job is not due
+    assert asked == [7]
+    assert row(_job(JobState.ACTIVE)).warning == ""  # no channel that is Windowed: nothing to say
+
+
+def test_the_jobs_table_marks_a_job_that_may_not_reach_its_person() -> None:
+    viewer = Viewer("olive", "operator", True, "csrf")
+    warned, fine = row(_job(JobState.ACTIVE), lambda job: WINDOW_WARNING), row(_job(JobState.ACTIVE))
+    html = str(jobs_table(viewer, [warned, fine], True, 1_800_000_000))
+    assert html.count("⚠ ") == 1
+    assert '<small class="warning" title="WhatsApp delivers it only within 24 hours of your last message ' \
+           '&lt;here&gt;">⚠ WhatsApp delivers it only within 24 hours of your last message &lt;here&gt;</small>' in html
+    assert "<here>" not in html
 
 
 # -- the live board --------------------------------------------------------------------------

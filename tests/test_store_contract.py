@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pytest
 
@@ -212,6 +212,26 @@ async def test_redelivery_is_recognised(store: Store) -> None:
     assert isinstance(first, int)
     assert await store.record_inbound(inbound("m1", text="edited or not, same id"), "k") is None
     assert len(await store.unanswered()) == 1
+
+
+async def test_when_a_chat_last_wrote_is_its_latest_messages_own_time(store: Store) -> None:
+    from bot.store.inbound import last_heard
+
+    steps: Any = store  # every store runs the operations (StepStore)
+    assert await steps.read(last_heard("whatsapp", "bot1", "491701234567")) is None
+    first = replace(inbound("w1", chat_id="491701234567", platform="whatsapp"), timestamp=1000.0)
+    await store.record_inbound(first, "k")
+    await store.record_inbound(replace(first, message_id="w2", timestamp=2000.0), "k")
+    await store.record_inbound(replace(first, message_id="w3", chat_id="491709999999", timestamp=3000.0), "k")
+    await store.record_inbound(replace(first, message_id="t1", platform="telegram", timestamp=4000.0), "k")
+    assert await steps.read(last_heard("whatsapp", "bot1", "491701234567")) == 2000.0
+    assert await steps.read(last_heard("whatsapp", "other", "491701234567")) is None  # another number
+    future = await store.record_inbound(replace(first, message_id="w4", timestamp=time.time() + 86400), "k")
+    at = await steps.read(last_heard("whatsapp", "bot1", "491701234567"))
+    assert at is not None and at <= time.time()  # never later than it arrived
+    assert future is not None
+    await store.forget_inbound(future)  # refused: its payload is gone, its arrival kept
+    assert await steps.read(last_heard("whatsapp", "bot1", "491701234567")) == at
 
 
 async def test_a_burst_is_stored_at_once_and_its_repeats_are_redeliveries(store: Store) -> None:

@@ -137,6 +137,21 @@ def test_the_window_is_open_24_hours_after_the_person_wrote() -> None:
     assert not windows.is_open("1")
 
 
+def test_what_the_store_recalls_counts_only_when_newer_than_what_was_heard() -> None:
+    now = [100_000.0]
+    windows = Windows(clock=lambda: now[0])
+    assert windows.is_open("1") and not windows.open_as_heard("1")  # unknown: open, but not by a message
+    windows.recalled("1", now[0] - WINDOW - 10)  # the store: they last wrote 24 hours ago and more
+    assert not windows.is_open("1")
+    windows.recalled("1", now[0] - 60)  # another instance heard them a minute ago
+    assert windows.is_open("1") and windows.open_as_heard("1")
+    windows.close("1")  # a 131047 about a later send
+    windows.recalled("1", now[0] - 60)  # the same message again: the closing stands
+    assert not windows.is_open("1")
+    windows.recalled("1", now[0] - 5)  # they wrote since
+    assert windows.is_open("1")
+
+
 def test_a_template_carries_the_text_on_one_line() -> None:
     assert kind_of("⏰ Reminder: tea") == "reminder" and kind_of("The build is green") == "task"
     assert one_line("a\n\nb\t c      d") == "a b c d" and len(one_line("x" * 5000)) == 1024

@@ -332,3 +332,33 @@ async def test_a_reminder_that_may_not_reach_the_person_says_so_when_made_and_in
     listed = await stack.wa.wait_for(lambda: next((t for t in stack.wa.texts() if "Your jobs" in t), None))
     passport, tea = [line for line in listed.splitlines() if " · reminder · " in line]
     assert "⚠ WhatsApp delivers it only" in passport and "⚠" not in tea
+    assert stack.app is not None  # and the operators see it on the dashboard's Operations page
+    rows = {r.text: r for r in await stack.app.capabilities["schedules"].operator_jobs().jobs()}
+    assert rows["renew the passport"].warning.startswith("WhatsApp delivers it only within 24 hours")
+    assert rows["tea"].warning == ""
+    from bot.dashboard.pages.layout import Viewer
+    from bot.dashboard.pages.operations import jobs_table
+
+    html = str(jobs_table(Viewer("olive", "operator", True, "csrf"), list(rows.values()), True, time.time()))
+    assert html.count("⚠ WhatsApp delivers it only") == 1
+
+
+async def test_after_a_restart_the_window_is_known_from_the_stored_messages(stack: Stack) -> None:
+    yaml = stack.channel_yaml().replace("dm_policy: open", "dm_policy: open, templates: {reminder: chatgate_reminder}")
+    stack.channel_yaml = lambda: yaml  # type: ignore[method-assign]
+    await stack.start()
+    await stack.post(stack.wa.text("hi"))
+    await stack.wa.wait_for_sent(1)
+    await stack.stop()
+    from bot.messages import Target
+
+    await stack.start()  # a new process: it heard nobody, the store did
+    assert stack.channel is not None
+    await stack.channel.inner.send(Target(USER), "⏰ Reminder: tea")  # within the 24 hours: as text
+    stack.advance(25 * 3600)
+    await stack.stop()
+    await stack.start()
+    assert stack.channel is not None
+    await stack.channel.inner.send(Target(USER), "⏰ Reminder: more tea")  # the person wrote 25 hours ago
+    assert [(s.type, s.text) for s in stack.wa.sent] == [("text", "echo: hi"), ("text", "⏰ Reminder: tea"),
+                                                       ("template", "⏰ Reminder: more tea")]

@@ -20,8 +20,10 @@ as an image, an audio, a video or a document; a voice answer is a voice note.
 
 The window (``window``): outside the 24 hours after the person last wrote, a message the bot
 starts goes as the configured template, or fails for good (delivery gives it up and logs why).
-A ``failed`` status from WhatsApp is logged with its reason; a ``131047`` closes the window for
-the chat, and a failure WhatsApp says is temporary is sent once more.
+When the person last wrote is what this process heard, else what the store holds
+(``RecallsInbound``: after a restart, or a message another instance took). A ``failed`` status
+from WhatsApp is logged with its reason; a ``131047`` closes the window for the chat, and a
+failure WhatsApp says is temporary is sent once more.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from adapters.whatsapp.graph import OUTSIDE_WINDOW, RATE_LIMITED, RETRYABLE, Gra
 from adapters.whatsapp.inbound import Failure, parse
 from adapters.whatsapp.questions import question_payload
 from adapters.whatsapp.window import Windows, kind_of, template_payload
-from bot.channels import Choice, Dialect, Inbox, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.channels import Choice, Dialect, Inbox, LastHeard, Lifecycle, SendFailed, Status, Streaming, Target
 from bot.errors import ChannelError
 from bot.messages import Attachment, InboundMessage
 
@@ -99,6 +101,7 @@ class WhatsAppChannel:
         self.windows = Windows(clock=clock)
         self._resend_after = resend_after
         self._inbox: Inbox | None = None
+        self._last_heard: LastHeard | None = None
         self._life = Lifecycle()
         self._runner: web.AppRunner | None = None
         self._latest: OrderedDict[str, str] = OrderedDict()  # chat -> the person's latest message id
@@ -240,10 +243,27 @@ class WhatsAppChannel:
             return {"context": {"message_id": to.reply_to}}
         return {}
 
-    def _outside(self, to: Target, text: str) -> dict[str, Any] | None:
+    def recall_inbound(self, last_heard: LastHeard) -> None:
+        """``RecallsInbound``: the store's times, for a person this process has not heard lately."""
+        self._last_heard = last_heard
+
+    async def _open(self, chat: str) -> bool:
+        """Whether ``chat``'s window is open: open by what this process heard, else as the store
+        knows it (messages from before a restart, or heard by another instance)."""
+        if not self.windows.open_as_heard(chat) and self._last_heard is not None:
+            try:
+                at = await self._last_heard(self.config.phone_number_id, chat)
+            except Exception as exc:  # the store is away: decide on what this process heard
+                log.warning("whatsapp: could not read when %s last wrote (%s)", chat, exc)
+                at = None
+            if at is not None:
+                self.windows.recalled(chat, at)
+        return self.windows.is_open(chat)
+
+    async def _outside(self, to: Target, text: str) -> dict[str, Any] | None:
         """None within the window; else the template payload that carries ``text``
         (``SendFailed``, permanent, when none is configured for its kind)."""
-        if self.windows.is_open(to.chat_id):
+        if await self._open(to.chat_id):
             return None
         kind = kind_of(text)
         template = getattr(self.config.templates, kind)
@@ -263,7 +283,7 @@ class WhatsAppChannel:
                 f"approved template for a {kind}: write to me shortly before it is due, or it cannot reach you.")
 
     async def send(self, to: Target, text: str) -> str:
-        payload = self._outside(to, text) or {"type": "text", "text": {"body": text, "preview_url": False},
+        payload = await self._outside(to, text) or {"type": "text", "text": {"body": text, "preview_url": False},
                                               **self._quote(to)}
         return await self._send(to, payload)
 
@@ -278,7 +298,7 @@ class WhatsAppChannel:
         return await self._file(to, name, data, caption, voice=True)
 
     async def _file(self, to: Target, name: str, data: bytes, caption: str, *, voice: bool) -> str:
-        if not self.windows.is_open(to.chat_id):
+        if not await self._open(to.chat_id):
             raise SendFailed(f"{to.chat_id} last wrote over 24 hours ago: a file cannot go outside the window",
                              permanent=True)
         kind, mime = ("audio", "audio/ogg") if voice else media_type(name, len(data))
@@ -324,7 +344,7 @@ class WhatsAppChannel:
 
     async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
         payload = question_payload(text, choices)
-        if not self.windows.is_open(to.chat_id):
+        if not await self._open(to.chat_id):
             raise SendFailed(f"{to.chat_id} last wrote over 24 hours ago: a question cannot go outside the window",
                              permanent=True)
         return await self._send(to, payload, "question")

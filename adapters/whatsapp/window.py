@@ -2,9 +2,10 @@
 hours of the last message they sent; outside it, only an approved template does. Pure.
 
 ``Windows`` keeps, per chat, when the person last wrote (a message's own timestamp) and
-whether WhatsApp said the window is closed (a ``131047`` failure). What it does not know
-(nothing heard since this process started) counts as open: the send is tried, and a
-``131047`` status closes it for the next one.
+whether WhatsApp said the window is closed (a ``131047`` failure). The channel asks the store
+(``recalled``) about a person it has not heard within the 24 hours: their messages from before a
+restart, or heard by another instance. What neither knows counts as open: the send is tried,
+and a ``131047`` status closes it for the next one.
 
 A message the bot starts on its own outside the window goes as the template configured for
 its kind: ``templates.reminder`` for a reminder (its text starts with the scheduler's ⏰),
@@ -44,6 +45,12 @@ class Windows:
         while len(self._last) > _REMEMBERED:
             self._closed.discard(self._last.popitem(last=False)[0])
 
+    def recalled(self, chat: str, at: float) -> None:
+        """The store says the person last wrote ``at``: heard, if that is newer than what is known
+        (a closing ``131047`` about an older message stands)."""
+        if at > self._last.get(chat, float("-inf")):
+            self.heard(chat, at)
+
     def close(self, chat: str) -> None:
         """WhatsApp said the window is closed (``131047``)."""
         self._closed.add(chat)
@@ -53,6 +60,11 @@ class Windows:
             return False
         last = self._last.get(chat)
         return last is None or self._clock() - last < WINDOW
+
+    def open_as_heard(self, chat: str) -> bool:
+        """Open by a message heard here within the 24 hours (not by not knowing)."""
+        last = self._last.get(chat)
+        return chat not in self._closed and last is not None and self._clock() - last < WINDOW
 
     def ends(self, chat: str) -> float | None:
         """When the window closes, where known."""

@@ -1,19 +1,40 @@
-"""overhead: what the bot itself adds to a message, with a model that answers at once."""
+"""overhead: what the bot itself adds to a message, with a model that answers at once, on
+Telegram and on WhatsApp."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
-from bench.common import Stack, percentiles, running_stack
+from bench.common import BotProcess, percentiles, running_stack
 from bench.report import Figure, Goal
+from bench.whatsapp_stack import running_whatsapp_stack
 
 NAME = "overhead"
 HOW = ("DMs in 20 chats (quick: 10) after one unmeasured warm-up message per chat, twice: 'one at a time' "
        "sends the messages round-robin over the chats, the next once the previous answer arrived (latency "
        "without load); 'chats at once' lets every chat do that at the same time (each chat sequential, all "
-       "chats concurrent). Latency = push to sendMessage, both timed by the fake Telegram; CPU = the bot "
-       "process's user+system time (/proc/PID/stat) over the messages / their number.")
+       "chats concurrent). Telegram: latency = push to sendMessage, both timed by the fake Telegram. "
+       "WhatsApp (figures marked so): the same with 20 people, latency = the fake Graph API starting the "
+       "signed webhook POST to its recording the bot's POST <number>/messages. CPU = the bot process's "
+       "user+system time (/proc/PID/stat) over the messages / their number. BENCH_OVERHEAD=telegram or "
+       "=whatsapp runs one platform.")
 FIRST_CHAT = 1000
+
+
+class _Stack(Protocol):
+    async def start_bot(self) -> BotProcess: ...
+    async def ask(self, chat: int, text: str, timeout: float = 10.0) -> tuple[float, dict[str, Any]]: ...
+
+
+PLATFORMS: dict[str, tuple[Callable[[], AbstractAsyncContextManager[Any]], str]] = {
+    # name: (the stack, the answer's call as the latency label names it)
+    "telegram": (running_stack, "push to sendMessage"),
+    "whatsapp": (running_whatsapp_stack, "webhook to /messages"),
+}
 
 
 class _Sample:
@@ -21,48 +42,61 @@ class _Sample:
         self.latencies: list[float] = []
         self.wrong = 0  # replies other than the echo
 
-    async def ask(self, stack: Stack, chat_id: int, text: str) -> None:
+    async def ask(self, stack: _Stack, chat_id: int, text: str) -> None:
         pushed_at, reply = await stack.ask(chat_id, text)
         self.latencies.append(reply["time"] - pushed_at)
         self.wrong += reply["plain"] != f"echo: {text}"
 
 
 async def run(quick: bool) -> list[Figure]:
+    chosen = os.environ.get("BENCH_OVERHEAD", "").strip()
+    if chosen and chosen not in PLATFORMS:
+        raise ValueError(f"BENCH_OVERHEAD: one of {', '.join(PLATFORMS)}, got {chosen!r}")
+    figures: list[Figure] = []
+    for platform, (running, call) in PLATFORMS.items():
+        if chosen in ("", platform):
+            async with running() as stack:
+                figures += await _measure(stack, quick, "" if platform == "telegram" else f"{platform}, ", call)
+    return figures
+
+
+async def _measure(stack: _Stack, quick: bool, prefix: str, call: str) -> list[Figure]:
     chats, messages = (10, 100) if quick else (20, 500)
     ids = [FIRST_CHAT + i for i in range(chats)]
     per_chat, extra = divmod(messages, chats)
     counts = [per_chat + (i < extra) for i in range(chats)]
     figures: list[Figure] = []
-    async with running_stack() as stack:
-        bot = await stack.start_bot()
-        await asyncio.gather(*(stack.ask(chat_id, "warm up") for chat_id in ids))
+    bot = await stack.start_bot()
+    await asyncio.gather(*(stack.ask(chat_id, "warm up") for chat_id in ids))
 
-        async def converse(sample: _Sample, chat_id: int, count: int) -> None:
-            for i in range(count):
-                await sample.ask(stack, chat_id, f"at once {i}")
+    async def converse(sample: _Sample, chat_id: int, count: int) -> None:
+        for i in range(count):
+            await sample.ask(stack, chat_id, f"at once {i}")
 
-        for label, peer in (("one at a time", True), ("chats at once", False)):
-            sample = _Sample()
-            cpu = bot.cpu_seconds()
-            if label == "one at a time":
-                for i in range(messages):
-                    await sample.ask(stack, ids[i % chats], f"alone {i}")
-            else:
-                await asyncio.gather(*(converse(sample, c, n) for c, n in zip(ids, counts)))
-            cpu = bot.cpu_seconds() - cpu
-            figures += _figures(label, sample, cpu, peer)
+    for label, peer in (("one at a time", not prefix), ("chats at once", False)):
+        sample = _Sample()
+        cpu = bot.cpu_seconds()
+        if label == "one at a time":
+            for i in range(messages):
+                await sample.ask(stack, ids[i % chats], f"alone {i}")
+        else:
+            await asyncio.gather(*(converse(sample, c, n) for c, n in zip(ids, counts)))
+        cpu = bot.cpu_seconds() - cpu
+        figures += _figures(f"{prefix}{label}", call, sample, cpu, peer)
     return figures
 
 
-def _figures(label: str, sample: _Sample, cpu: float, peer: bool) -> list[Figure]:
+def _figures(label: str, call: str, sample: _Sample, cpu: float, peer: bool) -> list[Figure]:
     p = percentiles(sample.latencies)
     n = len(sample.latencies)
     figures = [
-        Figure(NAME, f"{label}: push to sendMessage, median ({n} msgs)", p["p50"] * 1000, "ms", Goal("<", 15),
+        Figure(NAME, f"{label}: {call}, median ({n} msgs)", p["p50"] * 1000, "ms", Goal("<", 15),
                "2.4 s" if peer else ""),
-        Figure(NAME, f"{label}: push to sendMessage, p99", p["p99"] * 1000, "ms", Goal("<", 50)),
+        Figure(NAME, f"{label}: {call}, p99", p["p99"] * 1000, "ms", Goal("<", 50)),
         Figure(NAME, f"{label}: bot CPU per message", cpu * 1000 / n, "ms", Goal("<", 3), "~120 ms" if peer else ""),
     ]
     if sample.wrong:
         figures.append(Figure(NAME, f"{label}: replies that were not the echo", sample.wrong, goal=Goal("=", 0)))
     return figures
+
+

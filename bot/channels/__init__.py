@@ -6,8 +6,8 @@ the port imports neither.
 
 - ``channel``: ``Channel``, ``Inbox``, ``MessageShape``, ``Measure``, ``Status``, ``SendFailed``
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
-  ``Interrupts``, ``SendsVoice``, ``Named``, ``Windowed``: what only some channels can do, checked
-  with ``isinstance``
+  ``Interrupts``, ``SendsVoice``, ``Named``, ``Windowed``, ``RecallsInbound`` (with ``LastHeard``):
+  what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
   ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
 - ``leases``: ``Leases``, ``Held``, ``UsesLeases``, ``SOLE``, ``while_held``: what only one of several instances
@@ -25,9 +25,11 @@ from bot.channels.capabilities import (
     Choice,
     Connects,
     Interrupts,
+    LastHeard,
     LiveDraft,
     Named,
     Notes,
+    RecallsInbound,
     SendsVoice,
     SpellsCommands,
     Streams,
@@ -71,9 +73,9 @@ from bot.messages import Target
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
     "ChannelSection", "ChannelSpec", "Choice", "Connects", "Dialect", "DialectBase", "Float", "GroupConfig",
-    "Groups", "Held",
-    "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Pacer",
-    "PlainDialect", "Role", "Secret", "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
+    "Groups", "Held", "Inbox", "Int", "Interrupts", "LastHeard", "Leases", "Lifecycle", "MessageShape", "LiveDraft",
+    "Measure", "Named", "Notes", "Pacer", "PlainDialect", "RecallsInbound", "Role", "Secret", "Section", "SOLE",
+    "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
     "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "Windowed", "quote_lines",
     "while_held",
     "secret", "text_atoms", "wrap",

@@ -19,11 +19,13 @@ by having the method: there is nothing to register.
   after the person last wrote (WhatsApp's 24 hours), so that a scheduled job says so when made.
 - ``Connects``: whether the platform answers now (the ops capability's ``/readyz``); a
   channel without it counts as connected once started.
+- ``RecallsInbound``: a channel that asks the store when a chat's person last wrote (that
+  window, after a restart or when another instance heard them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -141,3 +143,13 @@ class Windowed(Protocol):
 class Connects(Protocol):
     def trouble(self) -> str | None:
         """None while the platform answers; else what is wrong now, in a few words (no secret)."""
+
+
+LastHeard = Callable[[str, str], Awaitable[float | None]]
+"""``(account, chat_id)``: when that chat's person last wrote (epoch seconds), as the store knows it."""
+
+
+@runtime_checkable
+class RecallsInbound(Protocol):
+    def recall_inbound(self, last_heard: LastHeard) -> None:
+        """Take the store's ``last_heard`` for the channel's platform (called before ``start``)."""

@@ -97,6 +97,8 @@ class Job(Protocol):
     def paused(self) -> bool: ...
     @property
     def text(self) -> str: ...  # the reminder's text or the task's input
+    @property
+    def warning(self) -> str: ...  # "" or why its messages may not reach the person (WhatsApp's 24-hour window)
 
 
 class JobSource(Protocol):

@@ -50,7 +50,7 @@ class Scheduling:
         """Every active and paused job, as the dashboard's Operations page lists and changes them."""
         from bot.schedules.operator import OperatorJobs
 
-        return OperatorJobs(self.schedules.store, time.time, self.scheduler.wake)
+        return OperatorJobs(self.schedules.store, time.time, self.scheduler.wake, self.schedules.reach)
 
     def start(self) -> None:
         self.on_sweep(self.scheduler.adopt)  # tasks an instance died running: another runs them again

@@ -39,6 +39,8 @@ PRUNE_FORGOTTEN = "DELETE FROM inbound WHERE payload = '' AND received_at < ?"
 KEEP_AS_CONTEXT = "UPDATE inbound SET context = 1, answered_at = COALESCE(answered_at, ?) WHERE id = ?"
 PRUNE_CONTEXT = "DELETE FROM inbound WHERE context = 1 AND received_at < ?"
 UPDATE_INBOUND = "UPDATE inbound SET payload = ? WHERE id = ?"
+_LAST_HEARD = ("SELECT payload, received_at FROM inbound WHERE platform = ? AND account = ? AND chat_id = ?"
+               " ORDER BY id DESC LIMIT 1")
 _AT_ONCE = 100  # rows (or ids) one statement takes: well under any SQLite's limit of parameters
 
 InboundRow = tuple[str, str, str, str, str, str, float]
@@ -77,6 +79,18 @@ def unanswered(d: SqlDialect, now: float) -> Op[list[InboundRecord]]:
 def prune_context(before: float, now: float) -> Op[int]:
     gone = yield from count(PRUNE_CONTEXT, before)
     return gone + (yield from count(PRUNE_FORGOTTEN, now - FORGOTTEN_KEPT))
+
+
+def last_heard(platform: str, account: str, chat_id: str) -> Op[float | None]:
+    """When the person of a chat last wrote, as stored (by any instance, before any restart): the
+    latest message's own time, at most its arrival (only the arrival for a forgotten one, whose
+    payload is gone); None when nothing of the chat is stored."""
+    found = yield from rows(_LAST_HEARD, platform, account, chat_id)
+    if not found:
+        return None
+    payload, received_at = found[0]
+    arrived = float(received_at)
+    return min(inbound_from_json(payload).timestamp, arrived) if payload else arrived
 
 
 def record_from(row: Row) -> InboundRecord:

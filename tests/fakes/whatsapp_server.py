@@ -20,13 +20,22 @@ The window: the fake knows when each person last wrote (what ``post`` delivered,
 clock, which ``advance`` moves on). A free-form message to someone outside the 24 hours is
 accepted (a message id), then a ``failed`` status with error 131047 is posted to the webhook,
 as WhatsApp does; templates always go. ``status`` posts any other status.
+
+Standalone, for benchmarks: ``python -m tests.fakes.whatsapp_server --port 0`` prints its root
+(the ``base_url``; its secrets are the defaults above); ``POST /_control/post?url=...`` with
+``{"user", "text"}`` (or a list of them) posts those texts signed to the bot, over one kept-alive
+connection pool, and answers the ``time.monotonic()`` it started at; ``GET
+/_control/sent?since=N&wait=S`` lists the messages the bot sent (``id``, ``to``, ``type``,
+``text``, ``time``: when the fake recorded it).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import json
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,7 +97,7 @@ class _Failure:
 class FakeWhatsApp:
     def __init__(self, *, token: str = "EAAG-fake-token", app_secret: str = "fake-app-secret",
                  verify_token: str = "fake-verify-token", phone_number_id: str = "106540352242922",
-                 version: str = "v23.0") -> None:
+                 version: str = "v23.0", port: int = 0) -> None:
         self.token, self.app_secret, self.verify_token = token, app_secret, verify_token
         self.phone_number_id, self.version = phone_number_id, version
         self.webhook_url = ""
@@ -106,7 +115,8 @@ class FakeWhatsApp:
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.port = 0
+        self.session: aiohttp.ClientSession | None = None  # posts reuse it when set (standalone), else one each
+        self.port = port
 
     # -- set-up ----------------------------------------------------------------------------
 
@@ -130,8 +140,10 @@ class FakeWhatsApp:
 
     async def __aenter__(self) -> FakeWhatsApp:
         app = web.Application(client_max_size=200 * 1024 * 1024)
+        app.router.add_post("/_control/post", self._control_post)
+        app.router.add_get("/_control/sent", self._control_sent)
         app.router.add_route("*", "/{path:.*}", self._graph)
-        self._runner, self.port = await serve(app, "127.0.0.1", 0)
+        self._runner, self.port = await serve(app, "127.0.0.1", self.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -139,6 +151,8 @@ class FakeWhatsApp:
             task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self.session is not None:
+            await self.session.close()
 
     # -- what Meta posts ---------------------------------------------------------------------
 
@@ -204,9 +218,13 @@ class FakeWhatsApp:
                     for m in change.get("value", {}).get("messages", []):
                         self.last_inbound[m["from"]] = self.now()
         started = time.monotonic()
-        async with aiohttp.ClientSession() as session, \
-                session.post(url or self.webhook_url, data=data, headers=headers) as resp:
-            status = resp.status
+        if self.session is not None:
+            async with self.session.post(url or self.webhook_url, data=data, headers=headers) as resp:
+                status = resp.status
+        else:
+            async with aiohttp.ClientSession() as session, \
+                    session.post(url or self.webhook_url, data=data, headers=headers) as resp:
+                status = resp.status
         self.posts.append(Posted(body, status, time.monotonic() - started))
         self._bump()
         return status
@@ -352,3 +370,39 @@ class FakeWhatsApp:
         await asyncio.sleep(0.05)
         if self.webhook_url:
             await self.post(body)
+
+    # -- control (bench) -------------------------------------------------------------------------
+
+    async def _control_post(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        at = time.monotonic()
+        statuses = [await self.post(self.text(m["text"], user=m["user"]), url=request.query["url"])
+                    for m in (body if isinstance(body, list) else [body])]
+        return web.json_response({"at": at, "statuses": statuses})
+
+    async def _control_sent(self, request: web.Request) -> web.Response:
+        since, wait = int(request.query.get("since", 0)), float(request.query.get("wait", 0))
+        try:
+            await self.wait_for(lambda: len(self.sent) > since, timeout=wait)
+        except TimeoutError:
+            pass
+        return web.json_response([{"id": s.id, "to": s.to, "type": s.type, "text": s.text, "time": s.time}
+                                  for s in self.sent[since:]])
+
+
+async def _main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    async with FakeWhatsApp(port=args.port) as wa:
+        wa.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        print(wa.base_url, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

@@ -62,6 +62,8 @@ def jobs_table(viewer: Viewer, jobs: Sequence[Job] | None, controllable: bool, n
                             action("/operations/cancel", "Cancel", viewer, fields={"job": j.id}, css="button danger")],
                            " ")
         state = badge("paused", "warn") if j.paused else badge("active", "ok")
+        if j.warning:  # as /tasks marks it: the messages may not reach the person (WhatsApp's 24 hours)
+            state = render('{}<br><small class="warning" title="{}">⚠ {}</small>', state, j.warning, j.warning)
         rows.append((render("{}<br><small>{}</small>", j.kind, clip(j.text, 80)), j.rule, session_label(j.session_key),
                      state, when(j.next_at) if j.next_at and not j.paused else "—", buttons))
     return table(("Job", "Rule", "For", "State", "Next", ""), rows, empty="No job is scheduled.",
