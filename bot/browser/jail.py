@@ -62,7 +62,7 @@ def chromium_flags(settings: BrowserSettings) -> list[str]:
     """Chromium's options beside Playwright's own."""
     flags = [f"--proxy-server=http://127.0.0.1:{PROXY_PORT}", "--proxy-bypass-list=<-loopback>",
              "--disable-dev-shm-usage", "--disk-cache-size=33554432", "--no-pings",
-             "--force-webrtc-ip-handling-policy=disable_non_proxied_udp", "--disable-features=WebRtcHideLocalIpsWithMdns"]
+             "--force-webrtc-ip-handling-policy=disable_non_proxied_udp"]
     memory = settings.sandbox.limits.memory_mb
     if memory is not None:
         flags.append(f"--js-flags=--max-old-space-size={max(64, memory // 2)}")
@@ -188,6 +188,11 @@ async def launch(playwright: Any, settings: BrowserSettings, downloads_fd: int, 
         raise
 
 
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
 async def _sandbox_pid(fd: int, starting: asyncio.Future[Any]) -> int:
     """The host pid of the sandbox's pid 1, from bubblewrap's ``--info-fd`` report; the launch's
     own error when it fails first (bubblewrap could not build the sandbox)."""
@@ -195,7 +200,7 @@ async def _sandbox_pid(fd: int, starting: asyncio.Future[Any]) -> int:
     data = b""
     while True:
         ready = loop.create_future()
-        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        loop.add_reader(fd, _wake, ready)
         try:
             await asyncio.wait({ready, starting}, timeout=LAUNCH_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
         finally:

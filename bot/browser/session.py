@@ -110,7 +110,12 @@ class BrowserSession:
     def _spawn_close(self, page: Any) -> None:
         task = asyncio.ensure_future(page.close(run_before_unload=False))
         self._closing.add(task)
-        task.add_done_callback(lambda t: (self._closing.discard(t), t.cancelled() or t.exception()))
+        task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[Any]) -> None:
+        self._closing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("closing a page of %s failed: %s", self.key, task.exception())
 
     async def close(self) -> None:
         """Keep the profile when asked, close the browser, end its sandbox."""
@@ -248,7 +253,7 @@ class BrowserSession:
     async def _navigate(self, step: Any, target: URL) -> None:
         try:
             await self._act(step)
-        except ToolError as exc:
+        except ToolError:
             refused = list(self.jail.fence.refusals)
             if refused:
                 self.notes.append("; ".join(f"refused {r.target}: {r.why}" for r in refused[-3:]))

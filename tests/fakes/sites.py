@@ -110,7 +110,10 @@ def _app(sites: Sites) -> web.Application:
     return app
 
 
-def _handler(answer: Callable[[web.Request], web.StreamResponse]) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+Answer = Callable[[web.Request], web.StreamResponse]
+
+
+def _handler(answer: Answer) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         return answer(request)
 
