@@ -285,3 +285,11 @@ async def test_a_screenshot_is_shown_to_the_model_and_saved(bed: Bed) -> None:
 async def test_page_text_that_looks_like_instructions_is_flagged(bed: Bed) -> None:
     result = await bed.call(action="open", url=bed.sites.url("/inject"))
     assert result.content.startswith("[The input guard flagged"), result.content
+
+
+def test_the_browser_asks_non_owners_by_default_as_exec_does() -> None:
+    from bot.tools.approval import ApprovalRules
+
+    rules = ApprovalRules()
+    assert rules.needs("browser", is_owner=False) and not rules.needs("browser", is_owner=True)
+    assert rules.needs("exec", is_owner=False) and not rules.needs("web_fetch", is_owner=False)
