@@ -17,6 +17,7 @@ BUILTIN: dict[str, str] = {
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
     "browser": "bot.browser.capability:SPEC",
+    "images": "bot.images.capability:SPEC",
 }
 
 
