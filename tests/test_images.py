@@ -150,8 +150,8 @@ async def test_a_picture_arrives_on_telegram_and_slack_with_its_caption(tmp_path
 
     images = "tools: {images: {enabled: true, base_url: \"%s\"}}\n"
     async with serving() as fake, FakeLLM() as llm, FakeTelegram() as tg, FakeSlack() as slack:
-        path = config_text(tmp_path, llm, f"""  telegram: {{enabled: true, token: "{tg.token}", base_url: "{tg.api_root}",
-              dm_policy: open}}
+        path = config_text(tmp_path, llm, f"""  telegram: {{enabled: true, token: "{tg.token}",
+              base_url: "{tg.api_root}", dm_policy: open}}
   slack: {{enabled: true, mode: socket, bot_token: "{slack.bot_token}", app_token: "{slack.app_token}",
            signing_secret: "{slack.signing_secret}", base_url: "{slack.base_url}", dm_policy: open}}""")
         path.write_text(path.read_text() + images % fake.base_url)
