@@ -43,7 +43,6 @@ HEAD_LIMIT = 65_536  # bytes of a request's line and headers
 CONNECT_TIMEOUT = 10.0  # seconds to reach the site
 MAX_CONNECTIONS = 64  # open at once through one browser's proxy
 KEPT_REFUSALS = 20
-TAIL_WAIT = 30.0  # seconds the site may go on answering after the browser stopped sending
 _HOP_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive", "te", "trailer"})
 _CHUNK = 65_536
 # Chromium's own background traffic (updates, autofill, network time, safe browsing): refused
@@ -90,6 +89,11 @@ class FenceProxy:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+    def drop(self) -> None:
+        """End every connection now (the run was stopped): the sites see them close."""
+        for task in list(self._open):
+            task.cancel()
 
     def take_refusals(self) -> list[Refusal]:
         """The refusals since the last call, oldest first."""
@@ -233,17 +237,13 @@ async def _splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             while data := await source.read(_CHUNK):
                 sink.write(data)
                 await sink.drain()
-            if sink.can_write_eof():
-                sink.write_eof()
         except (ConnectionError, OSError):
             pass
 
     outward = asyncio.ensure_future(pump(reader, up_writer))
     inward = asyncio.ensure_future(pump(up_reader, writer))
-    try:
+    try:  # Chromium never half-closes: when it ends its side, the request is over (a page closed)
         await asyncio.wait({inward, outward}, return_when=asyncio.FIRST_COMPLETED)
-        if not inward.done():  # the browser is done sending: the site may still answer, a while
-            await asyncio.wait({inward}, timeout=TAIL_WAIT)
     finally:
         outward.cancel()
         inward.cancel()

@@ -104,6 +104,7 @@ class BrowserSession:
         pages, self.pages, self.current = self.pages, [], None
         for page in pages:
             self._spawn_close(page)
+        self.jail.fence.drop()  # every request in flight ends now, whatever Chromium does with it
         for task in list(self._saving):
             task.cancel()
 
