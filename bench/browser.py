@@ -84,7 +84,7 @@ async def browser_figures(runs: int) -> list[list[str]]:
     memory: list[float] = []
     stops: list[float] = []
     async with serving() as sites:
-        for run in range(runs):
+        for _ in range(runs):
             with tempfile.TemporaryDirectory(prefix="chatgate-bench-browser-") as tmp:
                 browsers = Browsers(BrowserSettings(), check=hole)
                 tools = ToolRegistry()
