@@ -22,6 +22,8 @@ BUILTIN: dict[str, str] = {
     "media": "bot.media.capability:SPEC",
     "api": "bot.api.capability:SPEC",
     "webchat": "bot.api.webchat.capability:SPEC",
+    "browser": "bot.browser.capability:SPEC",
+    "images": "bot.images.capability:SPEC",
     "dashboard": "bot.dashboard.capability:SPEC",  # after those whose panels it shows
 }
 

@@ -5,7 +5,7 @@
 1. a rule written in ``tools.approval`` (a tool name or glob -> ``ask`` | ``never``; the
    first that matches wins) binds everyone, owners too;
 2. a tool's own declaration (an MCP server's ``approval:``) binds everyone too;
-3. the defaults, which exempt the platform's owners: ``exec`` and every ``mcp__*`` tool ask
+3. the defaults, which exempt the platform's owners: ``exec``, ``browser`` and every ``mcp__*`` tool ask
    everyone else, every other tool runs.
 
 A call that needs approval waits only for itself (the registry runs a step's calls
@@ -24,7 +24,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 Mode = Literal["ask", "never"]
-DEFAULT_ASK: tuple[str, ...] = ("exec", "mcp__*")  # for everyone but owners
+DEFAULT_ASK: tuple[str, ...] = ("exec", "browser", "mcp__*")  # for everyone but owners
 ARGUMENT_CHARS = 300  # of one argument's value on the card
 CARD_CHARS = 1200  # of all arguments together
 
