@@ -36,7 +36,6 @@ from bot.routing.config import open_models
 from bot.routing.titles import Titles
 from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
-from bot.skills import open_skills
 from bot.stages import Hears, Speaks
 from bot.store import AppStore, SQLiteStore, store_for
 from bot.tools import policy_for, registry_from_config
@@ -118,9 +117,6 @@ class App:
         gate = ToolGate(pre_tool_hooks(cfg.hooks, cfg.exec_settings()), holds=cluster)  # capabilities add steps
         toolsets: list[Toolset] = []  # capabilities add theirs as they open (MCP), before any run
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
-        self.skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
-                                  guard=GuardMode(a.input_guard), inline_max=cfg.skills.inline_max)
-        toolsets.append(self.skills)
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
                                             meter=meter, toolsets=toolsets, gate=gate, models=models)))
         titles = Titles(models, self.store, agent_id=a.id, meter=meter, redactor=redactor)

@@ -91,11 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     if args.command == "check":
         print(config.describe())
-        from bot.agent.guard import GuardMode
-        from bot.skills import check_lines
-
-        print("\n".join(check_lines(config.skill_folders(), config.workspace.root if config.skills.in_workspaces
-                                     else None, GuardMode(config.agent.input_guard))))
         for warning in config.warnings():
             print(f"warning: {warning}", file=sys.stderr)
         for spec in capabilities.specs():

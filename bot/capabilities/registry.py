@@ -17,6 +17,7 @@ BUILTIN: dict[str, str] = {
     "telemetry": "bot.telemetry.capability:SPEC",
     "approvals": "bot.approvals.capability:SPEC",
     "models": "bot.models.capability:SPEC",
+    "skills": "bot.skills.capability:SPEC",  # its toolset before the MCP servers'
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
     "media": "bot.media.capability:SPEC",

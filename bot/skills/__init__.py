@@ -3,6 +3,9 @@
     skills = open_skills([data_dir / "skills"], in_workspaces=True, guard=GuardMode.WARN)
     Agent(..., toolsets=[skills])          # the "## Skills" section, read_skill, skill_search
 
+The skills capability (``capability``) offers that toolset to every run, and ``chatgate check``
+lists what it finds.
+
 Where skills come from: the owner's shared folders (``skills.paths``; by default ``skills/``
 beside the database) and, with ``in_workspaces``, each workspace's own ``skills/``. In a
 workspace, its own skill wins over a shared one of the same name (for that workspace only,
@@ -17,22 +20,21 @@ offer and the tools), ``report`` (``chatgate check``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+import importlib
+from typing import Any
 
-from bot.agent.guard import GuardMode
-from bot.skills.catalog import Catalog, Origin, Problem, Skill
-from bot.skills.format import SkillFormatError, SkillInfo, parse_skill
-from bot.skills.report import check_lines
-from bot.skills.toolset import INLINE_MAX, Skills
-from bot.skills.watch import SharedSkills, WorkspaceSkills
+_LAZY = {"Catalog": "catalog", "Origin": "catalog", "Problem": "catalog", "Skill": "catalog",
+         "SkillFormatError": "format", "SkillInfo": "format", "parse_skill": "format", "check_lines": "report",
+         "INLINE_MAX": "toolset", "Skills": "toolset", "SharedSkills": "watch", "WorkspaceSkills": "watch",
+         "open_skills": "capability"}
 
 __all__ = ["Catalog", "Origin", "Problem", "Skill", "SkillFormatError", "SkillInfo", "Skills", "SharedSkills",
            "WorkspaceSkills", "check_lines", "open_skills", "parse_skill"]
 
 
-def open_skills(folders: Sequence[Path], *, in_workspaces: bool = True, guard: GuardMode = GuardMode.WARN,
-                inline_max: int = INLINE_MAX) -> Skills:
-    """The skills toolset; the shared ``folders`` are scanned now (blocking, quick: front matter only)."""
-    return Skills(SharedSkills(folders, guard), WorkspaceSkills(guard) if in_workspaces else None,
-                  guard=guard, inline_max=inline_max)
+def __getattr__(name: str) -> Any:
+    """The package's names, imported on first use (PEP 562): the capability's spec loads none of them."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"bot.skills.{module}"), name)
