@@ -1,4 +1,5 @@
-"""chatgate's command line: run | chat | check | doctor | mcp | traces | sessions | pairing | schedules | dashboard | migrate | status.
+"""chatgate's command line: run | chat | check | traces | sessions | pairing | dashboard | migrate | status, and
+each capability's own (doctor, mcp, schedules ...).
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """

@@ -16,6 +16,7 @@ BUILTIN: dict[str, str] = {
     "models": "bot.models.capability:SPEC",
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
+    "doctor": "bot.doctor.capability:SPEC",
 }
 
 

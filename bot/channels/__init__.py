@@ -32,8 +32,8 @@ from bot.channels.capabilities import (
     Streams,
     spelling,
 )
-from bot.channels.checks import Check, Outcome
 from bot.channels.channel import Channel, Inbox, Measure, MessageShape, SendFailed, Status
+from bot.channels.checks import Check, Outcome
 from bot.channels.dialect import (
     HR,
     PLAIN,
@@ -69,8 +69,9 @@ from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
-    "ChannelSection", "ChannelSpec", "Check", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups", "Held",
-    "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named", "Notes", "Outcome", "Pacer",
+    "ChannelSection", "ChannelSpec", "Check", "Choice", "Dialect", "DialectBase", "Float", "GroupConfig", "Groups",
+    "Held", "Inbox", "Int", "Interrupts", "Leases", "Lifecycle", "MessageShape", "LiveDraft", "Measure", "Named",
+    "Notes", "Outcome", "Pacer",
     "PlainDialect", "Role", "Secret", "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
     "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "quote_lines", "while_held",
     "secret", "text_atoms", "wrap",
