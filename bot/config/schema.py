@@ -103,6 +103,7 @@ class AgentConfig(Section):
     compaction: CompactionConfig = CompactionConfig()
     fallbacks: tuple[Name, ...] = ()  # names in models, tried in order when the model is busy or down
     fallback_on_choice: bool = False  # a model picked with /model falls back too
+    usage_footer: Literal["off", "tokens", "cost"] = "off"  # a short line under each answer: what it used
 
     @model_validator(mode="before")
     @classmethod
@@ -240,6 +241,8 @@ class LimitsConfig(Section):
     daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
     audio_minutes_per_day: Annotated[Float, Field(gt=0)] | None = None  # voice notes and audio transcribed
     max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = 16
+    # tell the owners (once a day) when a person passes this share of daily_tokens or daily_cost_usd
+    alert_at: Annotated[Float, Field(gt=0, le=1)] | None = None
 
 
 class DeliveryConfig(Section):
