@@ -241,8 +241,7 @@ class LimitsConfig(Section):
     daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
     audio_minutes_per_day: Annotated[Float, Field(gt=0)] | None = None  # voice notes and audio transcribed
     max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = 16
-    # tell the owners (once a day) when a person passes this share of daily_tokens or daily_cost_usd
-    alert_at: Annotated[Float, Field(gt=0, le=1)] | None = None
+    alert_at: Annotated[Float, Field(gt=0, le=1)] | None = None  # owners told daily past this share of a budget
 
 
 class DeliveryConfig(Section):
