@@ -17,6 +17,7 @@ BUILTIN: dict[str, str] = {
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
     "doctor": "bot.doctor.capability:SPEC",
+    "usage": "bot.usage.capability:SPEC",
 }
 
 
