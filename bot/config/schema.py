@@ -40,6 +40,7 @@ from bot.config.keys import dotted, holds_secret, model_at, secrets  # noqa: F40
 from bot.config.storage import ClusterConfig, RetentionConfig, StorageConfig  # noqa: F401
 from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
+    OFF_IS_FALSE,
     AccessConfig,
     ChannelConfig,
     ChannelSection,
@@ -103,7 +104,7 @@ class AgentConfig(Section):
     compaction: CompactionConfig = CompactionConfig()
     fallbacks: tuple[Name, ...] = ()  # names in models, tried in order when the model is busy or down
     fallback_on_choice: bool = False  # a model picked with /model falls back too
-    usage_footer: Literal["off", "tokens", "cost"] = "off"  # a short line under each answer: what it used
+    usage_footer: Annotated[Literal["off", "tokens", "cost"], OFF_IS_FALSE] = "off"  # a line under each answer
 
     @model_validator(mode="before")
     @classmethod
@@ -495,6 +496,3 @@ class CoreConfig(Section):
         shown = f"{value[:3]}…{value[-4:]}" if len(value) >= 20 else "(set)"
         names = self._env_sources.get(loc)
         return f"{shown} from {', '.join(names)}" if names else shown
-
-
-# ---------------------------------------------------------------- model introspection
