@@ -89,7 +89,8 @@ class App:
     async def _open(self) -> None:
         cfg = self.config
         writable(cfg.workspace.root)
-        opened = store_for(cfg.storage.path, cfg.storage.database_url, pool_size=cfg.storage.pool_size)
+        opened = store_for(cfg.storage.path, cfg.storage.database_url, pool_size=cfg.storage.pool_size,
+                           backups=cfg.storage.backups)
         self.store: AppStore = await self._stack.enter_async_context(opened)
         self.cluster = cluster = None if isinstance(opened, SQLiteStore) else self._cluster(opened)
         self.models = models = await open_models(cfg, self.store)  # the providers of every model in use

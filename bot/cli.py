@@ -1,4 +1,5 @@
-"""chatgate's command line: run | chat | check | mcp | traces | sessions | pairing | schedules | dashboard | migrate | status.
+"""chatgate's command line: run | chat | check | traces | sessions | pairing | dashboard | migrate | status, and
+each capability's own (doctor, mcp, schedules ...).
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """
@@ -57,10 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
     status = sub.add_parser("status", help="the instances alive on the PostgreSQL database, what each owns, lag")
     status.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
-    migrate = sub.add_parser("migrate", help="make or upgrade a PostgreSQL database's tables (as its owner), and "
-                                             "with --from copy a SQLite database into it (an empty one)")
-    migrate.add_argument("--from", dest="source", help="the SQLite file to copy, e.g. data/chatgate.db")
-    migrate.add_argument("--to", dest="target", required=True, help="postgresql://user:password@host/database")
+    from bot.migrate import add_parser as add_migrate
+
+    add_migrate(sub)
     from bot.capabilities import registry as capabilities
 
     for spec in capabilities.specs():
@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             spec.cli(sub)  # each subcommand sets ``run``: async (config, args) -> exit code
     args = parser.parse_args(argv)
     if args.command == "migrate":
-        return _guarded(_migrate(args.source, args.target))
+        from bot.migrate import migrate
+
+        return _guarded(migrate(args))
     if getattr(args, "no_config", False):  # a capability's subcommand that edits the file itself
         return int(asyncio.run(args.run(None, args)))
 
@@ -154,34 +156,6 @@ async def _status(config: Config) -> int:
         return 0
     async with PostgresStore(url, pool_size=2) as store:
         print(format_status(await read_status(store.pool, config.cluster.lease_seconds), config.storage.shown))
-    return 0
-
-
-async def _migrate(source: str | None, target: str) -> int:
-    from bot.capabilities import registry as capabilities
-    from bot.cluster import schema as cluster_schema
-    from bot.store.copy import copy_sqlite_to_postgres
-    from bot.store.pg import PostgresStore
-
-    if not target.startswith(("postgresql://", "postgres://")):
-        print(f"chatgate: --to must be a postgresql:// URL, got {target.split('://')[0]}://...", file=sys.stderr)
-        return 2
-    if source is not None:  # the source is checked before anything is done to the target
-        copied = await copy_sqlite_to_postgres(source, target)
-        print(f"copied {sum(c.rows for c in copied)} rows in {len(copied)} tables (counts checked):")
-        for c in copied:
-            print(f"  {c.table:<18} {c.rows}")
-    async with PostgresStore(target) as store:  # every table, so that the bot may run as a role with data rights
-        async with store.pool.acquire() as conn:
-            clustered = await cluster_schema.apply(conn)
-        done = store.migrated
-        for spec in capabilities.specs():  # every registered capability's tables, enabled or not
-            done += await store.apply_steps(spec.name, spec.migrations) if spec.migrations else 0
-    if done or clustered:
-        print(f"{store.url}: {done} store migration{'s' if done != 1 else ''} and {clustered} cluster "
-              f"migration{'s' if clustered != 1 else ''} applied")
-    elif source is None:
-        print(f"{store.url}: up to date, nothing to apply")
     return 0
 
 

@@ -123,6 +123,7 @@ class PersonLimits:
         self._clock = clock
         self._shared = shared
         self._people: OrderedDict[str, _Person] = OrderedDict()
+        self._watchers: list[Meter] = []
 
     @property
     def active(self) -> bool:
@@ -205,12 +206,19 @@ class PersonLimits:
 
     def charge(self, charges: Sequence[Charge]) -> None:
         """The ``Meter``: model calls just charged to these people (the budgets count them at
-        once). A person whose day is not loaded yet is skipped: the store has it by then."""
+        once). A person whose day is not loaded yet is skipped: the store has it by then. Then
+        each watcher is told (``watch``)."""
         for c in charges:
             p = self._people.get(c.person)
             if p is not None and p.day >= 0:
                 p.used_tokens += c.tokens
                 p.used_cost += c.cost
+        for watcher in self._watchers:
+            watcher(charges)
+
+    def watch(self, watcher: Meter) -> None:
+        """Tell ``watcher`` every charge as it arrives (a capability's: the budget alerts)."""
+        self._watchers.append(watcher)
 
     async def today(self, person: str) -> tuple[int, float]:
         """(tokens, cost) ``person`` used today (UTC)."""

@@ -59,6 +59,7 @@ BUSY = "I'm still busy, your message was not queued. Send it again when I've ans
 PolicyFor = Callable[[Conversation, bool], ToolPolicy]  # (conversation, every sender an owner)
 Owner = Callable[[InboundMessage], bool]
 Keys = Callable[[InboundMessage], tuple[str, ...]]  # whom a message counts against (PersonLimits keys)
+Footer = Callable[[RunResult], str]  # a short line under a completed run's answer ("": none)
 
 
 class TurnStore(Store, AnswerStore, Protocol):
@@ -87,8 +88,13 @@ class Turns:
         self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded,
                                      on_idle=peers.idle if peers is not None else None)
         self._compacting: dict[str, asyncio.Future[Any]] = {}  # session key -> its post-run compaction
+        self._footers: list[Footer] = []
         self._tasks = OwnedTasks()
         events.subscribe(self._route)
+
+    def add_footer(self, footer: Footer) -> None:
+        """Add a line under every answer a run completes (a capability's: what the run used)."""
+        self._footers.append(footer)
 
     # -- starting turns ----------------------------------------------------------------
 
@@ -275,6 +281,8 @@ class Turns:
             if result.status is RunStatus.SILENT:
                 self._tasks.spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
             return
+        if result.status is RunStatus.COMPLETED and (lines := [line for f in self._footers if (line := f(result))]):
+            text = "\n\n".join((text, *lines))
         answer = self.outbox.render(channel.name, run_id, target, text, inbound_ids=ids, draft_id=draft,
                                     failed=result.status is RunStatus.FAILED)
         await self._store.append_turn(replace(result.turn, answer=answer, settle=False, closes=closes))

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
+from bot.capabilities import registry as capability_registry
 from bot.cli import main
 from bot.cluster import Cluster, ClusterSettings
 from bot.cluster import schema as cluster_schema
@@ -253,7 +254,8 @@ async def test_chatgate_migrate_prepares_a_database_and_a_role_without_rights_is
         assert "run `chatgate migrate --to postgresql://...` as a role that may create tables" in str(refused.value)
         assert "\n" not in str(refused.value)
         assert await asyncio.to_thread(main, ["migrate", "--to", url]) == 0
-        assert f"{len(DIALECT)} store migrations and 1 cluster migration applied" in capsys.readouterr().out
+        steps = sum(len(spec.migrations) for spec in capability_registry.specs())  # the capabilities' tables too
+        assert f"{len(DIALECT) + steps} store migrations and 1 cluster migration applied" in capsys.readouterr().out
         assert await asyncio.to_thread(main, ["migrate", "--to", url]) == 0
         assert "nothing to apply" in capsys.readouterr().out
         await owner.execute(DATA_RIGHTS.format(role=urlsplit(runtime).username))

@@ -15,7 +15,7 @@ def store_of(config: CoreConfig) -> SQLiteStore | PostgresStore:
     """The configured store, unopened (``async with store_of(config) as store``); a small pool."""
     from bot.store import store_for
 
-    return store_for(config.storage.path, config.storage.database_url, pool_size=2)
+    return store_for(config.storage.path, config.storage.database_url, pool_size=2, backups=config.storage.backups)
 
 
 def no_database(config: CoreConfig) -> bool:

@@ -25,6 +25,8 @@ BUILTIN: dict[str, str] = {
     "webchat": "bot.api.webchat.capability:SPEC",
     "browser": "bot.browser.capability:SPEC",
     "images": "bot.images.capability:SPEC",
+    "doctor": "bot.doctor.capability:SPEC",
+    "usage": "bot.usage.capability:SPEC",
     "dashboard": "bot.dashboard.capability:SPEC",  # after those whose panels it shows
 }
 

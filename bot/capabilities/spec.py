@@ -27,7 +27,8 @@ store at start and by ``chatgate migrate``; its operations run through ``AppStor
 ``AppStore.write``, written once for both drivers) and its subcommands of ``chatgate``
 (``cli``: given the subparsers, it adds its own, each with a ``run`` default: an async
 function of the loaded config and the parsed arguments, returning the exit code), and what
-``chatgate check`` shows of it live when it is enabled (``probe``: connecting to its servers).
+``chatgate check`` shows of it live when it is enabled (``probe``: connecting to its servers)
+and what ``chatgate doctor`` checks of it (``doctor``: lines of its table, ``bot.channels.Check``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
     from bot.access import Access
     from bot.agent.events import EventBus
-    from bot.channels import Channel
+    from bot.channels import Channel, Check
     from bot.config import Section
     from bot.config.schema import CoreConfig
     from bot.conversation import ChannelInfo, Conversation
@@ -105,6 +106,7 @@ class CapabilitySpec:
     cli: Callable[[_SubParsersAction[Any]], None] | None = None  # adds its ``chatgate`` subcommands
     probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
     channels: tuple[str, ...] = ()  # the platforms it brings when enabled (its running object is a ``Channels``)
+    doctor: Callable[[CoreConfig], Awaitable[list[Check]]] | None = None  # ``chatgate doctor``'s checks, when enabled
 
 
     @property

@@ -14,7 +14,8 @@ the port imports neither.
   may run (a poller, a shard), held by lease
 - ``lifecycle``: the closed future, the failure that ended it and the owned tasks every
   channel keeps
-- ``spec`` and ``registry``: ``ChannelSpec`` and the channels by name
+- ``spec`` and ``registry``: ``ChannelSpec`` and the channels by name; ``checks``: ``Check``, a line
+  of ``chatgate doctor`` (a platform's live checks)
 - the config building blocks a platform's ``channels.<name>`` model is made of (from
   ``bot.config.types``), the command menu (``bot.commands``), ``Backoff``
 """
@@ -37,6 +38,7 @@ from bot.channels.capabilities import (
     spelling,
 )
 from bot.channels.channel import Channel, Inbox, Measure, MessageShape, SendFailed, Status
+from bot.channels.checks import Check, Outcome
 from bot.channels.dialect import (
     HR,
     PLAIN,
@@ -72,10 +74,10 @@ from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
-    "ChannelSection", "ChannelSpec", "Choice", "Connects", "Dialect", "DialectBase", "Float", "GroupConfig",
-    "Groups", "Held", "Inbox", "Int", "Interrupts", "LastHeard", "Leases", "Lifecycle", "MessageShape", "LiveDraft",
-    "Measure", "Named", "Notes", "Pacer", "PlainDialect", "RecallsInbound", "Role", "Secret", "Section", "SOLE",
-    "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
+    "ChannelSection", "ChannelSpec", "Check", "Choice", "Connects", "Dialect", "DialectBase", "Float",
+    "GroupConfig", "Groups", "Held", "Inbox", "Int", "Interrupts", "LastHeard", "Leases", "Lifecycle", "MessageShape",
+    "LiveDraft", "Measure", "Named", "Notes", "Outcome", "Pacer", "PlainDialect", "RecallsInbound", "Role", "Secret",
+    "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
     "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "Windowed", "quote_lines",
     "while_held",
     "secret", "text_atoms", "wrap",

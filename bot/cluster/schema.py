@@ -11,7 +11,7 @@ import asyncpg
 
 from bot.errors import StoreError
 from bot.store.pg.base import Connection
-from bot.store.pg.schema import MIGRATE_HINT
+from bot.store.pg.schema import HAS_TABLE, MIGRATE_HINT
 
 LOCK = 0x636C7573746572  # pg_advisory_xact_lock key: "cluster"
 
@@ -72,7 +72,7 @@ async def apply(conn: Connection) -> int:
 
 
 async def _pending(conn: Connection) -> list[tuple[str, str]]:
-    if not await conn.fetchval("SELECT to_regclass('cluster_migrations') IS NOT NULL"):
+    if not await conn.fetchval(HAS_TABLE, "cluster_migrations"):  # not to_regclass: see HAS_TABLE
         return list(MIGRATIONS)
     done = {r[0] for r in await conn.fetch("SELECT name FROM cluster_migrations")}
     return [(name, sql) for name, sql in MIGRATIONS if name not in done]

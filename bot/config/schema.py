@@ -34,6 +34,7 @@ from bot.config.keys import dotted, holds_secret, model_at, secrets  # noqa: F40
 from bot.config.storage import ClusterConfig, RetentionConfig, StorageConfig  # noqa: F401
 from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
+    OFF_IS_FALSE,
     AccessConfig,
     ChannelConfig,
     ChannelSection,
@@ -97,6 +98,7 @@ class AgentConfig(Section):
     compaction: CompactionConfig = CompactionConfig()
     fallbacks: tuple[Name, ...] = ()  # names in models, tried in order when the model is busy or down
     fallback_on_choice: bool = False  # a model picked with /model falls back too
+    usage_footer: Annotated[Literal["off", "tokens", "cost"], OFF_IS_FALSE] = "off"  # a line under each answer
 
     @model_validator(mode="before")
     @classmethod
@@ -234,6 +236,7 @@ class LimitsConfig(Section):
     daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
     audio_minutes_per_day: Annotated[Float, Field(gt=0)] | None = None  # voice notes and audio transcribed
     max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = 16
+    alert_at: Annotated[Float, Field(gt=0, le=1)] | None = None  # owners told daily past this share of a budget
 
 
 class DeliveryConfig(Section):
@@ -484,6 +487,3 @@ class CoreConfig(Section):
         shown = f"{value[:3]}…{value[-4:]}" if len(value) >= 20 else "(set)"
         names = self._env_sources.get(loc)
         return f"{shown} from {', '.join(names)}" if names else shown
-
-
-# ---------------------------------------------------------------- model introspection

@@ -33,6 +33,7 @@ class StorageConfig(Section):
     path: Annotated[Path, BeforeValidator(lambda v: v or None)] = Path("data/chatgate.db")
     url: Annotated[Secret, AfterValidator(_database_url)] = _secret("CHATGATE_DATABASE_URL")  # postgresql://...
     pool_size: Annotated[Int, Field(ge=1, le=100)] = 10  # PostgreSQL connections of this instance
+    backups: Annotated[Int, Field(ge=0, le=1000)] = 3  # SQLite: copies kept beside it before migrations (0: none)
     retention: RetentionConfig = RetentionConfig()
 
     @property

@@ -103,6 +103,7 @@ class CapabilitySection(Section):
 secret = _secret  # a secret field read from an environment variable when the file leaves it out
 
 
+OFF_IS_FALSE = BeforeValidator(lambda v: "off" if v is False else v)  # YAML reads a bare `off` as false
 PlatformId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
 

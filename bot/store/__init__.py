@@ -20,13 +20,14 @@ if TYPE_CHECKING:
 
 
 def store_for(path: str | os.PathLike[str], url: str | None = None, *,
-              pool_size: int = 10) -> SQLiteStore | PostgresStore:
-    """The configured store, not opened yet: PostgreSQL at ``url``, else SQLite at ``path``."""
+              pool_size: int = 10, backups: int = 0) -> SQLiteStore | PostgresStore:
+    """The configured store, not opened yet: PostgreSQL at ``url``, else SQLite at ``path`` (keeping
+    ``backups`` copies made before migrations)."""
     if url:
         from bot.store.pg import PostgresStore
 
         return PostgresStore(url, pool_size=pool_size)
-    return SQLiteStore(path)
+    return SQLiteStore(path, backups=backups)
 
 
 __all__ = ["AppStore", "InboundRecord", "SQLiteStore", "Session", "Store", "Turn", "UsageTotals", "open_store",

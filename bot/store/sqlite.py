@@ -21,7 +21,7 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +35,9 @@ from bot.store.dialect import SQLITE
 from bot.store.inbound import inbound_from_json, inbound_to_json  # re-exported
 from bot.store.op import Count, Fetch, Insert, Many, Op
 from bot.store.operations import Operations
+from bot.store.schema_steps import Migration
+from bot.store.steps import _applied, pending
+from bot.store.upgrade import backup
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +48,17 @@ BUSY_TIMEOUT_MS = 5000
 
 
 class SQLiteStore(Operations):
-    """Every store port on one SQLite file (or ``":memory:"`` for tests)."""
+    """Every store port on one SQLite file (or ``":memory:"`` for tests). Before migrations run
+    on a database that has a schema already (the core's, or a capability's on opening it), a
+    copy is kept beside it (``backups``: the newest so many; 0: none; ``bot.store.upgrade``)."""
 
     dialect = SQLITE
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, backups: int = 0) -> None:
         self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
+        self._backups = backups if self._path != MEMORY else 0
+        self._found = 0  # the schema version the database had when it opened
+        self._backed_up = False
         self._db: aiosqlite.Connection | None = None
         self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
 
@@ -80,6 +88,9 @@ class SQLiteStore(Operations):
                             self._path, mode)
             await db.execute("PRAGMA synchronous = NORMAL")
             await db.execute("PRAGMA foreign_keys = ON")
+            self._found = await migrations.user_version(db)
+            if 0 < self._found < migrations.SCHEMA_VERSION:
+                await self._backup()
             applied = await migrations.apply(db, self._path)
         except BaseException as exc:
             if db is not None:
@@ -108,6 +119,20 @@ class SQLiteStore(Operations):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    async def apply_steps(self, owner: str, steps: Sequence[Migration]) -> int:
+        """A capability's migrations (``StepOps``), after a copy of a database that had a schema."""
+        if steps and self._found and pending(owner, steps, await self._read(_applied(owner)), self.where):
+            await self._backup()
+        return await super().apply_steps(owner, steps)
+
+    async def _backup(self) -> None:
+        """Keep a copy before the first migration this process applies (none when ``backups`` is 0)."""
+        if self._backups and not self._backed_up:
+            kept = await asyncio.to_thread(backup, self._path, self._found, self._backups)
+            self._backed_up = True
+            log.info("store %s: a copy of schema version %d kept at %s before migrating", self._path, self._found,
+                     kept)
 
     # -- internals -------------------------------------------------------------------
 

@@ -24,7 +24,8 @@ The gateway speaks JSON, zlib-stream compressed when the client asks (``compress
 zlib-stream``, as discord.py does): HELLO, IDENTIFY -> READY then GUILD_CREATE per guild,
 heartbeat ACKs, RESUME (missed events replayed, then RESUMED), INVALID_SESSION for an
 unknown session, close 4004 for a bad token and 4014 for a refused privileged intent
-(``refuse_intents``). ``drop()`` closes the connection as a network failure would;
+(``refuse_intents``; the application's flags then lack GATEWAY_MESSAGE_CONTENT).
+``drop()`` closes the connection as a network failure would;
 ``silence()`` keeps it open but answers nothing, as a half-dead connection does. Events
 dispatched while no connection is up are delivered on resume, as Discord does.
 
@@ -60,6 +61,7 @@ MAX_CONTENT = 2000
 EPOCH_MS = 1420070400000  # Discord's snowflake epoch
 MESSAGE_CONTENT = 1 << 15
 PRIVILEGED = (1 << 1) | (1 << 8) | MESSAGE_CONTENT  # members, presences, message content
+APP_MESSAGE_CONTENT = 1 << 18  # the application's flag GATEWAY_MESSAGE_CONTENT: the intent is enabled in the portal
 
 
 def snowflake(at: float | None = None, n: int = 0) -> int:
@@ -608,7 +610,8 @@ class FakeDiscord:
     async def _application(self, _: web.Request) -> web.Response:
         return self._json({
             "id": str(self.app_id), "name": self.username, "icon": None, "description": "", "bot_public": True,
-            "bot_require_code_grant": False, "owner": self.user(1, "owner"), "verify_key": "00" * 32, "flags": 0,
+            "bot_require_code_grant": False, "owner": self.user(1, "owner"), "verify_key": "00" * 32,
+            "flags": 0 if self.refuse_intents & MESSAGE_CONTENT else APP_MESSAGE_CONTENT,
             "team": None, "summary": ""})
 
     async def _get_gateway(self, request: web.Request) -> web.Response:

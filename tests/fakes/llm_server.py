@@ -495,16 +495,20 @@ class FakeLLM:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, model: str | None = None,
                  strict_pairing: bool = False, responder: Callable[[Any], Reply] | None = None,
-                 prompt_cache: bool = False, titles: Literal["aside", "script"] = "aside") -> None:
+                 prompt_cache: bool = False, titles: Literal["aside", "script"] = "aside",
+                 api_key: str | None = None) -> None:
         """``strict_pairing``: a request with a broken tool call / result pairing is refused
         with 400, as the real APIs do, and noted in ``pairing_problems``. ``responder``:
-        when the script is empty, the reply is ``responder(body)`` instead of the echo."""
+        when the script is empty, the reply is ``responder(body)`` instead of the echo.
+        ``api_key``: a request with another key (``Authorization: Bearer`` or ``x-api-key``) is
+        answered 401 as the real APIs do, and not recorded."""
         self.host, self.port, self.model = host, port, model
         self.strict_pairing, self.responder = strict_pairing, responder
         # ``prompt_cache``: Anthropic requests report cache reads and writes (``PromptCache``)
         self.prompt_cache = PromptCache() if prompt_cache else None
         self.reported: dict[int, Tokens] = {}  # request index -> the usage its answer reported
         self.titles = titles
+        self.api_key = api_key
         self.title_requests: list[Received] = []  # the title requests answered aside
         self.pairing_problems: list[str] = []
         self.requests: list[Received] = []
@@ -557,6 +561,11 @@ class FakeLLM:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await _body(request)
+        if self.api_key is not None:
+            given = request.headers.get("x-api-key") or request.headers.get("Authorization", "").removeprefix("Bearer ")
+            if given != self.api_key:
+                dialect: Dialect = "anthropic" if request.path == "/v1/messages" else "openai"
+                return web.json_response(error_body(dialect, Reply.error(401)), status=401)
         if self.titles == "aside" and is_title_request(body):
             aside = Received(-1, request.path, {}, body, Reply.text(FAKE_TITLE))
             self.title_requests.append(aside)

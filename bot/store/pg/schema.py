@@ -37,6 +37,13 @@ _FOREIGN_TABLES = ("SELECT count(*) FROM information_schema.tables WHERE table_s
                    " AND table_name <> 'migrations' AND table_name NOT LIKE 'cluster\\_%'")
 
 
+# Whether a table exists, read from the catalog with this statement's snapshot. Not to_regclass: it
+# looks the name up in the backend's cache without a lock, so after waiting on the advisory lock
+# for an instance that made the table meanwhile, it can still say "none" from a stale cache entry.
+HAS_TABLE = ("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = "
+             "c.relnamespace WHERE n.nspname = current_schema() AND c.relname = $1)")
+
+
 def names() -> tuple[str, ...]:
     """The migrations this chatgate knows, in order (the one list, ``MIGRATIONS``)."""
     return tuple(m.name for m in MIGRATIONS)
@@ -75,7 +82,7 @@ async def apply(conn: asyncpg.Connection | PoolConnectionProxy, where: str) -> i
 
 async def _applied(conn: asyncpg.Connection | PoolConnectionProxy) -> list[str]:
     """The names of the migrations the database records, in order (none without the table)."""
-    if not await conn.fetchval("SELECT to_regclass('migrations') IS NOT NULL"):
+    if not await conn.fetchval(HAS_TABLE, "migrations"):
         return []
     return [r["name"] for r in await conn.fetch("SELECT name FROM migrations ORDER BY id")]
 

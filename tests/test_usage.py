@@ -1,0 +1,153 @@
+"""Cost in sight (issue 34 item 7) through the fake Telegram and the real SDK: the usage footer,
+``/usage``, the owners' alert once a day (remembered in the database, across a restart), and
+every model call counted: a silent (NO_REPLY) turn's and a title's too."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from adapters.telegram.channel import TelegramChannel
+from bot.app import App
+from bot.limits import LimitSettings
+from bot.providers.base import Usage
+from bot.settings import load_config
+from bot.usage.report import Spent, footer, passed, usage_text
+from tests.fakes.llm_server import FakeLLM, Reply, Tokens
+from tests.fakes.telegram_server import FakeTelegram
+
+USER, OWNER = 42, 7
+PRICE = "pricing: {fake-model: {input: 10.0, output: 20.0}}"  # USD per million tokens
+
+
+class Bot:
+    def __init__(self, tmp_path: Path, llm: FakeLLM, tg: FakeTelegram) -> None:
+        self.tmp_path, self.llm, self.tg = tmp_path, llm, tg
+        self.app: App | None = None
+
+    async def start(self, extra: str = "") -> None:
+        path = self.tmp_path / "config.yaml"
+        path.write_text(f"""
+agent: {{model: fake-model, usage_footer: cost}}
+providers: {{openai: {{api_key: test-key, base_url: "{self.llm.openai_base_url}"}}}}
+storage: {{path: "{self.tmp_path / 'chatgate.db'}"}}
+workspace: {{root: "{self.tmp_path / 'workspaces'}"}}
+{PRICE}
+channels:
+  console: {{enabled: false}}
+  telegram: {{enabled: true, token: "{self.tg.token}", base_url: "{self.tg.api_root}", dm_policy: open,
+              owners: ["{OWNER}"]}}
+{extra}
+""")
+        config = load_config(path, env={})
+        self.app = App(config, {"telegram": TelegramChannel(config.channels.telegram)})  # type: ignore[arg-type]
+        await self.app.__aenter__()
+
+    async def stop(self) -> None:
+        if self.app is not None:
+            await self.app.__aexit__(None, None, None)
+            self.app = None
+
+    def charged(self, person: str) -> list[tuple[str, int]]:
+        with sqlite3.connect(self.tmp_path / "chatgate.db") as db:
+            return [(str(r[0]), int(r[1])) for r in
+                    db.execute("SELECT run_id, tokens FROM charges WHERE person = ? ORDER BY id", (person,))]
+
+    def sent_to(self, chat: int) -> list[str]:
+        return [s.plain or "" for s in self.tg.sent if str(s.chat_id) == str(chat)]
+
+
+async def until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    """Poll ``predicate`` (the database, what the fake was sent) until it holds."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
+    async with FakeLLM() as llm, FakeTelegram() as tg:
+        b = Bot(tmp_path, llm, tg)
+        try:
+            yield b
+        finally:
+            await b.stop()
+
+
+async def test_the_footer_says_what_the_answer_used(bot: Bot) -> None:
+    await bot.start()
+    bot.llm.script(Reply.text("Paris.", usage=Tokens(input=1000, output=500)))
+    bot.tg.push(bot.tg.message(USER, "capital of France?", user_id=USER))
+    [sent] = await bot.tg.wait_for_sent(1, timeout=10)
+    assert sent.plain == "Paris.\n\n1,500 tokens (1,000 in, 500 out) · $0.0200"
+    assert "<i>1,500 tokens" in (sent.text or "")  # a quiet line: italic in Telegram's dialect
+
+
+async def test_a_silent_turn_is_counted_and_usage_shows_it_against_the_limits(bot: Bot) -> None:
+    await bot.start("limits: {daily_tokens: 10000, daily_cost_usd: 1.0}")
+    bot.llm.script(Reply.text("NO_REPLY", usage=Tokens(input=2000, output=10)))
+    bot.tg.push(bot.tg.message(USER, "ok thanks", user_id=USER))
+    await bot.llm.wait_for_requests(1, timeout=10)
+    await until(lambda: bot.charged(f"telegram:{USER}"), timeout=10)
+    assert sum(t for _, t in bot.charged(f"telegram:{USER}")) == 2010 and not bot.tg.sent  # charged, nothing said
+    bot.tg.push(bot.tg.message(USER, "/usage", user_id=USER))
+    [reply] = await bot.tg.wait_for_sent(1, timeout=10)
+    assert reply.plain == ("Today (UTC): 2,010 tokens of 10,000 (20%), $0.0202 of $1.00 (2%)\n"
+                           "Last 30 days: 2,010 tokens, $0.0202\nBudgets renew at 00:00 UTC.")
+    bot.tg.push(bot.tg.message(OWNER, "/usage", user_id=OWNER))
+    await bot.tg.wait_for_sent(2, timeout=10)
+    assert bot.sent_to(OWNER)[-1].endswith("As an owner you have no daily budget.\n"
+                                           "The whole bot today: 2,010 tokens, $0.0202")
+
+
+async def test_a_title_call_is_charged_to_the_person_too(bot: Bot) -> None:
+    await bot.start()
+    bot.tg.push(bot.tg.message(USER, "hello", user_id=USER))
+    await bot.tg.wait_for_sent(1, timeout=10)
+    await until(lambda: len(bot.charged(f"telegram:{USER}")) == 2, timeout=10)
+    runs = [run for run, _ in bot.charged(f"telegram:{USER}")]
+    assert runs[1] == f"{runs[0]}-title" and len(bot.llm.title_requests) == 1
+
+
+async def test_the_owners_are_told_once_a_day_even_across_a_restart(bot: Bot) -> None:
+    limits = "limits: {daily_tokens: 1000, alert_at: 0.8, messages_per_minute: null}\nmodels: {titles: null}"
+    await bot.start(limits)
+    bot.llm.script(Reply.text("a", usage=Tokens(input=500, output=100)),
+                   Reply.text("b", usage=Tokens(input=200, output=50)),
+                   Reply.text("c", usage=Tokens(input=10, output=5)))
+    bot.tg.push(bot.tg.message(USER, "one", user_id=USER))  # 600 of 1,000: below 80 %
+    await until(lambda: bot.sent_to(USER), timeout=10)
+    bot.tg.push(bot.tg.message(USER, "two", user_id=USER))  # 850: past it
+    await until(lambda: bot.sent_to(OWNER), timeout=10)
+    assert bot.sent_to(OWNER) == ["Usage alert: telegram:42 has used 850 of 1,000 tokens (85%) of today's "
+                                  "budget (UTC)."]
+    await bot.stop()
+    await bot.start(limits)  # another process: the database remembers the alert was given
+    bot.tg.push(bot.tg.message(USER, "three", user_id=USER))
+    await until(lambda: len(bot.sent_to(USER)) == 2, timeout=10)
+    await asyncio.sleep(0.3)  # an alert would be owed by now: the run's charges were told before its answer
+    assert len(bot.sent_to(OWNER)) == 1 and sum(t for _, t in bot.charged(f"telegram:{USER}")) == 865
+
+
+@pytest.mark.parametrize(("mode", "line"), [
+    ("off", ""), ("tokens", "_1,234 tokens (1,000 in, 234 out)_"),
+    ("cost", "_1,234 tokens (1,000 in, 234 out) · $0.0123_"),
+])
+def test_the_footer_line(mode: str, line: str) -> None:
+    assert footer(mode, Usage(1000, 234), 0.0123) == line
+    assert footer(mode, Usage(), 0.0) == ""
+
+
+def test_usage_words_and_the_alert_threshold() -> None:
+    none = LimitSettings(daily_tokens=None, daily_cost_usd=None)
+    assert usage_text(Spent(5, 1.5), Spent(9, 2.0), none, exempt=False).splitlines() == [
+        "Today (UTC): 5 tokens, $1.50", "Last 30 days: 9 tokens, $2.00", "There is no daily budget."]
+    both = LimitSettings(daily_tokens=100, daily_cost_usd=1.0)
+    assert passed(Spent(79, 0.1), both, 0.8) is None
+    assert passed(Spent(80, 0.1), both, 0.8) == "tokens"
+    assert passed(Spent(1, 0.85), both, 0.8) == "cost"
+    assert passed(Spent(10**9, 10.0), none, 0.5) is None
