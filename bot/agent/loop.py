@@ -146,7 +146,8 @@ class Agent:
             offers = [toolset.offer(ctx) for toolset in self._toolsets]
             run.tools = self._tools.restricted(request.tool_policy).joined(
                 (t for offer in offers for t in offer.tools), request.tool_policy,
-                held=(t for offer in offers for t in offer.held))
+                held=(t for offer in offers for t in offer.held),
+                replacing=(t for offer in offers for t in offer.replacing))
             if run.tools.held():  # its tools may enable them (mcp_tool_search)
                 ctx = replace(ctx, held=run.tools)
             sections = tuple(offer.prompt for offer in offers if offer.prompt)

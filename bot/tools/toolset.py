@@ -8,7 +8,9 @@ policy as the built-ins, so a toolset decides *who may* (grants) and the policy 
 *which* (``tools.allow``/``tools.deny``). A toolset that offers nothing costs the run
 one call. Tools in ``held`` are the run's too, but held back (not offered, not callable)
 until a tool of the offer enables them by name through ``ToolContext.held`` (the MCP
-servers' ``mcp_tool_search``, when they have more tools than fit in a prompt).
+servers' ``mcp_tool_search``, when they have more tools than fit in a prompt). Tools in
+``replacing`` take the place of the run's tool of the same name (recall's ``memory_search``):
+only of one the run has, so a tool the policy withholds stays withheld.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Offer:
     tools: tuple[Tool, ...] = ()
     prompt: str = ""
     held: tuple[Tool, ...] = ()
+    replacing: tuple[Tool, ...] = ()  # each in place of the run's tool of its name, if it has one
 
 
 NOTHING = Offer()
