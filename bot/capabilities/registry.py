@@ -16,6 +16,7 @@ BUILTIN: dict[str, str] = {
     "models": "bot.models.capability:SPEC",
     "mcp": "bot.mcp.capability:SPEC",
     "schedules": "bot.schedules.capability:SPEC",
+    "recall": "bot.recall.capability:SPEC",
 }
 
 
