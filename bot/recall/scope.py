@@ -71,7 +71,8 @@ def scope_of(conversation: Conversation, identity_links: Mapping[str, Sequence[s
                 accounts.append((platform, user_id))
     if key.platform is not None and (key.platform, key.peer) not in accounts:
         accounts.append((key.platform, key.peer))
-    families = tuple(format_key(SessionKey(key.agent, ChatType.DM, user_id, platform)) for platform, user_id in accounts)
+    families = tuple(format_key(SessionKey(key.agent, ChatType.DM, user_id, platform))
+                     for platform, user_id in accounts)
     linked = (format_key(SessionKey(key.agent, ChatType.DM, person)),) if person is not None else ()
     return Scope((*linked, *families), (*linked, *families))
 
