@@ -87,7 +87,7 @@ def test_a_capability_brings_its_section_table_and_subcommand(tmp_path: Path) ->
                           cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "hello there False ['demo', 'mcp', 'media', 'schedules']"
+    assert lines[0] == "hello there False ['demo', 'mcp', 'media', 'recall', 'schedules']"
     assert "demo       says hello there" in lines
     assert lines[-1] == "hello there"
     bad = tmp_path / "bad.yaml"
