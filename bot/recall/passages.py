@@ -83,31 +83,43 @@ def cut(path: str, lines: Sequence[str]) -> list[Passage]:
 
 
 class WordIndex:
-    """BM25 over passages, their words counted once (a search costs the query's words only)."""
+    """BM25 over passages. Each word's postings and their length-normalised term weights are worked
+    out once, so a search costs an array addition per word of the query (numpy)."""
 
     def __init__(self, passages: Sequence[Passage]) -> None:
-        self.counts = [Counter(tokenize(embedded_text(p.heading, p.text))) for p in passages]
-        self.lengths = [sum(c.values()) for c in self.counts]
-        self.average = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
-        self.postings: dict[str, list[int]] = {}
-        for i, counts in enumerate(self.counts):
-            for term in counts:
-                self.postings.setdefault(term, []).append(i)
+        import numpy as np
+
+        counts = [Counter(tokenize(embedded_text(p.heading, p.text))) for p in passages]
+        lengths = [sum(c.values()) for c in counts]
+        average = (sum(lengths) / len(lengths)) if lengths else 1.0
+        postings: dict[str, tuple[list[int], list[float]]] = {}
+        for i, (found, length) in enumerate(zip(counts, lengths, strict=True)):
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * length / (average or 1.0))
+            for term, f in found.items():
+                ids, weights = postings.setdefault(term, ([], []))
+                ids.append(i)
+                weights.append(f * (BM25_K1 + 1) / (f + norm))
+        self.size = len(passages)
+        self.postings = {term: (np.asarray(ids, dtype=np.int64), np.asarray(weights, dtype=np.float64))
+                         for term, (ids, weights) in postings.items()}
 
     def rank(self, query: str, limit: int) -> list[int]:
         """Indexes of the ``limit`` best passages for ``query``'s words, best first (only those with one)."""
-        total = len(self.counts)
-        scores: dict[int, float] = {}
+        import numpy as np
+
+        scores = np.zeros(self.size)
         for term in set(tokenize(query)):
-            docs = self.postings.get(term)
-            if not docs:
+            if (found := self.postings.get(term)) is None:
                 continue
-            idf = math.log(1 + (total - len(docs) + 0.5) / (len(docs) + 0.5))
-            for i in docs:
-                f = self.counts[i][term]
-                norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[i] / (self.average or 1.0))
-                scores[i] = scores.get(i, 0.0) + idf * f * (BM25_K1 + 1) / (f + norm)
-        return sorted(scores, key=lambda i: (-scores[i], i))[:limit]
+            ids, weights = found
+            idf = math.log(1 + (self.size - len(ids) + 0.5) / (len(ids) + 0.5))
+            scores[ids] += idf * weights
+        hit = np.flatnonzero(scores > 0)
+        if not len(hit):
+            return []
+        k = min(limit, len(hit))
+        top = hit[np.argpartition(-scores[hit], k - 1)[:k]]
+        return [int(i) for i in sorted(top, key=lambda i: (-scores[i], i))]
 
 
 def fuse(rankings: Sequence[Sequence[int]], limit: int) -> list[tuple[int, float]]:
