@@ -80,3 +80,33 @@ def test_recalled_parts_are_not_searchable_text_and_snippets_center_on_the_word(
     assert text_of(parts) == "hello"
     long = "filler " * 100 + "the Blue Hall venue" + " filler" * 100
     assert "venue" in snippet(long, ["venue"]) and snippet(long, ["venue"]).startswith("…")
+
+
+def test_people_forget_on_the_command_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from bot.cli import main
+    from bot.llm import Message
+    from bot.store.base import Turn
+    from bot.store.sqlite import SQLiteStore
+
+    db = tmp_path / "db.sqlite"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage: {{path: {db}}}\nworkspace: {{root: {tmp_path / 'ws'}}}\n"
+                      "agent: {identity_links: {alice: [telegram:42, discord:7]}}\n")
+
+    async def store_some() -> None:
+        async with SQLiteStore(db) as store:
+            for key in ("agent:main:discord:dm:7", "agent:main:telegram:dm:43"):
+                session = await store.session(key)
+                await store.append_turn(Turn(session, f"r-{key}", (Message.user("hello there"),)))
+
+    asyncio.run(store_some())
+    assert main(["people", "forget", "alice", "-c", str(config)]) == 2  # asks for --yes
+    assert main(["people", "forget", "nobody", "--yes", "-c", str(config)]) == 2
+    assert main(["people", "forget", "telegram:42", "--yes", "-c", str(config)]) == 0
+    assert "forgot telegram:42: 1 messages in 1 sessions" in capsys.readouterr().out
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM messages").fetchone() == (1,)  # the other person's

@@ -152,7 +152,6 @@ async def _forget(config: CoreConfig, args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     people = sub.add_parser("people", help="what the bot keeps of a person")
-    people.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else defaults)")
     actions = people.add_subparsers(dest="action", required=True)
     forgetting = actions.add_parser("forget", help="remove a person's messages, memory passages and vectors")
     forgetting.add_argument("person", help="a person of agent.identity_links, or an account such as telegram:42")
