@@ -217,11 +217,13 @@ async def main(total: int, person: int, postgres: bool) -> None:
         h = await history_sqlite(folder, total, person)
         rows.append(("history_search SQLite", f"{h['p50']:.1f}", f"{h['p99']:.1f}", f"{h['found']:.0%}",
                      f"{h['load_s']:.0f} s", verdict(h["p99"], 50)))
+        print(*rows[-1], flush=True)
         os.remove(folder / "history.db")
         if postgres:
             h = await history_postgres(total, person)
             rows.append(("history_search PostgreSQL", f"{h['p50']:.1f}", f"{h['p99']:.1f}", f"{h['found']:.0%}",
                          f"{h['load_s']:.0f} s", verdict(h["p99"], 50)))
+            print(*rows[-1], flush=True)
         m = await memory(folder)
         rows.append((f"memory_search {m['passages']:.0f} passages", f"{m['p50']:.1f}", f"{m['p99']:.1f}", "",
                      f"{m['first_index_s']:.1f} s", verdict(m["p99"], 30)))
