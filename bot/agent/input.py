@@ -1,8 +1,9 @@
 """The new user turn of a run: the inbound messages (one, or a batch collected while busy),
 their uploads saved in the workspace and saved images read back for the model, the group's
 context since the bot last spoke, all passed through the input guard (``bot.agent.guard``),
-turned into the one user message the model sees. A task (a sub-agent's, a scheduled job's)
-is its text as it is.
+turned into the one user message the model sees, with what the run's toolsets add to it
+before its text (``with_context``: recall's passages). A task (a sub-agent's, a scheduled
+job's) is its text as it is.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from bot.agent.guard import GuardMode, check_input
 from bot.agent.transcript import context_block, group_turn
 from bot.llm import ImagePart, Message, Part, Role, TextPart
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, clean_text
+from bot.tools.base import ToolContext
+from bot.tools.toolset import AddsContext, Toolset
 from bot.workspace import read_inside, save_upload
 
 log = logging.getLogger(__name__)
@@ -105,3 +108,17 @@ async def save_uploads(workspace: Path, inbound: tuple[InboundMessage, ...]) -> 
         return tuple(replace(m, attachments=tuple(map(save, m.attachments))) for m in inbound)
 
     return await asyncio.to_thread(save_all)
+
+
+async def with_context(toolsets: Sequence[Toolset], ctx: ToolContext, message: Message) -> Message:
+    """The turn's message with what the toolsets that are ``AddsContext`` put before its text; a
+    toolset that fails adds nothing (logged), the turn goes on."""
+    added: list[Part] = []
+    for toolset in toolsets:
+        if isinstance(toolset, AddsContext):
+            try:
+                if text := await toolset.context(ctx, message.text):
+                    added.append(TextPart(text))
+            except Exception:
+                log.exception("context of a toolset failed session=%s run=%s", ctx.session_key, ctx.run_id)
+    return replace(message, parts=(*added, *message.parts)) if added else message

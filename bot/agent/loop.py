@@ -30,7 +30,7 @@ from bot.agent.compaction import CompactionResult, Compactor, should_compact, su
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.guard import REFUSAL
 from bot.agent.history import build_history, repair_pairing
-from bot.agent.input import new_input, save_uploads
+from bot.agent.input import new_input, save_uploads, with_context
 from bot.agent.prompt import PromptInputs, PromptMode, build_prompt_parts, context_file_names
 from bot.agent.run import AgentSettings, PostRunHook, RunRequest, RunResult, RunState, RunStatus, senders
 from bot.conversation import Conversation
@@ -148,7 +148,8 @@ class Agent:
             offers = [toolset.offer(ctx) for toolset in self._toolsets]
             run.tools = self._tools.restricted(request.tool_policy).joined(
                 (t for offer in offers for t in offer.tools), request.tool_policy,
-                held=(t for offer in offers for t in offer.held))
+                held=(t for offer in offers for t in offer.held),
+                replacing=(t for offer in offers for t in offer.replacing))
             if run.tools.held():  # its tools may enable them (mcp_tool_search)
                 ctx = replace(ctx, held=run.tools)
             sections = tuple(offer.prompt for offer in offers if offer.prompt)
@@ -156,7 +157,8 @@ class Agent:
             # Input
             given = new_input(inbound, request.context, request.task, guard=s.guard, max_chars=s.max_message_chars,
                               session_key=request.session_key, owners=s.owners)
-            run.new.append(given.message)
+            blocked_or_task = given.blocked or not inbound
+            run.new.append(given.message if blocked_or_task else await with_context(self._toolsets, ctx, given.message))
             if given.blocked:
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)

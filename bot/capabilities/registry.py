@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "images": "bot.images.capability:SPEC",
     "doctor": "bot.doctor.capability:SPEC",
     "usage": "bot.usage.capability:SPEC",
+    "recall": "bot.recall.capability:SPEC",
     "dashboard": "bot.dashboard.capability:SPEC",  # after those whose panels it shows
 }
 

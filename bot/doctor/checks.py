@@ -74,9 +74,9 @@ async def _models(config: Config) -> list[Check]:
     from contextlib import aclosing
 
     from bot.llm import Message
-    from bot.routing.config import catalog_of
     from bot.providers import make_provider
     from bot.providers.base import ChatRequest, complete
+    from bot.routing.config import catalog_of
 
     catalog = catalog_of(config)
     rows: list[Check] = []

@@ -168,7 +168,7 @@ async def memory_search(ctx: ToolContext, query: str, max_results: int = DEFAULT
 def _search(root: Path, query: str, limit: int) -> str:
     chunks: list[Chunk] = []
     skipped: list[str] = []
-    files = list(_memory_files(root))
+    files = list(memory_files(root))
     budget = MAX_MEMORY_BYTES
     for rel, real in files:
         try:
@@ -194,7 +194,7 @@ def _search(root: Path, query: str, limit: int) -> str:
     return "\n\n".join([*parts, *notes])
 
 
-def _memory_files(root: Path) -> Iterable[tuple[str, str]]:
+def memory_files(root: Path) -> Iterable[tuple[str, str]]:
     """``(path relative to the workspace, real path)`` of MEMORY.md and memory/**/*.md that
     stay inside the workspace; at most ``MAX_MEMORY_FILES``."""
     count = 0

@@ -81,11 +81,13 @@ class ToolRegistry:
         return view
 
     def joined(self, extra: Iterable[Tool], policy: ToolPolicy | None = None,
-               held: Iterable[Tool] = ()) -> ToolRegistry:
+               held: Iterable[Tool] = (), replacing: Iterable[Tool] = ()) -> ToolRegistry:
         """This registry with the ``extra`` tools ``policy`` permits after its own, as a registry
         of its own (not cached: a run's toolsets offer per run); a refused one is withheld with
         its reason, as ``restricted`` does. A name already here keeps its first tool. The
-        permitted ``held`` tools are held back: not offered, nor callable, until ``enable``."""
+        permitted ``held`` tools are held back: not offered, nor callable, until ``enable``.
+        Each of ``replacing`` takes the place of the tool of its name here, if there is one."""
+        swaps = {t.name: t for t in replacing if t.name in self._tools}
         added: dict[str, Tool] = {}
         kept: dict[str, Tool] = {}
         withheld: dict[str, str] = {}
@@ -98,9 +100,10 @@ class ToolRegistry:
                 kept[t.name] = t
             else:
                 added[t.name] = t
-        if not added and not withheld and not kept:
+        if not added and not withheld and not kept and not swaps:
             return self
-        view = ToolRegistry((*self._tools.values(), *added.values()), timeouts=self.timeouts,
+        own = (swaps.get(name, t) for name, t in self._tools.items())
+        view = ToolRegistry((*own, *added.values()), timeouts=self.timeouts,
                             max_output_chars=self.max_output_chars)
         view._withheld = {**self._withheld, **withheld}
         view._held = kept

@@ -8,13 +8,17 @@ policy as the built-ins, so a toolset decides *who may* (grants) and the policy 
 *which* (``tools.allow``/``tools.deny``). A toolset that offers nothing costs the run
 one call. Tools in ``held`` are the run's too, but held back (not offered, not callable)
 until a tool of the offer enables them by name through ``ToolContext.held`` (the MCP
-servers' ``mcp_tool_search``, when they have more tools than fit in a prompt).
+servers' ``mcp_tool_search``, when they have more tools than fit in a prompt). Tools in
+``replacing`` take the place of the run's tool of the same name (recall's ``memory_search``):
+only of one the run has, so a tool the policy withholds stays withheld. A toolset that is also
+``AddsContext`` is asked, once per turn of people's messages, for text put into that turn
+before the model sees it (recall's passages from memory).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.tools.base import Tool, ToolContext
 
@@ -28,6 +32,7 @@ class Offer:
     tools: tuple[Tool, ...] = ()
     prompt: str = ""
     held: tuple[Tool, ...] = ()
+    replacing: tuple[Tool, ...] = ()  # each in place of the run's tool of its name, if it has one
 
 
 NOTHING = Offer()
@@ -37,3 +42,14 @@ class Toolset(Protocol):
     """A source of tools for a run; ``offer`` must be quick (no I/O): it runs per run."""
 
     def offer(self, ctx: ToolContext) -> Offer: ...
+
+
+@runtime_checkable
+class AddsContext(Protocol):
+    """A toolset that puts context into a turn of people's messages (not a task's)."""
+
+    async def context(self, ctx: ToolContext, text: str) -> str:
+        """What to put before the turn's text ("" for nothing): marked as context with its source,
+        never as instructions, already through the input guard. A failure costs the turn nothing
+        but the context (logged)."""
+        ...
