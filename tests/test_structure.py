@@ -35,7 +35,6 @@ MIGRATION_DATA = frozenset({"bot/store/migrations.py", "bot/store/pg/schema.py"}
 # Remove a line when its module is split (test_the_allow_lists_name_only_what_they_excuse says when).
 BEING_SPLIT = {
     "bot/intake.py": "issue 33 item 1: voice notes heard before the lane move to the media capability",
-    "bot/store/base.py": "issue 33 item 2: each capability's store port moves to its package",
 }
 # Import circles nobody may fix where they are found, by name, with who removes them. None today.
 KNOWN_CIRCLES: dict[tuple[str, ...], str] = {}

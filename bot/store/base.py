@@ -16,9 +16,8 @@ every one, and both pass the same contract suite (tests/test_store_contract.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Literal, Protocol, TypeAlias
 
 from bot.conversation import Conversation
@@ -26,6 +25,32 @@ from bot.errors import ChatgateError
 from bot.llm import Message
 from bot.messages import Answer, InboundMessage
 from bot.providers.base import Usage
+from bot.store.jobs import (  # noqa: F401 - re-exported: the schedules' port
+    Claim,
+    Closing,
+    Job,
+    JobKind,
+    JobState,
+    JobStore,
+    Occurrence,
+    OccurrenceStore,
+    RuleKind,
+    ScheduleStore,
+    When,
+    ZoneStore,
+)
+from bot.store.reports import (  # noqa: F401 - re-exported: the dashboard's ports (and Summary)
+    AuditEntry,
+    AuditStore,
+    BrowseStore,
+    DailyUsage,
+    Failure,
+    LoggedMessage,
+    SessionLog,
+    SessionSummary,
+    Summary,
+    UsageReport,
+)
 from bot.store.schema_steps import StepStore
 from bot.tracing import TraceRecord
 
@@ -92,19 +117,6 @@ class StoredMessage:
 
     id: int
     message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """A compaction: ``text`` stands for the session's messages up to ``through_id``."""
-
-    text: str
-    through_id: int
-    messages: int  # how many messages it replaced (the previous summary's included)
-    tokens_before: int  # the history's tokens before and after
-    tokens_after: int
-    run_id: str = ""
-    created_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,301 +443,6 @@ class MediaStore(Protocol):
     async def audio_since(self, person: str, since: float) -> float:
         """Seconds of audio transcribed for ``person`` since ``since``."""
         ...
-
-# -- schedules ----------------------------------------------------------------------------
-
-
-class JobKind(StrEnum):
-    REMINDER = "reminder"  # text sent at the time, no model call
-    TASK = "task"  # a turn of the turn runner, its answer delivered and kept in the history
-
-
-class JobState(StrEnum):
-    ACTIVE = "active"
-    PAUSED = "paused"  # by its creator, after failures, or because its creator lost access
-    DONE = "done"  # a one-shot that ran
-    MISSED = "missed"  # a one-shot whose time passed beyond the grace while the bot was down
-    CANCELLED = "cancelled"
-
-
-class RuleKind(StrEnum):
-    AT = "at"
-    EVERY = "every"
-    CRON = "cron"
-
-
-@dataclass(frozen=True, slots=True)
-class When:
-    """A job's rule with its IANA zone (``bot.schedules.rules`` computes with it). ``anchor``
-    (UTC epoch seconds) is the instant of an ``at`` rule and the first occurrence of an
-    ``every`` rule; ``every`` is its interval in seconds; ``cron`` a 5-field expression."""
-
-    kind: RuleKind
-    zone: str
-    anchor: int = 0
-    every: int = 0
-    cron: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """A scheduled job: its rule, what it does, and the conversation it belongs to (rebuilt
-    from what is stored: the chat, the session key, the creator's linked person).
-
-    ``next_at`` is the next occurrence as a UTC instant (epoch seconds), None once the job is
-    finished. ``check`` is the JSON of a task's check (``bot.schedules.checks``), if any."""
-
-    id: int
-    kind: JobKind
-    text: str
-    when: When
-    conversation: Conversation
-    creator: str  # the creator's user id on the conversation's platform
-    creator_name: str = ""
-    state: JobState = JobState.ACTIVE
-    next_at: int | None = None
-    reason: str = ""  # why it is paused or finished, when it was not its creator's doing
-    failures: int = 0  # failed runs in a row
-    prompt: str = "full"  # a task's system prompt: full | minimal
-    check: str | None = None
-    created_at: float = 0.0
-    others: tuple[str, ...] = ()  # the other people it was asked for (user ids): it runs with the least rights
-
-    @property
-    def people(self) -> tuple[str, ...]:
-        """Every user id the job acts for, its creator last."""
-        return (*self.others, self.creator)
-
-    @property
-    def person(self) -> str:
-        """Whom the job counts against (``bot.limits.limit_keys``): the linked person, else
-        ``platform:user_id``."""
-        c = self.conversation
-        return f"person:{c.person}" if c.person else f"{c.platform}:{self.creator}"
-
-    @property
-    def recurring(self) -> bool:
-        return self.when.kind is not RuleKind.AT
-
-
-@dataclass(frozen=True, slots=True)
-class Closing:
-    """How one occurrence of a job ended: ``outcome`` is sent | completed | silent | failed |
-    stopped | skipped | busy | limited | denied | missed."""
-
-    job_id: int
-    at: int
-    outcome: str
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome == "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """One occurrence to claim: it is ``at`` of ``job_id`` (whose ``next_at`` must still be
-    ``at``); the job moves on to ``next_at`` (None: it is done). ``answer``, for a reminder,
-    is stored in the claim's transaction and the occurrence is closed ``sent`` at once."""
-
-    job_id: int
-    at: int
-    next_at: int | None
-    late: int = 0  # seconds after ``at`` that it runs
-    answer: Answer | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Occurrence:
-    """A claimed occurrence that never closed (the process died while its task ran)."""
-
-    job: Job
-    at: int
-    late: int
-    claimed_at: float
-
-
-class JobStore(Protocol):
-    """Jobs: added (within a person's cap), read, listed, and changed by compare-and-set."""
-
-    async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
-        """Store a new job (its ``id`` is ignored) and return it with its id; None, and nothing
-        stored, when ``job.person`` has ``max_per_person`` active or paused jobs already."""
-        ...
-
-    async def job(self, job_id: int) -> Job | None: ...
-
-    async def jobs(self, *, person: str | None = None, platform: str | None = None, chat_id: str | None = None,
-                   states: Sequence[JobState] = (JobState.ACTIVE, JobState.PAUSED)) -> list[Job]:
-        """Jobs in ``states``, of one person and chat or of everyone, oldest first."""
-        ...
-
-    async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
-                         next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
-        """Move a job in one of ``expect`` to ``state`` (and ``next_at``, ``reason``; making an
-        inactive job active clears its failures), storing ``answer`` in the same transaction;
-        False, and nothing changed, when the job is not in one of ``expect``."""
-        ...
-
-
-class OccurrenceStore(Protocol):
-    """Occurrences: what is due, claimed before it runs, closed once."""
-
-    async def next_due(self) -> int | None:
-        """The earliest ``next_at`` of the active jobs."""
-        ...
-
-    async def due(self, until: int, limit: int) -> list[Job]:
-        """Active jobs with ``next_at <= until``, earliest first, at most ``limit``."""
-        ...
-
-    async def claim(self, claims: Sequence[Claim]) -> list[bool]:
-        """Claim occurrences in one transaction: for each, the job must be active with
-        ``next_at == at`` and the occurrence new; then the job moves to ``claim.next_at`` (done
-        when None) and the occurrence is recorded (with its answer, closed, for a reminder).
-        Whether each was claimed: a second claimer of the same occurrence gets False."""
-        ...
-
-    async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
-        """Close a running occurrence, storing ``answer`` in the same transaction (a failure adds
-        one to the job's failures in a row; completed, silent and skipped reset them); the job's
-        failures in a row, or None, and nothing stored, when the occurrence was not running
-        (closed already, by its turn for instance)."""
-        ...
-
-    async def unclosed(self) -> list[Occurrence]:
-        """Occurrences claimed and never closed, oldest first (after a crash)."""
-        ...
-
-
-class ZoneStore(Protocol):
-    async def zone(self, person: str) -> str | None:
-        """The IANA time zone ``person`` chose with /tz, if any."""
-        ...
-
-    async def set_zone(self, person: str, zone: str | None) -> None:
-        """Remember (None: forget) ``person``'s time zone."""
-        ...
-
-
-class ScheduleStore(JobStore, OccurrenceStore, ZoneStore, Protocol):
-    """What ``bot.schedules`` needs of the store: jobs, their occurrences, people's zones."""
-
-
-
-# -- the dashboard's reads and its audit trail -------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    """One session as the dashboard lists it."""
-
-    id: int
-    key: str
-    created_at: float
-    archived: bool  # replaced by a fresh session (/new); kept
-    last_activity: float  # its newest message, else its creation
-    title: str  # the start of its first user message (or of the message waiting for its first turn)
-    sender: str  # the name of the last person who wrote in it ("" when unknown)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    turns: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class LoggedMessage:
-    """A stored message of a session, compacted ones included (they are kept, marked)."""
-
-    id: int
-    run_id: str
-    message: Message
-    created_at: float
-    compacted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SessionLog:
-    """A session's newest messages (oldest first) and every summary that replaced some of them."""
-
-    session: SessionSummary
-    messages: list[LoggedMessage]
-    summaries: list[Summary]
-    earlier: int  # messages older than the first one here, left out
-
-
-@dataclass(frozen=True, slots=True)
-class DailyUsage:
-    """What one person's model calls cost on one UTC day (``day``: its 00:00, epoch seconds)."""
-
-    person: str
-    day: float
-    tokens: int
-    cost: float
-
-
-@dataclass(frozen=True, slots=True)
-class UsageReport:
-    days: list[DailyUsage]
-    names: dict[str, str]  # person -> the name they last wrote under, where one is known
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """Something that went wrong recently: a run that failed, or an answer given up."""
-
-    at: float
-    kind: str  # run | delivery
-    where: str  # the session key, or platform:chat_id
-    detail: str
-    run_id: str = ""
-
-
-class BrowseStore(Protocol):
-    """What the dashboard's pages read, beside ``traces`` and ``undelivered``."""
-
-    async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
-        """Sessions by last activity, newest first (sub-agents' left out); ``search`` matches the
-        session key, the last sender's name or any message's text (case-insensitive for ASCII)."""
-        ...
-
-    async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
-        """The session with its last ``limit`` messages and all its summaries; None when unknown."""
-        ...
-
-    async def trace(self, run_id: str) -> TraceRecord | None:
-        """One run's trace with its spans."""
-        ...
-
-    async def daily_usage(self, since: float) -> UsageReport:
-        """Tokens and cost charged per person and UTC day since ``since`` (epoch seconds)."""
-        ...
-
-    async def failures(self, limit: int = 20) -> list[Failure]:
-        """The newest failed runs and given-up answers, newest first."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    """One thing done from the dashboard (or tried and refused), and who did it."""
-
-    at: float
-    user: str
-    role: str
-    action: str  # login | logout | stop | approve | deny | pause | cancel ...
-    target: str  # what it was done to: a run id, a pairing code's sender, a job id
-    outcome: str  # done | refused: ... | not found | failed
-    address: str = ""  # where the request came from
-
-
-class AuditStore(Protocol):
-    async def record_action(self, entry: AuditEntry) -> None: ...
-
-    async def actions(self, limit: int = 50) -> list[AuditEntry]:
-        """The newest entries first."""
-        ...
-
 
 class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ScheduleStore, ModelStore,
                BrowseStore, AuditStore, StepStore, Protocol):

@@ -1,0 +1,135 @@
+"""The dashboard's two ports: ``BrowseStore`` (what its pages read: sessions, their logs, usage
+by day, failures) and ``AuditStore`` (who did what from it), and ``Summary`` (a compaction,
+which a session's log shows beside its messages); ``bot.store.base`` re-exports these names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.llm import Message
+from bot.tracing import TraceRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A compaction: ``text`` stands for the session's messages up to ``through_id``."""
+
+    text: str
+    through_id: int
+    messages: int  # how many messages it replaced (the previous summary's included)
+    tokens_before: int  # the history's tokens before and after
+    tokens_after: int
+    run_id: str = ""
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One session as the dashboard lists it."""
+
+    id: int
+    key: str
+    created_at: float
+    archived: bool  # replaced by a fresh session (/new); kept
+    last_activity: float  # its newest message, else its creation
+    title: str  # the start of its first user message (or of the message waiting for its first turn)
+    sender: str  # the name of the last person who wrote in it ("" when unknown)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    turns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMessage:
+    """A stored message of a session, compacted ones included (they are kept, marked)."""
+
+    id: int
+    run_id: str
+    message: Message
+    created_at: float
+    compacted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLog:
+    """A session's newest messages (oldest first) and every summary that replaced some of them."""
+
+    session: SessionSummary
+    messages: list[LoggedMessage]
+    summaries: list[Summary]
+    earlier: int  # messages older than the first one here, left out
+
+
+@dataclass(frozen=True, slots=True)
+class DailyUsage:
+    """What one person's model calls cost on one UTC day (``day``: its 00:00, epoch seconds)."""
+
+    person: str
+    day: float
+    tokens: int
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    days: list[DailyUsage]
+    names: dict[str, str]  # person -> the name they last wrote under, where one is known
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Something that went wrong recently: a run that failed, or an answer given up."""
+
+    at: float
+    kind: str  # run | delivery
+    where: str  # the session key, or platform:chat_id
+    detail: str
+    run_id: str = ""
+
+
+class BrowseStore(Protocol):
+    """What the dashboard's pages read, beside ``traces`` and ``undelivered``."""
+
+    async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
+        """Sessions by last activity, newest first (sub-agents' left out); ``search`` matches the
+        session key, the last sender's name or any message's text (case-insensitive for ASCII)."""
+        ...
+
+    async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
+        """The session with its last ``limit`` messages and all its summaries; None when unknown."""
+        ...
+
+    async def trace(self, run_id: str) -> TraceRecord | None:
+        """One run's trace with its spans."""
+        ...
+
+    async def daily_usage(self, since: float) -> UsageReport:
+        """Tokens and cost charged per person and UTC day since ``since`` (epoch seconds)."""
+        ...
+
+    async def failures(self, limit: int = 20) -> list[Failure]:
+        """The newest failed runs and given-up answers, newest first."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One thing done from the dashboard (or tried and refused), and who did it."""
+
+    at: float
+    user: str
+    role: str
+    action: str  # login | logout | stop | approve | deny | pause | cancel ...
+    target: str  # what it was done to: a run id, a pairing code's sender, a job id
+    outcome: str  # done | refused: ... | not found | failed
+    address: str = ""  # where the request came from
+
+
+class AuditStore(Protocol):
+    async def record_action(self, entry: AuditEntry) -> None: ...
+
+    async def actions(self, limit: int = 50) -> list[AuditEntry]:
+        """The newest entries first."""
+        ...
