@@ -15,12 +15,13 @@ from bot.store.operations import Operations
 from bot.store.pg import PostgresStore
 from bot.store.sqlite import SQLiteStore, drive
 
-LIFECYCLE = {"open", "close"}  # a driver's own: it opens its database its way
+LIFECYCLE = {"open", "close", "apply_steps"}  # a driver's own: it opens (and backs up, SQLite) its database its way
 
 
 def operations() -> set[str]:
     """Every method of the store's ports (``AppStore`` and the Protocols it is made of)."""
-    return {name for cls in base.AppStore.__mro__ if cls.__module__ == base.__name__ and cls is not base.AppStore
+    ports = (base.__name__, "bot.store.jobs", "bot.store.reports", "bot.store.schema_steps")
+    return {name for cls in base.AppStore.__mro__ if cls.__module__ in ports and cls is not base.AppStore
             for name, member in vars(cls).items() if not name.startswith("_") and inspect.isfunction(member)}
 
 
