@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from adapters.discord.config import DiscordConfig, problems
+from adapters.discord.setup import SETUP
 from bot.channels import Channel, ChannelSpec
 
 HINTS = (
@@ -20,4 +21,4 @@ def build(config: DiscordConfig) -> Channel:
     return DiscordChannel(config)
 
 
-SPEC = ChannelSpec("discord", DiscordConfig, build, hints=HINTS, display="Discord", check=problems)
+SPEC = ChannelSpec("discord", DiscordConfig, build, hints=HINTS, display="Discord", check=problems, setup=SETUP)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from adapters.slack.config import SlackConfig, check
+from adapters.slack.setup import SETUP
 from bot.channels import ChannelSpec
 
 if TYPE_CHECKING:
@@ -25,4 +26,4 @@ def build(config: SlackConfig) -> SlackChannel:
     return SlackChannel(config, SLACK)
 
 
-SPEC = ChannelSpec("slack", SlackConfig, build, hints=HINTS, display="Slack", check=check)
+SPEC = ChannelSpec("slack", SlackConfig, build, hints=HINTS, display="Slack", check=check, setup=SETUP)

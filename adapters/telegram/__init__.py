@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from adapters.telegram.config import TelegramConfig
+from adapters.telegram.setup import SETUP
 from bot.channels import Channel, ChannelSpec
 
 HINTS = ("Telegram shows a Markdown subset: **bold**, _italic_, `code`, code blocks and links. "
@@ -15,4 +16,4 @@ def build(config: TelegramConfig) -> Channel:
     return TelegramChannel(config)
 
 
-SPEC = ChannelSpec("telegram", TelegramConfig, build, hints=HINTS, display="Telegram")
+SPEC = ChannelSpec("telegram", TelegramConfig, build, hints=HINTS, display="Telegram", setup=SETUP)
