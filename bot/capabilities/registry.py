@@ -18,6 +18,7 @@ BUILTIN: dict[str, str] = {
     "schedules": "bot.schedules.capability:SPEC",
     "media": "bot.media.capability:SPEC",
     "dashboard": "bot.dashboard.capability:SPEC",  # after those whose panels it shows
+    "setup": "bot.setup.capability:SPEC",  # `chatgate init`; never enabled
 }
 
 
