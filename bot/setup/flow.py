@@ -31,7 +31,9 @@ def next_steps(config: Answers, path: Path) -> list[str]:
     shown = str(path)
     if not config.platforms:
         return [f"Next: chatgate chat -c {shown}     (the assistant in this terminal)"]
-    where = ", ".join(p.name for p in config.platforms)
+    from bot.channels import registry
+
+    where = ", ".join(registry.spec(p.name).display or p.name for p in config.platforms)
     lines = [f"Next: chatgate run -c {shown}     (then message the bot on {where})"]
     for p in config.platforms:
         if not p.owners:
@@ -76,8 +78,7 @@ def _provider(term: Terminal, env: Mapping[str, str]) -> tuple[str, str, str, st
     if env.get(key_var) and term.yes(f"Use the key in {key_var} from the environment?", True):
         key = env[key_var]
     else:
-        key = term.secret(f"{shown if choice != 3 else 'The server'}'s API key"
-                          + (" (any text if it needs none)" if choice == 3 else ""))
+        key = term.secret(f"{shown}'s API key" if choice != 3 else "The server's API key, any text if it needs none")
     while True:
         term.say("  checking with one short request ...")
         try:
