@@ -12,7 +12,7 @@ COPY adapters ./adapters
 COPY workspaces/templates ./workspaces/templates
 # bubblewrap: the sandbox of the exec tool (tools.exec.sandbox: bwrap). It needs user
 # namespaces: run the container with --security-opt seccomp=unconfined (and, on hosts
-# with AppArmor, --security-opt apparmor=unconfined); see the README.
+# with AppArmor, --security-opt apparmor=unconfined); see docs/operations.md.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends bubblewrap \
     && rm -rf /var/lib/apt/lists/*
@@ -28,4 +28,8 @@ WORKDIR /srv/chatgate
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:9464/healthz', timeout=4).status != 200)"]
 VOLUME ["/srv/chatgate/data", "/srv/chatgate/workspaces"]
+# HEALTHCHECK: the operations work (bot/ops) adds one here on /healthz, e.g.
+#   HEALTHCHECK --interval=30s --timeout=5s CMD ["python", "-c", "...GET http://127.0.0.1:<port>/healthz..."]
+# Secrets: pass them as environment variables, or mount the .env of `chatgate init` beside the
+# config (/config/.env, readable by uid 10001): chatgate reads it at start.
 CMD ["chatgate", "run", "-c", "/config/config.yaml"]

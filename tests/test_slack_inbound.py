@@ -241,7 +241,7 @@ def test_commands_of_their_own_skip_the_names_slack_keeps() -> None:
 
 
 def readme_manifest() -> dict[str, object]:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "platforms" / "slack.md").read_text()
     [block] = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if "slash_commands:" in b]
     return yaml.safe_load(block)
 

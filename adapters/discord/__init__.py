@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from adapters.discord.config import DiscordConfig, problems
 from adapters.discord.doctor import doctor
+from adapters.discord.setup import SETUP
 from bot.channels import Channel, ChannelSpec
 
 HINTS = (
@@ -21,4 +22,4 @@ def build(config: DiscordConfig) -> Channel:
     return DiscordChannel(config)
 
 
-SPEC = ChannelSpec("discord", DiscordConfig, build, hints=HINTS, display="Discord", check=problems, doctor=doctor)
+SPEC = ChannelSpec("discord", DiscordConfig, build, hints=HINTS, display="Discord", check=problems, doctor=doctor, setup=SETUP)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from adapters.slack.config import SlackConfig, check
 from adapters.slack.doctor import doctor
+from adapters.slack.setup import SETUP
 from bot.channels import ChannelSpec
 
 if TYPE_CHECKING:
@@ -26,4 +27,4 @@ def build(config: SlackConfig) -> SlackChannel:
     return SlackChannel(config, SLACK)
 
 
-SPEC = ChannelSpec("slack", SlackConfig, build, hints=HINTS, display="Slack", check=check, doctor=doctor)
+SPEC = ChannelSpec("slack", SlackConfig, build, hints=HINTS, display="Slack", check=check, doctor=doctor, setup=SETUP)

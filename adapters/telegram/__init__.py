@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapters.telegram.config import TelegramConfig
 from adapters.telegram.doctor import doctor
+from adapters.telegram.setup import SETUP
 from bot.channels import Channel, ChannelSpec
 
 HINTS = ("Telegram shows a Markdown subset: **bold**, _italic_, `code`, code blocks and links. "
@@ -16,4 +17,4 @@ def build(config: TelegramConfig) -> Channel:
     return TelegramChannel(config)
 
 
-SPEC = ChannelSpec("telegram", TelegramConfig, build, hints=HINTS, display="Telegram", doctor=doctor)
+SPEC = ChannelSpec("telegram", TelegramConfig, build, hints=HINTS, display="Telegram", doctor=doctor, setup=SETUP)

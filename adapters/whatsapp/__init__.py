@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from adapters.whatsapp.config import WhatsAppConfig, check
+from adapters.whatsapp.setup import SETUP
 from bot.channels import ChannelSpec
 
 if TYPE_CHECKING:
@@ -23,4 +24,4 @@ def build(config: WhatsAppConfig) -> WhatsAppChannel:
     return WhatsAppChannel(config)
 
 
-SPEC = ChannelSpec("whatsapp", WhatsAppConfig, build, hints=HINTS, display="WhatsApp", check=check)
+SPEC = ChannelSpec("whatsapp", WhatsAppConfig, build, hints=HINTS, display="WhatsApp", check=check, setup=SETUP)

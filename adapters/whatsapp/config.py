@@ -56,8 +56,8 @@ def _template(value: Any) -> Any:
 class Template(Section):
     """An approved message template with one body variable ({{1}}: the message's text)."""
 
-    name: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,512}$")]
-    language: str = "en"
+    name: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,512}$")]  # the approved template's name
+    language: str = "en"  # the language code it was approved in
 
 
 TemplateRef = Annotated[Template | None, BeforeValidator(_template)]

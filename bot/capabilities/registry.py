@@ -29,6 +29,7 @@ BUILTIN: dict[str, str] = {
     "usage": "bot.usage.capability:SPEC",
     "recall": "bot.recall.capability:SPEC",
     "dashboard": "bot.dashboard.capability:SPEC",  # after those whose panels it shows
+    "setup": "bot.setup.capability:SPEC",  # `chatgate init`; never enabled
 }
 
 

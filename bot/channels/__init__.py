@@ -14,8 +14,9 @@ the port imports neither.
   may run (a poller, a shard), held by lease
 - ``lifecycle``: the closed future, the failure that ended it and the owned tasks every
   channel keeps
-- ``spec`` and ``registry``: ``ChannelSpec`` and the channels by name; ``checks``: ``Check``, a line
-  of ``chatgate doctor`` (a platform's live checks)
+- ``spec`` and ``registry``: ``ChannelSpec`` (with ``ChannelSetup``, what ``chatgate init`` asks) and
+  the channels by name; ``checks``: ``Check``, a line of ``chatgate doctor`` (a platform's live
+  checks); ``probing``: the one HTTP request of such a live check (``http_json``)
 - the config building blocks a platform's ``channels.<name>`` model is made of (from
   ``bot.config.types``), the command menu (``bot.commands``), ``Backoff``
 """
@@ -54,7 +55,8 @@ from bot.channels.dialect import (
 from bot.channels.leases import SOLE, Held, Leases, SoleLeases, UsesLeases, while_held
 from bot.channels.lifecycle import Lifecycle
 from bot.channels.pacing import Pacer
-from bot.channels.spec import ChannelSpec
+from bot.channels.probing import http_json
+from bot.channels.spec import ChannelSetup, ChannelSpec
 from bot.commands import MENU as COMMAND_MENU
 from bot.commands import NAMES as COMMAND_NAMES
 from bot.config.types import (
@@ -79,6 +81,6 @@ __all__ = [
     "LiveDraft", "Measure", "Named", "Notes", "Outcome", "Pacer", "PlainDialect", "RecallsInbound", "Role", "Secret",
     "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
     "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "Windowed", "quote_lines",
-    "while_held",
+    "while_held", "ChannelSetup", "http_json",
     "secret", "text_atoms", "wrap",
 ]

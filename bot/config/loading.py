@@ -6,7 +6,9 @@ platforms' sections.
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded in string values of the parsed tree
 (``$${`` is a literal ``${``); each secret the file leaves out is read from its
-environment variable; duplicate keys and YAML tags are errors.
+environment variable; duplicate keys and YAML tags are errors. The variables come from the
+environment and, under it, from the ``.env`` file beside the config file (``bot.config.dotenv``;
+the working directory's without one): a variable set in the environment wins.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from bot.config import dotenv
 from bot.config.schema import CoreConfig, dotted, holds_secret, secrets
 from bot.config.types import Loc
 from bot.config.wording import describe_value, from_validation
@@ -150,6 +153,9 @@ def load(model: type[C], path: str | Path | None = None, env: Mapping[str, str] 
     env = os.environ if env is None else env
     used: dict[Loc, tuple[str, ...]] = {}
     from_file = path is not None or DEFAULT_PATH.is_file()
+    beside = Path(DEFAULT_PATH if path is None else path).parent if from_file else Path()
+    if found := dotenv.read(beside / ".env"):  # the environment wins over .env
+        env = {**found, **env}
     if from_file:
         shown = str(DEFAULT_PATH if path is None else path)
         raw = _read_yaml(Path(shown), shown)

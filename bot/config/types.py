@@ -119,8 +119,8 @@ ToolPattern = Annotated[str, AfterValidator(_tool_pattern)]  # a tool name, or a
 class ToolRulesConfig(Section):
     """Which tools are offered: ``allow`` absent means every tool, ``[]`` none; ``deny`` wins."""
 
-    allow: tuple[ToolPattern, ...] | None = None
-    deny: tuple[ToolPattern, ...] = ()
+    allow: tuple[ToolPattern, ...] | None = None  # only these tools (names or globs); null: every tool, []: none
+    deny: tuple[ToolPattern, ...] = ()  # never these (wins over allow)
 
 
 def _group_entry(value: Any) -> Any:
@@ -131,8 +131,8 @@ def _group_entry(value: Any) -> Any:
 class GroupConfig(Section):
     """One allowed group: its chat id (``"*"``: every group) and its own tool rules."""
 
-    id: PlatformId
-    tools: ToolRulesConfig = ToolRulesConfig()
+    id: PlatformId  # the group's chat id on its platform; "*": every other group
+    tools: ToolRulesConfig = ToolRulesConfig()  # its own tool rules, narrowing tools.allow/deny
 
     def __repr__(self) -> str:
         return repr(self.id) if self.tools == ToolRulesConfig() else f"{self.id!r} (tools {self.tools!r})"

@@ -92,8 +92,8 @@ class McpToolRules(Section):
     """Which of the server's tools are offered, by the server's own tool names: ``allow``
     absent means all, ``[]`` none; ``deny`` wins."""
 
-    allow: tuple[ToolGlob, ...] | None = None
-    deny: tuple[ToolGlob, ...] = ()
+    allow: tuple[ToolGlob, ...] | None = None  # only these of its tools (names or globs); null: all, []: none
+    deny: tuple[ToolGlob, ...] = ()  # never these (wins over allow)
 
 
 class McpServerConfig(Section):

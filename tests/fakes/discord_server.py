@@ -179,6 +179,7 @@ class FakeDiscord:
                  heartbeat_ms: int = 41250, refuse_intents: int = 0) -> None:
         self.token, self.bot_id, self.username = token, bot_id, username
         self.app_id = bot_id
+        self.app_flags: int | None = None  # the application's flags (1 << 18: Message Content on); None: from refuse_intents
         self.host, self.port = host, port
         self.heartbeat_ms = heartbeat_ms
         self.refuse_intents = refuse_intents  # intent bits the portal has not enabled (close 4014)
@@ -611,7 +612,8 @@ class FakeDiscord:
         return self._json({
             "id": str(self.app_id), "name": self.username, "icon": None, "description": "", "bot_public": True,
             "bot_require_code_grant": False, "owner": self.user(1, "owner"), "verify_key": "00" * 32,
-            "flags": 0 if self.refuse_intents & MESSAGE_CONTENT else APP_MESSAGE_CONTENT,
+            "flags": self.app_flags if self.app_flags is not None else
+            0 if self.refuse_intents & MESSAGE_CONTENT else APP_MESSAGE_CONTENT,
             "team": None, "summary": ""})
 
     async def _get_gateway(self, request: web.Request) -> web.Response:
