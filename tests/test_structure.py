@@ -34,7 +34,7 @@ MIGRATION_DATA = frozenset({"bot/store/migrations.py", "bot/store/pg/schema.py"}
 # Over the module budget today, each with what will split it (issue 33, not done yet).
 # Remove a line when its module is split (test_the_allow_lists_name_only_what_they_excuse says when).
 BEING_SPLIT = {
-    "bot/intake.py": "issue 33 item 1: voice notes heard before the lane move to the media capability",
+
 }
 # Import circles nobody may fix where they are found, by name, with who removes them. None today.
 KNOWN_CIRCLES: dict[tuple[str, ...], str] = {}

@@ -38,8 +38,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
@@ -47,56 +47,32 @@ from bot import observe
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.capabilities.spec import Answers, DecidesHere, Presses, Reminds, StatusLines
-from bot.channels import Channel, Named, SendFailed, spelling
-from bot.commands import CommandCall, Reply, by_name, command_names, parse_command, status_text
-from bot.conversation import ChannelInfo, Conversation, conversation_for, person_of
+from bot.channels import Channel, SendFailed, spelling
+from bot.commands import CommandCall, Reply, by_name, parse_command, status_text
+from bot.conversation import Conversation, conversation_for, person_of
+from bot.intake.hearing import HearingStage
+from bot.intake.item import IntakeSettings, Item
 from bot.limits import PersonLimits, budget_line, limit_keys
-from bot.messages import Answer, Attachment, ChatType, InboundMessage, Target
+from bot.messages import Answer, ChatType, InboundMessage
 from bot.observe import Signal
-from bot.outbound.progress import Progress
 from bot.peers import Peers, Stopped
 from bot.routing.spec import model_line
-from bot.session_keys import DmScope, GroupScope
-from bot.stages import Heard, Hearing
+from bot.stages import Hearing
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
-from bot.text.naming import addresses, spoken_command
 from bot.turns import BUSY, Turns, TurnStore
-from bot.workspace import OutsideWorkspaceError, Workspaces, read_inside, save_upload
+from bot.workspace import OutsideWorkspaceError, Workspaces, save_upload
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 UNSAVED = ("Sorry, I could not save your file: inbox/ in your workspace is a link that leads outside it. "
            "Remove that link and send the file again.")
-MAX_OUTSTANDING = 256  # inbound messages stored but not yet decided, every session together
 MAX_DOWNLOADS = 8  # files fetched at once (each session fetches its own in order)
 PRUNE_EVERY = 3600.0  # seconds between two prunings of stored group context
 
 
-@dataclass(frozen=True, slots=True)
-class IntakeSettings:
-    agent_id: str
-    dm_scope: DmScope = "per-user"
-    identity_links: Mapping[str, Sequence[str]] | None = None
-    group_scope: GroupScope = "per-group"  # per-user: a session per member in groups
-    channel_info: Mapping[str, ChannelInfo] | None = None  # platform -> what its channel shows the prompt
-    recover_max_age: float = 600.0
-    max_download: Mapping[str, int] | None = None  # platform -> bytes
-    context_retention: float = 7 * 86400.0  # seconds a group message kept only as context stays stored
-    max_outstanding: int = MAX_OUTSTANDING
-
-
-@dataclass(slots=True)
-class _Item:
-    msg: InboundMessage
-    conversation: Conversation
-    inbound_id: int
-    received: float
-    recovered: bool = False
-
-
-class Intake:
+class Intake(HearingStage):
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
@@ -155,7 +131,7 @@ class Intake:
             self._early.add(inbound_id)
         elif inbound_id in self._recovered:  # stored just before recover() read it: recover() has it
             return
-        await self._enqueue(_Item(msg, conversation, inbound_id, time.time()))
+        await self._enqueue(Item(msg, conversation, inbound_id, time.time()))
 
     async def recover(self) -> None:
         """Start-up: first deliver what is owed, then decide again what was never answered;
@@ -174,14 +150,14 @@ class Intake:
             if record.message.platform not in self._channels or record.id in early:
                 continue
             log.info("recovering unanswered message session=%s inbound=%s", record.session_key, record.id)
-            await self._enqueue(_Item(record.message, self.conversation(record.message), record.id,
+            await self._enqueue(Item(record.message, self.conversation(record.message), record.id,
                                       record.received_at, recovered=True))
 
     async def aclose(self) -> None:
         """Stop the intake's own tasks (the lanes are the turn runner's: it closes them)."""
         await self._tasks.stop()
 
-    def _at_once(self, item: _Item) -> Callable[[_Item], Awaitable[None]] | None:
+    def _at_once(self, item: Item) -> Callable[[Item], Awaitable[None]] | None:
         """How a press (an approval's, the model picker's) or an urgent command is answered: at
         once, by the instance that received it, never in a lane; None for everything else."""
         for answers in self._answers:  # an approval's card: a run waits for it
@@ -195,7 +171,7 @@ class Intake:
             return self._urgent  # never behind the lane
         return None
 
-    async def _enqueue(self, item: _Item, *, claimed: bool = False) -> None:
+    async def _enqueue(self, item: Item, *, claimed: bool = False) -> None:
         if (answer := self._at_once(item)) is not None:
             self._tasks.spawn(answer(item), f"at once {item.inbound_id}")
             return
@@ -209,7 +185,7 @@ class Intake:
             if not mine:  # another instance runs the session (it was told), or took this message already
                 self._room.release()
                 return
-        heard: asyncio.Future[_Item | None] | None = None
+        heard: asyncio.Future[Item | None] | None = None
         if self._listener is not None and self._listener.wants(item.msg):  # heard now, decided in its turn
             heard = self._tasks.spawn(self._process(item, self._hear), f"hearing {item.inbound_id}")
         if not self._turns.decide(item.conversation, lambda: self._step(item, heard)):
@@ -220,7 +196,7 @@ class Intake:
                         item.msg.message_id)
             self._tasks.spawn(self._turns.outbox.notice(item.msg, BUSY, (item.inbound_id,), "busy"), "busy notice")
 
-    async def _step(self, item: _Item, heard: asyncio.Future[_Item | None] | None) -> None:
+    async def _step(self, item: Item, heard: asyncio.Future[Item | None] | None) -> None:
         try:
             if heard is None:
                 await self._process(item, self._decide)
@@ -232,7 +208,7 @@ class Intake:
     # -- the cluster's Host (bot.peers) --------------------------------------------------
 
     async def take(self, record: InboundRecord) -> None:
-        item = _Item(record.message, self.conversation(record.message), record.id, record.received_at,
+        item = Item(record.message, self.conversation(record.message), record.id, record.received_at,
                      recovered=True)
         if self._at_once(item) is not None:  # its own instance answers it; one that died left it moot
             await self._store.mark_answered((record.id,))
@@ -261,7 +237,7 @@ class Intake:
 
     # -- deciding ----------------------------------------------------------------------
 
-    async def _urgent(self, item: _Item) -> None:
+    async def _urgent(self, item: Item) -> None:
         try:
             if await self._allowed(item):
                 await self._command(item)
@@ -269,7 +245,7 @@ class Intake:
             log.exception("command %s failed session=%s", item.inbound_id, item.conversation.session_key)
             await self._turns.outbox.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
 
-    async def _press(self, answers: Answers, item: _Item) -> None:
+    async def _press(self, answers: Answers, item: Item) -> None:
         """A card's button pressed: never a message for the model; answered by the press's own
         reply (who may press, its capability decides)."""
         try:
@@ -277,7 +253,7 @@ class Intake:
         finally:
             await self._store.mark_answered((item.inbound_id,))
 
-    async def _claimed(self, capability: Presses, item: _Item) -> None:
+    async def _claimed(self, capability: Presses, item: Item) -> None:
         """A capability's button (a model picker's): its press, if the presser passes access;
         never a message for the model."""
         try:
@@ -286,7 +262,7 @@ class Intake:
         finally:
             await self._store.mark_answered((item.inbound_id,))
 
-    async def _process(self, item: _Item, stage: Callable[[_Item], Awaitable[T]]) -> T | None:
+    async def _process(self, item: Item, stage: Callable[[Item], Awaitable[T]]) -> T | None:
         try:
             return await stage(item)
         except asyncio.CancelledError:
@@ -297,7 +273,7 @@ class Intake:
             await self._turns.outbox.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
             return None
 
-    async def _decide(self, item: _Item) -> None:
+    async def _decide(self, item: Item) -> None:
         msg = item.msg
         if not await self._allowed(item):
             return
@@ -313,7 +289,7 @@ class Intake:
                 if (reminder := reminds.remind(item.conversation.session_key, self.spelling_for(msg.platform))):
                     await self._turns.outbox.notice(msg, reminder, (), "remind")
 
-    async def _late(self, item: _Item) -> bool:
+    async def _late(self, item: Item) -> bool:
         """A recovered message past ``recover_max_age``: the person is asked to send it again."""
         if not item.recovered or time.time() - item.received <= self._settings.recover_max_age:
             return False
@@ -322,7 +298,7 @@ class Intake:
                                            f" (“{preview}”). Please send it again.", (item.inbound_id,), "late")
         return True
 
-    async def _allowed(self, item: _Item) -> bool:
+    async def _allowed(self, item: Item) -> bool:
         msg, inbound_id = item.msg, item.inbound_id
         decision = await self._access.check(msg)
         if decision.action is Action.RUN:
@@ -355,7 +331,7 @@ class Intake:
             await self._store.mark_answered((inbound_id,))
         return False
 
-    async def _fetch(self, item: _Item, downloaded: Mapping[int, bytes] | None = None) -> InboundMessage | None:
+    async def _fetch(self, item: Item, downloaded: Mapping[int, bytes] | None = None) -> InboundMessage | None:
         """The message with its files saved in the workspace's inbox (``downloaded``: bytes already
         downloaded, by ``id`` of their attachment); None when it was refused (too big, or the
         platform would not give the file), with a notice."""
@@ -391,115 +367,9 @@ class Intake:
         await self._store.update_inbound(inbound_id, fetched)
         return fetched
 
-    # -- hearing: voice notes and audio files, transcribed outside the lane ---------------
-
-    async def _hear(self, item: _Item) -> _Item | None:
-        """Access, limits, the fetch and the transcript; a spoken urgent command runs here and
-        now. The message as the lane is to decide it (its text the transcript), or None when
-        it was answered (or kept as context) already."""
-        assert self._listener is not None
-        fetched: dict[int, bytes] = {}
-        if self._listener.may_address(item.msg):
-            addressed = await self._access.check(replace(item.msg, addressed=True))
-            if addressed.action is Action.RUN:  # an allowed group, only the mention missing
-                spoken = await self._spoken_to(item, fetched)
-                if spoken is None:
-                    return None
-                item = spoken
-        if not await self._allowed(item) or not await self._within_limits(item.msg, item.inbound_id) \
-                or await self._late(item):
-            return None
-        if not fetched and (refusal := await self._listener.refuse_early(item.msg, self._payers(item.msg))):
-            await self._turns.outbox.notice(item.msg, refusal, (item.inbound_id,), "unheard", failed=True)
-            return None
-        msg = await self._fetch(item, fetched)
-        if msg is None:
-            return None
-        item = replace(item, msg=msg)
-        heard = await self._transcribe(item)
-        if heard is None:
-            return None
-        await self._store.update_inbound(heard.inbound_id, heard.msg)  # a recovered message is not heard twice
-        command = parse_command(heard.msg.text)
-        if command is not None and by_name(command.name).urgent:
-            await self._command(heard)
-            return None
-        return heard
-
-    async def _decide_heard(self, item: _Item) -> None:
-        """The lane's part of a heard message: a command in its turn, else its run."""
-        if parse_command(item.msg.text) is not None:
-            await self._command(item)
-        else:
-            self._turns.submit(item.conversation, item.msg, item.inbound_id)
-
-    async def _spoken_to(self, item: _Item, fetched: dict[int, bytes]) -> _Item | None:
-        """A group voice note without a caption: downloaded and heard (nothing saved yet); the
-        message addressed when its transcript names the bot, else kept as context with it."""
-        assert self._listener is not None
-        msg = item.msg
-        channel = self._channels[msg.platform]
-        limit = min(self._listener.max_bytes,
-                    (self._settings.max_download or {}).get(msg.platform, 20 * 1024 * 1024))
-        heard: list[Attachment] = []
-        for att in msg.attachments:
-            if att.audible and att.transcript is None and self._listener.too_big(att) is None:
-                try:
-                    data = await channel.fetch(att, limit)
-                except SendFailed as exc:
-                    log.info("voice note of inbound %s not fetched: %s", item.inbound_id, exc)
-                    continue
-                result = await self._listener.hear(att, data, self._payers(msg))
-                att = replace(att, transcript=result.text if result.refusal is None else "")
-                fetched[id(att)] = data
-            heard.append(att)
-        said = _said(heard)
-        names = channel.names() if isinstance(channel, Named) else ()
-        if said and addresses(said, names):
-            return replace(item, msg=replace(msg, addressed=True, attachments=tuple(heard)))
-        self._context.remember(replace(msg, text=said, attachments=tuple(heard)))
-        await self._store.keep_as_context(item.inbound_id)
-        return None
-
-    async def _transcribe(self, item: _Item) -> _Item | None:
-        """Each saved voice note or audio file of the message heard, "typing…" meanwhile; its
-        text the transcript (a spoken command as typed), or None after the one sentence."""
-        assert self._listener is not None
-        msg = item.msg
-        channel = self._channels[msg.platform]
-        workspace = await self._workspaces.prepare(item.conversation)
-        heard = list(msg.attachments)
-        async with Progress(channel, Target.of(msg)):
-            for i, att in enumerate(heard):
-                if not att.audible or att.transcript is not None or att.path is None:
-                    continue
-                try:
-                    data = await asyncio.to_thread(read_inside, workspace, att.path, self._listener.max_bytes)
-                    result = await self._listener.hear(att, data, self._payers(msg))
-                except ValueError:  # bigger than the platform said
-                    result = Heard(refusal=self._listener.too_big(replace(att, size=self._listener.max_bytes + 1)))
-                if result.refusal is not None:
-                    await self._turns.outbox.notice(msg, result.refusal, (item.inbound_id,), "unheard", failed=True)
-                    return None
-                heard[i] = replace(att, transcript=result.text)
-        said = _said(heard)
-        if not said:  # nothing to say (heard before, as context): one sentence, never an empty turn
-            await self._turns.outbox.notice(msg, self._listener.nothing_heard, (item.inbound_id,), "unheard",
-                                            failed=True)
-            return None
-        if (echo := self._listener.echo(said)) is not None:
-            await self._turns.outbox.notice(msg, echo, (), "heard")
-        caption = msg.text.strip()
-        text = f"{caption}\n\n{said}" if caption else spoken_command(said, command_names()) or said
-        return replace(item, msg=replace(msg, text=text, attachments=tuple(heard)))
-
-    def _payers(self, msg: InboundMessage) -> tuple[str, ...]:
-        """Whose minutes a message's audio counts against: none for an owner."""
-        return () if self._access.is_owner(msg) else self.limit_keys(msg)
-
     # -- commands: the table in bot.commands; this is its CommandHost --------------------
 
-    async def _command(self, item: _Item) -> None:
+    async def _command(self, item: Item) -> None:
         command = parse_command(item.msg.text)
         assert command is not None
         spec = by_name(command.name)
@@ -567,8 +437,3 @@ class Intake:
             except Exception:  # a busy or full disk: try again at the next round
                 log.exception("pruning stored group context failed")
             await asyncio.sleep(PRUNE_EVERY)
-
-
-def _said(attachments: Sequence[Attachment]) -> str:
-    """What the message's voice notes and audio files say, together."""
-    return "\n\n".join(a.transcript for a in attachments if a.audible and a.transcript)
