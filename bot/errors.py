@@ -3,6 +3,9 @@
 ChatgateError
 ├── ConfigError            a bad or missing config value; names the dotted key and the fix
 ├── ChannelError           a channel cannot go on (bad token, another instance polling)
+├── SendFailed             one send did not land (``bot.channels``): retried by delivery, or given up
+├── TransientError         one attempt at a model failed, another may not (``bot.providers``): never
+│                          leaves the retry loop
 ├── StoreError             the database cannot be used
 │   ├── StoreCorruptError  the file is not a usable SQLite database
 │   └── SchemaTooNewError  the file was written by a newer chatgate

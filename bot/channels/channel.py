@@ -20,6 +20,7 @@ from typing import Protocol
 
 from bot.channels.dialect import Dialect
 from bot.config.types import Streaming
+from bot.errors import ChatgateError
 from bot.messages import Attachment, InboundMessage, Target
 
 
@@ -55,7 +56,7 @@ class Status(StrEnum):
     SILENT = "silent"  # NO_REPLY: leave no trace
 
 
-class SendFailed(Exception):
+class SendFailed(ChatgateError):
     """One send did not land. ``permanent`` sends are never retried (the chat is gone, the
     bot was blocked, the request is malformed); others are retried by delivery, after
     ``retry_after`` seconds when the platform said so."""

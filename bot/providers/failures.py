@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC
 
 from bot.errors import (
+    ChatgateError,
     ContextTooLongError,
     ProviderAuthError,
     ProviderError,
@@ -40,7 +41,7 @@ _NOT_FOUND_MESSAGE = (
 )
 
 
-class TransientError(Exception):
+class TransientError(ChatgateError):
     """One attempt failed in a way another attempt may fix. Never leaves the retry loop."""
 
     def __init__(
