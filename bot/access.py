@@ -1,6 +1,6 @@
 """Who may talk to the bot: DM and group policies, pairing, owners, the bot-loop guard.
 
-``Access.check(msg)`` turns one inbound message into a ``Decision`` (DESIGN section 5):
+``Access.check(msg)`` turns one inbound message into a ``Verdict`` (DESIGN section 5):
 
 - **DMs** follow the platform's ``dm_policy``. ``disabled``: ignored. ``open``: run.
   ``allowlist`` (the default): run when the sender is in ``allow_from`` or ``owners`` or
@@ -66,7 +66,7 @@ class Action(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Verdict:
     action: Action
     reply: str | None = None  # the text to send for PAIR and REFUSE
     reason: str = ""  # for logs
@@ -121,13 +121,13 @@ class Access:
             return True
         return await self._store.is_approved(platform, user_id)
 
-    async def check(self, msg: InboundMessage) -> Decision:
+    async def check(self, msg: InboundMessage) -> Verdict:
         now = self._clock()
         sender = (msg.platform, msg.chat_id, msg.sender.id)  # a bot is counted per chat it talks in
         if msg.sender.id in self._bot_ids.get(msg.platform, ()):
-            decision = Decision(Action.IGNORE, reason="own message")
+            decision = Verdict(Action.IGNORE, reason="own message")
         elif msg.sender.is_bot and self._bot_cooling(sender, now):
-            decision = Decision(Action.IGNORE, reason="bot in cooldown")
+            decision = Verdict(Action.IGNORE, reason="bot in cooldown")
         else:
             policy = self._policies.get(msg.platform, _LOCAL)
             if msg.chat_type is ChatType.DM:
@@ -142,17 +142,17 @@ class Access:
 
     # -- DMs ---------------------------------------------------------------------------
 
-    async def _dm(self, msg: InboundMessage, policy: AccessConfig, now: float) -> Decision:
+    async def _dm(self, msg: InboundMessage, policy: AccessConfig, now: float) -> Verdict:
         mode = policy.dm_policy
         if mode == "disabled":
-            return Decision(Action.IGNORE, reason="dm disabled")
+            return Verdict(Action.IGNORE, reason="dm disabled")
         if mode == "open":
-            return Decision(Action.RUN, reason="dm open")
+            return Verdict(Action.RUN, reason="dm open")
         uid = msg.sender.id
         if uid in policy.allow_from or uid in policy.owners:
-            return Decision(Action.RUN, reason=f"dm {mode}: listed")
+            return Verdict(Action.RUN, reason=f"dm {mode}: listed")
         if await self._store.is_approved(msg.platform, uid):
-            return Decision(Action.RUN, reason=f"dm {mode}: approved by pairing")
+            return Verdict(Action.RUN, reason=f"dm {mode}: approved by pairing")
         if mode == "allowlist":
             text = (f"Sorry, I only talk to people on my allowlist. "
                     f"Your {msg.platform} id is {uid} — ask the owner to add it.")  # fmt: skip
@@ -167,20 +167,20 @@ class Access:
         told_before = self._noticed.get((msg.platform, uid), (0.0, ""))[1]
         reply = pairing_reply(code.code, code.expires_at - now, replaces=bool(told_before) and told_before != code.code)
         told = self._notice(msg, now, reply, "dm pairing: code issued", code=code.code)
-        return Decision(Action.PAIR, told.reply, told.reason) if told.action is Action.REFUSE else told
+        return Verdict(Action.PAIR, told.reply, told.reason) if told.action is Action.REFUSE else told
 
-    def _notice(self, msg: InboundMessage, now: float, text: str, reason: str, *, code: str = "") -> Decision:
+    def _notice(self, msg: InboundMessage, now: float, text: str, reason: str, *, code: str = "") -> Verdict:
         """REFUSE with ``text``, unless this sender was told something within the hour; a pairing
         ``code`` they were not told yet is sent whenever (a code is never replaced silently)."""
         key = (msg.platform, msg.sender.id)
         last = self._noticed.get(key)
         if last is not None and now - last[0] < NOTICE_INTERVAL and (not code or code == last[1]):
-            return Decision(Action.IGNORE, reason=f"{reason} (already told)")
+            return Verdict(Action.IGNORE, reason=f"{reason} (already told)")
         if len(self._noticed) >= _PRUNE_AT:
             self._noticed = {k: t for k, t in self._noticed.items() if now - t[0] < NOTICE_INTERVAL}
         self._noticed[key] = (now, code)
         log.info("access %s: refused dm from %s, notice sent (%s)", msg.platform, msg.sender.id, reason)
-        return Decision(Action.REFUSE, text, reason)
+        return Verdict(Action.REFUSE, text, reason)
 
     # -- the bot-loop guard ------------------------------------------------------------
 
@@ -194,7 +194,7 @@ class Access:
         log.info("access %s: bot %s is heard again in chat %s after its cooldown", bot[0], bot[2], bot[1])
         return False
 
-    def _count_bot(self, bot: tuple[str, str, str], now: float, decision: Decision) -> Decision:
+    def _count_bot(self, bot: tuple[str, str, str], now: float, decision: Verdict) -> Verdict:
         window = self._bot_windows.get(bot)
         if window is None:
             if len(self._bot_windows) >= _PRUNE_AT:
@@ -207,7 +207,7 @@ class Access:
             self._bot_cooldowns[bot] = now + BOT_COOLDOWN
             log.warning("access %s: bot %s sent more than %d messages in %.0f s in chat %s; ignoring it there "
                         "for %.0f s", bot[0], bot[2], BOT_MAX_EXCHANGES, BOT_WINDOW, bot[1], BOT_COOLDOWN)  # fmt: skip
-            return Decision(Action.IGNORE, reason="bot loop guard")
+            return Verdict(Action.IGNORE, reason="bot loop guard")
         window.append(now)
         return decision
 
@@ -217,15 +217,15 @@ def _probe(platform: str, chat_id: str, chat_type: ChatType, user_id: str) -> In
     return InboundMessage(platform, "", chat_id, chat_type, Sender(user_id), "", "", addressed=True)
 
 
-def _group(msg: InboundMessage, policy: AccessConfig) -> Decision:
+def _group(msg: InboundMessage, policy: AccessConfig) -> Verdict:
     mode = policy.group_policy
     if mode == "disabled":
-        return Decision(Action.IGNORE, reason="groups disabled")
+        return Verdict(Action.IGNORE, reason="groups disabled")
     if mode == "allowlist" and policy.group(msg.chat_id) is None:
-        return Decision(Action.IGNORE, reason="group not allowed")
+        return Verdict(Action.IGNORE, reason="group not allowed")
     if policy.require_mention and not msg.addressed:
-        return Decision(Action.CONTEXT, reason=f"group {mode}: not addressed")
-    return Decision(Action.RUN, reason=f"group {mode}")
+        return Verdict(Action.CONTEXT, reason=f"group {mode}: not addressed")
+    return Verdict(Action.RUN, reason=f"group {mode}")
 
 
 # -- group context ------------------------------------------------------------------------

@@ -132,7 +132,7 @@ class App:
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
                       toolsets=toolsets, gate=gate, models=models, post_run=(title,))
         r = cfg.runs
-        limits = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
+        caps = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
         downloads = {name: cfg.max_download_bytes(name) for name in self.channels}
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for),
@@ -147,7 +147,7 @@ class App:
             cfg.tools, policies.get(conv.platform), platform=conv.platform, chat_type=conv.chat_type.value,
             chat_id=conv.chat_id, is_owner=owner)
         self.turns = Turns(
-            agent, self.store, self.events, self.channels, self.delivery, context, limits=limits,
+            agent, self.store, self.events, self.channels, self.delivery, context, caps=caps,
             is_owner=access.is_owner, keys=keys, person_limits=person_limits,
             policy=policy_of, peers=cluster)
         core = Core(cfg, self.store, self.channels, self.events, workspaces, access, person_limits, self.turns,

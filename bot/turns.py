@@ -68,7 +68,7 @@ class TurnStore(Store, AnswerStore, Protocol):
 
 class Turns:
     def __init__(self, agent: Agent, store: TurnStore, events: EventBus, channels: Mapping[str, Channel],
-                 delivery: Delivery, context: GroupContext, *, limits: RunCaps = RunCaps(),
+                 delivery: Delivery, context: GroupContext, *, caps: RunCaps = RunCaps(),
                  is_owner: Owner = lambda msg: False, keys: Keys | None = None,
                  policy: PolicyFor | None = None, person_limits: PersonLimits | None = None,
                  peers: Peers | None = None) -> None:
@@ -85,7 +85,7 @@ class Turns:
         self._limits = person_limits if person_limits is not None and person_limits.active else None
         self._voices: list[Speaking] = []  # what speaks answers too (bot.stages), speak_with
         self._peers = peers  # other instances (PostgreSQL): a session's lane may run on one of them
-        self.dispatcher = Dispatcher(self._execute, limits, on_queued=self._queued, on_discard=self._discarded,
+        self.dispatcher = Dispatcher(self._execute, caps, on_queued=self._queued, on_discard=self._discarded,
                                      on_idle=peers.idle if peers is not None else None)
         self._compacting: dict[str, asyncio.Future[Any]] = {}  # session key -> its post-run compaction
         self._footers: list[Footer] = []

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.access import Access, Action, Decision, GroupContext, access_policies, format_context
+from bot.access import Access, Action, Verdict, GroupContext, access_policies, format_context
 from bot.config import AccessConfig
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.settings import ChannelsConfig, Config
@@ -152,7 +152,7 @@ async def test_allowlist_notice_names_the_id_and_comes_once_per_hour() -> None:
     a = access(policy(), clock=clock)
 
     first = await a.check(msg("123"))
-    assert first == Decision(
+    assert first == Verdict(
         Action.REFUSE,
         "Sorry, I only talk to people on my allowlist. Your telegram id is 123 — ask the owner to add it.",
         first.reason,
@@ -209,7 +209,7 @@ async def test_a_replaced_code_is_sent_with_word_that_the_old_one_is_void() -> N
     store.code = "WXYZ6789"  # e.g. the first was revoked, or expired
     clock.advance(60)
     decision = await a.check(msg())
-    assert decision == Decision(P, "Your earlier code is no longer valid. To talk to me, ask the owner to run: "
+    assert decision == Verdict(P, "Your earlier code is no longer valid. To talk to me, ask the owner to run: "
                                    "chatgate pairing approve WXYZ6789 (valid for 1 hour).", decision.reason)
     assert [(await a.check(msg())).action for _ in range(3)] == [I, I, I]  # the same code: once an hour
 
