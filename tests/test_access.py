@@ -231,7 +231,7 @@ def test_owners_are_per_platform_and_the_console_user_is_one() -> None:
 def test_every_real_platform_gets_its_policy_from_the_config() -> None:
     channels = ChannelsConfig(telegram={"allow_from": ["5"]})  # type: ignore[arg-type]
     policies = access_policies(channels)
-    assert set(policies) == {"telegram", "discord", "slack"}  # enabled or not: never open by omission
+    assert set(policies) == {"telegram", "discord", "slack", "whatsapp"}  # enabled or not: never open by omission
     assert policies["telegram"].allow_from == ("5",)
     assert policies["slack"].dm_policy == "allowlist"
     assert access_policies(Config().channels).keys() == policies.keys()
