@@ -26,10 +26,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from aiohttp import StreamReader, web
+from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
+
+from bot.channels.webhooks import QuietLog, read_at_most
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +60,6 @@ def signed(secret: bytes, timestamp: str, body: bytes, signature: str) -> bool:
     return hmac.compare_digest(f"v0={digest}".encode(), signature.encode())
 
 
-async def read_at_most(content: StreamReader, limit: int) -> bytes | None:
-    """The body, or None as soon as it passes ``limit`` bytes (no more than ``limit + 1`` are read)."""
-    body = bytearray()
-    while chunk := await content.read(limit + 1 - len(body)):
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
-
-
-class _Quiet(logging.LoggerAdapter[logging.Logger]):
-    """aiohttp's server log for the endpoint: its errors are what anonymous senders cause (our
-    handler logs its own), so they are DEBUG lines, without a traceback."""
-
-    def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: object) -> None:
-        error = exc_info if isinstance(exc_info, BaseException) else None
-        self.debug("%s: %s", str(msg) % args if args else msg, error or "")
-
-
 def runner(app: AsyncApp, signing_secret: str, path: str, *, max_body: int = MAX_BODY,
            read_time: float = READ_TIME) -> web.AppRunner:
     """The aiohttp runner of the Request URL ``path`` (set it up, then bind it)."""
@@ -84,7 +67,7 @@ def runner(app: AsyncApp, signing_secret: str, path: str, *, max_body: int = MAX
     web_app.router.add_post(path, handler(app, signing_secret, max_body=max_body, read_time=read_time))
     # a refused body is drained for at most a second (so that the sender reads the answer), never kept
     return web.AppRunner(web_app, access_log=None, shutdown_timeout=1.0, lingering_time=1.0, auto_decompress=False,
-                         logger=_Quiet(logging.getLogger(f"{__name__}.server")))
+                         logger=QuietLog(logging.getLogger(f"{__name__}.server")))
 
 
 def handler(app: AsyncApp, signing_secret: str, *, max_body: int = MAX_BODY, read_time: float = READ_TIME,

@@ -26,7 +26,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import StreamReader, web
+from aiohttp import web
+
+from bot.channels.webhooks import QuietLog, read_at_most
 
 log = logging.getLogger(__name__)
 
@@ -56,24 +58,6 @@ def same(sent: str | None, secret: str) -> bool:
     return sent is not None and hmac.compare_digest(sent.encode("utf-8", "replace"), secret.encode("utf-8"))
 
 
-async def read_at_most(content: StreamReader, limit: int) -> bytes | None:
-    """The body, or None as soon as it passes ``limit`` bytes."""
-    body = bytearray()
-    while chunk := await content.read(limit + 1 - len(body)):
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
-
-
-class _Quiet(logging.LoggerAdapter[logging.Logger]):
-    """aiohttp's server log here: what anonymous senders cause, as DEBUG lines without a traceback."""
-
-    def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: object) -> None:
-        error = exc_info if isinstance(exc_info, BaseException) else None
-        self.debug("%s: %s", str(msg) % args if args else msg, error or "")
-
-
 def runner(take: Take, *, app_secret: str, verify_token: str, path: str, max_body: int = MAX_BODY,
            read_time: float = READ_TIME) -> web.AppRunner:
     """The aiohttp runner of the Callback URL ``path`` (set it up, then bind it)."""
@@ -81,7 +65,7 @@ def runner(take: Take, *, app_secret: str, verify_token: str, path: str, max_bod
     app.router.add_get(path, handshake(verify_token))
     app.router.add_post(path, handler(take, app_secret, max_body=max_body, read_time=read_time))
     return web.AppRunner(app, access_log=None, shutdown_timeout=1.0, lingering_time=1.0, auto_decompress=False,
-                         logger=_Quiet(logging.getLogger(f"{__name__}.server")))
+                         logger=QuietLog(logging.getLogger(f"{__name__}.server")))
 
 
 def handshake(verify_token: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

@@ -87,6 +87,7 @@ async def _open(core: Core) -> AsyncIterator[RunningApi]:
     from bot.api.door import Door
     from bot.api.server import ApiServer
     from bot.config.dashboard import parse_bind
+    from bot.web.serve import listen
 
     cfg = core.config.section("api", ApiConfig)
     channel = ExchangeChannel("api", settle=lambda platform: settle_unanswered(core, platform))
@@ -98,14 +99,8 @@ async def _open(core: Core) -> AsyncIterator[RunningApi]:
                        max_bytes=cfg.max_request_kb * 1024)
     host, port = parse_bind(cfg.bind)
     runner = web.AppRunner(server.app, handler_cancellation=True, access_log=None)
-    await runner.setup()
+    await listen(runner, host, port, key="api.bind", shown=cfg.bind, tls=tls_context("api", cfg.tls_cert, cfg.tls_key))
     try:
-        site = web.TCPSite(runner, host, port, ssl_context=tls_context("api", cfg.tls_cert, cfg.tls_key))
-        try:
-            await site.start()
-        except OSError as exc:
-            raise ConfigError("api.bind", f"cannot listen on {cfg.bind}: {exc.strerror or exc}",
-                              "pick a free port") from None
         scheme = "https" if cfg.tls_cert is not None else "http"
         yield RunningApi(channel, f"{scheme}://{cfg.bind}/v1")
     finally:

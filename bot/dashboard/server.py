@@ -51,6 +51,7 @@ from bot.web.auth import (
     own_origin,
     same_origin,
 )
+from bot.web.serve import listen
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +110,8 @@ class Dashboard:
         app.router.add_post("/logout", self._logout)
         app.router.add_get("/static/{name}", _static)
         runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, s.host, s.port, ssl_context=context)
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise ConfigError("dashboard.bind", f"cannot listen on {s.shown_bind}: {exc.strerror or exc}",
-                              "choose another port, or stop what uses it") from None
+        self.port = await listen(runner, s.host, s.port, key="dashboard.bind", shown=s.shown_bind, tls=context)
         self._runner = runner
-        self.port = runner.addresses[0][1]
         if self.board is not None:
             self.board.start()
         self.views.start()

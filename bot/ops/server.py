@@ -18,9 +18,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bot.config.dashboard import parse_bind
-from bot.errors import ConfigError
 from bot.ops.metrics import Metrics
 from bot.ops.probes import Probes, uptime
+from bot.web.serve import listen
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +45,8 @@ class OpsServer:
         app.router.add_get("/startupz", self._startupz)
         app.router.add_get("/metrics", self._metrics)
         runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self.host, self.port).start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise ConfigError("ops.bind", f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}",
-                              "choose another port, or stop what uses it") from None
+        self.port = await listen(runner, self.host, self.port, key="ops.bind", shown=f"{self.host}:{self.port}")
         self._runner = runner
-        self.port = runner.addresses[0][1]
         log.info("ops serving %s (/healthz /readyz /startupz /metrics)", self.url)
         return self
 

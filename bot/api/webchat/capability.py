@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from bot.api.webchat.config import WebchatConfig
 from bot.api.webchat.invites import MIGRATIONS
 from bot.capabilities.spec import CapabilitySpec, Core
-from bot.errors import ConfigError
 
 if TYPE_CHECKING:
     from bot.api.webchat.channel import WebChannel
@@ -38,6 +37,7 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
     from bot.api.webchat.channel import WebChannel
     from bot.api.webchat.server import WebchatServer
     from bot.config.dashboard import parse_bind
+    from bot.web.serve import listen
 
     cfg = core.config.section("webchat", WebchatConfig)
     channel = WebChannel(settle=lambda platform: settle_unanswered(core, platform))
@@ -49,14 +49,9 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
                            running=lambda: core.channels)
     host, port = parse_bind(cfg.bind)
     runner = web.AppRunner(server.app, access_log=None)
-    await runner.setup()
+    await listen(runner, host, port, key="webchat.bind", shown=cfg.bind,
+                 tls=tls_context("webchat", cfg.tls_cert, cfg.tls_key))
     try:
-        site = web.TCPSite(runner, host, port, ssl_context=tls_context("webchat", cfg.tls_cert, cfg.tls_key))
-        try:
-            await site.start()
-        except OSError as exc:
-            raise ConfigError("webchat.bind", f"cannot listen on {cfg.bind}: {exc.strerror or exc}",
-                              "pick a free port") from None
         yield RunningWebchat(channel, cfg.url)
     finally:
         await runner.cleanup()
