@@ -73,3 +73,13 @@ def test_the_image_runs_as_a_user_with_bubblewrap() -> None:
     lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
     assert "USER chatgate" in lines
     assert any("bubblewrap" in line and "apt-get install" in line for line in lines)
+
+
+def test_the_image_checks_ops_healthz_on_its_default_bind() -> None:
+    from bot.ops.config import DEFAULT_OPS_BIND
+
+    text = (ROOT / "Dockerfile").read_text()
+    checks = [line for line in text.splitlines() if line.startswith("HEALTHCHECK")]
+    assert len(checks) == 1, checks  # one check, not a placeholder beside it
+    assert f"http://{DEFAULT_OPS_BIND}/healthz" in text
+    assert text.index("USER chatgate") < text.index("HEALTHCHECK")  # run as the bot's user

@@ -43,10 +43,13 @@ hooks:
   pre_tool: []
     # - tools: [exec]            # which
     #   run: 'echo "a # b"'      # what
+    #                            # (and more)
+    #   timeout: 10
 """)
     assert notes[("storage", "path")].text == ["the file", "(more about it)"]
     assert notes[("storage", "path")].shown == "data/x.db"
     assert notes[("storage", "url")].live is False and notes[("storage", "url")].text == ["instead of the file"]
     assert notes[("storage", "pool")].shown == 3
     assert notes[("models", "fast", "model")].text == ["its id"]
-    assert notes[("hooks", "pre_tool", "[]", "run")].text == ["what"]
+    assert notes[("hooks", "pre_tool", "[]", "run")].text == ["what", "(and more)"]
+    assert notes[("hooks", "pre_tool", "[]", "timeout")].text == []

@@ -188,6 +188,23 @@ async def test_ctrl_c_part_way_writes_nothing(fakes: Fakes) -> None:
     assert not (fakes.tmp / "bot").exists() or files(fakes.tmp / "bot") == []
 
 
+async def test_a_compatible_servers_url_without_v1_is_asked_again(fakes: Fakes) -> None:
+    env = fakes.env()
+    del env["OPENAI_BASE_URL"]
+    child = fakes.spawn("init", env=env)
+    await answer(child, r"Which provider\? \[1\]: ", "3")
+    await answer(child, r"Its base URL, with /v1 \[.*\]: ", fakes.llm.base_url)  # the server's root: a 404
+    await answer(child, r"Model: ", "fake-model")
+    await answer(child, r"any text if it needs none \(hidden as you type\): ", "local")
+    await expect(child, r"not found \(404\) at .*: the base URL ends in /v1")
+    await answer(child, r"Base URL \(OpenAI's ends in /v1\) \[.*\]: ", fakes.llm.openai_base_url)
+    await answer(child, r"Model \[fake-model\]: ", "")
+    await expect(child, "✓ fake-model answered")
+    child.sendintr()
+    await expect(child, pexpect.EOF)
+    child.close()
+
+
 async def test_an_existing_config_is_kept_unless_replacing_it_is_confirmed(fakes: Fakes) -> None:
     (fakes.tmp / "config.yaml").write_text("agent: {model: mine}\n")
     (fakes.tmp / ".env").write_text("OTHER_SECRET=kept\n")

@@ -88,7 +88,11 @@ def _provider(term: Terminal, env: Mapping[str, str]) -> tuple[str, str, str, st
             key = term.secret("The API key")
             continue
         except ProviderRequestError as exc:
-            term.say(f"  ✗ the request was refused: {exc}")
+            if exc.status == 404 and base_url:  # a compatible server's URL without its /v1, or no such model
+                term.say(f"  ✗ not found (404) at {base_url}: the base URL ends in /v1, and the model is one it serves")
+                base_url = term.ask("Base URL (OpenAI's ends in /v1)", base_url)
+            else:
+                term.say(f"  ✗ the request was refused: {exc}")
             model = term.ask("Model", model)
             continue
         except ProviderError as exc:

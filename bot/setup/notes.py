@@ -56,6 +56,11 @@ def read(text: str) -> dict[Path, Note]:
             above, last = [], None
             continue
         hash_at = line.find("#")
+        # a commented-out sample's comment goes on as "#    # more", its second "#" under the first
+        inner = line.find("#", hash_at + 1) if stripped.startswith("#") else -1
+        if last is not None and not last.live and inner == last.column and not line[hash_at + 1:inner].strip():
+            last.text.append(line[inner + 1:].strip())
+            continue
         if stripped.startswith("#") and last is not None and (
                 hash_at == last.column or (last.column == -1 and hash_at >= CONTINUED)):
             last.text.append(stripped[1:].strip())  # a continuation of the key's comment
