@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 from bot.agent.guard import GuardMode, check_input
 from bot.agent.transcript import context_block, group_turn
@@ -117,7 +118,7 @@ async def with_context(toolsets: Sequence[Toolset], ctx: ToolContext, message: M
     for toolset in toolsets:
         if _adds_context(toolset):
             try:
-                if text := await toolset.context(ctx, message.text):
+                if text := await cast(AddsContext, toolset).context(ctx, message.text):
                     added.append(TextPart(text))
             except Exception:
                 log.exception("context of a toolset failed session=%s run=%s", ctx.session_key, ctx.run_id)

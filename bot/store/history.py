@@ -111,10 +111,9 @@ def live(session: Session, limit: int | None) -> Op[list[Row]]:
 
 def recent(session: Session, limit: int) -> Op[Recent]:
     if limit <= 0:
-        summary = yield from one(LAST_SUMMARY, session.id)
-        found = yield from live(session, limit)
+        last = yield from one(LAST_SUMMARY, session.id)
         live_count = yield from value(LIVE_COUNT, session.id)
-        return Recent(None if summary is None else Summary(*summary), _messages(found), int(live_count))
+        return Recent(None if last is None else Summary(*last), [], int(live_count))
     sid = session.id
     found = yield from rows(RECENT, sid, sid, limit, sid, sid)
     first = found[0]
