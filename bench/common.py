@@ -320,6 +320,26 @@ class BotProcess:
                 f"{spy}.{self._proc.pid}", "-p", str(self._proc.pid), stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL)
 
+    @asynccontextmanager
+    async def sampled(self, name: str) -> AsyncIterator[None]:
+        """With BENCH_PYSPY_PHASES=/tmp/prefix, py-spy samples the bot (raw stacks, idle left
+        out) while the block runs, into ``/tmp/prefix.<name>.txt`` (``python -m bench.flame``
+        lists its top entries); without it, nothing."""
+        prefix = os.environ.get("BENCH_PYSPY_PHASES")
+        if not prefix:
+            yield
+            return
+        out = f"{prefix}.{name.replace(' ', '-')}.txt"
+        spy = await asyncio.create_subprocess_exec(
+            "py-spy", "record", "--format", "raw", "--rate", "1000", "--nonblocking", "-o", out,
+            "-p", str(self.pid), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        await asyncio.sleep(0.5)  # py-spy attaches
+        try:
+            yield
+        finally:
+            spy.send_signal(2)
+            await spy.wait()
+
     async def stop(self) -> None:
         if (spy := getattr(self, "_spy", None)) is not None:
             spy.send_signal(2)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
-from bench.common import BotProcess, percentiles, running_stack
+from bench.common import BotProcess, cpu_seconds, percentiles, running_stack
 from bench.report import Figure, Goal
 from bench.whatsapp_stack import running_whatsapp_stack
 
@@ -21,12 +21,13 @@ HOW = ("DMs in 20 chats (quick: 10) after one unmeasured warm-up message per cha
        "WhatsApp (figures marked so): the same with 20 people, latency = the fake Graph API starting the "
        "signed webhook POST to its recording the bot's POST <number>/messages. CPU = the bot process's "
        "user+system time (/proc/PID/stat) over the messages / their number. BENCH_OVERHEAD=telegram or "
-       "=whatsapp runs one platform.")
+       "=whatsapp runs one platform. BENCH_STORE=postgres runs on a fresh PostgreSQL database (found as the tests "
+       "find it) instead of SQLite, and adds the CPU of the bot's PostgreSQL backends (/proc/PID/stat) per message.")
 FIRST_CHAT = 1000
 
 
 class _Stack(Protocol):
-    async def start_bot(self) -> BotProcess: ...
+    async def start_bot(self, *, extra: dict[str, Any] | None = None) -> BotProcess: ...
     async def ask(self, chat: int, text: str, timeout: float = 10.0) -> tuple[float, dict[str, Any]]: ...
 
 
@@ -53,20 +54,61 @@ async def run(quick: bool) -> list[Figure]:
     if chosen and chosen not in PLATFORMS:
         raise ValueError(f"BENCH_OVERHEAD: one of {', '.join(PLATFORMS)}, got {chosen!r}")
     figures: list[Figure] = []
+    store = os.environ.get("BENCH_STORE", "sqlite").strip()
+    if store not in ("sqlite", "postgres"):
+        raise ValueError(f"BENCH_STORE: sqlite or postgres, got {store!r}")
     for platform, (running, call) in PLATFORMS.items():
         if chosen in ("", platform):
-            async with running() as stack:
-                figures += await _measure(stack, quick, "" if platform == "telegram" else f"{platform}, ", call)
+            async with running() as stack, _database(store) as url:
+                prefix = ("" if platform == "telegram" else f"{platform}, ") + ("postgres, " if url else "")
+                figures += await _measure(stack, quick, prefix, call, url)
     return figures
 
 
-async def _measure(stack: _Stack, quick: bool, prefix: str, call: str) -> list[Figure]:
+@asynccontextmanager
+async def _database(store: str) -> AsyncIterator[str | None]:
+    if store == "sqlite":
+        yield None
+        return
+    from tests.pg import drop_made, fresh_database
+
+    try:
+        async with fresh_database() as url:
+            yield url
+    finally:
+        await drop_made()
+
+
+async def _backends(url: str) -> list[int]:
+    """The PostgreSQL server processes serving the bot (on this machine), by pid."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                                " AND pid <> pg_backend_pid()")
+    finally:
+        await conn.close()
+    return [int(r[0]) for r in rows]
+
+
+def _cpu_of(pids: list[int]) -> dict[int, float]:
+    cpu = {}
+    for pid in pids:
+        try:
+            cpu[pid] = cpu_seconds(pid)
+        except OSError:
+            continue
+    return cpu
+
+
+async def _measure(stack: _Stack, quick: bool, prefix: str, call: str, url: str | None) -> list[Figure]:
     chats, messages = (10, 100) if quick else (20, 500)
     ids = [FIRST_CHAT + i for i in range(chats)]
     per_chat, extra = divmod(messages, chats)
     counts = [per_chat + (i < extra) for i in range(chats)]
     figures: list[Figure] = []
-    bot = await stack.start_bot()
+    bot = await stack.start_bot(extra={"storage": {"url": url}}) if url else await stack.start_bot()
     await asyncio.gather(*(stack.ask(chat_id, "warm up") for chat_id in ids))
 
     async def converse(sample: _Sample, chat_id: int, count: int) -> None:
@@ -75,14 +117,24 @@ async def _measure(stack: _Stack, quick: bool, prefix: str, call: str) -> list[F
 
     for label, peer in (("one at a time", not prefix), ("chats at once", False)):
         sample = _Sample()
-        cpu = bot.cpu_seconds()
-        if label == "one at a time":
-            for i in range(messages):
-                await sample.ask(stack, ids[i % chats], f"alone {i}")
-        else:
-            await asyncio.gather(*(converse(sample, c, n) for c, n in zip(ids, counts)))
-        cpu = bot.cpu_seconds() - cpu
+        async with bot.sampled(f"{prefix}{label}"):
+            database = _cpu_of(await _backends(url)) if url else {}
+            cpu = bot.cpu_seconds()
+            if label == "one at a time":
+                for i in range(messages):
+                    await sample.ask(stack, ids[i % chats], f"alone {i}")
+            else:
+                await asyncio.gather(*(converse(sample, c, n) for c, n in zip(ids, counts)))
+            cpu = bot.cpu_seconds() - cpu
+            # a backend born meanwhile (the pool grew) counts whole
+            server = sum(t - database.get(pid, 0.0) for pid, t in _cpu_of(await _backends(url)).items()) if url \
+                else None
         figures += _figures(f"{prefix}{label}", call, sample, cpu, peer)
+        if server is not None:
+            n = len(sample.latencies)
+            figures += [Figure(NAME, f"{prefix}{label}: PostgreSQL backends' CPU per message", server * 1000 / n, "ms"),
+                        Figure(NAME, f"{prefix}{label}: bot + PostgreSQL CPU per message", (cpu + server) * 1000 / n,
+                               "ms")]
     return figures
 
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 from bot.agent.guard import GuardMode, check_input
 from bot.agent.transcript import context_block, group_turn
@@ -115,10 +116,23 @@ async def with_context(toolsets: Sequence[Toolset], ctx: ToolContext, message: M
     toolset that fails adds nothing (logged), the turn goes on."""
     added: list[Part] = []
     for toolset in toolsets:
-        if isinstance(toolset, AddsContext):
+        if _adds_context(toolset):
             try:
-                if text := await toolset.context(ctx, message.text):
+                if text := await cast(AddsContext, toolset).context(ctx, message.text):
                     added.append(TextPart(text))
             except Exception:
                 log.exception("context of a toolset failed session=%s run=%s", ctx.session_key, ctx.run_id)
     return replace(message, parts=(*added, *message.parts)) if added else message
+
+
+_ADDS_CONTEXT: dict[type, bool] = {}  # a toolset's class -> whether it is AddsContext
+
+
+def _adds_context(toolset: Toolset) -> bool:
+    """``isinstance(toolset, AddsContext)``, decided once per class (a runtime-checkable
+    Protocol's test looks at every member each time: asked for every toolset of every turn)."""
+    kind = type(toolset)
+    known = _ADDS_CONTEXT.get(kind)
+    if known is None:
+        known = _ADDS_CONTEXT[kind] = isinstance(toolset, AddsContext)
+    return known

@@ -30,6 +30,8 @@ class Approving:
     approvals: Approvals
 
     def answers(self, msg: InboundMessage) -> bool:
+        if "ap:" not in msg.text:  # every message is asked: most are not a card's press
+            return False
         from bot.tools.approval import parse_choice
 
         return parse_choice(msg.text) is not None

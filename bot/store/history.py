@@ -33,6 +33,16 @@ HISTORY_LAST = f"SELECT id, role, parts {_LIVE} ORDER BY id DESC LIMIT ?"
 LIVE_COUNT = f"SELECT COUNT(*) {_LIVE}"
 _SUMMARY_COLUMNS = "text, through_id, messages, tokens_before, tokens_after, run_id, created_at"
 LAST_SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"
+# what a run starts from in one statement (one round trip, one snapshot): the newest live messages,
+# newest first, each with the live count; the latest summary on the first row only (a session
+# without live messages: one row of NULLs and the summary)
+RECENT = (
+    f"SELECT m.id, m.role, m.parts, (SELECT COUNT(*) {_LIVE}), s.text, s.through_id, s.messages, s.tokens_before,"
+    f" s.tokens_after, s.run_id, s.created_at FROM (SELECT 1 AS one) o"
+    f" LEFT JOIN (SELECT id, role, parts {_LIVE} ORDER BY id DESC LIMIT ?) m ON 1 = 1"
+    f" LEFT JOIN ({LAST_SUMMARY}) s ON m.id IS NULL OR m.id = (SELECT MAX(id) {_LIVE})"
+    " ORDER BY m.id DESC"
+)
 LOCK_SESSION = "SELECT id FROM sessions WHERE id = ?"  # with the dialect's FOR UPDATE
 SUMMARY_THROUGH = "SELECT MAX(through_id) FROM summaries WHERE session_id = ?"
 INSERT_SUMMARY = (
@@ -100,10 +110,16 @@ def live(session: Session, limit: int | None) -> Op[list[Row]]:
 
 
 def recent(session: Session, limit: int) -> Op[Recent]:
-    summary = yield from one(LAST_SUMMARY, session.id)
-    found = yield from live(session, limit)
-    live_count = yield from value(LIVE_COUNT, session.id)
-    return Recent(None if summary is None else Summary(*summary), _messages(found), int(live_count))
+    if limit <= 0:
+        last = yield from one(LAST_SUMMARY, session.id)
+        live_count = yield from value(LIVE_COUNT, session.id)
+        return Recent(None if last is None else Summary(*last), [], int(live_count))
+    sid = session.id
+    found = yield from rows(RECENT, sid, sid, limit, sid, sid)
+    first = found[0]
+    summary = None if first[4] is None else Summary(*first[4:])
+    messages = [] if first[0] is None else _messages([r[:3] for r in reversed(found)])
+    return Recent(summary, messages, int(first[3]))
 
 
 def save_summary(d: SqlDialect, session: Session, s: Summary, now: float) -> Op[bool]:
@@ -193,7 +209,7 @@ class HistoryOps(Driven):
                 for id_, role, parts in await self._read(live(session, limit))]
 
     async def recent(self, session: Session, limit: int) -> Recent:
-        return await self._read(recent(session, limit), snapshot=True)
+        return await self._read(recent(session, limit), snapshot=limit <= 0)  # else one statement: one snapshot
 
     async def live_count(self, session: Session) -> int:
         return int(await self._read(value(LIVE_COUNT, session.id)))
