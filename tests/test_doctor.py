@@ -152,3 +152,31 @@ def test_the_table_has_one_line_each_and_sums_up() -> None:
     assert lines[2].split() == ["telegram", "token", "FAIL", "refused", "copy", "it", "again"]
     assert lines[-1] == "1 failed, 1 warning, 1 ok"
     assert table([Check.ok("a", "b")]).splitlines()[-1] == "all 1 checks passed"
+
+
+async def test_a_platform_without_its_own_doctor_is_checked_by_its_setup_probe(tmp_path: Path) -> None:
+    """WhatsApp has no doctor of its own: its ``chatgate init`` probe (the phone number id, with
+    the token) is its row, good and refused."""
+    from tests.fakes.whatsapp_server import FakeWhatsApp
+
+    async with FakeLLM(api_key=KEY) as llm, FakeWhatsApp() as wa:
+        def config(token: str) -> Path:
+            path = tmp_path / "config.yaml"
+            path.write_text(f"""
+agent: {{model: fake-model}}
+providers: {{openai: {{api_key: "{KEY}", base_url: "{llm.openai_base_url}"}}}}
+storage: {{path: "{tmp_path / 'data' / 'chatgate.db'}"}}
+workspace: {{root: "{tmp_path / 'workspaces'}"}}
+channels:
+  whatsapp: {{enabled: true, phone_number_id: "{wa.phone_number_id}", access_token: "{token}",
+              app_secret: "{wa.app_secret}", verify_token: "{wa.verify_token}", base_url: "{wa.base_url}",
+              allow_from: ["15551234567"], webhook: {{bind: "127.0.0.1:0"}}}}
+""")
+            return path
+
+        code, out, err = await doctor(config(wa.token))
+        line = next(x for x in out.splitlines() if x.startswith("whatsapp token"))
+        assert code == 0 and " ok " in f" {line} ", out + err
+        code, out, err = await doctor(config("EAAG-wrong-token"))
+        line = next(x for x in out.splitlines() if x.startswith("whatsapp token"))
+        assert code == 1 and "FAIL" in line and "EAAG-wrong-token" not in out + err, out + err

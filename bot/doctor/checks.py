@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.channels.checks import Check
 from bot.errors import ChatgateError, ConfigError, ProviderAuthError, ProviderError, ProviderRequestError
@@ -121,15 +121,30 @@ async def _channels(config: Config) -> list[Check]:
     sections = config.channel_sections()
     for name in config.enabled_channels:
         spec = registry.spec(name)
-        if spec.doctor is None:
-            if name != "console":
-                rows.append(Check.skip(name, "no live check for this platform"))
-            continue
-        rows += await _guarded(name, lambda _, s=spec, n=name: s.doctor(sections[n]), config)  # type: ignore[misc]
+        if spec.doctor is not None:
+            rows += await _guarded(name, lambda _, s=spec, n=name: s.doctor(sections[n]), config)  # type: ignore[misc]
+        elif spec.setup is not None:  # the live look `chatgate init` takes: who the bot is there
+            rows.append(await _probed(name, spec.setup.probe, sections[name]))
+        elif name != "console":
+            rows.append(Check.skip(name, "no live check for this platform"))
     if not [n for n in config.enabled_channels if n != "console"]:
         rows.append(Check.warn("channels", "none enabled",
                                "enable a platform under channels: (or use `chatgate chat`)"))
     return rows
+
+
+async def _probed(name: str, probe: Callable[[Any], Awaitable[str]], section: Any) -> Check:
+    """A platform's ``ChannelSetup.probe`` as a row: who the bot is, or what the platform refused."""
+    from bot.errors import ChannelError, ConfigError
+
+    try:
+        async with asyncio.timeout(30):
+            return Check.ok(f"{name} token", await probe(section))
+    except ConfigError as exc:
+        return Check.fail(f"{name} token", exc.problem, exc.fix or f"check {exc.key}")
+    except (ChannelError, OSError, TimeoutError) as exc:
+        return Check.fail(f"{name} token", f"cannot reach it ({exc or type(exc).__name__})",
+                          f"check the network, or channels.{name}.base_url")
 
 
 async def _capabilities(config: Config) -> list[Check]:
