@@ -18,9 +18,9 @@ from typing import Any
 import aiohttp
 
 from bot.app import App
-from bot.dashboard import passwords
 from bot.runs import ActiveRun
 from bot.settings import Config, load_config
+from bot.web import passwords
 from tests.fakes.channel import RecordingChannel, dm
 from tests.fakes.llm_server import FakeLLM, Reply
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.access import Access, Action, Verdict, GroupContext, access_policies, format_context
+from bot.access import Access, Action, GroupContext, Verdict, access_policies, format_context
 from bot.config import AccessConfig
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.settings import ChannelsConfig, Config

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from bot.dashboard.reads import Reads
 from bot.dashboard.server import Dashboard
 from bot.dashboard.settings import settings_of
 from bot.dashboard.sources import Bot, Operations, PeoplePolicy
@@ -135,7 +136,7 @@ async def test_a_live_run_appears_and_its_stop_button_stops_it(browser: Any, bed
     assert "Stopped the run" in await w.page.inner_text(".flash")
     await w.page.locator("#live-runs tr").wait_for(state="detached")
     assert list(bed.app.turns.dispatcher.registry.runs()) == []
-    (entry, *_) = await bed.app.store.actions()
+    (entry, *_) = await Reads(bed.app.store).actions()
     assert (entry.user, entry.role, entry.action, entry.outcome) == ("olive", "operator", "stop", "done")
     await shoot(w, "live-stopped-1280")
     assert w.problems == []
@@ -161,7 +162,7 @@ async def test_a_pairing_request_approved_from_the_page_lets_the_person_in(brows
     await bed.discord.inject(dm("thanks!", stranger, platform="discord"))
     replies = await bed.discord.wait_for_replies(2)
     assert replies[-1].text == "echo: thanks!"
-    actions = [(a.user, a.action, a.target, a.outcome) for a in await bed.app.store.actions()]
+    actions = [(a.user, a.action, a.target, a.outcome) for a in await Reads(bed.app.store).actions()]
     assert ("olive", "approve", f"discord:{stranger}", "done") in actions
     assert w.problems == []
 
@@ -186,7 +187,7 @@ async def test_a_viewer_has_no_stop_button_and_a_forged_post_is_refused(browser:
     assert list(bed.app.turns.dispatcher.registry.runs()) == [run] and not llm.disconnects[0].is_set()
     await w.page.goto(f"{bed.url}/people")
     assert await w.page.locator("button", has_text="Approve").count() == 0
-    (entry, *_) = await bed.app.store.actions()
+    (entry, *_) = await Reads(bed.app.store).actions()
     assert (entry.user, entry.action, entry.outcome) == ("vera", "stop", "refused: viewer")
     assert [p for p in w.problems if "status of 403" not in p] == []  # the forged POST's refusal, nothing else
 
@@ -429,7 +430,7 @@ async def test_every_page_at_two_widths(browser: Any, bed: Bed, llm: FakeLLM) ->
             await w.page.locator("#live-runs tr").nth(1).wait_for()
             pages = [("live", "/live"), ("conversations", "/conversations"), ("runs", "/runs"),
                      ("people", "/people"), ("operations", "/operations")]
-            ann = (await app.store.sessions("Ann"))[0]
+            ann = (await Reads(app.store).sessions("Ann"))[0]
             traces = await app.store.traces("agent:main:telegram:dm:42", 5)
             pages += [("conversation", f"/conversations/{ann.id}"), ("run", f"/runs/{traces[-1].run_id}")]
             for name, path in pages:

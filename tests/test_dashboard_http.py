@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 
 from bot.cli import main
+from bot.dashboard.reads import Reads
 from bot.dashboard.server import CSP
 from bot.errors import ConfigError
 from tests.dashboard_bed import PASSWORDS, Bed, cheap_hash
@@ -82,7 +83,7 @@ async def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused(b
     assert (await http.post("/people/approve", {"code": code.code})).status == 403
     http.csrf = wrong["csrf"]
     assert await bed.app.store.pending_pairings(time.time()) == [code]  # nothing happened
-    outcomes = [a.outcome for a in await bed.app.store.actions()]
+    outcomes = [a.outcome for a in await Reads(bed.app.store).actions()]
     assert outcomes.count("refused: another origin") == 4 and outcomes.count("refused: no valid CSRF token") == 2
     # the same request, done right, goes through
     done = await http.post("/people/approve", {"code": code.code})
@@ -110,7 +111,7 @@ async def test_a_viewer_is_refused_every_action_and_it_is_recorded(bed: Bed, llm
         assert response.status == 403 and "viewers cannot" in await response.text(), path
     assert list(bed.app.turns.dispatcher.registry.runs()) == [run]  # still running
     assert not llm.disconnects[0].is_set()
-    refused = [(a.user, a.action, a.outcome) for a in await bed.app.store.actions() if a.outcome == "refused: viewer"]
+    refused = [(a.user, a.action, a.outcome) for a in await Reads(bed.app.store).actions() if a.outcome == "refused: viewer"]
     assert ("vera", "stop", "refused: viewer") in refused and len(refused) == 5
 
 
@@ -158,7 +159,7 @@ async def test_logins_are_rate_limited_per_address(bed: Bed) -> None:
     assert refused.status == 429 and int(refused.headers["Retry-After"]) > 60
     assert "Too many failed logins" in await refused.text()
     assert bed.app is not None
-    outcomes = [a.outcome for a in await bed.app.store.actions()]
+    outcomes = [a.outcome for a in await Reads(bed.app.store).actions()]
     assert outcomes.count("refused: wrong name or password") == 5 and outcomes[0] == "refused: too many failed logins"
 
 
@@ -169,7 +170,7 @@ async def test_a_failed_login_never_writes_down_a_name_that_is_nobodys(bed: Bed,
     assert (await http.login("Tr0ub4dor&3", "x")).status == 401  # a password typed in the name field
     assert (await http.login("olive", "not-her-password")).status == 401
     assert bed.app is not None
-    users = [a.user for a in await bed.app.store.actions()]
+    users = [a.user for a in await Reads(bed.app.store).actions()]
     assert users == ["olive", "(not a user)"]
     assert "Tr0ub4dor" not in caplog.text and "not-her-password" not in caplog.text
 
@@ -263,8 +264,8 @@ def test_passwd_writes_a_hash_the_config_accepts(tmp_path: Path, monkeypatch: py
     assert done.returncode == 0, done.stderr
     text = config.read_text()
     assert text.startswith(before.split("users:")[0]) and "# not yet" in text and "correct horse" not in text
-    from bot.dashboard.passwords import verify
     from bot.settings import load_config
+    from bot.web.passwords import verify
 
     ann = load_config(config, env={}).dashboard.users["ann"]
     assert ann.role == "operator" and ann.password_hash is not None
@@ -299,8 +300,7 @@ print(sorted(m for m in sys.modules if m.startswith("bot.dashboard")))
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     # its spec and section (with the password check, stdlib only), never its server or pages
-    assert out.stdout.strip() == "['bot.dashboard', 'bot.dashboard.capability', 'bot.dashboard.config', " \
-                                 "'bot.dashboard.passwords']"
+    assert out.stdout.strip() == "['bot.dashboard', 'bot.dashboard.capability', 'bot.dashboard.config']"
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl to make a test certificate")
@@ -320,6 +320,6 @@ async def test_over_tls_the_cookie_is_secure_and_host_prefixed(tmp_path: Path, l
 
 
 def test_the_hashes_in_the_bed_are_real(tmp_path: Path) -> None:
-    from bot.dashboard.passwords import problem, verify
+    from bot.web.passwords import problem, verify
 
     assert problem(cheap_hash("x")) is None and verify("x", cheap_hash("x"))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.dashboard.reads import Reads
 from tests.dashboard_bed import PASSWORDS, Bed, Client
 from tests.fakes.llm_server import FakeLLM
 
@@ -25,7 +26,7 @@ async def login_from(http: Client, address: str, password: str, user: str = "oli
 
 async def outcomes(bed: Bed) -> list[tuple[str, str]]:
     assert bed.app is not None
-    return [(a.address, a.outcome) for a in reversed(await bed.app.store.actions())]
+    return [(a.address, a.outcome) for a in reversed(await Reads(bed.app.store).actions())]
 
 
 async def test_forty_tries_sent_at_once_get_five_password_checks(tmp_path: Path, llm: FakeLLM) -> None:

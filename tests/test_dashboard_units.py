@@ -12,8 +12,6 @@ import pytest
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.config.schema import is_loopback, parse_bind
 from bot.conversation import Conversation
-from bot.dashboard import passwords
-from bot.dashboard.html import Html, escape, join, render, usd
 from bot.dashboard.live import LiveBoard, session_label
 from bot.dashboard.pages.charts import bars, meter, span_bar
 from bot.dashboard.pages.conversations import title_of
@@ -26,6 +24,7 @@ from bot.llm import ToolCall
 from bot.runs import ActiveRun, Pending
 from bot.schedules.operator import row
 from bot.store.base import Job, JobKind, JobState, RuleKind, When
+from bot.web import passwords
 from bot.web.auth import (
     LoginLimiter,
     Sessions,
@@ -37,6 +36,7 @@ from bot.web.auth import (
     own_origin,
     same_origin,
 )
+from bot.web.html import Html, escape, join, render, usd
 from tests.fakes.channel import dm
 
 FAST = passwords.MIN_N

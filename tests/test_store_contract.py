@@ -48,6 +48,7 @@ from tests.pg import postgres_store
 
 if TYPE_CHECKING:
     from bot.dashboard.sources import DashboardStore
+    from bot.store.base import AppStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
 
@@ -799,8 +800,10 @@ async def test_deny_pairing_drops_the_code_and_the_sender_may_ask_again(store: P
 
 
 def _browse(store: Store) -> DashboardStore:
-    """Every implementation is a DashboardStore too (the dashboard's reads and audit trail)."""
-    return cast("DashboardStore", store)
+    """The dashboard's reads and audit trail, run on every implementation (``Reads``)."""
+    from bot.dashboard.reads import Reads
+
+    return Reads(cast("AppStore", store))
 
 
 async def _conversation(store: Store, key: str, user: str, name: str, text: str, answer: str, *, run: str,
@@ -916,7 +919,7 @@ async def test_failures_are_failed_runs_and_given_up_answers_newest_first(store:
 
 
 async def test_dashboard_actions_are_recorded_newest_first(store: Store) -> None:
-    from bot.store.base import AuditEntry
+    from bot.store.reports import AuditEntry
 
     b = _browse(store)
     entries = [AuditEntry(T0 + i, "olive", "operator", action, f"target-{i}", "done", "127.0.0.1")

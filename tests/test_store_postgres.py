@@ -21,13 +21,13 @@ from bot.cli import main
 from bot.cluster import Cluster, ClusterSettings
 from bot.cluster import schema as cluster_schema
 from bot.conversation import Conversation
+from bot.dashboard.reads import Reads
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.llm import Message
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
 from bot.store.base import (
     ApprovalRecord,
-    AuditEntry,
     Charge,
     Claim,
     Job,
@@ -40,6 +40,7 @@ from bot.store.base import (
 from bot.store.migrations import MIGRATIONS
 from bot.store.pg import PostgresStore, safe_url
 from bot.store.pg.schema import DIALECT
+from bot.store.reports import AuditEntry
 from bot.store.sqlite import SQLiteStore
 from bot.tracing import Span, SpanKind, TraceRecord
 from tests.pg import fresh_database, require_server, with_database
@@ -153,7 +154,7 @@ async def _fill(path: Path) -> dict[str, int]:
         await store.set_zone("person:ada", "Europe/Berlin")
         await store.choose_model(session.key, ModelChoice("smart", "telegram:u1", 100.0))
         assert await store.set_title(session, "A greeting", "m")
-        await store.record_action(AuditEntry(100.0, "admin", "operator", "login", "", "done", "127.0.0.1"))
+        await Reads(store).record_action(AuditEntry(100.0, "admin", "operator", "login", "", "done", "127.0.0.1"))
         return {"session": session.id, "waiting": waiting, "job": task.id}
 
 
@@ -187,7 +188,7 @@ async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
             assert await store.zone("person:ada") == "Europe/Berlin"
             assert await store.chosen_model(session.key) == ModelChoice("smart", "telegram:u1", 100.0)
             assert await store.title(session) == "A greeting"
-            assert [(a.user, a.action) for a in await store.actions()] == [("admin", "login")]
+            assert [(a.user, a.action) for a in await Reads(store).actions()] == [("admin", "login")]
             newer = await store.record_inbound(message("m3"), session.key)
             assert newer is not None and newer > ids["waiting"]  # ids go on after the copied ones
         assert await asyncio.to_thread(main, ["migrate", "--from", str(source), "--to", url]) == 1

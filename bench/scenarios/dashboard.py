@@ -14,7 +14,7 @@ import aiohttp
 
 from bench.common import JSON, Stack, percentiles, running_stack
 from bench.report import Figure, Goal
-from bot.dashboard import passwords
+from bot.web import passwords
 
 NAME = "dashboard"
 HOW = ("The fake LLM streams every answer (40 tokens over 1 s); 20 chats each send their next DM as soon as "

@@ -14,8 +14,8 @@ from pydantic_core import PydanticCustomError
 
 from bot.config.dashboard import is_loopback, parse_bind
 from bot.config.types import CapabilitySection, Secret, Section
-from bot.dashboard.passwords import problem
 from bot.errors import ConfigError
+from bot.web.passwords import problem
 
 DEFAULT_DASHBOARD_BIND = "127.0.0.1:8787"
 

@@ -127,9 +127,9 @@ def passwd_command(path: str | None, user: str, role: str | None, *, generate: b
     import getpass
 
     from bot.config.loading import DEFAULT_PATH
-    from bot.dashboard import passwords
     from bot.dashboard.config import DashboardConfig
     from bot.settings import load_config
+    from bot.web import passwords
 
     file = Path(path) if path else DEFAULT_PATH
     if not file.is_file():

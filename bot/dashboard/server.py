@@ -29,18 +29,19 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.dashboard import passwords
 from bot.dashboard.assets import ASSETS
-from bot.dashboard.html import clip, duration
 from bot.dashboard.live import LiveBoard
 from bot.dashboard.pages.login import login_page
+from bot.dashboard.reads import Reads
 from bot.dashboard.settings import DashboardSettings, Role
 from bot.dashboard.sources import Bot, DashboardStore, Operations, PeoplePolicy
 from bot.dashboard.views import FORM, LOGIN, Views
 from bot.errors import ConfigError
-from bot.store.base import AuditEntry
+from bot.store.base import AppStore
+from bot.store.reports import AuditEntry
 from bot.tasks import OwnedTasks
 from bot.tracing import strip_controls
+from bot.web import passwords
 from bot.web.auth import (
     LoginLimiter,
     Sessions,
@@ -51,6 +52,7 @@ from bot.web.auth import (
     own_origin,
     same_origin,
 )
+from bot.web.html import clip, duration
 from bot.web.serve import listen
 
 log = logging.getLogger(__name__)
@@ -72,11 +74,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class Dashboard:
-    def __init__(self, settings: DashboardSettings, store: DashboardStore, *, bot: Bot | None = None,
+    def __init__(self, settings: DashboardSettings, store: AppStore, *, bot: Bot | None = None,
                  operations: Operations = Operations(), people: PeoplePolicy = PeoplePolicy(),
                  redact: Callable[[str], str] = lambda text: text, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
-        self._store = store
+        self._store: DashboardStore = Reads(store)  # the bot's store: the dashboard's own reads run on it
         self._clock = clock
         self.sessions: Sessions[Role] = Sessions(settings.session_hours * 3600, clock=clock)
         self.limiter = LoginLimiter()
@@ -84,7 +86,7 @@ class Dashboard:
         self.board = LiveBoard(bot) if bot is not None else None
         self._tasks = OwnedTasks()
         self.closing = asyncio.Event()
-        self.views = Views(self, store, bot, operations, people, redact, self._tasks)
+        self.views = Views(self, self._store, bot, operations, people, redact, self._tasks)
         self._runner: web.AppRunner | None = None
         self._loopback = is_loopback_name(settings.host.lower())
         self._warned = False  # about X-Forwarded-For from a peer that is not a trusted proxy

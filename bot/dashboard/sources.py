@@ -23,12 +23,21 @@ from bot.channels import Channel
 from bot.limits import LimitSettings
 from bot.messages import Answer
 from bot.runs import ActiveRun
-from bot.store.base import AuditStore, BrowseStore, PairingStore
+from bot.store.base import ApprovedSender, PairingCode
+from bot.store.reports import AuditStore, BrowseStore
 from bot.tracing import TraceRecord
 
 
-class DashboardStore(BrowseStore, AuditStore, PairingStore, Protocol):
-    """Everything the dashboard asks of the store."""
+class DashboardStore(BrowseStore, AuditStore, Protocol):
+    """Everything the dashboard asks of the store (``bot.dashboard.reads.Reads``)."""
+
+    async def pending_pairings(self, now: float) -> list[PairingCode]: ...
+
+    async def approve_pairing(self, code: str, now: float) -> PairingCode | None: ...
+
+    async def deny_pairing(self, code: str, now: float) -> PairingCode | None: ...
+
+    async def approved_senders(self, platform: str | None = None) -> list[ApprovedSender]: ...
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]: ...
 

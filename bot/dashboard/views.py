@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from bot.dashboard.html import clip
 from bot.dashboard.live import LiveBoard
 from bot.dashboard.pages.conversations import conversation_page, sessions_page
 from bot.dashboard.pages.layout import Viewer
@@ -28,6 +27,7 @@ from bot.dashboard.sources import Bot, DashboardStore, JobControl, Operations, P
 from bot.messages import Answer
 from bot.tasks import OwnedTasks
 from bot.web.auth import Login, Sessions
+from bot.web.html import clip
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
 (compaction's summaries and cuts), ``MediaStore`` (voice modes, audio minutes),
 ``ApprovalStore``, ``ScheduleStore`` (scheduled jobs, their occurrences and people's time
 zones, for ``bot.schedules``), ``ModelStore`` (a conversation's model, session titles), and
-the dashboard's two: ``BrowseStore`` (what its pages read) and ``AuditStore`` (who did what
-from it). ``AppStore`` is all of them on one object, what the composition root opens;
+``StepStore`` (a capability's own operations and tables: the dashboard's reads are
+``bot.dashboard.reads``). ``AppStore`` is all of them on one object, what the composition root opens;
 ``SQLiteStore`` and ``PostgresStore`` implement it.
 
 ``SQLiteStore`` (``bot.store.sqlite``) and ``PostgresStore`` (``bot.store.pg``) implement
@@ -38,18 +38,6 @@ from bot.store.jobs import (  # noqa: F401 - re-exported: the schedules' port
     ScheduleStore,
     When,
     ZoneStore,
-)
-from bot.store.reports import (  # noqa: F401 - re-exported: the dashboard's ports (and Summary)
-    AuditEntry,
-    AuditStore,
-    BrowseStore,
-    DailyUsage,
-    Failure,
-    LoggedMessage,
-    SessionLog,
-    SessionSummary,
-    Summary,
-    UsageReport,
 )
 from bot.store.schema_steps import StepStore
 from bot.tracing import TraceRecord
@@ -117,6 +105,19 @@ class StoredMessage:
 
     id: int
     message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A compaction: ``text`` stands for the session's messages up to ``through_id``."""
+
+    text: str
+    through_id: int
+    messages: int  # how many messages it replaced (the previous summary's included)
+    tokens_before: int  # the history's tokens before and after
+    tokens_after: int
+    run_id: str = ""
+    created_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +446,6 @@ class MediaStore(Protocol):
         ...
 
 class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ScheduleStore, ModelStore,
-               BrowseStore, AuditStore, StepStore, Protocol):
+               StepStore, Protocol):
     """Every store port on one object: what the composition root opens and hands out
     (``SQLiteStore``, ``PostgresStore``)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from bot.store.answers import AnswerOps
 from bot.store.approvals import ApprovalOps
-from bot.store.browse import BrowseOps
 from bot.store.history import HistoryOps
 from bot.store.inbound import InboundOps
 from bot.store.media import MediaOps
@@ -17,5 +16,5 @@ from bot.store.steps import StepOps
 
 
 class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, MediaOps, ScheduleOps, ModelOps,
-                 BrowseOps, StepOps):
+                 StepOps):
     """The ``AppStore`` ports on a driver's ``_read`` and ``_write``."""

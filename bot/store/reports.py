@@ -1,6 +1,6 @@
-"""The dashboard's two ports: ``BrowseStore`` (what its pages read: sessions, their logs, usage
-by day, failures) and ``AuditStore`` (who did what from it), and ``Summary`` (a compaction,
-which a session's log shows beside its messages); ``bot.store.base`` re-exports these names."""
+"""What the dashboard reads (``BrowseStore``: sessions, their logs, usage by day, failures) and
+keeps (``AuditStore``: who did what from it), as its pages take them; the dashboard's own
+operations (``bot.dashboard.reads``) run on the one store and make them."""
 
 from __future__ import annotations
 
@@ -8,20 +8,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.llm import Message
+from bot.store.base import Summary
 from bot.tracing import TraceRecord
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """A compaction: ``text`` stands for the session's messages up to ``through_id``."""
-
-    text: str
-    through_id: int
-    messages: int  # how many messages it replaced (the previous summary's included)
-    tokens_before: int  # the history's tokens before and after
-    tokens_after: int
-    run_id: str = ""
-    created_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,9 +61,9 @@ class StepOps(Driven):
         """The database in messages (no password)."""
         return "the database"
 
-    async def read(self, operation: Op[T]) -> T:
-        """A capability's read, outside a transaction."""
-        return await self._read(operation)
+    async def read(self, operation: Op[T], *, snapshot: bool = False) -> T:
+        """A capability's read, outside a transaction; ``snapshot``: its statements see one moment."""
+        return await self._read(operation, snapshot=snapshot)
 
     async def write(self, operation: Op[T]) -> T:
         """A capability's write: one transaction, run to its end even when its caller is cancelled."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.dashboard.html import Html, join, render
+from bot.web.html import Html, join, render
 
 
 def meter(used: float, limit: float | None, label: str) -> Html:

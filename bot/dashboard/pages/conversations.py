@@ -8,11 +8,12 @@ from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
 from bot.agent.transcript import ADDRESSED_HEADING, QUOTE
-from bot.dashboard.html import Html, ago, clip, count, escape, join, path, plural, render, usd, when
 from bot.dashboard.live import session_label
 from bot.dashboard.pages.layout import Viewer, badge, link, page, table
 from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
-from bot.store.base import LoggedMessage, SessionLog, SessionSummary, Summary
+from bot.store.base import Summary
+from bot.store.reports import LoggedMessage, SessionLog, SessionSummary
+from bot.web.html import Html, ago, clip, count, escape, join, path, plural, render, usd, when
 
 Redact = Callable[[str], str]
 TITLE_CHARS = 120

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.dashboard.assets import url
-from bot.dashboard.html import Html, escape, join, render
+from bot.web.html import Html, escape, join, render
 
 NAV = (("live", "/live", "Live"), ("conversations", "/conversations", "Conversations"), ("runs", "/runs", "Runs"),
        ("people", "/people", "People"), ("operations", "/operations", "Operations"))

@@ -6,10 +6,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.dashboard.html import Html, duration, join, plural, render, when
 from bot.dashboard.live import LiveRun
 from bot.dashboard.pages.layout import Viewer, action, badge, page, section, table
 from bot.messages import Answer
+from bot.web.html import Html, duration, join, plural, render, when
 
 RUN_HEADERS = ("Session", "Person", "Model", "Elapsed", "Now", "Queued", "")
 STANDALONE = Html("This dashboard runs on its own (<code>chatgate dashboard</code>), not inside the bot: it reads "

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.dashboard.html import Html, render
 from bot.dashboard.pages.layout import bare
+from bot.web.html import Html, render
 
 
 def login_page(*, error: str = "", user: str = "", can_log_in: bool = True) -> Html:

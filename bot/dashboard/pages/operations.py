@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.dashboard.html import Html, ago, clip, join, path, render, when
 from bot.dashboard.live import session_label
 from bot.dashboard.pages.layout import Viewer, action, badge, link, page, section, table
 from bot.dashboard.sources import Job, McpServer, PendingApproval
-from bot.store.base import AuditEntry, Failure
+from bot.store.reports import AuditEntry, Failure
+from bot.web.html import Html, ago, clip, join, path, render, when
 
 NOT_CONFIGURED = "Not configured in this process."
 MCP_STATES = {"ready": "ok", "degraded": "warn", "down": "bad", "connecting": "muted"}

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import quote
 
-from bot.dashboard.html import Html, clip, count, duration, join, path, plural, render, usd, when
 from bot.dashboard.live import session_label
 from bot.dashboard.pages.charts import span_bar
 from bot.dashboard.pages.layout import Viewer, badge, link, page, section, table
 from bot.tracing import TraceRecord
+from bot.web.html import Html, clip, count, duration, join, path, plural, render, usd, when
 
 STATUS = {"completed": "ok", "silent": "muted", "failed": "bad", "cancelled": "warn"}
 

@@ -1,5 +1,6 @@
-"""The dashboard's reads and its audit trail (the ``BrowseStore`` and ``AuditStore`` ports),
-written once for both stores.
+"""The dashboard's reads and its audit trail (``BrowseStore`` and ``AuditStore`` of
+``bot.store.reports``), written once for both stores and run on the one store as a
+capability's operations (``bot.store.steps``): ``Reads`` is everything the dashboard asks of it.
 
 A page is one read (``bot.store.op``), whose several statements see one moment (on PostgreSQL
 a read-only REPEATABLE READ transaction, so that a log and its count agree). What the two
@@ -19,19 +20,20 @@ import json
 from typing import Any
 
 from bot.llm import Message, Role, parts_from_json
-from bot.store.base import (
+from bot.messages import Answer
+from bot.store.base import ApprovedSender, AppStore, PairingCode, Summary
+from bot.store.dialect import SqlDialect
+from bot.store.history import trace
+from bot.store.op import Op, Row, execute, rows
+from bot.store.reports import (
     AuditEntry,
     DailyUsage,
     Failure,
     LoggedMessage,
     SessionLog,
     SessionSummary,
-    Summary,
     UsageReport,
 )
-from bot.store.dialect import SqlDialect
-from bot.store.history import trace
-from bot.store.op import Driven, Op, Row, execute, rows
 from bot.tracing import TraceRecord
 
 RECENT_INBOUND = 20_000  # inbound rows (newest) read for the names of senders
@@ -222,26 +224,50 @@ def action_row(entry: AuditEntry) -> tuple[Any, ...]:
     return (entry.at, entry.user, entry.role, entry.action, entry.target, entry.outcome, entry.address)
 
 
-class BrowseOps(Driven):
-    """The dashboard's pages: each one read, seeing one moment."""
+class Reads:
+    """What the dashboard asks of the store: its pages' reads (each one read, seeing one moment),
+    its audit trail, and what it shows and changes of the core's (pairing, traces, answers owed)."""
+
+    def __init__(self, store: AppStore) -> None:
+        self._store = store
 
     async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
-        return await self._read(read_sessions(self.dialect, search, limit), snapshot=True)
+        return await self._store.read(read_sessions(self._store.dialect, search, limit), snapshot=True)
 
     async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
-        return await self._read(read_session_log(self.dialect, session_id, limit), snapshot=True)
+        return await self._store.read(read_session_log(self._store.dialect, session_id, limit), snapshot=True)
 
     async def trace(self, run_id: str) -> TraceRecord | None:
-        return await self._read(trace(self.dialect, run_id))
+        return await self._store.read(trace(self._store.dialect, run_id))
 
     async def daily_usage(self, since: float) -> UsageReport:
-        return await self._read(read_daily_usage(self.dialect, since), snapshot=True)
+        return await self._store.read(read_daily_usage(self._store.dialect, since), snapshot=True)
 
     async def failures(self, limit: int = 20) -> list[Failure]:
-        return await self._read(read_failures(self.dialect, limit), snapshot=True)
+        return await self._store.read(read_failures(self._store.dialect, limit), snapshot=True)
 
     async def record_action(self, entry: AuditEntry) -> None:
-        await self._write(execute(INSERT_ACTION, *action_row(entry)))
+        await self._store.write(execute(INSERT_ACTION, *action_row(entry)))
 
     async def actions(self, limit: int = 50) -> list[AuditEntry]:
-        return await self._read(read_actions(limit), snapshot=True)
+        return await self._store.read(read_actions(limit), snapshot=True)
+
+    # the core's, as they are
+
+    async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
+        return await self._store.traces(session_key, last)
+
+    async def undelivered(self) -> list[Answer]:
+        return await self._store.undelivered()
+
+    async def pending_pairings(self, now: float) -> list[PairingCode]:
+        return await self._store.pending_pairings(now)
+
+    async def approve_pairing(self, code: str, now: float) -> PairingCode | None:
+        return await self._store.approve_pairing(code, now)
+
+    async def deny_pairing(self, code: str, now: float) -> PairingCode | None:
+        return await self._store.deny_pairing(code, now)
+
+    async def approved_senders(self, platform: str | None = None) -> list[ApprovedSender]:
+        return await self._store.approved_senders(platform)
