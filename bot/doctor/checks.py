@@ -15,6 +15,7 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,11 @@ def _async(step: Callable[[Config], list[Check]]) -> Callable[[Config], Awaitabl
     async def run(config: Config) -> list[Check]:
         return await asyncio.to_thread(step, config)
     return run
+
+
+async def _platform(live: Callable[[Any], Awaitable[list[Check]]], section: Any, config: Config) -> list[Check]:
+    """A platform's own live checks of its section (``ChannelSpec.doctor``)."""
+    return await live(section)
 
 
 async def _guarded(name: str, step: Callable[[Config], Awaitable[list[Check]]], config: Config) -> list[Check]:
@@ -122,7 +128,7 @@ async def _channels(config: Config) -> list[Check]:
     for name in config.enabled_channels:
         spec = registry.spec(name)
         if spec.doctor is not None:
-            rows += await _guarded(name, lambda _, s=spec, n=name: s.doctor(sections[n]), config)  # type: ignore[misc]
+            rows += await _guarded(name, partial(_platform, spec.doctor, sections[name]), config)
         elif spec.setup is not None:  # the live look `chatgate init` takes: who the bot is there
             rows.append(await _probed(name, spec.setup.probe, sections[name]))
         elif name != "console":

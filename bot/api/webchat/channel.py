@@ -3,7 +3,7 @@ HTML as its dialect. A press comes back through the intake like any platform's p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from bot.api.channel import SHAPE, ExchangeChannel, Item
 from bot.api.webchat.dialect import HTML
@@ -14,8 +14,8 @@ WEB_SHAPE = SHAPE
 
 
 class WebChannel(ExchangeChannel):
-    def __init__(self, **kw: object) -> None:
-        super().__init__("webchat", dialect=HTML, shape=WEB_SHAPE, **kw)  # type: ignore[arg-type]
+    def __init__(self, *, settle: Callable[[str], Awaitable[None]] | None = None) -> None:
+        super().__init__("webchat", dialect=HTML, shape=WEB_SHAPE, settle=settle)
 
     async def ask(self, to: Target, text: str, choices: Sequence[Choice]) -> str:
         ref = self.next_id()

@@ -117,9 +117,9 @@ class WebchatServer:
                 raise web.HTTPSeeOther("/")
             return web.Response(status=401, text="Sign in first")
         if request.method == "POST":
-            sent = request.headers.get("X-CSRF")
+            sent: object = request.headers.get("X-CSRF")
             if sent is None and request.content_type == "application/x-www-form-urlencoded":
-                sent = (await request.post()).get("csrf")  # type: ignore[assignment]
+                sent = (await request.post()).get("csrf")
             if not csrf_ok(login, sent if isinstance(sent, str) else None):
                 log.info("webchat: a POST without the page's token refused (%s)", request.path)
                 return web.Response(status=403, text="Forbidden: the page's token is missing")
