@@ -40,7 +40,9 @@ def door_on(peers: Any, db: PostgresStore) -> tuple[Door, Dispatcher]:
     dispatcher = Dispatcher()
     core = SimpleNamespace(peers=peers, store=db, turns=SimpleNamespace(dispatcher=dispatcher),
                            access=SimpleNamespace(is_owner_of=lambda platform, user: False))
-    return Door(core), dispatcher  # type: ignore[arg-type]
+    door = Door(core)  # type: ignore[arg-type]
+    door.start()
+    return door, dispatcher
 
 
 async def test_an_api_turn_waits_for_the_lane_runs_where_it_was_taken_and_is_never_handed_on(

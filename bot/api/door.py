@@ -9,6 +9,10 @@ and submits it with a ``TaskOrder`` that says whom it acts for: their rights (ow
 not: tool policy and approvals), whom its model calls are charged to (the person's limits and
 budgets). ``stop`` is ``/stop``.
 
+A message is stored only once the bot runs (``start``, when the capability starts: after the
+intake recovered what a previous process left): one stored before would be taken up by that
+recovery too, and run twice. A request that comes meanwhile waits.
+
 With several instances (``core.peers``), the turn runs in the session's lane as every turn
 does: the instance that took the request first owns the lane (``Peers.own``: it waits while
 another instance runs the session), keeps it while it stores the message (so that no other
@@ -52,6 +56,11 @@ class Sent:
 class Door:
     def __init__(self, core: Core) -> None:
         self._core = core
+        self._started = asyncio.Event()
+
+    def start(self) -> None:
+        """The bot runs: messages may be stored and run from now on."""
+        self._started.set()
 
     def owner(self, person: Person) -> bool:
         return any(self._core.access.is_owner_of(platform, user) for platform, user in person.accounts)
@@ -85,6 +94,7 @@ class Door:
                    attachments: tuple[Attachment, ...] = ()) -> Sent | None:
         """Store ``text`` as ``person``'s message in ``conversation`` and run it in its lane; None
         when the session's queue is full (nothing is run; the message is answered)."""
+        await self._started.wait()  # never stored before the intake's recovery looked (it would run it too)
         core, key = self._core, conversation.session_key
         msg = InboundMessage(conversation.platform, conversation.account, conversation.chat_id, ChatType.DM,
                              Sender(person.name, person.name), text, message_id, attachments=attachments)
