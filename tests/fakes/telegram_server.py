@@ -21,7 +21,8 @@ queues a ``callback_query`` update, answerCallbackQuery is accepted once per pre
 "query is too old", as for an unknown id) and recorded in ``answers``. sendPhoto keeps
 Telegram's rules for a photo: at most 10 MB (else PHOTO_SAVE_FILE_INVALID), a PNG's width
 and height (read from its header) adding up to at most 10,000 and a ratio of at most 20
-(else PHOTO_INVALID_DIMENSIONS), and a picture it can read (else IMAGE_PROCESS_FAILED). Not modelled: MarkdownV2 validation (text is kept as sent), flood limits unless
+(else PHOTO_INVALID_DIMENSIONS), and a picture it can read (else IMAGE_PROCESS_FAILED).
+Not modelled: MarkdownV2 validation (text is kept as sent), flood limits unless
 injected, chats the bot cannot reach (inject "chat not found"). Times are ``time.monotonic()``.
 
 Standalone, for benchmarks: ``python -m tests.fakes.telegram_server --port 0`` prints the API
