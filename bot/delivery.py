@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bot import observe
 from bot.backoff import Backoff
-from bot.channels import Channel, SendFailed, SendsVoice, Status
+from bot.channels import Channel, SendFailed, SendsPhoto, SendsVoice, Status
 from bot.messages import Answer, Chunk, FileRef
 from bot.observe import Signal
 from bot.store.base import AnswerStore
@@ -69,6 +69,7 @@ class Delivery:
         self._idle = asyncio.Event()
         self._idle.set()
         self._voices = {name: c for name, c in channels.items() if isinstance(c, SendsVoice)}
+        self._photos = {name: c for name, c in channels.items() if isinstance(c, SendsPhoto)}
         self._waiting: dict[str, list[asyncio.Future[str | None]]] = {}  # answer id -> told how it ended
 
     def outcome(self, answer_id: str) -> asyncio.Future[str | None]:
@@ -209,6 +210,9 @@ class Delivery:
             voice = self._voices.get(answer.platform) if chunk.voice else None
             if voice is not None:
                 return await voice.send_voice(answer.target, chunk.file_name, data, chunk.text)
+            photo = self._photos.get(answer.platform) if chunk.photo else None
+            if photo is not None:
+                return await photo.send_photo(answer.target, chunk.file_name, data, chunk.text)
             return await channel.send_file(answer.target, chunk.file_name, data, chunk.text)
         if index == 0 and answer.draft_id is not None:  # the streaming draft becomes the first chunk
             try:

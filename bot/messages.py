@@ -117,13 +117,15 @@ class Chunk:
     """One message of an answer, already rendered in the channel's dialect; with
     ``file_name`` it is a file whose caption is ``text``: its bytes are ``file_data``, or
     the workspace file ``file_ref`` read at send time. ``voice``: the file is a voice note
-    (Opus), shown as one where the platform can."""
+    (Opus), shown as one where the platform can; ``photo``: the file is a picture, shown as a
+    photo with its caption where the platform can (``SendsPhoto``), else sent as a file."""
 
     text: str
     file_name: str | None = None
     file_data: bytes | None = None
     file_ref: FileRef | None = None
     voice: bool = False
+    photo: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -373,7 +373,7 @@ class Turns:
         channel = self._channels[conversation.platform]
         return conversation.channel.shown or channel.name, channel.shape.max_upload
 
-    async def send_file(self, run_id: str, ref: FileRef, caption: str) -> str | None:
+    async def send_file(self, run_id: str, ref: FileRef, caption: str, *, photo: bool = False) -> str | None:
         """A workspace file to the chat the run serves, once per message and content, and how it went."""
         run, conversation = self._serving(run_id)
         channel = self._channels[conversation.platform]
@@ -389,7 +389,8 @@ class Turns:
             answer_id = f"{answer_id}-{run_id}"
         rendered = render_chunks(caption, channel.dialect, channel.shape)[:1] if caption else []
         name = ref.path.rsplit("/", 1)[-1]
-        answer = Answer(answer_id, channel.name, target, (Chunk(rendered[0] if rendered else "", name, file_ref=ref),))
+        chunk = Chunk(rendered[0] if rendered else "", name, file_ref=ref, photo=photo)
+        answer = Answer(answer_id, channel.name, target, (chunk,))
         done = self._delivery.outcome(answer_id)
         try:
             if state != "owed":

@@ -39,6 +39,7 @@ from bot.channels import (
     MessageShape,
     RecallsInbound,
     SendFailed,
+    SendsPhoto,
     Status,
     Streams,
     Target,
@@ -98,6 +99,8 @@ class Recorder:
             self.reach = inner.reach
         if isinstance(inner, RecallsInbound):
             self.recall_inbound = inner.recall_inbound
+        if isinstance(inner, SendsPhoto):
+            self.send_photo = self._send_photo
 
     async def start(self, inbox: Any) -> None:
         await self.inner.start(inbox)
@@ -124,6 +127,12 @@ class Recorder:
 
     async def send_file(self, to: Target, name: str, data: bytes, caption: str) -> str:
         message_id = await self.inner.send_file(to, name, data, caption)
+        self.files.append((name, data, caption))
+        self._record(Shown("file", message_id, caption, time.monotonic()))
+        return message_id
+
+    async def _send_photo(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        message_id: str = await self.inner.send_photo(to, name, data, caption)
         self.files.append((name, data, caption))
         self._record(Shown("file", message_id, caption, time.monotonic()))
         return message_id

@@ -31,12 +31,14 @@ class Sender:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, FileRef, str]] = []
+        self.photos: list[bool] = []
 
     def upload_limit(self, run_id: str) -> tuple[str, int]:
         return "telegram", 50 << 20
 
-    async def send_file(self, run_id: str, ref: FileRef, caption: str) -> str | None:
+    async def send_file(self, run_id: str, ref: FileRef, caption: str, *, photo: bool = False) -> str | None:
         self.sent.append((run_id, ref, caption))
+        self.photos.append(photo)
         return None
 
 
@@ -79,7 +81,7 @@ async def test_a_picture_is_made_saved_sent_with_its_caption_and_charged(bed: Be
     assert request["model"] == "gpt-image-1" and request["size"] == "1024x1024" and request["quality"] == "medium"
     assert request["authorization"] == "Bearer sk-test"
     [(run_id, ref, caption)] = bed.sender.sent
-    assert (run_id, caption) == ("run-1", "Your fox")
+    assert (run_id, caption) == ("run-1", "Your fox") and bed.sender.photos == [True]  # shown as a photo
     assert ref.path.startswith("images/") and ref.path.endswith(".png")
     assert (bed.root / ref.path).read_bytes() == PNG
     [(_, charges)] = bed.charged
@@ -165,6 +167,7 @@ async def test_a_picture_arrives_on_telegram_and_slack_with_its_caption(tmp_path
             await tg.wait_for(lambda: len(tg.sent) >= 2, timeout=10)
             (doc,) = tg.documents
             assert doc.data == PNG and doc.filename.endswith(".png") and doc.caption == "A <b>fox</b>"
+            assert doc.method == "sendPhoto"
             llm.script(*script())
             await slack.wait_for_ack(await slack.push(slack.event(slack.message("D1", "draw me a fox"))))
             await slack.wait_for(lambda: any(p.text == "Here it is." for p in slack.posts), what="the answer")

@@ -13,10 +13,11 @@ it (a failed store holds the offset, and the update comes again); the webhook an
 updates and are stored as one message once the album is complete. Files travel as
 metadata; the core fetches them (``fetch``) only for messages that will run.
 
-Outbound: ``send`` / ``edit`` / ``send_file`` / ``send_voice`` make one attempt each with a rendered HTML
-chunk; a chunk Telegram cannot parse is resent once as plain text, a group that became a
-supergroup is followed; any other failure is ``SendFailed`` for delivery to retry (with
-Telegram's ``retry_after``) or give up (blocked by the user, chat gone, bad request).
+Outbound: ``send`` / ``edit`` / ``send_file`` / ``send_voice`` / ``send_photo`` make one attempt each with a
+rendered HTML chunk (a picture Telegram cannot show as a photo goes as a document, see ``photos``); a
+chunk Telegram cannot parse is resent once as plain text, a group that became a supergroup is followed;
+any other failure is ``SendFailed`` for delivery to retry (with Telegram's ``retry_after``) or give up
+(blocked by the user, chat gone, bad request).
 
 Questions (``Asks``, see ``presses``): ``ask`` sends a message with an inline keyboard, a
 press comes in as a ``callback_query`` update, confirmed like a message once stored, and
@@ -52,6 +53,7 @@ from telegram.error import (
 from adapters.telegram.config import TelegramConfig
 from adapters.telegram.dialect import SHAPE, TELEGRAM, html_to_text
 from adapters.telegram.inbound import BotIdentity, attachments_of, message_of, press_of, to_inbound
+from adapters.telegram.photos import photo_problem, refused_as_photo
 from adapters.telegram.presses import ANSWER_WITHIN, NO_KEYBOARD, Answers, keyboard, query_id
 from adapters.telegram.transport import AiohttpRequest
 from bot.channels import (
@@ -361,6 +363,23 @@ class TelegramChannel:
         sent = await self._attempt(to.chat_id, lambda c: self.bot.send_document(
             c, data, filename=name, caption=caption or None, parse_mode=ParseMode.HTML, **params))
         return str(sent.message_id)
+
+    async def send_photo(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        """A picture as a photo with its caption (``SendsPhoto``); a document when it is too big for
+        a photo or its dimensions are not a photo's, or when Telegram refuses it as a photo."""
+        problem = photo_problem(data)
+        if problem is None:
+            params = self._where(to)
+            try:
+                sent = await self._attempt(to.chat_id, lambda c: self.bot.send_photo(
+                    c, data, filename=name, caption=caption or None, parse_mode=ParseMode.HTML, **params))
+                return str(sent.message_id)
+            except SendFailed as exc:
+                if not (exc.permanent and refused_as_photo(str(exc))):
+                    raise
+                problem = str(exc)
+        log.info("telegram: %s goes as a document, not a photo (%s)", name, problem)
+        return await self.send_file(to, name, data, caption)
 
     async def send_voice(self, to: Target, name: str, data: bytes, caption: str) -> str:
         """Ogg/Opus as a voice note: Telegram shows it as a voice bubble (``SendsVoice``)."""

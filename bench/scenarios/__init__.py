@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from bench.scenarios import (
+    api,
     cluster,
     dashboard,
     delivery,
@@ -23,4 +24,4 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord, on_slack, schedules, mcp, dashboard, cluster, observability)}
+                                 on_discord, on_slack, schedules, mcp, dashboard, cluster, observability, api)}

@@ -21,6 +21,7 @@ from bot.errors import ConfigError
 
 if TYPE_CHECKING:
     from bot.api.channel import ExchangeChannel
+    from bot.api.door import Door
     from bot.api.people import Person
     from bot.channels import Channel
     from bot.config.schema import CoreConfig
@@ -28,11 +29,15 @@ if TYPE_CHECKING:
 
 
 class RunningApi:
-    def __init__(self, channel: ExchangeChannel, url: str) -> None:
-        self.channel, self.url = channel, url
+    def __init__(self, channel: ExchangeChannel, url: str, door: Door) -> None:
+        self.channel, self.url, self._door = channel, url, door
 
     def channels(self) -> Mapping[str, Channel]:
         return {self.channel.name: self.channel}
+
+    def start(self) -> None:
+        """The bot runs (the intake recovered what was left): requests' messages are stored from now on."""
+        self._door.start()
 
 
 def tls_context(section: str, cert: Any, key: Any) -> ssl.SSLContext | None:
@@ -92,7 +97,8 @@ async def _open(core: Core) -> AsyncIterator[RunningApi]:
     cfg = core.config.section("api", ApiConfig)
     channel = ExchangeChannel("api", settle=lambda platform: settle_unanswered(core, platform))
     unsubscribe = core.events.subscribe(channel.on_event)
-    server = ApiServer(Door(core), channel, core.store, agent=core.config.agent.id,
+    door = Door(core)
+    server = ApiServer(door, channel, core.store, agent=core.config.agent.id,
                        identity_links=core.config.agent.identity_links,
                        models=lambda person, owner: model_names(core, person, owner),
                        choose=lambda conversation, name, person: choose_model(core, conversation, name, person),
@@ -102,7 +108,7 @@ async def _open(core: Core) -> AsyncIterator[RunningApi]:
     await listen(runner, host, port, key="api.bind", shown=cfg.bind, tls=tls_context("api", cfg.tls_cert, cfg.tls_key))
     try:
         scheme = "https" if cfg.tls_cert is not None else "http"
-        yield RunningApi(channel, f"{scheme}://{cfg.bind}/v1")
+        yield RunningApi(channel, f"{scheme}://{cfg.bind}/v1", door)
     finally:
         await runner.cleanup()
         unsubscribe()

@@ -8,13 +8,25 @@ more, or until the day's budget renews). ``send`` stores the message (store befo
 and submits it with a ``TaskOrder`` that says whom it acts for: their rights (owner or
 not: tool policy and approvals), whom its model calls are charged to (the person's limits and
 budgets). ``stop`` is ``/stop``.
+
+A message is stored only once the bot runs (``start``, when the capability starts: after the
+intake recovered what a previous process left): one stored before would be taken up by that
+recovery too, and run twice. A request that comes meanwhile waits.
+
+With several instances (``core.peers``), the turn runs in the session's lane as every turn
+does: the instance that took the request first owns the lane (``Peers.own``: it waits while
+another instance runs the session), keeps it while it stores the message (so that no other
+instance takes the stored message up: its ``TaskOrder``, whom it acts for, lives only here),
+and claims that message as its own (``Peers.claim``: the lane's owner never hands it on again).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -28,7 +40,10 @@ from bot.runs import Admission, Pending, TaskOrder
 if TYPE_CHECKING:
     from bot.capabilities.spec import Core
 
+log = logging.getLogger(__name__)
+
 FORBIDDEN = "You may not use this assistant any more; ask its owner."
+ELSEWHERE = "This conversation is busy on another server of this assistant; try again in a moment."
 
 
 @dataclass(slots=True)
@@ -41,6 +56,11 @@ class Sent:
 class Door:
     def __init__(self, core: Core) -> None:
         self._core = core
+        self._started = asyncio.Event()
+
+    def start(self) -> None:
+        """The bot runs: messages may be stored and run from now on."""
+        self._started.set()
 
     def owner(self, person: Person) -> bool:
         return any(self._core.access.is_owner_of(platform, user) for platform, user in person.accounts)
@@ -74,19 +94,30 @@ class Door:
                    attachments: tuple[Attachment, ...] = ()) -> Sent | None:
         """Store ``text`` as ``person``'s message in ``conversation`` and run it in its lane; None
         when the session's queue is full (nothing is run; the message is answered)."""
-        core = self._core
+        await self._started.wait()  # never stored before the intake's recovery looked (it would run it too)
+        core, key = self._core, conversation.session_key
         msg = InboundMessage(conversation.platform, conversation.account, conversation.chat_id, ChatType.DM,
                              Sender(person.name, person.name), text, message_id, attachments=attachments)
-        inbound_id = await core.store.record_inbound(msg, conversation)
-        if inbound_id is None:
-            raise ApiError(409, "this message was sent already", code="duplicate")
-        ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        order = TaskOrder(user_id=person.name, owner=self.owner(person), payers=(person.limit_key,),
-                          users=(person.name,), ended=ended)
-        pending = Pending(msg, inbound_id, conversation=conversation, order=order)
-        if core.turns.dispatcher.submit(conversation.session_key, pending) is Admission.REJECTED:
-            await core.store.mark_answered((inbound_id,))
-            return None
+        peers = core.peers
+        if peers is not None:  # the session's lane comes here first (it waits while another runs it)
+            await peers.own(key)
+        with peers.keeping(key) if peers is not None else nullcontext():  # not given back before it runs
+            inbound_id = await core.store.record_inbound(msg, conversation)
+            if inbound_id is None:
+                raise ApiError(409, "this message was sent already", code="duplicate")
+            if peers is not None and not await peers.claim(key, inbound_id):
+                # the lane went to another instance meanwhile (this one lost its lease): it was told and
+                # would run the message without the person's order; it is answered here instead
+                log.warning("api: session %s went to another instance; message %s not run", key, inbound_id)
+                await core.store.mark_answered((inbound_id,))
+                raise ApiError(503, ELSEWHERE, "server_error", code="busy_elsewhere", retry_after=1)
+            ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            order = TaskOrder(user_id=person.name, owner=self.owner(person), payers=(person.limit_key,),
+                              users=(person.name,), ended=ended)
+            pending = Pending(msg, inbound_id, conversation=conversation, order=order)
+            if core.turns.dispatcher.submit(key, pending) is Admission.REJECTED:
+                await core.store.mark_answered((inbound_id,))
+                return None
         return Sent(conversation, inbound_id, ended)
 
     async def stop(self, conversation: Conversation) -> bool:

@@ -12,7 +12,11 @@ the flush, a check) is not run; otherwise a card goes to the chat (buttons where
   ``press`` turns into a decision. It counts only while the run that asked waits for it,
   and only from an approver (``tools.approvers``: the person the run acts for, when it acts
   for one person only; the owners; named people); anyone else gets a short private answer
-  and nothing changes. In a group only an owner's press allows for the session; anyone
+  and nothing changes. A press or ``/approve <id>`` counts in the card's chat, and also from
+  a DM of another account of the person the run acts for (when it acts for one person and
+  ``requester`` approves): a linked account of theirs (``agent.identity_links``), or the
+  account an API key names. So a run of the API, whose client cannot press, is answered by its
+  person from their chat. In a group only an owner's press allows for the session; anyone
   else's "Allow for this session" counts as "Allow once";
   a press after the run ended, was stopped or timed out gets "expired" and runs nothing;
 - ``tools.approval_timeout`` seconds without a decision deny the call;
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Owner = Callable[[str, str], bool]  # (platform, user id) -> one of the platform's owners
+PersonOf = Callable[[str, str], str | None]  # (platform, user id) -> their linked person, if any
 
 EXPIRED = "This question has expired; nothing was run."
 NOT_YOURS = "Only the person who asked (or an owner) can answer this."
@@ -96,6 +101,8 @@ class _Waiting:
     shape: str
     people: tuple[str, ...]  # everyone the call acts for ("platform:user_id"), the requester last
     life: int  # the id of the session's current life: "Allow for this session" lasts as long
+    linked: str | None = None  # the conversation's linked person (agent.identity_links)
+    requester: str = ""  # the requester's user id as the run knows it (an API key's: "platform:user_id")
     future: asyncio.Future[tuple[Decision, str]] = field(default_factory=lambda: asyncio.get_running_loop()
                                                          .create_future())
     reminded: bool = False
@@ -116,8 +123,10 @@ class Elsewhere(Protocol):
 class Approvals:
     def __init__(self, store: GrantStore, channels: Mapping[str, Channel], settings: ApprovalSettings, *,
                  is_owner: Owner, mask: Callable[[str], str] = lambda text: text,
-                 clock: Callable[[], float] = time.time, elsewhere: Elsewhere | None = None) -> None:
+                 clock: Callable[[], float] = time.time, elsewhere: Elsewhere | None = None,
+                 person_of: PersonOf = lambda platform, user: None) -> None:
         self._store = store
+        self._person_of = person_of
         self._channels = channels
         self.settings = settings
         self._is_owner = is_owner
@@ -171,7 +180,8 @@ class Approvals:
                                 conv.chat_type.value, conv.thread_id, tool.name, people[-1] if people else "",
                                 asked_at=self._clock())
         target = Target(conv.chat_id, conv.chat_type, conv.thread_id)
-        waiting = _Waiting(record, target, arguments, shape, people, life)
+        waiting = _Waiting(record, target, arguments, shape, people, life, conv.root.person,
+                           ctx.people[-1] if ctx.people else "")
         self._waiting[record.id] = waiting  # before it is stored: a sweep never takes it for a gone run's
         try:
             await self._store.add_approval(record)
@@ -269,7 +279,7 @@ class Approvals:
     def _may_decide(self, waiting: _Waiting, msg: InboundMessage) -> bool:
         record = waiting.record
         if msg.platform != record.platform or msg.chat_id != record.chat_id:
-            return False
+            return self._theirs_elsewhere(waiting, msg)
         who = f"{msg.platform}:{msg.sender.id}"
         for entry in self.settings.approvers:
             # the requester decides for themselves only: a call of several people's turn needs someone else
@@ -280,6 +290,15 @@ class Approvals:
             if entry == who:
                 return True
         return False
+
+    def _theirs_elsewhere(self, waiting: _Waiting, msg: InboundMessage) -> bool:
+        """``msg`` is the requester's own, from a DM of another account of theirs: the run acts for
+        them alone, and the sender is their linked person, or the account their API key names."""
+        if "requester" not in self.settings.approvers or len(waiting.people) != 1 or msg.chat_type is not ChatType.DM:
+            return False
+        if waiting.linked is not None:
+            return self._person_of(msg.platform, msg.sender.id) == waiting.linked
+        return bool(waiting.requester) and f"{msg.platform}:{msg.sender.id}" == waiting.requester
 
     # -- what the intake asks ----------------------------------------------------------
 

@@ -6,7 +6,7 @@ the port imports neither.
 
 - ``channel``: ``Channel``, ``Inbox``, ``MessageShape``, ``Measure``, ``Status``, ``SendFailed``
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
-  ``Interrupts``, ``SendsVoice``, ``Named``, ``Windowed``, ``RecallsInbound`` (with ``LastHeard``):
+  ``Interrupts``, ``SendsVoice``, ``SendsPhoto``, ``Named``, ``Windowed``, ``RecallsInbound`` (with ``LastHeard``):
   what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
   ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
@@ -32,6 +32,7 @@ from bot.channels.capabilities import (
     Named,
     Notes,
     RecallsInbound,
+    SendsPhoto,
     SendsVoice,
     SpellsCommands,
     Streams,
@@ -79,7 +80,7 @@ __all__ = [
     "ChannelSection", "ChannelSpec", "Check", "Choice", "Connects", "Dialect", "DialectBase", "Float",
     "GroupConfig", "Groups", "Held", "Inbox", "Int", "Interrupts", "LastHeard", "Leases", "Lifecycle", "MessageShape",
     "LiveDraft", "Measure", "Named", "Notes", "Outcome", "Pacer", "PlainDialect", "RecallsInbound", "Role", "Secret",
-    "Section", "SOLE", "SendFailed", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
+    "Section", "SOLE", "SendFailed", "SendsPhoto", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
     "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "Windowed", "quote_lines",
     "while_held", "ChannelSetup", "http_json",
     "secret", "text_atoms", "wrap",

@@ -14,6 +14,8 @@ by having the method: there is nothing to register.
   keeps ``/status`` and ``/help`` for itself: there they are ``/chatgate status``).
 - ``SendsVoice``: a voice note the platform plays inline (Telegram's voice bubble); elsewhere
   a voice answer goes as an audio file (``send_file``).
+- ``SendsPhoto``: a picture shown as a photo with its caption where ``send_file`` would send it
+  as a document (Telegram's sendPhoto); elsewhere a picture goes through ``send_file``.
 - ``Named``: what the bot is called there, so that a spoken message can address it by name.
 - ``Windowed``: a platform that takes a message the bot starts on its own only for a while
   after the person last wrote (WhatsApp's 24 hours), so that a scheduled job says so when made.
@@ -123,6 +125,13 @@ class Interrupts(Protocol):
 class SendsVoice(Protocol):
     async def send_voice(self, to: Target, name: str, data: bytes, caption: str) -> str:
         """Send ``data`` (Ogg/Opus) as a voice note with a rendered caption; the platform's message id."""
+
+
+@runtime_checkable
+class SendsPhoto(Protocol):
+    async def send_photo(self, to: Target, name: str, data: bytes, caption: str) -> str:
+        """Send ``data`` (PNG, JPEG, ...) as a photo with a rendered caption; the platform's message
+        id. A picture the platform cannot show as a photo (too big, odd dimensions) goes as a file."""
 
 
 @runtime_checkable

@@ -8,8 +8,8 @@ outbound pipeline (``bot.outbound``); delivery (``bot.delivery``) owns retries, 
 channel's ``send`` makes one attempt and raises ``SendFailed`` when it did not land.
 
 What only some channels can do is a capability of its own (``bot.channels.capabilities``:
-``Streams``, ``Notes``, ``Asks``, ``Interrupts``, ``SendsVoice``, ``Named``), checked with ``isinstance`` where the
-channel is wired, never looked up by name where it is used.
+``Streams``, ``Notes``, ``Asks``, ``Interrupts``, ``SendsVoice``, ``SendsPhoto``, ``Named``), checked with
+``isinstance`` where the channel is wired, never looked up by name where it is used.
 """
 
 from __future__ import annotations

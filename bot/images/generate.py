@@ -1,11 +1,12 @@
 """``generate_image``: a picture made on request, saved in the workspace and sent to the chat.
 
 The OpenAI-compatible images endpoint through the official SDK (``client.images.generate``);
-the image is saved in the workspace's ``images/`` and sent to the chat the run serves with
-its caption, through the turn runner's ``FileSender`` (as ``send_file`` sends: stored before
-it is sent, once per message). Its price is charged to the people the run serves (split
-evenly, as a model call is: ``bot.limits.split``), stored in ``charges`` and told to the
-limits at once, so it counts in ``daily_cost_usd``. A refusal by the endpoint is told in one
+the image is saved in the workspace's ``images/`` and sent to the chat the run serves as a
+photo with its caption, through the turn runner's ``FileSender`` (as ``send_file`` sends:
+stored before it is sent, once per message; a platform without photos gets it as a file).
+Its price is charged to the people the run serves (split evenly, as a model call is:
+``bot.limits.split``), stored in ``charges`` and told to the limits at once, so it counts in
+``daily_cost_usd``. A refusal by the endpoint is told in one
 sentence; cancelling the call (``/stop``) cancels the request in flight.
 """
 
@@ -77,7 +78,7 @@ def image_tool(client: Any, *, model: str, size: str, quality: str, price: float
         path = await asyncio.to_thread(_save, ctx, prompt, data)
         platform, limit = sender.upload_limit(ctx.run_id)
         ref = await asyncio.to_thread(reference, ctx.workspace, path, limit, platform)
-        problem = await sender.send_file(ctx.run_id, ref, (caption or prompt[:200]).strip())
+        problem = await sender.send_file(ctx.run_id, ref, (caption or prompt[:200]).strip(), photo=True)
         log.info("generate_image %s (%d bytes, %.1f s, $%.3f) session=%s run=%s", path, len(data),
                  time.monotonic() - started, price, ctx.session_key, ctx.run_id)
         if problem == QUEUED:

@@ -35,6 +35,13 @@ ANSWER_STATE = "SELECT delivered_at IS NOT NULL, given_up FROM answers WHERE id 
 CHUNK_SENT = "UPDATE chunks SET message_id = ?, sent_at = ? WHERE answer_id = ? AND idx = ? AND sent_at IS NULL"
 ANSWER_DONE = "UPDATE answers SET delivered_at = ?, given_up = ? WHERE id = ? AND delivered_at IS NULL"
 _IDS_AT_ONCE = 500  # answers whose chunks one statement reads
+# how a file chunk is shown, in the chunks table's ``voice`` column (an integer since 0011_media):
+# 0 a file, 1 a voice note, 2 a photo (no column of its own: a photo is one more way to show a file)
+_AS_FILE, _AS_VOICE, _AS_PHOTO = 0, 1, 2
+
+
+def _shown(chunk: Chunk) -> int:
+    return _AS_VOICE if chunk.voice else _AS_PHOTO if chunk.photo else _AS_FILE
 
 
 def undelivered_sql(d: SqlDialect) -> str:
@@ -47,7 +54,7 @@ def answer_rows(answer: Answer) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]
     row = (answer.id, answer.platform, json.dumps(asdict(answer.target)), json.dumps(list(answer.inbound_ids)),
            answer.draft_id, int(answer.failed), answer.created_at)
     chunks = [(answer.id, i, c.text, c.file_name, c.file_data,
-               json.dumps(asdict(c.file_ref)) if c.file_ref is not None else None, int(c.voice))
+               json.dumps(asdict(c.file_ref)) if c.file_ref is not None else None, _shown(c))
               for i, c in enumerate(answer.chunks)]
     return row, chunks
 
@@ -61,8 +68,9 @@ def answer_from(row: Row, chunk_rows: list[Row]) -> Answer:
     return Answer(
         id=id_, platform=platform,
         target=Target(t["chat_id"], ChatType(t["chat_type"]), t.get("thread_id"), t.get("reply_to")),
-        chunks=tuple(Chunk(text, name, data, FileRef(**json.loads(ref)) if ref else None, bool(voice))
-                     for text, name, data, _, ref, voice in chunk_rows),
+        chunks=tuple(Chunk(text, name, data, FileRef(**json.loads(ref)) if ref else None, shown == _AS_VOICE,
+                           shown == _AS_PHOTO)
+                     for text, name, data, _, ref, shown in chunk_rows),
         inbound_ids=tuple(json.loads(inbound_ids)), draft_id=draft_id, failed=bool(failed), sent=sent,
         created_at=created_at,
     )

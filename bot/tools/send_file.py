@@ -40,10 +40,11 @@ class FileSender(Protocol):
         ``LookupError`` when it is not a run that serves a chat."""
         ...
 
-    async def send_file(self, run_id: str, ref: FileRef, caption: str) -> str | None:
+    async def send_file(self, run_id: str, ref: FileRef, caption: str, *, photo: bool = False) -> str | None:
         """Send the file to the chat of run ``run_id`` (``caption``: Markdown) and wait for it:
         None once the platform took it (or had it already), ``QUEUED`` when it is still waiting
-        for the platform, else why it was not sent."""
+        for the platform, else why it was not sent. ``photo``: a picture, shown as a photo where
+        the platform can (``bot.channels.SendsPhoto``)."""
         ...
 
 

@@ -18,7 +18,11 @@ Telegram's error messages (``telegram_html``), "message is not modified", per-ch
 ids, inline keyboards (``callback_data`` of 1 to 64 bytes, else BUTTON_DATA_INVALID; an
 edit without a keyboard, or with an empty one, removes it) and presses on them: ``press``
 queues a ``callback_query`` update, answerCallbackQuery is accepted once per press (then
-"query is too old", as for an unknown id) and recorded in ``answers``. Not modelled: MarkdownV2 validation (text is kept as sent), flood limits unless
+"query is too old", as for an unknown id) and recorded in ``answers``. sendPhoto keeps
+Telegram's rules for a photo: at most 10 MB (else PHOTO_SAVE_FILE_INVALID), a PNG's width
+and height (read from its header) adding up to at most 10,000 and a ratio of at most 20
+(else PHOTO_INVALID_DIMENSIONS), and a picture it can read (else IMAGE_PROCESS_FAILED).
+Not modelled: MarkdownV2 validation (text is kept as sent), flood limits unless
 injected, chats the bot cannot reach (inject "chat not found"). Times are ``time.monotonic()``.
 
 Standalone, for benchmarks: ``python -m tests.fakes.telegram_server --port 0`` prints the API
@@ -71,6 +75,7 @@ from tests.fakes.telegram_objects import (
 Files = dict[str, web.FileField]  # multipart uploads of a request, by field name
 MAX_TEXT, MAX_CAPTION = 4096, 1024
 MAX_DOWNLOAD = 20 * 1024 * 1024  # getFile refuses bigger files
+MAX_PHOTO = 10 * 1024 * 1024  # sendPhoto refuses bigger photos
 CONFLICT_POLL = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
 CONFLICT_WEBHOOK = ("Conflict: can't use getUpdates method while webhook is active; "
                     "use deleteWebhook to delete the webhook first")
@@ -109,6 +114,18 @@ class ApiError(Exception):
 
 def _bad(description: str) -> ApiError:
     return ApiError(400, "Bad Request: " + description)
+
+
+def _check_photo(data: bytes) -> None:
+    """Telegram's rules for what sendPhoto takes (PNG and JPEG read; a PNG's size from its header)."""
+    if len(data) > MAX_PHOTO:
+        raise _bad("PHOTO_SAVE_FILE_INVALID")
+    if not data.startswith((b"\x89PNG", b"\xff\xd8")):
+        raise _bad("IMAGE_PROCESS_FAILED")
+    if data[12:16] == b"IHDR" and len(data) >= 24:
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        if not width or not height or width + height > 10_000 or max(width, height) > 20 * min(width, height):
+            raise _bad("PHOTO_INVALID_DIMENSIONS")
 
 
 _UNSET: Any = object()
@@ -694,6 +711,8 @@ class FakeTelegram:
             raise _bad(f"there is no {kind} in the request")
         if not data:
             raise _bad("file must be non-empty")
+        if kind == "photo":
+            _check_photo(data)
         caption = params.get("caption")
         plain, entities = self._parse(str(caption), params.get("parse_mode"), params.get("caption_entities")) \
             if caption is not None else (None, [])

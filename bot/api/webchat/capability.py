@@ -15,17 +15,22 @@ from bot.api.webchat.invites import MIGRATIONS
 from bot.capabilities.spec import CapabilitySpec, Core
 
 if TYPE_CHECKING:
+    from bot.api.door import Door
     from bot.api.webchat.channel import WebChannel
     from bot.channels import Channel
     from bot.config.schema import CoreConfig
 
 
 class RunningWebchat:
-    def __init__(self, channel: WebChannel, url: str) -> None:
-        self.channel, self.url = channel, url
+    def __init__(self, channel: WebChannel, url: str, door: Door) -> None:
+        self.channel, self.url, self._door = channel, url, door
 
     def channels(self) -> Mapping[str, Channel]:
         return {self.channel.name: self.channel}
+
+    def start(self) -> None:
+        """The bot runs (the intake recovered what was left): messages are stored from now on."""
+        self._door.start()
 
 
 @asynccontextmanager
@@ -42,7 +47,8 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
     cfg = core.config.section("webchat", WebchatConfig)
     channel = WebChannel(settle=lambda platform: settle_unanswered(core, platform))
     unsubscribe = core.events.subscribe(channel.on_event)
-    server = WebchatServer(cfg, Door(core), channel, core.store, agent=core.config.agent.id,
+    door = Door(core)
+    server = WebchatServer(cfg, door, channel, core.store, agent=core.config.agent.id,
                            identity_links=core.config.agent.identity_links, workspaces=core.workspaces,
                            say=lambda platform, answer_id, target, text: core.turns.outbox.say(
                                platform, answer_id, target, text),
@@ -52,7 +58,7 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
     await listen(runner, host, port, key="webchat.bind", shown=cfg.bind,
                  tls=tls_context("webchat", cfg.tls_cert, cfg.tls_key))
     try:
-        yield RunningWebchat(channel, cfg.url)
+        yield RunningWebchat(channel, cfg.url, door)
     finally:
         await runner.cleanup()
         unsubscribe()
