@@ -23,7 +23,9 @@ answered by silence, so a flood gets one sentence, not a sentence per message.
 
 With several instances (``shared``), the rate is one bucket per person in the database that
 every instance takes from, and the budgets are read from the store at every check (another
-instance's charges count at once); being told stays per instance.
+instance's charges count at once). Being told is remembered in the database when the store
+keeps notes (``NoteStore``: a flood spread over instances, or across a restart, still gets
+one sentence per window), else in this process.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Protocol
 
 from bot.messages import InboundMessage
 from bot.providers.base import Usage
-from bot.store.base import Charge
+from bot.store.base import Charge, NoteStore
 
 Meter = Callable[[Sequence[Charge]], None]  # told each model call's charges as they arrive
 
@@ -122,6 +124,7 @@ class PersonLimits:
         self._store = store
         self._clock = clock
         self._shared = shared
+        self._notes = store if isinstance(store, NoteStore) else None  # being told, in the database
         self._people: OrderedDict[str, _Person] = OrderedDict()
         self._watchers: list[Meter] = []
 
@@ -140,11 +143,11 @@ class PersonLimits:
             await self._today(person, p, now)
             midnight = p.day + 86400
             if s.daily_tokens is not None and p.used_tokens >= s.daily_tokens:
-                return self._refuse(p, "tokens", midnight, now,
+                return await self._refuse(person, p, "tokens", midnight, now,
                                     f"You've used today's allowance of {s.daily_tokens:,} tokens; "
                                     "it renews at 00:00 UTC.")
             if s.daily_cost_usd is not None and p.used_cost >= s.daily_cost_usd:
-                return self._refuse(p, "cost", midnight, now,
+                return await self._refuse(person, p, "cost", midnight, now,
                                     f"You've used today's budget of ${s.daily_cost_usd:.2f}; it renews at 00:00 UTC.")
         if s.messages_per_minute is not None:
             rate = s.messages_per_minute / 60.0
@@ -158,7 +161,7 @@ class PersonLimits:
                     p.tokens -= 1.0
             if missing:
                 wait = missing / rate
-                return self._refuse(p, "rate", now + 60.0, now,
+                return await self._refuse(person, p, "rate", now + 60.0, now,
                                     f"You're sending messages faster than I can take them (at most "
                                     f"{s.messages_per_minute} a minute); try again in {max(1, round(wait))} s.")
         return None
@@ -249,12 +252,14 @@ class PersonLimits:
             p.used_audio = await self._store.audio_since(person, day)
             p.audio_day = day
 
-    @staticmethod
-    def _refuse(p: _Person, reason: str, until: float, now: float, text: str) -> Refusal:
+    async def _refuse(self, person: str, p: _Person, reason: str, until: float, now: float, text: str) -> Refusal:
+        """The refusal, with its sentence the first time in the window (on any instance)."""
         told = p.told if p.told is not None else {}
         p.told = told
         if told.get(reason, 0.0) > now:
             return Refusal("", reason)
+        if self._notes is not None and not await self._notes.first_note(person, f"limit:{reason}", until, now):
+            return Refusal("", reason)  # another instance (or this one before a restart) told them
         told[reason] = until
         return Refusal(text, reason)
 
