@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import fields
 
 from bot.dashboard.live import LiveBoard, LiveRun
-from bot.peers import Asks, Note
 from bot.dashboard.tables import boards, publish
+from bot.peers import Asks, Note
 from bot.store.schema_steps import StepStore
 
 log = logging.getLogger(__name__)
