@@ -895,6 +895,8 @@ async def test_daily_usage_per_person_and_their_names(store: Store) -> None:
     assert start + 86400 * 2 <= day + 86400 and day <= now  # the day the charges fell on
     assert report.names["telegram:1"] == "Ada" and "slack:U9" not in report.names
     assert (await b.daily_usage(now + 10)).days == []
+    assert await store.bot_usage_since(start) == (100, 0.75)  # the whole bot: everyone's charges
+    assert await store.bot_usage_since(now + 10) == (0, 0.0)
 
 
 async def test_failures_are_failed_runs_and_given_up_answers_newest_first(store: Store) -> None:

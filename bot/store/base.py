@@ -176,6 +176,10 @@ class Store(Protocol):
         model call of the runs and compactions that served them, each counted once."""
         ...
 
+    async def bot_usage_since(self, since: float) -> tuple[int, float]:
+        """(tokens, cost) charged to everyone since ``since``: the whole bot's spending."""
+        ...
+
     async def unanswered(self) -> list[InboundRecord]:
         """Inbound messages logged but never answered and owed no stored answer (the process
         died before the run finished); forgotten rows older than a week are pruned first."""
