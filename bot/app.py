@@ -112,7 +112,8 @@ class App:
         redactor = Redactor(cfg.secret_values())
         lim = cfg.limits
         person_limits = PersonLimits(LimitSettings(lim.messages_per_minute, lim.daily_tokens, lim.daily_cost_usd,
-                                                   lim.audio_minutes_per_day), self.store, shared=cluster)
+                                                   lim.audio_minutes_per_day, lim.bot_daily_tokens,
+                                                   lim.bot_daily_cost_usd), self.store, shared=cluster)
         meter = person_limits.charge if person_limits.active else None
         policies = access_policies(cfg.channels)
         gate = ToolGate(pre_tool_hooks(cfg.hooks, cfg.exec_settings()), holds=cluster)  # capabilities add steps

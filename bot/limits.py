@@ -21,9 +21,15 @@ the run ends. A sub-agent's calls are on its own bill, never on its parent's too
 minute for the rate, the day for a budget): a message over a limit after that is stored and
 answered by silence, so a flood gets one sentence, not a sentence per message.
 
+The whole bot has daily budgets too (``bot_daily_tokens``, ``bot_daily_cost_usd``: everyone's
+charges together, owners' included): once spent, ``check_all`` refuses new runs of anyone but
+the owners with one sentence (``BOT_SPENT``, said once a day to each person), until 00:00 UTC.
+
 With several instances (``shared``), the rate is one bucket per person in the database that
 every instance takes from, and the budgets are read from the store at every check (another
-instance's charges count at once); being told stays per instance.
+instance's charges count at once). Being told is remembered in the database when the store
+keeps notes (``NoteStore``: a flood spread over instances, or across a restart, still gets
+one sentence per window), else in this process.
 """
 
 from __future__ import annotations
@@ -33,14 +39,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.messages import InboundMessage
 from bot.providers.base import Usage
-from bot.store.base import Charge
+from bot.store.base import Charge, NoteStore
 
 Meter = Callable[[Sequence[Charge]], None]  # told each model call's charges as they arrive
 
+BOT_SPENT = "I've reached the whole bot's spending limit for today; I can take new requests again after 00:00 UTC."
 MAX_PEOPLE = 10_000  # people whose bucket and day are kept; the longest unseen are dropped
 
 
@@ -50,18 +57,31 @@ class LimitSettings:
     daily_tokens: int | None = None
     daily_cost_usd: float | None = None
     audio_minutes_per_day: float | None = None  # of voice notes and audio transcribed
+    bot_daily_tokens: int | None = None  # the whole bot's daily budgets (everyone's charges together)
+    bot_daily_cost_usd: float | None = None
+
+    @property
+    def bot_budget(self) -> bool:
+        return self.bot_daily_tokens is not None or self.bot_daily_cost_usd is not None
 
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
     text: str  # the one sentence, or "" when the person was already told in this window
-    reason: str  # "rate" | "tokens" | "cost"
+    reason: str  # "rate" | "tokens" | "cost" | "bot-tokens" | "bot-cost" (the whole bot's budget)
 
 
 class UsageStore(Protocol):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]: ...
     async def audio_since(self, person: str, since: float) -> float: ...
     async def record_audio(self, person: str, seconds: float, at: float) -> None: ...
+
+
+@runtime_checkable
+class BotUsage(Protocol):
+    async def bot_usage_since(self, since: float) -> tuple[int, float]:
+        """(tokens, cost) charged to everyone since ``since``."""
+        ...
 
 
 class SharedRates(Protocol):
@@ -122,14 +142,19 @@ class PersonLimits:
         self._store = store
         self._clock = clock
         self._shared = shared
+        self._notes = store if isinstance(store, NoteStore) else None  # being told, in the database
+        if settings.bot_budget and not isinstance(store, BotUsage):
+            raise TypeError("the whole bot's budget needs a store that sums everyone's charges (BotUsage)")
+        self._bot_usage = store if isinstance(store, BotUsage) else None
+        self._bot = _Person(0.0, 0.0)  # the whole bot's day (its budgets), not a person
         self._people: OrderedDict[str, _Person] = OrderedDict()
         self._watchers: list[Meter] = []
 
     @property
     def active(self) -> bool:
         s = self.settings
-        return any(v is not None for v in (s.messages_per_minute, s.daily_tokens, s.daily_cost_usd,
-                                           s.audio_minutes_per_day))
+        return s.bot_budget or any(v is not None for v in (s.messages_per_minute, s.daily_tokens, s.daily_cost_usd,
+                                                           s.audio_minutes_per_day))
 
     async def check(self, person: str) -> Refusal | None:
         """Take one message of ``person``: None to run it, else a refusal."""
@@ -140,11 +165,11 @@ class PersonLimits:
             await self._today(person, p, now)
             midnight = p.day + 86400
             if s.daily_tokens is not None and p.used_tokens >= s.daily_tokens:
-                return self._refuse(p, "tokens", midnight, now,
+                return await self._refuse(person, p, "tokens", midnight, now,
                                     f"You've used today's allowance of {s.daily_tokens:,} tokens; "
                                     "it renews at 00:00 UTC.")
             if s.daily_cost_usd is not None and p.used_cost >= s.daily_cost_usd:
-                return self._refuse(p, "cost", midnight, now,
+                return await self._refuse(person, p, "cost", midnight, now,
                                     f"You've used today's budget of ${s.daily_cost_usd:.2f}; it renews at 00:00 UTC.")
         if s.messages_per_minute is not None:
             rate = s.messages_per_minute / 60.0
@@ -158,19 +183,46 @@ class PersonLimits:
                     p.tokens -= 1.0
             if missing:
                 wait = missing / rate
-                return self._refuse(p, "rate", now + 60.0, now,
+                return await self._refuse(person, p, "rate", now + 60.0, now,
                                     f"You're sending messages faster than I can take them (at most "
                                     f"{s.messages_per_minute} a minute); try again in {max(1, round(wait))} s.")
         return None
 
     async def check_all(self, people: Sequence[str]) -> Refusal | None:
-        """``check`` each of ``people`` in order (``limit_keys``); the first refusal ends it, and
-        the people after it are not charged."""
+        """The whole bot's budget first (told to the sender, ``people[-1]``, once a day), then
+        ``check`` each of ``people`` in order (``limit_keys``); the first refusal ends it, and the
+        people after it are not charged."""
+        if self.settings.bot_budget and people and (refusal := await self.check_bot(people[-1])) is not None:
+            return refusal
         for person in people:
             refusal = await self.check(person)
             if refusal is not None:
                 return refusal
         return None
+
+    async def check_bot(self, person: str) -> Refusal | None:
+        """May a new run start, as far as the whole bot's daily budget goes? A refusal's sentence
+        is said to ``person`` once a day."""
+        s, now = self.settings, self._clock()
+        tokens, cost = await self._bot_today(now)
+        midnight = self._bot.day + 86400
+        p = self._person(person, now)
+        if s.bot_daily_tokens is not None and tokens >= s.bot_daily_tokens:
+            return await self._refuse(person, p, "bot-tokens", midnight, now, BOT_SPENT)
+        if s.bot_daily_cost_usd is not None and cost >= s.bot_daily_cost_usd:
+            return await self._refuse(person, p, "bot-cost", midnight, now, BOT_SPENT)
+        return None
+
+    async def bot_today(self) -> tuple[int, float]:
+        """(tokens, cost) the whole bot used today (UTC)."""
+        return await self._bot_today(self._clock())
+
+    async def _bot_today(self, now: float) -> tuple[int, float]:
+        b, day = self._bot, _day_start(now)
+        if self._bot_usage is not None and (b.day != day or self._shared is not None):
+            b.used_tokens, b.used_cost = await self._bot_usage.bot_usage_since(day)
+            b.day = day
+        return b.used_tokens, b.used_cost
 
     async def check_audio(self, people: Sequence[str], seconds: float | None) -> Refusal | None:
         """May ``seconds`` of audio (None: not known yet) be transcribed for ``people``
@@ -208,11 +260,15 @@ class PersonLimits:
         """The ``Meter``: model calls just charged to these people (the budgets count them at
         once). A person whose day is not loaded yet is skipped: the store has it by then. Then
         each watcher is told (``watch``)."""
+        b = self._bot
         for c in charges:
             p = self._people.get(c.person)
             if p is not None and p.day >= 0:
                 p.used_tokens += c.tokens
                 p.used_cost += c.cost
+            if b.day >= 0:
+                b.used_tokens += c.tokens
+                b.used_cost += c.cost
         for watcher in self._watchers:
             watcher(charges)
 
@@ -249,12 +305,14 @@ class PersonLimits:
             p.used_audio = await self._store.audio_since(person, day)
             p.audio_day = day
 
-    @staticmethod
-    def _refuse(p: _Person, reason: str, until: float, now: float, text: str) -> Refusal:
+    async def _refuse(self, person: str, p: _Person, reason: str, until: float, now: float, text: str) -> Refusal:
+        """The refusal, with its sentence the first time in the window (on any instance)."""
         told = p.told if p.told is not None else {}
         p.told = told
         if told.get(reason, 0.0) > now:
             return Refusal("", reason)
+        if self._notes is not None and not await self._notes.first_note(person, f"limit:{reason}", until, now):
+            return Refusal("", reason)  # another instance (or this one before a restart) told them
         told[reason] = until
         return Refusal(text, reason)
 

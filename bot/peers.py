@@ -8,13 +8,16 @@ another instance hands it work, or a stop, or when it takes over what a dead one
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bot.messages import Answer, InboundMessage
 from bot.store.base import ApprovalRecord, InboundRecord
 
 Stopped = tuple[bool, int, tuple[int, ...]]  # (a run was stopped, queued messages dropped, inbound ids it answers)
+Note = dict[str, Any]  # a small JSON object between instances (under PostgreSQL's 8,000 bytes of a NOTIFY)
+Responder = Callable[[Note], Awaitable[Note]]
 
 
 class Peers(Protocol):
@@ -96,4 +99,25 @@ class Host(Protocol):
 
     async def decide_here(self, approval_id: str, decision: str, msg: InboundMessage) -> str | None:
         """A press (or /approve) another instance received, for an approval a run here waits for."""
+        ...
+
+
+@runtime_checkable
+class Asks(Protocol):
+    """Optional, of ``Peers``: a capability's own questions to the other instances (the
+    dashboard's board of every instance's runs, its Stop of a run running elsewhere)."""
+
+    @property
+    def instance(self) -> str:
+        """This instance's name."""
+        ...
+
+    def respond(self, kind: str, answer: Responder) -> None:
+        """Answer the questions of ``kind`` other instances ask this one (a name of the capability's,
+        such as ``dashboard.stop``) with ``answer``."""
+        ...
+
+    async def ask(self, kind: str, body: Note, *, to: str | None = None, timeout: float = 2.0) -> list[Note]:
+        """Ask one instance (``to``), or every other live one (None); the answers that came within
+        ``timeout`` seconds, each with ``from`` (the instance that answered)."""
         ...

@@ -124,12 +124,14 @@ class Instances:
                  mode: str = "webhook", lease_seconds: float = 3.0, runs: dict[str, Any] | None = None,
                  tools: dict[str, Any] | None = None, slack: FakeSlack | None = None,
                  discord: FakeDiscord | None = None, discord_keys: dict[str, Any] | None = None,
-                 telegram_keys: dict[str, Any] | None = None) -> None:
+                 telegram_keys: dict[str, Any] | None = None,
+                 extra: Callable[[Instance], dict[str, Any]] | None = None) -> None:
         """``url`` None: one instance on a SQLite file instead (for comparisons). With ``slack``, the
         instances serve Slack (``mode`` http or socket) instead of Telegram; with ``discord``, they
         serve Discord (every DM and guild open; ``discord_keys`` adds or overrides
         ``channels.discord`` keys: ``shard_count``, ``shards``, ``guilds`` ...); ``telegram_keys``
-        does the same for ``channels.telegram``."""
+        does the same for ``channels.telegram``; ``extra`` gives an instance's more sections (its
+        dashboard)."""
         self.tmp, self.url, self.llm, self.tg, self.mode = tmp, url, llm, tg, mode
         self.lease_seconds = lease_seconds
         self.runs = runs or {}
@@ -138,6 +140,7 @@ class Instances:
         self.discord_keys = discord_keys or {}
         self.telegram_keys = telegram_keys or {}
         self.tools = tools or {}
+        self.extra = extra or (lambda instance: {})
         self.items = [Instance(tmp, f"i{n + 1}", free_port()) for n in range(count)]
         self.balancer = Balancer([f"http://127.0.0.1:{i.port}" for i in self.items])
 
@@ -185,6 +188,7 @@ class Instances:
             "limits": {"messages_per_minute": None},
             "logging": {"level": "INFO"},
             "channels": channels,
+            **self.extra(instance),
         }
         path = self.tmp / f"{instance.name}.yaml"
         path.write_text(json.dumps(config, indent=2))

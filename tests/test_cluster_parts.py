@@ -11,7 +11,7 @@ import pytest
 from bot.cluster import rates, schema
 from bot.cluster.leases import LeaseRows
 from bot.cluster.status import format_status, read_status
-from bot.limits import LimitSettings, PersonLimits
+from bot.limits import LimitSettings, PersonLimits, Refusal
 from bot.llm import Message
 from bot.store.base import Charge, Turn
 from bot.store.pg import PostgresStore
@@ -75,6 +75,18 @@ async def test_a_budget_counts_what_another_instance_charged(store: PostgresStor
     await store.append_turn(Turn(session, "r1", (Message.user("hi"),), charges=(Charge("telegram:42", 150, 0.1),)))
     refusal = await here.check("telegram:42")
     assert refusal is not None and refusal.reason == "tokens"
+
+
+async def test_a_person_over_a_limit_is_told_once_whichever_instance_refuses(store: PostgresStore) -> None:
+    class Shared:
+        async def take_rate(self, person: str, capacity: float, per_second: float) -> float:
+            return 1.0  # the shared bucket is empty
+
+    settings = LimitSettings(messages_per_minute=3)
+    one, two = (PersonLimits(settings, store, shared=Shared()) for _ in range(2))
+    refusals = [await limits.check("telegram:42") for limits in (one, two, two, one)]
+    assert [r.text != "" for r in refusals if r is not None] == [True, False, False, False]
+    assert (await two.check("telegram:43") or Refusal("", "")).text  # another person is told too
 
 
 async def test_status_shows_instances_what_they_own_and_lag(store: PostgresStore) -> None:

@@ -299,8 +299,9 @@ print(sorted(m for m in sys.modules if m.startswith("bot.dashboard")))
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    # its spec and section (with the password check, stdlib only), never its server or pages
-    assert out.stdout.strip() == "['bot.dashboard', 'bot.dashboard.capability', 'bot.dashboard.config']"
+    # its spec, section (with the password check, stdlib only) and table, never its server or pages
+    assert out.stdout.strip() == "['bot.dashboard', 'bot.dashboard.capability', 'bot.dashboard.config', " \
+                                 "'bot.dashboard.tables']"
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl to make a test certificate")

@@ -13,7 +13,7 @@ from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.config.schema import is_loopback, parse_bind
 from bot.conversation import Conversation
 from bot.dashboard.live import LiveBoard, session_label
-from bot.dashboard.pages.charts import bars, meter, span_bar
+from bot.web.charts import bars, meter, span_bar
 from bot.dashboard.pages.conversations import title_of
 from bot.dashboard.pages.layout import Viewer
 from bot.dashboard.pages.operations import jobs_table

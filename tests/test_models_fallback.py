@@ -67,6 +67,21 @@ async def test_the_note_is_shown_once_and_the_next_turn_is_back_on_the_model(tmp
         assert channel.texts()[-2:] == ["Answered by fast: smart is overloaded right now.", "fast for another chat"]
 
 
+async def test_the_note_is_remembered_in_the_database_not_by_the_process(tmp_path: Path, llm: FakeLLM) -> None:
+    config = make_config(tmp_path, llm, agent=FALLING)
+    first = RecordingChannel("telegram")
+    async with App(config, {"telegram": first}) as app:
+        llm.script(Reply.error(529), Reply.text("fast one"))
+        await _send(first, 2)
+        assert first.texts()[0] == "Answered by fast: smart is overloaded right now."
+        assert await app.store.first_note(KEY, "fallback:fast", None, 0.0) is False  # recorded
+    again = RecordingChannel("telegram")  # a restart (or another instance): the chat was told already
+    async with App(config, {"telegram": again}):
+        llm.script(Reply.error(529), Reply.text("fast two"))
+        assert await say(again, "after the restart") == "fast two"
+        assert again.texts() == ["fast two"]
+
+
 async def test_cost_budget_traces_and_status_name_the_model_that_answered(tmp_path: Path, llm: FakeLLM) -> None:
     channel = RecordingChannel("telegram")
     untitled = MODELS + "  titles: null\n"  # a session's title, made in the background, would be on the bill too

@@ -31,6 +31,7 @@ from bot.store.base import (
     MediaStore,
     ModelChoice,
     ModelStore,
+    NoteStore,
     PairingCode,
     PairingStore,
     Recent,
@@ -897,6 +898,8 @@ async def test_daily_usage_per_person_and_their_names(store: Store) -> None:
     assert start + 86400 * 2 <= day + 86400 and day <= now  # the day the charges fell on
     assert report.names["telegram:1"] == "Ada" and "slack:U9" not in report.names
     assert (await b.daily_usage(now + 10)).days == []
+    assert await store.bot_usage_since(start) == (100, 0.75)  # the whole bot: everyone's charges
+    assert await store.bot_usage_since(now + 10) == (0, 0.0)
 
 
 async def test_failures_are_failed_runs_and_given_up_answers_newest_first(store: Store) -> None:
@@ -965,3 +968,25 @@ async def test_a_sessions_first_title_stays_and_sessions_are_listed(store: Store
     assert [s.id for s in await models.titled_sessions()] == [fresh.id, second.id]
     assert {s.id for s in await models.titled_sessions(archived=True)} == {first.id, second.id, fresh.id}
     assert len(await models.titled_sessions(last=1)) == 1
+
+
+# -- what was told once (NoteStore) ------------------------------------------------------
+
+
+async def test_a_note_is_told_once_for_good_or_once_per_window(store: Store) -> None:
+    notes: NoteStore = store  # type: ignore[assignment]
+    key = "agent:main:telegram:dm:42"
+    assert await notes.first_note(key, "fallback:backup", None, 10.0)
+    assert not await notes.first_note(key, "fallback:backup", None, 1e12)  # for good
+    assert await notes.first_note(key, "fallback:other", None, 10.0)  # another note
+    assert await notes.first_note("telegram:42", "limit:rate", 70.0, 10.0)
+    assert not await notes.first_note("telegram:42", "limit:rate", 80.0, 20.0)  # still in its window
+    assert await notes.first_note("telegram:42", "limit:rate", 140.0, 70.0)  # the window is over: told again
+    assert not await notes.first_note("telegram:42", "limit:rate", 150.0, 90.0)
+    assert await notes.first_note("telegram:7", "limit:rate", 70.0, 10.0)  # another person
+
+
+async def test_of_many_claiming_a_note_at_once_one_tells_it(store: Store) -> None:
+    notes: NoteStore = store  # type: ignore[assignment]
+    told = await asyncio.gather(*(notes.first_note("telegram:42", "limit:cost", 86400.0, 5.0) for _ in range(8)))
+    assert sum(told) == 1

@@ -133,6 +133,40 @@ async def test_the_owners_are_told_once_a_day_even_across_a_restart(bot: Bot) ->
     assert len(bot.sent_to(OWNER)) == 1 and sum(t for _, t in bot.charged(f"telegram:{USER}")) == 865
 
 
+async def test_the_whole_bots_budget_alerts_the_owners_once_then_refuses_new_runs(bot: Bot) -> None:
+    other = 43
+    limits = ("limits: {bot_daily_tokens: 1000, alert_at: 0.5, messages_per_minute: null}\n"
+              "models: {titles: null}")
+    await bot.start(limits)
+    bot.llm.script(Reply.text("a", usage=Tokens(input=300, output=100)),
+                   Reply.text("b", usage=Tokens(input=200, output=50)),
+                   Reply.text("c", usage=Tokens(input=400, output=100)))
+    bot.tg.push(bot.tg.message(USER, "one", user_id=USER))  # 400 of the bot's 1,000: below 50 %
+    await until(lambda: bot.sent_to(USER), timeout=10)
+    bot.tg.push(bot.tg.message(other, "two", user_id=other))  # 650: past it, whoever spent it
+    await until(lambda: bot.sent_to(OWNER), timeout=10)
+    assert bot.sent_to(OWNER) == ["Usage alert: the whole bot has used 650 of 1,000 tokens (65%) of its budget "
+                                  "for today (UTC)."]
+    bot.tg.push(bot.tg.message(USER, "three", user_id=USER))  # 1,150: spent
+    await until(lambda: len(bot.sent_to(USER)) == 2, timeout=10)
+    bot.tg.push(bot.tg.message(other, "four", user_id=other))  # refused, with one sentence
+    await until(lambda: len(bot.sent_to(other)) == 2, timeout=10)
+    refused = ("I've reached the whole bot's spending limit for today; I can take new requests again after "
+               "00:00 UTC.")
+    assert bot.sent_to(other)[1] == refused
+    await bot.stop()
+    await bot.start(limits)  # another process: still spent, the person already told, the owners too
+    bot.tg.push(bot.tg.message(USER, "five", user_id=USER))  # refused: told once (this person's first time)
+    await until(lambda: len(bot.sent_to(USER)) == 3, timeout=10)
+    assert bot.sent_to(USER)[2] == refused
+    bot.tg.push(bot.tg.message(other, "six", user_id=other))  # refused, silently: told already today
+    bot.tg.push(bot.tg.message(OWNER, "/usage", user_id=OWNER))  # owners are exempt: they see the whole bot
+    await until(lambda: len(bot.sent_to(OWNER)) == 2, timeout=10)
+    assert "The whole bot today: 1,150 tokens of 1,000 (115%)" in bot.sent_to(OWNER)[1]
+    assert len(bot.llm.requests) == 3 and len(bot.sent_to(other)) == 2
+    assert sum(1 for text in bot.sent_to(OWNER) if text.startswith("Usage alert")) == 1
+
+
 @pytest.mark.parametrize(("mode", "line"), [
     ("off", ""), ("tokens", "_1,234 tokens (1,000 in, 234 out)_"),
     ("cost", "_1,234 tokens (1,000 in, 234 out) · $0.0123_"),
@@ -151,3 +185,6 @@ def test_usage_words_and_the_alert_threshold() -> None:
     assert passed(Spent(80, 0.1), both, 0.8) == "tokens"
     assert passed(Spent(1, 0.85), both, 0.8) == "cost"
     assert passed(Spent(10**9, 10.0), none, 0.5) is None
+    whole = LimitSettings(bot_daily_tokens=1000, bot_daily_cost_usd=None)
+    assert passed(Spent(600, 0.0), whole, 0.5) is None  # a person's budgets: none
+    assert passed(Spent(600, 0.0), whole, 0.5, bot=True) == "tokens"

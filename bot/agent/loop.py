@@ -360,10 +360,10 @@ class Agent:
         """A fallback answers: the chat's note, the first time this model stands in there."""
         run.announced = True
         route, notify = run.route, run.request.notify
-        if notify is not None and self._models is not None and \
-                self._models.first_note(run.request.session_key, route):
+        if notify is not None and self._models is not None:
             try:
-                await notify(note_text(route.spec.label, route.instead_of, route.reason))
+                if await self._models.first_note(run.request.session_key, route):
+                    await notify(note_text(route.spec.label, route.instead_of, route.reason))
             except Exception:  # the note is a courtesy: the answer goes on without it
                 log.warning("the fallback note could not be owed session=%s run=%s", run.request.session_key,
                             run.request.run_id, exc_info=True)

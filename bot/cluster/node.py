@@ -44,7 +44,7 @@ from bot.cluster.bus import Bus, Message
 from bot.cluster.leases import LeaseRows
 from bot.messages import Answer, InboundMessage
 from bot.observe import Signal
-from bot.peers import Host, Stopped
+from bot.peers import Host, Note, Responder, Stopped
 from bot.session_keys import parse_key
 from bot.store.base import ApprovalRecord
 from bot.store.pg.history import Fence
@@ -62,6 +62,9 @@ _STOPPED = f"UPDATE cluster_instances SET stopped_at = {NOW} WHERE id = $1"
 _STILL_HOLDS = f"SELECT 1 FROM cluster_leases WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at >= {NOW}"
 _ALIVE_OTHERS = (f"SELECT count(*) FROM cluster_instances WHERE id <> $1 AND stopped_at IS NULL"
                  f" AND seen_at >= {NOW} - $2")
+
+
+_OWN_KINDS = frozenset({"pull", "stop", "stopall", "decide", "answer"})
 
 
 def default_instance() -> str:
@@ -104,6 +107,7 @@ class Cluster:
         self._named: dict[str, _Held] = {}  # leases channels hold (pollers, shards)
         self._sweeps: list[Callable[[], Awaitable[None]]] = []
         self._keeping: dict[str, int] = {}  # session key -> stops under way here: its lane is not given back
+        self._responders: dict[str, Responder] = {}  # a capability's questions (bot.peers.Asks), by kind
         self._tasks = OwnedTasks()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -204,6 +208,29 @@ class Cluster:
         answers = await self._bus.request(self._pool, None, {"kind": "stopall", "platform": platform,
                                                              "chat": chat_id}, answers=others, timeout=2.0)
         return sum(int(a["count"]) for a in answers)
+
+    # -- Asks: a capability's questions between instances --------------------------------
+
+    def respond(self, kind: str, answer: Responder) -> None:
+        if kind in _OWN_KINDS:
+            raise ValueError(f"{kind!r} is a question of the cluster's own")
+        self._responders[kind] = answer
+
+    async def ask(self, kind: str, body: Note, *, to: str | None = None, timeout: float = 2.0) -> list[Note]:
+        if to is None:
+            others = await self._pool.fetchval(_ALIVE_OTHERS, self.instance, self.settings.lease_seconds)
+            if not others:
+                return []
+            return await self._bus.request(self._pool, None, {**body, "kind": kind}, answers=others, timeout=timeout)
+        return await self._bus.request(self._pool, to, {**body, "kind": kind}, timeout=timeout)
+
+    async def _respond(self, answer: Responder, message: Message) -> None:
+        try:
+            said = await answer(message)
+        except Exception:  # the asker gets no answer from this instance (as from a dead one)
+            log.exception("cluster: answering %s from %s failed", message.get("kind"), message.get("from"))
+            return
+        await self._bus.answer(self._pool, message, said)
 
     async def claim_answer(self, answer: Answer) -> bool:
         return await work.claim_answer(self._pool, answer.id, self.instance, self.settings.lease_seconds)
@@ -398,6 +425,8 @@ class Cluster:
             self._tasks.spawn(self._stop_chat_here(message), "remote stopall")
         elif kind == "decide":
             self._tasks.spawn(self._decide_here(message), "remote decision")
+        elif (answer := self._responders.get(str(kind))) is not None and message.get("from") != self.instance:
+            self._tasks.spawn(self._respond(answer, message), f"answer {kind}")
 
     async def _stop_here(self, message: Message) -> None:
         assert self._host is not None

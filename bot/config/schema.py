@@ -229,13 +229,15 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 class LimitsConfig(Section):
-    """Per person (``platform:user_id``); owners are exempt."""
+    """Per person (``platform:user_id``), and the whole bot's daily budget; owners are exempt."""
 
     messages_per_minute: Annotated[Int, Field(ge=1)] | None = 20
     daily_tokens: Annotated[Int, Field(ge=1)] | None = None
     daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
     audio_minutes_per_day: Annotated[Float, Field(gt=0)] | None = None  # voice notes and audio transcribed
     max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = 16
+    bot_daily_tokens: Annotated[Int, Field(ge=1)] | None = None  # the whole bot's, everyone's charges together
+    bot_daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
     alert_at: Annotated[Float, Field(gt=0, le=1)] | None = None  # owners told daily past this share of a budget
 
 

@@ -3,7 +3,11 @@
 is received); ``chatgate dashboard`` serves it alone on the bot's database, and ``chatgate
 dashboard passwd`` sets a user's password. Its Operations page reads what the other running
 capabilities offer (``McpSource``, ``JobsPanel`` of ``bot.dashboard.sources``), found by those
-Protocols, never by name. This module imports nothing of the dashboard: ``open`` does.
+Protocols, never by name. With several instances (PostgreSQL), its live board lists and stops
+the runs of every instance (``bot.dashboard.elsewhere``), so it opens on every instance of a
+cluster, also where ``dashboard.enabled`` is off: there it serves no page and only answers for
+the runs of its instance. This module imports nothing of the dashboard but its config and its
+table: ``open`` does.
 """
 
 from __future__ import annotations
@@ -15,17 +19,22 @@ from typing import TYPE_CHECKING, Any
 
 from bot.capabilities.spec import CapabilitySpec, Core
 from bot.dashboard.config import DashboardConfig
+from bot.dashboard.tables import MIGRATIONS
 
 if TYPE_CHECKING:
     from bot.config.schema import CoreConfig
+    from bot.dashboard.elsewhere import Elsewhere
     from bot.dashboard.server import Dashboard
 
 
 @asynccontextmanager
-async def open_dashboard(core: Core) -> AsyncIterator[Dashboard]:
+async def open_dashboard(core: Core) -> AsyncIterator[Dashboard | Elsewhere]:
+    from bot.dashboard.elsewhere import Elsewhere
+    from bot.dashboard.live import LiveBoard
     from bot.dashboard.server import Dashboard
     from bot.dashboard.settings import settings_of
     from bot.dashboard.sources import Bot, JobsPanel, McpSource, Operations, PeoplePolicy
+    from bot.peers import Asks
     from bot.tracing import Redactor
 
     dispatcher = core.turns.dispatcher
@@ -36,8 +45,23 @@ async def open_dashboard(core: Core) -> AsyncIterator[Dashboard]:
     jobs = next((c.operator_jobs() for c in running if isinstance(c, JobsPanel)), None)
     operations = Operations(mcp=mcp, jobs=jobs, approvals=core.store)
     people = PeoplePolicy(core.limits.settings, core.config.owner_ids())
+    peers = core.peers if isinstance(core.peers, Asks) else None
+    if not core.config.section("dashboard", DashboardConfig).enabled:  # a cluster's instance without a page
+        assert peers is not None  # (enabled says so)
+        board = LiveBoard(bot)
+        board.start()
+        elsewhere = Elsewhere(peers, core.store, board, core.turns.stop_run)
+        elsewhere.start()  # its runs show on the pages the other instances serve
+        try:
+            yield elsewhere
+        finally:
+            board.close()
+        return
     async with Dashboard(settings_of(core.config), core.store, bot=bot, operations=operations, people=people,
                          redact=Redactor(core.config.secret_values())) as dashboard:
+        if peers is not None and dashboard.board is not None:  # every instance's runs, and their Stop buttons
+            dashboard.board.elsewhere = elsewhere = Elsewhere(peers, core.store, dashboard.board, core.turns.stop_run)
+            elsewhere.start()
         yield dashboard
 
 
@@ -66,5 +90,11 @@ def _cli(sub: argparse._SubParsersAction[Any]) -> None:
     passwd.set_defaults(no_config=True, logs=False)
 
 
-SPEC = CapabilitySpec("dashboard", open_dashboard, config=DashboardConfig, cli=_cli,
-                      enabled=lambda config: config.section("dashboard", DashboardConfig).enabled)
+def _enabled(config: CoreConfig) -> bool:
+    """Its page is on (``dashboard.enabled``), or the bot may run as several instances (PostgreSQL):
+    then every instance answers for its runs on the page another one serves."""
+    return config.section("dashboard", DashboardConfig).enabled or config.storage.url is not None
+
+
+SPEC = CapabilitySpec("dashboard", open_dashboard, config=DashboardConfig, cli=_cli, migrations=MIGRATIONS,
+                      enabled=_enabled)

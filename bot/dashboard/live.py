@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
+from typing import Protocol
 
 from bot.agent.events import EventKind, RunEvent
 from bot.dashboard.sources import Bot
@@ -49,6 +50,7 @@ class LiveRun:
     state: str  # running | waiting | retrying
     tool: str  # the tool it is in, "" between tools
     queued: int  # messages of its session waiting behind it
+    instance: str = ""  # the instance it runs on (several on PostgreSQL), "" alone
 
 
 _FIELDS = tuple(f.name for f in fields(LiveRun))
@@ -71,9 +73,27 @@ class _Fixed:
     where: str
 
 
+class Elsewhere(Protocol):
+    """The other instances of a cluster (``bot.dashboard.elsewhere``)."""
+
+    @property
+    def instance(self) -> str:
+        """This instance's name."""
+        ...
+
+    async def runs(self) -> list[LiveRun]:
+        """Their runs in flight."""
+        ...
+
+    async def stop(self, instance: str, run_id: str) -> bool | None:
+        """Stop a run on ``instance`` as /stop does: whether it was stopped, None when it did not answer."""
+        ...
+
+
 class LiveBoard:
     def __init__(self, bot: Bot, *, interval: float = INTERVAL, clock: Callable[[], float] = time.time) -> None:
         self._bot = bot
+        self.elsewhere: Elsewhere | None = None  # the other instances (set where there are some)
         self._interval = interval
         self._clock = clock
         self._seen: dict[str, _Seen] = {}
@@ -159,6 +179,7 @@ class LiveBoard:
 
     def snapshot(self) -> list[LiveRun]:
         now, mono = self._clock(), time.monotonic()
+        here = self.elsewhere.instance if self.elsewhere is not None else ""
         rows = []
         runs = tuple(self._bot.registry.runs())
         for run in runs:
@@ -172,13 +193,20 @@ class LiveBoard:
             if fixed is None:
                 fixed = self._fixed[run.run_id] = _Fixed(session_label(run.session_key), *_who(run))
             rows.append(LiveRun(run.run_id, run.session_key, fixed.label, fixed.person, fixed.where,
-                                self._bot.model, started, state, tool, self._bot.queued(run.session_key)))
+                                self._bot.model, started, state, tool, self._bot.queued(run.session_key), here))
         if len(self._seen) > len(runs) or len(self._fixed) > len(runs):  # ended (some without an event)
             alive = {run.run_id for run in runs}
             for known in (self._seen, self._fixed):
                 for run_id in [r for r in known if r not in alive]:
                     del known[run_id]
         rows.sort(key=lambda r: r.started_at)
+        return rows
+
+    async def everywhere(self) -> list[LiveRun]:
+        """This instance's runs and the other instances' (when there are others), oldest first."""
+        rows = self.snapshot()
+        if self.elsewhere is not None:
+            rows = sorted(rows + await self.elsewhere.runs(), key=lambda r: r.started_at)
         return rows
 
     def payload(self, rows: list[LiveRun] | None = None) -> str:

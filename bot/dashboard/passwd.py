@@ -15,57 +15,14 @@ import re
 import sys
 from pathlib import Path
 
+from bot.config import edit
 from bot.errors import ConfigError
-
-_COMMENT_OR_BLANK = re.compile(r"\s*(#.*)?$")
 
 
 def snippet(user: str, hashed: str, role: str | None) -> str:
     """What to paste under the config's top level when the file could not be edited."""
     return (f"dashboard:\n  users:\n    {user}:\n      role: {role or 'viewer'}\n"
             f'      password_hash: "{hashed}"\n')
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _is_content(line: str) -> bool:
-    return not _COMMENT_OR_BLANK.fullmatch(line)
-
-
-def _block(lines: list[str], start: int, indent: int) -> int:
-    """The end (exclusive) of the block under ``lines[start]``: up to the next content line
-    indented ``indent`` or less."""
-    end = start + 1
-    for i in range(start + 1, len(lines)):
-        if _is_content(lines[i]):
-            if _indent(lines[i]) <= indent:
-                break
-            end = i + 1
-    return end
-
-
-def _find(lines: list[str], start: int, end: int, indent: int, key: str) -> int | None:
-    """The line of ``key:`` at exactly ``indent`` between ``start`` and ``end``."""
-    pattern = re.compile(rf"{' ' * indent}{re.escape(key)}\s*:(.*)$")
-    for i in range(start, end):
-        if pattern.match(lines[i]):
-            return i
-    return None
-
-
-def _value(line: str) -> str:
-    """What follows ``key:`` on its line, comment stripped."""
-    after = line.split(":", 1)[1]
-    return re.sub(r"\s+#.*$", "", after).strip()
-
-
-def _child_indent(lines: list[str], start: int, end: int, parent: int) -> int:
-    for i in range(start + 1, end):
-        if _is_content(lines[i]):
-            return _indent(lines[i])
-    return parent + 2
 
 
 def set_user(text: str, user: str, hashed: str, role: str | None) -> str | None:
@@ -75,45 +32,45 @@ def set_user(text: str, user: str, hashed: str, role: str | None) -> str | None:
         return None
     lines = text.splitlines()
     quoted = f'"{hashed}"'
-    top = _find(lines, 0, len(lines), 0, "dashboard")
+    top = edit.find(lines, 0, len(lines), 0, "dashboard")
     if top is None:
         lines += ["", *snippet(user, hashed, role).splitlines()]
         return "\n".join(lines) + "\n"
-    if _value(lines[top]) not in ("", "{}"):
+    if edit.value(lines[top]) not in ("", "{}"):
         return None
-    if _value(lines[top]) == "{}":
+    if edit.value(lines[top]) == "{}":
         lines[top] = "dashboard:"
-    end = _block(lines, top, 0)
-    step = _child_indent(lines, top, end, 0)
-    users = _find(lines, top + 1, end, step, "users")
+    end = edit.block(lines, top, 0)
+    step = edit.child_indent(lines, top, end, 0)
+    users = edit.find(lines, top + 1, end, step, "users")
     if users is None:
         lines[top + 1:top + 1] = [f"{' ' * step}users:"]
         users, end = top + 1, end + 1
-    value = _value(lines[users])
+    value = edit.value(lines[users])
     if value == "{}":
         lines[users] = f"{' ' * step}users:"
     elif value:
         return None
-    users_end = _block(lines, users, step)
-    inner = _child_indent(lines, users, users_end, step)
-    entry = _find(lines, users + 1, users_end, inner, user)
+    users_end = edit.block(lines, users, step)
+    inner = edit.child_indent(lines, users, users_end, step)
+    entry = edit.find(lines, users + 1, users_end, inner, user)
     if entry is None:
         block = [f"{' ' * inner}{user}:", f"{' ' * (inner * 2 - step)}role: {role or 'viewer'}",
                  f"{' ' * (inner * 2 - step)}password_hash: {quoted}"]
-        last = max((i for i in range(users, users_end) if _is_content(lines[i])), default=users)
+        last = max((i for i in range(users, users_end) if edit.is_content(lines[i])), default=users)
         lines[last + 1:last + 1] = block
         return "\n".join(lines) + "\n"
-    if _value(lines[entry]):
+    if edit.value(lines[entry]):
         return None  # `alice: {role: viewer}`: a flow mapping
-    entry_end = _block(lines, entry, inner)
-    field = _child_indent(lines, entry, entry_end, inner)
+    entry_end = edit.block(lines, entry, inner)
+    field = edit.child_indent(lines, entry, entry_end, inner)
     fields: dict[str, str | None] = {"password_hash": quoted, "role": role}
     for key, setting in fields.items():
         if setting is None:
             continue
-        at = _find(lines, entry + 1, entry_end, field, key)
+        at = edit.find(lines, entry + 1, entry_end, field, key)
         if at is None:  # after the user's last line
-            last = max((i for i in range(entry, entry_end) if _is_content(lines[i])), default=entry)
+            last = max((i for i in range(entry, entry_end) if edit.is_content(lines[i])), default=entry)
             lines.insert(last + 1, f"{' ' * field}{key}: {setting}")
             entry_end += 1
         else:

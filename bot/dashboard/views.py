@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from bot.dashboard.live import LiveBoard
+from bot.dashboard.live import LiveBoard, LiveRun
 from bot.dashboard.pages.conversations import conversation_page, sessions_page
 from bot.dashboard.pages.layout import Viewer
 from bot.dashboard.pages.live import ChannelState, live_page, status_payload
@@ -123,7 +123,7 @@ class Views:
     async def live(self, request: web.Request) -> web.StreamResponse:
         owed = await self._store.undelivered()
         now = time.time()
-        runs = self._server.board.snapshot() if self._server.board is not None else None
+        runs = await self._server.board.everywhere() if self._server.board is not None else None
         return _page(live_page(self._viewer(request), runs=runs, channels=self._channel_states(owed, now), owed=owed,
                                now=now))
 
@@ -193,17 +193,16 @@ class Views:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
         await response.prepare(request)
         cookie = request.cookies.get(self._server.cookie)
-        sent_ids: tuple[str, ...] | None = None
+        sent: list[LiveRun] | None = None
         last_status = last_write = 0.0
         async with board.watching():
             changed = True
             while not self._server.closing.is_set() and self._server.sessions.get(cookie) is not None:
                 now = time.monotonic()
-                rows = board.snapshot()
-                ids = tuple(r.run_id for r in rows)
-                if changed or ids != sent_ids:
+                rows = await board.everywhere()
+                if changed or rows != sent:  # (another instance's runs change without an event here)
                     await _event(response, "runs", board.payload(rows))
-                    sent_ids, last_write = ids, now
+                    sent, last_write = rows, now
                 if now - last_status >= STATUS_EVERY:
                     owed = await self._store.undelivered()
                     wall = time.time()
@@ -225,10 +224,18 @@ class Views:
         if self._bot is None:
             await self._server.audit(request, "stop", run_id, "refused: no bot in this process")
             return _text(409, "No bot runs in this process: stop runs from the dashboard `chatgate run` serves.")
-        stopped = await self._bot.stop_run(run_id)
-        await self._server.audit(request, "stop", run_id, "done" if stopped else "not found")
+        instance = _form(request, "instance")[:100]
+        elsewhere = self._server.board.elsewhere if self._server.board is not None else None
+        if elsewhere is not None and instance and instance != elsewhere.instance:  # the instance running it stops it
+            stopped = await elsewhere.stop(instance, run_id)
+            target = f"{run_id} on {instance}"
+        else:
+            stopped, target = await self._bot.stop_run(run_id), run_id
+        await self._server.audit(request, "stop", target, "done" if stopped else "not found" if stopped is False
+                                 else "no answer")
         _login(request).flash = ("Stopped the run; its chat was told “Stopped.”" if stopped else
-                                 "That run had already ended.")
+                                 "That run had already ended." if stopped is False else
+                                 f"Instance {instance} did not answer; the run may still go on.")
         raise web.HTTPSeeOther("/live")
 
     async def approve(self, request: web.Request) -> web.StreamResponse:

@@ -11,9 +11,8 @@ from bot.providers import make_provider
 from bot.providers.base import Provider, Usage
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as table_cost
-from bot.routing.router import Models
+from bot.routing.router import ModelNotes, Models
 from bot.routing.spec import Catalog, Cost, ModelSpec
-from bot.store.base import ModelStore
 
 if TYPE_CHECKING:
     from bot.config.schema import CoreConfig, ModelPrice, NamedModelConfig
@@ -47,7 +46,7 @@ def catalog_of(cfg: CoreConfig) -> Catalog:
     return Catalog(default, named, a.fallbacks, a.fallback_on_choice, cfg.models.switch, cfg.models.titles)
 
 
-async def open_models(cfg: CoreConfig, store: ModelStore) -> Models:
+async def open_models(cfg: CoreConfig, store: ModelNotes) -> Models:
     """The configured models with their providers, one per backend; the caller closes it
     (``Models.aclose``). A provider without its key is a ``ConfigError``."""
     catalog = catalog_of(cfg)

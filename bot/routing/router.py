@@ -7,8 +7,9 @@ routes it may fall back to. Without named models there is nothing to pick, and n
 is read: a run costs what it did before models existed.
 
 The providers are made once per backend (``openai``, ``openai-responses``, ``anthropic``)
-and shared by every model on it; ``aclose`` closes them. ``first_note`` remembers, while
-the process lives, which fallback has already been announced in which conversation.
+and shared by every model on it; ``aclose`` closes them. ``first_note`` says whether a
+fallback is announced in a conversation for the first time: remembered in the database (every
+instance knows it was announced), and in this process for the last ``MAX_NOTED`` pairs.
 """
 
 from __future__ import annotations
@@ -18,21 +19,26 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Protocol
 
 from bot.conversation import Conversation
 from bot.providers.base import Provider, Usage
 from bot.providers.pricing import Price, billed
 from bot.routing.choice import plan_specs
 from bot.routing.spec import Catalog, Cost, ModelSpec, Plan, Route, Why
-from bot.store.base import ModelChoice, ModelStore
+from bot.store.base import ModelChoice, ModelStore, NoteStore
 
 log = logging.getLogger(__name__)
 
-MAX_NOTED = 10_000  # (conversation, fallback) pairs remembered as announced
+MAX_NOTED = 10_000  # (conversation, fallback) pairs remembered here as announced (the database has them all)
+
+
+class ModelNotes(ModelStore, NoteStore, Protocol):
+    """What ``Models`` keeps in the store: the conversations' choices and the fallbacks announced."""
 
 
 class Models:
-    def __init__(self, catalog: Catalog, providers: Mapping[str, Provider], store: ModelStore, cost: Cost, *,
+    def __init__(self, catalog: Catalog, providers: Mapping[str, Provider], store: ModelNotes, cost: Cost, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.catalog = catalog
         self._providers = dict(providers)
@@ -55,15 +61,16 @@ class Models:
     def route(self, spec: ModelSpec, why: Why = Why.DEFAULT) -> Route:
         return Route(spec, self._providers[spec.backend], _cost_of(spec.price, self._cost), why)
 
-    def first_note(self, session_key: str, route: Route) -> bool:
-        """True the first time ``route`` (a fallback) answers in this conversation."""
+    async def first_note(self, session_key: str, route: Route) -> bool:
+        """True the first time ``route`` (a fallback) answers in this conversation, on any instance."""
         key = (session_key, route.spec.label)
         if key in self._noted:
             return False
+        first = await self._store.first_note(session_key, f"fallback:{route.spec.label}", None, self._clock())
         self._noted[key] = None
         while len(self._noted) > MAX_NOTED:
             self._noted.popitem(last=False)
-        return True
+        return first
 
     # -- what /model reads and writes ----------------------------------------------------
 

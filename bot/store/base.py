@@ -5,7 +5,8 @@ Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders,
 chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
 (compaction's summaries and cuts), ``MediaStore`` (voice modes, audio minutes),
 ``ApprovalStore``, ``ScheduleStore`` (scheduled jobs, their occurrences and people's time
-zones, for ``bot.schedules``), ``ModelStore`` (a conversation's model, session titles), and
+zones, for ``bot.schedules``), ``ModelStore`` (a conversation's model, session titles),
+``NoteStore`` (what a chat or a person was told once, whichever instance told it), and
 ``StepStore`` (a capability's own operations and tables: the dashboard's reads are
 ``bot.dashboard.reads``). ``AppStore`` is all of them on one object, what the composition root opens;
 ``SQLiteStore`` and ``PostgresStore`` implement it.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from bot.conversation import Conversation
 from bot.errors import ChatgateError
@@ -186,6 +187,10 @@ class Store(Protocol):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:
         """(tokens in + out, cost) charged to ``person`` since ``since`` (epoch seconds): every
         model call of the runs and compactions that served them, each counted once."""
+        ...
+
+    async def bot_usage_since(self, since: float) -> tuple[int, float]:
+        """(tokens, cost) charged to everyone since ``since``: the whole bot's spending."""
         ...
 
     async def unanswered(self) -> list[InboundRecord]:
@@ -398,6 +403,17 @@ class ModelStore(Protocol):
         ...
 
 
+@runtime_checkable
+class NoteStore(Protocol):
+    """What a chat or a person has been told once, remembered by every instance (the fallback's
+    "answered by" line, "over your limit")."""
+
+    async def first_note(self, subject: str, note: str, until: float | None, now: float) -> bool:
+        """True when ``note`` is due for ``subject`` (never told, or told until before ``now``): it is
+        recorded as told until ``until`` (None: for good). False when it was told and still holds."""
+        ...
+
+
 class AnswerStore(Protocol):
     """What is owed to chats: an answer is stored before its first chunk is sent, each chunk
     is recorded when the platform took it, and the last one answers the inbound rows."""
@@ -446,6 +462,6 @@ class MediaStore(Protocol):
         ...
 
 class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ScheduleStore, ModelStore,
-               StepStore, Protocol):
+               NoteStore, StepStore, Protocol):
     """Every store port on one object: what the composition root opens and hands out
     (``SQLiteStore``, ``PostgresStore``)."""

@@ -59,6 +59,7 @@ INSERT_CHARGE = "INSERT INTO charges (person, run_id, tokens, cost, created_at) 
 PERSON_USAGE = (
     "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost), 0.0) FROM charges WHERE person = ? AND created_at >= ?"
 )
+BOT_USAGE = "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost), 0.0) FROM charges WHERE created_at >= ?"
 USAGE_TOTALS = (  # a title's model call is no turn
     "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
     " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0), COALESCE(SUM(cost), 0.0),"
@@ -238,6 +239,11 @@ class HistoryOps(Driven):
 
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:
         found = await self._read(one(PERSON_USAGE, person, since))
+        assert found is not None, "an aggregate has a row"
+        return int(found[0]), float(found[1])
+
+    async def bot_usage_since(self, since: float) -> tuple[int, float]:
+        found = await self._read(one(BOT_USAGE, since))
         assert found is not None, "an aggregate has a row"
         return int(found[0]), float(found[1])
 

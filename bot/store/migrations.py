@@ -470,6 +470,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0017_notes_bot_budget",
+        """
+        -- What a chat or a person has been told once, whichever instance told it: a fallback's
+        -- "answered by" line (subject: the session key), "over your limit" (subject: the person).
+        CREATE TABLE notes (
+            subject TEXT NOT NULL,
+            note    TEXT NOT NULL,  -- fallback:<model> | limit:<rate|tokens|cost>
+            until   {real},         -- told again after this (NULL: never again)
+            PRIMARY KEY (subject, note)
+        );
+        -- the whole bot's spending today (limits.bot_daily_tokens, limits.bot_daily_cost_usd)
+        CREATE INDEX charges_created ON charges (created_at);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

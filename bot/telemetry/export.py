@@ -10,8 +10,16 @@ run recorded. Attributes follow the GenAI semantic conventions (``gen_ai.operati
 
 No text anybody wrote is in a span: the session is ``gen_ai.conversation.id``, a hash of its
 key (which holds platform ids); only with ``capture_content`` do the previews of model answers
-and tool results (capped and scrubbed of secrets, as stored) go in. The SDK's batch processor
-exports from its own thread; closing flushes what is left.
+and tool results (capped and scrubbed of secrets, as stored) go in.
+
+What it costs the bot: the event loop only queues what ended (a run's record, a delivery),
+O(1). One thread of its own (``_Shipper``) turns them into spans, every ``EXPORT_EVERY``
+seconds or as soon as ``BATCH`` wait, and hands them to the SDK's OTLP/HTTP exporter in one
+request per batch. The spans are the SDK's ``ReadableSpan``s made directly, with the times and
+attributes the run recorded (no tracer, sampler, span processor or per-span lock: each span
+is made once, finished); ids come from the SDK's random id generator. When the collector is
+away, at most ``QUEUED`` runs wait (the oldest are dropped, counted in a warning). Closing
+exports what is left (bounded by the exporter's timeout).
 """
 
 from __future__ import annotations
@@ -20,17 +28,20 @@ import asyncio
 import hashlib
 import json
 import logging
+import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from opentelemetry import trace as otel
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
 from opentelemetry.trace import SpanKind as OtelKind
-from opentelemetry.trace import Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from bot.agent.events import EventKind, RunEvent
@@ -40,9 +51,13 @@ from bot.tracing import Span, SpanKind, TraceRecord
 log = logging.getLogger(__name__)
 
 REMEMBERED = 2000  # runs whose trace a later delivery span may join
-EXPORT_EVERY_MS = 2000
+EXPORT_EVERY = 2.0  # seconds between two exports at most
+BATCH = 1024  # spans that make an export go at once (and the most in one request)
+QUEUED = 10_000  # runs and deliveries waiting to be exported at most (the collector away): the oldest go
 _ENDS = frozenset({EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED})
 NS = 1_000_000_000
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_UNSET, _ERROR = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
 
 
 def conversation_id(session_key: str) -> str:
@@ -50,26 +65,143 @@ def conversation_id(session_key: str) -> str:
     return hashlib.sha256(session_key.encode()).hexdigest()[:16]
 
 
+@dataclass(frozen=True, slots=True)
+class _Run:
+    trace: TraceRecord
+    platform: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    run_id: str
+    platform: str
+    outcome: str  # sent | given_up
+    started: float
+    ended: float
+
+
+class _Resource(Resource):
+    """The SDK's resource, hashed once: the encoder hashes it for every span it groups."""
+
+    def __init__(self, attributes: Mapping[str, AttributeValue]) -> None:
+        super().__init__(dict(Resource.create(dict(attributes)).attributes))
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or super().__eq__(other)
+
+
 class RunTraces:
     def __init__(self, url: str, *, headers: Mapping[str, str], service: str, instance: str,
-                 providers: Mapping[str, str], capture_content: bool = False, timeout: float = 10.0) -> None:
-        resource = Resource.create({"service.name": service, "service.instance.id": instance})
-        self.provider = TracerProvider(resource=resource)
-        self.provider.add_span_processor(BatchSpanProcessor(
-            OTLPSpanExporter(endpoint=url, headers=dict(headers), timeout=timeout),
-            schedule_delay_millis=EXPORT_EVERY_MS))
-        self.tracer = self.provider.get_tracer("chatgate")
-        self._providers = providers  # model -> provider name (the configuration's)
-        self._capture = capture_content
-        self._runs: OrderedDict[str, otel.SpanContext] = OrderedDict()
+                 providers: Mapping[str, str], capture_content: bool = False, timeout: float = 10.0,
+                 exporter: SpanExporter | None = None) -> None:
+        self._spans = _Spans(_Resource({"service.name": service, "service.instance.id": instance}), providers,
+                             capture_content)
+        self._queue: deque[_Run | _Delivery] = deque()
+        self._shipper = _Shipper(self._queue, self._spans,
+                                 exporter or OTLPSpanExporter(endpoint=url, headers=dict(headers), timeout=timeout))
+        self._shipper.start()
 
-    # -- a run, when it ends --------------------------------------------------------------
+    # -- on the event loop: queued, nothing more -------------------------------------------
 
     def on_event(self, event: RunEvent) -> None:
         if event.kind in _ENDS and event.trace is not None:
-            self.run(event.trace, event.conversation.platform)
+            self._put(_Run(event.trace, event.conversation.platform))
 
-    def run(self, t: TraceRecord, platform: str) -> None:
+    def on_signal(self, observed: Observed) -> None:
+        if observed.kind is Signal.DELIVERED or observed.kind is Signal.GIVEN_UP:
+            now = time.time()
+            self._put(_Delivery(observed.ref, observed.platform,
+                                "sent" if observed.kind is Signal.DELIVERED else "given_up", now - observed.value, now))
+
+    def _put(self, item: _Run | _Delivery) -> None:
+        self._queue.append(item)  # (a deque's append and popleft are thread-safe)
+        if len(self._queue) >= BATCH:
+            self._shipper.wake.set()
+
+    async def aclose(self) -> None:
+        """Export what is left (bounded by the exporter's timeout), then stop."""
+        await asyncio.to_thread(self._shipper.close)
+
+
+class _Shipper(threading.Thread):
+    """The thread that makes the spans and exports them."""
+
+    def __init__(self, queue: deque[_Run | _Delivery], spans: _Spans, exporter: SpanExporter) -> None:
+        super().__init__(name="chatgate traces", daemon=True)
+        self._queue = queue
+        self._spans = spans
+        self._exporter = exporter
+        self.wake = threading.Event()
+        self._closing = False
+        self.dropped = 0
+
+    def run(self) -> None:
+        while not self._closing:
+            self.wake.wait(EXPORT_EVERY)
+            self.wake.clear()
+            self._ship()
+
+    def close(self) -> None:
+        self._closing = True
+        self.wake.set()
+        if self.is_alive():
+            self.join()
+        self._ship()  # what came meanwhile (or everything, when the thread never started)
+        self._exporter.shutdown()
+
+    def _ship(self) -> None:
+        while len(self._queue) > QUEUED:
+            self._queue.popleft()
+            self.dropped += 1
+        if self.dropped:
+            log.warning("telemetry: %d runs' traces dropped: the collector did not take them in time", self.dropped)
+            self.dropped = 0
+        batch: list[ReadableSpan] = []
+        while self._queue:
+            item = self._queue.popleft()
+            try:
+                if isinstance(item, _Run):
+                    self._spans.run(item.trace, item.platform, batch)
+                else:
+                    self._spans.delivery(item, batch)
+            except Exception:  # one odd record never stops the traces of the others
+                log.exception("telemetry: the spans of one run could not be made")
+            if len(batch) >= BATCH:
+                self._export(batch)
+                batch = []
+        if batch:
+            self._export(batch)
+
+    def _export(self, batch: list[ReadableSpan]) -> None:
+        try:
+            if self._exporter.export(batch) is not SpanExportResult.SUCCESS:
+                log.warning("telemetry: %d spans were not taken by the collector", len(batch))
+        except Exception:
+            log.exception("telemetry: exporting %d spans failed", len(batch))
+
+
+class _Spans:
+    """A run's record as finished spans (in the shipper's thread only)."""
+
+    def __init__(self, resource: Resource, providers: Mapping[str, str], capture_content: bool) -> None:
+        self._resource = resource
+        self._scope = InstrumentationScope("chatgate")
+        self._providers = providers  # model -> provider name (the configuration's)
+        self._capture = capture_content
+        self._ids = RandomIdGenerator()
+        self._runs: OrderedDict[str, SpanContext] = OrderedDict()
+
+    def _make(self, name: str, trace_id: int, parent: SpanContext | None, kind: OtelKind,
+              attrs: Mapping[str, AttributeValue], start: float, end: float, status: Status = _UNSET) -> ReadableSpan:
+        context = SpanContext(trace_id, self._ids.generate_span_id(), False, _SAMPLED)
+        return ReadableSpan(name, context, parent, self._resource, attrs, kind=kind, status=status,
+                            start_time=_ns(start), end_time=_ns(end), instrumentation_scope=self._scope)
+
+    def run(self, t: TraceRecord, platform: str, out: list[ReadableSpan]) -> None:
         attrs: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": t.agent_id,
             "gen_ai.conversation.id": conversation_id(t.session_key), "gen_ai.request.model": t.model,
@@ -79,20 +211,22 @@ class RunTraces:
         }
         if provider := self._providers.get(t.model):
             attrs["gen_ai.provider.name"] = provider
-        root = self.tracer.start_span(f"invoke_agent {t.agent_id}", kind=OtelKind.INTERNAL, attributes=attrs,
-                                      start_time=_ns(t.started_at), context=otel.set_span_in_context(otel.INVALID_SPAN))
+        status = _UNSET
         if t.status == "failed":
-            root.set_status(Status(StatusCode.ERROR, t.error or "failed"))
-            root.set_attribute("error.type", "run_failed")
-        inside = otel.set_span_in_context(root)
+            status = Status(StatusCode.ERROR, t.error or "failed")
+            attrs["error.type"] = "run_failed"
+        root = self._make(f"invoke_agent {t.agent_id}", self._ids.generate_trace_id(), None, OtelKind.INTERNAL, attrs,
+                          t.started_at, t.ended_at, status)
+        parent = root.context
+        assert parent is not None
         for span in t.spans:
-            self._span(span, inside)
-        root.end(end_time=_ns(t.ended_at))
-        self._runs[t.run_id] = root.get_span_context()
+            out.append(self._span(span, parent))
+        out.append(root)
+        self._runs[t.run_id] = parent
         while len(self._runs) > REMEMBERED:
             self._runs.popitem(last=False)
 
-    def _span(self, s: Span, inside: otel.Context) -> None:
+    def _span(self, s: Span, parent: SpanContext) -> ReadableSpan:
         attrs: dict[str, AttributeValue]
         if s.kind is SpanKind.LLM:
             name, kind = f"chat {s.name}", OtelKind.CLIENT
@@ -123,32 +257,18 @@ class RunTraces:
             attrs = {"gen_ai.tool.name": s.name}
         if s.is_error:
             attrs["error.type"] = "error"
-        span = self.tracer.start_span(name, context=inside, kind=kind, attributes=attrs, start_time=_ns(s.started_at))
-        if s.is_error:
-            span.set_status(Status(StatusCode.ERROR))
-        span.end(end_time=_ns(s.started_at + s.duration_ms / 1000))
+        return self._make(name, parent.trace_id, parent, kind, attrs, s.started_at, s.started_at + s.duration_ms / 1000,
+                          _ERROR if s.is_error else _UNSET)
 
-    # -- its answer's delivery ------------------------------------------------------------
-
-    def on_signal(self, observed: Observed) -> None:
-        if observed.kind not in (Signal.DELIVERED, Signal.GIVEN_UP):
+    def delivery(self, d: _Delivery, out: list[ReadableSpan]) -> None:
+        """Its answer's delivery, in the run's trace (a notice, or a run not traced here: none)."""
+        run = self._runs.get(d.run_id)
+        if run is None:
             return
-        run = self._runs.get(observed.ref)
-        if run is None:  # a notice, or an answer of a run this process did not trace
-            return
-        now = time.time()
-        outcome = "sent" if observed.kind is Signal.DELIVERED else "given_up"
-        span = self.tracer.start_span("chatgate.delivery", context=otel.set_span_in_context(otel.NonRecordingSpan(run)),
-                                      kind=OtelKind.PRODUCER, start_time=_ns(now - observed.value),
-                                      attributes={"chatgate.platform": observed.platform,
-                                                  "chatgate.delivery.outcome": outcome})
-        if outcome == "given_up":
-            span.set_status(Status(StatusCode.ERROR, "given up"))
-        span.end(end_time=_ns(now))
-
-    async def aclose(self) -> None:
-        """Export what is left (bounded by the exporter's timeout), then stop."""
-        await asyncio.to_thread(self.provider.shutdown)
+        out.append(self._make("chatgate.delivery", run.trace_id, run, OtelKind.PRODUCER,
+                              {"chatgate.platform": d.platform, "chatgate.delivery.outcome": d.outcome},
+                              d.started, d.ended, Status(StatusCode.ERROR, "given up") if d.outcome == "given_up"
+                              else _UNSET))
 
 
 def _ns(seconds: float) -> int:

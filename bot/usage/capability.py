@@ -1,5 +1,6 @@
 """The usage capability: ``/usage``, the usage footer under answers (``agent.usage_footer``) and
-the owners' budget alerts (``limits.alert_at``). Always on: ``/usage`` is everyone's."""
+the owners' budget alerts (``limits.alert_at``, of a person's budget and of the whole bot's).
+Always on: ``/usage`` is everyone's."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ async def open_usage(core: Core) -> AsyncIterator[Running]:
     if mode != "off":
         core.turns.add_footer(lambda result: footer(mode, result.usage, result.cost))
     alert_at, budgets = core.config.limits.alert_at, core.limits.settings
-    if alert_at is not None and (budgets.daily_tokens is not None or budgets.daily_cost_usd is not None):
+    if alert_at is not None and (budgets.daily_tokens is not None or budgets.daily_cost_usd is not None
+                                 or budgets.bot_budget):
         running.alerts = Alerts(core.store, core.limits, alert_at, core.config.owner_ids(), running.tell_owners)
         core.limits.watch(running.alerts.charged)
     try:

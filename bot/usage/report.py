@@ -49,25 +49,42 @@ def usage_text(today: Spent, month: Spent, settings: LimitSettings, *, exempt: b
     else:
         lines.append("Budgets renew at 00:00 UTC.")
     if bot_today is not None:
-        lines.append(f"The whole bot today: {bot_today.tokens:,} tokens, {money(bot_today.cost)}")
+        tokens_of, cost_of = budgets(settings, bot=True)
+        bot_tokens = f"{bot_today.tokens:,} tokens" + (f" of {tokens_of:,}{_share(bot_today.tokens, tokens_of)}"
+                                                       if tokens_of is not None else "")
+        bot_cost = money(bot_today.cost) + (f" of {money(cost_of)}{_share(bot_today.cost, cost_of)}"
+                                            if cost_of is not None else "")
+        lines.append(f"The whole bot today: {bot_tokens}, {bot_cost}")
     return "\n".join(lines)
 
 
-def passed(spent: Spent, settings: LimitSettings, alert_at: float) -> str | None:
-    """Which daily budget ``spent`` has reached ``alert_at`` of ("tokens", "cost"), or None."""
-    if settings.daily_tokens is not None and spent.tokens >= alert_at * settings.daily_tokens:
+def budgets(settings: LimitSettings, *, bot: bool = False) -> tuple[int | None, float | None]:
+    """The daily (tokens, cost) budgets of a person, or of the whole bot."""
+    if bot:
+        return settings.bot_daily_tokens, settings.bot_daily_cost_usd
+    return settings.daily_tokens, settings.daily_cost_usd
+
+
+def passed(spent: Spent, settings: LimitSettings, alert_at: float, *, bot: bool = False) -> str | None:
+    """Which daily budget ``spent`` has reached ``alert_at`` of ("tokens", "cost"), or None
+    (``bot``: the whole bot's budgets, else a person's)."""
+    tokens, cost = budgets(settings, bot=bot)
+    if tokens is not None and spent.tokens >= alert_at * tokens:
         return "tokens"
-    if settings.daily_cost_usd is not None and spent.cost >= alert_at * settings.daily_cost_usd:
+    if cost is not None and spent.cost >= alert_at * cost:
         return "cost"
     return None
 
 
-def alert_text(person: str, spent: Spent, settings: LimitSettings, which: str) -> str:
-    """The owners' message: who passed which share of which budget."""
+def alert_text(person: str | None, spent: Spent, settings: LimitSettings, which: str) -> str:
+    """The owners' message: who (None: the whole bot) passed which share of which budget."""
+    tokens, cost = budgets(settings, bot=person is None)
     if which == "tokens":
-        assert settings.daily_tokens is not None
-        used = f"{spent.tokens:,} of {settings.daily_tokens:,} tokens{_share(spent.tokens, settings.daily_tokens)}"
+        assert tokens is not None
+        used = f"{spent.tokens:,} of {tokens:,} tokens{_share(spent.tokens, tokens)}"
     else:
-        assert settings.daily_cost_usd is not None
-        used = f"{money(spent.cost)} of {money(settings.daily_cost_usd)}{_share(spent.cost, settings.daily_cost_usd)}"
+        assert cost is not None
+        used = f"{money(spent.cost)} of {money(cost)}{_share(spent.cost, cost)}"
+    if person is None:
+        return f"Usage alert: the whole bot has used {used} of its budget for today (UTC)."
     return f"Usage alert: {person} has used {used} of today's budget (UTC)."

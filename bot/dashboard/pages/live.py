@@ -46,11 +46,13 @@ def live_page(viewer: Viewer, *, runs: Sequence[LiveRun] | None, channels: Seque
 def run_table(runs: Sequence[LiveRun], viewer: Viewer, now: float) -> Html:
     rows = []
     for r in runs:
-        stop = (action("/live/stop", "Stop", viewer, fields={"run": r.run_id}, css="button danger",
+        stop = (action("/live/stop", "Stop", viewer, fields={"run": r.run_id, "instance": r.instance},
+                       css="button danger",
                        title="Stop this run, as /stop in its chat does") if viewer.may_act else Html(""))
         tool = r.tool or ("retrying the model" if r.state == "retrying" else
                           "waiting for a slot" if r.state == "waiting" else "thinking")
-        cells = [render('<span title="{}">{}</span>', r.session, r.label),
+        on = render("<br><small>on {}</small>", r.instance) if r.instance else Html("")
+        cells = [render('<span title="{}">{}</span>{}', r.session, r.label, on),
                  render("{}<br><small>{}</small>", r.person, r.where), r.model,
                  render('<span class="elapsed">{}</span>', duration(now - r.started_at)),
                  render('<span class="tool{}">{}</span>', " idle" if not r.tool else "", tool),

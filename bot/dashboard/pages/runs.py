@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from bot.dashboard.live import session_label
-from bot.dashboard.pages.charts import span_bar
+from bot.web.charts import span_bar
 from bot.dashboard.pages.layout import Viewer, badge, link, page, section, table
 from bot.tracing import TraceRecord
 from bot.web.html import Html, clip, count, duration, join, path, plural, render, usd, when

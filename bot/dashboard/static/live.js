@@ -40,12 +40,12 @@
     return s;
   }
 
-  function stopForm(runId) {
+  function stopForm(runId, instance) {
     var form = document.createElement("form");
     form.method = "post";
     form.action = "/live/stop";
     form.className = "inline";
-    [["csrf", csrf], ["run", runId]].forEach(function (pair) {
+    [["csrf", csrf], ["run", runId], ["instance", instance || ""]].forEach(function (pair) {
       var input = document.createElement("input");
       input.type = "hidden";
       input.name = pair[0];
@@ -72,6 +72,12 @@
     tr.setAttribute("data-run", run.run_id);
     var cells = labels.map(cell);
     cells[0].appendChild(span("", run.label, run.session));
+    if (run.instance) {
+      cells[0].appendChild(document.createElement("br"));
+      var on = document.createElement("small");
+      on.textContent = "on " + run.instance;
+      cells[0].appendChild(on);
+    }
     cells[1].appendChild(document.createTextNode(run.person));
     cells[1].appendChild(document.createElement("br"));
     var where = document.createElement("small");
@@ -79,7 +85,7 @@
     cells[1].appendChild(where);
     cells[2].textContent = run.model;
     cells[3].appendChild(span("elapsed", ""));
-    if (mayAct) { cells[6].appendChild(stopForm(run.run_id)); }
+    if (mayAct) { cells[6].appendChild(stopForm(run.run_id, run.instance)); }
     cells.forEach(function (td) { tr.appendChild(td); });
     return tr;
   }
