@@ -9,13 +9,14 @@ a snippet around the first word found (``snippet``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
 from bot.recall.schema import RECALLED_OPEN
 from bot.recall.scope import Scope
 from bot.store.dialect import SqlDialect
-from bot.store.op import Op, rows
+from bot.store.op import Op, rows, value
 
 MAX_TERMS = 12
 SNIPPET_CHARS = 300
@@ -26,18 +27,16 @@ its me my no not of on or our she so than that the their them then there these t
 where which who why will with would you your said say tell told
 """.split())
 
+WINDOW = 1000  # per word, at most this many of the scope's newest messages with it are read
+CHECKED = 8  # times the limit: the best candidates whose older matches of common words are looked up
+
 _COLUMNS = "m.id, m.session_id, s.key, m.created_at, m.role, m.run_id, m.parts"
-SQLITE_SEARCH = (
-    f"SELECT {_COLUMNS}, bm25(recall_fts) AS score FROM recall_fts"
-    " JOIN messages m ON m.id = recall_fts.rowid JOIN sessions s ON s.id = m.session_id"
-    " WHERE recall_fts MATCH ? AND {scope} ORDER BY score, m.id DESC LIMIT ?"
-)
-POSTGRES_SEARCH = (
-    f"SELECT {_COLUMNS}, ts_rank_cd(r.body, q.q) AS score"
-    " FROM (SELECT to_tsquery('english', ?) AS q) AS q, recall_messages r"
-    " JOIN messages m ON m.id = r.message_id JOIN sessions s ON s.id = r.session_id"
-    " WHERE r.body @@ q.q AND {scope} ORDER BY score DESC, m.id DESC LIMIT ?"
-)
+SQLITE_WORD = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+SQLITE_HAS = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? AND {ids}"
+POSTGRES_WORD = ("(SELECT message_id FROM recall_messages WHERE scope_id = ? AND body @@ plainto_tsquery('english', ?)"
+                 " ORDER BY message_id DESC LIMIT ?)")
+POSTGRES_HAS = "SELECT message_id FROM recall_messages WHERE {ids} AND body @@ plainto_tsquery('english', ?)"
+FOUND = f"SELECT {_COLUMNS} FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {{ids}} AND {{scope}}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +59,10 @@ def terms(query: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
-def match_text(dialect: SqlDialect, words: list[str]) -> str:
-    """The full-text query of ``words``, any of them (the best match has most): FTS5's or tsquery's."""
-    if dialect.name == "postgres":
-        return " | ".join(words)
-    return " OR ".join(f'"{w}"' for w in words)
+def match_text(scope_ids: list[int], word: str, *, scoped: bool = True) -> str:
+    """SQLite: the FTS5 query of ``word`` in the body of the messages of ``scope_ids``."""
+    found = f'body : "{word}"'
+    return f"scope : ({' OR '.join(f's{i}' for i in scope_ids)}) AND {found}" if scoped else found
 
 
 def text_of(parts: str) -> str:
@@ -92,12 +90,85 @@ def snippet(text: str, words: list[str], size: int = SNIPPET_CHARS) -> str:
 
 
 def search(dialect: SqlDialect, scope: Scope, words: list[str], limit: int) -> Op[list[Hit]]:
-    """The ``limit`` best messages of ``scope`` for ``words``."""
+    """The ``limit`` best messages of ``scope`` for ``words``: those with the rarest of the words
+    first (each word weighs its inverse document frequency in the scope, as BM25's does), the
+    newest first among equals.
+
+    The work is bounded whatever the words: the index meets each word with the scope's tokens
+    (``Scope.tokens``), newest first, and reads at most ``WINDOW`` messages per word. A word with
+    fewer is read whole (a rare word finds its oldest message); a word with more is common in
+    the scope, weighs little, and only its newest messages are candidates; the best candidates
+    are then asked whether they hold it too. Nothing of another scope is ever read, and the few
+    messages returned are checked against ``Scope.where`` as well."""
     if not words:
         return []
-    where, args = scope.where("s.key")
-    sql = (POSTGRES_SEARCH if dialect.name == "postgres" else SQLITE_SEARCH).format(scope=where)
-    found = yield from rows(sql, match_text(dialect, words), *args, limit)
-    sign = 1.0 if dialect.name == "postgres" else -1.0  # bm25: lower is better
-    return [Hit(int(r[0]), int(r[1]), str(r[2]), float(r[3]), str(r[4]), str(r[5]), text_of(str(r[6])),
-                sign * float(r[7])) for r in found]
+    tokens = scope.tokens()
+    if not tokens:
+        return []
+    which, args = dialect.any_of("token", tokens, "text")
+    scope_ids = [int(r[0]) for r in (yield from rows(f"SELECT id FROM recall_scopes WHERE {which}", *args))]
+    if not scope_ids:
+        return []
+    found: dict[str, list[int]] = {}
+    for word in words:
+        found[word] = yield from _newest(dialect, scope_ids, word)
+    total = int((yield from value("SELECT coalesce(max(id), 0) FROM messages")) or 0)
+    weight = {w: _idf(total, ids) for w, ids in found.items()}
+    has = {w: set(ids) for w, ids in found.items()}
+    scores: dict[int, float] = {}
+    for w, ids in found.items():
+        for i in ids:
+            scores[i] = scores.get(i, 0.0) + weight[w]
+    best = sorted(scores, key=lambda i: (scores[i], i), reverse=True)[:limit * CHECKED]
+    for w, ids in found.items():
+        if len(ids) < WINDOW:
+            continue
+        older = [i for i in best if i < ids[-1] and i not in has[w]]
+        if older:
+            for i in (yield from _holding(dialect, older, w)):
+                scores[i] += weight[w]
+    chosen = sorted(best, key=lambda i: (scores[i], i), reverse=True)[:limit]
+    if not chosen:
+        return []
+    ids_sql, ids_args = dialect.any_of("m.id", chosen, "bigint")
+    where, where_args = scope.where("s.key")
+    got = yield from rows(FOUND.format(ids=ids_sql, scope=where), *ids_args, *where_args)
+    hits = [Hit(int(r[0]), int(r[1]), str(r[2]), float(r[3]), str(r[4]), str(r[5]), text_of(str(r[6])),
+                scores[int(r[0])]) for r in got]
+    return sorted(hits, key=lambda h: (h.score, h.message_id), reverse=True)
+
+
+def _newest(dialect: SqlDialect, scope_ids: list[int], word: str) -> Op[list[int]]:
+    """The ids of at most ``WINDOW`` newest messages of the scopes holding ``word``, newest first."""
+    if dialect.name == "postgres":
+        sql = " UNION ALL ".join([POSTGRES_WORD] * len(scope_ids))
+        args = [a for i in scope_ids for a in (i, word, WINDOW)]
+        if len(scope_ids) > 1:
+            sql, args = f"SELECT message_id FROM ({sql}) AS u ORDER BY 1 DESC LIMIT ?", [*args, WINDOW]
+        got = yield from rows(sql, *args)
+    else:
+        got = yield from rows(SQLITE_WORD, match_text(scope_ids, word), WINDOW)
+    return [int(r[0]) for r in got]
+
+
+def _holding(dialect: SqlDialect, ids: list[int], word: str) -> Op[list[int]]:
+    """Which of the messages ``ids`` hold ``word``."""
+    if dialect.name == "postgres":
+        which, args = dialect.any_of("message_id", ids, "bigint")
+        got = yield from rows(POSTGRES_HAS.format(ids=which), *args, word)
+    else:
+        which, args = dialect.any_of("rowid", ids, "bigint")
+        got = yield from rows(SQLITE_HAS.format(ids=which), match_text([], word, scoped=False), *args)
+    return [int(r[0]) for r in got]
+
+
+def _idf(total: int, newest: list[int]) -> float:
+    """A word's weight: BM25's inverse document frequency of the messages holding it. Read whole
+    (under ``WINDOW``), their count is known; else it is told from how far back the window
+    reaches (``WINDOW`` in the last ``total - oldest`` ids: about as dense before)."""
+    if not newest:
+        return 0.0
+    count = float(len(newest))
+    if len(newest) >= WINDOW:
+        count = WINDOW * total / max(1, total - newest[-1] + 1)
+    return math.log(1.0 + (max(total, count) - count + 0.5) / (count + 0.5))
