@@ -2,9 +2,11 @@
 memory search over many passages (issue 37).
 
 - history: 1,000,000 stored messages, 100,000 of them one person's (50 sessions, /new between
-  them), the rest 9,000 other people's; words drawn from a Zipf vocabulary. 300 searches of two
-  words found in that person's messages, scoped to them (``bot.recall.history.search`` through
-  the store). Goal: p99 under 50 ms, on SQLite and on PostgreSQL.
+  them), spread among the rest, 9,000 other people's; words drawn from a Zipf vocabulary (no
+  stop words: the commonest is in two messages of three). The messages are loaded in bulk,
+  then recall's migrations index them (the time is shown: a database's upgrade). 300 searches
+  of two words found in that person's messages, scoped to them (``bot.recall.history.search``
+  through the store). Goal: p99 under 50 ms, on SQLite and on PostgreSQL.
 - indexing: 4,000 turns (user + assistant message) stored with ``append_turn`` into a database
   with recall's triggers and one without; the difference per message. SQLite: CPU of this process
   (the driver's thread included); PostgreSQL: wall time (the server's CPU is another process).
@@ -64,16 +66,23 @@ def rows_of(total: int, person: int, rng: random.Random) -> tuple[list[tuple[int
     body = texts(rng, words, weights, total)
     messages = []
     for n, text in enumerate(body):
-        sid = (n % SESSIONS_OF_PERSON) + 1 if n < person else SESSIONS_OF_PERSON + 1 + (n % OTHERS)
+        sid = (n % SESSIONS_OF_PERSON) + 1 if mine(n, total, person) else SESSIONS_OF_PERSON + 1 + (n % OTHERS)
         messages.append((sid, "user" if n % 2 == 0 else "assistant",
                          json.dumps([{"text": text, "type": "text"}], separators=(",", ":"))))
     return sessions, messages
 
 
+def mine(n: int, total: int, person: int) -> bool:
+    """Whether the n-th message is the person's: one in ``total // person``, spread over all."""
+    step = max(1, total // person)
+    return n % step == 0 and n // step < person
+
+
 def queries(messages: list[tuple[int, str, str]], person: int, rng: random.Random, n: int = 300) -> list[str]:
     found = []
+    step = max(1, len(messages) // person)
     for _ in range(n):
-        words = json.loads(messages[rng.randrange(person)][2])[0]["text"].split()
+        words = json.loads(messages[rng.randrange(person) * step][2])[0]["text"].split()
         found.append(" ".join(rng.sample(words, 2)))
     return found
 
@@ -82,17 +91,19 @@ async def history_sqlite(folder: Path, total: int, person: int) -> dict[str, flo
     rng = random.Random(7)
     sessions, messages = rows_of(total, person, rng)
     path = folder / "history.db"
-    async with SQLiteStore(path) as store:
-        await store.apply_steps("recall", MIGRATIONS)
+    async with SQLiteStore(path):
+        pass
     db = sqlite3.connect(path)
-    started = time.perf_counter()
     with db:
         db.executemany("INSERT INTO sessions (id, key, created_at, archived_at) VALUES (?, ?, 0, 1)", sessions)
         db.executemany("INSERT INTO messages (session_id, run_id, seq, role, parts, created_at)"
                        " VALUES (?, 'r', 0, ?, ?, 0)", messages)
-    loaded = time.perf_counter() - started
     db.close()
-    return await _searches(SQLiteStore(path), messages, person, loaded)
+    started = time.perf_counter()
+    async with SQLiteStore(path) as store:
+        await store.apply_steps("recall", MIGRATIONS)
+    indexed = time.perf_counter() - started
+    return await _searches(SQLiteStore(path), messages, person, indexed)
 
 
 async def history_postgres(total: int, person: int) -> dict[str, float]:
@@ -102,12 +113,9 @@ async def history_postgres(total: int, person: int) -> dict[str, float]:
     rng = random.Random(7)
     sessions, messages = rows_of(total, person, rng)
     async with fresh_database() as url:
-        async with PostgresStore(url, pool_size=2) as store:
-            await store.apply_steps("recall", MIGRATIONS)
         import asyncpg
 
         conn = await asyncpg.connect(url)
-        started = time.perf_counter()
         try:
             await conn.copy_records_to_table("sessions", records=[(i, k, 0.0, 1.0) for i, k in sessions],
                                              columns=["id", "key", "created_at", "archived_at"])
@@ -115,17 +123,20 @@ async def history_postgres(total: int, person: int) -> dict[str, float]:
                 await conn.copy_records_to_table(
                     "messages", records=[(s, "r", 0, role, parts, 0.0) for s, role, parts in messages[at:at + 100_000]],
                     columns=["session_id", "run_id", "seq", "role", "parts", "created_at"])
-            await conn.execute("VACUUM ANALYZE recall_messages")
+            started = time.perf_counter()
+            async with PostgresStore(url, pool_size=2) as store:
+                await store.apply_steps("recall", MIGRATIONS)
+            indexed = time.perf_counter() - started
+            await conn.execute("VACUUM ANALYZE recall_messages")  # as autovacuum would, soon after
             await conn.execute("ANALYZE sessions")
             await conn.execute("ANALYZE messages")
         finally:
             await conn.close()
-        loaded = time.perf_counter() - started
-        return await _searches(PostgresStore(url, pool_size=2), messages, person, loaded)
+        return await _searches(PostgresStore(url, pool_size=2), messages, person, indexed)
 
 
 async def _searches(opened: object, messages: list[tuple[int, str, str]], person: int,
-                    loaded: float) -> dict[str, float]:
+                    indexed: float) -> dict[str, float]:
     scope = scope_of(Conversation.of_key(PERSON_KEY))
     asked = queries(messages, person, random.Random(11))
     times, hits = [], 0
@@ -137,7 +148,7 @@ async def _searches(opened: object, messages: list[tuple[int, str, str]], person
             found = await store.read(search(store.dialect, scope, terms(q), 10))
             times.append((time.perf_counter() - started) * 1000)
             hits += bool(found)
-    return {**percentiles(times), "found": hits / len(asked), "load_s": loaded}
+    return {**percentiles(times), "found": hits / len(asked), "index_s": indexed}
 
 
 async def indexing(store_of: object, label: str, turns: int = 4000) -> float:
@@ -216,19 +227,19 @@ async def main(total: int, person: int, postgres: bool) -> None:
         rows = []
         h = await history_sqlite(folder, total, person)
         rows.append(("history_search SQLite", f"{h['p50']:.1f}", f"{h['p99']:.1f}", f"{h['found']:.0%}",
-                     f"{h['load_s']:.0f} s", verdict(h["p99"], 50)))
+                     f"{h['index_s']:.0f} s", verdict(h["p99"], 50)))
         print(*rows[-1], flush=True)
         os.remove(folder / "history.db")
         if postgres:
             h = await history_postgres(total, person)
             rows.append(("history_search PostgreSQL", f"{h['p50']:.1f}", f"{h['p99']:.1f}", f"{h['found']:.0%}",
-                         f"{h['load_s']:.0f} s", verdict(h["p99"], 50)))
+                         f"{h['index_s']:.0f} s", verdict(h["p99"], 50)))
             print(*rows[-1], flush=True)
         m = await memory(folder)
         rows.append((f"memory_search {m['passages']:.0f} passages", f"{m['p50']:.1f}", f"{m['p99']:.1f}", "",
                      f"{m['first_index_s']:.1f} s", verdict(m["p99"], 30)))
         print(f"{total:,} messages, {person:,} of one person")
-        print(table(("search", "p50 ms", "p99 ms", "found", "load/index", "goal"), rows))
+        print(table(("search", "p50 ms", "p99 ms", "found", "index built", "goal"), rows))
         cost = await indexing_cost(folder, postgres)
         print(table(("indexing on the message path", "ms per message", "goal"),
                     [(name, f"{ms:.3f}", verdict(ms, 0.5)) for name, ms in cost.items()]))

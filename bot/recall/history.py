@@ -28,14 +28,17 @@ where which who why will with would you your said say tell told
 """.split())
 
 WINDOW = 1000  # per word, at most this many of the scope's newest messages with it are read
+RECENT = 4000  # PostgreSQL, a word in more than WINDOW: its matches among this many newest of the scope
 CHECKED = 8  # times the limit: the best candidates whose older matches of common words are looked up
 
 _COLUMNS = "m.id, m.session_id, s.key, m.created_at, m.role, m.run_id, m.parts"
 SQLITE_WORD = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
 SQLITE_HAS = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? AND {ids}"
-POSTGRES_WORD = ("(SELECT message_id FROM recall_messages WHERE scope_id = ? AND body @@ plainto_tsquery('english', ?)"
-                 " ORDER BY message_id DESC LIMIT ?)")
-POSTGRES_HAS = "SELECT message_id FROM recall_messages WHERE {ids} AND body @@ plainto_tsquery('english', ?)"
+POSTGRES_LEXEMES = "SELECT w, array(SELECT lexeme FROM unnest(to_tsvector('english', w))) FROM unnest(?::text[]) AS w"
+POSTGRES_WORD = "SELECT message_id FROM recall_messages WHERE body @@ ?::tsquery LIMIT ?"
+POSTGRES_RECENT = ("SELECT message_id, body @@ ?::tsquery FROM (SELECT message_id, body FROM recall_messages"
+                   " WHERE scope_id = ? ORDER BY scope_id DESC, message_id DESC LIMIT ?) AS r")
+POSTGRES_HAS = "SELECT message_id FROM recall_messages WHERE {ids} AND body @@ ?::tsquery"
 FOUND = f"SELECT {_COLUMNS} FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {{ids}} AND {{scope}}"
 
 
@@ -109,23 +112,26 @@ def search(dialect: SqlDialect, scope: Scope, words: list[str], limit: int) -> O
     scope_ids = [int(r[0]) for r in (yield from rows(f"SELECT id FROM recall_scopes WHERE {which}", *args))]
     if not scope_ids:
         return []
-    found: dict[str, list[int]] = {}
-    for word in words:
-        found[word] = yield from _newest(dialect, scope_ids, word)
+    found: dict[str, Matches] = {}
+    lexemes: dict[str, list[str]] = {}
+    if dialect.name == "postgres":
+        lexemes = {str(r[0]): list(r[1]) for r in (yield from rows(POSTGRES_LEXEMES, words))}
+        for word in words:
+            found[word] = yield from _newest_pg(scope_ids, _tsquery(scope_ids, lexemes.get(word, [])))
+    else:
+        for word in words:
+            ids = [int(r[0]) for r in (yield from rows(SQLITE_WORD, match_text(scope_ids, word), WINDOW))]
+            found[word] = Matches(ids, ids[-1] if len(ids) >= WINDOW else 0)
     total = int((yield from value("SELECT coalesce(max(id), 0) FROM messages")) or 0)
-    weight = {w: _idf(total, ids) for w, ids in found.items()}
-    has = {w: set(ids) for w, ids in found.items()}
+    weight = {w: _idf(total, m) for w, m in found.items()}
     scores: dict[int, float] = {}
-    for w, ids in found.items():
-        for i in ids:
+    for w, m in found.items():
+        for i in m.ids:
             scores[i] = scores.get(i, 0.0) + weight[w]
     best = sorted(scores, key=lambda i: (scores[i], i), reverse=True)[:limit * CHECKED]
-    for w, ids in found.items():
-        if len(ids) < WINDOW:
-            continue
-        older = [i for i in best if i < ids[-1] and i not in has[w]]
-        if older:
-            for i in (yield from _holding(dialect, older, w)):
+    for w, m in found.items():
+        if older := [i for i in best if i < m.known_from]:
+            for i in (yield from _holding(dialect, scope_ids, older, w, lexemes)):
                 scores[i] += weight[w]
     chosen = sorted(best, key=lambda i: (scores[i], i), reverse=True)[:limit]
     if not chosen:
@@ -138,37 +144,55 @@ def search(dialect: SqlDialect, scope: Scope, words: list[str], limit: int) -> O
     return sorted(hits, key=lambda h: (h.score, h.message_id), reverse=True)
 
 
-def _newest(dialect: SqlDialect, scope_ids: list[int], word: str) -> Op[list[int]]:
-    """The ids of at most ``WINDOW`` newest messages of the scopes holding ``word``, newest first."""
-    if dialect.name == "postgres":
-        sql = " UNION ALL ".join([POSTGRES_WORD] * len(scope_ids))
-        args = [a for i in scope_ids for a in (i, word, WINDOW)]
-        if len(scope_ids) > 1:
-            sql, args = f"SELECT message_id FROM ({sql}) AS u ORDER BY 1 DESC LIMIT ?", [*args, WINDOW]
-        got = yield from rows(sql, *args)
-    else:
-        got = yield from rows(SQLITE_WORD, match_text(scope_ids, word), WINDOW)
-    return [int(r[0]) for r in got]
+@dataclass(frozen=True, slots=True)
+class Matches:
+    """A word's messages in the scope, newest first: every one from id ``known_from`` on (0: all)."""
+
+    ids: list[int]
+    known_from: int
 
 
-def _holding(dialect: SqlDialect, ids: list[int], word: str) -> Op[list[int]]:
+def _tsquery(scope_ids: list[int], lexemes: list[str]) -> str:
+    """PostgreSQL: the tsquery of a word's lexemes in the scopes (as ``recall_words`` stores them)."""
+    if not lexemes:
+        return ""
+    quoted = [["'" + f"s{i} {x}".replace("\\", "\\\\").replace("'", "''") + "'" for x in lexemes] for i in scope_ids]
+    return " | ".join("(" + " & ".join(q) + ")" for q in quoted)
+
+
+def _newest_pg(scope_ids: list[int], query: str) -> Op[Matches]:
+    """A word's messages: all of them when at most ``WINDOW`` (by the GIN), else its matches among
+    the ``RECENT`` newest messages of the scope (by the btree of scope and id)."""
+    if not query:
+        return Matches([], 0)
+    ids = [int(r[0]) for r in (yield from rows(POSTGRES_WORD, query, WINDOW + 1))]
+    if len(ids) <= WINDOW:
+        return Matches(sorted(ids, reverse=True), 0)
+    recent: list[tuple[int, bool]] = []
+    for scope_id in scope_ids:
+        recent += [(int(r[0]), bool(r[1])) for r in (yield from rows(POSTGRES_RECENT, query, scope_id, RECENT))]
+    recent = sorted(recent, reverse=True)[:RECENT]
+    return Matches([i for i, hit in recent if hit], recent[-1][0])
+
+
+def _holding(dialect: SqlDialect, scope_ids: list[int], ids: list[int], word: str,
+             lexemes: dict[str, list[str]]) -> Op[list[int]]:
     """Which of the messages ``ids`` hold ``word``."""
     if dialect.name == "postgres":
         which, args = dialect.any_of("message_id", ids, "bigint")
-        got = yield from rows(POSTGRES_HAS.format(ids=which), *args, word)
+        got = yield from rows(POSTGRES_HAS.format(ids=which), *args, _tsquery(scope_ids, lexemes.get(word, [])))
     else:
         which, args = dialect.any_of("rowid", ids, "bigint")
         got = yield from rows(SQLITE_HAS.format(ids=which), match_text([], word, scoped=False), *args)
     return [int(r[0]) for r in got]
 
 
-def _idf(total: int, newest: list[int]) -> float:
-    """A word's weight: BM25's inverse document frequency of the messages holding it. Read whole
-    (under ``WINDOW``), their count is known; else it is told from how far back the window
-    reaches (``WINDOW`` in the last ``total - oldest`` ids: about as dense before)."""
-    if not newest:
+def _idf(total: int, found: Matches) -> float:
+    """A word's weight: BM25's inverse document frequency of the messages holding it. When all are
+    known, their count; else told from how far back the known ones reach (as dense before)."""
+    if not found.ids:
         return 0.0
-    count = float(len(newest))
-    if len(newest) >= WINDOW:
-        count = WINDOW * total / max(1, total - newest[-1] + 1)
+    count = float(len(found.ids))
+    if found.known_from:
+        count = count * total / max(1, total - found.known_from + 1)
     return math.log(1.0 + (max(total, count) - count + 0.5) / (count + 0.5))

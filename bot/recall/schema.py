@@ -199,16 +199,26 @@ END';
 CREATE OR REPLACE TRIGGER recall_sessions_insert AFTER INSERT ON sessions FOR EACH ROW
     EXECUTE FUNCTION recall_scope();
 
+-- a message's words, each with its scope before it: s<scope id>, a space, the lexeme (a lexeme of the
+-- parser never holds a space), so that one posting list of the GIN is one scope's messages with a word
+CREATE FUNCTION recall_words(scope_id BIGINT, words TSVECTOR) RETURNS TSVECTOR LANGUAGE sql IMMUTABLE
+    PARALLEL SAFE AS '
+    SELECT CASE WHEN scope_id IS NULL THEN ''''::tsvector ELSE
+        array_to_tsvector(ARRAY(SELECT ''s'' || scope_id || '' '' || lexeme FROM unnest(words))) END';
+
 ALTER TABLE recall_messages ADD COLUMN scope_id BIGINT;
 CREATE OR REPLACE FUNCTION recall_index() RETURNS TRIGGER LANGUAGE plpgsql AS '
+DECLARE
+    scope BIGINT;
 BEGIN
     IF TG_OP = ''UPDATE'' THEN
         DELETE FROM recall_messages WHERE message_id = OLD.id;
     END IF;
     IF NEW.role IN (''user'', ''assistant'') THEN
+        SELECT r.scope_id INTO scope FROM recall_sessions r WHERE r.session_id = NEW.session_id;
         INSERT INTO recall_messages (message_id, session_id, scope_id, body)
-        VALUES (NEW.id, NEW.session_id, (SELECT scope_id FROM recall_sessions WHERE session_id = NEW.session_id),
-                to_tsvector(''english'', coalesce(recall_text(NEW.parts), '''')));
+        VALUES (NEW.id, NEW.session_id, scope,
+                recall_words(scope, to_tsvector(''english'', coalesce(recall_text(NEW.parts), ''''))));
     END IF;
     RETURN NULL;
 END';
@@ -220,7 +230,12 @@ INSERT INTO recall_scopes (token) SELECT recall_scope_token(key) FROM sessions G
     ON CONFLICT (token) DO NOTHING;
 INSERT INTO recall_sessions (session_id, scope_id)
     SELECT s.id, c.id FROM sessions s JOIN recall_scopes c ON c.token = recall_scope_token(s.key);
-UPDATE recall_messages r SET scope_id = x.scope_id FROM recall_sessions x WHERE x.session_id = r.session_id;
+DROP INDEX recall_messages_body;
+DROP INDEX recall_messages_session;
+UPDATE recall_messages r SET scope_id = x.scope_id, body = recall_words(x.scope_id, r.body)
+    FROM recall_sessions x WHERE x.session_id = r.session_id;
+UPDATE recall_messages SET body = ''::tsvector WHERE scope_id IS NULL;
+CREATE INDEX recall_messages_words ON recall_messages USING GIN (body);
 CREATE INDEX recall_messages_scope ON recall_messages (scope_id, message_id);
 """
 
