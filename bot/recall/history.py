@@ -36,8 +36,10 @@ SQLITE_WORD = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? ORDER BY ro
 SQLITE_HAS = "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? AND {ids}"
 POSTGRES_LEXEMES = "SELECT w, array(SELECT lexeme FROM unnest(to_tsvector('english', w))) FROM unnest(?::text[]) AS w"
 POSTGRES_WORD = "SELECT message_id FROM recall_messages WHERE body @@ ?::tsquery LIMIT ?"
-POSTGRES_RECENT = ("SELECT message_id, body @@ ?::tsquery FROM (SELECT message_id, body FROM recall_messages"
-                   " WHERE scope_id = ? ORDER BY scope_id DESC, message_id DESC LIMIT ?) AS r")
+POSTGRES_ESTIMATE = "EXPLAIN (FORMAT JSON) SELECT message_id FROM recall_messages WHERE body @@ ?::tsquery"
+POSTGRES_RECENT = ("SELECT min(message_id), array_agg(message_id) FILTER (WHERE body @@ ?::tsquery)"
+                   " FROM (SELECT message_id, body FROM recall_messages WHERE scope_id = ?"
+                   " ORDER BY scope_id DESC, message_id DESC LIMIT ?) AS r")
 POSTGRES_HAS = "SELECT message_id FROM recall_messages WHERE {ids} AND body @@ ?::tsquery"
 FOUND = f"SELECT {_COLUMNS} FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {{ids}} AND {{scope}}"
 
@@ -124,13 +126,14 @@ def search(dialect: SqlDialect, scope: Scope, words: list[str], limit: int) -> O
             found[word] = Matches(ids, ids[-1] if len(ids) >= WINDOW else 0)
     total = int((yield from value("SELECT coalesce(max(id), 0) FROM messages")) or 0)
     weight = {w: _idf(total, m) for w, m in found.items()}
+    known = {w: set(m.ids) for w, m in found.items()}
     scores: dict[int, float] = {}
     for w, m in found.items():
         for i in m.ids:
             scores[i] = scores.get(i, 0.0) + weight[w]
     best = sorted(scores, key=lambda i: (scores[i], i), reverse=True)[:limit * CHECKED]
     for w, m in found.items():
-        if older := [i for i in best if i < m.known_from]:
+        if older := [i for i in best if i < m.known_from and i not in known[w]]:
             for i in (yield from _holding(dialect, scope_ids, older, w, lexemes)):
                 scores[i] += weight[w]
     chosen = sorted(best, key=lambda i: (scores[i], i), reverse=True)[:limit]
@@ -162,17 +165,25 @@ def _tsquery(scope_ids: list[int], lexemes: list[str]) -> str:
 
 def _newest_pg(scope_ids: list[int], query: str) -> Op[Matches]:
     """A word's messages: all of them when at most ``WINDOW`` (by the GIN), else its matches among
-    the ``RECENT`` newest messages of the scope (by the btree of scope and id)."""
+    the ``RECENT`` newest messages of the scope (by the btree of scope and id, which holds the
+    words: no table row is read). Which way is chosen from the planner's estimate of the
+    messages holding it (its statistics of the commonest lexemes, kept by ANALYZE): a common
+    word never makes the GIN's rows be read one by one."""
     if not query:
         return Matches([], 0)
-    ids = [int(r[0]) for r in (yield from rows(POSTGRES_WORD, query, WINDOW + 1))]
-    if len(ids) <= WINDOW:
-        return Matches(sorted(ids, reverse=True), 0)
-    recent: list[tuple[int, bool]] = []
+    plan = yield from value(POSTGRES_ESTIMATE, query)
+    estimate = float((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]["Plan Rows"])
+    if estimate <= WINDOW:
+        ids = [int(r[0]) for r in (yield from rows(POSTGRES_WORD, query, WINDOW + 1))]
+        if len(ids) <= WINDOW:
+            return Matches(sorted(ids, reverse=True), 0)
+    found: list[int] = []
+    known_from = 0  # each scope's walk read every message of it from its oldest on
     for scope_id in scope_ids:
-        recent += [(int(r[0]), bool(r[1])) for r in (yield from rows(POSTGRES_RECENT, query, scope_id, RECENT))]
-    recent = sorted(recent, reverse=True)[:RECENT]
-    return Matches([i for i, hit in recent if hit], recent[-1][0])
+        for oldest, ids_ in (yield from rows(POSTGRES_RECENT, query, scope_id, RECENT)):
+            found += [int(i) for i in ids_ or ()]
+            known_from = max(known_from, int(oldest or 0))
+    return Matches(sorted(found, reverse=True), known_from)
 
 
 def _holding(dialect: SqlDialect, scope_ids: list[int], ids: list[int], word: str,

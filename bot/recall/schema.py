@@ -101,7 +101,8 @@ INSERT INTO recall_messages (message_id, session_id, body)
 # ``recall_scopes``; ``recall_sessions`` gives each session its number, set by a trigger when
 # the session is made. SQLite's FTS5 table gets a second column, ``scope``, holding ``s<number>``
 # (searched in that column only: a word said is never a scope); PostgreSQL's ``recall_messages``
-# a ``scope_id`` column with a btree index on (scope_id, message_id), beside the GIN of words.
+# a ``scope_id`` column, and its words each prefixed with the scope (``recall_words``): a GIN of
+# them, and a btree on (scope_id, message_id) that includes them (bot.recall.history).
 SCOPES = """
 CREATE TABLE recall_scopes (
     id    {id},
@@ -230,13 +231,15 @@ INSERT INTO recall_scopes (token) SELECT recall_scope_token(key) FROM sessions G
     ON CONFLICT (token) DO NOTHING;
 INSERT INTO recall_sessions (session_id, scope_id)
     SELECT s.id, c.id FROM sessions s JOIN recall_scopes c ON c.token = recall_scope_token(s.key);
+SET LOCAL maintenance_work_mem = '256MB';
 DROP INDEX recall_messages_body;
 DROP INDEX recall_messages_session;
 UPDATE recall_messages r SET scope_id = x.scope_id, body = recall_words(x.scope_id, r.body)
     FROM recall_sessions x WHERE x.session_id = r.session_id;
 UPDATE recall_messages SET body = ''::tsvector WHERE scope_id IS NULL;
 CREATE INDEX recall_messages_words ON recall_messages USING GIN (body);
-CREATE INDEX recall_messages_scope ON recall_messages (scope_id, message_id);
+-- a scope's newest messages with their words, read from the index alone (a common word's matches)
+CREATE INDEX recall_messages_scope ON recall_messages (scope_id, message_id) INCLUDE (body);
 """
 
 PASSAGES = """
