@@ -19,8 +19,8 @@ from bot.recall.history import search, terms
 from bot.recall.schema import MIGRATIONS
 from bot.recall.scope import Scope, scope_of, scope_token
 from bot.store.base import Turn
-from bot.store.pg import PostgresStore
 from bot.store.op import rows
+from bot.store.pg import PostgresStore
 from bot.store.sqlite import SQLiteStore
 from tests.pg import fresh_database
 
@@ -138,7 +138,8 @@ async def test_the_database_computes_the_tokens_python_does(kind: str, tmp_path:
         await store.apply_steps("recall", MIGRATIONS)
         for key in KEYS:
             await store.session(key)
-        got = await store.read(rows("SELECT s.key, c.token FROM sessions s JOIN recall_sessions r ON r.session_id = s.id"
+        got = await store.read(rows("SELECT s.key, c.token FROM sessions s"
+                                    " JOIN recall_sessions r ON r.session_id = s.id"
                                     " JOIN recall_scopes c ON c.id = r.scope_id"))
         assert {str(k): str(t) for k, t in got} == {k: scope_token(k) for k in KEYS}
 
@@ -158,7 +159,8 @@ async def test_the_migration_indexes_what_was_stored_before_it(kind: str, tmp_pa
                 hits = await store.read(search(store.dialect, scope, terms(word(place)), 10))
                 assert bool(hits) is (place in SEES[asker]), (asker, place)
         bob = scope_of(ASKERS["bob"].root, LINKS)
-        assert [h.text for h in await store.read(search(store.dialect, bob, ["zqlater"], 10))] == ["a later word zqlater"]
+        later = await store.read(search(store.dialect, bob, ["zqlater"], 10))
+        assert [h.text for h in later] == ["a later word zqlater"]
 
 
 async def test_the_index_alone_keeps_the_scope(populated: SQLiteStore | PostgresStore,

@@ -1,6 +1,8 @@
 """history_search's store half: the stored messages a scope may see that match some words, best
-first, written once for both databases (SQLite's FTS5 and BM25; PostgreSQL's ``tsvector`` and
-``ts_rank_cd``). The scope is part of the statement (``Scope.where``), never a filter after it.
+first (``search``), on SQLite's FTS5 and PostgreSQL's ``tsvector``. The scope is in the index:
+each message carries its scope's token (bot.recall.schema), and every read of the index names
+the scope's tokens with the word (``Scope.tokens``), so no other scope's message is ever read,
+counted or ranked; the few messages returned are checked against ``Scope.where`` as well.
 
 The pure half: the words of a query (``terms``), the text of a stored message (``text_of``), and
 a snippet around the first word found (``snippet``).
@@ -95,16 +97,15 @@ def snippet(text: str, words: list[str], size: int = SNIPPET_CHARS) -> str:
 
 
 def search(dialect: SqlDialect, scope: Scope, words: list[str], limit: int) -> Op[list[Hit]]:
-    """The ``limit`` best messages of ``scope`` for ``words``: those with the rarest of the words
-    first (each word weighs its inverse document frequency in the scope, as BM25's does), the
-    newest first among equals.
+    """The ``limit`` best messages of ``scope`` for ``words``: a message weighs the sum of its
+    words' inverse document frequencies (BM25's, over all the stored messages), so the rarest
+    words decide; the newest first among equals.
 
-    The work is bounded whatever the words: the index meets each word with the scope's tokens
-    (``Scope.tokens``), newest first, and reads at most ``WINDOW`` messages per word. A word with
-    fewer is read whole (a rare word finds its oldest message); a word with more is common in
-    the scope, weighs little, and only its newest messages are candidates; the best candidates
-    are then asked whether they hold it too. Nothing of another scope is ever read, and the few
-    messages returned are checked against ``Scope.where`` as well."""
+    The work is bounded whatever the words, however many messages hold them: a word is read
+    from the index in the scope, newest first, at most ``WINDOW`` messages of it. A rarer word
+    is read whole (its oldest message is found); a commoner one weighs little, and only its
+    newest messages are candidates; the best candidates are then asked whether they hold it
+    too (``CHECKED``), so its weight counts for an older message as well."""
     if not words:
         return []
     tokens = scope.tokens()

@@ -240,6 +240,7 @@ UPDATE recall_messages SET body = ''::tsvector WHERE scope_id IS NULL;
 CREATE INDEX recall_messages_words ON recall_messages USING GIN (body);
 -- a scope's newest messages with their words, read from the index alone (a common word's matches)
 CREATE INDEX recall_messages_scope ON recall_messages (scope_id, message_id) INCLUDE (body);
+ANALYZE recall_messages;  -- the planner's estimates of the new words choose a search's way at once
 """
 
 PASSAGES = """
