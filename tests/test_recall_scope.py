@@ -103,6 +103,9 @@ def test_scope_tokens() -> None:
     assert scope_token("agent:main:telegram:group:-100:thread:5") == "agent:main:telegram:group:-100"
     assert scope_token("agent:main:telegram:group:-100:user:1") == "agent:main:telegram:group:-100:user:1"
     assert scope_token("agent:main:telegram:dm:1:sub:1") == "agent:main:telegram:dm:1:sub:1"
+    group = Conversation.of_key("agent:main:dm:group")  # a linked person named "group"
+    assert scope_of(replace(group, person="group"), {"group": ("telegram:5",)}).tokens() == (
+        "agent:main:dm:group", "agent:main:telegram:dm:5")
     with pytest.raises(ValueError, match="not a scope the index can say"):  # its members' sessions too
         Scope(("agent:main:telegram:group:1",), ("agent:main:telegram:group:1",)).tokens()
 

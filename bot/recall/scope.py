@@ -58,7 +58,8 @@ class Scope:
         their own)."""
         found = []
         for family in self.families:
-            if scope_token(family) != family or (_parts(family)[0][3:4] == ["group"] and not self.shared):
+            root = _parts(family)[0]
+            if scope_token(family) != family or (len(root) == 5 and root[3] == "group" and not self.shared):
                 raise ValueError(f"not a scope the index can say: {self}")
             found.append(family)
         for key in self.keys:
