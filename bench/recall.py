@@ -2,13 +2,16 @@
 memory search over many passages (issue 37).
 
 - history: 1,000,000 stored messages, 100,000 of them one person's (50 sessions, /new between
-  them), the rest 9,000 other people's; words drawn from a Zipf vocabulary. 300 searches of two
-  words found in that person's messages, scoped to them (``bot.recall.history.search`` through
-  the store). Goal: p99 under 50 ms, on SQLite and on PostgreSQL.
+  them), spread among the rest, 9,000 other people's; words drawn from a Zipf vocabulary (no
+  stop words: the commonest is in two messages of three). The messages are loaded in bulk into
+  a database indexed by recall/0001 (its triggers), then recall/0003 converts it (the time
+  shown: a database's upgrade, the scope put into the index). 300 searches
+  of two words found in that person's messages, scoped to them (``bot.recall.history.search``
+  through the store). Goal: p99 under 50 ms, on SQLite and on PostgreSQL.
 - indexing: 4,000 turns (user + assistant message) stored with ``append_turn`` into a database
   with recall's triggers and one without; the difference per message. SQLite: CPU of this process
-  (the driver's thread included); PostgreSQL: wall time (the server's CPU is another process).
-  Goal: under 0.5 ms per message.
+  (the driver's thread included); PostgreSQL: CPU of the server's backend (/proc; wall time if
+  the server is not local). Goal: under 0.5 ms per message.
 - memory: 10,000 passages in 100 memory files, embedded once (the fake embeddings endpoint,
   1536 dimensions); 200 hybrid searches (the query's embedding over local HTTP, BM25, cosine,
   fusion). Goal: p99 under 30 ms.
@@ -26,6 +29,8 @@ import random
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from bench.common import percentiles, table, verdict
@@ -38,6 +43,7 @@ from bot.recall.memory import MemoryIndex, Payer
 from bot.recall.schema import MIGRATIONS
 from bot.recall.scope import scope_of
 from bot.store.base import Turn
+from bot.store.op import value
 from bot.store.sqlite import SQLiteStore
 
 PERSON_KEY = "agent:main:telegram:dm:1"
@@ -64,16 +70,23 @@ def rows_of(total: int, person: int, rng: random.Random) -> tuple[list[tuple[int
     body = texts(rng, words, weights, total)
     messages = []
     for n, text in enumerate(body):
-        sid = (n % SESSIONS_OF_PERSON) + 1 if n < person else SESSIONS_OF_PERSON + 1 + (n % OTHERS)
+        sid = (n % SESSIONS_OF_PERSON) + 1 if mine(n, total, person) else SESSIONS_OF_PERSON + 1 + (n % OTHERS)
         messages.append((sid, "user" if n % 2 == 0 else "assistant",
                          json.dumps([{"text": text, "type": "text"}], separators=(",", ":"))))
     return sessions, messages
 
 
+def mine(n: int, total: int, person: int) -> bool:
+    """Whether the n-th message is the person's: one in ``total // person``, spread over all."""
+    step = max(1, total // person)
+    return n % step == 0 and n // step < person
+
+
 def queries(messages: list[tuple[int, str, str]], person: int, rng: random.Random, n: int = 300) -> list[str]:
     found = []
+    step = max(1, len(messages) // person)
     for _ in range(n):
-        words = json.loads(messages[rng.randrange(person)][2])[0]["text"].split()
+        words = json.loads(messages[rng.randrange(person) * step][2])[0]["text"].split()
         found.append(" ".join(rng.sample(words, 2)))
     return found
 
@@ -83,16 +96,18 @@ async def history_sqlite(folder: Path, total: int, person: int) -> dict[str, flo
     sessions, messages = rows_of(total, person, rng)
     path = folder / "history.db"
     async with SQLiteStore(path) as store:
-        await store.apply_steps("recall", MIGRATIONS)
+        await store.apply_steps("recall", MIGRATIONS[:2])
     db = sqlite3.connect(path)
-    started = time.perf_counter()
     with db:
         db.executemany("INSERT INTO sessions (id, key, created_at, archived_at) VALUES (?, ?, 0, 1)", sessions)
         db.executemany("INSERT INTO messages (session_id, run_id, seq, role, parts, created_at)"
                        " VALUES (?, 'r', 0, ?, ?, 0)", messages)
-    loaded = time.perf_counter() - started
     db.close()
-    return await _searches(SQLiteStore(path), messages, person, loaded)
+    started = time.perf_counter()
+    async with SQLiteStore(path) as store:
+        await store.apply_steps("recall", MIGRATIONS)
+    indexed = time.perf_counter() - started
+    return await _searches(SQLiteStore(path), messages, person, indexed)
 
 
 async def history_postgres(total: int, person: int) -> dict[str, float]:
@@ -101,13 +116,12 @@ async def history_postgres(total: int, person: int) -> dict[str, float]:
 
     rng = random.Random(7)
     sessions, messages = rows_of(total, person, rng)
-    async with fresh_database() as url:
-        async with PostgresStore(url, pool_size=2) as store:
-            await store.apply_steps("recall", MIGRATIONS)
+    async with fresh_database(migrated=False) as url:
         import asyncpg
 
+        async with PostgresStore(url, pool_size=2) as store:
+            await store.apply_steps("recall", MIGRATIONS[:2])
         conn = await asyncpg.connect(url)
-        started = time.perf_counter()
         try:
             await conn.copy_records_to_table("sessions", records=[(i, k, 0.0, 1.0) for i, k in sessions],
                                              columns=["id", "key", "created_at", "archived_at"])
@@ -115,17 +129,20 @@ async def history_postgres(total: int, person: int) -> dict[str, float]:
                 await conn.copy_records_to_table(
                     "messages", records=[(s, "r", 0, role, parts, 0.0) for s, role, parts in messages[at:at + 100_000]],
                     columns=["session_id", "run_id", "seq", "role", "parts", "created_at"])
-            await conn.execute("VACUUM ANALYZE recall_messages")
+            started = time.perf_counter()
+            async with PostgresStore(url, pool_size=2) as store:
+                await store.apply_steps("recall", MIGRATIONS)
+            indexed = time.perf_counter() - started
+            await conn.execute("VACUUM ANALYZE recall_messages")  # as autovacuum would, soon after
             await conn.execute("ANALYZE sessions")
             await conn.execute("ANALYZE messages")
         finally:
             await conn.close()
-        loaded = time.perf_counter() - started
-        return await _searches(PostgresStore(url, pool_size=2), messages, person, loaded)
+        return await _searches(PostgresStore(url, pool_size=2), messages, person, indexed)
 
 
 async def _searches(opened: object, messages: list[tuple[int, str, str]], person: int,
-                    loaded: float) -> dict[str, float]:
+                    indexed: float) -> dict[str, float]:
     scope = scope_of(Conversation.of_key(PERSON_KEY))
     asked = queries(messages, person, random.Random(11))
     times, hits = [], 0
@@ -137,22 +154,40 @@ async def _searches(opened: object, messages: list[tuple[int, str, str]], person
             found = await store.read(search(store.dialect, scope, terms(q), 10))
             times.append((time.perf_counter() - started) * 1000)
             hits += bool(found)
-    return {**percentiles(times), "found": hits / len(asked), "load_s": loaded}
+    return {**percentiles(times), "found": hits / len(asked), "index_s": indexed}
 
 
 async def indexing(store_of: object, label: str, turns: int = 4000) -> float:
-    """Seconds per message of storing turns (CPU on SQLite, wall on PostgreSQL)."""
+    """Seconds of CPU per message of storing turns: this process's on SQLite (the driver's thread
+    included), the server backend's on PostgreSQL (read from /proc: the server is local; one
+    connection), else the wall time."""
     rng = random.Random(3)
     words, weights = vocabulary(rng)
     body = texts(rng, words, weights, turns * 2)
     async with store_of as store:  # type: ignore[attr-defined]
         session = await store.session(PERSON_KEY)
-        clock = time.process_time if label == "sqlite" else time.perf_counter
+        clock: Callable[[], float] = time.process_time
+        if label == "postgres":
+            pid = int(await store.read(value("SELECT pg_backend_pid()")))
+            clock = partial(_server_cpu, pid) if _cpu_of(pid) is not None else time.perf_counter
         started = clock()
         for i in range(turns):
             await store.append_turn(Turn(session, f"run-{i}", (Message.user(body[2 * i]),
                                                                Message.assistant(body[2 * i + 1]))))
         return (clock() - started) / (turns * 2)
+
+
+def _cpu_of(pid: int) -> float | None:
+    """The CPU seconds (user and system) a local process has used (None: not a local process)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_cpu(pid: int) -> float:
+    return _cpu_of(pid) or 0.0
 
 
 async def indexing_cost(folder: Path, postgres: bool) -> dict[str, float]:
@@ -171,8 +206,8 @@ async def indexing_cost(folder: Path, postgres: bool) -> dict[str, float]:
         async with fresh_database() as a, fresh_database() as b:
             async with PostgresStore(b, pool_size=2) as s:
                 await s.apply_steps("recall", MIGRATIONS)
-            without = await indexing(PostgresStore(a, pool_size=2), "postgres")
-            with_ = await indexing(PostgresStore(b, pool_size=2), "postgres")
+            without = await indexing(PostgresStore(a, pool_size=1), "postgres")
+            with_ = await indexing(PostgresStore(b, pool_size=1), "postgres")
             found["postgres"] = (with_ - without) * 1000
     return found
 
@@ -216,19 +251,19 @@ async def main(total: int, person: int, postgres: bool) -> None:
         rows = []
         h = await history_sqlite(folder, total, person)
         rows.append(("history_search SQLite", f"{h['p50']:.1f}", f"{h['p99']:.1f}", f"{h['found']:.0%}",
-                     f"{h['load_s']:.0f} s", verdict(h["p99"], 50)))
+                     f"{h['index_s']:.0f} s", verdict(h["p99"], 50)))
         print(*rows[-1], flush=True)
         os.remove(folder / "history.db")
         if postgres:
             h = await history_postgres(total, person)
             rows.append(("history_search PostgreSQL", f"{h['p50']:.1f}", f"{h['p99']:.1f}", f"{h['found']:.0%}",
-                         f"{h['load_s']:.0f} s", verdict(h["p99"], 50)))
+                         f"{h['index_s']:.0f} s", verdict(h["p99"], 50)))
             print(*rows[-1], flush=True)
         m = await memory(folder)
         rows.append((f"memory_search {m['passages']:.0f} passages", f"{m['p50']:.1f}", f"{m['p99']:.1f}", "",
                      f"{m['first_index_s']:.1f} s", verdict(m["p99"], 30)))
         print(f"{total:,} messages, {person:,} of one person")
-        print(table(("search", "p50 ms", "p99 ms", "found", "load/index", "goal"), rows))
+        print(table(("search", "p50 ms", "p99 ms", "found", "index built", "goal"), rows))
         cost = await indexing_cost(folder, postgres)
         print(table(("indexing on the message path", "ms per message", "goal"),
                     [(name, f"{ms:.3f}", verdict(ms, 0.5)) for name, ms in cost.items()]))

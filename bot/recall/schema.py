@@ -94,6 +94,155 @@ INSERT INTO recall_messages (message_id, session_id, body)
     FROM messages WHERE role IN ('user', 'assistant');
 """
 
+# recall/0003: the scope of each message is in the index, so that a search meets the scope's
+# messages and the words together, before anything is ranked. A session's scope token
+# (``bot.recall.scope.scope_token``: its key without a thread, for a DM or a group's shared
+# conversation; the whole key for a member's own session or a sub-agent's) is numbered once in
+# ``recall_scopes``; ``recall_sessions`` gives each session its number, set by a trigger when
+# the session is made. SQLite's FTS5 table gets a second column, ``scope``, holding ``s<number>``
+# (searched in that column only: a word said is never a scope); PostgreSQL's ``recall_messages``
+# a ``scope_id`` column, and its words each prefixed with the scope (``recall_words``): a GIN of
+# them, and a btree on (scope_id, message_id) that includes them (bot.recall.history).
+SCOPES = """
+CREATE TABLE recall_scopes (
+    id    {id},
+    token TEXT NOT NULL UNIQUE  -- bot.recall.scope.scope_token of a session key
+);
+CREATE TABLE recall_sessions (
+    session_id {int8} PRIMARY KEY,  -- sessions (id)
+    scope_id   {int8} NOT NULL      -- recall_scopes (id)
+);
+"""
+
+
+def _after_colon(text: str) -> str:
+    """SQLite: what follows the first ':' of ``text`` (NULL when there is none)."""
+    return f"CASE WHEN instr({text}, ':') > 0 THEN substr({text}, instr({text}, ':') + 1) END"
+
+
+def _nth_after(text: str, n: int) -> str:
+    for _ in range(n):
+        text = _after_colon(text)
+    return text
+
+
+# a session key's parts: agent:{agent}:dm:{person}[...] (a linked DM, 4 parts) or
+# agent:{agent}:{platform}:{dm|group}:{peer}[...] (5); ``rest`` is what follows them (NULL: nothing)
+_SESSION_SCOPES = f"""
+CREATE VIEW recall_session_scopes AS
+    SELECT id, CASE WHEN rest IS NULL THEN key
+                    WHEN substr(rest, 1, 7) = 'thread:' AND instr(substr(rest, 8), ':') = 0
+                        THEN substr(key, 1, length(key) - length(rest) - 1)
+                    ELSE key END AS token
+    FROM (SELECT id, key, CASE WHEN substr(t, 1, 3) = 'dm:' THEN {_nth_after('t', 2)} ELSE {_nth_after('t', 3)} END
+                 AS rest
+          FROM (SELECT id, key, {_nth_after('key', 2)} AS t FROM sessions) AS a) AS b;
+"""
+
+_SCOPE_OF = "(SELECT 's' || scope_id FROM recall_sessions WHERE session_id = {row}.session_id)"
+
+SCOPED_SQLITE = f"""
+DROP TRIGGER recall_messages_insert;
+DROP TRIGGER recall_messages_delete;
+DROP TRIGGER recall_messages_update;
+DROP TABLE recall_fts;
+DROP VIEW recall_text;
+{_SESSION_SCOPES}
+CREATE TRIGGER recall_sessions_insert AFTER INSERT ON sessions BEGIN
+    INSERT OR IGNORE INTO recall_scopes (token) SELECT token FROM recall_session_scopes WHERE id = new.id;
+    INSERT INTO recall_sessions (session_id, scope_id)
+        SELECT new.id, c.id FROM recall_session_scopes v JOIN recall_scopes c ON c.token = v.token WHERE v.id = new.id;
+END;
+CREATE VIEW recall_text AS
+    SELECT m.id, {_sqlite_text('m.parts')} AS body, 's' || r.scope_id AS scope
+    FROM messages m LEFT JOIN recall_sessions r ON r.session_id = m.session_id WHERE m.role IN ('user', 'assistant');
+CREATE VIRTUAL TABLE recall_fts USING fts5 (
+    body, scope, content = 'recall_text', content_rowid = 'id', tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER recall_messages_insert AFTER INSERT ON messages WHEN new.role IN ('user', 'assistant') BEGIN
+    INSERT INTO recall_fts (rowid, body, scope)
+        VALUES (new.id, {_sqlite_text('new.parts')}, {_SCOPE_OF.format(row='new')});
+END;
+CREATE TRIGGER recall_messages_delete AFTER DELETE ON messages WHEN old.role IN ('user', 'assistant') BEGIN
+    INSERT INTO recall_fts (recall_fts, rowid, body, scope)
+        VALUES ('delete', old.id, {_sqlite_text('old.parts')}, {_SCOPE_OF.format(row='old')});
+END;
+CREATE TRIGGER recall_messages_update AFTER UPDATE OF parts, role, session_id ON messages BEGIN
+    INSERT INTO recall_fts (recall_fts, rowid, body, scope)
+        SELECT 'delete', old.id, {_sqlite_text('old.parts')}, {_SCOPE_OF.format(row='old')}
+        WHERE old.role IN ('user', 'assistant');
+    INSERT INTO recall_fts (rowid, body, scope)
+        SELECT new.id, {_sqlite_text('new.parts')}, {_SCOPE_OF.format(row='new')}
+        WHERE new.role IN ('user', 'assistant');
+END;
+-- the sessions and messages stored before this migration
+INSERT OR IGNORE INTO recall_scopes (token) SELECT token FROM recall_session_scopes ORDER BY id;
+INSERT INTO recall_sessions (session_id, scope_id)
+    SELECT v.id, c.id FROM recall_session_scopes v JOIN recall_scopes c ON c.token = v.token;
+INSERT INTO recall_fts (rowid, body, scope) SELECT id, body, scope FROM recall_text;
+"""
+
+SCOPED_POSTGRES = """
+CREATE FUNCTION recall_scope_token(key TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS '
+    SELECT CASE WHEN cardinality(p) <= n THEN key
+                WHEN cardinality(p) = n + 2 AND p[n + 1] = ''thread'' THEN array_to_string(p[1:n], '':'')
+                ELSE key END
+    FROM (SELECT p, CASE WHEN p[3] = ''dm'' THEN 4 ELSE 5 END AS n
+          FROM (SELECT string_to_array(key, '':'') AS p) AS a) AS b';
+
+CREATE FUNCTION recall_scope() RETURNS TRIGGER LANGUAGE plpgsql AS '
+BEGIN
+    INSERT INTO recall_scopes (token) VALUES (recall_scope_token(NEW.key)) ON CONFLICT (token) DO NOTHING;
+    INSERT INTO recall_sessions (session_id, scope_id)
+        SELECT NEW.id, id FROM recall_scopes WHERE token = recall_scope_token(NEW.key);
+    RETURN NULL;
+END';
+CREATE OR REPLACE TRIGGER recall_sessions_insert AFTER INSERT ON sessions FOR EACH ROW
+    EXECUTE FUNCTION recall_scope();
+
+-- a message's words, each with its scope before it: s<scope id>, a space, the lexeme (a lexeme of the
+-- parser never holds a space), so that one posting list of the GIN is one scope's messages with a word
+CREATE FUNCTION recall_words(scope_id BIGINT, words TSVECTOR) RETURNS TSVECTOR LANGUAGE sql IMMUTABLE
+    PARALLEL SAFE AS '
+    SELECT CASE WHEN scope_id IS NULL THEN ''''::tsvector ELSE
+        array_to_tsvector(ARRAY(SELECT ''s'' || scope_id || '' '' || lexeme FROM unnest(words))) END';
+
+ALTER TABLE recall_messages ADD COLUMN scope_id BIGINT;
+CREATE OR REPLACE FUNCTION recall_index() RETURNS TRIGGER LANGUAGE plpgsql AS '
+DECLARE
+    scope BIGINT;
+BEGIN
+    IF TG_OP = ''UPDATE'' THEN
+        DELETE FROM recall_messages WHERE message_id = OLD.id;
+    END IF;
+    IF NEW.role IN (''user'', ''assistant'') THEN
+        SELECT r.scope_id INTO scope FROM recall_sessions r WHERE r.session_id = NEW.session_id;
+        INSERT INTO recall_messages (message_id, session_id, scope_id, body)
+        VALUES (NEW.id, NEW.session_id, scope,
+                recall_words(scope, to_tsvector(''english'', coalesce(recall_text(NEW.parts), ''''))));
+    END IF;
+    RETURN NULL;
+END';
+CREATE OR REPLACE TRIGGER recall_messages_update AFTER UPDATE OF parts, role, session_id ON messages FOR EACH ROW
+    EXECUTE FUNCTION recall_index();
+
+-- the sessions and messages stored before this migration
+INSERT INTO recall_scopes (token) SELECT recall_scope_token(key) FROM sessions GROUP BY 1 ORDER BY min(id)
+    ON CONFLICT (token) DO NOTHING;
+INSERT INTO recall_sessions (session_id, scope_id)
+    SELECT s.id, c.id FROM sessions s JOIN recall_scopes c ON c.token = recall_scope_token(s.key);
+SET LOCAL maintenance_work_mem = '256MB';
+DROP INDEX recall_messages_body;
+DROP INDEX recall_messages_session;
+UPDATE recall_messages r SET scope_id = x.scope_id, body = recall_words(x.scope_id, r.body)
+    FROM recall_sessions x WHERE x.session_id = r.session_id;
+UPDATE recall_messages SET body = ''::tsvector WHERE scope_id IS NULL;
+CREATE INDEX recall_messages_words ON recall_messages USING GIN (body);
+-- a scope's newest messages with their words, read from the index alone (a common word's matches)
+CREATE INDEX recall_messages_scope ON recall_messages (scope_id, message_id) INCLUDE (body);
+ANALYZE recall_messages;  -- the planner's estimates of the new words choose a search's way at once
+"""
+
 PASSAGES = """
 -- Memory files (MEMORY.md, memory/*.md) cut into passages, per workspace, each with its vector
 -- when embeddings are on; a passage is embedded once per text (hash) and model.
@@ -116,4 +265,5 @@ CREATE INDEX recall_passages_hash ON recall_passages (workspace, hash);
 MIGRATIONS = (
     Migration("recall/0001_history_index", "", sqlite=HISTORY_SQLITE, postgres=HISTORY_POSTGRES),
     Migration("recall/0002_passages", PASSAGES),
+    Migration("recall/0003_scoped_history", SCOPES, sqlite=SCOPED_SQLITE, postgres=SCOPED_POSTGRES),
 )

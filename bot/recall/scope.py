@@ -9,8 +9,11 @@
 | sub-agent                         | what its parent sees (the chat's own conversation)            |
 
 Sub-agents' own sessions are never searched (their text is the bot's, not a person's). Every
-key is of the run's agent. ``Scope.where`` is the SQL that says it, with its arguments: the
-query itself is scoped, nothing is filtered after it.
+key is of the run's agent. ``Scope.tokens`` says it in the search index's words: each stored
+message carries its session's ``scope_token`` (bot.recall.schema), and a search names the
+tokens of its scope in the full-text query itself, so words and scope meet before ranking.
+``Scope.where`` says it in SQL over session keys (``chatgate people forget``, and a second check
+of the few messages found); the table tests hold the three together.
 """
 
 from __future__ import annotations
@@ -47,11 +50,48 @@ class Scope:
             sql += f" AND {column} NOT LIKE '%:user:%'"
         return sql, tuple(args)
 
+    def tokens(self) -> tuple[str, ...]:
+        """The scope tokens of exactly the keys this scope sees (``scope_token``): a family's own
+        key (a DM, or a group's shared conversation: its threads share it) and each key that is
+        not in a family (a member's own session). Raises ValueError for a scope the tokens cannot
+        say exactly (a group's family without ``shared``: its members' sessions have tokens of
+        their own)."""
+        found = []
+        for family in self.families:
+            root = _parts(family)[0]
+            if scope_token(family) != family or (len(root) == 5 and root[3] == "group" and not self.shared):
+                raise ValueError(f"not a scope the index can say: {self}")
+            found.append(family)
+        for key in self.keys:
+            if key in self.families:
+                continue
+            if scope_token(key) != key or "sub" in _parts(key)[1][::2]:
+                raise ValueError(f"not a scope the index can say: {self}")
+            found.append(key)
+        return tuple(dict.fromkeys(found))
+
     def sees(self, key: str) -> bool:
         """What ``where`` says, in Python (the table tests hold the two together)."""
         if ":sub:" in key or (self.shared and ":user:" in key):
             return False
         return key in self.keys or any(key.startswith(family + ":") for family in self.families)
+
+
+def scope_token(key: str) -> str:
+    """The index's scope of a stored session key (the SQL of recall/0003 computes the same): the
+    key without its thread for a DM or a group's shared conversation (its first 4 parts for a
+    linked DM, 5 otherwise), else the whole key (a member's own session, a sub-agent's)."""
+    root, rest = _parts(key)
+    if len(rest) == 2 and rest[0] == "thread":
+        return ":".join(root)
+    return key
+
+
+def _parts(key: str) -> tuple[list[str], list[str]]:
+    """A key's first parts (4 for a linked DM, else 5) and the rest (labels and values)."""
+    parts = key.split(":")
+    n = 4 if len(parts) > 2 and parts[2] == "dm" else 5
+    return parts[:n], parts[n:]
 
 
 def scope_of(conversation: Conversation, identity_links: Mapping[str, Sequence[str]] | None = None) -> Scope:
