@@ -38,6 +38,13 @@ def _steps() -> list[tuple[str, tuple[Migration, ...]]]:
     return [(spec.name, spec.migrations) for spec in registry.specs() if spec.migrations]
 
 
+def _derived() -> tuple[str, ...]:
+    """The capabilities' tables that their triggers rebuild (a search index): never copied."""
+    from bot.capabilities import registry
+
+    return tuple(pattern for spec in registry.specs() for pattern in spec.derived)
+
+
 async def migrate(args: argparse.Namespace) -> int:
     from bot.store.upgrade import pending_postgres, pending_sqlite
 
@@ -95,7 +102,7 @@ async def _postgres(source: str | None, target: str) -> int:
     from bot.store.pg import PostgresStore
 
     if source is not None:  # the source is checked before anything is done to the target
-        copied = await copy_sqlite_to_postgres(source, target)
+        copied = await copy_sqlite_to_postgres(source, target, steps=_steps(), derived=_derived())
         print(f"copied {sum(c.rows for c in copied)} rows in {len(copied)} tables (counts checked):")
         for c in copied:
             print(f"  {c.table:<18} {c.rows}")

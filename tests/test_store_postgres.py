@@ -189,6 +189,10 @@ async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
             assert await store.chosen_model(session.key) == ModelChoice("smart", "telegram:u1", 100.0)
             assert await store.title(session) == "A greeting"
             assert [(a.user, a.action) for a in await Reads(store).actions()] == [("admin", "login")]
+            # the capabilities' tables came too; recall's index (derived) was rebuilt by its triggers
+            async with store.pool.acquire() as conn:
+                assert await conn.fetchval("SELECT count(*) FROM recall_messages") == 2
+                assert await conn.fetchval("SELECT count(*) FROM capability_migrations WHERE name LIKE 'recall/%'") > 0
             newer = await store.record_inbound(message("m3"), session.key)
             assert newer is not None and newer > ids["waiting"]  # ids go on after the copied ones
         assert await asyncio.to_thread(main, ["migrate", "--from", str(source), "--to", url]) == 1

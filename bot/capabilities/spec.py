@@ -103,6 +103,7 @@ class CapabilitySpec:
     config: type[Section] | None = None  # the model of its config key, ``<name>:`` unless ``key`` says
     key: str = ""  # where its section is, dotted, when not ``<name>``: ``memory``, ``tools.browser``
     migrations: tuple[Migration, ...] = ()  # its tables, each named ``<name>/NNNN_what``
+    derived: tuple[str, ...] = ()  # globs of its tables rebuilt from others (by triggers): never copied
     cli: Callable[[_SubParsersAction[Any]], None] | None = None  # adds its ``chatgate`` subcommands
     probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
     channels: tuple[str, ...] = ()  # the platforms it brings when enabled (its running object is a ``Channels``)

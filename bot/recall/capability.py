@@ -44,6 +44,7 @@ def _cli(sub: argparse._SubParsersAction[Any]) -> None:
 
 SPEC = CapabilitySpec(
     "recall", _open, key="memory", config=RecallConfig, migrations=MIGRATIONS, cli=_cli,
+    derived=("recall_fts*", "recall_messages", "recall_scopes", "recall_sessions"),  # the index, kept by triggers
     commands=(CommandSpec("search", _search, "<words>: search your past conversations (this group's, in a group)",
                           "Search past conversations", capability="recall"),),
 )

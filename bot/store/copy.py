@@ -1,7 +1,9 @@
 """``chatgate migrate``: copy a SQLite database into an empty PostgreSQL one, checked by counts.
 
 Both are opened as stores first, so both stand at the same migration (the SQLite file is
-brought up to date if it was older). Every table of the SQLite file is copied with its ids
+brought up to date if it was older), the capabilities' tables included (``steps``). Every
+table of the SQLite file is copied with its ids, but those a capability's triggers rebuild
+from the others (``derived``: a search index, rebuilt on PostgreSQL as the rows arrive)
 (``COPY``, in batches), parents before children, in one PostgreSQL transaction; the identity
 sequences are moved past the copied ids; then each table's rows are counted on both sides, and
 a difference rolls the whole copy back. A target that already holds rows is refused.
@@ -12,18 +14,20 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from bot.errors import StoreError
 from bot.store.pg import PostgresStore
 from bot.store.pg.base import Connection
+from bot.store.schema_steps import Migration
 from bot.store.sqlite import SQLiteStore
 
 log = logging.getLogger(__name__)
 
 BATCH = 5000
-_SKIP = ("migrations",)
+_SKIP = ("migrations", "capability_migrations")  # each database records its own
 _PG_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
 _PG_COLUMNS = ("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
                " AND table_name = $1")
@@ -39,14 +43,20 @@ class Copied:
     rows: int
 
 
-async def copy_sqlite_to_postgres(source: str | os.PathLike[str], url: str) -> list[Copied]:
+async def copy_sqlite_to_postgres(source: str | os.PathLike[str], url: str, *,
+                                  steps: Sequence[tuple[str, Sequence[Migration]]] = (),
+                                  derived: Sequence[str] = ()) -> list[Copied]:
     """Copy every row of the SQLite file ``source`` into the PostgreSQL database at ``url``."""
     if not os.path.isfile(source):
         raise StoreError(f"no SQLite database at {source}")
-    async with SQLiteStore(source), PostgresStore(url) as target:  # both migrated to the same version
+    async with SQLiteStore(source) as origin, PostgresStore(url) as target:  # both at the same version
+        for owner, owned in steps:
+            await origin.apply_steps(owner, owned)
+            await target.apply_steps(owner, owned)
         with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as db:
             tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                               " AND name NOT LIKE 'sqlite_%'") if r[0] not in _SKIP]
+                                               " AND name NOT LIKE 'sqlite_%'")
+                      if r[0] not in _SKIP and not any(fnmatchcase(r[0], d) for d in derived)]
             async with target.pool.acquire() as conn, conn.transaction():
                 order = await _parents_first(conn, tables)
                 for table in order:
