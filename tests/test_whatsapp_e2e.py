@@ -105,7 +105,8 @@ async def test_a_forged_post_is_refused_quietly_and_stores_nothing(stack: Stack,
     assert await other.post(body, url=stack.url) == 401
     await asyncio.sleep(0.3)
     assert stack.inbound() == [] and not stack.wa.sent and not stack.llm.requests
-    assert not [r for r in caplog.records if r.name.startswith("adapters.whatsapp") and r.levelno >= logging.INFO]
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("adapters.whatsapp") and r.levelno >= logging.INFO]
+    assert [m for m in said if "ready, webhook on" not in m] == []  # the start's own line may come late, under load
 
 
 async def test_a_post_for_another_number_of_the_app_is_not_ours(stack: Stack) -> None:

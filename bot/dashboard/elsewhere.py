@@ -68,7 +68,7 @@ class Elsewhere:
             self._seen, self._seen_at = found, time.monotonic()
             return found
 
-    async def stop(self, instance: str, run_id: str) -> bool | None:
+    async def stop_there(self, instance: str, run_id: str) -> bool | None:
         """Stop ``run_id`` on ``instance``: whether it was stopped; None when the instance did not answer."""
         answers = await self._peers.ask(STOP, {"run": run_id}, to=instance, timeout=STOP_TIMEOUT)
         if not answers:

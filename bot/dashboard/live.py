@@ -85,7 +85,7 @@ class Elsewhere(Protocol):
         """Their runs in flight."""
         ...
 
-    async def stop(self, instance: str, run_id: str) -> bool | None:
+    async def stop_there(self, instance: str, run_id: str) -> bool | None:
         """Stop a run on ``instance`` as /stop does: whether it was stopped, None when it did not answer."""
         ...
 

@@ -227,7 +227,7 @@ class Views:
         instance = _form(request, "instance")[:100]
         elsewhere = self._server.board.elsewhere if self._server.board is not None else None
         if elsewhere is not None and instance and instance != elsewhere.instance:  # the instance running it stops it
-            stopped = await elsewhere.stop(instance, run_id)
+            stopped = await elsewhere.stop_there(instance, run_id)
             target = f"{run_id} on {instance}"
         else:
             stopped, target = await self._bot.stop_run(run_id), run_id
