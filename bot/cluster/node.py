@@ -4,7 +4,11 @@ stops that cross instances, and taking over what a dead instance left.
 - A session's lane is the lease ``session:<key>``. ``claim`` takes it for a stored message
   (and with it every message of the session still waiting, oldest first); when another
   instance holds it, that one is told (NOTIFY ``pull``) and reads the message from the store.
-  ``idle`` gives the lease back once this instance's lane has no work left.
+  ``idle`` marks the lane idle; the lease is given back by the first heartbeat at least a beat
+  later (``_give_back``), so that the next message of a conversation finds its lane held and
+  costs no lease statement. Another instance that asks for an idle lane gets it at once: a
+  message it stored is handed over (``pull``) and run here as if the lane were busy; ``own``
+  (a scheduled turn) asks the holder to give the lane back (``giveback``) and takes it.
 - The heartbeat (every third of ``lease_seconds``) marks the instance seen and renews all it
   holds; a lease found lost (another instance holds it) ends the lane here (``Host.abandon``).
 - The sweep, after each heartbeat, takes sessions whose messages wait with no live holder
@@ -104,6 +108,7 @@ class Cluster:
         self._named: dict[str, _Held] = {}  # leases channels hold (pollers, shards)
         self._sweeps: list[Callable[[], Awaitable[None]]] = []
         self._keeping: dict[str, int] = {}  # session key -> stops under way here: its lane is not given back
+        self._idle: dict[str, float] = {}  # session key -> when its lane here went idle (loop time), lease still held
         self._tasks = OwnedTasks()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -131,6 +136,7 @@ class Cluster:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("cluster: could not give back the leases of %s (%s); they expire", self.instance, exc)
         self._held.clear()
+        self._idle.clear()
         log.info("cluster: instance %s left", self.instance)
 
     async def recover(self) -> None:
@@ -168,6 +174,12 @@ class Cluster:
             async with self._lock(session_key):
                 if session_key in self._held or await self._acquire(session_key):
                     return
+            holder = await self._leases.holder_of(self._pool, _lane(session_key))
+            if holder is not None and holder != self.instance:  # idle there: given back at once (else busy)
+                answers = await self._bus.request(self._pool, holder, {"kind": "giveback", "key": session_key},
+                                                  timeout=self.settings.stop_timeout)
+                if answers and answers[0].get("released"):
+                    continue
             await asyncio.sleep(min(1.0, self.settings.beat))
 
     @contextmanager
@@ -181,8 +193,8 @@ class Cluster:
         self.idle(session_key)
 
     def idle(self, session_key: str) -> None:
-        if session_key in self._held:
-            self._tasks.spawn(self._release(session_key), f"release {session_key}")
+        if session_key in self._held:  # given back by a heartbeat a beat from now (``_give_back``)
+            self._idle[session_key] = asyncio.get_running_loop().time()
 
     async def stop(self, session_key: str) -> Stopped | None:
         if session_key in self._held:
@@ -342,6 +354,7 @@ class Cluster:
     async def _let_go(self, session_key: str) -> None:
         await self._leases.release(self._pool, _lane(session_key))
         self._held.pop(session_key, None)
+        self._idle.pop(session_key, None)
         self._taken.pop(session_key, None)
         self._locks.pop(session_key, None)
 
@@ -367,6 +380,7 @@ class Cluster:
                            {name for name in named if name in self._named and name not in still})
                 observe.signal(Signal.LEASES, name="sessions", value=len(self._held))
                 observe.signal(Signal.LEASES, name="channels", value=len(self._named))
+                await self._give_back(loop.time() - self.settings.beat)
                 await self.sweep()
                 await work.prune_claims(self._pool)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
@@ -377,11 +391,18 @@ class Cluster:
                               self.instance)
                     self._lost(set(self._held), set(self._named))
 
+    async def _give_back(self, before: float) -> None:
+        """Give back the leases of the lanes idle here since ``before`` (still idle: ``_release``)."""
+        for key in [key for key, since in self._idle.items() if since <= before]:
+            self._idle.pop(key, None)
+            await self._release(key)
+
     def _lost(self, sessions: set[str], named: set[str]) -> None:
         assert self._host is not None
         for key in sessions:
             log.warning("cluster: lost session %s to another instance; its lane here ends", key)
             self._held.pop(key, None)
+            self._idle.pop(key, None)
             self._taken.pop(key, None)
             self._host.abandon(key)
         for name in named:
@@ -398,6 +419,15 @@ class Cluster:
             self._tasks.spawn(self._stop_chat_here(message), "remote stopall")
         elif kind == "decide":
             self._tasks.spawn(self._decide_here(message), "remote decision")
+        elif kind == "giveback":
+            self._tasks.spawn(self._giveback_here(message), "give back")
+
+    async def _giveback_here(self, message: Message) -> None:
+        """Another instance wants a session's lane for a turn of its own: given back if idle here."""
+        key = str(message["key"])
+        if self._idle.pop(key, None) is not None:
+            await self._release(key)
+        await self._bus.answer(self._pool, message, {"released": key not in self._held})
 
     async def _stop_here(self, message: Message) -> None:
         assert self._host is not None
