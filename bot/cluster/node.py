@@ -108,6 +108,7 @@ class Cluster:
         self._named: dict[str, _Held] = {}  # leases channels hold (pollers, shards)
         self._sweeps: list[Callable[[], Awaitable[None]]] = []
         self._keeping: dict[str, int] = {}  # session key -> stops under way here: its lane is not given back
+        self._claimed: set[str] = set()  # answers claimed for delivery here by their turn's commit, not sent yet
         self._idle: dict[str, float] = {}  # session key -> when its lane here went idle (loop time), lease still held
         self._tasks = OwnedTasks()
 
@@ -218,6 +219,9 @@ class Cluster:
         return sum(int(a["count"]) for a in answers)
 
     async def claim_answer(self, answer: Answer) -> bool:
+        if answer.id in self._claimed:  # by its turn's commit (``fence``): no statement more
+            self._claimed.discard(answer.id)
+            return True
         return await work.claim_answer(self._pool, answer.id, self.instance, self.settings.lease_seconds)
 
     # -- fencing ---------------------------------------------------------------------------
@@ -227,7 +231,8 @@ class Cluster:
         lease, this instance, and the token this instance took it with (None when it does not hold
         it). A sub-agent's session is its parent's lane."""
         lane = _lane_of(session_key)
-        return Fence(_lane(lane), self.instance, self._held.get(lane), int(self.settings.lease_seconds * 1000))
+        return Fence(_lane(lane), self.instance, self._held.get(lane), int(self.settings.lease_seconds * 1000),
+                     self.settings.lease_seconds, self._claimed.add)
 
     async def still_holds(self, session_key: str) -> bool:
         """The session's lane is still this instance's, now: the lease it took, unchanged and not

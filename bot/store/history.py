@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from typing import Any
 
 from bot.llm import Message, Role, parts_from_json, parts_to_json
-from bot.store.answers import insert_answer
+from bot.store.answers import INSERT_ANSWER, INSERT_CHUNK, answer_rows
 from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
 from bot.store.dialect import SqlDialect
-from bot.store.inbound import mark_answered
+from bot.store.inbound import MARK_ANSWERED, mark_answered
 from bot.store.op import Driven, Op, Row, execute, inserted, many, one, rows, value
 from bot.store.schedules import close
 from bot.tracing import Span, SpanKind, TraceRecord
@@ -134,29 +135,86 @@ def save_summary(d: SqlDialect, session: Session, s: Summary, now: float) -> Op[
     return True
 
 
+_MESSAGE_TYPES = ("bigint", "text", "bigint", "text", "text", "float8")
+_CHARGE_TYPES = ("text", "text", "bigint", "float8", "float8")
+_CHUNK_TYPES = ("text", "bigint", "text", "text", "bytea", "text", "bigint")
+_SPAN_TYPES = ("text", "text", "text", "float8", "float8", "bigint", "bigint", "float8", "bigint", "text", "bigint",
+               "bigint")
+
+
+def _into(insert: str) -> tuple[str, str]:
+    """``INSERT INTO t (columns) VALUES (...) [ON CONFLICT ...]`` -> (``INSERT INTO t (columns)``, its tail)."""
+    head, rest = insert.split(" VALUES ", 1)
+    tail = rest.split(")", 1)[1] if ")" in rest else ""
+    return head, tail
+
+
+def turn_rows(turn: Turn, now: float) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """What a turn inserts (but its settled messages and closed occurrence): (INSERT of one row, rows)
+    per table, in the order a foreign key needs (an answer before its chunks, a trace before its spans)."""
+    sid, run_id = turn.session.id, turn.run_id
+    u = turn.usage
+    parts: list[tuple[str, list[tuple[Any, ...]]]] = [
+        (INSERT_MESSAGE, [(sid, run_id, seq, str(m.role), parts_to_json(m.parts), now)
+                          for seq, m in enumerate(turn.messages)]),
+        (INSERT_USAGE, [(sid, run_id, turn.model, u.input_tokens, u.output_tokens, u.cache_read_tokens,
+                         u.cache_write_tokens, turn.cost, now, None)]),
+        (INSERT_CHARGE, [(c.person, run_id, c.tokens, c.cost, now) for c in turn.charges]),
+    ]
+    if turn.answer is not None:
+        row, chunks = answer_rows(turn.answer)
+        parts += [(INSERT_ANSWER, [row]), (INSERT_CHUNK, chunks)]
+    if (t := turn.trace) is not None:
+        parts += [
+            (INSERT_TRACE, [(t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
+                             t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
+                             t.cache_write_tokens, t.why)]),
+            (INSERT_SPAN, [(t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens,
+                            s.output_tokens, s.cost, int(s.is_error), s.preview, s.cache_read_tokens,
+                            s.cache_write_tokens) for s in t.spans]),
+        ]
+    return [(sql, found) for sql, found in parts if found]
+
+
+_ARRAYS = {INSERT_MESSAGE: _MESSAGE_TYPES, INSERT_CHARGE: _CHARGE_TYPES, INSERT_CHUNK: _CHUNK_TYPES,
+           INSERT_SPAN: _SPAN_TYPES}  # tables a turn may write several rows of: one array per column
+
+
+def one_statement(d: SqlDialect, turn: Turn, now: float) -> tuple[str, tuple[Any, ...]]:
+    """A turn's rows (and its settled messages) as one statement of data-modifying WITH parts
+    (``d.with_writes``): one round trip. Its text depends only on which parts the turn has, so
+    few statements are prepared."""
+    parts: list[str] = []
+    args: list[Any] = []
+    for sql, found in turn_rows(turn, now):
+        head, tail = _into(sql)
+        if sql in _ARRAYS:
+            source, values = d.values(_ARRAYS[sql], found)
+        else:
+            source, values = "VALUES (" + ", ".join("?" * len(found[0])) + ")", found[0]
+        parts.append(f"{head} {source}{tail}")
+        args += values
+    if turn.settle and turn.inbound_ids:
+        where, ids = d.any_of("id", turn.inbound_ids, "bigint")
+        parts.append(MARK_ANSWERED.format(ids=where))
+        args += [now, *ids]
+    body = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts[:-1]))
+    return (f"WITH {body} {parts[-1]}" if body else parts[-1]), tuple(args)
+
+
 def append_turn(d: SqlDialect, turn: Turn, now: float, guard: Op[None] | None) -> Op[None]:
     if guard is not None:
         yield from guard
-    sid, run_id = turn.session.id, turn.run_id
-    yield from many(INSERT_MESSAGE, [(sid, run_id, seq, str(m.role), parts_to_json(m.parts), now)
-                                     for seq, m in enumerate(turn.messages)])
-    u = turn.usage
-    yield from execute(INSERT_USAGE, sid, run_id, turn.model, u.input_tokens, u.output_tokens, u.cache_read_tokens,
-                       u.cache_write_tokens, turn.cost, now, None)
-    yield from many(INSERT_CHARGE, [(c.person, run_id, c.tokens, c.cost, now) for c in turn.charges])
-    if turn.settle:
-        yield from mark_answered(d, turn.inbound_ids, now)
-    if turn.answer is not None:
-        yield from insert_answer(turn.answer)
+    if d.with_writes:  # PostgreSQL: the rows in one statement
+        sql, args = one_statement(d, turn, now)
+        yield from execute(sql, *args)
+    else:
+        for sql, found in turn_rows(turn, now):
+            yield from many(sql, found)
+        if turn.settle:
+            yield from mark_answered(d, turn.inbound_ids, now)
     if turn.closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
         yield from close(turn.closes, now)
-    if (t := turn.trace) is not None:
-        yield from execute(INSERT_TRACE, t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status,
-                           t.model, t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,
-                           t.cache_read_tokens, t.cache_write_tokens, t.why)
-        yield from many(INSERT_SPAN, [
-            (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens, s.cost,
-             int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens) for s in t.spans])
 
 
 def with_spans(d: SqlDialect, trace_rows: list[Row]) -> Op[list[TraceRecord]]:

@@ -123,8 +123,10 @@ class Driven:
         (where the driver can tell them apart; SQLite's one connection never interleaves)."""
         raise NotImplementedError
 
-    async def _write(self, operation: Op[T]) -> T:
-        """``operation`` in one transaction, shielded from the caller's cancellation."""
+    async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
+        """``operation`` in one transaction, shielded from the caller's cancellation. ``alone``: it
+        is one statement (atomic by itself), so a driver that talks to a server may send it without
+        BEGIN and COMMIT (two round trips fewer); a second statement is then an error."""
         raise NotImplementedError
 
     def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
