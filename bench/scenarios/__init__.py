@@ -7,6 +7,7 @@ from bench.scenarios import (
     cluster,
     dashboard,
     delivery,
+    footprint,
     history,
     mcp,
     observability,
@@ -22,5 +23,5 @@ from bench.scenarios import (
     tokens,
 )
 
-SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
+SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, footprint, delivery,
                                  on_discord, on_slack, schedules, mcp, dashboard, cluster, observability)}
