@@ -34,10 +34,14 @@ HOW = ("Real `chatgate run` processes on one PostgreSQL database (a fresh one pe
        "instances: a long answer streams on one instance, /stop is posted so that another receives it; time from "
        "the post to the model stream closed, 20 tries (quick: 6). CPU per message: one instance, 200 (quick: 60) "
        "DMs one at a time, the bot process's CPU, on PostgreSQL and on SQLite. Takeover: the instance streaming an "
-       "answer is SIGKILLed (cluster.lease_seconds 3; default 15), time until another delivers it.")
+       "answer is SIGKILLed (cluster.lease_seconds 3; default 15), time until another delivers it. Talk: 20 chats "
+       "converse at once (each chat's next DM once its answer came; quick: 5 DMs per chat, else 20) after one "
+       "unmeasured DM per chat, one instance vs two behind the balancer (a chat's DMs alternate between the two: "
+       "half reach the instance that does not hold the chat's lane and are handed over); CPU of the instances "
+       "and of their PostgreSQL backends per message, and two against one.")
 
 
-PARTS = ("burst", "stop", "cpu", "takeover")
+PARTS = ("burst", "stop", "cpu", "takeover", "talk")
 
 
 def parts() -> tuple[str, ...]:
@@ -145,6 +149,35 @@ async def burst(url: str, count: int, chats: int) -> Burst:
             return Burst(took, len({s.chat_id for s in tg.sent}), len(tg.sent), instances, postgres, fakes, busy)
 
 
+async def talk(url: str, count: int, chats: int, per_chat: int) -> tuple[float, float | None]:
+    """``chats`` conversations of ``per_chat`` DMs at once over ``count`` instances: (CPU seconds of the
+    instances, of their PostgreSQL backends or None when the server is elsewhere) per message."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with FakeLLM() as llm, FakeTelegram(token=TOKEN) as tg, \
+                Instances(Path(tmp), url, llm, tg, count, lease_seconds=15) as cluster:
+            await cluster.start()
+            ids = [5000 + n for n in range(chats)]
+
+            def answered(chat: int) -> int:
+                return sum(1 for s in tg.sent if s.chat_id == chat)
+
+            async def converse(chat: int, first: int, messages: int) -> None:
+                for n in range(first, first + messages):
+                    assert await cluster.post(tg.message(chat, f"message {n}", user_id=chat)) == 200
+                    await wait_until(lambda: answered(chat) > n, 60, "answered", cluster.tails)  # noqa: B023
+
+            await asyncio.gather(*(converse(chat, 0, 1) for chat in ids))  # sessions made, lanes taken
+            pids = [i.proc.pid for i in cluster.items if i.proc is not None]
+            local = bool(await _backends(url, mine=True))
+            before = sum(cpu_seconds(pid) for pid in pids), _cpu_of(await _backends(url))
+            await asyncio.gather(*(converse(chat, 1, per_chat) for chat in ids))
+            instances = sum(cpu_seconds(pid) for pid in pids) - before[0]
+            after = _cpu_of(await _backends(url))
+            postgres = sum(t - before[1].get(pid, 0.0) for pid, t in after.items()) if local else None
+            n = chats * per_chat
+            return instances / n, (postgres / n if postgres is not None else None)
+
+
 async def stop_latency(url: str, tries: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         async with FakeLLM() as llm, FakeTelegram(token=TOKEN) as tg, \
@@ -225,6 +258,8 @@ async def _run(quick: bool) -> list[Figure]:
         figures += await _stops(quick)
     if "cpu" in chosen:
         figures += await _cpu(quick)
+    if "talk" in chosen:
+        figures += await _talks(5 if quick else 20)
     if "takeover" in chosen:
         async with database() as url:
             figures.append(Figure(NAME, "SIGKILL mid-answer: another instance delivers after", await takeover(url),
@@ -249,6 +284,21 @@ async def _bursts(chats: int) -> list[Figure]:
                           Goal(">=", 1.7), note=f"ceiling on {os.cpu_count()} cores: {one.ceiling(2):.2f}"))
     figures.append(Figure(NAME, "burst: three instances vs one (times faster)", one.took / runs[3].took, "",
                           note=f"ceiling on {os.cpu_count()} cores: {one.ceiling(3):.2f}"))
+    return figures
+
+
+async def _talks(per_chat: int) -> list[Figure]:
+    figures: list[Figure] = []
+    total: dict[int, float] = {}
+    for count in (1, 2):
+        async with database() as url:
+            instances, postgres = await talk(url, count, 20, per_chat)
+        total[count] = instances + (postgres or 0.0)
+        where = f", PostgreSQL {postgres * 1000:.2f} ms" if postgres is not None else ", PostgreSQL elsewhere"
+        figures.append(Figure(NAME, f"talk, {count} instance{'s' if count > 1 else ''}: CPU per message",
+                              total[count] * 1000, "ms", note=f"instances {instances * 1000:.2f} ms{where}"))
+    figures.append(Figure(NAME, "talk: CPU per message, two instances vs one", total[2] / total[1], "x",
+                          Goal("<=", 1.10)))
     return figures
 
 

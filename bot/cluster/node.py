@@ -158,12 +158,14 @@ class Cluster:
                     return False
                 taken.add(inbound_id)
                 return True
-            if await self._acquire(session_key):
+            token, holder = await self._leases.acquire_or_holder(self._pool, _lane(session_key))
+            if token is not None:
+                self._held[session_key] = token
+                self._taken.setdefault(session_key, set())
                 await self._take_waiting(session_key, but=inbound_id)
                 self._taken.setdefault(session_key, set()).add(inbound_id)
                 return True
-        holder = await self._leases.holder_of(self._pool, _lane(session_key))
-        if holder is None:  # it went free meanwhile: try once more through the pull path
+        if holder is None or holder == self.instance:  # it went free meanwhile: try once more through the pull path
             self._tasks.spawn(self._pull(session_key), f"pull {session_key}")
         else:
             log.info("cluster: session %s runs on %s; message %s handed over", session_key, holder, inbound_id)
