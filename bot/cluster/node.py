@@ -108,6 +108,7 @@ class Cluster:
         self._named: dict[str, _Held] = {}  # leases channels hold (pollers, shards)
         self._sweeps: list[Callable[[], Awaitable[None]]] = []
         self._keeping: dict[str, int] = {}  # session key -> stops under way here: its lane is not given back
+        self._seen = 0.0  # when (loop time) the last heartbeat that went through was sent
         self._claimed: set[str] = set()  # answers claimed for delivery here by their turn's commit, not sent yet
         self._idle: dict[str, float] = {}  # session key -> when its lane here went idle (loop time), lease still held
         self._tasks = OwnedTasks()
@@ -118,6 +119,7 @@ class Cluster:
         """Join: the tables, this instance's row, the bus; the heartbeat starts (the first sweep
         is ``recover``'s, once the core is ready)."""
         self._host = host
+        self._seen = asyncio.get_running_loop().time()
         async with self._pool.acquire() as conn:
             await schema.apply(conn)
             await conn.execute(_REGISTER, self.instance, socket.gethostname(), os.getpid())
@@ -221,9 +223,10 @@ class Cluster:
         return sum(int(a["count"]) for a in answers)
 
     async def claim_answer(self, answer: Answer) -> bool:
-        if answer.id in self._claimed:  # by its turn's commit (``fence``): no statement more
+        if answer.id in self._claimed:  # by its turn's commit (``fence``)
             self._claimed.discard(answer.id)
-            return True
+            if asyncio.get_running_loop().time() - self._seen < self.settings.lease_seconds / 2:
+                return True  # no statement: nobody can have taken it over, this instance was seen since
         return await work.claim_answer(self._pool, answer.id, self.instance, self.settings.lease_seconds)
 
     # -- fencing ---------------------------------------------------------------------------
@@ -377,10 +380,11 @@ class Cluster:
             await asyncio.sleep(self.settings.beat)
             held, named = dict(self._held), set(self._named)  # what renewing judges (not what comes meanwhile)
             try:
+                sent = loop.time()
                 async with self._pool.acquire() as conn:
                     await conn.execute(_SEEN, self.instance)
                     still = await self._leases.renew(conn)
-                renewed = loop.time()
+                renewed = self._seen = sent
                 observe.signal(Signal.HEARTBEAT, value=1)
                 self._lost({key for key, token in held.items()
                             if self._held.get(key) == token and still.get(_lane(key)) != token},

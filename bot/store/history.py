@@ -2,8 +2,8 @@
 history half and the ``SummaryStore``), written once for both stores.
 
 A turn is one transaction: its messages, usage, charges, answer, settled inbound rows, closed
-occurrence and trace. On PostgreSQL with several instances it first checks its lane's lease
-(the driver's ``_turn_guard``, ``bot.store.pg.history``).
+occurrence and trace; on PostgreSQL one statement (``one_statement``), which with several
+instances also checks its lane's lease (the driver's ``_turn_guard``, ``bot.store.pg.history``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from bot.store.answers import INSERT_ANSWER, INSERT_CHUNK, answer_rows
 from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
 from bot.store.dialect import SqlDialect
 from bot.store.inbound import MARK_ANSWERED, mark_answered
-from bot.store.op import Driven, Op, Row, execute, inserted, many, one, rows, value
+from bot.store.op import Driven, Op, Row, TurnGuard, execute, inserted, many, one, rows, value
 from bot.store.schedules import close
 from bot.tracing import Span, SpanKind, TraceRecord
 
@@ -135,18 +135,24 @@ def save_summary(d: SqlDialect, session: Session, s: Summary, now: float) -> Op[
     return True
 
 
-_MESSAGE_TYPES = ("bigint", "text", "bigint", "text", "text", "float8")
-_CHARGE_TYPES = ("text", "text", "bigint", "float8", "float8")
-_CHUNK_TYPES = ("text", "bigint", "text", "text", "bytea", "text", "bigint")
-_SPAN_TYPES = ("text", "text", "text", "float8", "float8", "bigint", "bigint", "float8", "bigint", "text", "bigint",
-               "bigint")
+# the SQL types of each table's columns a turn writes, in order: one array per column (``SqlDialect.values``)
+_TYPES = {
+    INSERT_MESSAGE: ("bigint", "text", "bigint", "text", "text", "float8"),
+    INSERT_USAGE: ("bigint", "text", "text", "bigint", "bigint", "bigint", "bigint", "float8", "float8", "text"),
+    INSERT_CHARGE: ("text", "text", "bigint", "float8", "float8"),
+    INSERT_ANSWER: ("text", "text", "text", "text", "text", "bigint", "float8"),
+    INSERT_CHUNK: ("text", "bigint", "text", "text", "bytea", "text", "bigint"),
+    INSERT_TRACE: ("text", "text", "text", "float8", "float8", "text", "text", "bigint", "bigint", "float8", "bigint",
+                   "text", "bigint", "bigint", "text"),
+    INSERT_SPAN: ("text", "text", "text", "float8", "float8", "bigint", "bigint", "float8", "bigint", "text", "bigint",
+                  "bigint"),
+}
 
 
 def _into(insert: str) -> tuple[str, str]:
     """``INSERT INTO t (columns) VALUES (...) [ON CONFLICT ...]`` -> (``INSERT INTO t (columns)``, its tail)."""
     head, rest = insert.split(" VALUES ", 1)
-    tail = rest.split(")", 1)[1] if ")" in rest else ""
-    return head, tail
+    return head, rest.split(")", 1)[1]
 
 
 def turn_rows(turn: Turn, now: float) -> list[tuple[str, list[tuple[Any, ...]]]]:
@@ -176,41 +182,50 @@ def turn_rows(turn: Turn, now: float) -> list[tuple[str, list[tuple[Any, ...]]]]
     return [(sql, found) for sql, found in parts if found]
 
 
-_ARRAYS = {INSERT_MESSAGE: _MESSAGE_TYPES, INSERT_CHARGE: _CHARGE_TYPES, INSERT_CHUNK: _CHUNK_TYPES,
-           INSERT_SPAN: _SPAN_TYPES}  # tables a turn may write several rows of: one array per column
-
-
-def one_statement(d: SqlDialect, turn: Turn, now: float) -> tuple[str, tuple[Any, ...]]:
+def one_statement(d: SqlDialect, turn: Turn, now: float, guard: TurnGuard | None) -> tuple[str, tuple[Any, ...]]:
     """A turn's rows (and its settled messages) as one statement of data-modifying WITH parts
-    (``d.with_writes``): one round trip. Its text depends only on which parts the turn has, so
-    few statements are prepared."""
+    (``d.with_writes``): one round trip, atomic without BEGIN and COMMIT. With ``guard``, its parts
+    come first, every write is made only if its ``held`` part has a row, and the statement selects
+    its ``result``. The text depends only on which parts the turn has: few statements are prepared."""
+    cond = f" WHERE EXISTS (SELECT 1 FROM {guard.held})" if guard is not None else ""
     parts: list[str] = []
-    args: list[Any] = []
+    args: list[Any] = list(guard.args) if guard is not None else []
     for sql, found in turn_rows(turn, now):
         head, tail = _into(sql)
-        if sql in _ARRAYS:
-            source, values = d.values(_ARRAYS[sql], found)
-        else:
-            source, values = "VALUES (" + ", ".join("?" * len(found[0])) + ")", found[0]
-        parts.append(f"{head} {source}{tail}")
+        source, values = d.values(_TYPES[sql], found)
+        parts.append(f"{head} {source}{cond}{tail}")
         args += values
     if turn.settle and turn.inbound_ids:
         where, ids = d.any_of("id", turn.inbound_ids, "bigint")
-        parts.append(MARK_ANSWERED.format(ids=where))
+        parts.append(MARK_ANSWERED.format(ids=where) + cond.replace(" WHERE ", " AND "))
         args += [now, *ids]
+    if guard is not None:
+        body = ", ".join([guard.parts, *(f"w{i} AS ({part})" for i, part in enumerate(parts))])
+        return f"WITH {body} SELECT {guard.result}", tuple(args)
     body = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts[:-1]))
     return (f"WITH {body} {parts[-1]}" if body else parts[-1]), tuple(args)
 
 
-def append_turn(d: SqlDialect, turn: Turn, now: float, guard: Op[None] | None) -> Op[None]:
+def append_turn(d: SqlDialect, turn: Turn, now: float, guard: TurnGuard | None) -> Op[None]:
+    if d.with_writes and turn.closes is None:  # PostgreSQL: the turn and its guard in one statement
+        sql, args = one_statement(d, turn, now, guard)
+        if guard is None:
+            yield from execute(sql, *args)
+        else:
+            found = yield from one(sql, *args)
+            assert found is not None, "a SELECT of aggregates has a row"
+            guard.check(found)
+        return
     if guard is not None:
-        yield from guard
-    if d.with_writes:  # PostgreSQL: the rows in one statement
-        sql, args = one_statement(d, turn, now)
+        found = yield from one(f"WITH {guard.parts} SELECT {guard.result}", *guard.args)
+        assert found is not None, "a SELECT of aggregates has a row"
+        guard.check(found)
+    if d.with_writes:
+        sql, args = one_statement(d, turn, now, None)
         yield from execute(sql, *args)
     else:
-        for sql, found in turn_rows(turn, now):
-            yield from many(sql, found)
+        for sql, rows_ in turn_rows(turn, now):
+            yield from many(sql, rows_)
         if turn.settle:
             yield from mark_answered(d, turn.inbound_ids, now)
     if turn.closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
@@ -285,7 +300,8 @@ class HistoryOps(Driven):
     async def append_turn(self, turn: Turn) -> None:
         adds = bool(turn.messages or turn.inbound_ids or turn.answer is not None or turn.closes is not None)
         guard = self._turn_guard(turn) if adds else None
-        await self._write(append_turn(self.dialect, turn, time.time(), guard))
+        await self._write(append_turn(self.dialect, turn, time.time(), guard),
+                          alone=self.dialect.with_writes and turn.closes is None)  # one statement
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, turn.run_id, len(turn.messages))
 
     async def usage(self, session: Session) -> UsageTotals:
