@@ -19,7 +19,8 @@ NAME = "footprint"
 HOW = ("`python -m bot run -c CONFIG` with Telegram (long polling), Slack (socket mode) and Discord (gateway) on "
        "their fakes, SQLite, started 5 times (quick: 3) on the same database (the first start creates it, and is "
        "not counted). Before each start a Telegram DM waits in the fake; start to first answer = from just before "
-       "the process is created to the fake Telegram recording the answer's sendMessage (both time.monotonic()); "
+       "the process is created to the fake Telegram recording the answer's sendMessage (both time.monotonic()), "
+       "and the bot's CPU seconds by then; "
        "with the time to Telegram's first getUpdates, Slack's socket and Discord's IDENTIFY. RSS idle: VmRSS 3 s "
        "after the last start's first answer. 1,000 sessions: DMs from 1,000 Telegram chats (quick: 200), 50 at a "
        "time, each answered, then VmRSS (and VmHWM). BENCH_FOOTPRINT=telegram runs Telegram alone.")
@@ -46,6 +47,7 @@ async def run(quick: bool) -> list[Figure]:
         firsts: list[float] = []
         polls: list[float] = []
         others: list[float] = []
+        cpus: list[float] = []
         bot: BotProcess | None = None
         for n in range(starts + 1):
             if bot is not None:
@@ -58,11 +60,13 @@ async def run(quick: bool) -> list[Figure]:
             bot = BotProcess(config, stack.tmp / "bot.log")
             await bot.start()
             answer = (await stack.tg.sent_in(chat, 1, timeout=60))[0]
+            cpu = bot.cpu_seconds()
             poll = (await stack.tg.calls("getUpdates", polled, wait=5))[0]
             connected = await _connected(slack, before_slack, discord, before_discord)
             if n:  # the first start made the database
                 firsts.append(float(answer["time"]) - bot.started_at)
                 polls.append(float(poll["time"]) - bot.started_at)
+                cpus.append(cpu)
                 if connected is not None:
                     others.append(connected - bot.started_at)
         assert bot is not None
@@ -77,6 +81,8 @@ async def run(quick: bool) -> list[Figure]:
                Goal("<", 1.0)),
         Figure(NAME, f"{label}: start to first answer, slowest", max(firsts), "s"),
         Figure(NAME, f"{label}: start to Telegram's first getUpdates, median", statistics.median(polls), "s"),
+        Figure(NAME, f"{label}: the bot's CPU until its first answer, median", statistics.median(cpus), "s",
+               note="user + system, the process alone: what the start costs whatever the load"),
     ]
     if others:
         figures.append(Figure(NAME, f"{label}: start to Slack's socket and Discord's IDENTIFY, median",
