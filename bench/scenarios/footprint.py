@@ -18,13 +18,13 @@ from bench.slack_stack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlackPro
 
 NAME = "footprint"
 HOW = ("`python -m bot run -c CONFIG` with Telegram (long polling), Slack (socket mode) and Discord (gateway) on "
-       "their fakes, SQLite, chatgate's modules byte-compiled first (as installed), started 5 times (quick: 3) on the same database (the first start creates it, and is "
-       "not counted). Before each start a Telegram DM waits in the fake; start to first answer = from just before "
-       "the process is created to the fake Telegram recording the answer's sendMessage (both time.monotonic()), "
-       "and the bot's CPU seconds by then; "
-       "with the time to Telegram's first getUpdates, Slack's socket and Discord's IDENTIFY. RSS idle: VmRSS 3 s "
-       "after the last start's first answer. 1,000 sessions: DMs from 1,000 Telegram chats (quick: 200), 50 at a "
-       "time, each answered, then VmRSS (and VmHWM). BENCH_FOOTPRINT=telegram runs Telegram alone.")
+       "their fakes, SQLite, chatgate's modules byte-compiled first (as installed), started 5 times (quick: 3) on "
+       "the same database (the first start creates it, and is not counted). Before each start a Telegram DM waits "
+       "in the fake; start to first answer = from just before the process is created to the fake Telegram "
+       "recording the answer's sendMessage (both time.monotonic()), and the bot's CPU seconds by then; with the "
+       "time to Telegram's first getUpdates, Slack's socket and Discord's IDENTIFY. RSS idle: VmRSS 3 s after the "
+       "last start's first answer. 1,000 sessions: DMs from 1,000 Telegram chats (quick: 200), 50 at a time, each "
+       "answered, then VmRSS (and VmHWM). BENCH_FOOTPRINT=telegram runs Telegram alone.")
 FIRST_CHAT = 20000
 
 
