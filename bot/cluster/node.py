@@ -3,7 +3,10 @@ stops that cross instances, and taking over what a dead instance left.
 
 - A session's lane is the lease ``session:<key>``. ``claim`` takes it for a stored message
   (and with it every message of the session still waiting, oldest first); when another
-  instance holds it, that one is told (NOTIFY ``pull``) and reads the message from the store.
+  instance holds it, that one is told (NOTIFY ``pull``) and reads the message from the store;
+  for a beat after, the conversation's next messages go to that holder without asking the
+  database again (were it to have given the lane up meanwhile, it takes the lane back on
+  ``pull``; were it to have died, the sweep takes the session over as it would anyway).
   ``idle`` marks the lane idle; the lease is given back by the first heartbeat at least a beat
   later (``_give_back``), so that the next message of a conversation finds its lane held and
   costs no lease statement. Another instance that asks for an idle lane gets it at once: a
@@ -109,6 +112,7 @@ class Cluster:
         self._sweeps: list[Callable[[], Awaitable[None]]] = []
         self._keeping: dict[str, int] = {}  # session key -> stops under way here: its lane is not given back
         self._seen = 0.0  # when (loop time) the last heartbeat that went through was sent
+        self._elsewhere: dict[str, tuple[str, float]] = {}  # session key -> (its holder, until when: loop time)
         self._claimed: set[str] = set()  # answers claimed for delivery here by their turn's commit, not sent yet
         self._idle: dict[str, float] = {}  # session key -> when its lane here went idle (loop time), lease still held
         self._tasks = OwnedTasks()
@@ -160,8 +164,16 @@ class Cluster:
                     return False
                 taken.add(inbound_id)
                 return True
-            token, holder = await self._leases.acquire_or_holder(self._pool, _lane(session_key))
+            now = asyncio.get_running_loop().time()
+            holder, until = self._elsewhere.get(session_key, (None, 0.0))
+            if until > now:  # held there a moment ago (a conversation's messages come on: no statement)
+                token = None
+            else:
+                token, holder = await self._leases.acquire_or_holder(self._pool, _lane(session_key))
+                if holder is not None and holder != self.instance:
+                    self._elsewhere[session_key] = (holder, now + self.settings.beat)
             if token is not None:
+                self._elsewhere.pop(session_key, None)
                 self._held[session_key] = token
                 self._taken.setdefault(session_key, set())
                 await self._take_waiting(session_key, but=inbound_id)
@@ -346,6 +358,7 @@ class Cluster:
         token = await self._leases.acquire(self._pool, _lane(session_key))
         if token is None:
             return False
+        self._elsewhere.pop(session_key, None)
         self._held[session_key] = token
         self._taken.setdefault(session_key, set())
         return True
@@ -392,6 +405,7 @@ class Cluster:
                 observe.signal(Signal.LEASES, name="sessions", value=len(self._held))
                 observe.signal(Signal.LEASES, name="channels", value=len(self._named))
                 await self._give_back(loop.time() - self.settings.beat)
+                self._elsewhere = {key: seen for key, seen in self._elsewhere.items() if seen[1] > loop.time()}
                 await self.sweep()
                 await work.prune_claims(self._pool)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
