@@ -170,7 +170,8 @@ async def test_an_instance_frozen_mid_commit_past_its_lease_answers_once_when_it
         assert runner.proc is not None
         await blocker.execute("BEGIN; LOCK TABLE usage IN SHARE ROW EXCLUSIVE MODE")
         await wait_until_async(lambda: watcher.fetchval(  # (a connection outside the lock's transaction sees it)
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO usage %'"),
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE '%INSERT INTO usage %'"),
             10, "the turn's commit under way")
         runner.proc.send_signal(signal.SIGSTOP)  # a VM freeze, a long GC, in the middle of the commit
         await blocker.execute("COMMIT")
