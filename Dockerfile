@@ -17,7 +17,10 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 # A non-root user (uid 10001) owns what the bot writes; the code stays root's.
+# PYTHONDONTWRITEBYTECODE (and a code directory the bot may not write) would leave chatgate's
+# own modules compiled from source at every start (~0.25 s of CPU): compile them once here.
 RUN pip install -e . \
+    && python -m compileall -q /app/bot /app/adapters \
     && useradd --create-home --uid 10001 chatgate \
     && mkdir -p /srv/chatgate/data /srv/chatgate/workspaces \
     && chown -R chatgate /srv/chatgate

@@ -313,6 +313,8 @@ class BotProcess:
             args = ("bot", "run", "-c", str(self.config))
             if profile := os.environ.get("BENCH_PROFILE"):  # cProfile the bot: BENCH_PROFILE=/tmp/bot.prof
                 args = ("cProfile", "-o", profile, "-m", *args)
+            if counts := os.environ.get("BENCH_PG_STATEMENTS"):  # PostgreSQL statements sent: bench/pgcount.py
+                args = ("bench.pgcount", counts, *args)
             self._proc = await _spawn(*args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
         if spy := os.environ.get("BENCH_PYSPY"):  # sample the bot with py-spy: BENCH_PYSPY=/tmp/bot.txt
             self._spy = await asyncio.create_subprocess_exec(

@@ -26,6 +26,7 @@ from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.store.base import LaneLost, Turn
 from bot.store.pg import PostgresStore
 from bot.store.pg.history import _FENCE as FENCE
+from bot.store.pg.sql import numbered
 from tests.cluster_bed import Instances, wait_until
 from tests.fakes.llm_server import Reply
 from tests.pg import fresh_database
@@ -114,7 +115,8 @@ async def test_a_take_over_waits_for_a_commit_under_way_and_a_frozen_one_is_ende
         fence = a.fence(KEY)
         frozen = await asyncpg.connect(url)  # a's commit: past its fence, then a freezes
         await frozen.execute("BEGIN")
-        assert await frozen.fetchval(FENCE, fence.lease, fence.holder, fence.token, "2000") is not None
+        assert await frozen.fetchval(numbered(f"WITH {FENCE} SELECT count(*) FROM fence"), "2000", fence.lease,
+                                     fence.holder, fence.token) == 1  # (a scheduled turn's commit: a transaction)
         began = time.monotonic()
         await eventually(lambda: b_core.taken == [first], timeout=15)
         assert time.monotonic() - began > 1.8  # not at the lease's end (1 s): the commit held the lease's row ...
@@ -148,9 +150,14 @@ async def test_a_turn_of_a_lane_never_held_here_is_refused() -> None:
 @pytest.mark.parametrize("cluster", [{"count": 2}], indirect=True)
 async def test_an_instance_frozen_mid_commit_past_its_lease_answers_once_when_it_thaws(cluster: Instances) -> None:
     """Real processes: the instance running the turn is frozen (SIGSTOP) in the middle of its
-    commit (held there by a lock this test takes, then frees) for three leases' time. The other
-    instance does not take the session over meanwhile (the commit holds the lease's row), and its
-    heartbeat goes on; thawed (SIGCONT), the frozen one commits and answers: one answer in all."""
+    commit (held there by a lock this test takes, then frees) for three leases' time. The commit is
+    one statement, its lease check in it; whichever way the freeze falls, one answer in all and the
+    other instance's heartbeat goes on. Frozen before the statement's execution (the lock holds up
+    its preparation: a round trip of its own), it never runs while frozen: the other instance takes
+    the session over and answers, and the thawed one's statement finds the lease gone and stores
+    nothing. Frozen once the statement runs, the server finishes it without the client: the turn
+    is stored (the lease was held when its check ran) and never run again; the other instance
+    delivers it once the frozen one stops being seen, and the thawed one does not send it again."""
     tg, llm = cluster.tg, cluster.llm
     assert cluster.url is not None
     llm.script(Reply.text("from the frozen instance", chunk_size=100, delay=0.5), Reply.text("from the other instance"))
@@ -163,13 +170,14 @@ async def test_an_instance_frozen_mid_commit_past_its_lease_answers_once_when_it
         assert runner.proc is not None
         await blocker.execute("BEGIN; LOCK TABLE usage IN SHARE ROW EXCLUSIVE MODE")
         await wait_until_async(lambda: watcher.fetchval(  # (a connection outside the lock's transaction sees it)
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO usage%'"),
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE '%INSERT INTO usage %'"),
             10, "the turn's commit under way")
         runner.proc.send_signal(signal.SIGSTOP)  # a VM freeze, a long GC, in the middle of the commit
         await blocker.execute("COMMIT")
         try:
             await asyncio.sleep(3 * cluster.lease_seconds)  # the other's sweeps find the session's lease run out
-            assert sent_to(tg, 31) == [] and len(llm.requests) == 1, cluster.tails()
+            assert len(sent_to(tg, 31)) <= 1, cluster.tails()
             seen = await watcher.fetchval("SELECT extract(epoch from clock_timestamp()) - seen_at FROM"
                                           " cluster_instances WHERE id = $1", other.name)
             assert seen < cluster.lease_seconds, seen  # its heartbeat never waited on the frozen commit
@@ -180,8 +188,12 @@ async def test_an_instance_frozen_mid_commit_past_its_lease_answers_once_when_it
         await watcher.close()
     await wait_until(lambda: sent_to(tg, 31), 15, "the answer", cluster.tails)
     await asyncio.sleep(2 * cluster.lease_seconds)  # a second answer would be sent by now (or by a sweep)
-    assert [s.plain for s in sent_to(tg, 31)] == ["from the frozen instance"], cluster.tails()
-    assert len(llm.requests) == 1 and runner.alive
+    [answer] = [s.plain for s in sent_to(tg, 31)]
+    if answer == "from the other instance":  # frozen before its commit ran: taken over, its own stored nothing
+        assert "not stored" in runner.log.read_text(), cluster.tails()
+    else:  # its commit ran while it was frozen: stored once, never run again
+        assert answer == "from the frozen instance" and len(llm.requests) == 1, cluster.tails()
+    assert runner.alive
     assert await cluster.query("SELECT count(*) FROM answers") == [(1,)]
 
 

@@ -116,6 +116,31 @@ async def test_a_lane_has_one_owner_others_hand_over_and_it_is_given_back_when_i
         assert await b.claim(KEY, third) is True
 
 
+async def test_an_idle_lane_is_kept_a_while_and_given_to_another_member_that_asks(store: PostgresStore) -> None:
+    lane = f"session:{KEY}"
+
+    async def holder() -> str | None:
+        return await store.pool.fetchval("SELECT holder FROM cluster_leases WHERE name = $1", lane)
+
+    async with members(store, "a", "b", lease=30.0) as [(a, a_core), (b, b_core)]:  # a beat of 10 s
+        first = await stored(store, "m1")
+        assert await a.claim(KEY, first) is True
+        await store.mark_answered([first])
+        a.idle(KEY)
+        assert await holder() == "a"  # kept: the conversation's next message needs no lease statement
+        second = await stored(store, "m2")
+        assert await a.claim(KEY, second) is True
+        third = await stored(store, "m3")
+        assert await b.claim(KEY, third) is False  # b's message goes to a, whose lane it still is
+        await eventually(lambda: a_core.taken == [third])
+        await store.mark_answered([second, third])
+        a_core.lanes.clear()
+        a.idle(KEY)
+        async with asyncio.timeout(8):  # well before a's heartbeat would give it back: a is asked
+            await b.own(KEY)
+        assert await holder() == "b" and b_core.taken == []
+
+
 async def test_a_dead_members_sessions_and_answers_are_taken_over_once(store: PostgresStore) -> None:
     async with members(store, "a", "b", "c", lease=1.0) as [(a, _), (_, b_core), (_, c_core)]:
         inbound_id = await stored(store, "m1")

@@ -8,6 +8,7 @@ from bench.scenarios import (
     cluster,
     dashboard,
     delivery,
+    footprint,
     history,
     mcp,
     observability,
@@ -23,5 +24,6 @@ from bench.scenarios import (
     tokens,
 )
 
-SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, delivery,
-                                 on_discord, on_slack, schedules, mcp, dashboard, cluster, observability, api)}
+SCENARIOS = {m.NAME: m for m in (overhead, throughput, streaming, stop, scale, history, tokens, startup, footprint,
+                                 delivery, on_discord, on_slack, schedules, mcp, dashboard, cluster, observability,
+                                 api)}

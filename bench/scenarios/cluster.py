@@ -8,9 +8,10 @@ import statistics
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -34,10 +35,16 @@ HOW = ("Real `chatgate run` processes on one PostgreSQL database (a fresh one pe
        "instances: a long answer streams on one instance, /stop is posted so that another receives it; time from "
        "the post to the model stream closed, 20 tries (quick: 6). CPU per message: one instance, 200 (quick: 60) "
        "DMs one at a time, the bot process's CPU, on PostgreSQL and on SQLite. Takeover: the instance streaming an "
-       "answer is SIGKILLed (cluster.lease_seconds 3; default 15), time until another delivers it.")
+       "answer is SIGKILLed (cluster.lease_seconds 3; default 15), time until another delivers it. Talk: 20 chats "
+       "converse at once (each chat's next DM once its answer came; quick: 5 DMs per chat, else 20) after one "
+       "unmeasured DM per chat, one instance vs two behind the balancer (round-robin: half of a chat's DMs reach "
+       "the instance that does not hold its lane and are handed over) vs two with each chat posted to one "
+       "instance's webhook (no hand-over) vs two separate bots, each on a database of its own, each chat posted "
+       "to one (two processes on these cores, no cluster: against it, what the cluster's coordination costs); "
+       "CPU of the instances and of their PostgreSQL backends per message, and two against one.")
 
 
-PARTS = ("burst", "stop", "cpu", "takeover")
+PARTS = ("burst", "stop", "cpu", "takeover", "talk")
 
 
 def parts() -> tuple[str, ...]:
@@ -145,6 +152,61 @@ async def burst(url: str, count: int, chats: int) -> Burst:
             return Burst(took, len({s.chat_id for s in tg.sent}), len(tg.sent), instances, postgres, fakes, busy)
 
 
+async def talk(urls: list[str], count: int, chats: int, per_chat: int, *,
+               sticky: bool = False) -> tuple[float, float | None]:
+    """``chats`` conversations of ``per_chat`` DMs at once over ``count`` instances on the database at
+    ``urls[0]`` (or, given two, one instance on each: two separate bots, no cluster between them): (CPU
+    seconds of the instances, of their PostgreSQL backends or None when the server is elsewhere) per
+    message. ``sticky``: a chat's DMs always reach the same instance (posted to its webhook, not the
+    balancer; always so with two databases)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with FakeLLM() as llm, FakeTelegram(token=TOKEN) as tg, AsyncExitStack() as stack, \
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session:
+            groups: list[Instances] = []
+            for n, url in enumerate(urls):
+                (Path(tmp) / str(n)).mkdir()
+                groups.append(await stack.enter_async_context(
+                    Instances(Path(tmp) / str(n), url, llm, tg, count if len(urls) == 1 else 1, lease_seconds=15)))
+                await groups[-1].start()
+            items = [item for group in groups for item in group.items]
+            ids = [5000 + n for n in range(chats)]
+            assert tg.webhook is not None
+            headers = {"X-Telegram-Bot-Api-Secret-Token": tg.webhook.secret_token or ""}
+
+            def answered(chat: int) -> int:
+                return sum(1 for s in tg.sent if s.chat_id == chat)
+
+            def tails() -> str:
+                return "\n".join(group.tails() for group in groups)
+
+            async def post(chat: int, update: dict[str, Any]) -> int:
+                if not sticky and len(groups) == 1:
+                    return await groups[0].post(update)
+                port = items[chat % len(items)].port
+                async with session.post(f"http://127.0.0.1:{port}/telegram", json=update, headers=headers) as response:
+                    await response.read()
+                    return response.status
+
+            async def converse(chat: int, first: int, messages: int) -> None:
+                for n in range(first, first + messages):
+                    assert await post(chat, tg.message(chat, f"message {n}", user_id=chat)) == 200
+                    await wait_until(lambda: answered(chat) > n, 60, "answered", tails)  # noqa: B023
+
+            async def backends() -> dict[int, float]:
+                return {pid: cpu for url in urls for pid, cpu in _cpu_of(await _backends(url)).items()}
+
+            await asyncio.gather(*(converse(chat, 0, 1) for chat in ids))  # sessions made, lanes taken
+            pids = [i.proc.pid for i in items if i.proc is not None]
+            local = bool(await _backends(urls[0], mine=True))
+            before = sum(cpu_seconds(pid) for pid in pids), await backends()
+            await asyncio.gather(*(converse(chat, 1, per_chat) for chat in ids))
+            instances = sum(cpu_seconds(pid) for pid in pids) - before[0]
+            after = await backends()
+            postgres = sum(t - before[1].get(pid, 0.0) for pid, t in after.items()) if local else None
+            n = chats * per_chat
+            return instances / n, (postgres / n if postgres is not None else None)
+
+
 async def stop_latency(url: str, tries: int) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         async with FakeLLM() as llm, FakeTelegram(token=TOKEN) as tg, \
@@ -225,6 +287,8 @@ async def _run(quick: bool) -> list[Figure]:
         figures += await _stops(quick)
     if "cpu" in chosen:
         figures += await _cpu(quick)
+    if "talk" in chosen:
+        figures += await _talks(5 if quick else 20)
     if "takeover" in chosen:
         async with database() as url:
             figures.append(Figure(NAME, "SIGKILL mid-answer: another instance delivers after", await takeover(url),
@@ -249,6 +313,31 @@ async def _bursts(chats: int) -> list[Figure]:
                           Goal(">=", 1.7), note=f"ceiling on {os.cpu_count()} cores: {one.ceiling(2):.2f}"))
     figures.append(Figure(NAME, "burst: three instances vs one (times faster)", one.took / runs[3].took, "",
                           note=f"ceiling on {os.cpu_count()} cores: {one.ceiling(3):.2f}"))
+    return figures
+
+
+async def _talks(per_chat: int) -> list[Figure]:
+    figures: list[Figure] = []
+    total: dict[str, float] = {}
+    for key, count, sticky, label in (
+            ("one", 1, False, "1 instance"), ("rr", 2, False, "2 instances, round-robin"),
+            ("sticky", 2, True, "2 instances, each chat on one"),
+            ("apart", 2, True, "2 separate bots (a database each), each chat on one")):
+        async with database() as url, (database() if key == "apart" else nullcontext(url)) as other:
+            urls = [url, other] if key == "apart" else [url]
+            instances, postgres = await talk(urls, count, 20, per_chat, sticky=sticky)
+        total[key] = instances + (postgres or 0.0)
+        where = f", PostgreSQL {postgres * 1000:.2f} ms" if postgres is not None else ", PostgreSQL elsewhere"
+        figures.append(Figure(NAME, f"talk, {label}: CPU per message", total[key] * 1000, "ms",
+                              note=f"instances {instances * 1000:.2f} ms{where}"))
+    one = total["one"]
+    figures.append(Figure(NAME, "talk: CPU per message, two instances (round-robin) vs one", total["rr"] / one,
+                          "x", Goal("<=", 1.10), note="half the DMs reach the instance without the chat's lane"))
+    figures.append(Figure(NAME, "talk: CPU per message, two instances (each chat on one) vs one",
+                          total["sticky"] / one, "x", Goal("<=", 1.10), note="coordination without hand-overs"))
+    figures.append(Figure(NAME, "talk: CPU per message, two instances (each chat on one) vs two separate bots",
+                          total["sticky"] / total["apart"], "x", Goal("<=", 1.10),
+                          note="what the cluster adds to two processes on these cores"))
     return figures
 
 

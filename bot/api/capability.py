@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.api.config import ApiConfig
-from bot.api.keys import MIGRATIONS
+from bot.api.tables import MIGRATIONS
 from bot.capabilities.spec import CapabilitySpec, Core
 from bot.errors import ConfigError
 

@@ -31,6 +31,12 @@ _ACQUIRE = (
     f" WHERE cluster_leases.expires_at < {NOW} OR cluster_leases.holder = excluded.holder"
     " RETURNING token"
 )
+# the same, and who holds it when this instance could not take it (one round trip for a message
+# another instance must be told of); the holder as the statement began: read only when no token came
+_ACQUIRE_OR_HOLDER = (
+    f"WITH taken AS ({_ACQUIRE})"
+    f" SELECT (SELECT token FROM taken), (SELECT holder FROM cluster_leases WHERE name = $1 AND expires_at >= {NOW})"
+)
 _RENEW = f"UPDATE cluster_leases SET expires_at = {NOW} + $2 WHERE holder = $1 RETURNING name, token"
 _RELEASE = "DELETE FROM cluster_leases WHERE name = $1 AND holder = $2"
 _RELEASE_ALL = "DELETE FROM cluster_leases WHERE holder = $1"
@@ -52,6 +58,18 @@ class LeaseRows:
         except asyncpg.LockNotAvailableError:
             return None
         return int(token) if token is not None else None
+
+    async def acquire_or_holder(self, db: Db, name: str) -> tuple[int | None, str | None]:
+        """(the lease's token, None) when this instance holds it now, else (None, its holder), the
+        holder None when it could not be told (it went free meanwhile, or a commit under the lease
+        is under way for longer than ``TAKE_WAIT_MS``)."""
+        try:
+            found = await db.fetchrow(_ACQUIRE_OR_HOLDER, name, self.holder, self.seconds)
+        except asyncpg.LockNotAvailableError:
+            return None, None
+        assert found is not None  # a SELECT of two scalars has a row
+        token, holder = found
+        return (int(token), None) if token is not None else (None, str(holder) if holder is not None else None)
 
     async def renew(self, db: Db) -> dict[str, int]:
         """Renew everything this instance holds; name -> token of what it still holds."""

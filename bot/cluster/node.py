@@ -3,8 +3,15 @@ stops that cross instances, and taking over what a dead instance left.
 
 - A session's lane is the lease ``session:<key>``. ``claim`` takes it for a stored message
   (and with it every message of the session still waiting, oldest first); when another
-  instance holds it, that one is told (NOTIFY ``pull``) and reads the message from the store.
-  ``idle`` gives the lease back once this instance's lane has no work left.
+  instance holds it, that one is told (NOTIFY ``pull``) and reads the message from the store;
+  for a beat after, the conversation's next messages go to that holder without asking the
+  database again (were it to have given the lane up meanwhile, it takes the lane back on
+  ``pull``; were it to have died, the sweep takes the session over as it would anyway).
+  ``idle`` marks the lane idle; the lease is given back by the first heartbeat at least a beat
+  later (``_give_back``), so that the next message of a conversation finds its lane held and
+  costs no lease statement. Another instance that asks for an idle lane gets it at once: a
+  message it stored is handed over (``pull``) and run here as if the lane were busy; ``own``
+  (a scheduled turn) asks the holder to give the lane back (``giveback``) and takes it.
 - The heartbeat (every third of ``lease_seconds``) marks the instance seen and renews all it
   holds; a lease found lost (another instance holds it) ends the lane here (``Host.abandon``).
 - The sweep, after each heartbeat, takes sessions whose messages wait with no live holder
@@ -40,11 +47,12 @@ import asyncpg
 from bot import observe
 from bot.channels import Held
 from bot.cluster import rates, schema, work
+from bot.cluster.asking import ALIVE_OTHERS, Asking
 from bot.cluster.bus import Bus, Message
 from bot.cluster.leases import LeaseRows
 from bot.messages import Answer, InboundMessage
 from bot.observe import Signal
-from bot.peers import Host, Note, Responder, Stopped
+from bot.peers import Host, Responder, Stopped
 from bot.session_keys import parse_key
 from bot.store.base import ApprovalRecord
 from bot.store.pg.history import Fence
@@ -60,11 +68,8 @@ _REGISTER = (f"INSERT INTO cluster_instances (id, host, pid, started_at, seen_at
 _SEEN = f"UPDATE cluster_instances SET seen_at = {NOW} WHERE id = $1"
 _STOPPED = f"UPDATE cluster_instances SET stopped_at = {NOW} WHERE id = $1"
 _STILL_HOLDS = f"SELECT 1 FROM cluster_leases WHERE name = $1 AND holder = $2 AND token = $3 AND expires_at >= {NOW}"
-_ALIVE_OTHERS = (f"SELECT count(*) FROM cluster_instances WHERE id <> $1 AND stopped_at IS NULL"
-                 f" AND seen_at >= {NOW} - $2")
 
 
-_OWN_KINDS = frozenset({"pull", "stop", "stopall", "decide", "answer"})
 
 
 def default_instance() -> str:
@@ -91,8 +96,10 @@ class _Held:
         await self.gone.wait()
 
 
-class Cluster:
+class Cluster(Asking):
     """``bot.peers.Peers`` on PostgreSQL, and ``Leases`` for the channels."""
+
+    settings: ClusterSettings
 
     def __init__(self, pool: asyncpg.Pool, url: str, settings: ClusterSettings) -> None:
         self._pool = pool
@@ -108,6 +115,10 @@ class Cluster:
         self._sweeps: list[Callable[[], Awaitable[None]]] = []
         self._keeping: dict[str, int] = {}  # session key -> stops under way here: its lane is not given back
         self._responders: dict[str, Responder] = {}  # a capability's questions (bot.peers.Asks), by kind
+        self._seen = 0.0  # when (loop time) the last heartbeat that went through was sent
+        self._elsewhere: dict[str, tuple[str, float]] = {}  # session key -> (its holder, until when: loop time)
+        self._claimed: set[str] = set()  # answers claimed for delivery here by their turn's commit, not sent yet
+        self._idle: dict[str, float] = {}  # session key -> when its lane here went idle (loop time), lease still held
         self._tasks = OwnedTasks()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -116,6 +127,7 @@ class Cluster:
         """Join: the tables, this instance's row, the bus; the heartbeat starts (the first sweep
         is ``recover``'s, once the core is ready)."""
         self._host = host
+        self._seen = asyncio.get_running_loop().time()
         async with self._pool.acquire() as conn:
             await schema.apply(conn)
             await conn.execute(_REGISTER, self.instance, socket.gethostname(), os.getpid())
@@ -135,6 +147,7 @@ class Cluster:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("cluster: could not give back the leases of %s (%s); they expire", self.instance, exc)
         self._held.clear()
+        self._idle.clear()
         log.info("cluster: instance %s left", self.instance)
 
     async def recover(self) -> None:
@@ -155,12 +168,22 @@ class Cluster:
                     return False
                 taken.add(inbound_id)
                 return True
-            if await self._acquire(session_key):
+            now = asyncio.get_running_loop().time()
+            holder, until = self._elsewhere.get(session_key, (None, 0.0))
+            if until > now:  # held there a moment ago (a conversation's messages come on: no statement)
+                token = None
+            else:
+                token, holder = await self._leases.acquire_or_holder(self._pool, _lane(session_key))
+                if holder is not None and holder != self.instance:
+                    self._elsewhere[session_key] = (holder, now + self.settings.beat)
+            if token is not None:
+                self._elsewhere.pop(session_key, None)
+                self._held[session_key] = token
+                self._taken.setdefault(session_key, set())
                 await self._take_waiting(session_key, but=inbound_id)
                 self._taken.setdefault(session_key, set()).add(inbound_id)
                 return True
-        holder = await self._leases.holder_of(self._pool, _lane(session_key))
-        if holder is None:  # it went free meanwhile: try once more through the pull path
+        if holder is None or holder == self.instance:  # it went free meanwhile: try once more through the pull path
             self._tasks.spawn(self._pull(session_key), f"pull {session_key}")
         else:
             log.info("cluster: session %s runs on %s; message %s handed over", session_key, holder, inbound_id)
@@ -172,6 +195,12 @@ class Cluster:
             async with self._lock(session_key):
                 if session_key in self._held or await self._acquire(session_key):
                     return
+            holder = await self._leases.holder_of(self._pool, _lane(session_key))
+            if holder is not None and holder != self.instance:  # idle there: given back at once (else busy)
+                answers = await self._bus.request(self._pool, holder, {"kind": "giveback", "key": session_key},
+                                                  timeout=self.settings.stop_timeout)
+                if answers and answers[0].get("released"):
+                    continue
             await asyncio.sleep(min(1.0, self.settings.beat))
 
     @contextmanager
@@ -185,8 +214,8 @@ class Cluster:
         self.idle(session_key)
 
     def idle(self, session_key: str) -> None:
-        if session_key in self._held:
-            self._tasks.spawn(self._release(session_key), f"release {session_key}")
+        if session_key in self._held:  # given back by a heartbeat a beat from now (``_give_back``)
+            self._idle[session_key] = asyncio.get_running_loop().time()
 
     async def stop(self, session_key: str) -> Stopped | None:
         if session_key in self._held:
@@ -202,37 +231,18 @@ class Cluster:
         return bool(a["stopped"]), int(a["dropped"]), tuple(int(i) for i in a["ids"])
 
     async def stop_chat(self, platform: str, chat_id: str) -> int:
-        others = await self._pool.fetchval(_ALIVE_OTHERS, self.instance, self.settings.lease_seconds)
+        others = await self._pool.fetchval(ALIVE_OTHERS, self.instance, self.settings.lease_seconds)
         if not others:
             return 0
         answers = await self._bus.request(self._pool, None, {"kind": "stopall", "platform": platform,
                                                              "chat": chat_id}, answers=others, timeout=2.0)
         return sum(int(a["count"]) for a in answers)
 
-    # -- Asks: a capability's questions between instances --------------------------------
-
-    def respond(self, kind: str, answer: Responder) -> None:
-        if kind in _OWN_KINDS:
-            raise ValueError(f"{kind!r} is a question of the cluster's own")
-        self._responders[kind] = answer
-
-    async def ask(self, kind: str, body: Note, *, to: str | None = None, timeout: float = 2.0) -> list[Note]:
-        if to is None:
-            others = await self._pool.fetchval(_ALIVE_OTHERS, self.instance, self.settings.lease_seconds)
-            if not others:
-                return []
-            return await self._bus.request(self._pool, None, {**body, "kind": kind}, answers=others, timeout=timeout)
-        return await self._bus.request(self._pool, to, {**body, "kind": kind}, timeout=timeout)
-
-    async def _respond(self, answer: Responder, message: Message) -> None:
-        try:
-            said = await answer(message)
-        except Exception:  # the asker gets no answer from this instance (as from a dead one)
-            log.exception("cluster: answering %s from %s failed", message.get("kind"), message.get("from"))
-            return
-        await self._bus.answer(self._pool, message, said)
-
     async def claim_answer(self, answer: Answer) -> bool:
+        if answer.id in self._claimed:  # by its turn's commit (``fence``)
+            self._claimed.discard(answer.id)
+            if asyncio.get_running_loop().time() - self._seen < self.settings.lease_seconds / 2:
+                return True  # no statement: nobody can have taken it over, this instance was seen since
         return await work.claim_answer(self._pool, answer.id, self.instance, self.settings.lease_seconds)
 
     # -- fencing ---------------------------------------------------------------------------
@@ -242,7 +252,8 @@ class Cluster:
         lease, this instance, and the token this instance took it with (None when it does not hold
         it). A sub-agent's session is its parent's lane."""
         lane = _lane_of(session_key)
-        return Fence(_lane(lane), self.instance, self._held.get(lane), int(self.settings.lease_seconds * 1000))
+        return Fence(_lane(lane), self.instance, self._held.get(lane), int(self.settings.lease_seconds * 1000),
+                     self.settings.lease_seconds, self._claimed.add)
 
     async def still_holds(self, session_key: str) -> bool:
         """The session's lane is still this instance's, now: the lease it took, unchanged and not
@@ -351,6 +362,7 @@ class Cluster:
         token = await self._leases.acquire(self._pool, _lane(session_key))
         if token is None:
             return False
+        self._elsewhere.pop(session_key, None)
         self._held[session_key] = token
         self._taken.setdefault(session_key, set())
         return True
@@ -369,6 +381,7 @@ class Cluster:
     async def _let_go(self, session_key: str) -> None:
         await self._leases.release(self._pool, _lane(session_key))
         self._held.pop(session_key, None)
+        self._idle.pop(session_key, None)
         self._taken.pop(session_key, None)
         self._locks.pop(session_key, None)
 
@@ -384,16 +397,19 @@ class Cluster:
             await asyncio.sleep(self.settings.beat)
             held, named = dict(self._held), set(self._named)  # what renewing judges (not what comes meanwhile)
             try:
+                sent = loop.time()
                 async with self._pool.acquire() as conn:
                     await conn.execute(_SEEN, self.instance)
                     still = await self._leases.renew(conn)
-                renewed = loop.time()
+                renewed = self._seen = sent
                 observe.signal(Signal.HEARTBEAT, value=1)
                 self._lost({key for key, token in held.items()
                             if self._held.get(key) == token and still.get(_lane(key)) != token},
                            {name for name in named if name in self._named and name not in still})
                 observe.signal(Signal.LEASES, name="sessions", value=len(self._held))
                 observe.signal(Signal.LEASES, name="channels", value=len(self._named))
+                await self._give_back(loop.time() - self.settings.beat)
+                self._elsewhere = {key: seen for key, seen in self._elsewhere.items() if seen[1] > loop.time()}
                 await self.sweep()
                 await work.prune_claims(self._pool)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
@@ -404,11 +420,18 @@ class Cluster:
                               self.instance)
                     self._lost(set(self._held), set(self._named))
 
+    async def _give_back(self, before: float) -> None:
+        """Give back the leases of the lanes idle here since ``before`` (still idle: ``_release``)."""
+        for key in [key for key, since in self._idle.items() if since <= before]:
+            self._idle.pop(key, None)
+            await self._release(key)
+
     def _lost(self, sessions: set[str], named: set[str]) -> None:
         assert self._host is not None
         for key in sessions:
             log.warning("cluster: lost session %s to another instance; its lane here ends", key)
             self._held.pop(key, None)
+            self._idle.pop(key, None)
             self._taken.pop(key, None)
             self._host.abandon(key)
         for name in named:
@@ -425,8 +448,17 @@ class Cluster:
             self._tasks.spawn(self._stop_chat_here(message), "remote stopall")
         elif kind == "decide":
             self._tasks.spawn(self._decide_here(message), "remote decision")
+        elif kind == "giveback":
+            self._tasks.spawn(self._giveback_here(message), "give back")
         elif (answer := self._responders.get(str(kind))) is not None and message.get("from") != self.instance:
             self._tasks.spawn(self._respond(answer, message), f"answer {kind}")
+
+    async def _giveback_here(self, message: Message) -> None:
+        """Another instance wants a session's lane for a turn of its own: given back if idle here."""
+        key = str(message["key"])
+        if self._idle.pop(key, None) is not None:
+            await self._release(key)
+        await self._bus.answer(self._pool, message, {"released": key not in self._held})
 
     async def _stop_here(self, message: Message) -> None:
         assert self._host is not None

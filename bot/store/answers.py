@@ -16,7 +16,7 @@ from typing import Any
 from bot.messages import Answer, ChatType, Chunk, FileRef, Target
 from bot.store.base import AnswerState
 from bot.store.dialect import SqlDialect
-from bot.store.inbound import mark_answered
+from bot.store.inbound import MARK_ANSWERED, mark_answered
 from bot.store.op import Driven, Op, Row, execute, many, one, rows
 
 INSERT_ANSWER = (
@@ -111,9 +111,21 @@ def settle(d: SqlDialect, answer: Answer, now: float, *, given_up: bool) -> Op[N
     yield from mark_answered(d, answer.inbound_ids, now)
 
 
+def sent_alone(d: SqlDialect, answer: Answer, index: int) -> bool:
+    """``chunk_sent`` is one statement: a chunk but the last, or the last where the dialect writes
+    the chunk, the answer and its inbound messages in one (PostgreSQL)."""
+    return index < len(answer.chunks) - 1 or (d.with_writes and bool(answer.inbound_ids))
+
+
 def chunk_sent(d: SqlDialect, answer: Answer, index: int, message_id: str | None, now: float) -> Op[None]:
+    last = index == len(answer.chunks) - 1
+    if last and sent_alone(d, answer, index):
+        where, ids = d.any_of("id", answer.inbound_ids, "bigint")
+        yield from execute(f"WITH c AS ({CHUNK_SENT}), a AS ({ANSWER_DONE}) {MARK_ANSWERED.format(ids=where)}",
+                           message_id, now, answer.id, index, now, 0, answer.id, now, *ids)
+        return
     yield from execute(CHUNK_SENT, message_id, now, answer.id, index)
-    if index == len(answer.chunks) - 1:
+    if last:
         yield from settle(d, answer, now, given_up=False)
 
 
@@ -127,7 +139,8 @@ class AnswerOps(Driven):
         return await self._read(undelivered(self.dialect))
 
     async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
-        await self._write(chunk_sent(self.dialect, answer, index, message_id, time.time()))
+        await self._write(chunk_sent(self.dialect, answer, index, message_id, time.time()),
+                          alone=sent_alone(self.dialect, answer, index))
 
     async def give_up(self, answer: Answer) -> None:
         await self._write(settle(self.dialect, answer, time.time(), given_up=True))

@@ -27,6 +27,7 @@ class SqlDialect:
     stored_order: str  # the order an answers row was stored in (SQLite's rowid; PostgreSQL's identity ``seq``)
     xact_lock: str | None  # a lock on a text key until the transaction ends; None: writers are serialized anyway
     for_update: str  # a SELECT's suffix locking its rows until the transaction ends ("": as above)
+    with_writes: bool  # INSERT and UPDATE inside WITH: several tables written by one statement (one round trip)
 
     def field(self, column: str, *names: str) -> str:
         """``column``'s JSON field at ``names`` (nested), as text."""
@@ -69,6 +70,7 @@ SQLITE = SqlDialect(
     stored_order="rowid",
     xact_lock=None,  # BEGIN IMMEDIATE: one writer at a time
     for_update="",
+    with_writes=False,
 )
 POSTGRES = SqlDialect(
     name="postgres",
@@ -83,4 +85,5 @@ POSTGRES = SqlDialect(
     stored_order="seq",
     xact_lock="SELECT pg_advisory_xact_lock(hashtext(?))",
     for_update=" FOR UPDATE",
+    with_writes=True,
 )

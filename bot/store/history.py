@@ -2,8 +2,8 @@
 history half and the ``SummaryStore``), written once for both stores.
 
 A turn is one transaction: its messages, usage, charges, answer, settled inbound rows, closed
-occurrence and trace. On PostgreSQL with several instances it first checks its lane's lease
-(the driver's ``_turn_guard``, ``bot.store.pg.history``).
+occurrence and trace; on PostgreSQL one statement (``one_statement``), which with several
+instances also checks its lane's lease (the driver's ``_turn_guard``, ``bot.store.pg.history``).
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from typing import Any
 
 from bot.llm import Message, Role, parts_from_json, parts_to_json
-from bot.store.answers import insert_answer
+from bot.store.answers import INSERT_ANSWER, INSERT_CHUNK, answer_rows
 from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
 from bot.store.dialect import SqlDialect
-from bot.store.inbound import mark_answered
-from bot.store.op import Driven, Op, Row, execute, inserted, many, one, rows, value
+from bot.store.inbound import MARK_ANSWERED, mark_answered
+from bot.store.op import Driven, Op, Row, TurnGuard, execute, inserted, many, one, rows, value
 from bot.store.schedules import close
 from bot.tracing import Span, SpanKind, TraceRecord
 
@@ -135,29 +136,101 @@ def save_summary(d: SqlDialect, session: Session, s: Summary, now: float) -> Op[
     return True
 
 
-def append_turn(d: SqlDialect, turn: Turn, now: float, guard: Op[None] | None) -> Op[None]:
-    if guard is not None:
-        yield from guard
+# the SQL types of each table's columns a turn writes, in order: one array per column (``SqlDialect.values``)
+_TYPES = {
+    INSERT_MESSAGE: ("bigint", "text", "bigint", "text", "text", "float8"),
+    INSERT_USAGE: ("bigint", "text", "text", "bigint", "bigint", "bigint", "bigint", "float8", "float8", "text"),
+    INSERT_CHARGE: ("text", "text", "bigint", "float8", "float8"),
+    INSERT_ANSWER: ("text", "text", "text", "text", "text", "bigint", "float8"),
+    INSERT_CHUNK: ("text", "bigint", "text", "text", "bytea", "text", "bigint"),
+    INSERT_TRACE: ("text", "text", "text", "float8", "float8", "text", "text", "bigint", "bigint", "float8", "bigint",
+                   "text", "bigint", "bigint", "text"),
+    INSERT_SPAN: ("text", "text", "text", "float8", "float8", "bigint", "bigint", "float8", "bigint", "text", "bigint",
+                  "bigint"),
+}
+
+
+def _into(insert: str) -> tuple[str, str]:
+    """``INSERT INTO t (columns) VALUES (...) [ON CONFLICT ...]`` -> (``INSERT INTO t (columns)``, its tail)."""
+    head, rest = insert.split(" VALUES ", 1)
+    return head, rest.split(")", 1)[1]
+
+
+def turn_rows(turn: Turn, now: float) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """What a turn inserts (but its settled messages and closed occurrence): (INSERT of one row, rows)
+    per table, in the order a foreign key needs (an answer before its chunks, a trace before its spans)."""
     sid, run_id = turn.session.id, turn.run_id
-    yield from many(INSERT_MESSAGE, [(sid, run_id, seq, str(m.role), parts_to_json(m.parts), now)
-                                     for seq, m in enumerate(turn.messages)])
     u = turn.usage
-    yield from execute(INSERT_USAGE, sid, run_id, turn.model, u.input_tokens, u.output_tokens, u.cache_read_tokens,
-                       u.cache_write_tokens, turn.cost, now, None)
-    yield from many(INSERT_CHARGE, [(c.person, run_id, c.tokens, c.cost, now) for c in turn.charges])
-    if turn.settle:
-        yield from mark_answered(d, turn.inbound_ids, now)
+    parts: list[tuple[str, list[tuple[Any, ...]]]] = [
+        (INSERT_MESSAGE, [(sid, run_id, seq, str(m.role), parts_to_json(m.parts), now)
+                          for seq, m in enumerate(turn.messages)]),
+        (INSERT_USAGE, [(sid, run_id, turn.model, u.input_tokens, u.output_tokens, u.cache_read_tokens,
+                         u.cache_write_tokens, turn.cost, now, None)]),
+        (INSERT_CHARGE, [(c.person, run_id, c.tokens, c.cost, now) for c in turn.charges]),
+    ]
     if turn.answer is not None:
-        yield from insert_answer(turn.answer)
+        row, chunks = answer_rows(turn.answer)
+        parts += [(INSERT_ANSWER, [row]), (INSERT_CHUNK, chunks)]
+    if (t := turn.trace) is not None:
+        parts += [
+            (INSERT_TRACE, [(t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status, t.model,
+                             t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error, t.cache_read_tokens,
+                             t.cache_write_tokens, t.why)]),
+            (INSERT_SPAN, [(t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens,
+                            s.output_tokens, s.cost, int(s.is_error), s.preview, s.cache_read_tokens,
+                            s.cache_write_tokens) for s in t.spans]),
+        ]
+    return [(sql, found) for sql, found in parts if found]
+
+
+def one_statement(d: SqlDialect, turn: Turn, now: float, guard: TurnGuard | None) -> tuple[str, tuple[Any, ...]]:
+    """A turn's rows (and its settled messages) as one statement of data-modifying WITH parts
+    (``d.with_writes``): one round trip, atomic without BEGIN and COMMIT. With ``guard``, its parts
+    come first, every write is made only if its ``held`` part has a row, and the statement selects
+    its ``result``. The text depends only on which parts the turn has: few statements are prepared."""
+    cond = f" WHERE EXISTS (SELECT 1 FROM {guard.held})" if guard is not None else ""
+    parts: list[str] = []
+    args: list[Any] = list(guard.args) if guard is not None else []
+    for sql, found in turn_rows(turn, now):
+        head, tail = _into(sql)
+        source, values = d.values(_TYPES[sql], found)
+        parts.append(f"{head} {source}{cond}{tail}")
+        args += values
+    if turn.settle and turn.inbound_ids:
+        where, ids = d.any_of("id", turn.inbound_ids, "bigint")
+        parts.append(MARK_ANSWERED.format(ids=where) + cond.replace(" WHERE ", " AND "))
+        args += [now, *ids]
+    if guard is not None:
+        body = ", ".join([guard.parts, *(f"w{i} AS ({part})" for i, part in enumerate(parts))])
+        return f"WITH {body} SELECT {guard.result}", tuple(args)
+    body = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts[:-1]))
+    return (f"WITH {body} {parts[-1]}" if body else parts[-1]), tuple(args)
+
+
+def append_turn(d: SqlDialect, turn: Turn, now: float, guard: TurnGuard | None) -> Op[None]:
+    if d.with_writes and turn.closes is None:  # PostgreSQL: the turn and its guard in one statement
+        sql, args = one_statement(d, turn, now, guard)
+        if guard is None:
+            yield from execute(sql, *args)
+        else:
+            found = yield from one(sql, *args)
+            assert found is not None, "a SELECT of aggregates has a row"
+            guard.check(found)
+        return
+    if guard is not None:
+        found = yield from one(f"WITH {guard.parts} SELECT {guard.result}", *guard.args)
+        assert found is not None, "a SELECT of aggregates has a row"
+        guard.check(found)
+    if d.with_writes:
+        sql, args = one_statement(d, turn, now, None)
+        yield from execute(sql, *args)
+    else:
+        for sql, rows_ in turn_rows(turn, now):
+            yield from many(sql, rows_)
+        if turn.settle:
+            yield from mark_answered(d, turn.inbound_ids, now)
     if turn.closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
         yield from close(turn.closes, now)
-    if (t := turn.trace) is not None:
-        yield from execute(INSERT_TRACE, t.run_id, t.session_key, t.agent_id, t.started_at, t.ended_at, t.status,
-                           t.model, t.input_tokens, t.output_tokens, t.cost, t.iterations, t.error,
-                           t.cache_read_tokens, t.cache_write_tokens, t.why)
-        yield from many(INSERT_SPAN, [
-            (t.run_id, str(s.kind), s.name, s.started_at, s.duration_ms, s.input_tokens, s.output_tokens, s.cost,
-             int(s.is_error), s.preview, s.cache_read_tokens, s.cache_write_tokens) for s in t.spans])
 
 
 def with_spans(d: SqlDialect, trace_rows: list[Row]) -> Op[list[TraceRecord]]:
@@ -228,7 +301,8 @@ class HistoryOps(Driven):
     async def append_turn(self, turn: Turn) -> None:
         adds = bool(turn.messages or turn.inbound_ids or turn.answer is not None or turn.closes is not None)
         guard = self._turn_guard(turn) if adds else None
-        await self._write(append_turn(self.dialect, turn, time.time(), guard))
+        await self._write(append_turn(self.dialect, turn, time.time(), guard),
+                          alone=self.dialect.with_writes and turn.closes is None)  # one statement
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, turn.run_id, len(turn.messages))
 
     async def usage(self, session: Session) -> UsageTotals:

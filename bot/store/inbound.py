@@ -31,7 +31,7 @@ _INSERT = (
 _INSERT_ONE = _INSERT.format(source="VALUES (?, ?, ?, ?, ?, ?, ?)")
 _INSERT_MANY = _INSERT + " RETURNING id, platform, account, chat_id, message_id"
 _TYPES = ("text", "text", "text", "text", "text", "text", "float8")
-_MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE {ids} AND answered_at IS NULL"
+MARK_ANSWERED = "UPDATE inbound SET answered_at = ? WHERE {ids} AND answered_at IS NULL"
 _UNANSWERED = ("SELECT id, session_key, payload, received_at FROM inbound i"
                " WHERE answered_at IS NULL AND payload <> '' AND {not_owed} ORDER BY id")
 FORGET_INBOUND = "UPDATE inbound SET payload = '', answered_at = COALESCE(answered_at, ?) WHERE id = ?"
@@ -68,7 +68,7 @@ def insert(d: SqlDialect, arrived: Sequence[InboundRow]) -> Op[list[int | None]]
 def mark_answered(d: SqlDialect, inbound_ids: Sequence[int], now: float) -> Op[None]:
     for start in range(0, len(inbound_ids), _AT_ONCE):
         where, args = d.any_of("id", inbound_ids[start:start + _AT_ONCE], "bigint")
-        yield from execute(_MARK_ANSWERED.format(ids=where), now, *args)
+        yield from execute(MARK_ANSWERED.format(ids=where), now, *args)
 
 
 def unanswered(d: SqlDialect, now: float) -> Op[list[InboundRecord]]:
@@ -111,7 +111,7 @@ class InboundOps(Driven):
         return inbound_id
 
     async def _insert_inbound(self, arrived: list[InboundRow]) -> list[int | None]:
-        return await self._write(insert(self.dialect, arrived))
+        return await self._write(insert(self.dialect, arrived), alone=len(arrived) <= _AT_ONCE)  # one statement
 
     async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
         await self._write(execute(UPDATE_INBOUND, inbound_to_json(msg), inbound_id))

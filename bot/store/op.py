@@ -22,7 +22,7 @@ tests/test_store_once.py).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -33,6 +33,21 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnGuard:
+    """What a turn's commit checks in the statement that writes it (PostgreSQL with several
+    instances, ``bot.store.pg.history``): ``parts``, WITH parts (``name AS (...)``, ``?``
+    placeholders, ``args`` in order) of which ``held`` names the one that has a row when the turn
+    may commit; every write of the turn is made on that condition, and ``check`` is given the row
+    of ``result`` (SQL expressions over the parts) and raises when the turn may not commit."""
+
+    parts: str
+    args: tuple[Any, ...]
+    held: str
+    result: str
+    check: Callable[[Row], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,15 +138,17 @@ class Driven:
         (where the driver can tell them apart; SQLite's one connection never interleaves)."""
         raise NotImplementedError
 
-    async def _write(self, operation: Op[T]) -> T:
-        """``operation`` in one transaction, shielded from the caller's cancellation."""
+    async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
+        """``operation`` in one transaction, shielded from the caller's cancellation. ``alone``: it
+        is one statement (atomic by itself), so a driver that talks to a server may send it without
+        BEGIN and COMMIT (two round trips fewer); a second statement is then an error."""
         raise NotImplementedError
 
     def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run ``work`` in a task the store holds until it is done (``close`` waits for it)."""
         raise NotImplementedError
 
-    def _turn_guard(self, turn: Turn) -> Op[None] | None:
+    def _turn_guard(self, turn: Turn) -> TurnGuard | None:
         """What a turn that adds to its conversation checks first, in its transaction (PostgreSQL
         with several instances: its lane's lease, ``bot.store.pg.history``); None: nothing."""
         return None

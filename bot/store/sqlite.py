@@ -162,9 +162,10 @@ class SQLiteStore(Operations):
         interleave with another operation's (one connection, one thread), snapshot or not."""
         return await self._run(partial(drive, operation=operation))
 
-    async def _write(self, operation: Op[T]) -> T:
+    async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
         """``operation`` in one IMMEDIATE transaction, in one hop, shielded from cancellation:
-        once queued, it runs to COMMIT or ROLLBACK whatever happens to its caller."""
+        once queued, it runs to COMMIT or ROLLBACK whatever happens to its caller (``alone``
+        changes nothing here: the transaction costs no round trip)."""
         task = self._own(self._run(partial(_transaction, operation, self._path)))
         try:
             return await asyncio.shield(task)

@@ -119,10 +119,11 @@ class PgBase(Driven):
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 return await drive(conn, operation)
 
-    async def _write(self, operation: Op[T]) -> T:
+    async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
         """``operation`` in one transaction, in a task the store holds and shields: once started,
-        it runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it."""
-        task = self._own(self._transaction(operation))
+        it runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it.
+        ``alone``: one statement, its own transaction (no BEGIN and COMMIT round trips)."""
+        task = self._own(self._alone(operation) if alone else self._transaction(operation))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -132,6 +133,10 @@ class PgBase(Driven):
     async def _transaction(self, operation: Op[T]) -> T:
         async with self.pool.acquire() as conn, conn.transaction():
             return await drive(conn, operation)
+
+    async def _alone(self, operation: Op[T]) -> T:
+        async with self.pool.acquire() as conn:
+            return await drive(conn, _one_statement(operation))
 
     def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.ensure_future(work)
@@ -169,6 +174,20 @@ async def drive(conn: Connection, operation: Op[T]) -> T:
                 result = None
     except StopIteration as done:
         return done.value
+
+
+def _one_statement(operation: Op[T]) -> Op[T]:
+    """``operation``, which must yield one statement at most (``_write(alone=True)``)."""
+    try:
+        request = next(operation)
+    except StopIteration as nothing:
+        return nothing.value
+    result = yield request
+    try:
+        operation.send(result)
+    except StopIteration as done:
+        return done.value
+    raise StoreError(f"an operation written as one statement sent a second one after {request.sql[:60]!r}")
 
 
 def changed(status: str) -> int:
