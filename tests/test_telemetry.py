@@ -58,8 +58,10 @@ async def test_one_trace_per_run_with_genai_attributes_and_no_text(traced: tuple
     bot, collector = traced
     await bot.start()
     await two_runs(bot)
-    assert await bot.terminate() == 0  # the last spans are flushed at shutdown
+    # the second answer's delivery is bookkept just after the fake received it: exported within a
+    # beat (a run's spans and its delivery's may come in either order), the rest at shutdown
     spans = await collector.wait_for(lambda s: len([x for x in s if x.name == "chatgate.delivery"]) >= 2)
+    assert await bot.terminate() == 0
     traces = by_trace(spans)
     assert len(traces) == 2, [s.name for s in spans]
     first, second = sorted(traces.values(), key=lambda t: min(s.start_ns for s in t))
@@ -110,3 +112,20 @@ def test_with_ops_and_telemetry_off_neither_sdk_is_loaded() -> None:
             " if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_a_delivery_signalled_before_its_runs_record_joins_its_trace() -> None:
+    """The answer may go out while its run is still ending: its delivery waits for the run."""
+    from bot.telemetry.export import _Delivery, _Resource, _Spans
+    from bot.tracing import TraceRecord
+
+    spans = _Spans(_Resource({"service.name": "t"}), {}, capture_content=False)
+    out: list = []
+    spans.delivery(_Delivery("r1", "telegram", "sent", 1.0, 1.1), out)
+    assert out == []
+    spans.run(TraceRecord("r1", "agent:main:telegram:dm:1", "main", 0.5, 1.0, "completed", "m"), "telegram", out)
+    [root] = [s for s in out if s.name == "invoke_agent main"]
+    [delivery] = [s for s in out if s.name == "chatgate.delivery"]
+    assert delivery.context.trace_id == root.context.trace_id and delivery.parent.span_id == root.context.span_id
+    spans.delivery(_Delivery("a-notice", "telegram", "sent", 2.0, 2.1), out)  # no run ever comes: nothing made
+    assert len([s for s in out if s.name == "chatgate.delivery"]) == 1

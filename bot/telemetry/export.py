@@ -194,6 +194,9 @@ class _Spans:
         self._capture = capture_content
         self._ids = RandomIdGenerator()
         self._runs: OrderedDict[str, SpanContext] = OrderedDict()
+        # deliveries signalled before their run's record came (the answer went out while the run
+        # was still ending): joined to it when it comes
+        self._early: OrderedDict[str, _Delivery] = OrderedDict()
 
     def _make(self, name: str, trace_id: int, parent: SpanContext | None, kind: OtelKind,
               attrs: Mapping[str, AttributeValue], start: float, end: float, status: Status = _UNSET) -> ReadableSpan:
@@ -225,6 +228,8 @@ class _Spans:
         self._runs[t.run_id] = parent
         while len(self._runs) > REMEMBERED:
             self._runs.popitem(last=False)
+        if (early := self._early.pop(t.run_id, None)) is not None:
+            self.delivery(early, out)
 
     def _span(self, s: Span, parent: SpanContext) -> ReadableSpan:
         attrs: dict[str, AttributeValue]
@@ -263,7 +268,10 @@ class _Spans:
     def delivery(self, d: _Delivery, out: list[ReadableSpan]) -> None:
         """Its answer's delivery, in the run's trace (a notice, or a run not traced here: none)."""
         run = self._runs.get(d.run_id)
-        if run is None:
+        if run is None:  # its run's record may still come (a notice's never does: forgotten in time)
+            self._early[d.run_id] = d
+            while len(self._early) > REMEMBERED:
+                self._early.popitem(last=False)
             return
         out.append(self._make("chatgate.delivery", run.trace_id, run, OtelKind.PRODUCER,
                               {"chatgate.platform": d.platform, "chatgate.delivery.outcome": d.outcome},
