@@ -19,7 +19,6 @@ non-Latin text escaped as ``\\uXXXX``, some 500 KB), slash commands, and the Sto
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import logging
@@ -31,7 +30,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from bot.channels.webhooks import QuietLog, read_at_most
+from bot.channels.webhooks import QuietLog, Refused, read_capped
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +85,9 @@ def handler(app: AsyncApp, signing_secret: str, *, max_body: int = MAX_BODY, rea
             return refuse(request, 401, "no timestamp, or not within five minutes")
         if not well_formed(signature):
             return refuse(request, 401, "no v0 signature")
-        if request.content_length is not None and request.content_length > max_body:
-            return refuse(request, 413, f"{request.content_length} bytes")
-        try:
-            async with asyncio.timeout(read_time):
-                body = await read_at_most(request.content, max_body)
-        except TimeoutError:
-            return refuse(request, 408, f"the body took over {read_time:g} s")
-        except (OSError, web.RequestPayloadError) as exc:  # gone half way, or a malformed chunk
-            return refuse(request, 400, f"the body broke off: {exc!r}")
-        if body is None:
-            return refuse(request, 413, f"over {max_body} bytes")
+        body = await read_capped(request, max_body, read_time)
+        if isinstance(body, Refused):
+            return refuse(request, body.status, body.why)
         assert timestamp is not None and signature is not None
         if not signed(secret, timestamp, body, signature):
             return refuse(request, 401, "wrong signature")

@@ -18,7 +18,6 @@ each at most 4,096 characters of text (or a caption of 1,024); 1 MiB keeps a wid
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
@@ -28,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.channels.webhooks import QuietLog, read_at_most
+from bot.channels.webhooks import QuietLog, Refused, read_capped
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +91,9 @@ def handler(take: Take, app_secret: str, *, max_body: int = MAX_BODY,
         signature = request.headers.get(SIGNATURE)
         if not well_formed(signature):
             return refuse(request, 401, "no sha256 signature")
-        if request.content_length is not None and request.content_length > max_body:
-            return refuse(request, 413, f"{request.content_length} bytes")
-        try:
-            async with asyncio.timeout(read_time):
-                body = await read_at_most(request.content, max_body)
-        except TimeoutError:
-            return refuse(request, 408, f"the body took over {read_time:g} s")
-        except (OSError, web.RequestPayloadError) as exc:
-            return refuse(request, 400, f"the body broke off: {exc!r}")
-        if body is None:
-            return refuse(request, 413, f"over {max_body} bytes")
+        body = await read_capped(request, max_body, read_time)
+        if isinstance(body, Refused):
+            return refuse(request, body.status, body.why)
         assert signature is not None
         if not signed(secret, body, signature):
             return refuse(request, 401, "wrong signature")

@@ -1,15 +1,44 @@
 """What a platform's webhook server needs of the port (Slack's HTTP mode, WhatsApp's Callback
-URL): a body read no further than its cap, and aiohttp's server log turned quiet (what
+URL): a body read no further than its cap and within its time (``read_capped``: the refusal,
+as the status to answer and why, when it is not), and aiohttp's server log turned quiet (what
 anonymous senders cause is a DEBUG line, without a traceback; the handler logs its own)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class Body(Protocol):
     async def read(self, n: int = -1) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    status: int  # 413 too big, 408 too slow, 400 broken off
+    why: str
+
+
+async def read_capped(request: web.Request, max_body: int, read_time: float) -> bytes | Refused:
+    """The request's body, or why it is refused: over ``max_body`` bytes (as announced, or as
+    read), not arrived within ``read_time`` seconds, or broken off half way."""
+    from aiohttp import web
+
+    if request.content_length is not None and request.content_length > max_body:
+        return Refused(413, f"{request.content_length} bytes")
+    try:
+        async with asyncio.timeout(read_time):
+            body = await read_at_most(request.content, max_body)
+    except TimeoutError:
+        return Refused(408, f"the body took over {read_time:g} s")
+    except (OSError, web.RequestPayloadError) as exc:  # gone half way, or a malformed chunk
+        return Refused(400, f"the body broke off: {exc!r}")
+    return Refused(413, f"over {max_body} bytes") if body is None else body
 
 
 async def read_at_most(content: Body, limit: int) -> bytes | None:
