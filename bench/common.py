@@ -57,6 +57,16 @@ async def _end(proc: asyncio.subprocess.Process | None) -> None:
         await proc.wait()
 
 
+async def accepts(port: int, host: str = "127.0.0.1") -> bool:
+    """Something listens on ``host:port`` (a bot's webhook, before it is driven)."""
+    try:
+        _, writer = await asyncio.open_connection(host, port)
+    except OSError:
+        return False
+    writer.close()
+    return True
+
+
 async def settle(done: Callable[[], bool], progress: Callable[[], object], *, quiet: float, timeout: float,
                  interval: float = 0.02) -> bool:
     """Polls until ``done()`` (True), or until ``progress()`` has not changed for ``quiet``

@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import START_TIMEOUT, BotProcess, FakeLLMProcess, _end, _spawn
+from bench.common import START_TIMEOUT, BotProcess, FakeLLMProcess, _end, _spawn, accepts
 
 JSON = dict[str, Any]
 BOT_TOKEN, APP_TOKEN, SIGNING_SECRET = "xoxb-test-token", "xapp-test-token", "test-signing-secret"
@@ -174,20 +174,12 @@ class SlackStack:
             state = await self.slack.state()
             if self.mode == "socket" and state["sockets"] > before["sockets"]:
                 break
-            if self.mode == "http" and state["auth_tests"] > before["auth_tests"] and await self._listening():
+            if self.mode == "http" and state["auth_tests"] > before["auth_tests"] and await accepts(self.port):
                 break
             if self.bot.exited is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the bot did not connect (exit code {self.bot.exited}):\n{self.bot.log_tail()}")
             await asyncio.sleep(0.05)
         return self.bot
-
-    async def _listening(self) -> bool:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        except OSError:
-            return False
-        writer.close()
-        return True
 
     async def stop_bot(self) -> None:
         bot, self.bot = self.bot, None

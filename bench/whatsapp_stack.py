@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.common import START_TIMEOUT, BotProcess, FakeLLMProcess, _end, _merged, _spawn
+from bench.common import START_TIMEOUT, BotProcess, FakeLLMProcess, _end, _merged, _spawn, accepts
 from bench.slack_stack import _free_port
 from tests.fakes.whatsapp_server import FakeWhatsApp
 
@@ -152,19 +152,11 @@ class WhatsAppStack:
         self.bot = BotProcess(self.config(extra), self.tmp / "bot.log")
         await self.bot.start()
         deadline = time.monotonic() + timeout
-        while not await self._listening():
+        while not await accepts(self.port):
             if self.bot.exited is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the bot did not listen (exit code {self.bot.exited}):\n{self.bot.log_tail()}")
             await asyncio.sleep(0.05)
         return self.bot
-
-    async def _listening(self) -> bool:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        except OSError:
-            return False
-        writer.close()
-        return True
 
     async def stop_bot(self) -> None:
         bot, self.bot = self.bot, None
