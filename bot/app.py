@@ -37,7 +37,7 @@ from bot.routing.titles import Titles
 from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
 from bot.stages import Hears, Speaks
-from bot.store import AppStore, SQLiteStore, store_for
+from bot.store import AppStore, store_for
 from bot.tools import policy_for, registry_from_config
 from bot.tools.approval import ApprovalRules
 from bot.tools.gate import ToolGate
@@ -49,8 +49,7 @@ from bot.turns import Turns
 from bot.workspace import Workspaces
 
 if TYPE_CHECKING:
-    from bot.cluster import Cluster
-    from bot.store.pg import PostgresStore
+    from bot.peers import Joined
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ class App:
         opened = store_for(cfg.storage.path, cfg.storage.database_url, pool_size=cfg.storage.pool_size,
                            backups=cfg.storage.backups)
         self.store: AppStore = await self._stack.enter_async_context(opened)
-        self.cluster = cluster = None if isinstance(opened, SQLiteStore) else self._cluster(opened)
+        self.cluster = cluster = await self._join()
         self.models = models = await open_models(cfg, self.store)  # the providers of every model in use
         self._stack.push_async_callback(models.aclose)
         default = models.default.route
@@ -179,8 +178,7 @@ class App:
             if isinstance(capability, Tools):
                 for tool in capability.tools():
                     tools.register(tool)
-        if cluster is not None:  # leaves after the runs are cancelled: nobody takes a session still running here
-            self._stack.push_async_callback(cluster.aclose)
+        if cluster is not None:  # it leaves when its context closes, after the runs were cancelled
             await cluster.start(self.intake)
         self._stack.push_async_callback(self.turns.aclose)
         self._stack.push_async_callback(self.intake.aclose)
@@ -217,18 +215,13 @@ class App:
         """How a command is typed on ``platform`` (``/name`` on most)."""
         return spelling(self.channels.get(platform))
 
-    def _cluster(self, store: PostgresStore) -> Cluster:
-        """This instance in the cluster of every instance on the same database (not started yet)."""
-        from bot.cluster import Cluster, ClusterSettings, default_instance
-
-        c = self.config.cluster
-        url = self.config.storage.database_url
-        assert url is not None
-        settings = ClusterSettings(c.instance or default_instance(), c.lease_seconds)
-        store.claim_as(settings.instance, settings.lease_seconds)  # scheduled occurrences: whose they are
-        cluster = Cluster(store.pool, url, settings)
-        store.fence_with(cluster.fence)  # a turn commits only while its lane is still held here
-        return cluster
+    async def _join(self) -> Joined | None:
+        """This instance joined to the others on its database by the capability that joins them
+        (the cluster's, on PostgreSQL): not started yet; None alone."""
+        for spec in capability_registry.specs():
+            if spec.join is not None and spec.enabled(self.config):
+                return await self._stack.enter_async_context(spec.join(self.config, self.store))
+        return None
 
 
 def writable(root: Path) -> None:

@@ -1,5 +1,5 @@
-"""chatgate's command line: run | chat | check | traces | sessions | pairing | dashboard | migrate | status, and
-each capability's own (doctor, mcp, schedules ...).
+"""chatgate's command line: run | chat | check | traces | sessions | pairing | migrate, and each
+capability's own (status, doctor, dashboard, mcp, schedules ...).
 
 Exit codes: 0 done, 1 failed while running, 2 bad configuration or usage.
 """
@@ -56,8 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     approve.add_argument("code")
     revoke = pairing_sub.add_parser("revoke", help="take back an approval")
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
-    status = sub.add_parser("status", help="the instances alive on the PostgreSQL database, what each owns, lag")
-    status.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     from bot.migrate import add_parser as add_migrate
 
     add_migrate(sub)
@@ -77,8 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bot.settings import load_config
 
     try:
-        config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing",
-                                                                                 "status")
+        config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing")
                              and getattr(args, "run", None) is None)
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
@@ -114,8 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded(_sessions(config, args.last, args.all))
     if args.command == "pairing":
         return _guarded(_pairing(config, args))
-    if args.command == "status":
-        return _guarded(_status(config))
     secrets = config.secret_values()
     setup = partial(_setup_logging, secrets=secrets, format=config.logging.format, instance=config.cluster.instance)
     if args.command == "run":
@@ -143,20 +138,6 @@ def _guarded(command: Coroutine[Any, Any, int]) -> int:
     except ChatgateError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
-
-
-async def _status(config: Config) -> int:
-    from bot.cluster.status import format_status, read_status
-    from bot.store.pg import PostgresStore
-
-    url = config.storage.database_url
-    if url is None:
-        print(f"one instance on SQLite ({config.storage.path}); several instances share a PostgreSQL database: "
-              "set storage.url")
-        return 0
-    async with PostgresStore(url, pool_size=2) as store:
-        print(format_status(await read_status(store.pool, config.cluster.lease_seconds), config.storage.shown))
-    return 0
 
 
 def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[str] = (), format: str = "text",

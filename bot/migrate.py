@@ -97,7 +97,7 @@ async def _sqlite(path: Path, backups: int) -> int:
 
 
 async def _postgres(source: str | None, target: str) -> int:
-    from bot.cluster import schema as cluster_schema
+    from bot.capabilities import registry
     from bot.store.copy import copy_sqlite_to_postgres
     from bot.store.pg import PostgresStore
 
@@ -107,8 +107,8 @@ async def _postgres(source: str | None, target: str) -> int:
         for c in copied:
             print(f"  {c.table:<18} {c.rows}")
     async with PostgresStore(target) as store:  # every table, so that the bot may run as a role with data rights
-        async with store.pool.acquire() as conn:
-            clustered = await cluster_schema.apply(conn)
+        async with store.pool.acquire() as conn:  # the tables of PostgreSQL's own (the cluster's)
+            clustered = sum([await spec.postgres(conn) for spec in registry.specs() if spec.postgres is not None])
         done = store.migrated
         for owner, steps in _steps():  # every registered capability's tables, enabled or not
             done += await store.apply_steps(owner, steps)

@@ -9,11 +9,14 @@ another instance hands it work, or a stop, or when it takes over what a dead one
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from bot.messages import Answer, InboundMessage
 from bot.store.base import ApprovalRecord, InboundRecord
+
+if TYPE_CHECKING:
+    from bot.channels.leases import Held
 
 Stopped = tuple[bool, int, tuple[int, ...]]  # (a run was stopped, queued messages dropped, inbound ids it answers)
 Note = dict[str, Any]  # a small JSON object between instances (under PostgreSQL's 8,000 bytes of a NOTIFY)
@@ -67,6 +70,27 @@ class Peers(Protocol):
 
     async def sweep(self) -> None:
         """Take over what no live instance holds: sessions whose messages wait, answers owed."""
+        ...
+
+
+class Joined(Peers, Protocol):
+    """This instance joined to the others, as a capability's ``CapabilitySpec.join`` gives it
+    (the cluster's, on PostgreSQL): ``Peers`` for the intake and the turn runner, and what the
+    rest of the core asks of it: the channels' leases (``bot.channels.Leases``), the per-person
+    rate shared by every instance (``bot.limits.SharedRates``), the sweeps capabilities add."""
+
+    async def start(self, host: Host) -> None:
+        """Join once the core is built: heartbeat, bus; ``host`` takes what other instances hand over."""
+        ...
+
+    def add_sweep(self, sweep: Callable[[], Awaitable[None]]) -> None:
+        """Run ``sweep`` after each heartbeat's own (take over what dead instances claimed)."""
+        ...
+
+    async def take_rate(self, person: str, capacity: float, per_second: float) -> float:
+        ...
+
+    def hold(self, name: str) -> AbstractAsyncContextManager[Held]:
         ...
 
 

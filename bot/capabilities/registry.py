@@ -14,6 +14,7 @@ from bot.capabilities.spec import CapabilitySpec
 
 BUILTIN: dict[str, str] = {
     "ops": "bot.ops.capability:SPEC",  # first: it hears the others' signals from their start
+    "cluster": "bot.cluster.capability:SPEC",  # joins before the core is built (PostgreSQL)
     "telemetry": "bot.telemetry.capability:SPEC",
     "approvals": "bot.approvals.capability:SPEC",
     "models": "bot.models.capability:SPEC",

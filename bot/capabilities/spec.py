@@ -29,6 +29,8 @@ store at start and by ``chatgate migrate``; its operations run through ``AppStor
 function of the loaded config and the parsed arguments, returning the exit code), and what
 ``chatgate check`` shows of it live when it is enabled (``probe``: connecting to its servers)
 and what ``chatgate doctor`` checks of it (``doctor``: lines of its table, ``bot.channels.Check``).
+One capability may ``join`` this instance to the others on its database before the core is built
+(the cluster's: ``bot.peers.Joined``), with tables of PostgreSQL's own (``postgres``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ if TYPE_CHECKING:
     from bot.conversation import ChannelInfo, Conversation
     from bot.limits import PersonLimits
     from bot.messages import InboundMessage
-    from bot.peers import Peers
+    from bot.peers import Joined, Peers
+    from bot.store.pg.base import Connection
     from bot.routing import Models
     from bot.store import AppStore
     from bot.tools.approval import ApprovalRules
@@ -108,6 +111,12 @@ class CapabilitySpec:
     probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
     channels: tuple[str, ...] = ()  # the platforms it brings when enabled (its running object is a ``Channels``)
     doctor: Callable[[CoreConfig], Awaitable[list[Check]]] | None = None  # ``chatgate doctor``'s checks, when enabled
+    # This instance joined to the others sharing its database, before the core is built (the store's
+    # fencing, delivery's claims, the shared rates and leases need it): at most one enabled spec has it.
+    join: Callable[[CoreConfig, AppStore], AbstractAsyncContextManager[Joined]] | None = None
+    # Its tables on PostgreSQL only, with a migration history of their own: applied by ``chatgate
+    # migrate`` (and by ``join``); how many were applied.
+    postgres: Callable[[Connection], Awaitable[int]] | None = None
 
 
     @property

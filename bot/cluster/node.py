@@ -137,7 +137,10 @@ class Cluster(Asking):
 
     async def aclose(self) -> None:
         """Leave: stop the heartbeat, give back every lease and mark the instance stopped, so
-        that others take over at once what it leaves unanswered or undelivered."""
+        that others take over at once what it leaves unanswered or undelivered. Nothing when it
+        never started (the app's start-up failed before)."""
+        if self._host is None:
+            return
         await self._tasks.stop()
         await self._bus.aclose()
         try:
