@@ -19,7 +19,7 @@ from adapters.discord.dialect import DISCORD
 from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import TELEGRAM, html_to_text
 from adapters.whatsapp.dialect import WHATSAPP
-from bot.channels import Atom, Dialect, MessageShape, Role, text_atoms
+from bot.channels import Atom, Dialect, MessageShape, Mark, text_atoms
 from bot.outbound.split import measure as measure_atoms
 
 Z = "\u200b"
@@ -40,9 +40,9 @@ def telegram_atoms(rendered: str) -> list[Atom]:
             if name is not None:
                 tag = name.group(1).lower()
                 if piece.startswith("</"):
-                    atoms.append(Atom(piece, "", tag, Role.CLOSE))
+                    atoms.append(Atom(piece, "", tag, Mark.CLOSE))
                 else:
-                    atoms.append(Atom(piece, "", tag, Role.OPEN, f"</{tag}>"))
+                    atoms.append(Atom(piece, "", tag, Mark.OPEN, f"</{tag}>"))
                 continue
         if piece.startswith("&") and len(piece) > 1:
             char = html.unescape(piece)
@@ -77,24 +77,24 @@ class _DiscordReader:
 
     def push(self, raw: str, tag: str, close: str) -> None:
         self.open.append(len(self.atoms))
-        self.atoms.append(Atom(raw, "", tag, Role.OPEN, close))
+        self.atoms.append(Atom(raw, "", tag, Mark.OPEN, close))
 
     def pop(self, raw: str, tag: str) -> None:
         tags = self.tags()
         if tag in tags:
             del self.open[len(tags) - 1 - tags[::-1].index(tag):]
-        self.atoms.append(Atom(raw, "", tag, Role.CLOSE))
+        self.atoms.append(Atom(raw, "", tag, Mark.CLOSE))
 
     def read(self) -> None:
         text, atoms, at, end = self.text, self.atoms, 0, len(self.text)
         while at < end:
-            if at == 0 or text[at - 1] == "\n" or (atoms and atoms[-1].role is Role.PREFIX):
+            if at == 0 or text[at - 1] == "\n" or (atoms and atoms[-1].mark is Mark.PREFIX):
                 if text.startswith("> ", at):
-                    atoms.append(Atom("> ", "", "quote", Role.PREFIX))
+                    atoms.append(Atom("> ", "", "quote", Mark.PREFIX))
                     at += 2
                     continue
                 if (heading := _D_HEADING.match(text, at)) is not None:
-                    atoms.append(Atom(heading.group(0), "", "h", Role.PREFIX))
+                    atoms.append(Atom(heading.group(0), "", "h", Mark.PREFIX))
                     at = heading.end()
                     continue
                 if (fence := _D_FENCE.match(text, at)) is not None:
@@ -167,19 +167,19 @@ class _SlackReader:
 
     def push(self, raw: str, tag: str, close: str) -> None:
         self.open.append(tag)
-        self.atoms.append(Atom(raw, "", tag, Role.OPEN, close))
+        self.atoms.append(Atom(raw, "", tag, Mark.OPEN, close))
 
     def pop(self, raw: str, tag: str) -> None:
         if tag in self.open:
             del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
-        self.atoms.append(Atom(raw, "", tag, Role.CLOSE))
+        self.atoms.append(Atom(raw, "", tag, Mark.CLOSE))
 
     def read(self) -> None:
         text, atoms, at, end = self.text, self.atoms, 0, len(self.text)
         while at < end:
             if (at == 0 or text[at - 1] == "\n") and "a" not in self.open:
                 if text.startswith("> ", at):
-                    atoms.append(Atom("> ", "", "quote", Role.PREFIX))
+                    atoms.append(Atom("> ", "", "quote", Mark.PREFIX))
                     at += 2
                     continue
                 if text.startswith("```\n", at):
@@ -259,16 +259,16 @@ class _WhatsAppReader:
                     at += 2
                     continue
                 if text.startswith("> ", at):
-                    atoms.append(Atom("> ", "", "quote", Role.PREFIX))
+                    atoms.append(Atom("> ", "", "quote", Mark.PREFIX))
                     at += 2
                     continue
                 if text.startswith("```\n", at):
                     stop = text.find("\n```", at + 4)
                     stop = end if stop < 0 else stop
-                    atoms.append(Atom("```\n", "", "pre", Role.OPEN, "\n```"))
+                    atoms.append(Atom("```\n", "", "pre", Mark.OPEN, "\n```"))
                     atoms.extend(text_atoms(text[at + 4:stop]))
                     if stop < end:
-                        atoms.append(Atom("\n```", "", "pre", Role.CLOSE))
+                        atoms.append(Atom("\n```", "", "pre", Mark.CLOSE))
                     at = stop + 4
                     continue
             char = text[at]
@@ -283,7 +283,7 @@ class _WhatsAppReader:
                 if tag in self.open and before and not before.isspace() and _w_edge(after) and not zopen:
                     closer = marker + Z if after == Z else marker
                     del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
-                    atoms.append(Atom(closer, "", tag, Role.CLOSE))
+                    atoms.append(Atom(closer, "", tag, Mark.CLOSE))
                     at = start + len(closer)
                     continue
                 if tag not in self.open and _w_edge(before) and after and not after.isspace():
@@ -291,14 +291,14 @@ class _WhatsAppReader:
                     if tag == "code":
                         stop = text.find(closer, start + 1)
                         if stop > start + 1:
-                            atoms.append(Atom(raw_open, "", tag, Role.OPEN, closer))
+                            atoms.append(Atom(raw_open, "", tag, Mark.OPEN, closer))
                             atoms.extend(text_atoms(text[start + 1:stop]))
-                            atoms.append(Atom(closer, "", tag, Role.CLOSE))
+                            atoms.append(Atom(closer, "", tag, Mark.CLOSE))
                             at = stop + len(closer)
                             continue
                     else:
                         self.open.append(tag)
-                        atoms.append(Atom(raw_open, "", tag, Role.OPEN, closer))
+                        atoms.append(Atom(raw_open, "", tag, Mark.OPEN, closer))
                         at = start + 1
                         continue
             atoms.extend(text_atoms(char))

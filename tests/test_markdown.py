@@ -24,7 +24,7 @@ from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import SHAPE as TELEGRAM_SHAPE
 from adapters.telegram.dialect import TELEGRAM
 from adapters.whatsapp.dialect import WHATSAPP
-from bot.channels import PLAIN, Atom, Dialect, MessageShape, Role, quote_lines
+from bot.channels import PLAIN, Atom, Dialect, MessageShape, Mark, quote_lines
 from bot.outbound.markdown import _MD, _strip_lines, _Walker, plain_line, render, render_atoms, safe_url, to_plain
 from bot.outbound.split import render_chunks, split
 from tests import readback
@@ -262,7 +262,7 @@ QUOTES = [
 
 @pytest.mark.parametrize(("inner", "quoted"), QUOTES)
 def test_quote_lines_leave_code_alone(inner: str, quoted: str) -> None:
-    atoms = quote_lines(readback.atoms(inner, DISCORD), Atom("> ", "", "quote", Role.PREFIX))
+    atoms = quote_lines(readback.atoms(inner, DISCORD), Atom("> ", "", "quote", Mark.PREFIX))
     assert "".join(atom.raw for atom in atoms) == quoted
 
 
@@ -311,7 +311,7 @@ def outside_code(rendered: str) -> str:
     depth, out = 0, []
     for atom in readback.atoms(rendered, DISCORD):
         if atom.tag in ("code", "pre"):
-            depth += 1 if atom.role is Role.OPEN else -1
+            depth += 1 if atom.mark is Mark.OPEN else -1
         elif depth == 0:
             out.append(atom.raw)
     return "".join(out)

@@ -20,7 +20,7 @@ from adapters.slack.dialect import SLACK
 from adapters.telegram.dialect import SHAPE as TELEGRAM_SHAPE
 from adapters.telegram.dialect import TELEGRAM
 from adapters.whatsapp.dialect import WHATSAPP
-from bot.channels import PLAIN, Dialect, Measure, MessageShape, Role, text_atoms
+from bot.channels import PLAIN, Dialect, Measure, MessageShape, Mark, text_atoms
 from bot.outbound.markdown import render, render_atoms
 from bot.outbound.split import render_chunks, split, too_many, utf16_len
 from tests import readback
@@ -53,9 +53,9 @@ def assert_well_formed(chunk: str, dialect: Dialect) -> None:
     atoms = readback.atoms(chunk, dialect)
     assert "".join(atom.raw for atom in atoms) == chunk
     for atom in atoms:
-        if atom.role is Role.OPEN:
+        if atom.mark is Mark.OPEN:
             stack.append(atom.tag)
-        elif atom.role is Role.CLOSE:
+        elif atom.mark is Mark.CLOSE:
             assert stack and stack[-1] == atom.tag, (atom, stack, chunk)
             stack.pop()
     assert not stack, (stack, chunk)

@@ -16,7 +16,7 @@ from adapters.whatsapp.inbound import parse
 from adapters.whatsapp.questions import question_payload
 from adapters.whatsapp.webhook import sign, signed, well_formed
 from adapters.whatsapp.window import WINDOW, Windows, kind_of, one_line, template_payload
-from bot.channels import Choice, Role
+from bot.channels import Choice, Mark
 from bot.errors import ConfigError
 from bot.messages import AttachmentKind
 from bot.outbound.markdown import render
@@ -51,7 +51,7 @@ def test_a_marker_in_text_that_could_open_or_close_becomes_its_lookalike() -> No
 @given(st.text(alphabet="ab *_~`>\n.", max_size=40))
 def test_text_never_reads_back_as_markup(text: str) -> None:
     rendered = "".join(a.raw for a in WHATSAPP.text(text))
-    assert not [a for a in atoms(rendered, WHATSAPP) if a.role is not Role.TEXT]
+    assert not [a for a in atoms(rendered, WHATSAPP) if a.mark is not Mark.TEXT]
 
 
 # ----------------------------------------------------------------------------- the webhook

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from adapters.whatsapp.dialect import WHATSAPP
-from bot.channels import Choice, Role
+from bot.channels import Choice, Mark
 from tests.fakes.audio import FakeAudio, ogg_opus
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.fakes.whatsapp_server import FakeWhatsApp
@@ -151,9 +151,9 @@ async def test_a_long_answer_is_chunked_within_4096_with_whole_markup(stack: Sta
     for text in sent:  # every marker that opens closes in the same message
         opened: list[str] = []
         for atom in atoms(text, WHATSAPP):
-            if atom.role is Role.OPEN:
+            if atom.mark is Mark.OPEN:
                 opened.append(atom.tag)
-            elif atom.role is Role.CLOSE:
+            elif atom.mark is Mark.CLOSE:
                 assert opened and opened.pop() == atom.tag, text
         assert opened == [], text
     whole = "\n".join(plain(t, WHATSAPP) for t in sent)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from bot.channels import Atom, DialectBase, Measure, MessageShape, Role, text_atoms, wrap
+from bot.channels import Atom, DialectBase, Measure, MessageShape, Mark, text_atoms, wrap
 
 __all__ = ["DISCORD", "DiscordDialect", "SHAPE"]
 
@@ -29,7 +29,7 @@ ZWSP = "\u200b"
 _URL = re.compile(r"https?://[^\s<>*~`|\\\[\]]+")
 _SPECIAL = re.compile(r"[\\*_~`|\[\]]|(?:^|(?<=\n))[ \t]*[#>+-]")
 _PINGS = re.compile(r"@(everyone|here)")
-_HEADINGS = {level: Atom("#" * level + " ", "", "h", Role.PREFIX) for level in (1, 2, 3)}
+_HEADINGS = {level: Atom("#" * level + " ", "", "h", Mark.PREFIX) for level in (1, 2, 3)}
 
 
 def _escaped(text: str) -> list[Atom]:

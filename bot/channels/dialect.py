@@ -20,13 +20,15 @@ from collections.abc import Mapping
 from enum import IntEnum
 from typing import NamedTuple, Protocol
 
-__all__ = ["HR", "PLAIN", "Atom", "Dialect", "DialectBase", "PlainDialect", "Role", "quote_lines", "text_atoms",
+__all__ = ["HR", "PLAIN", "Atom", "Dialect", "DialectBase", "Mark", "PlainDialect", "quote_lines", "text_atoms",
            "wrap"]
 
 HR = "———"  # a horizontal rule's line, where a dialect has no rule of its own
 
 
-class Role(IntEnum):
+class Mark(IntEnum):
+    """What an atom is to the splitter: text, or markup of one of three kinds."""
+
     TEXT = 0  # visible text
     OPEN = 1  # opens formatting; ``close`` is the markup that ends it at a cut
     CLOSE = 2  # closes the innermost open formatting with the same tag
@@ -41,7 +43,7 @@ class Atom(NamedTuple):
     raw: str  # as it appears in the rendered text
     char: str = ""  # the text it shows ("" for markup)
     tag: str = ""  # markup: "b", "i", "s", "code", "pre" (a code block), "a", "quote", "h" ... ("" for text)
-    role: Role = Role.TEXT
+    mark: Mark = Mark.TEXT
     close: str = ""  # for an opener: the markup that closes it
 
 
@@ -67,7 +69,7 @@ def text_atoms(text: str, escapes: Mapping[str, Atom] = _NO_ESCAPES) -> list[Ato
 
 def wrap(inner: list[Atom], opener: str, closer: str, tag: str) -> list[Atom]:
     """``inner`` between the markup that opens formatting ``tag`` and the markup that closes it."""
-    return [Atom(opener, "", tag, Role.OPEN, closer), *inner, Atom(closer, "", tag, Role.CLOSE)]
+    return [Atom(opener, "", tag, Mark.OPEN, closer), *inner, Atom(closer, "", tag, Mark.CLOSE)]
 
 
 _NEWLINE = Atom("\n", "\n")
@@ -78,18 +80,18 @@ def quote_lines(inner: list[Atom], prefix: Atom) -> list[Atom]:
     blocks (a quote marker inside a code block would be code) and the blank line around one
     (it ends the quote)."""
     def is_fence(at: int) -> bool:  # a code block opens at inner[at]
-        return at < len(inner) and inner[at].role is Role.OPEN and inner[at].tag == "pre"
+        return at < len(inner) and inner[at].mark is Mark.OPEN and inner[at].tag == "pre"
 
     out = [] if is_fence(0) else [prefix]
     in_code = False
     for index, atom in enumerate(inner):
         out.append(atom)
-        if atom.tag == "pre" and atom.role in (Role.OPEN, Role.CLOSE):
-            in_code = atom.role is Role.OPEN
+        if atom.tag == "pre" and atom.mark in (Mark.OPEN, Mark.CLOSE):
+            in_code = atom.mark is Mark.OPEN
         elif atom == _NEWLINE and not in_code and not is_fence(index + 1):
             blank = index + 1 < len(inner) and inner[index + 1] == _NEWLINE
             if blank and (is_fence(index + 2) or index and inner[index - 1].tag == "pre"
-                          and inner[index - 1].role is Role.CLOSE):
+                          and inner[index - 1].mark is Mark.CLOSE):
                 continue  # the blank line around a code block: no prefix
             out.append(prefix)
     return out
@@ -155,7 +157,7 @@ class Dialect(Protocol):
         ...
 
 
-_QUOTE = Atom("> ", "", "quote", Role.PREFIX)
+_QUOTE = Atom("> ", "", "quote", Mark.PREFIX)
 
 
 class DialectBase(ABC):

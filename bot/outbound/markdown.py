@@ -25,7 +25,7 @@ from operator import attrgetter
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from bot.channels import PLAIN, Atom, Dialect, Role, text_atoms
+from bot.channels import PLAIN, Atom, Dialect, Mark, text_atoms
 
 __all__ = ["TABLE_MAX_WIDTH", "language_of", "plain_line", "render", "render_atoms", "safe_url", "table_lines",
            "to_plain", "width"]
@@ -132,13 +132,13 @@ def _led(atoms: list[Atom], lead: str, pad: str) -> list[Atom]:
     so it is text, and the lines of a code block (in a quote in the item) are padded too,
     where its fences hold the line breaks in their markup."""
     out = text_atoms(lead)
-    if atoms[0].role is not Role.PREFIX and "\n" not in "".join(map(_RAW, atoms)):  # one line: most items
+    if atoms[0].mark is not Mark.PREFIX and "\n" not in "".join(map(_RAW, atoms)):  # one line: most items
         out.extend(atoms)
         return out
     pad_atoms = text_atoms(pad)
     line_start = True
     for atom in atoms:
-        if atom.role is Role.PREFIX and line_start:
+        if atom.mark is Mark.PREFIX and line_start:
             out.extend(text_atoms(atom.raw))
             continue
         line_start = False
@@ -146,10 +146,10 @@ def _led(atoms: list[Atom], lead: str, pad: str) -> list[Atom]:
             out.append(atom)
             out.extend(pad_atoms)
             line_start = True
-        elif atom.role and atom.raw.endswith("\n"):  # an opening fence: the pad of its first line is code
+        elif atom.mark and atom.raw.endswith("\n"):  # an opening fence: the pad of its first line is code
             out.append(atom._replace(raw=atom.raw[:-1].replace("\n", "\n" + pad) + "\n"))
             out.extend(pad_atoms)
-        elif atom.role and "\n" in atom.raw:  # a closing fence
+        elif atom.mark and "\n" in atom.raw:  # a closing fence
             out.append(atom._replace(raw=atom.raw.replace("\n", "\n" + pad)))
         else:
             out.append(atom)

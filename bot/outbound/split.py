@@ -21,13 +21,13 @@ from __future__ import annotations
 import bisect
 from itertools import accumulate
 
-from bot.channels import Atom, Dialect, Measure, MessageShape, Role
+from bot.channels import Atom, Dialect, Measure, MessageShape, Mark
 from bot.outbound.markdown import plain_line, render_atoms
 
 __all__ = ["measure", "render_chunks", "split", "too_many", "utf16_len"]
 
 _Stack = tuple[Atom, ...]  # open formatting, outermost first
-_OPEN, _CLOSE = Role.OPEN, Role.CLOSE
+_OPEN, _CLOSE = Mark.OPEN, Mark.CLOSE
 _BREAKS: tuple[tuple[str, ...], ...] = (("\n\n",), ("\n",), (". ", "! ", "? "), (" ",))
 
 
@@ -144,10 +144,10 @@ class _Splitter:
             if "\n" in atoms[at].raw:
                 more = atoms[at].raw.count("\n")
                 closing = sum(atom.close.count("\n") for atom in stacks[at])
-                if atoms[at].role is Role.OPEN:  # a fence that opens here closes on a line of its own too
+                if atoms[at].mark is Mark.OPEN:  # a fence that opens here closes on a line of its own too
                     closing += atoms[at].close.count("\n")
                 # a closing fence's line was counted as closing already, at the newline before it
-                if atoms[at].role is not Role.CLOSE and lines + more + closing > self.max_lines:
+                if atoms[at].mark is not Mark.CLOSE and lines + more + closing > self.max_lines:
                     return max(at, start + 1)  # cut before the newline that starts one line too many
                 lines += more
             at += 1
@@ -185,11 +185,11 @@ class _Splitter:
         before, after = text_at[line] - 1, text_at[end - 1] + 1
         if before < 0:
             return False
-        if atoms[before].role is Role.PREFIX:
+        if atoms[before].mark is Mark.PREFIX:
             return atoms[before].tag == "h"
-        if atoms[before].tag != "b" or atoms[before].role is not Role.OPEN:
+        if atoms[before].tag != "b" or atoms[before].mark is not Mark.OPEN:
             return False
-        while after < len(atoms) and atoms[after].role is Role.CLOSE:
+        while after < len(atoms) and atoms[after].mark is Mark.CLOSE:
             if atoms[after].tag == "b":
                 return True
             after += 1
@@ -202,17 +202,17 @@ def _stacks(atoms: list[Atom]) -> list[_Stack]:
     stack: _Stack = ()
     for atom in atoms:
         stacks.append(stack)
-        if atom.role:
+        if atom.mark:
             stack = _apply(stack, atom)
     stacks.append(stack)
     return stacks
 
 
 def _apply(stack: _Stack, atom: Atom) -> _Stack:
-    role = atom.role
-    if role == _OPEN:
+    mark = atom.mark
+    if mark == _OPEN:
         return (*stack, atom)
-    if role == _CLOSE:
+    if mark == _CLOSE:
         for depth in range(len(stack) - 1, -1, -1):  # lenient: close up to the matching tag
             if stack[depth].tag == atom.tag:
                 return stack[:depth]
@@ -221,9 +221,9 @@ def _apply(stack: _Stack, atom: Atom) -> _Stack:
 
 def _settle(atoms: list[Atom], cut: int, start: int) -> int:
     """Move a cut so closing markup stays behind it and opening markup goes ahead of it."""
-    while cut < len(atoms) and atoms[cut].role is Role.CLOSE:
+    while cut < len(atoms) and atoms[cut].mark is Mark.CLOSE:
         cut += 1
-    while cut - 1 > start and atoms[cut - 1].role in (Role.OPEN, Role.PREFIX):
+    while cut - 1 > start and atoms[cut - 1].mark in (Mark.OPEN, Mark.PREFIX):
         cut -= 1
     return cut
 
@@ -234,14 +234,14 @@ def _assemble(atoms: list[Atom]) -> str:
     out: list[Atom] = []
     stack: _Stack = ()
     for atom in kept:
-        if atom.role is Role.CLOSE and out and out[-1].tag == atom.tag and out[-1].role is Role.OPEN:
+        if atom.mark is Mark.CLOSE and out and out[-1].tag == atom.tag and out[-1].mark is Mark.OPEN:
             out.pop()  # an empty pair, e.g. formatting that opened right at the cut
         else:
             out.append(atom)
-        if atom.role:
+        if atom.mark:
             stack = _apply(stack, atom)
-    while out and out[-1].role in (Role.OPEN, Role.PREFIX):
-        if out[-1].role is Role.OPEN:
+    while out and out[-1].mark in (Mark.OPEN, Mark.PREFIX):
+        if out[-1].mark is Mark.OPEN:
             stack = stack[:-1]
         out.pop()
     if not any(atom.char for atom in out):
@@ -253,9 +253,9 @@ def _reopened(stack: _Stack, body: list[Atom]) -> list[Atom]:
     """The chunk's atoms with the formatting open at its start reopened after its leading
     line prefixes: a quote's "> " or a heading's "# " only counts at the start of a line."""
     lead = 0
-    while lead < len(body) and (body[lead].role is Role.PREFIX or not body[lead].role and body[lead].char.isspace()):
+    while lead < len(body) and (body[lead].mark is Mark.PREFIX or not body[lead].mark and body[lead].char.isspace()):
         lead += 1
-    while lead and body[lead - 1].role is not Role.PREFIX:
+    while lead and body[lead - 1].mark is not Mark.PREFIX:
         lead -= 1
     return [*body[:lead], *stack, *body[lead:]]
 
@@ -267,9 +267,9 @@ def _line_start(atoms: list[Atom], dialect: Dialect) -> list[Atom]:
     if not dialect.block_openers:
         return atoms
     for index, atom in enumerate(atoms):
-        if atom.role is Role.PREFIX or atom.tag in ("pre", "code"):  # a real block, or code: as it is
+        if atom.mark is Mark.PREFIX or atom.tag in ("pre", "code"):  # a real block, or code: as it is
             return atoms
-        if atom.role or atom.char.isspace():
+        if atom.mark or atom.char.isspace():
             continue
         if atom.char in dialect.block_openers and atom.raw == atom.char:
             return [*atoms[:index], *dialect.text(atom.char), *atoms[index + 1:]]
@@ -285,16 +285,16 @@ def _trim(atoms: list[Atom]) -> list[Atom]:
     drop: set[int] = set()
     in_pre = 0
     for index, atom in enumerate(atoms):
-        if atom.role:
+        if atom.mark:
             if atom.tag == "pre":
-                in_pre += 1 if atom.role is Role.OPEN else -1 if atom.role is Role.CLOSE else 0
+                in_pre += 1 if atom.mark is Mark.OPEN else -1 if atom.mark is Mark.CLOSE else 0
             continue
         if not atom.char.isspace() or (in_pre > 0 and atom.char not in "\r\n"):
             break
         drop.add(index)
     for index in range(len(atoms) - 1, -1, -1):
         atom = atoms[index]
-        if atom.role:
+        if atom.mark:
             continue
         if not atom.char.isspace():
             break

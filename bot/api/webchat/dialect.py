@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from bot.channels.dialect import Atom, DialectBase, Role, text_atoms, wrap
+from bot.channels.dialect import Atom, DialectBase, Mark, text_atoms, wrap
 
 _ESCAPES = {c: Atom(html.escape(c, quote=True), c) for c in "&<>\"'"}
 
@@ -42,8 +42,8 @@ class HtmlDialect(DialectBase):
         return wrap(inner, opener, "</a>", "a")
 
     def quote(self, inner: list[Atom]) -> list[Atom]:
-        return [Atom("<blockquote>", "", "quote", Role.OPEN, "</blockquote>"), *inner,
-                Atom("</blockquote>", "", "quote", Role.CLOSE)]
+        return [Atom("<blockquote>", "", "quote", Mark.OPEN, "</blockquote>"), *inner,
+                Atom("</blockquote>", "", "quote", Mark.CLOSE)]
 
 
 HTML = HtmlDialect()
