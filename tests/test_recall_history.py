@@ -42,7 +42,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path,
 
 async def found(store: SQLiteStore | PostgresStore, query: str, limit: int = 3) -> list[str]:
     scope = scope_of(Conversation.of_key(ME))
-    return [h.text for h in await store.read(search(store.dialect, scope, terms(query), limit))]
+    return [h.text for h in await store.read(search(store.engine, scope, terms(query), limit))]
 
 
 async def test_the_rare_word_decides_and_the_oldest_message_is_found(store: SQLiteStore | PostgresStore) -> None:
@@ -56,7 +56,7 @@ async def test_a_common_word_alone_gives_the_newest(store: SQLiteStore | Postgre
 
 async def test_the_common_word_counts_beyond_its_window(store: SQLiteStore | PostgresStore) -> None:
     """"march venue": the first message holds both; "said in March" alone would tie with nothing."""
-    [best] = await store.read(search(store.dialect, scope_of(Conversation.of_key(ME)), ["march", "venue"], 1))
+    [best] = await store.read(search(store.engine, scope_of(Conversation.of_key(ME)), ["march", "venue"], 1))
     assert best.text.startswith("the venue is") and best.score > 0
-    harbour_only = await store.read(search(store.dialect, scope_of(Conversation.of_key(ME)), ["march"], 1))
+    harbour_only = await store.read(search(store.engine, scope_of(Conversation.of_key(ME)), ["march"], 1))
     assert best.score > harbour_only[0].score  # venue's weight was added, though it is older than venue's window

@@ -159,10 +159,10 @@ async def test_the_migration_indexes_what_was_stored_before_it(kind: str, tmp_pa
         for asker, conversation in ASKERS.items():
             scope = scope_of(conversation.root, LINKS)
             for place in PLACES:
-                hits = await store.read(search(store.dialect, scope, terms(word(place)), 10))
+                hits = await store.read(search(store.engine, scope, terms(word(place)), 10))
                 assert bool(hits) is (place in SEES[asker]), (asker, place)
         bob = scope_of(ASKERS["bob"].root, LINKS)
-        later = await store.read(search(store.dialect, bob, ["zqlater"], 10))
+        later = await store.read(search(store.engine, bob, ["zqlater"], 10))
         assert [h.text for h in later] == ["a later word zqlater"]
 
 
@@ -179,6 +179,6 @@ async def test_who_may_see_what(populated: SQLiteStore | PostgresStore) -> None:
     for asker, conversation in ASKERS.items():
         scope = scope_of(conversation.root, LINKS)
         for place in PLACES:
-            hits = await populated.read(search(populated.dialect, scope, terms(word(place)), 10))
+            hits = await populated.read(search(populated.engine, scope, terms(word(place)), 10))
             assert bool(hits) is (place in SEES[asker]), (asker, place)
             assert all(h.session_key == PLACES[place] for h in hits)

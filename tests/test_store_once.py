@@ -1,5 +1,5 @@
 """The store is written once: every port operation is one function of ``bot.store.operations``,
-and a driver (SQLite, PostgreSQL) adds only its plumbing; what differs is one ``SqlDialect``."""
+and a driver (SQLite, PostgreSQL) adds only its plumbing; what differs is one ``Engine``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from bot.store import base
-from bot.store.dialect import POSTGRES, SQLITE
+from bot.store.engine import POSTGRES, SQLITE
 from bot.store.op import Count, Fetch, Many, Op, count, many, rows
 from bot.store.operations import Operations
 from bot.store.pg import PostgresStore
@@ -71,12 +71,12 @@ def test_an_operation_is_statements_yielded_and_results_received() -> None:
     assert drive(db, insert_and_read([(1,), (2,), (3,)])) == (2, [(1,), (12,), (13,)])
 
 
-@pytest.mark.parametrize(("dialect", "where", "args"), [
+@pytest.mark.parametrize(("engine", "where", "args"), [
     (SQLITE, "id IN (?, ?, ?)", (1, 2, 3)),
     (POSTGRES, "id = ANY(?::bigint[])", ([1, 2, 3],)),
 ])
-def test_a_list_parameter_is_the_dialects(dialect: object, where: str, args: tuple[object, ...]) -> None:
-    assert dialect.any_of("id", [1, 2, 3], "bigint") == (where, args)  # type: ignore[attr-defined]
+def test_a_list_parameter_is_the_dialects(engine: object, where: str, args: tuple[object, ...]) -> None:
+    assert engine.any_of("id", [1, 2, 3], "bigint") == (where, args)  # type: ignore[attr-defined]
 
 
 def test_several_rows_by_one_statement_are_the_dialects() -> None:

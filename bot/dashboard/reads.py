@@ -4,7 +4,7 @@ capability's operations (``bot.store.steps``): ``Reads`` is everything the dashb
 
 A page is one read (``bot.store.op``), whose several statements see one moment (on PostgreSQL
 a read-only REPEATABLE READ transaction, so that a log and its count agree). What the two
-dialects spell differently comes from the ``SqlDialect``: reading a JSON field,
+engines spell differently comes from the ``Engine``: reading a JSON field,
 case-insensitive ``LIKE`` and the whole days since an instant.
 
 The queries look only at the newest ``RECENT_INBOUND`` inbound rows for names (people's names
@@ -22,7 +22,7 @@ from typing import Any
 from bot.llm import Message, Role, parts_from_json
 from bot.messages import Answer
 from bot.store.base import ApprovedSender, AppStore, PairingCode, Summary
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.history import trace
 from bot.store.op import Op, Row, execute, rows
 from bot.store.reports import (
@@ -40,7 +40,7 @@ RECENT_INBOUND = 20_000  # inbound rows (newest) read for the names of senders
 TITLE_CHARS = 400  # of a session's first user message, as stored (the page shortens it)
 DAY = 86400.0
 
-def _sender_names(d: SqlDialect) -> str:
+def _sender_names(d: Engine) -> str:
     """Each inbound row's sender as ``platform:id`` and their name (oldest first)."""
     return (
         f"SELECT {d.read_field('payload', 'platform')} || ':' || {d.read_field('payload', 'sender', 'id')},"
@@ -49,7 +49,7 @@ def _sender_names(d: SqlDialect) -> str:
     )
 
 
-def _names_sql(d: SqlDialect) -> str:
+def _names_sql(d: Engine) -> str:
     """The last sender's name and text per session key, among the newest inbound rows."""
     return (
         f"SELECT session_key, {d.read_field('payload', 'sender', 'name')}, {d.read_field('payload', 'text')},"
@@ -94,17 +94,17 @@ ACTIONS = (
 )
 
 
-def _sessions_sql(d: SqlDialect) -> str:
+def _sessions_sql(d: Engine) -> str:
     return f"SELECT {_SESSION_COLUMNS} FROM sessions s WHERE s.key NOT {d.like} '%:sub:%'"
 
 
-def _daily_sql(d: SqlDialect) -> str:
+def _daily_sql(d: Engine) -> str:
     days = d.whole_days.format(seconds="(created_at - ?) / 86400")
     return (f"SELECT person, {days}, SUM(tokens), SUM(cost) FROM charges WHERE created_at >= ?"
             " GROUP BY 1, 2 ORDER BY 1, 2")
 
 
-def _given_up_sql(d: SqlDialect) -> str:
+def _given_up_sql(d: Engine) -> str:
     # a target is written by the bot (ids only): its JSON is always plain
     return (
         f"SELECT delivered_at, platform, {d.field('target', 'chat_id')}, id,"
@@ -150,7 +150,7 @@ def _summary(row: Row, recent: dict[str, tuple[str, str]]) -> SessionSummary:
                           int(i), int(o), float(cost), int(turns))
 
 
-def _names(d: SqlDialect) -> Op[dict[str, tuple[str, str]]]:
+def _names(d: Engine) -> Op[dict[str, tuple[str, str]]]:
     """Session key -> (the last sender's name, their text), from the newest inbound rows."""
     names = {}
     for key, name, text, raw in (yield from rows(_names_sql(d), RECENT_INBOUND)):
@@ -161,7 +161,7 @@ def _names(d: SqlDialect) -> Op[dict[str, tuple[str, str]]]:
     return names
 
 
-def read_sessions(d: SqlDialect, search: str, limit: int) -> Op[list[SessionSummary]]:
+def read_sessions(d: Engine, search: str, limit: int) -> Op[list[SessionSummary]]:
     names = yield from _names(d)
     search = search.strip()
     if not search:
@@ -177,7 +177,7 @@ def read_sessions(d: SqlDialect, search: str, limit: int) -> Op[list[SessionSumm
     return [_summary(row, names) for row in found]
 
 
-def read_session_log(d: SqlDialect, session_id: int, limit: int) -> Op[SessionLog | None]:
+def read_session_log(d: Engine, session_id: int, limit: int) -> Op[SessionLog | None]:
     head = yield from rows(_SESSION, session_id)
     if not head:
         return None
@@ -190,7 +190,7 @@ def read_session_log(d: SqlDialect, session_id: int, limit: int) -> Op[SessionLo
     return SessionLog(_summary(head[0], names), messages, summaries, total - len(messages))
 
 
-def read_daily_usage(d: SqlDialect, since: float) -> Op[UsageReport]:
+def read_daily_usage(d: Engine, since: float) -> Op[UsageReport]:
     days = [DailyUsage(person, since + int(n) * DAY, int(tokens), float(cost))
             for person, n, tokens, cost in (yield from rows(_daily_sql(d), since, since))]
     names: dict[str, str] = {}
@@ -206,7 +206,7 @@ def read_daily_usage(d: SqlDialect, since: float) -> Op[UsageReport]:
     return UsageReport(days, names)
 
 
-def read_failures(d: SqlDialect, limit: int) -> Op[list[Failure]]:
+def read_failures(d: Engine, limit: int) -> Op[list[Failure]]:
     found = [Failure(at, "run", key, error, run_id)
              for at, key, error, run_id in (yield from rows(_FAILED_RUNS, limit))]
     for at, platform, chat_id, answer_id, unsent in (yield from rows(_given_up_sql(d), limit)):
@@ -232,19 +232,19 @@ class Reads:
         self._store = store
 
     async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
-        return await self._store.read(read_sessions(self._store.dialect, search, limit), snapshot=True)
+        return await self._store.read(read_sessions(self._store.engine, search, limit), snapshot=True)
 
     async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
-        return await self._store.read(read_session_log(self._store.dialect, session_id, limit), snapshot=True)
+        return await self._store.read(read_session_log(self._store.engine, session_id, limit), snapshot=True)
 
     async def trace(self, run_id: str) -> TraceRecord | None:
-        return await self._store.read(trace(self._store.dialect, run_id))
+        return await self._store.read(trace(self._store.engine, run_id))
 
     async def daily_usage(self, since: float) -> UsageReport:
-        return await self._store.read(read_daily_usage(self._store.dialect, since), snapshot=True)
+        return await self._store.read(read_daily_usage(self._store.engine, since), snapshot=True)
 
     async def failures(self, limit: int = 20) -> list[Failure]:
-        return await self._store.read(read_failures(self._store.dialect, limit), snapshot=True)
+        return await self._store.read(read_failures(self._store.engine, limit), snapshot=True)
 
     async def record_action(self, entry: AuditEntry) -> None:
         await self._store.write(execute(INSERT_ACTION, *action_row(entry)))

@@ -29,7 +29,7 @@ from bot.conversation import Conversation, person_of, workspace_name
 from bot.messages import ChatType
 from bot.recall.scope import Scope, scope_of
 from bot.session_keys import SessionKey, parse_key
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.op import Op, count, execute, rows
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def dm_scope(agent: str, who: str, links: dict[str, tuple[str, ...]]) -> tuple[S
     return scope_of(conversation, links), accounts
 
 
-def forget(d: SqlDialect, scope: Scope, accounts: tuple[tuple[str, str], ...]) -> Op[Forgotten]:
+def forget(d: Engine, scope: Scope, accounts: tuple[tuple[str, str], ...]) -> Op[Forgotten]:
     where, args = scope.where("key", subs=True)
     found = yield from rows(f"SELECT id, key FROM sessions WHERE {where}", *args)
     mine = set(accounts)
@@ -119,7 +119,7 @@ def forget(d: SqlDialect, scope: Scope, accounts: tuple[tuple[str, str], ...]) -
 
 async def forget_person(store: StepStore, agent: str, who: str, links: dict[str, tuple[str, ...]]) -> Forgotten:
     scope, accounts = dm_scope(agent, who, links)
-    return await store.write(forget(store.dialect, scope, accounts))
+    return await store.write(forget(store.engine, scope, accounts))
 
 
 async def _forget(config: CoreConfig, args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bot.recall.schema import RECALLED_OPEN
 from bot.recall.scope import Scope
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.op import Op, rows, value
 
 MAX_TERMS = 12
@@ -96,7 +96,7 @@ def snippet(text: str, words: list[str], size: int = SNIPPET_CHARS) -> str:
     return ("…" if start else "") + cut + ("…" if start + size < len(flat) else "")
 
 
-def search(dialect: SqlDialect, scope: Scope, words: list[str], limit: int) -> Op[list[Hit]]:
+def search(engine: Engine, scope: Scope, words: list[str], limit: int) -> Op[list[Hit]]:
     """The ``limit`` best messages of ``scope`` for ``words``: a message weighs the sum of its
     words' inverse document frequencies (BM25's, over all the stored messages), so the rarest
     words decide; the newest first among equals.
@@ -111,13 +111,13 @@ def search(dialect: SqlDialect, scope: Scope, words: list[str], limit: int) -> O
     tokens = scope.tokens()
     if not tokens:
         return []
-    which, args = dialect.any_of("token", tokens, "text")
+    which, args = engine.any_of("token", tokens, "text")
     scope_ids = [int(r[0]) for r in (yield from rows(f"SELECT id FROM recall_scopes WHERE {which}", *args))]
     if not scope_ids:
         return []
     found: dict[str, Matches] = {}
     lexemes: dict[str, list[str]] = {}
-    if dialect.name == "postgres":
+    if engine.name == "postgres":
         lexemes = {str(r[0]): list(r[1]) for r in (yield from rows(POSTGRES_LEXEMES, words))}
         for word in words:
             found[word] = yield from _newest_pg(scope_ids, _tsquery(scope_ids, lexemes.get(word, [])))
@@ -135,12 +135,12 @@ def search(dialect: SqlDialect, scope: Scope, words: list[str], limit: int) -> O
     best = sorted(scores, key=lambda i: (scores[i], i), reverse=True)[:limit * CHECKED]
     for w, m in found.items():
         if older := [i for i in best if i < m.known_from and i not in known[w]]:
-            for i in (yield from _holding(dialect, scope_ids, older, w, lexemes)):
+            for i in (yield from _holding(engine, scope_ids, older, w, lexemes)):
                 scores[i] += weight[w]
     chosen = sorted(best, key=lambda i: (scores[i], i), reverse=True)[:limit]
     if not chosen:
         return []
-    ids_sql, ids_args = dialect.any_of("m.id", chosen, "bigint")
+    ids_sql, ids_args = engine.any_of("m.id", chosen, "bigint")
     where, where_args = scope.where("s.key")
     got = yield from rows(FOUND.format(ids=ids_sql, scope=where), *ids_args, *where_args)
     hits = [Hit(int(r[0]), int(r[1]), str(r[2]), float(r[3]), str(r[4]), str(r[5]), text_of(str(r[6])),
@@ -187,14 +187,14 @@ def _newest_pg(scope_ids: list[int], query: str) -> Op[Matches]:
     return Matches(sorted(found, reverse=True), known_from)
 
 
-def _holding(dialect: SqlDialect, scope_ids: list[int], ids: list[int], word: str,
+def _holding(engine: Engine, scope_ids: list[int], ids: list[int], word: str,
              lexemes: dict[str, list[str]]) -> Op[list[int]]:
     """Which of the messages ``ids`` hold ``word``."""
-    if dialect.name == "postgres":
-        which, args = dialect.any_of("message_id", ids, "bigint")
+    if engine.name == "postgres":
+        which, args = engine.any_of("message_id", ids, "bigint")
         got = yield from rows(POSTGRES_HAS.format(ids=which), *args, _tsquery(scope_ids, lexemes.get(word, [])))
     else:
-        which, args = dialect.any_of("rowid", ids, "bigint")
+        which, args = engine.any_of("rowid", ids, "bigint")
         got = yield from rows(SQLITE_HAS.format(ids=which), match_text([], word, scoped=False), *args)
     return [int(r[0]) for r in got]
 

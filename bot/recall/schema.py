@@ -9,7 +9,7 @@ Only the words of people and the assistant are indexed: the text parts of ``user
 (``RECALLED_OPEN``: memory put into a turn is memory's, not what anybody said).
 
 A message's text is read from its JSON parts by the database; PostgreSQL's JSON refuses an
-escaped NUL or lone surrogate (``SqlDialect.plain``), so such a message is indexed empty
+escaped NUL or lone surrogate (``Engine.plain``), so such a message is indexed empty
 rather than failing its turn's commit.
 """
 

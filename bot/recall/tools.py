@@ -56,7 +56,7 @@ class History:
         if not words:
             return [], words
         scope = scope_of(conversation, self._links)
-        return await self._store.read(search(self._store.dialect, scope, words, limit)), words
+        return await self._store.read(search(self._store.engine, scope, words, limit)), words
 
     async def answer(self, conversation: Conversation, query: str, limit: int = DEFAULT_RESULTS) -> str:
         hits, words = await self.find(conversation, query, limit)

@@ -1,5 +1,5 @@
 """Storage: the Store ports (``base``), their operations written once (``operations``, one
-module per port, on ``op``'s statements and ``dialect``'s spellings, ``migrations``), and two
+module per port, on ``op``'s statements and ``engine``'s spellings, ``migrations``), and two
 drivers: SQLite (``sqlite``) and PostgreSQL (``pg``).
 
 Open with ``async with SQLiteStore(path) as store`` or ``store = await open_store(path)``

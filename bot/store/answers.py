@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.messages import Answer, ChatType, Chunk, FileRef, Target
 from bot.store.base import AnswerState
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.inbound import MARK_ANSWERED, mark_answered
 from bot.store.op import Driven, Op, Row, execute, many, one, rows
 
@@ -44,7 +44,7 @@ def _shown(chunk: Chunk) -> int:
     return _AS_VOICE if chunk.voice else _AS_PHOTO if chunk.photo else _AS_FILE
 
 
-def undelivered_sql(d: SqlDialect) -> str:
+def undelivered_sql(d: Engine) -> str:
     """The answers not fully delivered, in the order they were stored."""
     return _UNDELIVERED.format(order=d.stored_order)
 
@@ -91,7 +91,7 @@ def insert_answer(answer: Answer) -> Op[None]:
     yield from many(INSERT_CHUNK, chunks)
 
 
-def with_chunks(d: SqlDialect, answer_rows: list[Row]) -> Op[list[Answer]]:
+def with_chunks(d: Engine, answer_rows: list[Row]) -> Op[list[Answer]]:
     """``answers`` rows (``undelivered_sql``'s columns) with their chunks, as ``Answer``s."""
     chunks: dict[str, list[Row]] = {}
     ids = [row[0] for row in answer_rows]
@@ -102,22 +102,22 @@ def with_chunks(d: SqlDialect, answer_rows: list[Row]) -> Op[list[Answer]]:
     return [answer_from(row, chunks.get(row[0], [])) for row in answer_rows]
 
 
-def undelivered(d: SqlDialect) -> Op[list[Answer]]:
+def undelivered(d: Engine) -> Op[list[Answer]]:
     return (yield from with_chunks(d, (yield from rows(undelivered_sql(d)))))
 
 
-def settle(d: SqlDialect, answer: Answer, now: float, *, given_up: bool) -> Op[None]:
+def settle(d: Engine, answer: Answer, now: float, *, given_up: bool) -> Op[None]:
     yield from execute(ANSWER_DONE, now, int(given_up), answer.id)
     yield from mark_answered(d, answer.inbound_ids, now)
 
 
-def sent_alone(d: SqlDialect, answer: Answer, index: int) -> bool:
-    """``chunk_sent`` is one statement: a chunk but the last, or the last where the dialect writes
+def sent_alone(d: Engine, answer: Answer, index: int) -> bool:
+    """``chunk_sent`` is one statement: a chunk but the last, or the last where the engine writes
     the chunk, the answer and its inbound messages in one (PostgreSQL)."""
     return index < len(answer.chunks) - 1 or (d.with_writes and bool(answer.inbound_ids))
 
 
-def chunk_sent(d: SqlDialect, answer: Answer, index: int, message_id: str | None, now: float) -> Op[None]:
+def chunk_sent(d: Engine, answer: Answer, index: int, message_id: str | None, now: float) -> Op[None]:
     last = index == len(answer.chunks) - 1
     if last and sent_alone(d, answer, index):
         where, ids = d.any_of("id", answer.inbound_ids, "bigint")
@@ -136,14 +136,14 @@ class AnswerOps(Driven):
         await self._write(insert_answer(answer))
 
     async def undelivered(self) -> list[Answer]:
-        return await self._read(undelivered(self.dialect))
+        return await self._read(undelivered(self.engine))
 
     async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
-        await self._write(chunk_sent(self.dialect, answer, index, message_id, time.time()),
-                          alone=sent_alone(self.dialect, answer, index))
+        await self._write(chunk_sent(self.engine, answer, index, message_id, time.time()),
+                          alone=sent_alone(self.engine, answer, index))
 
     async def give_up(self, answer: Answer) -> None:
-        await self._write(settle(self.dialect, answer, time.time(), given_up=True))
+        await self._write(settle(self.engine, answer, time.time(), given_up=True))
 
     async def answer_state(self, answer_id: str) -> AnswerState | None:
         return state_of(await self._read(one(ANSWER_STATE, answer_id)))

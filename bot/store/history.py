@@ -16,7 +16,7 @@ from typing import Any
 from bot.llm import Message, Role, parts_from_json, parts_to_json
 from bot.store.answers import INSERT_ANSWER, INSERT_CHUNK, answer_rows
 from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, Turn, UsageTotals, key_of
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.inbound import MARK_ANSWERED, mark_answered
 from bot.store.op import Driven, Op, Row, TurnGuard, execute, inserted, many, one, rows, value
 from bot.store.schedules import close
@@ -44,7 +44,7 @@ RECENT = (
     f" LEFT JOIN ({LAST_SUMMARY}) s ON m.id IS NULL OR m.id = (SELECT MAX(id) {_LIVE})"
     " ORDER BY m.id DESC"
 )
-LOCK_SESSION = "SELECT id FROM sessions WHERE id = ?"  # with the dialect's FOR UPDATE
+LOCK_SESSION = "SELECT id FROM sessions WHERE id = ?"  # with the engine's FOR UPDATE
 SUMMARY_THROUGH = "SELECT MAX(through_id) FROM summaries WHERE session_id = ?"
 INSERT_SUMMARY = (
     "INSERT INTO summaries (session_id, run_id, text, through_id, messages, tokens_before, tokens_after, created_at)"
@@ -124,7 +124,7 @@ def recent(session: Session, limit: int) -> Op[Recent]:
     return Recent(summary, messages, int(first[3]))
 
 
-def save_summary(d: SqlDialect, session: Session, s: Summary, now: float) -> Op[bool]:
+def save_summary(d: Engine, session: Session, s: Summary, now: float) -> Op[bool]:
     if d.for_update:  # one compaction of a session at a time (SQLite's writers take turns anyway)
         yield from execute(LOCK_SESSION + d.for_update, session.id)
     done = yield from value(SUMMARY_THROUGH, session.id)
@@ -136,7 +136,7 @@ def save_summary(d: SqlDialect, session: Session, s: Summary, now: float) -> Op[
     return True
 
 
-# the SQL types of each table's columns a turn writes, in order: one array per column (``SqlDialect.values``)
+# the SQL types of each table's columns a turn writes, in order: one array per column (``Engine.values``)
 _TYPES = {
     INSERT_MESSAGE: ("bigint", "text", "bigint", "text", "text", "float8"),
     INSERT_USAGE: ("bigint", "text", "text", "bigint", "bigint", "bigint", "bigint", "float8", "float8", "text"),
@@ -183,7 +183,7 @@ def turn_rows(turn: Turn, now: float) -> list[tuple[str, list[tuple[Any, ...]]]]
     return [(sql, found) for sql, found in parts if found]
 
 
-def one_statement(d: SqlDialect, turn: Turn, now: float, guard: TurnGuard | None) -> tuple[str, tuple[Any, ...]]:
+def one_statement(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) -> tuple[str, tuple[Any, ...]]:
     """A turn's rows (and its settled messages) as one statement of data-modifying WITH parts
     (``d.with_writes``): one round trip, atomic without BEGIN and COMMIT. With ``guard``, its parts
     come first, every write is made only if its ``held`` part has a row, and the statement selects
@@ -207,7 +207,7 @@ def one_statement(d: SqlDialect, turn: Turn, now: float, guard: TurnGuard | None
     return (f"WITH {body} {parts[-1]}" if body else parts[-1]), tuple(args)
 
 
-def append_turn(d: SqlDialect, turn: Turn, now: float, guard: TurnGuard | None) -> Op[None]:
+def append_turn(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) -> Op[None]:
     if d.with_writes and turn.closes is None:  # PostgreSQL: the turn and its guard in one statement
         sql, args = one_statement(d, turn, now, guard)
         if guard is None:
@@ -233,7 +233,7 @@ def append_turn(d: SqlDialect, turn: Turn, now: float, guard: TurnGuard | None) 
         yield from close(turn.closes, now)
 
 
-def with_spans(d: SqlDialect, trace_rows: list[Row]) -> Op[list[TraceRecord]]:
+def with_spans(d: Engine, trace_rows: list[Row]) -> Op[list[TraceRecord]]:
     """The traces of rows of ``_TRACE_COLUMNS``, in their order, each with its spans."""
     spans: dict[str, list[Span]] = {}
     runs = [row[0] for row in trace_rows]
@@ -248,13 +248,13 @@ def with_spans(d: SqlDialect, trace_rows: list[Row]) -> Op[list[TraceRecord]]:
             for row in trace_rows]
 
 
-def traces(d: SqlDialect, session_key: str | None, last: int) -> Op[list[TraceRecord]]:
+def traces(d: Engine, session_key: str | None, last: int) -> Op[list[TraceRecord]]:
     found = yield from (rows(LAST_TRACES, last) if session_key is None
                         else rows(LAST_SESSION_TRACES, session_key, last))
     return (yield from with_spans(d, found[::-1]))
 
 
-def trace(d: SqlDialect, run_id: str) -> Op[TraceRecord | None]:
+def trace(d: Engine, run_id: str) -> Op[TraceRecord | None]:
     found = yield from with_spans(d, (yield from rows(TRACE, run_id)))
     return found[0] if found else None
 
@@ -293,7 +293,7 @@ class HistoryOps(Driven):
         return None if found is None else Summary(*found)
 
     async def save_summary(self, session: Session, summary: Summary) -> bool:
-        saved = await self._write(save_summary(self.dialect, session, summary, time.time()))
+        saved = await self._write(save_summary(self.engine, session, summary, time.time()))
         log.info("session %s: summary through message %d %s", session.key, summary.through_id,
                  "saved" if saved else "not saved (a later one exists)")
         return saved
@@ -301,8 +301,8 @@ class HistoryOps(Driven):
     async def append_turn(self, turn: Turn) -> None:
         adds = bool(turn.messages or turn.inbound_ids or turn.answer is not None or turn.closes is not None)
         guard = self._turn_guard(turn) if adds else None
-        await self._write(append_turn(self.dialect, turn, time.time(), guard),
-                          alone=self.dialect.with_writes and turn.closes is None)  # one statement
+        await self._write(append_turn(self.engine, turn, time.time(), guard),
+                          alone=self.engine.with_writes and turn.closes is None)  # one statement
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, turn.run_id, len(turn.messages))
 
     async def usage(self, session: Session) -> UsageTotals:
@@ -322,4 +322,4 @@ class HistoryOps(Driven):
         return int(found[0]), float(found[1])
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
-        return await self._read(traces(self.dialect, session_key, last))
+        return await self._read(traces(self.engine, session_key, last))

@@ -18,7 +18,7 @@ from typing import Any
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.store.base import InboundRecord, SessionOf, key_of
 from bot.store.batch import GroupCommit
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.op import Driven, Op, Row, count, execute, inserted, rows
 
 log = logging.getLogger(__name__)
@@ -46,13 +46,13 @@ _AT_ONCE = 100  # rows (or ids) one statement takes: well under any SQLite's lim
 InboundRow = tuple[str, str, str, str, str, str, float]
 
 
-def not_owed(d: SqlDialect) -> str:
+def not_owed(d: Engine) -> str:
     """SQL: the inbound row ``i`` is owed no stored, undelivered answer."""
     owed = d.json_has.format(array="a.inbound_ids", number="i.id")
     return f"NOT EXISTS (SELECT 1 FROM answers a WHERE a.delivered_at IS NULL AND {owed})"
 
 
-def insert(d: SqlDialect, arrived: Sequence[InboundRow]) -> Op[list[int | None]]:
+def insert(d: Engine, arrived: Sequence[InboundRow]) -> Op[list[int | None]]:
     """A burst's rows; each one's id, None for a redelivery (the first of two equal keys in one
     burst gets the id, the second is a redelivery)."""
     if len(arrived) == 1:  # alone, as most are
@@ -65,13 +65,13 @@ def insert(d: SqlDialect, arrived: Sequence[InboundRow]) -> Op[list[int | None]]
     return [ids.pop(row[:4], None) for row in arrived]
 
 
-def mark_answered(d: SqlDialect, inbound_ids: Sequence[int], now: float) -> Op[None]:
+def mark_answered(d: Engine, inbound_ids: Sequence[int], now: float) -> Op[None]:
     for start in range(0, len(inbound_ids), _AT_ONCE):
         where, args = d.any_of("id", inbound_ids[start:start + _AT_ONCE], "bigint")
         yield from execute(MARK_ANSWERED.format(ids=where), now, *args)
 
 
-def unanswered(d: SqlDialect, now: float) -> Op[list[InboundRecord]]:
+def unanswered(d: Engine, now: float) -> Op[list[InboundRecord]]:
     yield from execute(PRUNE_FORGOTTEN, now - FORGOTTEN_KEPT)
     return [record_from(r) for r in (yield from rows(_UNANSWERED.format(not_owed=not_owed(d))))]
 
@@ -111,7 +111,7 @@ class InboundOps(Driven):
         return inbound_id
 
     async def _insert_inbound(self, arrived: list[InboundRow]) -> list[int | None]:
-        return await self._write(insert(self.dialect, arrived), alone=len(arrived) <= _AT_ONCE)  # one statement
+        return await self._write(insert(self.engine, arrived), alone=len(arrived) <= _AT_ONCE)  # one statement
 
     async def update_inbound(self, inbound_id: int, msg: InboundMessage) -> None:
         await self._write(execute(UPDATE_INBOUND, inbound_to_json(msg), inbound_id))
@@ -128,10 +128,10 @@ class InboundOps(Driven):
     async def mark_answered(self, inbound_ids: Iterable[int]) -> None:
         ids = list(inbound_ids)
         if ids:
-            await self._write(mark_answered(self.dialect, ids, time.time()))
+            await self._write(mark_answered(self.engine, ids, time.time()))
 
     async def unanswered(self) -> list[InboundRecord]:
-        return await self._write(unanswered(self.dialect, time.time()))
+        return await self._write(unanswered(self.engine, time.time()))
 
 
 def inbound_to_json(msg: InboundMessage) -> str:

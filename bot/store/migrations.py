@@ -1,8 +1,8 @@
 """Ordered, named schema migrations, written once for both stores, and applying them to SQLite.
 
 ``MIGRATIONS`` is append-only: never edit or reorder a migration that has shipped, add
-a new one at the end. Each is rendered for a dialect (``render``: its column types are
-tokens, and a migration may add what only one dialect runs); PostgreSQL applies them in
+a new one at the end. Each is rendered for a engine (``render``: its column types are
+tokens, and a migration may add what only one engine runs); PostgreSQL applies them in
 ``bot.store.pg.schema``. On SQLite, ``PRAGMA user_version`` holds how many have been applied
 and the ``migrations`` table records each one's name and when it ran. All pending migrations
 are applied in ONE transaction, so a database is either fully upgraded or untouched.
@@ -20,7 +20,7 @@ import time
 import aiosqlite
 
 from bot.errors import SchemaTooNewError, StoreCorruptError
-from bot.store.dialect import SQLITE
+from bot.store.engine import SQLITE
 from bot.store.schema_steps import Migration, render, split_statements
 
 __all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "SCHEMA_VERSION", "Migration", "apply", "render", "split_statements"]
@@ -176,7 +176,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TABLE chunks (
             answer_id  TEXT    NOT NULL REFERENCES answers (id),
             idx        INTEGER NOT NULL,
-            text       TEXT    NOT NULL,  -- rendered in the channel's dialect (a file's caption)
+            text       TEXT    NOT NULL,  -- rendered in the channel's engine (a file's caption)
             file_name  TEXT,
             file_data  {blob},
             message_id TEXT,

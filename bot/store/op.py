@@ -6,7 +6,7 @@ does no I/O and holds no connection, so one function serves both stores: the SQL
 runs the whole generator on the connection's thread, one hop per operation
 (``bot.store.sqlite``); the PostgreSQL driver runs it on a pooled connection, a write in one
 transaction, numbering the placeholders (``bot.store.pg.base``). What the two spell
-differently, an operation asks its ``SqlDialect`` (``bot.store.dialect``).
+differently, an operation asks its ``Engine`` (``bot.store.engine``).
 
     def title(session_id: int) -> Op[str | None]:
         found = yield from value("SELECT title FROM session_titles WHERE session_id = ?", session_id)
@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 
 if TYPE_CHECKING:
     from bot.store.base import Turn
@@ -126,11 +126,11 @@ def many(sql: str, rows: Sequence[Sequence[Any]]) -> Op[None]:
 
 
 class Driven:
-    """What the ports' operation mixins need of a driver: its dialect, a read, a write (one
+    """What the ports' operation mixins need of a driver: its engine, a read, a write (one
     transaction, run to its end even when its caller is cancelled), a task it holds, and the
     PostgreSQL driver's hooks for several instances (none on SQLite)."""
 
-    dialect: ClassVar[SqlDialect]
+    engine: ClassVar[Engine]
     _claimer: str | None = None  # who claims scheduled occurrences (PostgreSQL; "" alone); None: no such column
 
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:

@@ -1,6 +1,6 @@
 """Pairing codes and approved senders (the ``PairingStore`` port), written once for both stores.
 
-A request holds the dialect's lock on its origin (PostgreSQL: a transaction's advisory lock;
+A request holds the engine's lock on its origin (PostgreSQL: a transaction's advisory lock;
 SQLite's writers take turns anyway), so that instances handing out codes at the same moment
 still never pass ``max_pending`` for one origin.
 """
@@ -12,7 +12,7 @@ import logging
 from bot.errors import StoreError
 from bot.pairing import new_code, normalize_code
 from bot.store.base import ApprovedSender, PairingCode
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.op import Driven, Op, count, execute, one, rows, value
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ APPROVED_OF = ("SELECT platform, user_id, name, approved_at FROM approved_sender
 CODE_ATTEMPTS = 8  # collisions among 32^8 codes: never, in practice
 
 
-def request(d: SqlDialect, platform: str, user_id: str, name: str, now: float, ttl: float, max_pending: int,
+def request(d: Engine, platform: str, user_id: str, name: str, now: float, ttl: float, max_pending: int,
             origin: str) -> Op[PairingCode | None]:
     if d.xact_lock:
         yield from execute(d.xact_lock, f"pairing:{origin}")
@@ -79,7 +79,7 @@ class PairingOps(Driven):
         origin: str | None = None,
     ) -> PairingCode | None:
         where = platform if origin is None else origin
-        return await self._write(request(self.dialect, platform, user_id, name, now, ttl, max_pending, where))
+        return await self._write(request(self.engine, platform, user_id, name, now, ttl, max_pending, where))
 
     async def pending_pairings(self, now: float) -> list[PairingCode]:
         return [PairingCode(*r) for r in await self._read(rows(PENDING, now))]

@@ -22,7 +22,7 @@ from bot.messages import Answer, ChatType
 from bot.session_keys import parse_key
 from bot.store.answers import insert_answer
 from bot.store.base import Claim, Closing, Job, JobKind, JobState, Occurrence, RuleKind, When
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.op import Driven, Op, count, execute, inserted, one, rows, value
 
 OCCURRENCES_KEPT = 30 * 86400  # seconds a closed occurrence's row is kept (the claim key outlives any restart)
@@ -107,7 +107,7 @@ def job_from(v: Sequence[Any]) -> Job:
                tuple(people.split()))
 
 
-def add(d: SqlDialect, job: Job, max_per_person: int, now: float) -> Op[Job | None]:
+def add(d: Engine, job: Job, max_per_person: int, now: float) -> Op[Job | None]:
     if d.xact_lock:  # the cap, one request at a time
         yield from execute(d.xact_lock, job.person)
     if (yield from value(COUNT_OPEN, job.person)) >= max_per_person:
@@ -172,7 +172,7 @@ def close_with(closing: Closing, answer: Answer | None, now: float) -> Op[int | 
 
 class ScheduleOps(Driven):
     async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
-        return await self._write(add(self.dialect, job, max_per_person, time.time()))
+        return await self._write(add(self.engine, job, max_per_person, time.time()))
 
     async def job(self, job_id: int) -> Job | None:
         found = await self._read(one(ONE, job_id))

@@ -1,5 +1,5 @@
 """A migration, written once for both databases: its name, its SQL with type tokens, and how
-it is rendered for a dialect and split into statements.
+it is rendered for a engine and split into statements.
 
 The core's migrations are ``bot.store.migrations.MIGRATIONS`` (numbered, applied in order);
 a capability package's are in its spec (``CapabilitySpec.migrations``, named
@@ -14,16 +14,16 @@ import sqlite3
 from collections.abc import Generator, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 
 _TOKEN = re.compile(r"\{(\w+)\}")
 T = TypeVar("T")
 
 
 class Migration(NamedTuple):
-    """A named step of the schema: ``sql`` for both dialects, its column types written as tokens
-    (``{id}``, ``{real}``, ``{int8}``, ``{blob}``) that ``render`` spells in the dialect's words
-    (``SqlDialect.types``), then what only one of them runs (indexes and columns that only
+    """A named step of the schema: ``sql`` for both engines, its column types written as tokens
+    (``{id}``, ``{real}``, ``{int8}``, ``{blob}``) that ``render`` spells in the engine's words
+    (``Engine.types``), then what only one of them runs (indexes and columns that only
     several PostgreSQL instances use; what SQLite's history left)."""
 
     name: str
@@ -32,10 +32,10 @@ class Migration(NamedTuple):
     postgres: str = ""
 
 
-def render(migration: Migration, dialect: SqlDialect) -> str:
-    """The migration's SQL in ``dialect``: its own statements, then the dialect's."""
-    own = migration.sqlite if dialect.name == "sqlite" else migration.postgres
-    return _TOKEN.sub(lambda m: dialect.types.get(m.group(1), m.group(0)), f"{migration.sql}\n{own}")
+def render(migration: Migration, engine: Engine) -> str:
+    """The migration's SQL in ``engine``: its own statements, then the engine's."""
+    own = migration.sqlite if engine.name == "sqlite" else migration.postgres
+    return _TOKEN.sub(lambda m: engine.types.get(m.group(1), m.group(0)), f"{migration.sql}\n{own}")
 
 
 def split_statements(sql: str) -> list[str]:
@@ -66,7 +66,7 @@ class StepStore(Protocol):
     def where(self) -> str: ...
 
     @property
-    def dialect(self) -> SqlDialect:
+    def engine(self) -> Engine:
         """How the database spells what differs (an operation that must choose asks it)."""
         ...
 

@@ -31,7 +31,7 @@ import aiosqlite
 
 from bot.errors import StoreCorruptError, StoreError
 from bot.store import migrations
-from bot.store.dialect import SQLITE
+from bot.store.engine import SQLITE
 from bot.store.inbound import inbound_from_json, inbound_to_json  # re-exported
 from bot.store.op import Count, Fetch, Insert, Many, Op
 from bot.store.operations import Operations
@@ -52,7 +52,7 @@ class SQLiteStore(Operations):
     on a database that has a schema already (the core's, or a capability's on opening it), a
     copy is kept beside it (``backups``: the newest so many; 0: none; ``bot.store.upgrade``)."""
 
-    dialect = SQLITE
+    engine = SQLITE
 
     def __init__(self, path: str | os.PathLike[str], *, backups: int = 0) -> None:
         self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from bot.errors import SchemaTooNewError, StoreError
-from bot.store.dialect import SqlDialect
+from bot.store.engine import Engine
 from bot.store.op import Driven, Op, execute, rows
 from bot.store.schema_steps import Migration, render, split_statements
 
@@ -42,12 +42,12 @@ def pending(owner: str, steps: Sequence[Migration], applied: set[str], where: st
     return [m for m in steps if m.name not in applied]
 
 
-def _apply(owner: str, steps: Sequence[Migration], dialect: SqlDialect, where: str) -> Op[int]:
-    if dialect.xact_lock:  # two instances starting at once: one applies, the other then finds nothing to do
-        yield from execute(dialect.xact_lock, f"migrations:{owner}")
+def _apply(owner: str, steps: Sequence[Migration], engine: Engine, where: str) -> Op[int]:
+    if engine.xact_lock:  # two instances starting at once: one applies, the other then finds nothing to do
+        yield from execute(engine.xact_lock, f"migrations:{owner}")
     todo = pending(owner, steps, (yield from _applied(owner)), where)
     for step in todo:
-        for statement in split_statements(render(step, dialect)):
+        for statement in split_statements(render(step, engine)):
             yield from execute(statement)
         yield from execute("INSERT INTO capability_migrations (name, applied_at) VALUES (?, ?)", step.name, time.time())
     return len(todo)
@@ -77,7 +77,7 @@ class StepOps(Driven):
         if not pending(owner, steps, await self._read(_applied(owner)), self.where):
             return 0
         try:
-            return await self._write(_apply(owner, steps, self.dialect, self.where))
+            return await self._write(_apply(owner, steps, self.engine, self.where))
         except (SchemaTooNewError, StoreError):
             raise
         except Exception as exc:  # a role with data rights only; a statement the database refuses

@@ -8,7 +8,7 @@ import asyncpg
 
 from bot.messages import Answer
 from bot.store import answers as sql
-from bot.store.dialect import POSTGRES
+from bot.store.engine import POSTGRES
 from bot.store.pg.base import Connection, drive
 
 UNDELIVERED = sql.undelivered_sql(POSTGRES)

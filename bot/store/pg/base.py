@@ -21,7 +21,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
 from bot.store.base import LaneLost
-from bot.store.dialect import POSTGRES
+from bot.store.engine import POSTGRES
 from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
 from bot.store.pg import schema
 from bot.store.pg.sql import numbered, returning_id
@@ -47,7 +47,7 @@ def safe_url(url: str) -> str:
 class PgBase(Driven):
     """The pool and its lifecycle; subclasses add the ports."""
 
-    dialect = POSTGRES
+    engine = POSTGRES
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self._url = url

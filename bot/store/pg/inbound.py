@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from bot.store.base import InboundRecord
-from bot.store.dialect import POSTGRES
+from bot.store.engine import POSTGRES
 from bot.store.inbound import not_owed, record_from
 
 NOT_OWED = not_owed(POSTGRES)  # of the inbound row ``i``

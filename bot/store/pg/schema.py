@@ -12,7 +12,7 @@ line, to run ``chatgate migrate``.
 
 Types: ids are ``BIGINT`` identities (given explicitly by ``chatgate migrate``, then the
 sequences are moved past them), times ``DOUBLE PRECISION`` epoch seconds as in SQLite, flags
-``INTEGER`` 0/1 and JSON ``TEXT``, so rows map the same way in both dialects.
+``INTEGER`` 0/1 and JSON ``TEXT``, so rows map the same way in both engines.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
-from bot.store.dialect import POSTGRES
+from bot.store.engine import POSTGRES
 from bot.store.migrations import MIGRATIONS, MIGRATIONS_TABLE, render
 
 log = logging.getLogger(__name__)
