@@ -109,7 +109,7 @@ async def test_text_answer(harness: Harness) -> None:
     assert result.iterations == 1 and result.usage.input_tokens > 0 and result.cost > 0
     kinds = harness.kinds(result.run_id)
     assert kinds[0] == "run.started" and kinds[1] == "activity" and kinds[-1] == "run.completed"
-    assert "chunk" in kinds
+    assert "delta" in kinds
 
 
 async def test_one_tool_call_writes_into_the_workspace(harness: Harness) -> None:
@@ -179,7 +179,7 @@ async def test_final_answer_is_sanitized_and_no_reply_is_silent(harness: Harness
     harness.llm.script(Reply.text(answer, chunk_size=1))
     result = await harness.run("anything", chat_type=ChatType.GROUP)
     assert result.status is status and result.text == text
-    streamed = "".join(e.text for e in harness.events if e.kind is EventKind.CHUNK)
+    streamed = "".join(e.text for e in harness.events if e.kind is EventKind.DELTA)
     assert "NO" not in streamed.upper().replace("NOTHING", "")  # never flashed, even one char at a time
     history = await harness.store.history(await harness.store.session("agent:main:test:group:g1"))
     assert len(history) == 2  # the turn is kept even when silent

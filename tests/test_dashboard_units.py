@@ -365,7 +365,7 @@ async def test_the_board_wakes_its_watchers_once_per_interval_and_ignores_text()
         waiter = asyncio.ensure_future(board.changed(5))
         await asyncio.sleep(0)
         for _ in range(200):
-            await bus.emit(RunEvent(EventKind.CHUNK, "r1", conversation, "tok "))
+            await bus.emit(RunEvent(EventKind.DELTA, "r1", conversation, "tok "))
         assert not await board.changed(0.1)  # text alone changes nothing on the board
         await bus.emit(RunEvent(EventKind.STARTED, "r1", conversation))
         for i in range(50):

@@ -308,9 +308,9 @@ async def test_a_streamed_draft_pings_nobody(dc: FakeDiscord) -> None:
         mention(dc, guild.channel("general"), "ping them")
         [msg] = await inbox.wait(1)
         async with Progress(channel, Target.of(msg), "edit") as progress:
-            progress.feed(RunEvent(EventKind.CHUNK, "r1", Conversation.of_key("agent:main:discord:dm:1"), text="Hey @everyone, "))
+            progress.feed(RunEvent(EventKind.DELTA, "r1", Conversation.of_key("agent:main:discord:dm:1"), text="Hey @everyone, "))
             await eventually(lambda: dc.sent)
-            progress.feed(RunEvent(EventKind.CHUNK, "r1", Conversation.of_key("agent:main:discord:dm:1"), text=f"@here: ask <@{OTHER}> or <@&77>."))
+            progress.feed(RunEvent(EventKind.DELTA, "r1", Conversation.of_key("agent:main:discord:dm:1"), text=f"@here: ask <@{OTHER}> or <@&77>."))
             await eventually(lambda: dc.edits)
         [draft], [edit] = dc.sent, dc.edits
         assert edit.message_id == draft.message_id and edit.content.endswith(f"ask <@{OTHER}> or <@&77>.")

@@ -6,7 +6,7 @@ from bot.conversation import Conversation
 
 
 def event(i: int) -> RunEvent:
-    return RunEvent(EventKind.CHUNK, "r1", Conversation.of_key("agent:main:test:dm:1"), str(i))
+    return RunEvent(EventKind.DELTA, "r1", Conversation.of_key("agent:main:test:dm:1"), str(i))
 
 
 async def test_a_slow_subscriber_never_holds_up_the_emitter_or_the_others() -> None:

@@ -95,7 +95,7 @@ async def test_stop_closes_the_stream_and_keeps_history_valid(app: tuple[App, Re
     _, channel = app
     llm.script(Reply.text("a long answer " * 50, delay=0.05))
     await channel.inject(dm("tell me a story"))
-    await channel.wait_for_event("chunk")  # the answer is streaming
+    await channel.wait_for_event("delta")  # the answer is streaming
     await channel.inject(dm("/stop"))
     await asyncio.wait_for(llm.requests[0].disconnected.wait(), 1.0)
     await channel.wait_for_replies(1)

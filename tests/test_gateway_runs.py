@@ -197,7 +197,7 @@ async def test_stop_while_streaming(running: Running, llm: FakeLLM) -> None:
     _, channel = await running.start(OPEN)
     llm.script(Reply.text("word " * 200, delay=0.02))
     await channel.inject(tg_dm("hello"))
-    await channel.wait_for_event("chunk")
+    await channel.wait_for_event("delta")
     await stop_and_check(channel, llm)
     await asyncio.wait_for(llm.requests[0].disconnected.wait(), 1)
     await asyncio.sleep(0.2)

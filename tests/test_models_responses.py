@@ -63,7 +63,7 @@ async def test_stop_closes_the_responses_stream(tmp_path: Path, llm: FakeLLM) ->
         channel.watch(app.events)
         llm.script(Reply.text("x" * 400, chunk_size=1, delay=0.02))
         await channel.inject(msg("write a lot"))
-        await channel.wait_for_event("chunk")
+        await channel.wait_for_event("delta")
         started = time.monotonic()
         await channel.inject(msg("/stop"))
         await asyncio.wait_for(llm.requests[0].disconnected.wait(), 1.0)

@@ -11,7 +11,7 @@ import pytest
 from bot.conversation import Conversation
 from bot.llm import ToolCall, ToolResult
 from bot.tools import ToolContext, ToolRegistry, builtin_registry, memory
-from bot.tools.memory import Chunk, chunk_lines, rank, stem, tokenize
+from bot.tools.memory import Passage, passages_of, rank, stem, tokenize
 
 
 @pytest.mark.parametrize(("word", "expected"), [
@@ -26,30 +26,30 @@ def test_tokenize_drops_stop_words_and_keeps_digits() -> None:
     assert tokenize("The Meetings with Alice on 2026-11-23, at 9!") == ["meet", "alice", "2026", "11", "23", "9"]
 
 
-def test_chunks_are_paragraphs_with_their_heading_and_capped_windows() -> None:
+def test_passages_are_paragraphs_with_their_heading_and_capped_windows() -> None:
     lines = ["# Family", "Alice likes tea.", "", "## Work", "Deadline Friday", "", *[f"l{i}" for i in range(14)]]
-    chunks = chunk_lines("MEMORY.md", lines)
-    assert [(c.start, c.end) for c in chunks] == [(1, 2), (4, 5), (7, 18), (19, 20)]
-    assert chunks[0].text == "# Family\nAlice likes tea."
+    passages = passages_of("MEMORY.md", lines)
+    assert [(c.start, c.end) for c in passages] == [(1, 2), (4, 5), (7, 18), (19, 20)]
+    assert passages[0].text == "# Family\nAlice likes tea."
 
 
-def test_rank_prefers_rare_terms_and_dense_chunks() -> None:
-    chunks = [
-        Chunk("MEMORY.md", 1, 1, "project notes project notes project notes"),
-        Chunk("MEMORY.md", 3, 3, "Alice birthday is on May 4"),
-        Chunk("MEMORY.md", 5, 5, "project alice"),
-        Chunk("MEMORY.md", 7, 9, "a long paragraph about many other things, the weather, the garden, and alice once"),
+def test_rank_prefers_rare_terms_and_dense_passages() -> None:
+    passages = [
+        Passage("MEMORY.md", 1, 1, "project notes project notes project notes"),
+        Passage("MEMORY.md", 3, 3, "Alice birthday is on May 4"),
+        Passage("MEMORY.md", 5, 5, "project alice"),
+        Passage("MEMORY.md", 7, 9, "a long paragraph about many other things, the weather, the garden, and alice once"),
     ]
-    found = rank(chunks, "Alice's birthday", 3)
+    found = rank(passages, "Alice's birthday", 3)
     assert [c.start for _, c in found] == [3, 5, 7]
     assert found[0][0] > found[1][0] > found[2][0] > 0
-    assert rank(chunks, "the and of", 3) == [] and rank(chunks, "zebra", 3) == []
+    assert rank(passages, "the and of", 3) == [] and rank(passages, "zebra", 3) == []
 
 
 def test_rank_ties_go_to_newer_notes() -> None:
-    chunks = [Chunk("memory/2026-01-02.md", 1, 1, "dentist"), Chunk("MEMORY.md", 1, 1, "dentist"),
-              Chunk("memory/2026-03-01.md", 1, 1, "dentist"), Chunk("memory/misc.md", 1, 1, "dentist")]
-    assert [c.path for _, c in rank(chunks, "dentist", 4)] == [
+    passages = [Passage("memory/2026-01-02.md", 1, 1, "dentist"), Passage("MEMORY.md", 1, 1, "dentist"),
+              Passage("memory/2026-03-01.md", 1, 1, "dentist"), Passage("memory/misc.md", 1, 1, "dentist")]
+    assert [c.path for _, c in rank(passages, "dentist", 4)] == [
         "memory/2026-03-01.md", "memory/2026-01-02.md", "MEMORY.md", "memory/misc.md"]
 
 

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 class EventKind(StrEnum):
     STARTED = "run.started"
     ACTIVITY = "activity"
-    CHUNK = "chunk"
+    DELTA = "delta"  # a piece of the answer as the model streams it
     THINKING = "thinking"
     TOOL_CALL = "tool.call"
     TOOL_RESULT = "tool.result"
@@ -40,7 +40,7 @@ class RunEvent:
     kind: EventKind
     run_id: str
     conversation: Conversation
-    text: str = ""  # chunk or thinking text, activity phase, final answer, error sentence, tool preview
+    text: str = ""  # delta or thinking text, activity phase, final answer, error sentence, tool preview
     retry: RetryInfo | None = None
     usage: Usage | None = None
     tool: ToolCall | None = None  # tool.call and tool.result

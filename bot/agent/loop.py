@@ -334,7 +334,7 @@ class Agent:
                     if isinstance(event, TextDelta):
                         run.streamed.append(event.text)
                         if shown := holdback.feed(event.text):
-                            await self._emit(run.request, EventKind.CHUNK, shown)
+                            await self._emit(run.request, EventKind.DELTA, shown)
                     elif isinstance(event, ThinkingDelta):
                         await self._emit(run.request, EventKind.THINKING, event.text)
                     elif isinstance(event, Completed):
@@ -349,7 +349,7 @@ class Agent:
             raise
         assert completed is not None, "a provider stream ends with Completed"
         if rest := holdback.finish():
-            await self._emit(run.request, EventKind.CHUNK, rest)
+            await self._emit(run.request, EventKind.DELTA, rest)
         run.streamed = []
         model = completed.model or request.model
         run.trace.llm(model, started, completed.usage, route.cost(model, completed.usage),

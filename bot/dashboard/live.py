@@ -33,7 +33,7 @@ from bot.session_keys import parse_key
 
 INTERVAL = 0.1  # seconds: events within one interval are one update of the page
 _ENDS = frozenset({EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED})
-_QUIET = frozenset({EventKind.CHUNK, EventKind.THINKING})
+_QUIET = frozenset({EventKind.DELTA, EventKind.THINKING})
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,7 +91,7 @@ class Metrics:
         self._started: dict[str, float] = {}  # run id -> monotonic start, until its first text
         self._running: set[str] = set()
         self._handlers: dict[EventKind, Callable[[RunEvent], None]] = {
-            EventKind.STARTED: self._run_started, EventKind.CHUNK: self._chunk,
+            EventKind.STARTED: self._run_started, EventKind.DELTA: self._delta,
             EventKind.TOOL_RESULT: self._tool_result, EventKind.COMPLETED: self._run_ended,
             EventKind.FAILED: self._run_ended, EventKind.CANCELLED: self._run_ended,
         }
@@ -121,7 +121,7 @@ class Metrics:
         self._running.add(event.run_id)
         self.active.set(len(self._running))
 
-    def _chunk(self, event: RunEvent) -> None:
+    def _delta(self, event: RunEvent) -> None:
         began = self._started.pop(event.run_id, None)
         if began is not None:
             self.first_token.observe(time.monotonic() - began)

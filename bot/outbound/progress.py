@@ -83,7 +83,7 @@ class Progress:
             task.add_done_callback(self._noting.discard)
         if self._drafts is None:
             return
-        if event.kind is EventKind.CHUNK:
+        if event.kind is EventKind.DELTA:
             self._raw += event.text
             self._dirty.set()
         elif event.kind is EventKind.TOOL_CALL and self._streaming == "edit":

@@ -25,7 +25,7 @@ from bot.recall.embeddings import EmbeddingError, Embeddings
 from bot.recall.passages import Passage, WordIndex, cut, embedded_text, fuse
 from bot.store.op import Op, execute, many, rows
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.memory import MAX_MEMORY_FILE_BYTES, MAX_RESULTS, Chunk, memory_files, snippet
+from bot.tools.memory import MAX_MEMORY_FILE_BYTES, MAX_RESULTS, memory_files, snippet
 from bot.tools.paths import looks_binary, open_regular
 
 if TYPE_CHECKING:
@@ -264,5 +264,5 @@ def shown(found: Sequence[Found], query: str, note: str = "") -> str:
     if not found:
         return "\n".join(x for x in (f"Nothing in memory matches {query!r}.", note) if x)
     parts = [f"{f.passage.source} (by {f.how}){' under ' + repr(f.passage.heading) if f.passage.heading else ''}\n"
-             f"{snippet(Chunk(f.passage.path, f.passage.start, f.passage.end, f.passage.text))}" for f in found]
+             f"{snippet(f.passage)}" for f in found]
     return "\n\n".join([*parts, *([note] if note else [])])

@@ -2,13 +2,13 @@
 
 Memory is ``MEMORY.md`` (lasting facts) and the Markdown files under ``memory/`` (daily
 notes such as ``memory/2026-11-23.md``, which the memory flush writes). ``memory_search``
-cuts every file into chunks (a paragraph, a heading with its paragraph, at most
-``CHUNK_LINES`` lines), scores them against the query with BM25 over lightly stemmed
-words, and prints the best chunks with their line numbers; ``memory_get`` reads one
+cuts every file into passages (a paragraph, a heading with its paragraph, at most
+``PASSAGE_LINES`` lines), scores them against the query with BM25 over lightly stemmed
+words, and prints the best passages with their line numbers; ``memory_get`` reads one
 memory file, or a range of its lines, and nothing outside memory. A group's workspace is
 its own, so in a group these tools see the group's memory, never a member's.
 
-The ranking half is pure (``tokenize``, ``chunk_lines``, ``rank``) and tested with tables.
+The ranking half is pure (``tokenize``, ``passages_of``, ``rank``) and tested with tables.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.files import read_range
@@ -28,7 +29,7 @@ from bot.tools.paths import confined, human_size, inside, looks_binary, open_reg
 
 MEMORY_FILE = "MEMORY.md"
 MEMORY_DIR = "memory"
-CHUNK_LINES = 12  # a longer paragraph is cut into windows of this many lines
+PASSAGE_LINES = 12  # a longer paragraph is cut into windows of this many lines
 DEFAULT_RESULTS = 5
 MAX_RESULTS = 20
 SNIPPET_CHARS = 800  # of one result's text
@@ -68,7 +69,7 @@ def tokenize(text: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Chunk:
+class Passage:
     """Lines ``start``..``end`` (1-based, inclusive) of the memory file ``path``."""
 
     path: str
@@ -77,16 +78,16 @@ class Chunk:
     text: str
 
 
-def chunk_lines(path: str, lines: Sequence[str]) -> list[Chunk]:
+def passages_of(path: str, lines: Sequence[str]) -> list[Passage]:
     """Paragraphs (blank lines end them; a heading starts a new one and stays with the text
-    under it), cut into windows of at most ``CHUNK_LINES`` lines."""
-    chunks: list[Chunk] = []
+    under it), cut into windows of at most ``PASSAGE_LINES`` lines."""
+    passages: list[Passage] = []
     block: list[tuple[int, str]] = []
 
     def close() -> None:
-        for i in range(0, len(block), CHUNK_LINES):
-            window = block[i:i + CHUNK_LINES]
-            chunks.append(Chunk(path, window[0][0], window[-1][0], "\n".join(line for _, line in window)))
+        for i in range(0, len(block), PASSAGE_LINES):
+            window = block[i:i + PASSAGE_LINES]
+            passages.append(Passage(path, window[0][0], window[-1][0], "\n".join(line for _, line in window)))
         block.clear()
 
     for number, line in enumerate(lines, 1):
@@ -98,30 +99,30 @@ def chunk_lines(path: str, lines: Sequence[str]) -> list[Chunk]:
         else:
             block.append((number, line))
     close()
-    return chunks
+    return passages
 
 
-def rank(chunks: Sequence[Chunk], query: str, limit: int) -> list[tuple[float, Chunk]]:
-    """The ``limit`` best chunks for ``query`` by BM25, best first; ties go to newer files
+def rank(passages: Sequence[Passage], query: str, limit: int) -> list[tuple[float, Passage]]:
+    """The ``limit`` best passages for ``query`` by BM25, best first; ties go to newer files
     (``memory/2026-11-23.md`` before ``memory/2026-11-01.md``), then to earlier lines."""
     terms = set(tokenize(query))
-    if not terms or not chunks:
+    if not terms or not passages:
         return []
-    counts = [Counter(tokenize(c.text)) for c in chunks]
+    counts = [Counter(tokenize(c.text)) for c in passages]
     lengths = [sum(c.values()) for c in counts]
     average = (sum(lengths) / len(lengths)) or 1.0
-    total = len(chunks)
+    total = len(passages)
     idf = {t: math.log(1 + (total - df + 0.5) / (df + 0.5))
            for t in terms if (df := sum(1 for c in counts if t in c))}
-    scored: list[tuple[float, Chunk]] = []
-    for chunk, tf, length in zip(chunks, counts, lengths):
+    scored: list[tuple[float, Passage]] = []
+    for passage, tf, length in zip(passages, counts, lengths):
         score = 0.0
         for term, weight in idf.items():
             if f := tf.get(term):
                 score += weight * f * (BM25_K1 + 1) / (f + BM25_K1 * (1 - BM25_B + BM25_B * length / average))
         if score > 0:
-            scored.append((score, chunk))
-    order = {path: i for i, path in enumerate(sorted({c.path for c in chunks}, key=_recency))}
+            scored.append((score, passage))
+    order = {path: i for i, path in enumerate(sorted({c.path for c in passages}, key=_recency))}
     scored.sort(key=lambda sc: (-round(sc[0], 9), order[sc[1].path], sc[1].start))
     return scored[:limit]
 
@@ -134,11 +135,21 @@ def _recency(path: str) -> tuple[int, str]:
     return (1, "") if path == MEMORY_FILE else (2, path)
 
 
-def snippet(chunk: Chunk) -> str:
-    """The chunk's lines numbered like read_file, cut at ``SNIPPET_CHARS``."""
+class Lines(Protocol):
+    """Lines of a memory file from ``start`` (a ``Passage``, or recall's own with its heading)."""
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def snippet(passage: Lines) -> str:
+    """The passage's lines numbered like read_file, cut at ``SNIPPET_CHARS``."""
     out: list[str] = []
     used = 0
-    for number, line in enumerate(chunk.text.split("\n"), chunk.start):
+    for number, line in enumerate(passage.text.split("\n"), passage.start):
         if used + len(line) > SNIPPET_CHARS:
             out.append(f"{number:6}\t{line[:max(0, SNIPPET_CHARS - used)]}… [cut; memory_get shows the rest]")
             break
@@ -166,7 +177,7 @@ async def memory_search(ctx: ToolContext, query: str, max_results: int = DEFAULT
 
 
 def _search(root: Path, query: str, limit: int) -> str:
-    chunks: list[Chunk] = []
+    passages: list[Passage] = []
     skipped: list[str] = []
     files = list(memory_files(root))
     budget = MAX_MEMORY_BYTES
@@ -182,10 +193,10 @@ def _search(root: Path, query: str, limit: int) -> str:
         except OSError:
             continue
         if not looks_binary(data):
-            chunks.extend(chunk_lines(rel, data.decode("utf-8", errors="replace").splitlines()))
+            passages.extend(passages_of(rel, data.decode("utf-8", errors="replace").splitlines()))
     if not files:
         return "Memory is empty: there is no MEMORY.md and no memory/*.md yet."
-    found = rank(chunks, query, limit)
+    found = rank(passages, query, limit)
     notes = [f"[not searched (over {human_size(MAX_MEMORY_FILE_BYTES)} each or {human_size(MAX_MEMORY_BYTES)} in all): "
              f"{', '.join(skipped[:20])}{' ...' if len(skipped) > 20 else ''}]"] if skipped else []
     if not found:
