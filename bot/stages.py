@@ -1,7 +1,7 @@
 """What a capability may do to a message on its way in and to an answer on its way out, as the
-hubs see it: ``Hearing`` (a voice note or audio file heard before its turn: the intake's inbound
+hubs see it: ``Transcription`` (a voice note or audio file heard before its turn: the intake's inbound
 stage) and ``Speaking`` (an answer also owed as a voice note: the turn runner's). The media
-capability offers both (``bot.media``); the hubs know only these Protocols and ``Heard``.
+capability offers both (``bot.media``); the hubs know only these Protocols and ``Transcript``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class Heard:
+class Transcript:
     """A transcript (``refusal`` None), or the sentence the person gets instead."""
 
     text: str = ""
@@ -23,7 +23,7 @@ class Heard:
     seconds: float = 0.0
 
 
-class Hearing(Protocol):
+class Transcription(Protocol):
     """Audio in a message made text (``media.transcription``), within the caps and the minutes
     each person has; ``payers``: whose minutes (none for an owner)."""
 
@@ -48,7 +48,7 @@ class Hearing(Protocol):
         """The sentence for audio refused before it is downloaded; None to go on."""
         ...
 
-    async def hear(self, att: Attachment, data: bytes, payers: Sequence[str] = ()) -> Heard: ...
+    async def transcribe(self, att: Attachment, data: bytes, payers: Sequence[str] = ()) -> Transcript: ...
 
     def echo(self, said: str) -> str | None:
         """The line that shows the person what was heard, None when that is off."""
@@ -63,8 +63,8 @@ class Speaking(Protocol):
 
 
 @runtime_checkable
-class Hears(Protocol):
-    def hearing(self) -> Hearing | None:
+class Transcribes(Protocol):
+    def transcription(self) -> Transcription | None:
         """What hears audio in messages, None when transcription is off."""
         ...
 

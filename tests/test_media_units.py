@@ -1,5 +1,5 @@
 """The media pieces that are data in, data out: whether a transcript names the bot or says a
-command, how long an audio file plays, what the platforms' files become, the Listener's caps
+command, how long an audio file plays, what the platforms' files become, the MediaTranscription's caps
 and minutes with a scripted transcriber, and the per-person audio minutes."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from bot.commands import NAMES
 from bot.errors import ProviderUnavailableError
 from bot.limits import LimitSettings, PersonLimits
 from bot.media.audio_length import seconds_of
-from bot.media.hearing import NOT_HEARD, NOT_UNDERSTOOD, HearingSettings, Listener
+from bot.media.transcription import NOT_HEARD, NOT_UNDERSTOOD, TranscriptionSettings, MediaTranscription
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
 from bot.text.naming import addresses, spoken_command
 from tests.fakes.audio import ogg_opus
@@ -168,31 +168,31 @@ async def test_the_listener_hears_within_its_caps_and_counts_minutes_once_heard(
     minutes = Minutes()
     limits = PersonLimits(LimitSettings(messages_per_minute=None, audio_minutes_per_day=1), minutes)
     transcriber = Transcriber(Said("  hello   there "), ProviderUnavailableError("down"), Said(""), Said("x", 9.0))
-    listener = Listener(transcriber, HearingSettings("whisper-1", max_seconds=60, max_bytes=1000), limits)
-    heard = await listener.hear(note(), ogg_opus("hello", 20), ("t:1",))
+    transcription = MediaTranscription(transcriber, TranscriptionSettings("whisper-1", max_seconds=60, max_bytes=1000), limits)
+    heard = await transcription.transcribe(note(), ogg_opus("hello", 20), ("t:1",))
     assert (heard.text, heard.refusal, heard.seconds) == ("hello there", None, 20.0)
-    assert (await listener.hear(note(), ogg_opus("x", 5), ("t:1",))).refusal == NOT_UNDERSTOOD
-    assert (await listener.hear(note(), ogg_opus("x", 5), ("t:1",))).refusal == NOT_HEARD  # counted: it was heard
-    assert (await listener.hear(note(), b"mp3", ("t:1",))).seconds == 9.0  # what the endpoint billed
+    assert (await transcription.transcribe(note(), ogg_opus("x", 5), ("t:1",))).refusal == NOT_UNDERSTOOD
+    assert (await transcription.transcribe(note(), ogg_opus("x", 5), ("t:1",))).refusal == NOT_HEARD  # counted: it was heard
+    assert (await transcription.transcribe(note(), b"mp3", ("t:1",))).seconds == 9.0  # what the endpoint billed
     assert minutes.rows == [("t:1", 20.0), ("t:1", 5.0), ("t:1", 9.0)]
-    refused = await listener.hear(note(), ogg_opus("x", 30), ("t:1",))  # 26 s left today
+    refused = await transcription.transcribe(note(), ogg_opus("x", 30), ("t:1",))  # 26 s left today
     assert refused.refusal is not None and "26 s of audio you have left" in refused.refusal
-    assert (await listener.hear(note(duration=61), b"", ("t:1",))).refusal == \
+    assert (await transcription.transcribe(note(duration=61), b"", ("t:1",))).refusal == \
         "That voice message is 61 s long; I can take up to 60 s."
-    assert (await listener.hear(note(), b"x" * 1001, ())).refusal is not None  # bigger than max_bytes
+    assert (await transcription.transcribe(note(), b"x" * 1001, ())).refusal is not None  # bigger than max_bytes
     assert len(transcriber.calls) == 4  # refused ones were never sent
 
 
 def test_only_a_group_voice_note_without_a_caption_that_did_not_address_the_bot_may_name_it() -> None:
-    listener = Listener(Transcriber(), HearingSettings("m"))
+    transcription = MediaTranscription(Transcriber(), TranscriptionSettings("m"))
 
     def msg(chat_type: ChatType, text: str = "", addressed: bool = False, *atts: Attachment) -> InboundMessage:
         return InboundMessage("telegram", "b", "-1", chat_type, Sender("7"), text, "1", addressed,
                               attachments=atts or (note(),))
 
-    assert listener.may_address(msg(ChatType.GROUP))
-    assert not listener.may_address(msg(ChatType.GROUP, "a caption"))
-    assert not listener.may_address(msg(ChatType.GROUP, "", True))
-    assert not listener.may_address(msg(ChatType.DM))
+    assert transcription.may_address(msg(ChatType.GROUP))
+    assert not transcription.may_address(msg(ChatType.GROUP, "a caption"))
+    assert not transcription.may_address(msg(ChatType.GROUP, "", True))
+    assert not transcription.may_address(msg(ChatType.DM))
     heard = Attachment(AttachmentKind.VOICE, "v.ogg", transcript="said")
-    assert not listener.may_address(msg(ChatType.GROUP, "", False, heard))  # heard already (recovered)
+    assert not transcription.may_address(msg(ChatType.GROUP, "", False, heard))  # heard already (recovered)

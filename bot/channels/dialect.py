@@ -26,9 +26,7 @@ __all__ = ["HR", "PLAIN", "Atom", "Dialect", "DialectBase", "Mark", "PlainDialec
 HR = "———"  # a horizontal rule's line, where a dialect has no rule of its own
 
 
-class Mark(IntEnum):
-    """What an atom is to the splitter: text, or markup of one of three kinds."""
-
+class Mark(IntEnum):  # what an atom is to the splitter: text, or markup of one of three kinds
     TEXT = 0  # visible text
     OPEN = 1  # opens formatting; ``close`` is the markup that ends it at a cut
     CLOSE = 2  # closes the innermost open formatting with the same tag

@@ -1,4 +1,4 @@
-"""The intake: every channel's ``Inbox`` (``flow``: ``Intake``), its audio stage (``hearing``)
+"""The intake: every channel's ``Inbox`` (``flow``: ``Intake``), its audio stage (``transcribing``)
 and what it holds of a message while it is decided (``item``)."""
 
 from bot.intake.flow import Intake

@@ -50,14 +50,14 @@ from bot.capabilities.spec import Answers, DecidesHere, Presses, Reminds, Status
 from bot.channels import Channel, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, parse_command, status_text
 from bot.conversation import Conversation, conversation_for, person_of
-from bot.intake.hearing import HearingStage
 from bot.intake.item import IntakeSettings, Item
+from bot.intake.transcribing import TranscribingStage
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import Answer, ChatType, InboundMessage
 from bot.observe import Signal
 from bot.peers import Peers, Stopped
 from bot.routing.spec import model_line
-from bot.stages import Hearing
+from bot.stages import Transcription
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
 from bot.turns import BUSY, Turns, TurnStore
@@ -72,11 +72,11 @@ MAX_DOWNLOADS = 8  # files fetched at once (each session fetches its own in orde
 PRUNE_EVERY = 3600.0  # seconds between two prunings of stored group context
 
 
-class Intake(HearingStage):
+class Intake(TranscribingStage):
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
-                 hearing: Hearing | None = None,
+                 transcription: Transcription | None = None,
                  capabilities: Mapping[str, object] | None = None,
                  peers: Peers | None = None) -> None:
         self._store = store
@@ -88,7 +88,7 @@ class Intake(HearingStage):
         self._settings = settings
         self.limits = limits if limits is not None and limits.active else None
         self._agent = agent
-        self._listener = hearing
+        self._transcription = transcription
         self._capabilities = dict(capabilities or {})  # the running capabilities by name: their commands' hosts
         self._presses = [c for c in self._capabilities.values() if isinstance(c, Presses)]
         self._status_lines = [c for c in self._capabilities.values() if isinstance(c, StatusLines)]
@@ -186,8 +186,8 @@ class Intake(HearingStage):
                 self._room.release()
                 return
         heard: asyncio.Future[Item | None] | None = None
-        if self._listener is not None and self._listener.wants(item.msg):  # heard now, decided in its turn
-            heard = self._tasks.spawn(self._process(item, self._hear), f"hearing {item.inbound_id}")
+        if self._transcription is not None and self._transcription.wants(item.msg):  # heard now, decided in its turn
+            heard = self._tasks.spawn(self._process(item, self._audio_stage), f"transcribing {item.inbound_id}")
         if not self._turns.decide(item.conversation, lambda: self._step(item, heard)):
             self._room.release()
             if heard is not None:

@@ -16,19 +16,20 @@ from bot.command_spec import CommandCall, CommandSpec, Reply
 from bot.media.config import MediaConfig
 
 if TYPE_CHECKING:
-    from bot.media.hearing import Listener
     from bot.media.speaking import VoiceAnswers
+    from bot.media.transcription import MediaTranscription
 
 
 @dataclass(frozen=True, slots=True)
 class Media:
-    """The running capability: what hears (None: transcription off) and the voice answers."""
+    """The running capability: what transcribes incoming audio (None: transcription off) and
+    the voice answers."""
 
-    listener: Listener | None
+    incoming: MediaTranscription | None
     voice: VoiceAnswers
 
-    def hearing(self) -> Listener | None:
-        return self.listener
+    def transcription(self) -> MediaTranscription | None:
+        return self.incoming
 
     def speaking(self) -> VoiceAnswers | None:
         return self.voice if self.voice.available else None
@@ -40,8 +41,8 @@ async def _voice(media: Media, call: CommandCall) -> Reply:
 
 @asynccontextmanager
 async def open_media(core: Core) -> AsyncIterator[Media]:
-    from bot.media.hearing import HearingSettings, Listener
     from bot.media.speaking import SpeechSettings, VoiceAnswers
+    from bot.media.transcription import MediaTranscription, TranscriptionSettings
     from bot.providers import make_audio
 
     media = core.config.section("media", MediaConfig)
@@ -56,12 +57,12 @@ async def open_media(core: Core) -> AsyncIterator[Media]:
                 stack.push_async_callback(client.aclose)
                 clients[name] = client
         t, sp = media.transcription, media.speech
-        listener = None
+        transcription = None
         if "transcription" in clients:
-            listener = Listener(clients["transcription"], HearingSettings(
+            transcription = MediaTranscription(clients["transcription"], TranscriptionSettings(
                 t.model, t.max_seconds, int(t.max_mb * 1024 * 1024), media.echo_transcript), core.limits)
         speaker = clients.get("speech")
-        yield Media(listener, VoiceAnswers(core.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars)
+        yield Media(transcription, VoiceAnswers(core.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars)
                                            if speaker else None))
 
 

@@ -264,5 +264,5 @@ def shown(found: Sequence[Found], query: str, note: str = "") -> str:
     if not found:
         return "\n".join(x for x in (f"Nothing in memory matches {query!r}.", note) if x)
     parts = [f"{f.passage.source} (by {f.how}){' under ' + repr(f.passage.heading) if f.passage.heading else ''}\n"
-             f"{snippet(f.passage)}" for f in found]
+             f"{snippet(f.passage.start, f.passage.text)}" for f in found]
     return "\n\n".join([*parts, *([note] if note else [])])

@@ -21,7 +21,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.files import read_range
@@ -135,21 +134,11 @@ def _recency(path: str) -> tuple[int, str]:
     return (1, "") if path == MEMORY_FILE else (2, path)
 
 
-class Lines(Protocol):
-    """Lines of a memory file from ``start`` (a ``Passage``, or recall's own with its heading)."""
-
-    @property
-    def start(self) -> int: ...
-
-    @property
-    def text(self) -> str: ...
-
-
-def snippet(passage: Lines) -> str:
-    """The passage's lines numbered like read_file, cut at ``SNIPPET_CHARS``."""
+def snippet(start: int, text: str) -> str:
+    """Lines of a memory file from line ``start``, numbered like read_file, cut at ``SNIPPET_CHARS``."""
     out: list[str] = []
     used = 0
-    for number, line in enumerate(passage.text.split("\n"), passage.start):
+    for number, line in enumerate(text.split("\n"), start):
         if used + len(line) > SNIPPET_CHARS:
             out.append(f"{number:6}\t{line[:max(0, SNIPPET_CHARS - used)]}… [cut; memory_get shows the rest]")
             break
@@ -201,7 +190,7 @@ def _search(root: Path, query: str, limit: int) -> str:
              f"{', '.join(skipped[:20])}{' ...' if len(skipped) > 20 else ''}]"] if skipped else []
     if not found:
         return "\n".join([f"Nothing in memory matches {query!r} ({len(files)} files searched).", *notes])
-    parts = [f"{c.path}:{c.start}-{c.end} (score {score:.2f})\n{snippet(c)}" for score, c in found]
+    parts = [f"{c.path}:{c.start}-{c.end} (score {score:.2f})\n{snippet(c.start, c.text)}" for score, c in found]
     return "\n\n".join([*parts, *notes])
 
 

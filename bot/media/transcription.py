@@ -1,6 +1,6 @@
 """A voice note or audio file -> its transcript, within the caps and the person's minutes.
 
-``Listener.hear`` takes the bytes the intake fetched (the file stays in the workspace's
+``MediaTranscription.hear`` takes the bytes the intake fetched (the file stays in the workspace's
 inbox) and returns the transcript, or the one sentence the person gets instead: the file is
 too long or too big (``max_seconds``, ``max_mb``), today's minutes are used up
 (``limits.audio_minutes_per_day``), the endpoint failed, or it heard nothing. Nothing is
@@ -23,9 +23,10 @@ from typing import Protocol
 from bot.errors import ProviderError
 from bot.limits import PersonLimits
 from bot.media.audio_length import longest_seconds, seconds_of
-from bot.stages import Heard
+from bot.stages import Transcript
 
-__all__ = ["NOT_HEARD", "NOT_UNDERSTOOD", "Heard", "HearingSettings", "Listener", "Transcriber", "echo_line"]
+__all__ = ["NOT_HEARD", "NOT_UNDERSTOOD", "MediaTranscription", "Transcriber", "Transcript", "TranscriptionSettings",
+           "echo_line"]
 from bot.messages import Attachment, ChatType, InboundMessage
 
 log = logging.getLogger(__name__)
@@ -51,19 +52,20 @@ class Transcriber(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class HearingSettings:
+class TranscriptionSettings:
     model: str
     max_seconds: int = 600
     max_bytes: int = 20 * 1024 * 1024
     echo: bool = False  # show the person what was heard before the answer
 
 
-class Listener:
-    """The media capability's ``Hearing`` (``bot.stages``)."""
+class MediaTranscription:
+    """The media capability's ``Transcription`` (``bot.stages``)."""
 
     nothing_heard = NOT_HEARD
 
-    def __init__(self, transcriber: Transcriber, settings: HearingSettings, limits: PersonLimits | None = None) -> None:
+    def __init__(self, transcriber: Transcriber, settings: TranscriptionSettings,
+                 limits: PersonLimits | None = None) -> None:
         self._transcriber = transcriber
         self.settings = settings
         self._limits = limits if limits is not None and limits.settings.audio_minutes_per_day is not None else None
@@ -108,29 +110,29 @@ class Listener:
                 return over.text
         return None
 
-    async def hear(self, att: Attachment, data: bytes, payers: Sequence[str] = ()) -> Heard:
+    async def transcribe(self, att: Attachment, data: bytes, payers: Sequence[str] = ()) -> Transcript:
         """The transcript of ``att`` (``data`` its bytes), counted against ``payers``' minutes
         (none for an owner)."""
         if (refusal := self.too_big(att)) is not None:
-            return Heard(refusal=refusal)
+            return Transcript(refusal=refusal)
         if len(data) > self.settings.max_bytes:
-            return Heard(refusal=self.too_big(Attachment(att.kind, att.name, size=len(data))))
+            return Transcript(refusal=self.too_big(Attachment(att.kind, att.name, size=len(data))))
         measured = await asyncio.to_thread(seconds_of, data)  # a long Ogg file is many pages to walk
         bound = longest_seconds(len(data)) if measured is None else None  # a format that cannot be read
         length = max(n for n in (att.duration, measured, bound, 0.0) if n is not None)
         if length > self.settings.max_seconds:
             if bound is not None and bound >= length:
-                return Heard(refusal=self._unmeasured(len(data), bound))
-            return Heard(refusal=self.too_big(Attachment(att.kind, att.name, duration=length)))
+                return Transcript(refusal=self._unmeasured(len(data), bound))
+            return Transcript(refusal=self.too_big(Attachment(att.kind, att.name, duration=length)))
         if self._limits is not None and payers:
             over = await self._limits.check_audio(payers, length)
             if over is not None:
-                return Heard(refusal=over.text)
+                return Transcript(refusal=over.text)
         try:
             result = await self._transcriber.transcribe(data, att.name, att.mime_type, model=self.settings.model)
         except ProviderError as exc:
             log.warning("transcription of %s failed: %s", att.name, exc)
-            return Heard(refusal=NOT_UNDERSTOOD)
+            return Transcript(refusal=NOT_UNDERSTOOD)
         # the largest of what the platform, the file and the endpoint say; the size bound only
         # when neither the file nor the endpoint said
         told = [n for n in (measured, result.seconds) if n is not None]
@@ -140,8 +142,8 @@ class Listener:
         text = " ".join(result.text.split())
         if not text:
             log.info("transcription of %s was empty (%.1f s of audio)", att.name, seconds)
-            return Heard(refusal=NOT_HEARD, seconds=seconds)
-        return Heard(text, seconds=seconds)
+            return Transcript(refusal=NOT_HEARD, seconds=seconds)
+        return Transcript(text, seconds=seconds)
 
     def _unmeasured(self, size: int, bound: float) -> str:
         return (f"I cannot tell how long that audio is from its format, and at {size / 1048576:.1f} MB it may play "
