@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, SecretStr, create_model
+from pydantic import BaseModel, Field, SecretStr, create_model
 
 from bot.capabilities import registry as capabilities
 from bot.channels import registry
@@ -53,7 +53,9 @@ else:
 class _Config(CoreConfig):
     """The config file's model but for the capabilities' sections (``Config`` adds them)."""
 
-    channels: ChannelsConfig = ChannelsConfig()
+    channels: ChannelsConfig = Field(default=ChannelsConfig(), description="who may talk to the bot is set per "
+        "platform with the same keys: dm_policy, allow_from, group_policy, the allowed groups, require_mention, "
+        "owners")
 
     def capability_sections(self) -> dict[str, CapabilitySection]:
         """Each registered capability's section that has one, by the capability's name."""

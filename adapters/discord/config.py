@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from bot.channels import ChannelConfig, Float, GroupConfig, Int, Secret, Url, secret
@@ -41,23 +41,34 @@ Entry = Annotated[GroupConfig, BeforeValidator(
 
 
 class DiscordConfig(ChannelConfig):
+    model_config = ConfigDict(json_schema_extra={"descriptions": {
+        "allow_from": "user ids, numbers (Developer Mode > Copy User ID), quoted",
+        "group_policy": "allowlist: only the guilds and channels below | open | disabled",
+        "require_mention": "false needs the Message Content intent (Bot page on the portal)"}})
+
     user_id_pattern: ClassVar[str] = r"[0-9]{1,21}"  # snowflakes
     user_id_hint: ClassVar[str] = ("Discord user ids are numbers such as 80351110224678912 "
                                    "(Developer Mode, then Copy User ID), not names")
 
-    token: Secret = secret("DISCORD_BOT_TOKEN")
-    api_base: Url = API_BASE  # discord.py's REST route base, version included; a proxy or a test server
-    gateway_url: WsUrl = GATEWAY_URL  # the gateway discord.py connects (and resumes) to
-    guilds: tuple[Id, ...] = ()  # guild (server) ids whose every channel is allowed; "*" for all
-    channels: tuple[Entry, ...] = ()  # single channels (their threads and forum posts included), with tool rules
-    streaming: Literal["off", "edit"] = "off"
-    # Several instances: the bot's gateway split in shard_count shards (a guild's events on shard
-    # (guild id >> 22) % shard_count, DMs on shard 0); this instance runs the ids in shards, or,
-    # without shards, each shard whose lease it can hold (one instance alone runs them all)
-    shard_count: Annotated[Int, Field(ge=1, le=4096)] | None = None
-    shards: tuple[Annotated[Int, Field(ge=0)], ...] | None = None
-    allow_bots: bool = False  # answer other bots and webhooks (the core's loop guard still applies)
-    max_download_mb: Annotated[Float, Field(gt=0, le=500)] = 25.0
+    token: Secret = secret("DISCORD_BOT_TOKEN", description="required when enabled; Developer Portal > Bot > Reset "
+        "Token")
+    api_base: Url = Field(default=API_BASE, description="REST base with the API version; a proxy if you use one")
+    gateway_url: WsUrl = Field(default=GATEWAY_URL, description="the gateway (ws:// or wss://); resumes go here too")
+    guilds: tuple[Id, ...] = Field(default=(), description="server ids whose every channel is allowed, or [\"*\"]")
+    channels: tuple[Entry, ...] = Field(default=(), description="single channel ids; a thread or forum post follows "
+        "its parent; an entry may be {id: \"...\", tools: {allow: [...], deny: [...]}}")
+    streaming: Literal["off", "edit"] = Field(default="off", description="off | edit: one message edited (at most "
+        "once a second) as it is written")
+    shard_count: Annotated[Int, Field(ge=1, le=4096)] | None = Field(default=None, examples=[2], description="several "
+        "instances: the gateway in this many shards (a guild's events on shard (guild id >> 22) % shard_count, DMs "
+        "on shard 0)")
+    shards: tuple[Annotated[Int, Field(ge=0)], ...] | None = Field(default=None, examples=[[0]], description="the "
+        "shard ids this instance runs; left out: each shard whose lease it can hold (taken over when its instance "
+        "dies)")
+    allow_bots: bool = Field(default=False, description="answer other bots and webhooks (loop guard: 20 "
+        "exchanges/min per chat)")
+    max_download_mb: Annotated[Float, Field(gt=0, le=500)] = Field(default=25.0, description="larger attachments "
+        "are refused")
     # Derived, not a key: the channel has already applied guilds/channels (see the module doc).
     groups: tuple[GroupConfig, ...] = Field(default=(), exclude=True)
 

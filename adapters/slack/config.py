@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 from adapters.slack import commands
 from bot.channels import ChannelConfig, Float, Groups, Int, Secret, Section, Url, secret
@@ -14,32 +14,53 @@ from bot.channels import ChannelConfig, Float, Groups, Int, Secret, Section, Url
 class SlackHttp(Section):
     """Where the Events API (``mode: http``) posts: Slack's Request URL is https://<host><path>."""
 
-    listen: str = "0.0.0.0"
-    port: Annotated[Int, Field(ge=0, le=65535)] = 3000  # 0 picks a free port (tests)
-    path: str = "/slack/events"
+    listen: str = Field(default="0.0.0.0", description="address and port the bot's HTTP server binds")
+    port: Annotated[Int, Field(ge=0, le=65535)] = Field(default=3000, description="(put a TLS proxy in front: Slack "
+        "posts to https only)")
+    path: str = Field(default="/slack/events", description="Slack's Request URL is https://<your host><path>")
 
 
 class SlackConfig(ChannelConfig):
     """``channels.slack``. Slack calls group chats channels: the allowed ones are listed under
     ``channels`` (read by the core's access code as ``groups``; ``"*"`` allows every channel)."""
 
+    model_config = ConfigDict(json_schema_extra={"descriptions": {
+        "allow_from": "member ids (U…); a bot's user id here lets that bot talk to chatgate (with the bot-loop guard)",
+        "group_policy": "allowlist: only the channels below | open | disabled",
+        "require_mention": "in channels, answer only when mentioned (or in a followed thread)",
+        "owners": "member ids (U…) that may use admin commands (/stopall), get tools.owners_only tools, and are "
+                  "exempt from limits"}})
+
     user_id_pattern: ClassVar[str] = r"[UW][A-Z0-9]{2,}"
     user_id_hint: ClassVar[str] = ("Slack member ids look like U012AB3CDE (profile > ⋮ > Copy member ID), "
                                    "not @names")
 
-    mode: Literal["socket", "http"] = "socket"
-    bot_token: Secret = secret("SLACK_BOT_TOKEN")  # xoxb-…
-    app_token: Secret = secret("SLACK_APP_TOKEN")  # xapp-…, Socket Mode only
-    signing_secret: Secret = secret("SLACK_SIGNING_SECRET")  # HTTP mode only
-    http: SlackHttp = SlackHttp()
-    base_url: Url = "https://slack.com/api/"
-    groups: Groups = Field(default=(), alias="channels")  # the core's allowed groups, under Slack's name
-    reply_in_thread: bool = True
-    thread_participation: bool = True  # follow-ups in a thread the bot answered in (24 h) count as addressed
-    streaming: Literal["native", "edit", "off"] = "native"
-    command: Annotated[str, AfterValidator(commands.bare)] = commands.APP_COMMAND  # /chatgate <command> [args]
-    command_prefix: str = ""  # the commands of their own become /<prefix>stop ... when a workspace has /stop taken
-    max_download_mb: Annotated[Float, Field(gt=0, le=1000)] = 20.0
+    mode: Literal["socket", "http"] = Field(default="socket", description="socket (Socket Mode: no public URL) | "
+        "http (Events API)")
+    bot_token: Secret = secret("SLACK_BOT_TOKEN", description="required when enabled: the Bot User OAuth Token, "
+        "xoxb-…")
+    app_token: Secret = secret("SLACK_APP_TOKEN", description="required for mode: socket: app-level token (xapp-…, "
+        "connections:write)")
+    signing_secret: Secret = secret("SLACK_SIGNING_SECRET", description="required for mode: http: every request's "
+        "signature and timestamp are checked with it")
+    http: SlackHttp = Field(default=SlackHttp(), description="used when mode: http")
+    base_url: Url = Field(default="https://slack.com/api/", description="the Web API root (Socket Mode connects "
+        "through it too)")
+    groups: Groups = Field(default=(), alias="channels", description="channel ids (C…, G…) the bot answers in, or "
+        "[\"*\"]")
+    reply_in_thread: bool = Field(default=True, description="in channels, answer in a thread under the message that "
+        "asked")
+    thread_participation: bool = Field(default=True, description="after answering in a thread, follow-ups there "
+        "need no mention for 24 h")
+    streaming: Literal["native", "edit", "off"] = Field(default="native", description="native (Slack's streaming "
+        "messages) | edit (one message edited at most once a second, with a Stop button) | off")
+    command: Annotated[str, AfterValidator(commands.bare)] = Field(default=commands.APP_COMMAND, description="the "
+        "app command carrying every command: /chatgate status, /chatgate help, /chatgate stop … (Slack keeps "
+        "/status and /help for itself); another name for a second chatgate app in the same workspace (a leading "
+        "slash is optional)")
+    command_prefix: str = Field(default="", description="e.g. \"cg-\": /cg-stop /cg-new … instead of /stop /new …")
+    max_download_mb: Annotated[Float, Field(gt=0, le=1000)] = Field(default=20.0, description="larger files users "
+        "share are refused")
 
     def required_secrets(self) -> tuple[str, ...]:
         """The secrets this mode needs (the core's loader asks when the channel is enabled)."""

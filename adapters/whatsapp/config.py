@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
 from bot.channels import ChannelConfig, Float, Secret, Section, Url, secret
 from bot.errors import ConfigError
@@ -37,8 +37,9 @@ def _digits(value: Any) -> Any:
 class WhatsAppWebhook(Section):
     """Where Meta posts: the app's Callback URL is https://<host><path>."""
 
-    bind: Annotated[str, AfterValidator(_bind)] = "0.0.0.0:8080"  # port 0 picks a free one (tests)
-    path: str = "/whatsapp"
+    bind: Annotated[str, AfterValidator(_bind)] = Field(default="0.0.0.0:8080", description="host:port the webhook "
+        "listens on (put TLS in front)")
+    path: str = Field(default="/whatsapp", description="Meta's Callback URL is https://<your host><path>")
 
     @property
     def host(self) -> str:
@@ -56,8 +57,8 @@ def _template(value: Any) -> Any:
 class Template(Section):
     """An approved message template with one body variable ({{1}}: the message's text)."""
 
-    name: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,512}$")]  # the approved template's name
-    language: str = "en"  # the language code it was approved in
+    name: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,512}$")] = Field(description="the approved template's name")
+    language: str = Field(default="en", description="the language code it was approved in")
 
 
 TemplateRef = Annotated[Template | None, BeforeValidator(_template)]
@@ -66,28 +67,46 @@ TemplateRef = Annotated[Template | None, BeforeValidator(_template)]
 class WhatsAppTemplates(Section):
     """What goes out instead of a scheduled message due outside the 24-hour window."""
 
-    reminder: TemplateRef = None
-    task: TemplateRef = None
+    reminder: TemplateRef = Field(default=None, description="a reminder's, e.g. chatgate_reminder or {name: "
+        "chatgate_reminder, language: de}")
+    task: TemplateRef = Field(default=None, description="a scheduled task's, e.g. {name: chatgate_task, language: en}")
 
 
 class WhatsAppConfig(ChannelConfig):
     """``channels.whatsapp``. WhatsApp ids are phone numbers in E.164 without the ``+``, as the
     API gives them (``allow_from: ["491701234567"]``). DMs only: the Cloud API has no groups here."""
 
+    model_config = ConfigDict(json_schema_extra={
+        "description": "the official WhatsApp Business Cloud API (DMs only)", "descriptions": {
+        "group_policy": "not used: WhatsApp here is DMs only",
+        "groups": "must stay empty (the Cloud API offers no groups here)",
+        "require_mention": "not used (DMs only)",
+        "allow_from": 'phone numbers with the country code, no + or spaces: ["491701234567"]',
+        "owners": "phone numbers (as allow_from) that may use admin commands, get tools.owners_only tools, and are "
+                  "exempt from limits"}})
+
     user_id_pattern: ClassVar[str] = r"[1-9][0-9]{6,14}"
     user_id_hint: ClassVar[str] = ("WhatsApp ids are phone numbers with the country code and without + or "
                                    "spaces, such as 491701234567")
 
-    phone_number_id: Annotated[str, BeforeValidator(_digits)] = ""
-    access_token: Secret = secret("WHATSAPP_ACCESS_TOKEN")
-    app_secret: Secret = secret("WHATSAPP_APP_SECRET")
-    verify_token: Secret = secret("WHATSAPP_VERIFY_TOKEN")
-    api_version: Annotated[str, AfterValidator(_version)] = "v23.0"
-    base_url: Url = OFFICIAL_API
-    webhook: WhatsAppWebhook = WhatsAppWebhook()
-    templates: WhatsAppTemplates = WhatsAppTemplates()
-    streaming: Literal["off"] = "off"  # WhatsApp cannot edit a message: an answer is sent when it is done
-    max_download_mb: Annotated[Float, Field(gt=0, le=100)] = 20.0  # documents: up to 100 MB on WhatsApp
+    phone_number_id: Annotated[str, BeforeValidator(_digits)] = Field(default="", description="required when "
+        "enabled: WhatsApp Manager > API Setup > Phone number ID (not the phone number)")
+    access_token: Secret = secret("WHATSAPP_ACCESS_TOKEN", description="a system user's token with "
+        "whatsapp_business_messaging")
+    app_secret: Secret = secret("WHATSAPP_APP_SECRET", description="App settings > Basic: every webhook post's "
+        "X-Hub-Signature-256 is checked with it")
+    verify_token: Secret = secret("WHATSAPP_VERIFY_TOKEN", description="any secret; typed into Meta's webhook setup "
+        "too")
+    api_version: Annotated[str, AfterValidator(_version)] = Field(default="v23.0", description="the Graph API version")
+    base_url: Url = Field(default=OFFICIAL_API, description="the Graph API root")
+    webhook: WhatsAppWebhook = Field(default=WhatsAppWebhook(), description="where Meta posts the messages and "
+        "statuses")
+    templates: WhatsAppTemplates = Field(default=WhatsAppTemplates(), description="approved templates with one body "
+        "variable {{1}}, for what is due outside the 24-hour window; null: not sent then (⚠ warns)")
+    streaming: Literal["off"] = Field(default="off", description="WhatsApp cannot edit a message: an answer is sent "
+        "when done")
+    max_download_mb: Annotated[Float, Field(gt=0, le=100)] = Field(default=20.0, description="larger files people "
+        "send are refused (at most 100)")
 
     def required_secrets(self) -> tuple[str, ...]:
         if not self.phone_number_id:

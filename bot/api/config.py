@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from bot.config import CapabilitySection
 from bot.config.dashboard import is_loopback, parse_bind
@@ -40,13 +40,19 @@ class ApiConfig(CapabilitySection):
     """The OpenAI-compatible API (``bot.api``): ``/v1/models``, ``/v1/chat/completions`` and
     ``/v1/responses`` for the people who hold a key (``chatgate api key create``)."""
 
-    enabled: bool = False
-    bind: str = DEFAULT_API_BIND  # host:port; loopback only unless allow_remote
-    allow_remote: bool = False  # a non-loopback bind, then only with TLS or behind_proxy
-    tls_cert: Path | None = None  # PEM certificate chain and key: the API serves https
-    tls_key: Path | None = None
-    behind_proxy: bool = False  # a TLS proxy in front (it terminates https)
-    max_request_kb: int = 1024  # the largest request body taken, in KiB
+    model_config = ConfigDict(json_schema_extra={"description": "the OpenAI-compatible API: docs/guide/api.md"})
+
+    enabled: bool = Field(default=False, description="true: `chatgate run` serves /v1/models, /v1/chat/completions "
+        "and /v1/responses to the holders of a key (chatgate api key create)")
+    bind: str = Field(default=DEFAULT_API_BIND, description="host:port; this machine only unless allow_remote")
+    allow_remote: bool = Field(default=False, description="a non-loopback bind: needs tls_cert + tls_key, or "
+        "behind_proxy")
+    tls_cert: Path | None = Field(default=None, description="PEM certificate (chain), e.g. /etc/chatgate/cert.pem: "
+        "https")
+    tls_key: Path | None = Field(default=None, description="the certificate's private key (PEM), e.g. "
+        "/etc/chatgate/key.pem")
+    behind_proxy: bool = Field(default=False, description="a TLS proxy in front (it terminates https)")
+    max_request_kb: int = Field(default=1024, description="the largest request body taken, in KiB")
 
     @model_validator(mode="after")
     def _safe_to_serve(self) -> ApiConfig:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from bot.config.types import CapabilitySection, Float, Int
 from bot.tools.sandbox import ExecSettings
@@ -17,15 +17,26 @@ Profile = Literal["session", "per-person"]
 class BrowserConfig(CapabilitySection):
     """Off by default. Chromium runs in the exec sandbox's world, bounded by ``tools.exec.limits``."""
 
-    enabled: bool = False
-    executable: Path = Path("/usr/bin/chromium")  # Debian's chromium; never a browser download
-    allow_private: bool = False  # lift the address fence (a homelab's own pages)
-    profile: Profile = "session"  # per-person: a person's cookies kept in their workspace (.browser/)
-    max_pages: Annotated[Int, Field(ge=1, le=50)] = 4  # open pages (tabs) per session
-    max_sessions: Annotated[Int, Field(ge=1, le=64)] = 4  # browsers at once (one per session)
-    idle_timeout: Annotated[Float, Field(gt=0)] = 300.0  # seconds before an unused browser is closed
-    action_timeout: Annotated[Float, Field(gt=0, le=600)] = 30.0  # seconds for one action
-    snapshot_chars: Annotated[Int, Field(ge=1000, le=200_000)] = 12_000  # of one page snapshot
+    model_config = ConfigDict(json_schema_extra={"description": (
+        "a real browser (JavaScript, clicks, forms): docs/guide/browser.md")})
+
+    enabled: bool = Field(default=False, description="Chromium runs in exec's sandbox (bubblewrap, even when exec "
+        "is off), bounded by tools.exec.limits, every request through the address fence")
+    executable: Path = Field(default=Path("/usr/bin/chromium"), description="Debian's chromium (apt-get install "
+        "chromium); never downloaded")
+    allow_private: bool = Field(default=False, description="true also reaches private/loopback/metadata addresses "
+        "(as web_fetch)")
+    profile: Profile = Field(default="session", description="per-person: a person's cookies kept in their workspace "
+        "(.browser/)")
+    max_pages: Annotated[Int, Field(ge=1, le=50)] = Field(default=4, description="open pages per chat")
+    max_sessions: Annotated[Int, Field(ge=1, le=64)] = Field(default=4, description="browsers at once (one per "
+        "chat); the one idle longest makes room")
+    idle_timeout: Annotated[Float, Field(gt=0)] = Field(default=300.0, description="seconds before an unused "
+        "browser is closed")
+    action_timeout: Annotated[Float, Field(gt=0, le=600)] = Field(default=30.0, description="seconds for one action "
+        "(open, click ...)")
+    snapshot_chars: Annotated[Int, Field(ge=1000, le=200_000)] = Field(default=12_000, description="of one page "
+        "snapshot given to the model")
 
     def warnings(self) -> list[str]:
         if self.enabled and self.allow_private:

@@ -58,7 +58,7 @@ from bot.config.types import (
 
 _LAZY = {
     "CoreConfig": "schema", "AgentConfig": "schema", "DEFAULT_MODELS": "schema",
-    "ProviderConfig": "schema", "dotted": "schema", "ToolsConfig": "schema", "WebFetchConfig": "schema",
+    "ProviderConfig": "schema", "dotted": "schema", "ToolsConfig": "tools", "WebFetchConfig": "tools",
     "load": "loading", "DEFAULT_PATH": "loading",
 }
 

@@ -13,25 +13,23 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     SecretStr,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from bot.config.dashboard import is_loopback, parse_bind  # noqa: F401 - where callers found them
 from bot.config.keys import dotted, holds_secret, model_at, secrets  # noqa: F401 - the loader's and wording's
+from bot.config.named import ModelPrice, ModelsConfig, NamedModelConfig  # noqa: F401 - where callers found them
 from bot.config.storage import ClusterConfig, RetentionConfig, StorageConfig  # noqa: F401
+from bot.config.tools import HooksConfig, ToolsConfig  # noqa: F401 - where callers found them
 from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
     OFF_IS_FALSE,
@@ -44,8 +42,6 @@ from bot.config.types import (
     Name,
     Secret,
     Section,
-    ToolPattern,
-    ToolRulesConfig,
     Url,
     secret,
 )
@@ -72,33 +68,56 @@ def _flush_mode(value: Any) -> Any:
 class CompactionConfig(Section):
     """When and how a long session is summarised (bot.agent.compaction)."""
 
-    enabled: bool = True
-    trigger_ratio: Annotated[Float, Field(gt=0, lt=1)] = 0.75  # of the context window
-    trigger_messages: Annotated[Int, Field(ge=2)] = 50  # messages since the last summary
-    keep_last: Annotated[Int, Field(ge=0, le=100)] = 4  # newest messages never summarised
-    summary_max_tokens: Annotated[Int, Field(ge=64, le=32_768)] = 1024
-    # before summarising, let the model write durable facts to memory/YYYY-MM-DD.md:
-    # off | dm (DM workspaces only) | all (group workspaces too); true = dm, false = off
-    memory_flush: Annotated[Literal["off", "dm", "all"], BeforeValidator(_flush_mode)] = "dm"
+    enabled: bool = Field(default=True, description="false: never summarised; the oldest messages drop out instead")
+    trigger_ratio: Annotated[Float, Field(gt=0, lt=1)] = Field(default=0.75, description="compact when a prompt "
+        "passes this share of the context window")
+    trigger_messages: Annotated[Int, Field(ge=2)] = Field(default=50, description="... or when the session holds "
+        "more live messages than this")
+    keep_last: Annotated[Int, Field(ge=0, le=100)] = Field(default=4, description="newest messages never summarised")
+    summary_max_tokens: Annotated[Int, Field(ge=64, le=32_768)] = Field(default=1024, description="length cap of a "
+        "summary")
+    memory_flush: Annotated[Literal["off", "dm", "all"], BeforeValidator(_flush_mode)] = Field(
+        default="dm", description="before summarising, let the model save lasting facts to memory/YYYY-MM-DD.md: "
+        "off | dm (DM workspaces) | all (groups too); true means dm, false off")
 
 
 class AgentConfig(Section):
-    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] = "main"
-    provider: Literal["openai", "anthropic"] = "openai"
-    model: Name = DEFAULT_MODELS["openai"]
-    max_iterations: Annotated[Int, Field(ge=1, le=200)] = 20
-    context_window: Annotated[Int, Field(ge=1)] | None = None  # None: the model's, from a table
-    max_message_chars: Annotated[Int, Field(ge=1)] = 32_768
-    max_tokens: Annotated[Int, Field(ge=1)] = 4096
-    system_prompt: str | None = None
-    dm_scope: Literal["per-user", "linked"] = "per-user"
-    identity_links: dict[Name, tuple[Annotated[str, Field(pattern=r"^[a-z]+:.+$")], ...]] = {}
-    history_turns: Annotated[Int, Field(ge=1, le=10_000)] = 40
-    input_guard: Literal["off", "log", "warn", "block"] = "warn"
-    compaction: CompactionConfig = CompactionConfig()
-    fallbacks: tuple[Name, ...] = ()  # names in models, tried in order when the model is busy or down
-    fallback_on_choice: bool = False  # a model picked with /model falls back too
-    usage_footer: Annotated[Literal["off", "tokens", "cost"], OFF_IS_FALSE] = "off"  # a line under each answer
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] = Field(default="main", description="names "
+        "this agent in session keys; letters, digits, . _ -")
+    provider: Literal["openai", "anthropic"] = Field(default="openai", description="openai | anthropic")
+    model: Name = Field(default=DEFAULT_MODELS["openai"], description="a model id of `provider` (default "
+        "gpt-4o-mini for openai, claude-sonnet-4-5 for anthropic), or the name of an entry in models: below (then "
+        "that entry says provider and all)")
+    max_iterations: Annotated[Int, Field(ge=1, le=200)] = Field(default=20, description="tool-loop steps per run, "
+        "1..200")
+    context_window: Annotated[Int, Field(ge=1)] | None = Field(default=None, description="tokens the model accepts "
+        "(prompt + answer); null: the model's own (gpt-4o 128000, gpt-4.1 1047576, gpt-5 400000, o3 200000, Claude "
+        "200000; unknown models 128000). Set it for a local model.")
+    max_message_chars: Annotated[Int, Field(ge=1)] = Field(default=32_768, description="longer inbound messages are "
+        "cut to this many characters")
+    max_tokens: Annotated[Int, Field(ge=1)] = Field(default=4096, description="cap on one answer, in tokens; below "
+        "context_window")
+    system_prompt: str | None = Field(default=None, description="optional extra instructions, added to the built-in "
+        "prompt")
+    dm_scope: Literal["per-user", "linked"] = Field(default="per-user", description="per-user: one DM session per "
+        "platform account | linked: the accounts in identity_links share one DM session")
+    identity_links: dict[Name, tuple[Annotated[str, Field(pattern=r"^[a-z]+:.+$")], ...]] = Field(
+        default={}, description="person -> their accounts (as platform:user_id)",
+        examples=[{"alice": ["telegram:123456", "discord:987654321"]}])
+    history_turns: Annotated[Int, Field(ge=1, le=10_000)] = Field(default=40, description="past user turns (with "
+        "their tool steps) sent to the model")
+    input_guard: Literal["off", "log", "warn", "block"] = Field(default="warn", description="prompt-injection check "
+        "on user messages: off | log | warn (log a warning) | block (refuse politely; in groups, context lines that "
+        "hit are left out)")
+    compaction: CompactionConfig = Field(default=CompactionConfig(), description="long conversations: older "
+        "messages become a summary")
+    fallbacks: tuple[Name, ...] = Field(default=(), description="names in models:, tried in order when the model is "
+        "busy or down (429 past the retries or a long Retry-After, 529, 5xx, timeouts), only before any tool ran or "
+        "any text was shown; e.g. [fast]")
+    fallback_on_choice: bool = Field(default=False, description="a model someone picked with /model falls back too")
+    usage_footer: Annotated[Literal["off", "tokens", "cost"], OFF_IS_FALSE] = Field(default="off", description="a "
+        "short line under each answer: off | tokens (in and out) | cost (tokens and USD, by the price table and "
+        "pricing:)")
 
     @model_validator(mode="before")
     @classmethod
@@ -118,19 +137,21 @@ class ProviderConfig(Section):
 
     api_key: Secret = None
     base_url: Url = "http://localhost"
-    timeout: Annotated[Float, Field(gt=0)] = 120.0
-    max_retries: Annotated[Int, Field(ge=0, le=10)] = 3
-    retry_after_cap: Annotated[Float, Field(ge=0)] = 60.0
+    timeout: Annotated[Float, Field(gt=0)] = Field(default=120.0, description="seconds per request")
+    max_retries: Annotated[Int, Field(ge=0, le=10)] = Field(default=3, description="on 429/5xx/connection errors, "
+        "0..10")
+    retry_after_cap: Annotated[Float, Field(ge=0)] = Field(default=60.0, description="give up rather than wait "
+        "longer than this many seconds")
 
 
 class OpenAIConfig(ProviderConfig):
-    api_key: Secret = _secret("OPENAI_API_KEY")
-    base_url: Url = "https://api.openai.com/v1"
+    api_key: Secret = _secret("OPENAI_API_KEY", description="required when agent.provider is openai")
+    base_url: Url = Field(default="https://api.openai.com/v1", description="the API root, /v1 included")
 
 
 class AnthropicConfig(ProviderConfig):
-    api_key: Secret = _secret("ANTHROPIC_API_KEY")
-    base_url: Url = "https://api.anthropic.com"
+    api_key: Secret = _secret("ANTHROPIC_API_KEY", description="required when agent.provider is anthropic")
+    base_url: Url = Field(default="https://api.anthropic.com", description="the server root, without /v1")
 
 
 class ProvidersConfig(Section):
@@ -138,91 +159,31 @@ class ProvidersConfig(Section):
     anthropic: AnthropicConfig = AnthropicConfig()
 
 
-class ModelPrice(Section):
-    """USD per million tokens."""
-
-    input: Annotated[Float, Field(ge=0)]
-    output: Annotated[Float, Field(ge=0)]
-    cache_read: Annotated[Float, Field(ge=0)] | None = None
-    cache_write: Annotated[Float, Field(ge=0)] | None = None
-
-
-_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")  # fits a button id "model:<name>" (64 bytes)
-RESERVED_MODEL_NAMES = ("default", "session")  # /model default; models.titles: session
-Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
-
-
-def _person(value: Any) -> Any:
-    if isinstance(value, str) and not re.match(r"^[a-z]+:.+$", value):
-        raise PydanticCustomError("person", 'must be a person as "platform:user_id", such as "telegram:123"')
-    return value
-
-
-class NamedModelConfig(Section):
-    """One entry of ``models``: a model of a configured provider, by the name ``/model`` shows."""
-
-    provider: Literal["openai", "anthropic"]
-    model: Name
-    api: Literal["chat", "responses"] = "chat"  # responses: OpenAI's Responses API
-    context_window: Annotated[Int, Field(ge=1)] | None = None  # None: the model's, from a table
-    max_tokens: Annotated[Int, Field(ge=1)] | None = None  # None: agent.max_tokens
-    pricing: ModelPrice | None = None  # USD per million tokens of this entry (else the table, pricing:)
-    reasoning_effort: Effort | None = None  # None: the model's own
-    allowed: tuple[Annotated[str, AfterValidator(_person)], ...] | None = None  # who may pick it (and owners)
-
-    @property
-    def window(self) -> int:
-        return context_window_for(self.model, self.context_window)
-
-
-class ModelsConfig(Section):
-    """``models``: named models (every key but ``switch`` and ``titles``), who may switch, titles."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    __pydantic_extra__: dict[str, NamedModelConfig] = Field(init=False)
-
-    switch: Literal["owners", "everyone"] = "owners"  # who may use /model <name> (a model's allowed adds people)
-    titles: Name | None = "session"  # the named model that titles sessions; session: the session's own; null: off
-
-    @model_validator(mode="before")
-    @classmethod
-    def _misspelt(cls, data: Any) -> Any:
-        """``swich: everyone`` is a misspelt key, not a model entry."""
-        for key, value in (data.items() if isinstance(data, dict) else ()):
-            if key not in cls.model_fields and not isinstance(value, dict) and (
-                    close := difflib.get_close_matches(str(key), list(cls.model_fields), n=1)):
-                raise ConfigError(f"models.{key}", f'unknown key (did you mean "{close[0]}"?)')
-        return data
-
-    @model_validator(mode="after")
-    def _names(self) -> ModelsConfig:
-        for name, entry in self.entries().items():
-            if not _MODEL_NAME.fullmatch(name) or name in RESERVED_MODEL_NAMES:
-                raise ConfigError(f"models.{name}", "is not a usable model name",
-                                  "up to 48 letters, digits, '.', '_' and '-', not default or session")
-            if entry.api == "responses" and entry.provider != "openai":
-                raise ConfigError(f"models.{name}.api", "responses is OpenAI's Responses API",
-                                  "use it with provider: openai")
-        return self
-
-    def entries(self) -> dict[str, NamedModelConfig]:
-        """The named models, in the file's order."""
-        return dict(self.model_extra or {})
-
-
 class WorkspaceConfig(Section):
-    root: Annotated[Path, BeforeValidator(lambda v: v or None)] = Path("workspaces")
-    templates: Path | None = None  # None: the templates that ship with chatgate
-    group_scope: Literal["per-group", "per-user"] = "per-group"
+    root: Annotated[Path, BeforeValidator(lambda v: v or None)] = Field(default=Path("workspaces"), description="one "
+        "directory per user below this: {platform}-{user_id}/ for DMs, {platform}-group-{chat_id}/ for groups")
+    templates: Path | None = Field(default=None, description="seed files for new workspaces; null = the ones "
+        "shipped in workspaces/templates/ (AGENTS.md, SOUL.md, USER.md, ...)")
+    group_scope: Literal["per-group", "per-user"] = Field(default="per-group", description="per-group: one "
+        "workspace and one conversation per group chat | per-user: each member gets their own workspace "
+        "({platform}-group-{chat_id}-user-{user_id}/) and their own conversation in each group; members never see "
+        "each other's files")
 
 
 class RunsConfig(Section):
-    max_concurrent: Annotated[Int, Field(ge=1)] = 16
-    max_per_group: Annotated[Int, Field(ge=1)] = 3
-    queue_mode: Literal["collect", "followup", "interrupt"] = "collect"
-    debounce_ms: Annotated[Int, Field(ge=0, le=60_000)] = 500
-    max_queued: Annotated[Int, Field(ge=1, le=1000)] = 20
-    recover_max_age: Annotated[Float, Field(ge=0)] = 600.0  # seconds
+    max_concurrent: Annotated[Int, Field(ge=1)] = Field(default=16, description="runs at once across all sessions, "
+        ">= 1; more wait as queued")
+    max_per_group: Annotated[Int, Field(ge=1)] = Field(default=3, description="runs at once in one group chat (its "
+        "threads and topics)")
+    queue_mode: Literal["collect", "followup", "interrupt"] = Field(default="collect", description="a message that "
+        "arrives during a run in the same session: collect (batch into one run after it) | followup (run after, one "
+        "by one) | interrupt (stop the run, start a new one)")
+    debounce_ms: Annotated[Int, Field(ge=0, le=60_000)] = Field(default=500, description="a queued run starts after "
+        "this much quiet")
+    max_queued: Annotated[Int, Field(ge=1, le=1000)] = Field(default=20, description="per session; beyond it the "
+        "sender is told \"not queued\"")
+    recover_max_age: Annotated[Float, Field(ge=0)] = Field(default=600.0, description="seconds: after a crash, "
+        "unanswered messages younger than this are answered, older ones get a \"please resend\" note")
 
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -231,110 +192,85 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 class LimitsConfig(Section):
     """Per person (``platform:user_id``), and the whole bot's daily budget; owners are exempt."""
 
-    messages_per_minute: Annotated[Int, Field(ge=1)] | None = 20
-    daily_tokens: Annotated[Int, Field(ge=1)] | None = None
-    daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
-    audio_minutes_per_day: Annotated[Float, Field(gt=0)] | None = None  # voice notes and audio transcribed
-    max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = 16
-    bot_daily_tokens: Annotated[Int, Field(ge=1)] | None = None  # the whole bot's, everyone's charges together
-    bot_daily_cost_usd: Annotated[Float, Field(gt=0)] | None = None
-    alert_at: Annotated[Float, Field(gt=0, le=1)] | None = None  # owners told daily past this share of a budget
+    messages_per_minute: Annotated[Int, Field(ge=1)] | None = Field(default=20, description="a token bucket: up to "
+        "this many at once, refilled over a minute; null for no rate limit")
+    daily_tokens: Annotated[Int, Field(ge=1)] | None = Field(default=None, description="tokens (in + out) per "
+        "person per UTC day, e.g. 200000; null: none")
+    daily_cost_usd: Annotated[Float, Field(gt=0)] | None = Field(default=None, description="USD per person per UTC "
+        "day, e.g. 0.50; null: none")
+    audio_minutes_per_day: Annotated[Float, Field(gt=0)] | None = Field(default=None, description="minutes of voice "
+        "notes and audio transcribed per person per UTC day, e.g. 30; over it the person is told, nothing is "
+        "transcribed")
+    max_tool_calls_per_step: Annotated[Int, Field(ge=1, le=256)] = Field(default=16, description="tool calls the "
+        "model may make in one step; the rest get an error")
+    bot_daily_tokens: Annotated[Int, Field(ge=1)] | None = Field(default=None, description="the whole bot's tokens "
+        "per UTC day (everyone's together, owners' included), e.g. 5000000; null: none")
+    bot_daily_cost_usd: Annotated[Float, Field(gt=0)] | None = Field(default=None, description="the whole bot's USD "
+        "per UTC day, e.g. 20.00; null: none. Once spent, new runs are refused (owners aside) with one sentence, "
+        "told to each person once that day, until 00:00 UTC")
+    alert_at: Annotated[Float, Field(gt=0, le=1)] | None = Field(default=None, description="e.g. 0.8: tell the "
+        "owners (a DM on each platform) when a person passes 80 % of daily_tokens or daily_cost_usd, or the whole "
+        "bot 80 % of bot_daily_tokens or bot_daily_cost_usd; once per person (and for the bot) and UTC day, "
+        "remembered in the database (restarts, instances)")
 
 
 class DeliveryConfig(Section):
-    retry_for: Annotated[Float, Field(gt=0)] = 600.0  # seconds a failed send is retried before it is given up
-
-
-class ExecLimitsConfig(Section):
-    """What one command may take (``bot.tools.bounds``); null leaves a bound off."""
-
-    processes: Annotated[Int, Field(ge=8)] | None = 256  # processes and threads at once
-    memory_mb: Annotated[Int, Field(ge=64)] | None = 1024  # the command's processes together
-    file_size_mb: Annotated[Int, Field(ge=1)] | None = 512  # the largest file it may write
-    tmp_mb: Annotated[Int, Field(ge=1)] | None = 256  # the sandbox's /tmp (a tmpfs, so memory)
-    cgroup: bool = True  # a cgroup per command when the bot may make one; else rlimits only
-
-
-class ExecToolConfig(Section):
-    enabled: bool = False  # the shell tool: off unless you trust every allowed user with a shell
-    sandbox: Literal["bwrap", "none"] = "bwrap"  # none: the command can read what the bot can
-    network: bool = False  # only under bwrap
-    owners_only: bool = True  # only the channels' owners may have commands run
-    limits: ExecLimitsConfig = ExecLimitsConfig()
-
-
-class WebFetchConfig(Section):
-    enabled: bool = False  # the web_fetch tool: fetches public http(s) pages as text
-    allow_private: bool = False  # also private, loopback, link-local and metadata addresses (SSRF!)
-    max_bytes: Annotated[Int, Field(ge=1024, le=50_000_000)] = 2_000_000  # of the response body
-    timeout: Annotated[Float, Field(gt=0, le=300)] = 20.0  # seconds for the whole fetch, redirects included
-    max_chars: Annotated[Int, Field(ge=500, le=200_000)] = 20_000  # of the text given to the model
-
-
-def _approver(value: Any) -> Any:
-    if isinstance(value, str) and value not in ("requester", "owners") and not re.match(r"^[a-z]+:.+$", value):
-        raise ValueError("must be requester, owners, or a person as platform:user_id")
-    return value
-
-
-class ToolsConfig(ToolRulesConfig):
-    """``allow``/``deny`` apply everywhere; a group's ``tools`` narrow them further."""
-
-    owners_only: tuple[ToolPattern, ...] = ("exec",)  # offered only to the platform's owners
-    # tool name or glob -> ask | never; written rules bind owners too (defaults: exec and mcp__* ask non-owners)
-    approval: dict[ToolPattern, Literal["ask", "never"]] = {}
-    approvers: tuple[Annotated[str, AfterValidator(_approver)], ...] = ("requester", "owners")
-    approval_timeout: Annotated[Float, Field(gt=0, le=86_400)] = 300.0  # seconds; then the call is denied
-    # hours an "Allow for this session" lasts (it ends with the session too: /new)
-    approval_session_hours: Annotated[Float, Field(gt=0, le=720)] = 8.0
-    allow_always: bool = False  # offer "Always allow" (remembered per person and exact call)
-    exec: ExecToolConfig = ExecToolConfig()
-    web_fetch: WebFetchConfig = WebFetchConfig()
-
-
-class PreToolHookConfig(Section):
-    run: Annotated[str, Field(min_length=1)]  # a shell command, run like exec, the call as JSON on stdin
-    tools: tuple[ToolPattern, ...] = ("*",)
-    timeout: Annotated[Float, Field(gt=0, le=600)] = 10.0
-
-
-class HooksConfig(Section):
-    pre_tool: tuple[PreToolHookConfig, ...] = ()  # exit 0 lets a call through; else its first line refuses it
+    retry_for: Annotated[Float, Field(gt=0)] = Field(default=600.0, description="seconds a failed send (outage, "
+        "5xx, flood wait) is retried, with backoff and the platform's retry_after, before the answer is given up "
+        "(logged). After an outage the first send that goes through wakes every waiting chat. Answers are stored "
+        "before they are sent: after a restart the parts not yet delivered are sent first, never regenerated.")
 
 
 class LoggingConfig(Section):
     level: Annotated[
         Literal["DEBUG", "INFO", "WARNING", "ERROR"],
         BeforeValidator(lambda v: v.upper() if isinstance(v, str) and v.upper() in _LEVELS else v),
-    ] = "INFO"
-    format: Literal["text", "json"] = "text"  # json: one object per line (bot.logs)
+    ] = Field(default="INFO", description="DEBUG | INFO | WARNING | ERROR")
+    format: Literal["text", "json"] = Field(default="text", description="text | json: one JSON object per line "
+        "(time, level, logger, message, run, session, instance), for log shippers")
 
 
 class SkillsConfig(Section):
     """Agent Skills (``bot.skills``): folders with a SKILL.md, listed in the prompt, read with read_skill."""
 
-    paths: tuple[Path, ...] | None = None  # shared skill folders; None: skills/ in the data directory
-    in_workspaces: bool = True  # also each workspace's own skills/ (in a group, only owners change it)
-    inline_max: Annotated[Int, Field(ge=0, le=100)] = 15  # listed in the prompt up to this many; more: skill_search
+    paths: tuple[Path, ...] | None = Field(default=None, description="the owner's shared skill folders, e.g. "
+        "[/srv/chatgate/skills]; null: skills/ in the data directory (beside storage.path's database, data/skills). "
+        "Never inside workspace.root: no chat can change them. Read at start, checked for changes once a second")
+    in_workspaces: bool = Field(default=True, description="also each workspace's own skills/ (checked on every run; "
+        "in a group only an owner may change it); one of the same name as a shared skill is used instead of it, in "
+        "that workspace only")
+    inline_max: Annotated[Int, Field(ge=0, le=100)] = Field(default=15, description="the prompt lists up to this "
+        "many skills by name and description; with more, the model finds them with the skill_search tool")
 
 
 class CoreConfig(Section):
     """The config file's model but for the platforms' sections (see the module doc)."""
 
     agent: AgentConfig = AgentConfig()
-    providers: ProvidersConfig = ProvidersConfig()
-    pricing: dict[Name, ModelPrice] = {}
-    models: ModelsConfig = ModelsConfig()
+    providers: ProvidersConfig = Field(default=ProvidersConfig(), description="base_url is passed to the SDK "
+        "exactly as written. OpenAI's includes /v1, so an OpenAI-compatible server is e.g. vLLM http://host:8000/v1 "
+        "or Ollama http://localhost:11434/v1; such servers still need some key: any non-empty value works "
+        "(OPENAI_API_KEY=local). Anthropic's base_url is the root, without /v1.")
+    pricing: dict[Name, ModelPrice] = Field(default={}, description="USD per million tokens; overrides the built-in "
+        "price table for the models named here", examples=[{"my-local-model": {"input": 0.0, "output": 0.0}}])
+    models: ModelsConfig = Field(default=ModelsConfig(), description="named models: what /model offers, each under "
+        "a name of your choice")
     channels: Section = Section()  # one section per registered channel in bot.settings.Config
     storage: StorageConfig = StorageConfig()
-    cluster: ClusterConfig = ClusterConfig()
+    cluster: ClusterConfig = Field(default=ClusterConfig(), description="several instances on one PostgreSQL "
+        "database (storage.url)")
     workspace: WorkspaceConfig = WorkspaceConfig()
     runs: RunsConfig = RunsConfig()
     delivery: DeliveryConfig = DeliveryConfig()
-    limits: LimitsConfig = LimitsConfig()
+    limits: LimitsConfig = Field(default=LimitsConfig(), description="per person (platform:user_id); the platforms' "
+        "owners are exempt. Over a limit the message is stored, the model is not called, and the person is told "
+        "once (per minute, or per day for a budget). Every model call counts as it is made: stopped and interrupted "
+        "runs, compactions and sub-agents included; a batch of messages answered at once is split among its "
+        "senders.")
     tools: ToolsConfig = ToolsConfig()
     hooks: HooksConfig = HooksConfig()
-    skills: SkillsConfig = SkillsConfig()
+    skills: SkillsConfig = Field(default=SkillsConfig(), description="Agent Skills: folders with a SKILL.md (name, "
+        "description, then instructions) that the model loads when a task fits; see docs/guide/mcp-and-skills.md")
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")

@@ -57,9 +57,9 @@ Name = Annotated[str, Field(min_length=1)]
 Url = Annotated[str, AfterValidator(_check_url)]
 
 
-def _secret(env: str) -> Any:
+def _secret(env: str, description: str | None = None, examples: list[Any] | None = None) -> Any:
     """A secret field; when the file leaves it out (or null) it is read from ``env``."""
-    return Field(default=None, json_schema_extra={"env": env})
+    return Field(default=None, description=description, examples=examples, json_schema_extra={"env": env})
 
 
 class Section(BaseModel):
@@ -119,8 +119,9 @@ ToolPattern = Annotated[str, AfterValidator(_tool_pattern)]  # a tool name, or a
 class ToolRulesConfig(Section):
     """Which tools are offered: ``allow`` absent means every tool, ``[]`` none; ``deny`` wins."""
 
-    allow: tuple[ToolPattern, ...] | None = None  # only these tools (names or globs); null: every tool, []: none
-    deny: tuple[ToolPattern, ...] = ()  # never these (wins over allow)
+    allow: tuple[ToolPattern, ...] | None = Field(default=None, description="only these tools (names or globs such "
+        "as \"memory_*\"); null: every tool, []: none")
+    deny: tuple[ToolPattern, ...] = Field(default=(), description="never these (wins over allow), e.g. [web_fetch]")
 
 
 def _group_entry(value: Any) -> Any:
@@ -131,8 +132,9 @@ def _group_entry(value: Any) -> Any:
 class GroupConfig(Section):
     """One allowed group: its chat id (``"*"``: every group) and its own tool rules."""
 
-    id: PlatformId  # the group's chat id on its platform; "*": every other group
-    tools: ToolRulesConfig = ToolRulesConfig()  # its own tool rules, narrowing tools.allow/deny
+    id: PlatformId = Field(description="the group's chat id on its platform; \"*\": every other group")
+    tools: ToolRulesConfig = Field(default=ToolRulesConfig(), description="its own tool rules, narrowing "
+        "tools.allow/deny")
 
     def __repr__(self) -> str:
         return repr(self.id) if self.tools == ToolRulesConfig() else f"{self.id!r} (tools {self.tools!r})"
@@ -145,14 +147,24 @@ Groups = tuple[Annotated[GroupConfig, BeforeValidator(_group_entry)], ...]
 
 
 class AccessConfig(Section):
-    """Who may talk to the bot on one platform (DESIGN section 5)."""
+    """Who may talk to the bot on one platform (DESIGN section 5). A platform says the keys in its own
+    words (its user ids) in ``model_config``'s ``json_schema_extra["descriptions"]`` (``bot.setup.keys``)."""
 
-    dm_policy: Literal["allowlist", "pairing", "open", "disabled"] = "allowlist"
-    allow_from: tuple[PlatformId, ...] = ()  # user ids allowed to DM; members of an allowed group need not be listed
-    group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
-    groups: Groups = ()  # allowed groups: chat ids, or {id, tools: {allow, deny}}; "*" allows every group
-    require_mention: bool = True
-    owners: tuple[PlatformId, ...] = ()  # user ids allowed admin commands (/stopall)
+    dm_policy: Literal["allowlist", "pairing", "open", "disabled"] = Field(default="allowlist", description=(
+        "allowlist: only allow_from | pairing: strangers get a code you approve with `chatgate pairing approve "
+        "CODE` | open | disabled"))
+    allow_from: tuple[PlatformId, ...] = Field(default=(), description="user ids allowed to DM (members of an "
+        "allowed group need not be listed); an entry that can never match stops start-up")
+    group_policy: Literal["allowlist", "open", "disabled"] = Field(default="allowlist", description="allowlist: "
+        "only the groups below | open | disabled")
+    groups: Groups = Field(default=(), examples=[[
+            -1001234567890, {"id": -1009876543210, "tools": {"allow": ["read_file", "list_files", "memory_*"]}},
+            {"id": "*", "tools": {"deny": ["web_fetch"]}}]], description="group chat ids, or [\"*\"] for every "
+        "group the bot is in; an entry may carry its own tool rules, which narrow tools.allow/deny")
+    require_mention: bool = Field(default=True, description="in groups, answer only when mentioned or replied to; "
+        "other messages are kept as context (last 50)")
+    owners: tuple[PlatformId, ...] = Field(default=(), description="user ids that may use admin commands "
+        "(/stopall), get tools.owners_only tools, and are exempt from limits")
 
     # The platform's rule for user ids, so that an entry that can never match (a username
     # where an id is needed) stops start-up instead of silently locking people out. A
@@ -190,7 +202,7 @@ class ChannelSection(Section):
     """What every ``channels.<name>`` model is, the terminal's too: ``enabled``, and the
     secrets it needs when enabled."""
 
-    enabled: bool = False
+    enabled: bool = Field(default=False, description="true: `chatgate run` starts this platform")
 
     def required_secrets(self) -> tuple[str, ...]:
         """The secret fields (dotted below this section) this configuration needs when enabled;

@@ -9,7 +9,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, SecretStr, model_validator
 from pydantic_core import PydanticCustomError
 
 from bot.config.dashboard import is_loopback, parse_bind
@@ -39,24 +39,30 @@ def _proxy(value: str) -> str:
 class DashboardUserConfig(Section):
     """One person who may log in to the dashboard."""
 
-    role: Literal["viewer", "operator"] = "viewer"  # viewers see everything and change nothing
-    # scrypt hash from `chatgate dashboard passwd`; none (or empty): this user cannot log in
-    password_hash: Annotated[Secret, AfterValidator(_password_hash)] = None
+    role: Literal["viewer", "operator"] = Field(default="viewer", description="viewer: sees everything, changes "
+        "nothing | operator: also stops runs, decides pairing requests, pauses and cancels jobs")
+    password_hash: Annotated[Secret, AfterValidator(_password_hash)] = Field(default=None, description="the scrypt "
+        "hash `chatgate dashboard passwd` writes, never the password; none (or empty): this user cannot log in")
 
 
 class DashboardConfig(CapabilitySection):
-    """The operator dashboard (``bot.dashboard``): a web page served by ``chatgate run`` when
-    ``enabled``, or alone by ``chatgate dashboard``."""
+    model_config = ConfigDict(json_schema_extra={"description": "the operator dashboard (runs live with Stop, "
+                                                                "conversations, usage): docs/guide/dashboard.md"})
 
-    enabled: bool = False
-    bind: str = DEFAULT_DASHBOARD_BIND  # host:port; loopback only unless allow_remote
-    allow_remote: bool = False  # a non-loopback bind, then only with TLS or behind_proxy
-    tls_cert: Path | None = None  # PEM certificate chain and key: the dashboard serves https
-    tls_key: Path | None = None
-    behind_proxy: bool = False  # a TLS proxy in front: trust its X-Forwarded-For/-Proto/-Host
-    # ... only from these peers (the proxy's own address); the default: a proxy on this machine
-    trusted_proxies: tuple[Annotated[str, AfterValidator(_proxy)], ...] = ("127.0.0.0/8", "::1")
-    users: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")], DashboardUserConfig] = {}
+    enabled: bool = Field(default=False, description="true: `chatgate run` serves it (`chatgate dashboard` alone too)")
+    bind: str = Field(default=DEFAULT_DASHBOARD_BIND, description="host:port; loopback only unless allow_remote")
+    allow_remote: bool = Field(default=False, description="true: other machines may connect, only over TLS (tls_cert "
+        "and tls_key) or behind_proxy; an SSH tunnel is simpler: ssh -L 8787:127.0.0.1:8787 yourserver")
+    tls_cert: Path | None = Field(default=None, description="PEM certificate (chain): the dashboard serves https")
+    tls_key: Path | None = Field(default=None, description="the certificate's private key (PEM)")
+    behind_proxy: bool = Field(default=False, description="a TLS proxy in front: trust X-Forwarded-For/-Proto/-Host")
+    trusted_proxies: tuple[Annotated[str, AfterValidator(_proxy)], ...] = Field(
+        default=("127.0.0.0/8", "::1"), description="... only from these peers (addresses or networks): the proxy's "
+        "own address; anyone else is counted by its own address")
+    users: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")], DashboardUserConfig] = Field(
+        default={}, description="who may log in; `chatgate dashboard passwd -c config.yaml NAME --role operator` "
+        "sets a password and writes the user here", examples=[{"ann": {"role": "operator", "password_hash": (
+            "scrypt$n=131072,r=8,p=1$bqPzz0w+uZkxDvDkHibX6w==$JHElHP4LV/rCHg2kbe0/3ODeVeyIJ33dZkTiJXt2+2g=")}}])
 
     @model_validator(mode="after")
     def _safe_to_serve(self) -> DashboardConfig:

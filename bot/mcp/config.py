@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from bot.config.types import CapabilitySection, Float, Int, Section
@@ -92,35 +92,50 @@ class McpToolRules(Section):
     """Which of the server's tools are offered, by the server's own tool names: ``allow``
     absent means all, ``[]`` none; ``deny`` wins."""
 
-    allow: tuple[ToolGlob, ...] | None = None  # only these of its tools (names or globs); null: all, []: none
-    deny: tuple[ToolGlob, ...] = ()  # never these (wins over allow)
+    allow: tuple[ToolGlob, ...] | None = Field(default=None, description="only these of its tools (names or globs); "
+        "null: all, []: none")
+    deny: tuple[ToolGlob, ...] = Field(default=(), description="never these (wins over allow)")
 
 
 class McpServerConfig(Section):
     """One server: stdio (``command``, ``args``, ``env``, ``cwd``) or streamable HTTP (``url``,
     ``headers``, ``allow_private``). ``env`` and ``headers`` values count as secrets."""
 
-    enabled: bool = True
-    command: Annotated[str, Field(min_length=1)] | None = None
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default={}, repr=False)  # values are secrets: never in a repr
-    cwd: Path | None = None
-    url: Annotated[str, Field(pattern=r"^https?://[^/\s]+")] | None = None
-    headers: dict[str, str] = Field(default={}, repr=False)
-    allow_private: bool = False  # HTTP: also private, loopback and link-local addresses
-    connect_timeout: Annotated[Float, Field(gt=0, le=300)] = 10.0  # connect, handshake and tool list
-    call_timeout: Annotated[Float, Field(gt=0, le=3600)] = 120.0  # one tool call
-    tools: McpToolRules = McpToolRules()
-    grant: Grant = ("owners",)
-    scope: Literal["shared", "per-person"] = "shared"
-    idle_timeout: Annotated[Float, Field(gt=0)] = 600.0  # per-person: a person's process stops after this idle
-    # its calls wait for a person's Allow: ask (everyone, owners too) | never; None: ask everyone but the
-    # owners (README "Approvals"); a rule in tools.approval that names the tool wins over this
-    approval: Literal["ask", "never"] | None = None
-    # stdio: bwrap runs the server in the exec sandbox's world (README "What a server can reach")
-    sandbox: Literal["none", "bwrap"] = "none"
-    sandbox_paths: tuple[Path, ...] = ()  # bwrap: host folders it also sees, read-only (its interpreter)
-    network: bool = True  # bwrap: false takes the network away
+    enabled: bool = Field(default=True, description="false: configured but not started")
+    command: Annotated[str, Field(min_length=1)] | None = Field(default=None, description="the program; stdio "
+        "servers only")
+    args: tuple[str, ...] = Field(default=(), description="its arguments")
+    env: dict[str, str] = Field(default={}, repr=False, description="the ONLY variables it gets, besides PATH, "
+        "HOME, LOGNAME, SHELL, TERM, USER and LANG (never the bot's keys); values are secrets. LD_*, PYTHONPATH, "
+        "PYTHONSTARTUP, NODE_OPTIONS ... are refused")
+    cwd: Path | None = Field(default=None, description="its working directory (shared servers; default: the bot's)")
+    url: Annotated[str, Field(pattern=r"^https?://[^/\s]+")] | None = Field(default=None, description="the server's "
+        "endpoint; streamable HTTP servers only")
+    headers: dict[str, str] = Field(default={}, repr=False, description="values are secrets")
+    allow_private: bool = Field(default=False, description="true also reaches private/loopback addresses (a server "
+        "on your own network); else public addresses only, as web_fetch")
+    connect_timeout: Annotated[Float, Field(gt=0, le=300)] = Field(default=10.0, description="seconds to connect, "
+        "shake hands and list the tools")
+    call_timeout: Annotated[Float, Field(gt=0, le=3600)] = Field(default=120.0, description="seconds one call may "
+        "take; then the server is told to cancel")
+    tools: McpToolRules = Field(default=McpToolRules(), description="the server's own tool names, globs allowed")
+    grant: Grant = Field(default=("owners",), description="owners (default) | everyone | a list of "
+        "telegram:USER_ID, \"telegram:-100CHAT_ID\" (a group: every member), person:NAME (agent.identity_links), "
+        "owners")
+    scope: Literal["shared", "per-person"] = Field(default="shared", description="shared (one process) | per-person "
+        "(one per person, started in their workspace on their first call; from a group, one for the group in the "
+        "group's workspace, never a member's own)")
+    idle_timeout: Annotated[Float, Field(gt=0)] = Field(default=600.0, description="per-person: seconds without a "
+        "call before a person's process stops")
+    approval: Literal["ask", "never"] | None = Field(default=None, description="its calls wait for a person's "
+        "Allow: ask (owners too) | never; unset: everyone but the owners is asked (docs/guide/approvals.md); a rule "
+        "in tools.approval that names the tool wins over this")
+    sandbox: Literal["none", "bwrap"] = Field(default="none", description="none: it runs as the bot's user | bwrap: "
+        "in the exec sandbox's world (its folder at /workspace, the system read-only, nothing of the bot's: config, "
+        "database, other workspaces)")
+    sandbox_paths: tuple[Path, ...] = Field(default=(), description="bwrap: more host folders it sees read-only, "
+        "where they are (e.g. /opt/node for npx, ~/.pyenv for a pyenv Python)")
+    network: bool = Field(default=True, description="bwrap: false takes the network away")
 
     @property
     def transport(self) -> str:
@@ -137,9 +152,20 @@ class McpServerConfig(Section):
 
 
 class McpConfig(CapabilitySection):
-    servers: dict[str, McpServerConfig] = {}
-    inline_max: Annotated[Int, Field(ge=0, le=1000)] = 40  # granted tools shown inline; beyond, mcp_tool_search
-    result_max_chars: Annotated[Int, Field(ge=1000, le=1_000_000)] = 20_000  # longer results saved in the workspace
+    model_config = ConfigDict(json_schema_extra={"description": "tools from MCP servers: docs/guide/mcp-and-skills.md"})
+
+    servers: dict[str, McpServerConfig] = Field(default={}, examples=[{
+            "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."], "env": {},
+                      "cwd": None, "sandbox": "none", "sandbox_paths": [], "network": True, "scope": "per-person",
+                      "idle_timeout": 600, "grant": "everyone", "tools": {"allow": None, "deny": ["move_file"]},
+                      "approval": "ask", "connect_timeout": 10, "call_timeout": 120, "enabled": True},
+            "search": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${SEARCH_TOKEN}"},
+                       "allow_private": False, "grant": ["telegram:123456789"]}}], description="name -> server; "
+        "names: letters, digits, '_', '-' (up to 32)")
+    inline_max: Annotated[Int, Field(ge=0, le=1000)] = Field(default=40, description="more MCP tools granted to a "
+        "run than this: the model gets one mcp_tool_search tool that finds and enables them instead")
+    result_max_chars: Annotated[Int, Field(ge=1000, le=1_000_000)] = Field(default=20_000, description="a longer "
+        "tool result is saved in the workspace (mcp-output/); the model reads its head and the path")
 
     @model_validator(mode="after")
     def _consistent(self) -> McpConfig:

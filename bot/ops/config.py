@@ -3,7 +3,7 @@ the server: with ``ops`` off only this small model is loaded (no ``prometheus_cl
 
 from __future__ import annotations
 
-from pydantic import model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from bot.config import CapabilitySection
 from bot.config.dashboard import is_loopback, parse_bind
@@ -16,10 +16,16 @@ DEFAULT_OPS_BIND = "127.0.0.1:9464"
 class OpsConfig(CapabilitySection):
     """Probes (``/healthz``, ``/readyz``, ``/startupz``) and Prometheus metrics (``/metrics``)."""
 
-    enabled: bool = False
-    bind: str = DEFAULT_OPS_BIND  # host:port; loopback only unless allow_remote
-    allow_remote: bool = False  # a bind other machines can reach (Kubernetes probes, a Prometheus elsewhere)
-    token: Secret = secret("CHATGATE_OPS_TOKEN")  # set: /metrics asks for "Authorization: Bearer <token>"
+    model_config = ConfigDict(json_schema_extra={"description": (
+        "probes and Prometheus metrics for whoever runs the bot: docs/operations/observability.md")})
+
+    enabled: bool = Field(default=False, description="true: `chatgate run` serves /healthz /readyz /startupz /metrics")
+    bind: str = Field(default=DEFAULT_OPS_BIND, description="host:port; anything but loopback is refused unless "
+        "allow_remote")
+    allow_remote: bool = Field(default=False, description="true: other machines may connect (Kubernetes probes, a "
+        "Prometheus elsewhere); the probes and metrics name nobody and carry no text")
+    token: Secret = secret("CHATGATE_OPS_TOKEN", description="set: /metrics wants \"Authorization: Bearer "
+        "<token>\"")
 
     @model_validator(mode="after")
     def _safe_to_serve(self) -> OpsConfig:

@@ -13,4 +13,6 @@ tokens, is the platform's own ``ChannelSpec.setup`` (``bot.channels.ChannelSetup
 - ``terminal``: the questions (echo off for secrets)
 - ``flow``: the interactive setup; ``scripted``: the same from flags and the environment
 - ``capability``: the spec and the subcommand's arguments
+- ``keys``: every key of the config models with its description and samples; ``reference``: the
+  configuration reference page written from them, ``example``: ``config.example.yaml``
 """

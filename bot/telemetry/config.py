@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr
 
 from bot.config import CapabilitySection
 from bot.config.types import Url
@@ -15,12 +15,18 @@ from bot.tracing import mask_url
 class TelemetryConfig(CapabilitySection):
     """OpenTelemetry traces: one per run, GenAI semantic conventions, no message text by default."""
 
-    # the collector's OTLP/HTTP address (http://collector:4318, or its /v1/traces); none: off
-    otlp_endpoint: Url | None = None
-    headers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")], SecretStr] = {}  # e.g. an API key
-    service_name: Annotated[str, Field(min_length=1, max_length=100)] = "chatgate"
-    capture_content: bool = False  # true: previews of model answers and tool results (scrubbed) go in spans
-    timeout: Annotated[float, Field(gt=0, le=60)] = 10.0  # seconds an export may take
+    model_config = ConfigDict(json_schema_extra={"description": (
+        "OpenTelemetry traces of runs, over OTLP/HTTP: docs/operations/observability.md")})
+
+    otlp_endpoint: Url | None = Field(default=None, description="e.g. http://otel-collector:4318 (or its "
+        "/v1/traces); null: off")
+    headers: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9-]{1,64}$")], SecretStr] = Field(default={}, description=(
+        "sent with every export, secrets: e.g. {x-api-key: \"${OTLP_KEY}\"}"))
+    service_name: Annotated[str, Field(min_length=1, max_length=100)] = Field(default="chatgate", description="the "
+        "traces' service.name")
+    capture_content: bool = Field(default=False, description="true: previews of model answers and tool results go "
+        "in the spans")
+    timeout: Annotated[float, Field(gt=0, le=60)] = Field(default=10.0, description="seconds an export may take")
 
     @property
     def traces_url(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from bot.api.config import checked_bind
 from bot.config import CapabilitySection
@@ -15,16 +15,21 @@ DEFAULT_WEBCHAT_BIND = "127.0.0.1:8701"
 
 
 class WebchatConfig(CapabilitySection):
-    enabled: bool = False
-    bind: str = DEFAULT_WEBCHAT_BIND  # host:port; loopback only unless allow_remote
-    allow_remote: bool = False
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    behind_proxy: bool = False  # a TLS proxy in front: trust its X-Forwarded-Proto/-Host
-    public_url: str = ""  # the address people open (for invite links); "" = http(s)://bind
-    invite_hours: float = 24.0  # how long a sign-in link works (once)
-    session_days: float = 30.0  # how long a sign-in lasts
-    max_upload_mb: float = 20.0  # the largest file a person may upload
+    model_config = ConfigDict(json_schema_extra={"description": (
+        "the web chat for the bot's people: docs/guide/webchat.md")})
+
+    enabled: bool = Field(default=False, description="true: `chatgate run` serves the chat page; sign-in links come "
+        "from `chatgate webchat invite PERSON`")
+    bind: str = Field(default=DEFAULT_WEBCHAT_BIND, description="host:port; the same rule as api.bind")
+    allow_remote: bool = Field(default=False, description="a non-loopback bind: needs tls_cert + tls_key, or "
+        "behind_proxy")
+    tls_cert: Path | None = Field(default=None, description="PEM certificate (chain): the web chat serves https")
+    tls_key: Path | None = Field(default=None, description="the certificate's private key (PEM)")
+    behind_proxy: bool = Field(default=False, description="a TLS proxy in front: trust its X-Forwarded-Proto/-Host")
+    public_url: str = Field(default="", description="the address people open, for invite links (default: http://bind)")
+    invite_hours: float = Field(default=24.0, description="a sign-in link works once within this")
+    session_days: float = Field(default=30.0, description="how long a sign-in lasts")
+    max_upload_mb: float = Field(default=20.0, description="the largest file a person may upload")
 
     @model_validator(mode="after")
     def _safe_to_serve(self) -> WebchatConfig:
