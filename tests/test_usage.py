@@ -1,6 +1,7 @@
 """Cost in sight (issue 34 item 7) through the fake Telegram and the real SDK: the usage footer,
 ``/usage``, the owners' alert once a day (remembered in the database, across a restart), and
-every model call counted: a silent (NO_REPLY) turn's and a title's too."""
+every model call counted: a silent (NO_REPLY) turn's, a title's, a sub-agent's, a scheduled
+task's and a compaction's too, each charged to the person it worked for."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from bot.limits import LimitSettings
 from bot.providers.base import Usage
 from bot.settings import load_config
 from bot.usage.report import Spent, footer, passed, usage_text
-from tests.fakes.llm_server import FakeLLM, Reply, Tokens
+from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
 from tests.fakes.telegram_server import FakeTelegram
 
 USER, OWNER = 42, 7
@@ -111,6 +112,47 @@ async def test_a_title_call_is_charged_to_the_person_too(bot: Bot) -> None:
     await until(lambda: len(bot.charged(f"telegram:{USER}")) == 2, timeout=10)
     runs = [run for run, _ in bot.charged(f"telegram:{USER}")]
     assert runs[1] == f"{runs[0]}-title" and len(bot.llm.title_requests) == 1
+
+
+def spent(bot: Bot) -> int:
+    return sum(t for _, t in bot.charged(f"telegram:{USER}"))
+
+
+async def test_a_sub_agents_calls_are_charged_to_the_person(bot: Bot) -> None:
+    await bot.start("models: {titles: null}")
+    bot.llm.script(Reply.tool_calls([Call("spawn", {"task": "look it up"}, id="s0")], usage=Tokens(100, 10)),
+                   Reply.text("found it", usage=Tokens(200, 20)),  # the sub-agent's call
+                   Reply.text("Here it is.", usage=Tokens(300, 30)))
+    bot.tg.push(bot.tg.message(USER, "find it for me", user_id=USER))
+    await bot.tg.wait_for_sent(1, timeout=10)
+    await until(lambda: spent(bot) == 660, timeout=10)
+    assert len(bot.llm.requests) == 3
+
+
+async def test_a_scheduled_tasks_calls_are_charged_to_its_creator(bot: Bot) -> None:
+    await bot.start("models: {titles: null}")
+    bot.llm.script(Reply.tool_calls([Call("schedule", {"action": "create", "kind": "task", "after": "1s",
+                                                       "text": "say the word"})], usage=Tokens(100, 10)),
+                   Reply.text("Done: in a second.", usage=Tokens(200, 20)),
+                   Reply.text("The word is tea.", usage=Tokens(400, 40)))  # the task's own turn, later
+    bot.tg.push(bot.tg.message(USER, "in 1s: say the word", user_id=USER))
+    await until(lambda: len(bot.sent_to(USER)) == 2, timeout=15)
+    assert bot.sent_to(USER)[1].startswith("The word is tea.")
+    await until(lambda: spent(bot) == 770, timeout=10)
+
+
+async def test_a_compactions_calls_are_charged_to_the_person(bot: Bot) -> None:
+    await bot.start("models: {titles: null}")
+    bot.llm.script(*(Reply.text(word, usage=Tokens(10, 1)) for word in ("one", "two", "three")),
+                   Reply.text("NO_REPLY", usage=Tokens(500, 5)),  # the memory flush before the summary
+                   Reply.text("They said one, two and three.", usage=Tokens(600, 60)))  # the summary
+    for n, text in enumerate(("first", "second", "third"), 1):
+        bot.tg.push(bot.tg.message(USER, text, user_id=USER))
+        await until(lambda n=n: len(bot.sent_to(USER)) == n, timeout=10)  # type: ignore[misc]
+    bot.tg.push(bot.tg.message(USER, "/compact", user_id=USER))
+    await until(lambda: len(bot.sent_to(USER)) == 4, timeout=10)
+    assert bot.sent_to(USER)[3].startswith("Compacted")
+    await until(lambda: spent(bot) == 33 + 505 + 660, timeout=10)
 
 
 async def test_the_owners_are_told_once_a_day_even_across_a_restart(bot: Bot) -> None:
