@@ -363,3 +363,18 @@ async def test_after_a_restart_the_window_is_known_from_the_stored_messages(stac
     await stack.channel.inner.send(Target(USER), "⏰ Reminder: more tea")  # the person wrote 25 hours ago
     assert [(s.type, s.text) for s in stack.wa.sent] == [("text", "echo: hi"), ("text", "⏰ Reminder: tea"),
                                                        ("template", "⏰ Reminder: more tea")]
+
+
+async def test_after_a_restart_tasks_and_the_dashboard_know_the_window_from_the_store(stack: Stack) -> None:
+    await stack.start()
+    await stack.post(stack.wa.text("/remind in 2h tea"))  # within the 24 hours: no warning
+    made = await stack.wa.wait_for(lambda: next((t for t in stack.wa.texts() if t.startswith("I'll remind")), None))
+    assert "⚠" not in made
+    await stack.stop()
+    await stack.start()  # a new process, before the person writes again
+    assert stack.app is not None
+    schedules = stack.app.capabilities["schedules"]
+    (tea,) = await schedules.operator_jobs().jobs()
+    assert tea.warning == ""  # the dashboard: due before the window the stored message opened closes
+    (job,) = await schedules.schedules.store.jobs()
+    assert "⚠" not in await schedules.schedules.line(job, "UTC")  # /tasks

@@ -272,10 +272,11 @@ class WhatsAppChannel:
                              f"(channels.whatsapp.templates.{kind}); not sent", permanent=True)
         return template_payload(template.name, template.language, text)
 
-    def reach(self, to: Target, kind: str, at: float | None) -> str:
+    async def reach(self, to: Target, kind: str, at: float | None) -> str:
         """``Windowed``: "" when a scheduled ``kind`` due ``at`` (None: recurring) reaches ``to``."""
         if getattr(self.config.templates, kind, None) is not None:
             return ""
+        await self._open(to.chat_id)  # when the person last wrote, as the store knows it after a restart
         ends = self.windows.ends(to.chat_id)
         if at is not None and ends is not None and at < ends:
             return ""

@@ -142,7 +142,7 @@ class Named(Protocol):
 
 @runtime_checkable
 class Windowed(Protocol):
-    def reach(self, to: Target, kind: str, at: float | None) -> str:
+    async def reach(self, to: Target, kind: str, at: float | None) -> str:
         """Whether a message the bot starts on its own reaches ``to``: a scheduled ``kind``
         ("reminder" or "task") due at ``at`` (epoch seconds; None: again and again). "" when it
         will; else one sentence for the person saying when it will not (and what would help)."""
