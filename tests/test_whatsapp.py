@@ -18,7 +18,7 @@ from adapters.whatsapp.webhook import sign, signed, well_formed
 from adapters.whatsapp.window import WINDOW, Windows, kind_of, one_line, template_payload
 from bot.channels import Choice, Role
 from bot.errors import ConfigError
-from bot.messages import AttachmentKind
+from bot.messages import AttachmentKind, Purpose, Target
 from bot.outbound.markdown import render
 from bot.settings import load_config
 from tests.fakes.whatsapp_server import FakeWhatsApp
@@ -153,7 +153,9 @@ def test_what_the_store_recalls_counts_only_when_newer_than_what_was_heard() -> 
 
 
 def test_a_template_carries_the_text_on_one_line() -> None:
-    assert kind_of("⏰ Reminder: tea") == "reminder" and kind_of("The build is green") == "task"
+    assert kind_of(Purpose.REMINDER) == "reminder"
+    assert kind_of(Purpose.TASK) == kind_of(Purpose.ANSWER) == "task"  # a notice, a late answer: not a reminder
+    assert kind_of(Target("1").purpose) == "task"  # what the text says does not matter: "⏰ ..." from the model
     assert one_line("a\n\nb\t c      d") == "a b c d" and len(one_line("x" * 5000)) == 1024
     payload = template_payload("chatgate_task", "en", "done\nnow")
     assert payload["template"]["components"][0]["parameters"] == [{"type": "text", "text": "done now"}]

@@ -15,6 +15,7 @@ import pytest
 
 from adapters.whatsapp.dialect import WHATSAPP
 from bot.channels import Choice, Role
+from bot.messages import Purpose, Target
 from tests.fakes.audio import FakeAudio, ogg_opus
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.fakes.whatsapp_server import FakeWhatsApp
@@ -179,8 +180,6 @@ async def test_a_file_goes_by_media_upload(stack: Stack) -> None:
     await stack.post(stack.wa.text("hi"))
     await stack.wa.wait_for_sent(1)
     assert stack.channel is not None
-    from bot.messages import Target
-
     message_id = await stack.channel.inner.send_file(Target(USER), "report.pdf", b"%PDF-1.4 fake", "The *report*")
     (document,) = [s for s in stack.wa.sent if s.type == "document"]
     assert document.id == message_id and document.payload["document"]["filename"] == "report.pdf"
@@ -288,8 +287,6 @@ async def test_a_131047_status_closes_the_window_and_the_next_goes_as_the_templa
     stack.channel_yaml = lambda: yaml  # type: ignore[method-assign]
     await stack.start()
     assert stack.channel is not None
-    from bot.messages import Target
-
     stack.wa.webhook_url = stack.url
     stack.wa.last_inbound.clear()  # WhatsApp knows nobody wrote lately; this process does not
     sent = await stack.channel.inner.send(Target(USER), "your build is green")
@@ -310,8 +307,6 @@ async def test_a_failure_whatsapp_says_is_temporary_is_sent_once_more(stack: Sta
 
 async def test_a_press_on_a_question_made_before_a_restart_still_counts(stack: Stack) -> None:
     channel, inbox = await stack.start_alone()
-    from bot.messages import Target
-
     stack.wa.last_inbound[USER] = stack.wa.now()
     question = await channel.ask(Target(USER), "Pick one", [Choice("a", "A"), Choice("b", "B")])
     _, inbox = await stack.start_alone()
@@ -351,16 +346,15 @@ async def test_after_a_restart_the_window_is_known_from_the_stored_messages(stac
     await stack.post(stack.wa.text("hi"))
     await stack.wa.wait_for_sent(1)
     await stack.stop()
-    from bot.messages import Target
-
     await stack.start()  # a new process: it heard nobody, the store did
     assert stack.channel is not None
-    await stack.channel.inner.send(Target(USER), "⏰ Reminder: tea")  # within the 24 hours: as text
+    reminder = Target(USER, purpose=Purpose.REMINDER)
+    await stack.channel.inner.send(reminder, "⏰ Reminder: tea")  # within the 24 hours: as text
     stack.advance(25 * 3600)
     await stack.stop()
     await stack.start()
     assert stack.channel is not None
-    await stack.channel.inner.send(Target(USER), "⏰ Reminder: more tea")  # the person wrote 25 hours ago
+    await stack.channel.inner.send(reminder, "⏰ Reminder: more tea")  # the person wrote 25 hours ago
     assert [(s.type, s.text) for s in stack.wa.sent] == [("text", "echo: hi"), ("text", "⏰ Reminder: tea"),
                                                        ("template", "⏰ Reminder: more tea")]
 

@@ -265,7 +265,7 @@ class WhatsAppChannel:
         (``SendFailed``, permanent, when none is configured for its kind)."""
         if await self._open(to.chat_id):
             return None
-        kind = kind_of(text)
+        kind = kind_of(to.purpose)
         template = getattr(self.config.templates, kind)
         if template is None:
             raise SendFailed(f"{to.chat_id} last wrote over 24 hours ago and no template is set for a {kind} "

@@ -7,11 +7,11 @@ whether WhatsApp said the window is closed (a ``131047`` failure). The channel a
 restart, or heard by another instance. What neither knows counts as open: the send is tried,
 and a ``131047`` status closes it for the next one.
 
-A message the bot starts on its own outside the window goes as the template configured for
-its kind: ``templates.reminder`` for a reminder (its text starts with the scheduler's ⏰),
-``templates.task`` for anything else (a task's answer, a notice); the message's text is the
-template's one body variable, on one line (WhatsApp refuses a variable with line breaks,
-tabs or more than four spaces in a row) and at most ``PARAM_LIMIT`` characters.
+A message outside the window goes as the template configured for its target's purpose
+(``kind_of``): ``templates.reminder`` for a reminder, ``templates.task`` for anything else (a
+task's answer, a notice, an answer that comes late); the message's text is the template's one
+body variable, on one line (WhatsApp refuses a variable with line breaks, tabs or more than
+four spaces in a row) and at most ``PARAM_LIMIT`` characters.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal
 
+from bot.messages import Purpose
+
 WINDOW = 24 * 3600.0
 PARAM_LIMIT = 1024
-REMINDER_MARK = "⏰"
 _REMEMBERED = 100_000
 _SPACES = re.compile(r"\s+")
 
@@ -72,8 +73,9 @@ class Windows:
         return None if last is None or chat in self._closed else last + WINDOW
 
 
-def kind_of(text: str) -> Kind:
-    return "reminder" if text.lstrip().startswith(REMINDER_MARK) else "task"
+def kind_of(purpose: Purpose) -> Kind:
+    """The template a message of ``purpose`` goes as outside the window."""
+    return "reminder" if purpose is Purpose.REMINDER else "task"
 
 
 def one_line(text: str) -> str:

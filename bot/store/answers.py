@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from bot.messages import Answer, ChatType, Chunk, FileRef, Target
+from bot.messages import Answer, ChatType, Chunk, FileRef, Purpose, Target
 from bot.store.base import AnswerState
 from bot.store.dialect import SqlDialect
 from bot.store.inbound import MARK_ANSWERED, mark_answered
@@ -67,7 +67,8 @@ def answer_from(row: Row, chunk_rows: list[Row]) -> Answer:
         sent += 1
     return Answer(
         id=id_, platform=platform,
-        target=Target(t["chat_id"], ChatType(t["chat_type"]), t.get("thread_id"), t.get("reply_to")),
+        target=Target(t["chat_id"], ChatType(t["chat_type"]), t.get("thread_id"), t.get("reply_to"),
+                      Purpose(t.get("purpose", Purpose.ANSWER))),
         chunks=tuple(Chunk(text, name, data, FileRef(**json.loads(ref)) if ref else None, shown == _AS_VOICE,
                            shown == _AS_PHOTO)
                      for text, name, data, _, ref, shown in chunk_rows),
