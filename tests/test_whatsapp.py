@@ -148,7 +148,18 @@ def test_what_the_store_recalls_counts_only_when_newer_than_what_was_heard() -> 
     windows.close("1")  # a 131047 about a later send
     windows.recalled("1", now[0] - 60)  # the same message again: the closing stands
     assert not windows.is_open("1")
+    now[0] += 10
     windows.recalled("1", now[0] - 5)  # they wrote since
+    assert windows.is_open("1")
+
+
+def test_a_closing_stands_against_the_store_after_a_restart() -> None:
+    now = [100_000.0]
+    windows = Windows(clock=lambda: now[0])  # a new process: it heard nobody
+    windows.close("1")  # WhatsApp: 131047, whatever the store holds
+    windows.recalled("1", now[0] - 3600)  # the store's last message, which WhatsApp counted as too old
+    assert not windows.is_open("1") and windows.ends("1") is None
+    windows.recalled("1", now[0] + 5)  # a message after the closing (heard by another instance)
     assert windows.is_open("1")
 
 

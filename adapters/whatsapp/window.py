@@ -36,25 +36,29 @@ class Windows:
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._last: OrderedDict[str, float] = OrderedDict()  # chat -> when the person last wrote
-        self._closed: set[str] = set()
+        self._closed: OrderedDict[str, float] = OrderedDict()  # chat -> when WhatsApp said its window closed
 
     def heard(self, chat: str, at: float) -> None:
         if at >= self._last.get(chat, float("-inf")):
             self._last[chat] = at
             self._last.move_to_end(chat)
-        self._closed.discard(chat)
+        self._closed.pop(chat, None)
         while len(self._last) > _REMEMBERED:
-            self._closed.discard(self._last.popitem(last=False)[0])
+            self._closed.pop(self._last.popitem(last=False)[0], None)
 
     def recalled(self, chat: str, at: float) -> None:
-        """The store says the person last wrote ``at``: heard, if that is newer than what is known
-        (a closing ``131047`` about an older message stands)."""
-        if at > self._last.get(chat, float("-inf")):
+        """The store says the person last wrote ``at``: heard, if that is newer than what is known and
+        than WhatsApp's closing ``131047`` (which stands for the messages before it, as WhatsApp counts
+        them: after a restart too, when this process knew nothing of the chat before)."""
+        if at > self._last.get(chat, float("-inf")) and at > self._closed.get(chat, float("-inf")):
             self.heard(chat, at)
 
     def close(self, chat: str) -> None:
         """WhatsApp said the window is closed (``131047``)."""
-        self._closed.add(chat)
+        self._closed[chat] = self._clock()
+        self._closed.move_to_end(chat)
+        while len(self._closed) > _REMEMBERED:
+            self._closed.popitem(last=False)
 
     def is_open(self, chat: str) -> bool:
         if chat in self._closed:

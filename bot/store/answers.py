@@ -31,6 +31,8 @@ _UNDELIVERED = ("SELECT id, platform, target, inbound_ids, draft_id, failed, cre
                 " WHERE delivered_at IS NULL ORDER BY created_at, {order}")
 _CHUNKS = ("SELECT answer_id, text, file_name, file_data, sent_at, file_ref, voice FROM chunks WHERE {ids}"
            " ORDER BY answer_id, idx")
+_SENT_AS = ("SELECT a.id, a.platform, a.target, a.inbound_ids, a.draft_id, a.failed, a.created_at, c.idx"
+            " FROM chunks c JOIN answers a ON a.id = c.answer_id WHERE c.message_id = ? AND a.platform = ?")
 ANSWER_STATE = "SELECT delivered_at IS NOT NULL, given_up FROM answers WHERE id = ?"
 CHUNK_SENT = "UPDATE chunks SET message_id = ?, sent_at = ? WHERE answer_id = ? AND idx = ? AND sent_at IS NULL"
 ANSWER_DONE = "UPDATE answers SET delivered_at = ?, given_up = ? WHERE id = ? AND delivered_at IS NULL"
@@ -107,6 +109,12 @@ def undelivered(d: SqlDialect) -> Op[list[Answer]]:
     return (yield from with_chunks(d, (yield from rows(undelivered_sql(d)))))
 
 
+def sent_as(d: SqlDialect, platform: str, message_id: str) -> Op[tuple[Answer, int] | None]:
+    """The stored answer whose chunk ``platform`` took as ``message_id``, and that chunk's index."""
+    found = yield from rows(_SENT_AS, message_id, platform)
+    return ((yield from with_chunks(d, [found[0][:7]]))[0], found[0][7]) if found else None
+
+
 def settle(d: SqlDialect, answer: Answer, now: float, *, given_up: bool) -> Op[None]:
     yield from execute(ANSWER_DONE, now, int(given_up), answer.id)
     yield from mark_answered(d, answer.inbound_ids, now)
@@ -145,6 +153,9 @@ class AnswerOps(Driven):
 
     async def give_up(self, answer: Answer) -> None:
         await self._write(settle(self.dialect, answer, time.time(), given_up=True))
+
+    async def sent_as(self, platform: str, message_id: str) -> tuple[Answer, int] | None:
+        return await self._read(sent_as(self.dialect, platform, message_id))
 
     async def answer_state(self, answer_id: str) -> AnswerState | None:
         return state_of(await self._read(one(ANSWER_STATE, answer_id)))
