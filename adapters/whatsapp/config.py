@@ -64,7 +64,8 @@ TemplateRef = Annotated[Template | None, BeforeValidator(_template)]
 
 
 class WhatsAppTemplates(Section):
-    """What goes out instead of a scheduled message due outside the 24-hour window."""
+    """What goes out instead of a message outside the 24-hour window, by its purpose: a reminder as
+    ``reminder``, anything else (a scheduled task's answer, a notice, a late answer) as ``task``."""
 
     reminder: TemplateRef = None
     task: TemplateRef = None
