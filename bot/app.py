@@ -14,6 +14,7 @@ import logging
 import tempfile
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatu
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.capabilities import Channels, Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
-from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, UsesLeases, registry, spelling
+from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, ReportsUndelivered, UsesLeases, registry, spelling
 from bot.conversation import ChannelInfo, person_of
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
@@ -189,6 +190,8 @@ class App:
                 channel.use_leases(cluster if cluster is not None else SOLE)
             if isinstance(channel, RecallsInbound):
                 channel.recall_inbound(_last_heard(self.store, name))
+            if isinstance(channel, ReportsUndelivered):
+                channel.report_undelivered(partial(self.delivery.undelivered, name))
             await channel.start(self.intake.handle)
             self._stack.push_async_callback(channel.stop)
             log.info("channel started: %s", name)

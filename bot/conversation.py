@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from bot.messages import ChatType, InboundMessage, Target
+from bot.messages import ChatType, InboundMessage, Purpose, Target
 from bot.session_keys import DmScope, GroupScope, SessionKey, key_for, parse_key
 from bot.workspace import safe_name
 
@@ -64,8 +64,8 @@ class Conversation:
 
     @property
     def target(self) -> Target:
-        """Where a message owed to the conversation goes: its chat, in its thread."""
-        return Target(self.chat_id, self.chat_type, self.thread_id)
+        """Where a message the bot starts in the conversation goes (a task's: no message asked): its chat, thread."""
+        return Target(self.chat_id, self.chat_type, self.thread_id, purpose=Purpose.TASK)
 
     @classmethod
     def of_key(cls, key: str | SessionKey, *, account: str = "", channel: ChannelInfo | None = None) -> Conversation:

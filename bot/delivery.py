@@ -15,10 +15,15 @@ stored but did not deliver, from the first undelivered chunk: nothing is regener
 A chunk that sends a workspace file by reference (``FileRef``, the ``send_file`` tool) has
 its bytes read when it is sent, inside the workspace and never through a link; a file that
 changed or went since it was stored is not sent at all (the answer is given up), and whoever
-waits for the answer (``outcome``) is told why.
-stored but did not deliver, from the first undelivered chunk: nothing is regenerated. With
-several instances, ``claim`` decides which one sends an answer (the one that stored it, or
-the one that took over from a dead one): an answer claimed by a live other is skipped.
+waits for the answer (``outcome``) is told why. With several instances, ``claim`` decides which
+one sends an answer (the one that stored it, or the one that took over from a dead one): an
+answer claimed by a live other is skipped.
+
+A platform may say later that a chunk it took was not delivered after all (``undelivered``,
+WhatsApp's failed status): the chunk comes back into the ledger as an answer of its own, its id
+the chunk's, so a report heard twice, or after a restart, or by another instance, is one answer.
+It is owed again when retrying may help (once: a resent chunk reported again is given up), else
+stored given up, with the reason in the log (the dashboard lists it).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from pathlib import Path
 
 from bot import observe
 from bot.backoff import Backoff
-from bot.channels import Channel, SendFailed, SendsPhoto, SendsVoice, Status
+from bot.channels import Channel, SendFailed, SendsPhoto, SendsVoice, Status, Undelivered
 from bot.messages import Answer, Chunk, FileRef
 from bot.observe import Signal
 from bot.store.base import AnswerStore
@@ -44,6 +49,7 @@ log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 Claim = Callable[[Answer], Awaitable[bool]]  # several instances: is this one to send it?
+AGAIN = "-again-"  # in the id of a chunk owed again after its platform reported it undelivered
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +77,7 @@ class Delivery:
         self._voices = {name: c for name, c in channels.items() if isinstance(c, SendsVoice)}
         self._photos = {name: c for name, c in channels.items() if isinstance(c, SendsPhoto)}
         self._waiting: dict[str, list[asyncio.Future[str | None]]] = {}  # answer id -> told how it ended
+        self._landing: dict[str, tuple[Answer, int]] = {}  # message id -> its chunk, until recorded as sent
 
     def outcome(self, answer_id: str) -> asyncio.Future[str | None]:
         """Done when the answer ``answer_id`` has been delivered (None) or given up (why), in
@@ -100,6 +107,27 @@ class Delivery:
             self._idle.clear()
             task = asyncio.create_task(self._work(key), name=f"delivery {key[0]}:{key[1]}")
             self._workers[key] = task
+
+    async def undelivered(self, platform: str, report: Undelivered) -> bool:
+        """A chunk ``platform`` took and then reported undelivered (``ReportsUndelivered``), back in the
+        ledger: False when no stored answer sent that message (a question, a reaction)."""
+        found = self._landing.get(report.message_id) or await self._store.sent_as(platform, report.message_id)
+        if found is None:
+            return False
+        answer, index = found
+        again = Answer(f"{answer.id}{AGAIN}{index}", platform,
+                       replace(answer.target, reply_to=None) if index else answer.target, (answer.chunks[index],))
+        await self._store.store_answer(again)
+        if again.id in self._owed or await self._store.answer_state(again.id) != "owed":
+            return True  # the same report again: taken already
+        where = f"{answer.id} chunk {index + 1} to {platform}:{answer.target.chat_id}"
+        if report.retry and AGAIN not in answer.id:
+            log.warning("%s was not delivered after all (%s); owed again as %s", where, report.why, again.id)
+            self.push(again)
+        else:
+            log.error("giving up on %s: not delivered after all (%s)", where, report.why)
+            await self._store.give_up(again)
+        return True
 
     async def resume(self) -> int:
         """Queue what a previous process stored but did not deliver; how many answers."""
@@ -184,7 +212,12 @@ class Delivery:
                 continue
             if (woken := self._woken.pop(answer.platform, None)) is not None:
                 woken.set()
-            await self._store.chunk_sent(answer, index, message_id)
+            if message_id:  # a report on it may come before it is recorded
+                self._landing[message_id] = (answer, index)
+            try:
+                await self._store.chunk_sent(answer, index, message_id)
+            finally:
+                self._landing.pop(message_id or "", None)
             index += 1
             retries = 0
         await _quietly(channel.status(answer.target, Status.FAILED if answer.failed else Status.DONE))

@@ -87,14 +87,24 @@ class InboundMessage:
     timestamp: float = field(default_factory=time.time)
 
 
+class Purpose(StrEnum):
+    """Why a message goes out: an answer to what the person wrote, or one the bot starts (a reminder, a task's)."""
+
+    ANSWER = "answer"
+    REMINDER = "reminder"
+    TASK = "task"  # a scheduled task's answer, or a notice nobody's message asked for
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where an answer goes: a chat, the thread in it, and the message it answers."""
+    """Where an answer goes: a chat, the thread in it, and the message it answers; and why (a
+    channel may send a reminder otherwise than an answer: WhatsApp's templates)."""
 
     chat_id: str
     chat_type: ChatType = ChatType.DM
     thread_id: str | None = None
     reply_to: str | None = None  # the triggering message's platform id (groups reply to it)
+    purpose: Purpose = Purpose.ANSWER
 
     @classmethod
     def of(cls, msg: InboundMessage) -> Target:

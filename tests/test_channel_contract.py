@@ -38,6 +38,7 @@ from bot.channels import (
     Choice,
     MessageShape,
     RecallsInbound,
+    ReportsUndelivered,
     SendFailed,
     SendsPhoto,
     Status,
@@ -99,6 +100,8 @@ class Recorder:
             self.reach = inner.reach
         if isinstance(inner, RecallsInbound):
             self.recall_inbound = inner.recall_inbound
+        if isinstance(inner, ReportsUndelivered):
+            self.report_undelivered = inner.report_undelivered
         if isinstance(inner, SendsPhoto):
             self.send_photo = self._send_photo
 

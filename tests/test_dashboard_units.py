@@ -281,22 +281,26 @@ def _job(state: JobState) -> Job:
                next_at=1_900_000_000, state=state)
 
 
-def test_a_job_row_carries_why_its_messages_may_not_reach_the_person_while_it_is_active() -> None:
+async def _warn(job: Job) -> str:
+    return WINDOW_WARNING
+
+
+async def test_a_job_row_carries_why_its_messages_may_not_reach_the_person_while_it_is_active() -> None:
     asked: list[int] = []
 
-    def reach(job: Job) -> str:
+    async def reach(job: Job) -> str:
         asked.append(job.id)
         return WINDOW_WARNING
 
-    assert row(_job(JobState.ACTIVE), reach).warning == WINDOW_WARNING
-    assert row(_job(JobState.PAUSED), reach).warning == ""  # as /tasks: a paused job is not due
+    assert (await row(_job(JobState.ACTIVE), reach)).warning == WINDOW_WARNING
+    assert (await row(_job(JobState.PAUSED), reach)).warning == ""  # as /tasks: a paused job is not due
     assert asked == [7]
-    assert row(_job(JobState.ACTIVE)).warning == ""  # no channel that is Windowed: nothing to say
+    assert (await row(_job(JobState.ACTIVE))).warning == ""  # no channel that is Windowed: nothing to say
 
 
-def test_the_jobs_table_marks_a_job_that_may_not_reach_its_person() -> None:
+async def test_the_jobs_table_marks_a_job_that_may_not_reach_its_person() -> None:
     viewer = Viewer("olive", "operator", True, "csrf")
-    warned, fine = row(_job(JobState.ACTIVE), lambda job: WINDOW_WARNING), row(_job(JobState.ACTIVE))
+    warned, fine = await row(_job(JobState.ACTIVE), _warn), await row(_job(JobState.ACTIVE))
     html = str(jobs_table(viewer, [warned, fine], True, 1_800_000_000))
     assert html.count("⚠ ") == 1
     assert '<small class="warning" title="WhatsApp delivers it only within 24 hours of your last message ' \

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.backoff import Backoff
-from bot.channels import SendFailed
+from bot.channels import SendFailed, Undelivered
 from bot.delivery import Delivery, DeliverySettings
 from bot.messages import Answer, ChatType, Chunk, Target
 from bot.store.sqlite import SQLiteStore
@@ -87,3 +87,39 @@ async def test_an_answer_pushed_twice_is_sent_once(store: SQLiteStore) -> None:
     await delivery.resume()  # finds it undelivered too
     await asyncio.wait_for(delivery.wait_idle(), 5)
     assert [s.text for s in channel.sent] == ["hello"]
+
+
+class Recording(SQLiteStore):
+    """The real store, whose record of a sent chunk waits until ``recorded`` is set."""
+
+    recorded: asyncio.Event
+
+    async def chunk_sent(self, answer: Answer, index: int, message_id: str | None) -> None:
+        await self.recorded.wait()
+        await super().chunk_sent(answer, index, message_id)
+
+
+async def test_a_report_before_the_chunk_is_recorded_finds_it_and_owes_it_once(tmp_path: Path) -> None:
+    async with Recording(tmp_path / "chatgate.db") as store:
+        store.recorded = asyncio.Event()
+        channel = Flaky()
+        channel.down = False
+        delivery = Delivery(store, {"test": channel}, SLOW)
+        answer = Answer("a-1", "test", Target("1", ChatType.DM), (Chunk("one"), Chunk("two")))
+        await store.store_answer(answer)
+        delivery.push(answer)
+        while not channel.sent:
+            await asyncio.sleep(0.01)
+        lost = Undelivered(channel.sent[0].message_id, "the platform lost it", retry=True)
+        assert await delivery.undelivered("test", lost)  # found while its record is still being written
+        assert await delivery.undelivered("test", lost)  # said twice: owed once
+        assert not await delivery.undelivered("test", Undelivered("unknown", "?", retry=True))  # not an answer's
+        store.recorded.set()
+        await asyncio.wait_for(delivery.wait_idle(), 5)
+        assert [s.text for s in channel.sent] == ["one", "two", "one"]  # the lost chunk again, after the rest
+        assert await store.answer_state("a-1-again-0") == "delivered"
+        again = await store.sent_as("test", channel.sent[2].message_id)
+        assert again is not None and again[0].id == "a-1-again-0"
+        assert await delivery.undelivered("test", Undelivered(channel.sent[2].message_id, "lost again", retry=True))
+        assert await store.answer_state("a-1-again-0-again-0") == "given_up"  # sent again at most once
+        assert len(channel.sent) == 3

@@ -17,7 +17,18 @@ import pytest
 
 from bot.conversation import Conversation
 from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
-from bot.messages import Answer, Attachment, AttachmentKind, ChatType, Chunk, FileRef, InboundMessage, Sender, Target
+from bot.messages import (
+    Answer,
+    Attachment,
+    AttachmentKind,
+    ChatType,
+    Chunk,
+    FileRef,
+    InboundMessage,
+    Purpose,
+    Sender,
+    Target,
+)
 from bot.providers.base import Usage
 from bot.store.base import (
     AnswerStore,
@@ -559,6 +570,20 @@ async def test_an_answer_is_owed_until_its_last_chunk_is_sent(store: AnswerStore
     await store.chunk_sent(answer, 2, "503")
     assert await store.undelivered() == []
     assert await store.unanswered() == []  # type: ignore[attr-defined]
+
+
+async def test_a_sent_chunk_is_found_by_its_platform_message_id_with_its_purpose(store: AnswerStore) -> None:
+    answer = replace(owed("run1", chunks=3), target=Target("c1", ChatType.DM, purpose=Purpose.REMINDER))
+    await store.store_answer(answer)
+    assert await store.sent_as("telegram", "502") is None  # not sent yet
+    await store.chunk_sent(answer, 0, "501")
+    await store.chunk_sent(answer, 1, "502")
+    found = await store.sent_as("telegram", "502")
+    assert found is not None and found[1] == 1
+    assert found[0].id == "run1" and found[0].chunks == answer.chunks and found[0].target.purpose is Purpose.REMINDER
+    assert await store.sent_as("slack", "502") is None  # another platform's message of the same id
+    (resumed,) = await store.undelivered()
+    assert resumed.target == answer.target  # the purpose survives a restart
 
 
 async def test_an_answer_stored_with_its_turn_and_given_up(store: Store) -> None:

@@ -18,7 +18,7 @@ from adapters.whatsapp.webhook import sign, signed, well_formed
 from adapters.whatsapp.window import WINDOW, Windows, kind_of, one_line, template_payload
 from bot.channels import Choice, Mark
 from bot.errors import ConfigError
-from bot.messages import AttachmentKind
+from bot.messages import AttachmentKind, Purpose, Target
 from bot.outbound.markdown import render
 from bot.settings import load_config
 from tests.fakes.whatsapp_server import FakeWhatsApp
@@ -148,12 +148,25 @@ def test_what_the_store_recalls_counts_only_when_newer_than_what_was_heard() -> 
     windows.close("1")  # a 131047 about a later send
     windows.recalled("1", now[0] - 60)  # the same message again: the closing stands
     assert not windows.is_open("1")
+    now[0] += 10
     windows.recalled("1", now[0] - 5)  # they wrote since
     assert windows.is_open("1")
 
 
+def test_a_closing_stands_against_the_store_after_a_restart() -> None:
+    now = [100_000.0]
+    windows = Windows(clock=lambda: now[0])  # a new process: it heard nobody
+    windows.close("1")  # WhatsApp: 131047, whatever the store holds
+    windows.recalled("1", now[0] - 3600)  # the store's last message, which WhatsApp counted as too old
+    assert not windows.is_open("1") and windows.ends("1") is None
+    windows.recalled("1", now[0] + 5)  # a message after the closing (heard by another instance)
+    assert windows.is_open("1")
+
+
 def test_a_template_carries_the_text_on_one_line() -> None:
-    assert kind_of("⏰ Reminder: tea") == "reminder" and kind_of("The build is green") == "task"
+    assert kind_of(Purpose.REMINDER) == "reminder"
+    assert kind_of(Purpose.TASK) == kind_of(Purpose.ANSWER) == "task"  # a notice, a late answer: not a reminder
+    assert kind_of(Target("1").purpose) == "task"  # what the text says does not matter: "⏰ ..." from the model
     assert one_line("a\n\nb\t c      d") == "a b c d" and len(one_line("x" * 5000)) == 1024
     payload = template_payload("chatgate_task", "en", "done\nnow")
     assert payload["template"]["components"][0]["parameters"] == [{"type": "text", "text": "done now"}]

@@ -15,6 +15,7 @@ import pytest
 
 from adapters.whatsapp.dialect import WHATSAPP
 from bot.channels import Choice, Mark
+from bot.messages import Purpose, Target
 from tests.fakes.audio import FakeAudio, ogg_opus
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.fakes.whatsapp_server import FakeWhatsApp
@@ -179,8 +180,6 @@ async def test_a_file_goes_by_media_upload(stack: Stack) -> None:
     await stack.post(stack.wa.text("hi"))
     await stack.wa.wait_for_sent(1)
     assert stack.channel is not None
-    from bot.messages import Target
-
     message_id = await stack.channel.inner.send_file(Target(USER), "report.pdf", b"%PDF-1.4 fake", "The *report*")
     (document,) = [s for s in stack.wa.sent if s.type == "document"]
     assert document.id == message_id and document.payload["document"]["filename"] == "report.pdf"
@@ -288,8 +287,6 @@ async def test_a_131047_status_closes_the_window_and_the_next_goes_as_the_templa
     stack.channel_yaml = lambda: yaml  # type: ignore[method-assign]
     await stack.start()
     assert stack.channel is not None
-    from bot.messages import Target
-
     stack.wa.webhook_url = stack.url
     stack.wa.last_inbound.clear()  # WhatsApp knows nobody wrote lately; this process does not
     sent = await stack.channel.inner.send(Target(USER), "your build is green")
@@ -299,19 +296,138 @@ async def test_a_131047_status_closes_the_window_and_the_next_goes_as_the_templa
     assert [(s.type, s.text) for s in stack.wa.sent] == [("text", "your build is green"), ("template", "and deployed")]
 
 
-async def test_a_failure_whatsapp_says_is_temporary_is_sent_once_more(stack: Stack) -> None:
+async def answers(stack: Stack) -> dict[str, tuple[int, int]]:
+    """The stored answers: id -> (delivered, given up)."""
+    assert stack.app is not None
+    from bot.store.op import rows
+
+    found = await stack.app.store.read(rows("SELECT id, delivered_at IS NOT NULL, given_up FROM answers"))
+    return {ident: (int(delivered), int(given_up)) for ident, delivered, given_up in found}
+
+
+async def owed_again(stack: Stack, states: list[tuple[int, int]]) -> None:
+    """Until the chunks owed again after a report stand at ``states`` (delivered, given up) in the ledger."""
+    async with asyncio.timeout(5):
+        while [s for i, s in (await answers(stack)).items() if "-again-" in i] != states:
+            await asyncio.sleep(0.05)
+
+
+async def test_a_failure_whatsapp_says_is_temporary_is_owed_again_once_by_the_ledger(
+        stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
     await stack.start()
     await stack.post(stack.wa.text("hi"))
     (answer,) = await stack.wa.wait_for_sent(1)
-    await stack.post(stack.wa.failed(answer.id, USER, 131000, "Something went wrong"))
-    await stack.wa.wait_for(lambda: len(stack.wa.sent) == 2)
+    failed = stack.wa.failed(answer.id, USER, 131000, "Something went wrong")
+    assert await stack.post(failed) == 200  # once the ledger owes it again
+    again = (await stack.wa.wait_for_sent(2))[1]
+    assert await stack.post(failed) == 200  # Meta posts the status again: the same chunk, owed once
+    await asyncio.sleep(0.5)
     assert [s.text for s in stack.wa.sent] == ["echo: hi", "echo: hi"]
+    await owed_again(stack, [(1, 0)])  # delivered
+    await stack.post(stack.wa.failed(again.id, USER, 131000, "Something went wrong"))  # the resent one fails too
+    await until(lambda: any("giving up" in r.getMessage() for r in caplog.records))
+    await asyncio.sleep(0.3)
+    assert len(stack.wa.sent) == 2  # sent at most twice
+    assert any("131000 Something went wrong" in r.getMessage() and "giving up" in r.getMessage()
+               for r in caplog.records)
+
+
+async def test_a_failure_after_a_restart_still_finds_its_answer_in_the_ledger(stack: Stack) -> None:
+    await stack.start()
+    await stack.post(stack.wa.text("hi"))
+    (answer,) = await stack.wa.wait_for_sent(1)
+    await stack.stop()
+    await stack.start()  # a new process: nothing of the send in memory, the ledger has it
+    await stack.post(stack.wa.failed(answer.id, USER, 131016, "Service unavailable"))
+    await stack.wa.wait_for_sent(2)
+    await stack.stop()
+    await stack.start()  # and delivered: not sent a third time at the next start
+    await stack.post(stack.wa.failed(answer.id, USER, 131016, "Service unavailable"))
+    await asyncio.sleep(0.5)
+    assert [s.text for s in stack.wa.sent] == ["echo: hi", "echo: hi"]
+
+
+async def test_a_failure_that_sending_again_would_not_help_is_given_up_in_the_ledger(
+        stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    await stack.start()
+    await stack.post(stack.wa.text("hi"))
+    (answer,) = await stack.wa.wait_for_sent(1)
+    failed = stack.wa.failed(answer.id, USER, 131026, "Message undeliverable")
+    await stack.post(failed)
+    await stack.post(failed)
+    await until(lambda: any("giving up" in r.getMessage() for r in caplog.records))
+    await asyncio.sleep(0.3)
+    (line,) = [r.getMessage() for r in caplog.records if "giving up" in r.getMessage()]
+    assert f"to whatsapp:{USER}" in line and "131026 Message undeliverable" in line
+    assert len(stack.wa.sent) == 1
+    assert {i: s for i, s in (await answers(stack)).items() if "-again-" in i} == {f"{stack_answer(stack)}-again-0":
+                                                                                  (1, 1)}  # the dashboard lists it
+    assert stack.app is not None
+    from bot.dashboard.reads import read_failures
+
+    (listed,) = await stack.app.store.read(read_failures(stack.app.store.engine, 10))
+    assert listed.kind == "delivery" and listed.where == f"whatsapp:{USER}"
+
+
+def stack_answer(stack: Stack) -> str:
+    """The id of the one answer to a message."""
+    import sqlite3
+
+    with sqlite3.connect(stack.tmp / "chatgate.db") as db:
+        (ident,) = [i for (i,) in db.execute("SELECT id FROM answers") if "-again-" not in i]
+    return str(ident)
+
+
+async def test_a_131047_on_a_reminder_comes_back_through_the_ledger_as_its_template(stack: Stack) -> None:
+    yaml = stack.channel_yaml().replace("dm_policy: open", "dm_policy: open, templates: {reminder: "
+                                        "{name: chatgate_reminder, language: en_US}}")
+    stack.channel_yaml = lambda: yaml  # type: ignore[method-assign]
+    await stack.start()
+    stack.wa.webhook_url = stack.url  # where WhatsApp posts its statuses
+    await stack.post(stack.wa.text("/remind in 2s stretch your legs"))
+    await stack.wa.wait_for(lambda: any(t.startswith("I'll remind you") for t in stack.wa.texts()))
+    stack.wa.last_inbound.clear()  # WhatsApp says the window is closed; this process heard otherwise
+    template = await stack.wa.wait_for(lambda: next((s for s in stack.wa.sent if s.type == "template"), None), 10)
+    assert template.payload["template"]["name"] == "chatgate_reminder"
+    assert template.text == "⏰ Reminder: stretch your legs"
+    await asyncio.sleep(0.5)
+    assert [s.type for s in stack.wa.sent] == ["text", "text", "template"]
+
+
+async def test_a_131047_heard_after_a_restart_sends_the_chunk_as_the_template(stack: Stack) -> None:
+    yaml = stack.channel_yaml().replace("dm_policy: open", "dm_policy: open, templates: {task: chatgate_task}")
+    stack.channel_yaml = lambda: yaml  # type: ignore[method-assign]
+    await stack.start()
+    await stack.post(stack.wa.text("hi"))
+    (answer,) = await stack.wa.wait_for_sent(1)
+    await stack.stop()
+    await stack.start()  # the store says the person wrote a moment ago; WhatsApp says otherwise, and wins
+    await stack.post(stack.wa.failed(answer.id, USER, 131047, "Re-engagement message"))
+    await stack.wa.wait_for_sent(2)
+    await asyncio.sleep(0.3)
+    assert [(s.type, s.text) for s in stack.wa.sent] == [("text", "echo: hi"), ("template", "echo: hi")]
+    assert stack.wa.sent[1].payload["template"]["name"] == "chatgate_task"
+
+
+async def test_a_131047_on_an_answer_without_a_template_is_given_up_with_the_reason(
+        stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    await stack.start()
+    stack.wa.webhook_url = stack.url
+    stack.llm.script(Reply.text("late answer", delay=0.3))
+    await stack.post(stack.wa.text("hi"))
+    stack.wa.last_inbound.clear()  # by the time the answer goes, WhatsApp counts the window closed
+    await until(lambda: any("giving up" in r.getMessage() for r in caplog.records))
+    (line,) = [r.getMessage() for r in caplog.records if "giving up" in r.getMessage()]
+    assert "no template is set for a task (channels.whatsapp.templates.task)" in line
+    assert [s.text for s in stack.wa.sent] == ["late answer"]
+    await owed_again(stack, [(1, 1)])  # given up (the dashboard lists it)
 
 
 async def test_a_press_on_a_question_made_before_a_restart_still_counts(stack: Stack) -> None:
     channel, inbox = await stack.start_alone()
-    from bot.messages import Target
-
     stack.wa.last_inbound[USER] = stack.wa.now()
     question = await channel.ask(Target(USER), "Pick one", [Choice("a", "A"), Choice("b", "B")])
     _, inbox = await stack.start_alone()
@@ -351,15 +467,29 @@ async def test_after_a_restart_the_window_is_known_from_the_stored_messages(stac
     await stack.post(stack.wa.text("hi"))
     await stack.wa.wait_for_sent(1)
     await stack.stop()
-    from bot.messages import Target
-
     await stack.start()  # a new process: it heard nobody, the store did
     assert stack.channel is not None
-    await stack.channel.inner.send(Target(USER), "⏰ Reminder: tea")  # within the 24 hours: as text
+    reminder = Target(USER, purpose=Purpose.REMINDER)
+    await stack.channel.inner.send(reminder, "⏰ Reminder: tea")  # within the 24 hours: as text
     stack.advance(25 * 3600)
     await stack.stop()
     await stack.start()
     assert stack.channel is not None
-    await stack.channel.inner.send(Target(USER), "⏰ Reminder: more tea")  # the person wrote 25 hours ago
+    await stack.channel.inner.send(reminder, "⏰ Reminder: more tea")  # the person wrote 25 hours ago
     assert [(s.type, s.text) for s in stack.wa.sent] == [("text", "echo: hi"), ("text", "⏰ Reminder: tea"),
                                                        ("template", "⏰ Reminder: more tea")]
+
+
+async def test_after_a_restart_tasks_and_the_dashboard_know_the_window_from_the_store(stack: Stack) -> None:
+    await stack.start()
+    await stack.post(stack.wa.text("/remind in 2h tea"))  # within the 24 hours: no warning
+    made = await stack.wa.wait_for(lambda: next((t for t in stack.wa.texts() if t.startswith("I'll remind")), None))
+    assert "⚠" not in made
+    await stack.stop()
+    await stack.start()  # a new process, before the person writes again
+    assert stack.app is not None
+    schedules = stack.app.capabilities["schedules"]
+    (tea,) = await schedules.operator_jobs().jobs()
+    assert tea.warning == ""  # the dashboard: due before the window the stored message opened closes
+    (job,) = await schedules.schedules.store.jobs()
+    assert "⚠" not in await schedules.schedules.line(job, "UTC")  # /tasks

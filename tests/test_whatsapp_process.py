@@ -1,7 +1,8 @@
 """`chatgate run` as a real process with the WhatsApp channel, against the fake Cloud API and the
 fake LLM in this test process: the CLI finds WhatsApp through the registry and answers a DM,
-stops with one line on a refused token, and a message stored (answered 200) just before a
-SIGKILL is answered once after the restart."""
+stops with one line on a refused token, a message stored (answered 200) just before a
+SIGKILL is answered once after the restart, and a ``failed`` status that comes after a SIGKILL
+finds its answer in the delivery ledger: owed again once, not again at the next start."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import json
 import os
 import socket
+import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -95,6 +97,11 @@ class Bot:
                 self.proc.kill()
                 await self.proc.wait()
 
+    def recorded(self, message_id: str) -> bool:
+        """Whether the delivery ledger recorded a chunk as sent with ``message_id``."""
+        with sqlite3.connect(f"file:{self.tmp / 'chatgate.db'}?mode=ro", uri=True) as db:
+            return bool(list(db.execute("SELECT 1 FROM chunks WHERE message_id = ?", (message_id,))))
+
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:]) if self.log.exists() else ""
 
@@ -140,3 +147,23 @@ async def test_stored_then_killed_is_answered_once_after_restart(bot: Bot) -> No
     assert answer.text == "echo: survive this"
     await asyncio.sleep(1.0)
     assert len(bot.wa.sent) == 1
+
+
+async def test_a_failed_status_after_a_kill_is_owed_again_once(bot: Bot) -> None:
+    await bot.start()
+    assert await bot.wa.post(bot.wa.text("hi")) == 200
+    (answer,) = await bot.wa.wait_for_sent(1, timeout=10)
+    async with asyncio.timeout(10):  # recorded as sent (a kill before that sends it again at the start)
+        while not bot.recorded(answer.id):
+            await asyncio.sleep(0.05)
+    await bot.kill()
+    await bot.start()  # nothing of the send in this process: the ledger has it
+    failed = bot.wa.failed(answer.id, answer.to, 131000, "Something went wrong")
+    assert await bot.wa.post(failed) == 200  # answered once the chunk is owed again
+    await bot.wa.wait_for_sent(2, timeout=10)
+    assert await bot.wa.post(failed) == 200  # Meta posts it again: the same chunk
+    await bot.close()
+    await bot.start()  # delivered: nothing resumed
+    await asyncio.sleep(1.0)
+    assert [s.text for s in bot.wa.sent] == ["echo: hi", "echo: hi"]
+    assert "was not delivered after all (whatsapp 131000 Something went wrong" in bot.tail(200)

@@ -18,12 +18,15 @@ run works (it lasts 25 s: refreshed every 20), reacts 👀 on it once, and takes
 away when the answer came (❌ when the run failed or was stopped). Files are uploaded, then sent
 as an image, an audio, a video or a document; a voice answer is a voice note.
 
-The window (``window``): outside the 24 hours after the person last wrote, a message the bot
-starts goes as the configured template, or fails for good (delivery gives it up and logs why).
-When the person last wrote is what this process heard, else what the store holds
-(``RecallsInbound``: after a restart, or a message another instance took). A ``failed`` status
-from WhatsApp is logged with its reason; a ``131047`` closes the window for the chat, and a
-failure WhatsApp says is temporary is sent once more.
+The window (``window``): outside the 24 hours after the person last wrote, a message goes as
+the template configured for its target's purpose (a reminder's, else a task's), or fails for
+good (delivery gives it up and logs why). When the person last wrote is what this process
+heard, else what the store holds (``RecallsInbound``: after a restart, or a message another
+instance took), for a send as for ``reach`` (``/tasks``, the dashboard). A ``failed`` status goes
+back into delivery's ledger (``ReportsUndelivered``): a failure WhatsApp says is temporary, or a
+``131047`` (which closes the chat's window: the template carries it then), is owed again, the
+rest given up. A failed message the ledger did not send (a question) is sent once more from
+here when the failure is temporary.
 """
 
 from __future__ import annotations
@@ -47,7 +50,19 @@ from adapters.whatsapp.graph import OUTSIDE_WINDOW, RATE_LIMITED, RETRYABLE, Gra
 from adapters.whatsapp.inbound import Failure, parse
 from adapters.whatsapp.questions import question_payload
 from adapters.whatsapp.window import Windows, kind_of, template_payload
-from bot.channels import Choice, Dialect, Inbox, LastHeard, Lifecycle, SendFailed, Status, Streaming, Target
+from bot.channels import (
+    Choice,
+    Dialect,
+    Inbox,
+    LastHeard,
+    Lifecycle,
+    Reports,
+    SendFailed,
+    Status,
+    Streaming,
+    Target,
+    Undelivered,
+)
 from bot.errors import ChannelError
 from bot.messages import Attachment, InboundMessage
 
@@ -102,6 +117,7 @@ class WhatsAppChannel:
         self._resend_after = resend_after
         self._inbox: Inbox | None = None
         self._last_heard: LastHeard | None = None
+        self._reports: Reports | None = None
         self._life = Lifecycle()
         self._runner: web.AppRunner | None = None
         self._latest: OrderedDict[str, str] = OrderedDict()  # chat -> the person's latest message id
@@ -178,16 +194,23 @@ class WhatsAppChannel:
             _put(self._latest, msg.chat_id, msg.message_id)
             await self._inbox(msg)
         for failed in parsed.failures:
-            self._failed(failed)
+            await self._failed(failed)  # in the ledger before the 200 (else Meta posts it again)
 
-    def _failed(self, failed: Failure) -> None:
-        sent = self._sent.pop(failed.message_id, None)
+    def report_undelivered(self, reports: Reports) -> None:
+        """``ReportsUndelivered``: delivery's ledger, told of each ``failed`` status."""
+        self._reports = reports
+
+    async def _failed(self, failed: Failure) -> None:
         why = f"{failed.code} {failed.title}" + (f": {failed.details}" if failed.details else "")
-        if failed.code == OUTSIDE_WINDOW:
+        outside, temporary = failed.code == OUTSIDE_WINDOW, failed.code in RETRYABLE or failed.code in RATE_LIMITED
+        if outside:  # the template for the message's purpose carries it now
             self.windows.close(failed.recipient)
-            log.warning("whatsapp: message %s to %s was not delivered, outside the 24-hour window (%s); "
-                        "given up", failed.message_id, failed.recipient, why)
-        elif sent is not None and (failed.code in RETRYABLE or failed.code in RATE_LIMITED):
+            why = f"outside the 24-hour window, {why}"
+        report = Undelivered(failed.message_id, f"whatsapp {why}", retry=temporary or outside)
+        if self._reports is not None and await self._reports(report):
+            return  # an answer's chunk: the ledger owes it again or gave it up, and said so
+        sent = self._sent.pop(failed.message_id, None)
+        if sent is not None and temporary:
             log.warning("whatsapp: message %s to %s failed for now (%s); sending it once more",
                         failed.message_id, failed.recipient, why)
             self._life.spawn(self._resend(*sent), f"whatsapp resend {failed.message_id}")
@@ -265,17 +288,18 @@ class WhatsAppChannel:
         (``SendFailed``, permanent, when none is configured for its kind)."""
         if await self._open(to.chat_id):
             return None
-        kind = kind_of(text)
+        kind = kind_of(to.purpose)
         template = getattr(self.config.templates, kind)
         if template is None:
             raise SendFailed(f"{to.chat_id} last wrote over 24 hours ago and no template is set for a {kind} "
                              f"(channels.whatsapp.templates.{kind}); not sent", permanent=True)
         return template_payload(template.name, template.language, text)
 
-    def reach(self, to: Target, kind: str, at: float | None) -> str:
+    async def reach(self, to: Target, kind: str, at: float | None) -> str:
         """``Windowed``: "" when a scheduled ``kind`` due ``at`` (None: recurring) reaches ``to``."""
         if getattr(self.config.templates, kind, None) is not None:
             return ""
+        await self._open(to.chat_id)  # when the person last wrote, as the store knows it after a restart
         ends = self.windows.ends(to.chat_id)
         if at is not None and ends is not None and at < ends:
             return ""

@@ -65,11 +65,13 @@ TemplateRef = Annotated[Template | None, BeforeValidator(_template)]
 
 
 class WhatsAppTemplates(Section):
-    """What goes out instead of a scheduled message due outside the 24-hour window."""
+    """What goes out instead of a message outside the 24-hour window, by its purpose: a reminder as
+    ``reminder``, anything else (a scheduled task's answer, a notice, a late answer) as ``task``."""
 
     reminder: TemplateRef = Field(default=None, description="a reminder's, e.g. chatgate_reminder or {name: "
         "chatgate_reminder, language: de}")
-    task: TemplateRef = Field(default=None, description="a scheduled task's, e.g. {name: chatgate_task, language: en}")
+    task: TemplateRef = Field(default=None, description="anything else: a scheduled task's answer, a notice, a late "
+        "answer; e.g. {name: chatgate_task, language: en}")
 
 
 class WhatsAppConfig(ChannelConfig):

@@ -7,11 +7,11 @@ whether WhatsApp said the window is closed (a ``131047`` failure). The channel a
 restart, or heard by another instance. What neither knows counts as open: the send is tried,
 and a ``131047`` status closes it for the next one.
 
-A message the bot starts on its own outside the window goes as the template configured for
-its kind: ``templates.reminder`` for a reminder (its text starts with the scheduler's ⏰),
-``templates.task`` for anything else (a task's answer, a notice); the message's text is the
-template's one body variable, on one line (WhatsApp refuses a variable with line breaks,
-tabs or more than four spaces in a row) and at most ``PARAM_LIMIT`` characters.
+A message outside the window goes as the template configured for its target's purpose
+(``kind_of``): ``templates.reminder`` for a reminder, ``templates.task`` for anything else (a
+task's answer, a notice, an answer that comes late); the message's text is the template's one
+body variable, on one line (WhatsApp refuses a variable with line breaks, tabs or more than
+four spaces in a row) and at most ``PARAM_LIMIT`` characters.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Literal
 
+from bot.messages import Purpose
+
 WINDOW = 24 * 3600.0
 PARAM_LIMIT = 1024
-REMINDER_MARK = "⏰"
 _REMEMBERED = 100_000
 _SPACES = re.compile(r"\s+")
 
@@ -35,25 +36,29 @@ class Windows:
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._last: OrderedDict[str, float] = OrderedDict()  # chat -> when the person last wrote
-        self._closed: set[str] = set()
+        self._closed: OrderedDict[str, float] = OrderedDict()  # chat -> when WhatsApp said its window closed
 
     def heard(self, chat: str, at: float) -> None:
         if at >= self._last.get(chat, float("-inf")):
             self._last[chat] = at
             self._last.move_to_end(chat)
-        self._closed.discard(chat)
+        self._closed.pop(chat, None)
         while len(self._last) > _REMEMBERED:
-            self._closed.discard(self._last.popitem(last=False)[0])
+            self._closed.pop(self._last.popitem(last=False)[0], None)
 
     def recalled(self, chat: str, at: float) -> None:
-        """The store says the person last wrote ``at``: heard, if that is newer than what is known
-        (a closing ``131047`` about an older message stands)."""
-        if at > self._last.get(chat, float("-inf")):
+        """The store says the person last wrote ``at``: heard, if that is newer than what is known and
+        than WhatsApp's closing ``131047`` (which stands for the messages before it, as WhatsApp counts
+        them: after a restart too, when this process knew nothing of the chat before)."""
+        if at > self._last.get(chat, float("-inf")) and at > self._closed.get(chat, float("-inf")):
             self.heard(chat, at)
 
     def close(self, chat: str) -> None:
         """WhatsApp said the window is closed (``131047``)."""
-        self._closed.add(chat)
+        self._closed[chat] = self._clock()
+        self._closed.move_to_end(chat)
+        while len(self._closed) > _REMEMBERED:
+            self._closed.popitem(last=False)
 
     def is_open(self, chat: str) -> bool:
         if chat in self._closed:
@@ -72,8 +77,9 @@ class Windows:
         return None if last is None or chat in self._closed else last + WINDOW
 
 
-def kind_of(text: str) -> Kind:
-    return "reminder" if text.lstrip().startswith(REMINDER_MARK) else "task"
+def kind_of(purpose: Purpose) -> Kind:
+    """The template a message of ``purpose`` goes as outside the window."""
+    return "reminder" if purpose is Purpose.REMINDER else "task"
 
 
 def one_line(text: str) -> str:

@@ -6,7 +6,8 @@ the port imports neither.
 
 - ``channel``: ``Channel``, ``Inbox``, ``MessageShape``, ``Measure``, ``Status``, ``SendFailed``
 - ``capabilities``: ``Streams`` (with ``LiveDraft``), ``Notes``, ``Asks`` (with ``Choice``),
-  ``Interrupts``, ``SendsVoice``, ``SendsPhoto``, ``Named``, ``Windowed``, ``RecallsInbound`` (with ``LastHeard``):
+  ``Interrupts``, ``SendsVoice``, ``SendsPhoto``, ``Named``, ``Windowed``, ``RecallsInbound`` (with ``LastHeard``),
+  ``ReportsUndelivered`` (with ``Undelivered``, ``Reports``):
   what only some channels can do, checked with ``isinstance``
 - ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
   ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
@@ -32,10 +33,13 @@ from bot.channels.capabilities import (
     Named,
     Notes,
     RecallsInbound,
+    Reports,
+    ReportsUndelivered,
     SendsPhoto,
     SendsVoice,
     SpellsCommands,
     Streams,
+    Undelivered,
     Windowed,
     spelling,
 )
@@ -79,9 +83,8 @@ __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
     "ChannelSection", "ChannelSpec", "Check", "Choice", "Connects", "Dialect", "DialectBase", "Float",
     "GroupConfig", "Groups", "Held", "Inbox", "Int", "Interrupts", "LastHeard", "Leases", "Lifecycle", "MessageShape",
-    "LiveDraft", "Mark", "Measure", "Named", "Notes", "Outcome", "Pacer", "PlainDialect", "RecallsInbound", "Secret",
-    "Section", "SOLE", "SendFailed", "SendsPhoto", "SendsVoice", "SoleLeases", "SpellsCommands", "spelling",
-    "Status", "Streaming", "Streams", "Target", "Url", "UsesLeases", "Windowed", "quote_lines",
-    "while_held", "ChannelSetup", "http_json",
-    "secret", "text_atoms", "wrap",
+    "LiveDraft", "Mark", "Measure", "Named", "Notes", "Outcome", "Pacer", "PlainDialect", "RecallsInbound", "Reports",
+    "ReportsUndelivered", "Secret", "Section", "SOLE", "SendFailed", "SendsPhoto", "SendsVoice",
+    "SoleLeases", "SpellsCommands", "spelling", "Status", "Streaming", "Streams", "Target", "Undelivered", "Url",
+    "UsesLeases", "Windowed", "quote_lines", "while_held", "ChannelSetup", "http_json", "secret", "text_atoms", "wrap",
 ]

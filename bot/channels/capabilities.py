@@ -23,6 +23,8 @@ by having the method: there is nothing to register.
   channel without it counts as connected once started.
 - ``RecallsInbound``: a channel that asks the store when a chat's person last wrote (that
   window, after a restart or when another instance heard them).
+- ``ReportsUndelivered``: a platform that says later that a message it took was not delivered
+  (WhatsApp's ``failed`` status): delivery's ledger owes its chunk again, or gives it up.
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ class Named(Protocol):
 
 @runtime_checkable
 class Windowed(Protocol):
-    def reach(self, to: Target, kind: str, at: float | None) -> str:
+    async def reach(self, to: Target, kind: str, at: float | None) -> str:
         """Whether a message the bot starts on its own reaches ``to``: a scheduled ``kind``
         ("reminder" or "task") due at ``at`` (epoch seconds; None: again and again). "" when it
         will; else one sentence for the person saying when it will not (and what would help)."""
@@ -162,3 +164,24 @@ LastHeard = Callable[[str, str], Awaitable[float | None]]
 class RecallsInbound(Protocol):
     def recall_inbound(self, last_heard: LastHeard) -> None:
         """Take the store's ``last_heard`` for the channel's platform (called before ``start``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Undelivered:
+    """A message the platform took (``send`` gave its id) and later said it did not deliver. ``retry``: sending
+    it again may help (a temporary failure; WhatsApp's window, which a template passes); ``why`` is logged."""
+
+    message_id: str
+    why: str
+    retry: bool
+
+
+Reports = Callable[[Undelivered], Awaitable[bool]]
+"""Delivery's ledger told (``Delivery.undelivered``): True once it took the report (the chunk owed again, or given
+up), False when no stored answer sent that message. Raises when the store cannot take it: it must come again."""
+
+
+@runtime_checkable
+class ReportsUndelivered(Protocol):
+    def report_undelivered(self, reports: Reports) -> None:
+        """Take delivery's ``reports`` for the channel's platform (called before ``start``)."""

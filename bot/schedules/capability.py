@@ -102,17 +102,17 @@ async def open_schedules(core: Core) -> AsyncIterator[Scheduling]:
     yield Scheduling(schedules, scheduler, schedule_tool(schedules, may_check, find_tool), core.on_sweep)
 
 
-def _reach(channels: Mapping[str, Channel]) -> Callable[[Job], str]:
+def _reach(channels: Mapping[str, Channel]) -> Callable[[Job], Awaitable[str]]:
     """Why a job's messages may not reach its person, where its channel is ``Windowed`` (WhatsApp's 24 hours)."""
     from bot.channels import Windowed
     from bot.store.base import RuleKind
 
-    def reach(job: Job) -> str:
+    async def reach(job: Job) -> str:
         channel = channels.get(job.conversation.platform)
         if not isinstance(channel, Windowed):
             return ""
         at = float(job.next_at) if job.when.kind is RuleKind.AT and job.next_at is not None else None
-        return channel.reach(job.conversation.target, str(job.kind), at)
+        return await channel.reach(job.conversation.target, str(job.kind), at)
 
     return reach
 

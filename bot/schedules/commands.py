@@ -33,7 +33,7 @@ async def remind(schedules: Schedules, creator: Creator, args: str, spell: Spell
         job = await schedules.create(creator, JobKind.REMINDER, text, When(RuleKind.AT, zone, at))
     except (ValueError, ScheduleError) as exc:
         return f"{_sentence(str(exc))} {usage}"
-    warning = schedules.reach(job)
+    warning = await schedules.reach(job)
     return (f"I'll remind you {rules.local(at, tz)} ({zone}). It is job {job.id}: "
             f"{spell('tasks')} cancel {job.id} cancels it." + (f"\n⚠ {warning}" if warning else ""))
 
@@ -45,7 +45,7 @@ async def tasks(schedules: Schedules, creator: Creator, args: str, spell: Spell)
         jobs = await schedules.mine(creator)
         if not jobs:
             return f"You have no reminders or scheduled tasks here. {spell('remind')} makes one."
-        return (f"Your jobs here (times in {zone}):\n" + "\n".join(schedules.line(j, zone) for j in jobs)
+        return (f"Your jobs here (times in {zone}):\n" + "\n".join([await schedules.line(j, zone) for j in jobs])
                 + f"\n{spell('tasks')} cancel|pause|resume <id> changes one.")
     action = _ACTIONS.get(words[0].lower())
     if action is None or len(words) != 2 or not words[1].isdigit():
@@ -55,7 +55,7 @@ async def tasks(schedules: Schedules, creator: Creator, args: str, spell: Spell)
     except ScheduleError as exc:
         return _sentence(str(exc))
     done = {"cancel": "Cancelled", "pause": "Paused", "resume": "Resumed"}[action]
-    return f"{done}: {schedules.line(job, zone)}"
+    return f"{done}: {await schedules.line(job, zone)}"
 
 
 async def timezone(schedules: Schedules, person: str, args: str, spell: Spell) -> str:

@@ -7,7 +7,7 @@ pause, resume or cancel any job. The rows are plain values the dashboard reads b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from bot.schedules import rules
@@ -26,11 +26,11 @@ class JobRow:
     warning: str = ""  # why its messages may not reach the person (WhatsApp's 24 hours), as /tasks says with ⚠
 
 
-def _unknown(job: Job) -> str:
+async def _unknown(job: Job) -> str:
     return ""
 
 
-def row(job: Job, reach: Callable[[Job], str] = _unknown) -> JobRow:
+async def row(job: Job, reach: Callable[[Job], Awaitable[str]] = _unknown) -> JobRow:
     """``reach``: "" or why the job's messages may not reach its person (``Schedules.reach``), asked
     of an active job only, as ``/tasks`` does."""
     rule = (f"at {rules.local(job.when.anchor, rules.shown_zone(job.when.zone))}" if job.when.kind is RuleKind.AT
@@ -38,18 +38,18 @@ def row(job: Job, reach: Callable[[Job], str] = _unknown) -> JobRow:
     paused = job.state is JobState.PAUSED
     return JobRow(str(job.id), str(job.kind), f"{rule} ({job.when.zone})", job.conversation.session_key,
                   float(job.next_at) if job.next_at is not None else None, paused, job.text,
-                  "" if paused else reach(job))
+                  "" if paused else await reach(job))
 
 
 class OperatorJobs:
     """Every active and paused job, and the operator's three changes to one."""
 
     def __init__(self, store: ScheduleStore, clock: Callable[[], float], wake: Callable[[], None],
-                 reach: Callable[[Job], str] = _unknown) -> None:
+                 reach: Callable[[Job], Awaitable[str]] = _unknown) -> None:
         self._store, self._clock, self._wake, self._reach = store, clock, wake, reach
 
     async def jobs(self) -> Sequence[JobRow]:
-        return [row(job, self._reach) for job in await self._store.jobs()]
+        return [await row(job, self._reach) for job in await self._store.jobs()]
 
     async def set_paused(self, job_id: str, paused: bool) -> bool:
         job = await self._store.job(int(job_id)) if job_id.isdigit() else None

@@ -37,7 +37,7 @@ from typing import Protocol
 from bot import observe
 from bot.conversation import ChannelInfo, Conversation
 from bot.limits import Refusal
-from bot.messages import Answer, ChatType
+from bot.messages import Answer, ChatType, Purpose
 from bot.observe import Signal
 from bot.runs import TaskOrder
 from bot.schedules import rules
@@ -275,6 +275,7 @@ class Scheduler:
         answer = None
         if job.kind is JobKind.REMINDER:
             answer = self._outbox.to(job.conversation, f"job-{job.id}-{at}", _reminder(job, late))
+            answer = replace(answer, target=replace(answer.target, purpose=Purpose.REMINDER))  # stored with it
         return Claim(job.id, at, nxt, late, answer)
 
     async def _pause(self, job: Job, reason: str) -> None:

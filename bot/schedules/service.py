@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,11 +58,11 @@ class Creator:
 class Schedules:
     def __init__(self, store: ScheduleStore, settings: ScheduleSettings = ScheduleSettings(), *,
                  wake: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.time,
-                 reach: Callable[[Job], str] = lambda job: "") -> None:
+                 reach: Callable[[Job], Awaitable[str]] | None = None) -> None:
         self.store = store
         self.settings = settings
         self._wake = wake
-        self.reach = reach  # "" or why the job's messages may not reach the person (a channel that is ``Windowed``)
+        self._reach = reach  # "" or why the job's messages may not reach the person (a channel that is ``Windowed``)
         self._clock = clock
         self._machine = rules.machine_zone()
 
@@ -185,7 +185,11 @@ class Schedules:
         assert changed is not None
         return changed
 
-    def line(self, job: Job, zone: str) -> str:
+    async def reach(self, job: Job) -> str:
+        """Why the job's messages may not reach its person ("" when they will): its channel is ``Windowed``."""
+        return await self._reach(job) if self._reach is not None else ""
+
+    async def line(self, job: Job, zone: str) -> str:
         """One job as its creator reads it: id, kind, next run in their zone, rule, text, state."""
         tz = rules.shown_zone(zone)
         if job.state is JobState.ACTIVE and job.next_at is not None:
@@ -204,5 +208,5 @@ class Schedules:
         text = " ".join(job.text.split())
         if len(text) > 80:
             text = text[:79] + "…"
-        warning = self.reach(job) if job.state is JobState.ACTIVE else ""
+        warning = await self.reach(job) if job.state is JobState.ACTIVE else ""
         return f"{job.id} · {job.kind}{rule}{extra} · {when} · {text}" + (f" · ⚠ {warning}" if warning else "")

@@ -69,13 +69,14 @@ def schedule_tool(schedules: Schedules, may_check: Callable[[Conversation, bool]
                 jobs = await schedules.mine(creator)
                 if not jobs:
                     return f"No jobs for this person here. Their time zone is {zone}."
-                return f"Their jobs here (times in {zone}):\n" + "\n".join(schedules.line(j, zone) for j in jobs)
+                lines = [await schedules.line(j, zone) for j in jobs]
+                return f"Their jobs here (times in {zone}):\n" + "\n".join(lines)
             if action != "create":
                 if job_id <= 0:
                     raise ToolError(f"give the job_id to {action}")
                 verb: Action = "cancel" if action == "cancel" else "pause" if action == "pause" else "resume"
                 changed = await schedules.change(creator, job_id, verb)
-                return f"{_DONE[verb]}: {schedules.line(changed, zone)}"
+                return f"{_DONE[verb]}: {await schedules.line(changed, zone)}"
             check: Check | None = None
             if check_command.strip() and check_tool.strip():
                 raise ToolError("give a check_command or a check_tool, not both")
@@ -99,7 +100,7 @@ def schedule_tool(schedules: Schedules, may_check: Callable[[Conversation, bool]
         except (ScheduleError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         log.info("job %d made by the model session=%s run=%s", job.id, ctx.session_key, ctx.run_id)
-        warning = schedules.reach(job)
+        warning = await schedules.reach(job)
         return _made(job) + (f" Warn them too: {warning}" if warning else "")
 
     return schedule

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from bot.messages import Answer, ChatType, Chunk, FileRef, Target
+from bot.messages import Answer, ChatType, Chunk, FileRef, Purpose, Target
 from bot.store.base import AnswerState
 from bot.store.engine import Engine
 from bot.store.inbound import MARK_ANSWERED, mark_answered
@@ -31,6 +31,8 @@ _UNDELIVERED = ("SELECT id, platform, target, inbound_ids, draft_id, failed, cre
                 " WHERE delivered_at IS NULL ORDER BY created_at, {order}")
 _CHUNKS = ("SELECT answer_id, text, file_name, file_data, sent_at, file_ref, voice FROM chunks WHERE {ids}"
            " ORDER BY answer_id, idx")
+_SENT_AS = ("SELECT a.id, a.platform, a.target, a.inbound_ids, a.draft_id, a.failed, a.created_at, c.idx"
+            " FROM chunks c JOIN answers a ON a.id = c.answer_id WHERE c.message_id = ? AND a.platform = ?")
 ANSWER_STATE = "SELECT delivered_at IS NOT NULL, given_up FROM answers WHERE id = ?"
 CHUNK_SENT = "UPDATE chunks SET message_id = ?, sent_at = ? WHERE answer_id = ? AND idx = ? AND sent_at IS NULL"
 ANSWER_DONE = "UPDATE answers SET delivered_at = ?, given_up = ? WHERE id = ? AND delivered_at IS NULL"
@@ -67,7 +69,8 @@ def answer_from(row: Row, chunk_rows: list[Row]) -> Answer:
         sent += 1
     return Answer(
         id=id_, platform=platform,
-        target=Target(t["chat_id"], ChatType(t["chat_type"]), t.get("thread_id"), t.get("reply_to")),
+        target=Target(t["chat_id"], ChatType(t["chat_type"]), t.get("thread_id"), t.get("reply_to"),
+                      Purpose(t.get("purpose", Purpose.ANSWER))),
         chunks=tuple(Chunk(text, name, data, FileRef(**json.loads(ref)) if ref else None, shown == _AS_VOICE,
                            shown == _AS_PHOTO)
                      for text, name, data, _, ref, shown in chunk_rows),
@@ -104,6 +107,12 @@ def with_chunks(d: Engine, answer_rows: list[Row]) -> Op[list[Answer]]:
 
 def undelivered(d: Engine) -> Op[list[Answer]]:
     return (yield from with_chunks(d, (yield from rows(undelivered_sql(d)))))
+
+
+def sent_as(d: Engine, platform: str, message_id: str) -> Op[tuple[Answer, int] | None]:
+    """The stored answer whose chunk ``platform`` took as ``message_id``, and that chunk's index."""
+    found = yield from rows(_SENT_AS, message_id, platform)
+    return ((yield from with_chunks(d, [found[0][:7]]))[0], found[0][7]) if found else None
 
 
 def settle(d: Engine, answer: Answer, now: float, *, given_up: bool) -> Op[None]:
@@ -144,6 +153,9 @@ class AnswerOps(Driven):
 
     async def give_up(self, answer: Answer) -> None:
         await self._write(settle(self.engine, answer, time.time(), given_up=True))
+
+    async def sent_as(self, platform: str, message_id: str) -> tuple[Answer, int] | None:
+        return await self._read(sent_as(self.engine, platform, message_id))
 
     async def answer_state(self, answer_id: str) -> AnswerState | None:
         return state_of(await self._read(one(ANSWER_STATE, answer_id)))

@@ -439,6 +439,10 @@ class AnswerStore(Protocol):
         """Where a stored answer stands; None when there is no answer with this id."""
         ...
 
+    async def sent_as(self, platform: str, message_id: str) -> tuple[Answer, int] | None:
+        """The stored answer whose chunk ``platform`` took as ``message_id``, and that chunk's index."""
+        ...
+
 
 AnswerState = Literal["owed", "delivered", "given_up"]
 

@@ -485,6 +485,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX charges_created ON charges (created_at);
         """,
     ),
+    Migration(
+        "0018_chunks_sent_as",
+        """
+        -- a platform's later report on a message it took (WhatsApp's failed status) finds its chunk
+        CREATE INDEX chunks_sent_as ON chunks (message_id) WHERE message_id IS NOT NULL;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
