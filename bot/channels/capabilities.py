@@ -23,6 +23,7 @@ by having the method: there is nothing to register.
   channel without it counts as connected once started.
 - ``RecallsInbound``: a channel that asks the store when a chat's person last wrote (that
   window, after a restart or when another instance heard them).
+- ``OfPeople``: senders who are the bot's people, not accounts (the API, the web chat).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from bot.conversation import Conversation
 from bot.messages import InboundMessage, Target
 
 
@@ -97,6 +99,13 @@ class Asks(Protocol):
         """Replace the question's text with ``text`` (rendered, like ``ask``'s: what was decided, by
         whom) and remove its buttons, so that nothing can be pressed any more. Raises
         ``SendFailed`` like ``edit``; a question already showing that text is not an error."""
+
+
+@runtime_checkable
+class OfPeople(Protocol):
+    """Sender ids that name the bot's people (the API, the web chat): their sessions, and owners."""
+    def conversation_of(self, msg: InboundMessage) -> Conversation | None: ...
+    def is_owner(self, user_id: str) -> bool: ...
 
 
 @runtime_checkable

@@ -47,7 +47,7 @@ from bot import observe
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.capabilities.spec import Answers, DecidesHere, Presses, Reminds, StatusLines
-from bot.channels import Channel, SendFailed, spelling
+from bot.channels import Channel, OfPeople, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, parse_command, status_text
 from bot.conversation import Conversation, conversation_for, person_of
 from bot.intake.hearing import HearingStage
@@ -107,6 +107,8 @@ class Intake(HearingStage):
 
     def conversation(self, msg: InboundMessage) -> Conversation:
         """The conversation ``msg`` belongs to: built here, where a turn enters, and carried on."""
+        if isinstance(c := self._channels.get(msg.platform), OfPeople) and (named := c.conversation_of(msg)):
+            return named
         s = self._settings
         return conversation_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
                                 group_scope=s.group_scope, channel=(s.channel_info or {}).get(msg.platform))
