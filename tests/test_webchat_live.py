@@ -50,7 +50,8 @@ async def stack(tmp_path: Path) -> AsyncIterator[tuple[WebBot, FakeLLM, FakeTele
 
 
 async def signed_in(browser: Any, bot: WebBot, person: str, **page: Any) -> Any:
-    tab = await browser.new_page(viewport={"width": 1280, "height": 800}, **page)
+    context = await browser.new_context(viewport={"width": 1280, "height": 800}, **page)
+    tab = await context.new_page()
     await tab.goto(await bot.invite(person))
     await tab.click("text=Sign in")
     await tab.wait_for_selector("#composer")

@@ -54,9 +54,19 @@
     });
   }
 
-  const events = new EventSource("/events/" + encodeURIComponent(thread) + "?after=" +
-                                 encodeURIComponent(body.dataset.after || ""));
-  events.onmessage = function (e) {
+  // the stream: the browser comes back by itself (Last-Event-ID); a stream it gave up on is opened
+  // again here, after the last event it had
+  let last = body.dataset.after || "";
+  let events = null;
+  function connect() {
+    events = new EventSource("/events/" + encodeURIComponent(thread) + "?after=" + encodeURIComponent(last));
+    events.onmessage = heard;
+    events.onerror = function () {
+      if (events.readyState === EventSource.CLOSED) setTimeout(connect, 1000);
+    };
+  }
+  function heard(e) {
+    if (e.lastEventId) last = e.lastEventId;
     const item = JSON.parse(e.data);
     if (item.kind === "reload") {
       events.close();
@@ -121,7 +131,8 @@
       busy(false);
       if (live && item.outcome !== "completed") { live.classList.add("stopped"); live = null; }
     }
-  };
+  }
+  connect();
 
   form.addEventListener("submit", function (e) {
     e.preventDefault();
