@@ -97,8 +97,9 @@ async def _open(core: Core) -> AsyncIterator[RunningApi]:
 
     cfg = core.config.section("api", ApiConfig)
     door = Door(core)
+    agent = core.config.agent
     channel = ExchangeChannel("api", settle=lambda platform: settle_unanswered(core, platform),
-                              people=Directory(core.config.agent.id, core.config.agent.identity_links, INFO, door.owner))
+                              people=Directory(agent.id, agent.identity_links, INFO, door.owner))
     unsubscribe = core.events.subscribe(channel.on_event)
     server = ApiServer(door, channel, core.store, agent=core.config.agent.id,
                        identity_links=core.config.agent.identity_links,

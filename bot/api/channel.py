@@ -241,7 +241,8 @@ class ExchangeChannel:
                  for c, _ in question.choices if question.approval and c[-1] in TYPED]
         if not typed:
             return question.text
-        return f"{question.text}\nAnswer in the web chat, or from a DM of yours: {', '.join(typed[:-1])} or {typed[-1]}."
+        return (f"{question.text}\nAnswer in the web chat, or from a DM of yours: "
+                f"{', '.join(typed[:-1])} or {typed[-1]}.")
 
     async def answer_press(self, press: InboundMessage, text: str | None = None) -> None:
         question = self.questions.get(press.reply_to or "")

@@ -27,10 +27,10 @@ import asyncio
 import json
 import logging
 import secrets
-from html import escape
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from html import escape
 from importlib import resources
 from typing import Any
 
@@ -311,7 +311,8 @@ class WebchatServer:
             return _refused(refusal)
         if await self._store.write(invites.add_thread(person.name, thread, text or files[0].name)):
             await self._threads(person)
-        shown = text + ("\n" if text and files else "") + (f"Attached: {', '.join(f.name for f in files)}" if files else "")
+        attached = f"Attached: {', '.join(f.name for f in files)}" if files else ""
+        shown = text + ("\n" if text and files else "") + attached
         lid = await self._store.write(invites.said(thread, "user", shown))
         self._channel.tell(thread, Item("user", shown, lid=lid, nonce=nonce))
         if command is not None:
