@@ -1,7 +1,8 @@
 """The web chat beside the API, in headless Chromium against ``chatgate run`` (the fake LLM, the
-official ``openai`` SDK, the fake Telegram): an API run's approval pressed in the web chat, and
-one answered by a typed ``/approve``; ``/status`` typed there answered as a command; the
-conversation list refreshed live; the person's text exactly as typed after a reload; what was
+official ``openai`` SDK, the fake Telegram): an API run's approval pressed in the web chat (shown
+to its person, not to someone else), and one answered by a typed ``/approve``; ``/help`` and
+``/status`` typed there answered as commands; a person's thread closed to another; the
+conversation list refreshed live (a new one, its title); the person's text exactly as typed after a reload; what was
 said while the page's stream was down shown once it is back, once; sign-in by a code sent to the
 person's Telegram (a wrong, a used and an expired code refused, codes not sent twice a minute)."""
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.llm_server import Call, FakeLLM, Reply
+from tests.fakes.llm_server import FAKE_TITLE, Call, FakeLLM, Reply
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_webchat_browser import CHROMIUM, FLAGS, WebBot, shots
 
@@ -84,6 +85,7 @@ async def test_an_api_runs_approval_answered_in_the_web_chat(stack: tuple[WebBot
         browser = await p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
         try:
             page = await signed_in(browser, bot, "alice")
+            bob = await signed_in(browser, bot, "bob")  # neither the requester nor an owner
             llm.script(Reply.tool_calls([Call("write_file", {"path": "note.txt", "content": "hello"}, id="w1")]),
                        Reply.text("Saved it."))
             stream = (await client.chat.completions.create(
@@ -92,6 +94,12 @@ async def test_an_api_runs_approval_answered_in_the_web_chat(stack: tuple[WebBot
             card = page.locator(".msg.ask", has_text="through the API")
             await card.locator("button", has_text="Allow once").wait_for()
             assert "write_file" in await card.inner_text()
+            assert await bob.locator(".msg.ask").count() == 0  # not his to answer: not shown to him
+            thread = await page.evaluate("document.body.dataset.thread")
+            await page.fill("#text", "/help")  # the thread is alice's from now on
+            await page.press("#text", "Enter")
+            await page.locator(".msg.assistant", has_text="/status").wait_for()
+            assert (await bob.goto(f"{bot.web}/c/{thread}")).status == 404  # and never bob's
             await page.screenshot(path=str(shots() / "webchat-1280-api-approval.png"))
             await card.locator("button", has_text="Allow once").click()
             rest = ""
@@ -144,6 +152,8 @@ async def test_the_page_stays_live(stack: tuple[WebBot, FakeLLM, FakeTelegram]) 
             await one.press("#text", "Enter")
             await two.locator("#threads a", has_text="[draft]").wait_for()
             await one.locator(".msg.assistant", has_text="Kept.").wait_for()
+            await two.locator("#threads a", has_text=FAKE_TITLE).wait_for()  # the model's title, live
+            assert await two.locator("#threads a").count() == 1
             await one.reload()
             await one.wait_for_selector("#composer")
             assert await one.locator(".msg.user").evaluate_all("ds => ds.map(d => d.textContent)") == [typed]

@@ -51,13 +51,14 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
     channel = WebChannel(settle=lambda platform: settle_unanswered(core, platform),
                          people=Directory(agent.id, agent.identity_links, INFO, door.owner),
                          log=lambda thread, role, body: core.store.write(invites.said(thread, role, body)))
-    unsubscribe = core.events.subscribe(channel.on_event)
     api = core.running.get("api")  # opened before: its runs' questions are shown here too
     server = WebchatServer(cfg, door, channel, core.store, agent=agent.id, identity_links=agent.identity_links,
                            workspaces=core.workspaces, say=lambda platform, answer_id, target, text:
                            core.turns.outbox.say(platform, answer_id, target, text), running=lambda: core.channels,
                            api=api.channel if isinstance(api, RunningApi) else None,
                            approvers=core.config.tools.approvers)
+    unsubscribe = core.events.subscribe(channel.on_event)
+    heard = core.events.subscribe(server.on_event)
     host, port = parse_bind(cfg.bind)
     runner = web.AppRunner(server.app, access_log=None)
     await listen(runner, host, port, key="webchat.bind", shown=cfg.bind,
@@ -66,7 +67,9 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
         yield RunningWebchat(channel, cfg.url, door)
     finally:
         await runner.cleanup()
+        heard()
         unsubscribe()
+        await server.aclose()
 
 
 async def _invite(config: CoreConfig, args: argparse.Namespace) -> int:

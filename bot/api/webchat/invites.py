@@ -75,6 +75,12 @@ def add_thread(person: str, thread: str, title: str) -> Op[bool]:
                              "ON CONFLICT (person, thread) DO NOTHING", person, thread, title[:80], time.time())) == 1
 
 
+def retitle(person: str, thread: str, title: str) -> Op[bool]:
+    """Whether the title changed."""
+    return (yield from count("UPDATE webchat_threads SET title = ? WHERE person = ? AND thread = ? AND title <> ?",
+                             title[:80], person, thread, title[:80])) == 1
+
+
 def owner_of(thread: str) -> Op[str | None]:
     found = yield from value("SELECT person FROM webchat_threads WHERE thread = ?", thread)
     return None if found is None else str(found)

@@ -36,6 +36,7 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
+from bot.agent.events import EventKind, RunEvent
 from bot.api.channel import ExchangeChannel, Item, Question, Watch
 from bot.api.door import Door
 from bot.api.people import Person, person_named
@@ -49,6 +50,7 @@ from bot.api.wire import ApiError
 from bot.commands import parse_command
 from bot.conversation import ChannelInfo, Conversation
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender, Target
+from bot.tasks import OwnedTasks
 from bot.tools.approval import Decision, choice_id
 from bot.web.auth import Sessions, csrf_ok, feed_allowed, host_allowed, own_origin, same_origin
 from bot.workspace import OutsideWorkspaceError, save_upload
@@ -64,6 +66,7 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", 
            "Cross-Origin-Resource-Policy": "same-origin", "Cache-Control": "no-store"}
 STATIC = {"chat.js": "text/javascript", "chat.css": "text/css"}
 MAX_FILES = 20  # files kept per sign-in for download
+TITLE_WAIT = 90  # seconds a new thread's title is looked for after its first answer
 
 
 @dataclass(slots=True)
@@ -84,6 +87,8 @@ class WebchatServer:
         self._sessions: Sessions[str] = Sessions(cfg.session_days * 86400)
         self._visitors: dict[str, Visitor] = {}  # login csrf -> what the sign-in holds
         self._online: dict[str, int] = {}  # person -> their pages' event streams open now
+        self._untitled: dict[str, str] = {}  # a new thread -> its person, until the model titles it
+        self._tasks = OwnedTasks()
         self._tls = cfg.tls_cert is not None
         if api is not None:
             api.listeners.append(self._heard)
@@ -281,9 +286,30 @@ class WebchatServer:
                                              choice, f"press-{secrets.token_hex(8)}", reply_to=question.ref))
         return True
 
-    async def _threads(self, person: Person) -> None:
-        threads = await self._store.read(invites.threads(person.name))
-        self._channel.tell("@" + person.name, Item("threads", choices=tuple(threads)))
+    async def _threads(self, person: str) -> None:
+        """The person's conversations, told to their pages (a new one, a new title)."""
+        threads = await self._store.read(invites.threads(person))
+        self._channel.tell("@" + person, Item("threads", choices=tuple(threads)))
+
+    def on_event(self, event: RunEvent) -> None:
+        """The event bus's inline subscriber: a new thread's first answer is stored; its title follows."""
+        thread = event.conversation.chat_id
+        if event.kind is EventKind.COMPLETED and event.conversation.platform == "webchat" and thread in self._untitled:
+            self._tasks.spawn(self._titled(event.conversation, self._untitled.pop(thread)), f"webchat title {thread}")
+
+    async def _titled(self, conversation: Conversation, person: str) -> None:
+        """The session's title, once the model gave it (``models.titles``, in the background after
+        the first answer; none within a while: the first message stays the title)."""
+        session = await self._store.session(conversation)
+        for _ in range(TITLE_WAIT):
+            if (title := await self._store.title(session)) is not None:
+                if await self._store.write(invites.retitle(person, conversation.chat_id, title)):
+                    await self._threads(person)
+                return
+            await asyncio.sleep(1.0)
+
+    async def aclose(self) -> None:
+        await self._tasks.stop()
 
     # -- what the page sends -------------------------------------------------------------
 
@@ -310,7 +336,10 @@ class WebchatServer:
         elif (refusal := await self._door.admit(person)) is not None:
             return _refused(refusal)
         if await self._store.write(invites.add_thread(person.name, thread, text or files[0].name)):
-            await self._threads(person)
+            self._untitled[thread] = person.name
+            while len(self._untitled) > 1000:
+                self._untitled.pop(next(iter(self._untitled)))
+            await self._threads(person.name)
         attached = f"Attached: {', '.join(f.name for f in files)}" if files else ""
         shown = text + ("\n" if text and files else "") + attached
         lid = await self._store.write(invites.said(thread, "user", shown))
