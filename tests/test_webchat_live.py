@@ -101,6 +101,10 @@ async def test_an_api_runs_approval_answered_in_the_web_chat(stack: tuple[WebBot
             await page.locator(".msg.assistant", has_text="/status").wait_for()
             assert (await bob.goto(f"{bot.web}/c/{thread}")).status == 404  # and never bob's
             await page.screenshot(path=str(shots() / "webchat-1280-api-approval.png"))
+            await page.set_viewport_size({"width": 390, "height": 844})
+            assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+            await page.screenshot(path=str(shots() / "webchat-390-api-approval.png"))
+            await page.set_viewport_size({"width": 1280, "height": 800})
             await card.locator("button", has_text="Allow once").click()
             rest = ""
             async for chunk in stream:

@@ -54,7 +54,9 @@ TYPED = {"o": "{approve} {id} (once)", "s": "{approve} {id} session", "a": "{app
 class Item:
     """One thing for a chat: ``delta`` (streamed text), ``say`` (a message), ``file``, ``ask`` (a
     question with buttons), ``closed`` (a question decided), ``end`` (the run ended: ``text`` is
-    its final answer or failure, ``usage`` its tokens in and out)."""
+    its final answer or failure, ``usage`` its tokens in and out); the web chat's pages also get
+    ``user`` (the person's own message), ``note`` and ``threads`` (their conversations, as
+    ``choices``: thread, title)."""
 
     kind: str
     text: str = ""

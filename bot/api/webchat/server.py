@@ -275,7 +275,7 @@ class WebchatServer:
         if kind == "note":
             self._channel.tell("@" + question.person, Item("note", note))
             return
-        for name in list(self._online):
+        for name in {question.person, *self._online}:  # the requester's own are kept while no page is open
             if (person := person_named(name, self._links)) is not None and self._may_answer(person, question):
                 self._channel.tell("@" + name, _api_item(kind, question))
 
