@@ -143,7 +143,8 @@ class App:
         channel_infos = {name: channel_info(name) for name in self.channels}
         intake_settings = IntakeSettings(a.id, a.dm_scope, a.identity_links, cfg.workspace.group_scope, channel_infos,
                                          r.recover_max_age, downloads, cfg.storage.retention.context * 86400)
-        keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links))  # noqa: E731
+        keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links),  # noqa: E731
+                                      self.channels.get(msg.platform))
         policy_of = lambda conv, owner: policy_for(  # noqa: E731
             cfg.tools, policies.get(conv.platform), platform=conv.platform, chat_type=conv.chat_type.value,
             chat_id=conv.chat_id, is_owner=owner)

@@ -1,6 +1,6 @@
 """The API's and the web chat's channels without a server: what a page that comes back is given
 (``ExchangeChannel.since``), a question as the API's client reads it, who their senders are
-(``OfPeople``: their sessions, and owners only when one of their accounts is)."""
+(``OfPeople``: their sessions, owners only when one of their accounts is, and their own limits)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from bot.api.webchat.channel import WebChannel
 from bot.channels import Choice, OfPeople
 from bot.config import AccessConfig
 from bot.conversation import ChannelInfo
+from bot.limits import limit_keys
 from bot.messages import ChatType, InboundMessage, Sender, Target
 
 LINKS = {"alice": ["telegram:42"], "bob": ["telegram:43"]}
@@ -74,13 +75,13 @@ async def test_an_api_question_says_how_to_answer_it_and_is_heard_by_listeners()
     assert channel.questions == {}
 
 
-@pytest.mark.parametrize(("sender", "session", "owner"), [
-    ("alice", "agent:main:dm:alice:thread:w1", True),  # linked: her person's workspace, and an owner
-    ("telegram:43", "agent:main:dm:bob:thread:w1", False),
-    ("slack:U9", "agent:main:slack:dm:U9:thread:w1", False),
-    ("nobody", None, False),
+@pytest.mark.parametrize(("sender", "session", "owner", "counts_as"), [
+    ("alice", "agent:main:dm:alice:thread:w1", True, "person:alice"),  # linked: her workspace, an owner
+    ("telegram:43", "agent:main:dm:bob:thread:w1", False, "person:bob"),
+    ("slack:U9", "agent:main:slack:dm:U9:thread:w1", False, "slack:U9"),  # as in their Slack DMs
+    ("nobody", None, False, "webchat:nobody"),
 ])
-async def test_the_senders_are_people(sender: str, session: str | None, owner: bool) -> None:
+async def test_the_senders_are_people(sender: str, session: str | None, owner: bool, counts_as: str) -> None:
     owners = {("telegram", "42")}
     people = Directory("main", LINKS, ChannelInfo("webchat"), lambda p: any(a in owners for a in p.accounts))
     channel = WebChannel(people=people)
@@ -93,3 +94,4 @@ async def test_the_senders_are_people(sender: str, session: str | None, owner: b
     assert access.is_owner(msg) is owner
     assert access.is_owner_of("console", "anyone")  # a platform with no policy and no people: the local user
     assert person_named(sender, LINKS) is not None or session is None
+    assert limit_keys(msg, None, channel) == (counts_as,)  # their limits and budgets, wherever they write

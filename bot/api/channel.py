@@ -137,6 +137,10 @@ class ExchangeChannel:
     def is_owner(self, user_id: str) -> bool:
         return self._people is not None and self._people.is_owner(user_id)
 
+    def limit_key(self, user_id: str) -> str:
+        person = self._people.person(user_id) if self._people is not None else None
+        return person.limit_key if person is not None else f"{self.name}:{user_id}"
+
     # -- watching ------------------------------------------------------------------------
 
     def watch(self, chat: str, watch: Watch | None = None) -> Watch:

@@ -55,12 +55,15 @@ class Directory:
     info: ChannelInfo
     owner: Callable[[Person], bool]  # one of their accounts is an owner
 
+    def person(self, user_id: str) -> Person | None:
+        return person_named(user_id, self.links)
+
     def conversation_of(self, platform: str, msg: InboundMessage) -> Conversation | None:
-        person = person_named(msg.sender.id, self.links)
+        person = self.person(msg.sender.id)
         return None if person is None else person.conversation(self.agent, platform, msg.chat_id, self.info)
 
     def is_owner(self, user_id: str) -> bool:
-        person = person_named(user_id, self.links)
+        person = self.person(user_id)
         return person is not None and self.owner(person)
 
 

@@ -103,9 +103,10 @@ class Asks(Protocol):
 
 @runtime_checkable
 class OfPeople(Protocol):
-    """Sender ids that name the bot's people (the API, the web chat): their sessions, and owners."""
+    """Sender ids that name the bot's people (the API, the web chat): their sessions, owners, limits."""
     def conversation_of(self, msg: InboundMessage) -> Conversation | None: ...
     def is_owner(self, user_id: str) -> bool: ...
+    def limit_key(self, user_id: str) -> str: ...
 
 
 @runtime_checkable

@@ -118,7 +118,8 @@ class Intake(HearingStage):
 
     def limit_keys(self, msg: InboundMessage) -> tuple[str, ...]:
         """Whom ``msg`` counts against (the linked person where there is one)."""
-        return limit_keys(msg, person_of(msg.platform, msg.sender.id, self._settings.identity_links))
+        return limit_keys(msg, person_of(msg.platform, msg.sender.id, self._settings.identity_links),
+                          self._channels.get(msg.platform))
 
     async def handle(self, msg: InboundMessage) -> None:
         """The channels' inbox: returns once ``msg`` is stored (raises if it could not be), and,
