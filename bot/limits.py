@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-from bot.channels import OfPeople
 from bot.messages import InboundMessage
 from bot.providers.base import Usage
 from bot.store.base import Charge, NoteStore
@@ -324,6 +323,7 @@ def limit_keys(msg: InboundMessage, person: str | None = None, channel: object =
     on a ``channel`` OfPeople, what it says), and for a message sent as a channel, first the bucket
     all channels share in that chat (``platform:as-channel:chat``): that one is the most used, so a
     refusal there charges no channel's own."""
+    from bot.channels import OfPeople  # here: bot.channels imports the command table, which imports this
     own = channel.limit_key(msg.sender.id) if isinstance(channel, OfPeople) else \
         f"person:{person}" if person else f"{msg.platform}:{msg.sender.id}"
     if msg.sender.as_channel:
