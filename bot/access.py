@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from bot.agent.transcript import MAX_CONTEXT_CHARS, MAX_NAME_CHARS
+from bot.channels import OfPeople
 from bot.config import AccessConfig, Section
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.pairing import CODE_TTL, MAX_PENDING, origin_of, pairing_reply
@@ -87,6 +88,7 @@ class Access:
         *,
         bot_ids: Mapping[str, Collection[str]] | None = None,
         clock: Callable[[], float] = time.time,
+        channels: Mapping[str, object] | None = None,
     ) -> None:
         """``bot_ids`` maps a platform to the bot's own user ids there: defence in depth
         for channels, which already drop the bot's own messages."""
@@ -94,19 +96,20 @@ class Access:
         self._store = store
         self._bot_ids = bot_ids or {}
         self._clock = clock
+        self._channels = channels if channels is not None else {}  # the running ones (OfPeople: their owners)
         self._noticed: dict[tuple[str, str], tuple[float, str]] = {}  # sender -> (when last told, code told or "")
         self._bot_windows: dict[tuple[str, str, str], deque[float]] = {}  # (platform, chat, bot)
         self._bot_cooldowns: dict[tuple[str, str, str], float] = {}  # (platform, chat, bot) -> ignored until
 
     def is_owner(self, msg: InboundMessage) -> bool:
-        """May this sender use admin commands? On a platform without a policy, yes (the local user)."""
-        policy = self._policies.get(msg.platform)
-        return policy is None or msg.sender.id in policy.owners
+        """May this sender use admin commands? Without a policy, yes (the local user), unless OfPeople say."""
+        return self.is_owner_of(msg.platform, msg.sender.id)
 
     def is_owner_of(self, platform: str, user_id: str) -> bool:
         """``is_owner`` for a person named without a message (a scheduled job's creator)."""
-        policy = self._policies.get(platform)
-        return policy is None or user_id in policy.owners
+        if (policy := self._policies.get(platform)) is not None:
+            return user_id in policy.owners
+        return c.is_owner(user_id) if isinstance(c := self._channels.get(platform), OfPeople) else True
 
     async def may_use(self, platform: str, chat_id: str, chat_type: ChatType, user_id: str) -> bool:
         """May ``user_id`` still use the bot in this chat? Asked without a message (a scheduled

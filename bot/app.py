@@ -138,12 +138,13 @@ class App:
         downloads = {name: cfg.max_download_bytes(name) for name in self.channels}
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for),
                                  claim=cluster.claim_answer if cluster is not None else None)
-        access = Access(policies, self.store)
+        access = Access(policies, self.store, channels=self.channels)
         context = GroupContext()
         channel_infos = {name: channel_info(name) for name in self.channels}
         intake_settings = IntakeSettings(a.id, a.dm_scope, a.identity_links, cfg.workspace.group_scope, channel_infos,
                                          r.recover_max_age, downloads, cfg.storage.retention.context * 86400)
-        keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links))  # noqa: E731
+        keys = lambda msg: limit_keys(msg, person_of(msg.platform, msg.sender.id, a.identity_links),  # noqa: E731
+                                      self.channels.get(msg.platform))
         policy_of = lambda conv, owner: policy_for(  # noqa: E731
             cfg.tools, policies.get(conv.platform), platform=conv.platform, chat_type=conv.chat_type.value,
             chat_id=conv.chat_id, is_owner=owner)
@@ -156,7 +157,7 @@ class App:
                     self._spelling, lambda platform, user_id: person_of(platform, user_id, a.identity_links),
                     toolsets, channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
                     exec_settings=cfg.exec_settings() if cfg.tools.exec.enabled else None, running=self.capabilities,
-                    is_owner=lambda platform, user_id: (p := policies.get(platform)) is None or user_id in p.owners,
+                    is_owner=access.is_owner_of,
                     peers=cluster)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
             if capability_spec.enabled(cfg):

@@ -317,13 +317,15 @@ class PersonLimits:
         return Refusal(text, reason)
 
 
-def limit_keys(msg: InboundMessage, person: str | None = None) -> tuple[str, ...]:
+def limit_keys(msg: InboundMessage, person: str | None = None, channel: object = None) -> tuple[str, ...]:
     """The people a message counts as: its sender (``person:<name>`` when ``identity_links``
-    names one, so a linked person has one budget on every platform; else ``platform:user_id``),
-    and for a message sent as a channel, first the bucket all channels share in that chat
-    (``platform:as-channel:chat``): that one is the most used, so a refusal there charges no
-    channel's own."""
-    own = f"person:{person}" if person else f"{msg.platform}:{msg.sender.id}"
+    names one, so a linked person has one budget on every platform; else ``platform:user_id``;
+    on a ``channel`` OfPeople, what it says), and for a message sent as a channel, first the bucket
+    all channels share in that chat (``platform:as-channel:chat``): that one is the most used, so a
+    refusal there charges no channel's own."""
+    from bot.channels import OfPeople  # here: bot.channels imports the command table, which imports this
+    own = channel.limit_key(msg.sender.id) if isinstance(channel, OfPeople) else \
+        f"person:{person}" if person else f"{msg.platform}:{msg.sender.id}"
     if msg.sender.as_channel:
         return (f"{msg.platform}:as-channel:{msg.chat_id}", own)
     return (own,)

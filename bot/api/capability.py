@@ -90,14 +90,17 @@ async def _open(core: Core) -> AsyncIterator[RunningApi]:
 
     from bot.api.channel import ExchangeChannel
     from bot.api.door import Door
-    from bot.api.server import ApiServer
+    from bot.api.people import Directory
+    from bot.api.server import INFO, ApiServer
     from bot.config.dashboard import parse_bind
     from bot.web.serve import listen
 
     cfg = core.config.section("api", ApiConfig)
-    channel = ExchangeChannel("api", settle=lambda platform: settle_unanswered(core, platform))
-    unsubscribe = core.events.subscribe(channel.on_event)
     door = Door(core)
+    agent = core.config.agent
+    channel = ExchangeChannel("api", settle=lambda platform: settle_unanswered(core, platform),
+                              people=Directory(agent.id, agent.identity_links, INFO, door.owner))
+    unsubscribe = core.events.subscribe(channel.on_event)
     server = ApiServer(door, channel, core.store, agent=core.config.agent.id,
                        identity_links=core.config.agent.identity_links,
                        models=lambda person, owner: model_names(core, person, owner),

@@ -65,13 +65,17 @@ class Door:
     def owner(self, person: Person) -> bool:
         return any(self._core.access.is_owner_of(platform, user) for platform, user in person.accounts)
 
+    async def may_use(self, person: Person) -> bool:
+        """Whether one of ``person``'s accounts may still use the bot (a command needs no more)."""
+        for platform, user in person.accounts:
+            if await self._core.access.may_use(platform, user, ChatType.DM, user):
+                return True
+        return False
+
     async def admit(self, person: Person) -> ApiError | None:
         """May ``person`` send a message now? Takes one from their rate when so."""
         core = self._core
-        for platform, user in person.accounts:
-            if await core.access.may_use(platform, user, ChatType.DM, user):
-                break
-        else:
+        if not await self.may_use(person):
             return ApiError(403, FORBIDDEN, "permission_error", code="forbidden")
         if self.owner(person) or not core.limits.active:
             return None

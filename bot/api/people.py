@@ -13,11 +13,11 @@ with ``dm_scope: linked``), else the account's own DM workspace (``telegram-42``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.conversation import ChannelInfo, Conversation
-from bot.messages import ChatType
+from bot.messages import ChatType, InboundMessage
 from bot.session_keys import SessionKey
 
 
@@ -43,6 +43,28 @@ class Person:
             account_platform, user = self.accounts[0]
             key = SessionKey(agent, ChatType.DM, user, account_platform, thread)
         return Conversation(key, platform, platform, thread, ChatType.DM, None, self.linked, channel)
+
+
+@dataclass(frozen=True, slots=True)
+class Directory:
+    """Who the senders of the API's or the web chat's channel are (their ``OfPeople``): a sender
+    id is a person's name; their message belongs to their session ``chat``."""
+
+    agent: str
+    links: Mapping[str, Sequence[str]]
+    info: ChannelInfo
+    owner: Callable[[Person], bool]  # one of their accounts is an owner
+
+    def person(self, user_id: str) -> Person | None:
+        return person_named(user_id, self.links)
+
+    def conversation_of(self, platform: str, msg: InboundMessage) -> Conversation | None:
+        person = self.person(msg.sender.id)
+        return None if person is None else person.conversation(self.agent, platform, msg.chat_id, self.info)
+
+    def is_owner(self, user_id: str) -> bool:
+        person = self.person(user_id)
+        return person is not None and self.owner(person)
 
 
 def person_named(name: str, identity_links: Mapping[str, Sequence[str]]) -> Person | None:

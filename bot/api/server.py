@@ -150,7 +150,7 @@ class ApiServer:
         conversation = Person.conversation(person, self._agent, "api", thread, INFO)
         if asked.model != AGENT_MODEL:
             await self._choose(conversation, asked.model, person)
-        watch = self._channel.watch(thread)
+        watch = self._channel.watch(thread, Watch(person.name))
         sent: Sent | None = None
         try:
             sent = await self._door.send(person, conversation, asked.text, f"{kind}-{secrets.token_hex(8)}")
@@ -213,7 +213,7 @@ async def _collect(items: AsyncIterator[Item]) -> Outcome:
     got = Outcome()
     ended = False
     async for item in items:
-        if item.kind == "say" and not ended:
+        if item.kind in ("say", "ask") and not ended:  # a question: as text (the client cannot press)
             got.says.append(item.text)
         elif item.kind == "end":
             ended = True
@@ -248,7 +248,7 @@ class _Stream:
             piece = ""
             if item.kind == "delta" and not ended:
                 piece, streamed = item.text, streamed + item.text
-            elif item.kind == "say" and not ended:
+            elif item.kind in ("say", "ask") and not ended:
                 piece, streamed = ("\n\n" if got.content else "") + item.text + "\n\n", ""
                 got.says.append(item.text)
             elif item.kind == "end":

@@ -25,6 +25,7 @@ by having the method: there is nothing to register.
   window, after a restart or when another instance heard them).
 - ``ReportsUndelivered``: a platform that says later that a message it took was not delivered
   (WhatsApp's ``failed`` status): delivery's ledger owes its chunk again, or gives it up.
+- ``OfPeople``: senders who are the bot's people, not accounts (the API, the web chat).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from bot.conversation import Conversation
 from bot.messages import InboundMessage, Target
 
 
@@ -99,6 +101,14 @@ class Asks(Protocol):
         """Replace the question's text with ``text`` (rendered, like ``ask``'s: what was decided, by
         whom) and remove its buttons, so that nothing can be pressed any more. Raises
         ``SendFailed`` like ``edit``; a question already showing that text is not an error."""
+
+
+@runtime_checkable
+class OfPeople(Protocol):
+    """Sender ids that name the bot's people (the API, the web chat): their sessions, owners, limits."""
+    def conversation_of(self, msg: InboundMessage) -> Conversation | None: ...
+    def is_owner(self, user_id: str) -> bool: ...
+    def limit_key(self, user_id: str) -> str: ...
 
 
 @runtime_checkable

@@ -47,7 +47,7 @@ from bot import observe
 from bot.access import Access, Action, GroupContext
 from bot.agent.loop import FAILED, Agent
 from bot.capabilities.spec import Answers, DecidesHere, Presses, Reminds, StatusLines
-from bot.channels import Channel, SendFailed, spelling
+from bot.channels import Channel, OfPeople, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, parse_command, status_text
 from bot.conversation import Conversation, conversation_for, person_of
 from bot.intake.item import IntakeSettings, Item
@@ -107,6 +107,8 @@ class Intake(TranscribingStage):
 
     def conversation(self, msg: InboundMessage) -> Conversation:
         """The conversation ``msg`` belongs to: built here, where a turn enters, and carried on."""
+        if isinstance(c := self._channels.get(msg.platform), OfPeople) and (named := c.conversation_of(msg)):
+            return named
         s = self._settings
         return conversation_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
                                 group_scope=s.group_scope, channel=(s.channel_info or {}).get(msg.platform))
@@ -116,7 +118,8 @@ class Intake(TranscribingStage):
 
     def limit_keys(self, msg: InboundMessage) -> tuple[str, ...]:
         """Whom ``msg`` counts against (the linked person where there is one)."""
-        return limit_keys(msg, person_of(msg.platform, msg.sender.id, self._settings.identity_links))
+        return limit_keys(msg, person_of(msg.platform, msg.sender.id, self._settings.identity_links),
+                          self._channels.get(msg.platform))
 
     async def handle(self, msg: InboundMessage) -> None:
         """The channels' inbox: returns once ``msg`` is stored (raises if it could not be), and,

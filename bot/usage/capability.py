@@ -30,7 +30,7 @@ class Running:
         from bot.usage.report import usage_text
 
         core, msg = self.core, call.msg
-        person = limit_keys(msg, core.person_of(msg.platform, msg.sender.id))[-1]
+        person = limit_keys(msg, core.person_of(msg.platform, msg.sender.id), core.channels.get(msg.platform))[-1]
         now = time.time()
         midnight = now - now % DAY  # 00:00 UTC
         today = await core.store.read(ops.spent(person, midnight))

@@ -37,22 +37,28 @@ class RunningWebchat:
 async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
     from aiohttp import web
 
-    from bot.api.capability import settle_unanswered, tls_context
+    from bot.api.capability import RunningApi, settle_unanswered, tls_context
     from bot.api.door import Door
+    from bot.api.people import Directory
+    from bot.api.webchat import invites
     from bot.api.webchat.channel import WebChannel
-    from bot.api.webchat.server import WebchatServer
+    from bot.api.webchat.server import INFO, WebchatServer
     from bot.config.dashboard import parse_bind
     from bot.web.serve import listen
 
-    cfg = core.config.section("webchat", WebchatConfig)
-    channel = WebChannel(settle=lambda platform: settle_unanswered(core, platform))
-    unsubscribe = core.events.subscribe(channel.on_event)
+    cfg, agent = core.config.section("webchat", WebchatConfig), core.config.agent
     door = Door(core)
-    server = WebchatServer(cfg, door, channel, core.store, agent=core.config.agent.id,
-                           identity_links=core.config.agent.identity_links, workspaces=core.workspaces,
-                           say=lambda platform, answer_id, target, text: core.turns.outbox.say(
-                               platform, answer_id, target, text),
-                           running=lambda: core.channels)
+    channel = WebChannel(settle=lambda platform: settle_unanswered(core, platform),
+                         people=Directory(agent.id, agent.identity_links, INFO, door.owner),
+                         log=lambda thread, role, body: core.store.write(invites.said(thread, role, body)))
+    api = core.running.get("api")  # opened before: its runs' questions are shown here too
+    server = WebchatServer(cfg, door, channel, core.store, agent=agent.id, identity_links=agent.identity_links,
+                           workspaces=core.workspaces, say=lambda platform, answer_id, target, text:
+                           core.turns.outbox.say(platform, answer_id, target, text), running=lambda: core.channels,
+                           api=api.channel if isinstance(api, RunningApi) else None,
+                           approvers=core.config.tools.approvers)
+    unsubscribe = core.events.subscribe(channel.on_event)
+    heard = core.events.subscribe(server.on_event)
     host, port = parse_bind(cfg.bind)
     runner = web.AppRunner(server.app, access_log=None)
     await listen(runner, host, port, key="webchat.bind", shown=cfg.bind,
@@ -61,7 +67,9 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
         yield RunningWebchat(channel, cfg.url, door)
     finally:
         await runner.cleanup()
+        heard()
         unsubscribe()
+        await server.aclose()
 
 
 async def _invite(config: CoreConfig, args: argparse.Namespace) -> int:

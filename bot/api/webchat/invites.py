@@ -1,6 +1,7 @@
 """Sign-in links (``chatgate webchat invite PERSON``) and codes sent to a linked chat: each
 works once, until it expires; only its SHA-256 is stored. A person's web conversations are
-listed from ``webchat_threads``."""
+listed from ``webchat_threads``; ``webchat_log`` is what each showed (the person's text as
+they typed it, the answers as HTML), shown again when the page is loaded."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import hashlib
 import secrets
 import time
 
-from bot.store.op import Op, count, execute, rows, value
+from bot.store.op import Op, count, execute, inserted, rows, value
 from bot.store.schema_steps import Migration
 
 MIGRATIONS = (
@@ -25,6 +26,16 @@ CREATE TABLE webchat_threads (
     created_at {real} NOT NULL,
     PRIMARY KEY (person, thread)
 );
+"""),
+    Migration("webchat/0002_log", """
+CREATE TABLE webchat_log (
+    id         {id},
+    thread     TEXT NOT NULL,
+    role       TEXT NOT NULL,      -- user (as typed) or assistant (the dialect's HTML)
+    body       TEXT NOT NULL,
+    at         {real} NOT NULL
+);
+CREATE INDEX webchat_log_thread ON webchat_log (thread, id);
 """),
 )
 
@@ -58,11 +69,31 @@ def threads(person: str) -> Op[list[tuple[str, str]]]:
         "SELECT thread, title FROM webchat_threads WHERE person = ? ORDER BY created_at DESC LIMIT 50", person))]
 
 
-def add_thread(person: str, thread: str, title: str) -> Op[None]:
-    yield from execute("INSERT INTO webchat_threads (person, thread, title, created_at) VALUES (?, ?, ?, ?) "
-                       "ON CONFLICT (person, thread) DO NOTHING", person, thread, title[:80], time.time())
+def add_thread(person: str, thread: str, title: str) -> Op[bool]:
+    """Whether the thread is new (it is listed from now on)."""
+    return (yield from count("INSERT INTO webchat_threads (person, thread, title, created_at) VALUES (?, ?, ?, ?) "
+                             "ON CONFLICT (person, thread) DO NOTHING", person, thread, title[:80], time.time())) == 1
 
 
-def owns(person: str, thread: str) -> Op[bool]:
-    found = yield from value("SELECT 1 FROM webchat_threads WHERE person = ? AND thread = ?", person, thread)
-    return found is not None
+def retitle(person: str, thread: str, title: str) -> Op[bool]:
+    """Whether the title changed."""
+    return (yield from count("UPDATE webchat_threads SET title = ? WHERE person = ? AND thread = ? AND title <> ?",
+                             title[:80], person, thread, title[:80])) == 1
+
+
+def owner_of(thread: str) -> Op[str | None]:
+    found = yield from value("SELECT person FROM webchat_threads WHERE thread = ?", thread)
+    return None if found is None else str(found)
+
+
+def said(thread: str, role: str, body: str) -> Op[int]:
+    """A line of ``thread`` as its page shows it: its row's id."""
+    return (yield from inserted("INSERT INTO webchat_log (thread, role, body, at) VALUES (?, ?, ?, ?)",
+                                thread, role, body, time.time())) or 0
+
+
+def shown(thread: str, last: int = 100) -> Op[list[tuple[int, str, str]]]:
+    """The last ``last`` lines of ``thread``, oldest first."""
+    found = yield from rows("SELECT id, role, body FROM webchat_log WHERE thread = ? ORDER BY id DESC LIMIT ?",
+                            thread, last)
+    return [(int(i), str(role), str(body)) for i, role, body in reversed(found)]

@@ -29,15 +29,18 @@ def signin_page(message: str = "", token: str = "", csrf: str = "") -> str:
 
 
 def chat_page(person: str, csrf: str, thread: str, threads: Sequence[tuple[str, str]],
-              past: Sequence[tuple[str, str]]) -> str:
-    """``past``: (role, html) of the conversation so far: a user's text escaped here, the
-    assistant's already HTML from the dialect."""
+              past: Sequence[tuple[int, str, str]], after: str) -> str:
+    """``past``: (log id, role, body) of the conversation so far: the person's text as they typed
+    it (escaped here), the assistant's already HTML from the dialect. ``after``: the number of
+    the last event the page's stream starts after."""
     items = "".join(
         f'<li><a href="/c/{escape(t)}"{" aria-current=page" if t == thread else ""}>{escape(title)}</a></li>'
         for t, title in threads)
     messages = "".join(
-        f'<div class="msg {role}">{text if role == "assistant" else escape(text)}</div>' for role, text in past)
-    return (HEAD.format(title="Chat") + f'<body data-thread="{escape(thread)}" data-csrf="{escape(csrf)}">'
+        f'<div class="msg {"assistant" if role == "assistant" else "user"}" data-lid="{lid}">'
+        f'{text if role == "assistant" else escape(text)}</div>' for lid, role, text in past)
+    return (HEAD.format(title="Chat") + f'<body data-thread="{escape(thread)}" data-csrf="{escape(csrf)}" '
+            f'data-after="{escape(after)}">'
             '<header><button id="menu" type="button" aria-label="Conversations">☰</button>'
             f'<span class="who">{escape(person)}</span>'
             '<form method="post" action="/new" id="newform"><input type="hidden" name="csrf" '

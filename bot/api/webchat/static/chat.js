@@ -15,6 +15,10 @@
   const attached = document.getElementById("attached");
   let live = null; // the answer streaming now
   let files = [];
+  const shown = new Set(); // log ids of the lines on the page: a line is never shown twice
+  const mine = {}; // nonce -> a line this page sent, until the stream says it again
+  log.querySelectorAll("[data-lid]").forEach(function (d) { shown.add(d.dataset.lid); });
+  log.lastElementChild && log.lastElementChild.scrollIntoView({block: "end"});
 
   function post(path, data) {
     return fetch(path, {method: "POST", credentials: "same-origin",
@@ -29,19 +33,67 @@
   }
   function busy(on) { stop.hidden = !on; send.hidden = on; }
 
-  const events = new EventSource("/events/" + encodeURIComponent(thread));
-  events.onmessage = function (e) {
+  function seen(lid, div) {
+    if (!lid) return false;
+    if (shown.has(String(lid))) return true;
+    shown.add(String(lid));
+    if (div) div.dataset.lid = lid;
+    return false;
+  }
+  function threads(list) {
+    const ul = document.querySelector("#threads ul");
+    ul.textContent = "";
+    list.forEach(function (t) {
+      const li = document.createElement("li");
+      const a = document.createElement("a");
+      a.href = "/c/" + encodeURIComponent(t.thread);
+      a.textContent = t.title;
+      if (t.thread === thread) a.setAttribute("aria-current", "page");
+      li.appendChild(a);
+      ul.appendChild(li);
+    });
+  }
+
+  // the stream: the browser comes back by itself (Last-Event-ID); a stream it gave up on is opened
+  // again here, after the last event it had
+  let last = body.dataset.after || "";
+  let events = null;
+  function connect() {
+    events = new EventSource("/events/" + encodeURIComponent(thread) + "?after=" + encodeURIComponent(last));
+    events.onmessage = heard;
+    events.onerror = function () {
+      if (events.readyState === EventSource.CLOSED) setTimeout(connect, 1000);
+    };
+  }
+  function heard(e) {
+    if (e.lastEventId) last = e.lastEventId;
     const item = JSON.parse(e.data);
-    if (item.kind === "delta") {
+    if (item.kind === "reload") {
+      events.close();
+      location.reload();
+    } else if (item.kind === "threads") {
+      threads(item.threads);
+    } else if (item.kind === "user") {
+      const pending = mine[item.nonce];
+      delete mine[item.nonce];
+      if (pending) { seen(item.lid, pending); return; }
+      if (seen(item.lid)) return;
+      const div = bubble("user");
+      div.dataset.lid = item.lid;
+      div.textContent = item.text;
+    } else if (item.kind === "delta") {
       if (!live) live = bubble("assistant streaming");
       live.textContent += item.text;
       live.scrollIntoView({block: "end"});
     } else if (item.kind === "say") {
+      if (seen(item.lid)) { if (live) live.remove(); live = null; return; }
       const div = live || bubble("assistant");
+      if (item.lid) div.dataset.lid = item.lid;
       div.className = "msg assistant";
       div.innerHTML = item.html; // the dialect's HTML: escaped text in its own tags
       live = null;
     } else if (item.kind === "ask") {
+      if (document.getElementById("ask-" + item.ref)) return;
       const div = bubble("ask");
       div.id = "ask-" + item.ref;
       const q = document.createElement("div");
@@ -61,7 +113,8 @@
       });
       div.appendChild(row);
     } else if (item.kind === "closed") {
-      const div = document.getElementById("ask-" + item.ref) || bubble("ask");
+      const div = document.getElementById("ask-" + item.ref);
+      if (!div) return;
       div.innerHTML = item.html;
       div.className = "msg ask closed";
     } else if (item.kind === "note") {
@@ -78,26 +131,31 @@
       busy(false);
       if (live && item.outcome !== "completed") { live.classList.add("stopped"); live = null; }
     }
-  };
+  }
+  connect();
 
   form.addEventListener("submit", function (e) {
     e.preventDefault();
     const said = text.value.trim();
     if (!said && !files.length) return;
     if (said === "/new") { document.getElementById("newform").submit(); return; }
-    const mine = bubble("user");
-    mine.textContent = said + (files.length ? (said ? "\n" : "") + "Attached: " + files.map(function (f) { return f.name; }).join(", ") : "");
+    const line = bubble("user");
+    line.textContent = said + (files.length ? (said ? "\n" : "") + "Attached: " + files.map(function (f) { return f.name; }).join(", ") : "");
+    const nonce = Math.random().toString(36).slice(2);
+    mine[nonce] = line;
     text.value = "";
     const ids = files.map(function (f) { return f.id; });
     files = [];
     attached.textContent = "";
-    if (said !== "/stop") busy(true);
-    post("/send/" + encodeURIComponent(thread), {text: said, files: ids}).then(function (r) {
-      if (!r.ok) {
+    const command = said.charAt(0) === "/";
+    if (!command) busy(true);
+    post("/send/" + encodeURIComponent(thread), {text: said, files: ids, nonce: nonce}).then(function (r) {
+      r.json().then(function (j) {
+        if (j.go) { location.href = j.go; return; }
+        if (r.ok) { if (mine[nonce]) { delete mine[nonce]; seen(j.lid, line); } return; }
         busy(false);
-        r.json().then(function (j) { bubble("note").textContent = j.error || "Not sent."; },
-                      function () { bubble("note").textContent = "Not sent."; });
-      }
+        bubble("note").textContent = j.error || "Not sent.";
+      }, function () { busy(false); bubble("note").textContent = "Not sent."; });
     });
   });
   text.addEventListener("keydown", function (e) {
