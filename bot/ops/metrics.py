@@ -2,9 +2,10 @@
 
 They are fed by two streams and one look: the run ``EventBus`` (a run's start, first streamed
 text, tool results, its end with its trace: runs by outcome, latencies, model calls, tokens and
-cost per model), the core's signals (``bot.observe``: messages in, not run, deliveries, /stop,
-scheduler lag, approvals, MCP server states, cluster leases), and, at each scrape, the
-dispatcher's load and the channels' connections.
+cost per model; a title's and a compaction's model calls, beside runs, come as ``calls``
+events: model calls, tokens and cost, never runs), the core's signals (``bot.observe``:
+messages in, not run, deliveries, /stop, scheduler lag, approvals, MCP server states, cluster
+leases), and, at each scrape, the dispatcher's load and the channels' connections.
 
 Labels are bounded: platforms, models and tools come from the configuration, outcomes and
 states from enums. No person, chat, session or text is ever a label.
@@ -22,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from bot.agent.events import EventKind, RunEvent
 from bot.observe import Observed, Signal
-from bot.tracing import SpanKind
+from bot.tracing import Span, SpanKind
 
 if TYPE_CHECKING:
     from prometheus_client import Metric
@@ -93,7 +94,7 @@ class Metrics:
         self._handlers: dict[EventKind, Callable[[RunEvent], None]] = {
             EventKind.STARTED: self._run_started, EventKind.CHUNK: self._chunk,
             EventKind.TOOL_RESULT: self._tool_result, EventKind.COMPLETED: self._run_ended,
-            EventKind.FAILED: self._run_ended, EventKind.CANCELLED: self._run_ended,
+            EventKind.FAILED: self._run_ended, EventKind.CANCELLED: self._run_ended, EventKind.CALLS: self._calls,
         }
         self._signals: dict[Signal, Callable[[Observed], None]] = {
             Signal.MESSAGE_IN: lambda s: self.messages.labels(s.platform).inc(),
@@ -140,7 +141,15 @@ class Metrics:
             return
         self.runs.labels(trace.status).inc()
         self.run_seconds.labels(trace.status).observe(max(0.0, trace.ended_at - trace.started_at))
-        for span in trace.spans:
+        self._spans(trace.spans)
+
+    def _calls(self, event: RunEvent) -> None:
+        """A title's or a compaction's model calls: counted like a run's, with no run."""
+        if event.trace is not None:
+            self._spans(event.trace.spans)
+
+    def _spans(self, spans: Iterable[Span]) -> None:
+        for span in spans:
             if span.kind is SpanKind.LLM:
                 self.model_calls.labels(span.name, "error" if span.is_error else "ok").inc()
                 self.model_seconds.labels(span.name).observe(span.duration_ms / 1000)

@@ -4,7 +4,9 @@ A run's trace is built when it ends, from the ``TraceRecord`` its end event carr
 ``chatgate traces`` shows): one trace per run, its root ``invoke_agent`` span, a ``chat``
 span per model call, an ``execute_tool`` span per tool call, an ``invoke_agent`` span per
 sub-agent, a span per wait for an approval; its answer's delivery, signalled later by the
-core (``bot.observe``), is one more span of the same trace. Each span keeps the times the
+core (``bot.observe``), is one more span of the same trace. A title's or a compaction's model
+calls (a ``calls`` event) are a trace of their own: a ``chatgate.title`` or
+``chatgate.compaction`` root with a ``chat`` span per call. Each span keeps the times the
 run recorded. Attributes follow the GenAI semantic conventions (``gen_ai.operation.name``,
 ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``...).
 
@@ -69,6 +71,7 @@ def conversation_id(session_key: str) -> str:
 class _Run:
     trace: TraceRecord
     platform: str
+    purpose: str = ""  # a run: ""; calls beside one: what for (title, compaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,8 @@ class RunTraces:
     def on_event(self, event: RunEvent) -> None:
         if event.kind in _ENDS and event.trace is not None:
             self._put(_Run(event.trace, event.conversation.platform))
+        elif event.kind is EventKind.CALLS and event.trace is not None:
+            self._put(_Run(event.trace, event.conversation.platform, event.text or "calls"))
 
     def on_signal(self, observed: Observed) -> None:
         if observed.kind is Signal.DELIVERED or observed.kind is Signal.GIVEN_UP:
@@ -165,7 +170,7 @@ class _Shipper(threading.Thread):
             item = self._queue.popleft()
             try:
                 if isinstance(item, _Run):
-                    self._spans.run(item.trace, item.platform, batch)
+                    self._spans.run(item.trace, item.platform, batch, item.purpose)
                 else:
                     self._spans.delivery(item, batch)
             except Exception:  # one odd record never stops the traces of the others
@@ -204,27 +209,35 @@ class _Spans:
         return ReadableSpan(name, context, parent, self._resource, attrs, kind=kind, status=status,
                             start_time=_ns(start), end_time=_ns(end), instrumentation_scope=self._scope)
 
-    def run(self, t: TraceRecord, platform: str, out: list[ReadableSpan]) -> None:
+    def run(self, t: TraceRecord, platform: str, out: list[ReadableSpan], purpose: str = "") -> None:
+        """A run's trace; with a ``purpose``, the trace of model calls beside a run (a title, a compaction)."""
         attrs: dict[str, AttributeValue] = {
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": t.agent_id,
+            "gen_ai.agent.name": t.agent_id,
             "gen_ai.conversation.id": conversation_id(t.session_key), "gen_ai.request.model": t.model,
             "gen_ai.usage.input_tokens": t.input_tokens, "gen_ai.usage.output_tokens": t.output_tokens,
             "chatgate.run.id": t.run_id, "chatgate.run.status": t.status, "chatgate.run.iterations": t.iterations,
             "chatgate.cost_usd": t.cost, "chatgate.platform": platform,
         }
+        if purpose:
+            attrs["chatgate.calls.purpose"] = purpose
+        else:
+            attrs["gen_ai.operation.name"] = "invoke_agent"
         if provider := self._providers.get(t.model):
             attrs["gen_ai.provider.name"] = provider
         status = _UNSET
         if t.status == "failed":
             status = Status(StatusCode.ERROR, t.error or "failed")
             attrs["error.type"] = "run_failed"
-        root = self._make(f"invoke_agent {t.agent_id}", self._ids.generate_trace_id(), None, OtelKind.INTERNAL, attrs,
+        name = f"chatgate.{purpose}" if purpose else f"invoke_agent {t.agent_id}"
+        root = self._make(name, self._ids.generate_trace_id(), None, OtelKind.INTERNAL, attrs,
                           t.started_at, t.ended_at, status)
         parent = root.context
         assert parent is not None
         for span in t.spans:
             out.append(self._span(span, parent))
         out.append(root)
+        if purpose:  # no delivery joins it
+            return
         self._runs[t.run_id] = parent
         while len(self._runs) > REMEMBERED:
             self._runs.popitem(last=False)
