@@ -58,9 +58,9 @@ async def test_one_trace_per_run_with_genai_attributes_and_no_text(traced: tuple
     bot, collector = traced
     await bot.start()
     await two_runs(bot)
-    # the second answer's delivery is bookkept just after the fake received it: exported within a
-    # beat (a run's spans and its delivery's may come in either order), the rest at shutdown
-    spans = await collector.wait_for(lambda s: len([x for x in s if x.name == "chatgate.delivery"]) >= 2)
+    # the second answer's delivery is bookkept just after the fake received it: exported at the next
+    # export (every 5 s; a run's spans and its delivery's may come in either order), the rest at shutdown
+    spans = await collector.wait_for(lambda s: len([x for x in s if x.name == "chatgate.delivery"]) >= 2, timeout=20)
     assert await bot.terminate() == 0
     traces = by_trace(spans)
     runs = [t for t in traces.values() if any(s.name == "invoke_agent main" for s in t)]
@@ -132,3 +132,21 @@ def test_a_delivery_signalled_before_its_runs_record_joins_its_trace() -> None:
     assert delivery.context.trace_id == root.context.trace_id and delivery.parent.span_id == root.context.span_id
     spans.delivery(_Delivery("a-notice", "telegram", "sent", 2.0, 2.1), out)  # no run ever comes: nothing made
     assert len([s for s in out if s.name == "chatgate.delivery"]) == 1
+
+
+def test_the_exporters_session_reads_the_environment_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """requests reads the whole environment at every request while ``trust_env``: the proxies for the
+    collector are read once instead; a CA bundle named there keeps requests reading it."""
+    from bot.telemetry.export import _session
+
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "collector.local")
+    proxied = _session("https://otlp.example.com/v1/traces")
+    assert not proxied.trust_env and proxied.proxies["https"] == "http://proxy.internal:3128"
+    direct = _session("https://collector.local/v1/traces")
+    assert not direct.trust_env and "https" not in direct.proxies
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/our-ca.pem")
+    assert _session("https://otlp.example.com/v1/traces").trust_env

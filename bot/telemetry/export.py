@@ -16,12 +16,16 @@ and tool results (capped and scrubbed of secrets, as stored) go in.
 
 What it costs the bot: the event loop only queues what ended (a run's record, a delivery),
 O(1). One thread of its own (``_Shipper``) turns them into spans, every ``EXPORT_EVERY``
-seconds or as soon as ``BATCH`` wait, and hands them to the SDK's OTLP/HTTP exporter in one
-request per batch. The spans are the SDK's ``ReadableSpan``s made directly, with the times and
-attributes the run recorded (no tracer, sampler, span processor or per-span lock: each span
-is made once, finished); ids come from the SDK's random id generator. When the collector is
-away, at most ``QUEUED`` runs wait (the oldest are dropped, counted in a warning). Closing
-exports what is left (bounded by the exporter's timeout).
+seconds (the SDK's batch processor's default delay) or as soon as ``BATCH`` wait, and hands
+them to the SDK's OTLP/HTTP exporter in one request per batch: a request costs more than the
+spans of a few runs (a thread waking cold, requests' machinery), so fewer, larger ones. Its
+``requests`` session reads the environment (proxies) once, not at every request, unless a CA
+bundle is named there (``REQUESTS_CA_BUNDLE``), which requests only reads per request. The
+spans are the SDK's ``ReadableSpan``s made directly, with the times and attributes the run
+recorded (no tracer, sampler, span processor or per-span lock: each span is made once,
+finished); ids come from the SDK's random id generator. When the collector is away, at most
+``QUEUED`` runs wait (the oldest are dropped, counted in a warning). Closing exports what is
+left (bounded by the exporter's timeout).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import requests
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
@@ -53,7 +58,7 @@ from bot.tracing import Span, SpanKind, TraceRecord
 log = logging.getLogger(__name__)
 
 REMEMBERED = 2000  # runs whose trace a later delivery span may join
-EXPORT_EVERY = 2.0  # seconds between two exports at most
+EXPORT_EVERY = 5.0  # seconds between two exports at most (OTEL_BSP_SCHEDULE_DELAY's default)
 BATCH = 1024  # spans that make an export go at once (and the most in one request)
 QUEUED = 10_000  # runs and deliveries waiting to be exported at most (the collector away): the oldest go
 _ENDS = frozenset({EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED})
@@ -104,8 +109,8 @@ class RunTraces:
         self._spans = _Spans(_Resource({"service.name": service, "service.instance.id": instance}), providers,
                              capture_content)
         self._queue: deque[_Run | _Delivery] = deque()
-        self._shipper = _Shipper(self._queue, self._spans,
-                                 exporter or OTLPSpanExporter(endpoint=url, headers=dict(headers), timeout=timeout))
+        self._shipper = _Shipper(self._queue, self._spans, exporter or OTLPSpanExporter(
+            endpoint=url, headers=dict(headers), timeout=timeout, session=_session(url)))
         self._shipper.start()
 
     # -- on the event loop: queued, nothing more -------------------------------------------
@@ -290,6 +295,17 @@ class _Spans:
                               {"chatgate.platform": d.platform, "chatgate.delivery.outcome": d.outcome},
                               d.started, d.ended, Status(StatusCode.ERROR, "given up") if d.outcome == "given_up"
                               else _UNSET))
+
+
+def _session(url: str) -> requests.Session:
+    """A session that read the environment's proxies for ``url`` once (requests reads the whole
+    environment at every request while ``trust_env``); as it was when a CA bundle is named there."""
+    session = requests.Session()
+    found = session.merge_environment_settings(url, {}, None, None, None)
+    if found["verify"] is True:
+        session.proxies.update(found["proxies"])
+        session.trust_env = False
+    return session
 
 
 def _ns(seconds: float) -> int:
