@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
-from bot.agent.events import EventBus
+from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
 from bot.agent.spawn import SubAgents, spawn_tool
@@ -121,7 +121,8 @@ class App:
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
                                             meter=meter, toolsets=toolsets, gate=gate, models=models)))
-        titles = Titles(models, self.store, agent_id=a.id, meter=meter, redactor=redactor)
+        titles = Titles(models, self.store, agent_id=a.id, meter=meter, redactor=redactor,
+                        told=lambda c, r: self.events.emit(RunEvent(EventKind.CALLS, r.run_id, c, "title", trace=r)))
         self._stack.push_async_callback(titles.aclose)
 
         async def title(request: RunRequest, result: RunResult) -> None:  # after the turn is stored

@@ -35,11 +35,6 @@ def about_run(run_id: str, session_key: str) -> Iterator[None]:
         _RUN.reset(token)
 
 
-def current_run() -> tuple[str, str] | None:
-    """(run id, session key) of the run being computed here, if any."""
-    return _RUN.get()
-
-
 def this_instance(configured: str | None) -> str:
     """The name of this process in logs: ``cluster.instance`` when set, else host-pid (as the cluster names it)."""
     return configured or f"{socket.gethostname()}-{os.getpid()}"

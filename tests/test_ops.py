@@ -130,7 +130,9 @@ async def test_prometheus_scrapes_the_counters_of_a_running_bot(ops_bot: tuple[B
         assert await prometheus.value('chatgate_messages_refused_total{platform="telegram",reason="access"}') == 1
         assert await prometheus.value('chatgate_answers_sent_total{platform="telegram"}') == 3  # 2 answers, 1 notice
         assert await prometheus.value('chatgate_deliveries_owed_total{platform="telegram"}') == 3
-        assert await prometheus.value('sum(chatgate_model_calls_total{outcome="ok"})') == 2
+        async def model_calls() -> bool:  # the two runs' and the session's title (made in the background)
+            return await prometheus.value('sum(chatgate_model_calls_total{outcome="ok"})') == 3
+        await until(model_calls, "3 model calls in Prometheus")
         assert (await prometheus.value('sum(chatgate_model_tokens_total{kind="input"})') or 0) > 0
         assert await prometheus.value('chatgate_run_duration_seconds_count{outcome="completed"}') == 2
         assert await prometheus.value("chatgate_run_first_token_seconds_count") == 2

@@ -58,13 +58,16 @@ async def test_one_trace_per_run_with_genai_attributes_and_no_text(traced: tuple
     bot, collector = traced
     await bot.start()
     await two_runs(bot)
-    # the second answer's delivery is bookkept just after the fake received it: exported within a
-    # beat (a run's spans and its delivery's may come in either order), the rest at shutdown
-    spans = await collector.wait_for(lambda s: len([x for x in s if x.name == "chatgate.delivery"]) >= 2)
+    # the second answer's delivery is bookkept just after the fake received it: exported at the next
+    # export (every 5 s; a run's spans and its delivery's may come in either order), the rest at shutdown
+    spans = await collector.wait_for(lambda s: len([x for x in s if x.name == "chatgate.delivery"]) >= 2, timeout=20)
     assert await bot.terminate() == 0
     traces = by_trace(spans)
-    assert len(traces) == 2, [s.name for s in spans]
-    first, second = sorted(traces.values(), key=lambda t: min(s.start_ns for s in t))
+    runs = [t for t in traces.values() if any(s.name == "invoke_agent main" for s in t)]
+    assert len(runs) == 2, [s.name for s in spans]
+    # the one other trace is the session's title, made after its first exchange (tests/test_ops_calls.py)
+    assert [s.name for t in traces.values() if t not in runs for s in t if not s.parent_id] == ["chatgate.title"]
+    first, second = sorted(runs, key=lambda t: min(s.start_ns for s in t))
     for trace in (first, second):
         [root] = [s for s in trace if not s.parent_id]
         assert root.name == "invoke_agent main"
@@ -100,7 +103,7 @@ async def test_capture_content_puts_the_previews_in(tmp_path: Path) -> None:
             assert await bot.terminate() == 0
         finally:
             await bot.close()
-    spans = await collector.wait_for(lambda s: len(by_trace(s)) == 2)
+    spans = await collector.wait_for(lambda s: len(by_trace(s)) >= 2)
     outputs = [s.attributes["gen_ai.output.messages"] for s in spans if "gen_ai.output.messages" in s.attributes]
     assert any(SECRET_WORDS in o for o in outputs), outputs
     assert any("gen_ai.tool.call.result" in s.attributes for s in spans)
@@ -129,3 +132,21 @@ def test_a_delivery_signalled_before_its_runs_record_joins_its_trace() -> None:
     assert delivery.context.trace_id == root.context.trace_id and delivery.parent.span_id == root.context.span_id
     spans.delivery(_Delivery("a-notice", "telegram", "sent", 2.0, 2.1), out)  # no run ever comes: nothing made
     assert len([s for s in out if s.name == "chatgate.delivery"]) == 1
+
+
+def test_the_exporters_session_reads_the_environment_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """requests reads the whole environment at every request while ``trust_env``: the proxies for the
+    collector are read once instead; a CA bundle named there keeps requests reading it."""
+    from bot.telemetry.export import _session
+
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "collector.local")
+    proxied = _session("https://otlp.example.com/v1/traces")
+    assert not proxied.trust_env and proxied.proxies["https"] == "http://proxy.internal:3128"
+    direct = _session("https://collector.local/v1/traces")
+    assert not direct.trust_env and "https" not in direct.proxies
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/our-ca.pem")
+    assert _session("https://otlp.example.com/v1/traces").trust_env

@@ -137,6 +137,10 @@ class DiscordChannel:
     async def wait_closed(self) -> None:
         await self._life.wait()
 
+    def trouble(self) -> str | None:
+        """Readiness (``Connects``): None while the gateway connections this instance runs are READY."""
+        return self.gateway.trouble()
+
     # -- inbound -----------------------------------------------------------------------
 
     async def on_message(self, message: discord.Message) -> None:

@@ -20,6 +20,10 @@ in ``shards``, or (without it) each one whose lease ``discord:shard:<id>/<count>
 holds, taken over by another instance when it dies.
 
 What a client hears (messages, presses, slash commands) goes to the channel's ``Events``.
+
+Readiness (``trouble``): each connection this instance runs counts as up from its READY (or a
+RESUMED) to its next disconnect; while one is down (reconnecting, or never connected yet) the
+channel is not ready.
 """
 
 from __future__ import annotations
@@ -73,6 +77,10 @@ class Client(discord.Client):
 
     async def on_resumed(self) -> None:
         log.info("discord: gateway session resumed")
+        self.gateway.up[self.shard_id] = True
+
+    async def on_disconnect(self) -> None:
+        self.gateway.up[self.shard_id] = False
 
     async def on_message(self, message: discord.Message) -> None:
         await self.events.on_message(message)
@@ -96,6 +104,7 @@ class Gateway:
         self.content_intent = not config.require_mention
         self.client: Client | None = None  # the REST client
         self.shard_clients: dict[int, Client] = {}  # shard id -> its gateway client now
+        self.up: dict[int | None, bool] = {}  # shard id (None: unsharded) -> its connection is READY now
         self.bot_id = ""
         self.leases: Leases = SOLE
         self.stopping = False
@@ -142,8 +151,17 @@ class Gateway:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
+    def trouble(self) -> str | None:
+        """None while every connection this instance runs is READY; else which are not."""
+        if self.config.shard_count is None:
+            return None if self.up.get(None) else "the gateway is not connected"
+        shards = self.config.shards if self.config.shards is not None else sorted(self.shard_clients)
+        down = [str(shard) for shard in shards if not self.up.get(shard)]
+        return f"the gateway is not connected (shard {', '.join(down)})" if down else None
+
     def connected(self, client: discord.Client) -> None:
         endpoints.pin_resume(client, self.config.gateway_url)
+        self.up[client.shard_id] = True
         self.connections += 1
         if not self._ready.is_set():
             log.info("discord: connected as %s in %d guild(s)", client.user, len(client.guilds))
@@ -170,6 +188,7 @@ class Gateway:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
             gone = self.shard_clients.pop(shard, None)
+            self.up.pop(shard, None)
             if gone is not None:
                 await gone.close()
 
@@ -226,6 +245,7 @@ class Gateway:
                 # (discord.py 2.7 itself raises AttributeError when its first connection fails: it reads
                 # the session of a websocket it never had)
                 reason = f"{type(exc).__name__}: {exc}"
+            self.up[shard] = False
             if self.stopping:
                 return
             await client.close()

@@ -50,6 +50,7 @@ UPLOAD_LIMIT = 1024 * 1024 * 1024  # Slack takes files up to 1 GB
 SHAPE = replace(DIALECT_SHAPE, max_chunks=8, edit_every=1.0, status_every=10.0, max_upload=UPLOAD_LIMIT)
 NEEDED_SCOPES = ("chat:write", "app_mentions:read", "im:history", "reactions:write", "users:read")
 PARTICIPATION = 24 * 3600.0  # seconds a thread the bot answered in stays addressed
+PING_INTERVAL = 10.0  # bolt's own: a dropped Socket Mode connection is noticed and opened again within it
 NAME_LOOKUP = 1.5  # seconds users.info may take inside Slack's 3 s ack window
 MAX_LOOKUPS = 10  # users looked up for one message; the others stay ids
 _REMEMBERED = 4096
@@ -69,13 +70,14 @@ class SlackChannel:
     shape = SHAPE
 
     def __init__(self, config: SlackConfig, dialect: Dialect, *, clock: Callable[[], float] = time.monotonic,
-                 stream_rollover: float = STREAM_ROLLOVER) -> None:
+                 stream_rollover: float = STREAM_ROLLOVER, ping_interval: float = PING_INTERVAL) -> None:
         if config.bot_token is None:
             raise ChannelError("channels.slack.bot_token: missing (set SLACK_BOT_TOKEN)")
         self._token = config.bot_token.get_secret_value()
         self.config, self.dialect, self._clock = config, dialect, clock
         self.streaming: Streaming = config.streaming  # read by the core's progress: native | edit | off
         self._rollover = stream_rollover  # seconds before a fresh stream (tests shorten it)
+        self._ping = ping_interval  # Socket Mode: seconds between pings, and between reconnection attempts
         self._options = Options(reply_in_thread=config.reply_in_thread,
                                 allowed_bots=frozenset(config.allow_from))
         self._inbox: Inbox | None = None
@@ -220,7 +222,7 @@ class SlackChannel:
         except SlackApiError as exc:
             raise ChannelError(f"channels.slack.app_token: Slack refused the app-level token ({error_code(exc)}; "
                                "check SLACK_APP_TOKEN, an xapp-… token with connections:write)") from None
-        self._socket = AsyncSocketModeHandler(app, app_token=token, web_client=self.client,
+        self._socket = AsyncSocketModeHandler(app, app_token=token, web_client=self.client, ping_interval=self._ping,
                                               logger=logging.getLogger("slack_sdk.socket_mode.chatgate"))
         client = self._socket.client
         issue = client.issue_new_wss_url
@@ -269,6 +271,14 @@ class SlackChannel:
 
     async def wait_closed(self) -> None:
         await self._life.wait()
+
+    def trouble(self) -> str | None:
+        """Readiness (``Connects``): None while Socket Mode is connected, or the HTTP endpoint listens."""
+        if self.config.mode == "http":
+            return None if self._runner is not None and self.port is not None else "the endpoint is not listening"
+        client = self._socket.client if self._socket is not None else None
+        session = client.current_session if client is not None and not (client.closed or client.stale) else None
+        return None if session is not None and not session.closed else "Socket Mode is not connected"
 
     # -- inbound -----------------------------------------------------------------------
 

@@ -128,6 +128,7 @@ class TelegramChannel:
         self._leases: Leases = SOLE
         self._elected = False  # pollers are elected by lease (several instances)
         self._trouble: str | None = None  # why the last poll failed (readiness), None once one went through
+        self._hooked = False  # webhook mode: Telegram took the webhook and the endpoint listens
 
     def use_leases(self, leases: Leases) -> None:
         self._leases = leases
@@ -157,6 +158,7 @@ class TelegramChannel:
 
     async def stop(self) -> None:
         await self._life.stop_tasks()
+        self._hooked = False
         if self._site is not None:
             await self._site.cleanup()
             self._site = None
@@ -167,7 +169,10 @@ class TelegramChannel:
         await self._life.wait()
 
     def trouble(self) -> str | None:
-        """Why Telegram is not answering the poller now (readiness); None when it is, or in webhook mode."""
+        """Readiness (``Connects``): why Telegram is not answering the poller now, or (webhook mode) why
+        updates cannot come (the webhook not set, the endpoint not listening); None when all is well."""
+        if self.config.mode == "webhook":
+            return None if self._hooked and self._site is not None else "the webhook is not set and listening"
         return self._trouble
 
     def _fail(self, error: ChannelError) -> None:
@@ -255,7 +260,7 @@ class TelegramChannel:
         await web.TCPSite(runner, s.listen, s.port).start()
         self._site = runner
         secret = s.secret_token.get_secret_value() if s.secret_token is not None else None
-        await self.bot.set_webhook(s.url or "", secret_token=secret, allowed_updates=UPDATES)
+        self._hooked = await self.bot.set_webhook(s.url or "", secret_token=secret, allowed_updates=UPDATES)
 
     async def _webhook_request(self, request: web.Request) -> web.Response:
         secret = self.config.webhook.secret_token

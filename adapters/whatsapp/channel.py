@@ -179,6 +179,10 @@ class WhatsAppChannel:
     async def wait_closed(self) -> None:
         await self._life.wait()
 
+    def trouble(self) -> str | None:
+        """Readiness (``Connects``): None while the Callback URL's endpoint listens (Meta posts to it)."""
+        return None if self._runner is not None and self.port is not None else "the webhook endpoint is not listening"
+
     def names(self) -> tuple[str, ...]:
         """The business's verified name, for a voice note that calls the bot by name (``Named``)."""
         return (self._display,) if self._display else ()

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import socket
+import threading
 import time
 
 import aiohttp
 
-from bench.common import running_stack
+from bench.common import JSON, running_stack
 from bench.report import Figure, Goal
 from bot.agent.events import EventKind, RunEvent
 from bot.conversation import Conversation
@@ -22,12 +24,18 @@ from bot.tracing import Span, SpanKind, TraceRecord
 from tests.fakes.otlp_server import FakeCollector
 
 NAME = "observability"
-HOW = ("The same DMs, one at a time over 10 chats (quick: 100 messages, else 400, after a warm-up per chat), "
-       "to a bot with ops and telemetry off, then ops on, then both on (metrics scraped by nobody, traces "
-       "exported to a local OTLP receiver): the bot process's CPU per message (/proc/PID/stat), and how much "
-       "more it is with both on. "
-       "Then a /metrics scrape of that bot over HTTP (time, bytes), and one of a Metrics fed the runs of 10,000 "
-       "sessions (3 platforms, 4 models, 12 tools; generate_latest, median of 20; labels never name a session).")
+HOW = ("Three bots side by side, each on a fake LLM and a fake Telegram of its own: ops and telemetry off, ops on, "
+       "both on (metrics scraped by nobody, traces exported to a local OTLP receiver). The same DMs, one at a time "
+       "over 10 chats (quick: 100 messages, else 400, after a warm-up per chat), go to the three in turn (each "
+       "first in turn), message by message, so that whatever else loads the machine loads the three alike; each "
+       "round (quick: 1, else 3; BENCH_ROUNDS) puts each bot on another stack and fresh chats. Each bot process's "
+       "CPU per message (/proc/PID/stat), the median of the rounds, and how much more it is with both on (the "
+       "median of each round's own difference). The telemetry and the metrics code alone, in this process: CPU per "
+       "run (one model call and its delivery, five streamed chunks) on the event loop and in the exporting thread "
+       "(its own CPU clock), against a local OTLP receiver. "
+       "Then a /metrics scrape of the bot with both on over HTTP (time, bytes), and one of a Metrics fed the runs of "
+       "10,000 sessions (3 platforms, 4 models, 12 tools; generate_latest, median of 20; labels never name a "
+       "session).")
 FIRST_CHAT = 3000
 SESSIONS = 10_000
 
@@ -40,36 +48,116 @@ def _free_port() -> int:
 
 async def run(quick: bool) -> list[Figure]:
     messages, chats = (100, 10) if quick else (400, 10)
-    cpu: dict[str, float] = {}
-    port = _free_port()
+    rounds = int(os.environ.get("BENCH_ROUNDS", "1" if quick else "3"))
+    labels = ("off", "metrics", "on")
+    cpu: dict[str, list[float]] = {label: [] for label in labels}
+    ports = {label: _free_port() for label in labels}
     scrape: tuple[float, int] = (0.0, 0)
-    async with running_stack() as stack, FakeCollector() as collector:
-        ops = {"enabled": True, "bind": f"127.0.0.1:{port}"}
-        for phase, (label, extra) in enumerate((("off", {}), ("metrics", {"ops": ops}),
-                                                ("on", {"ops": ops, "telemetry": {"otlp_endpoint": collector.url}}))):
-            ids = [FIRST_CHAT + 100 * phase + i for i in range(chats)]  # fresh chats: histories of the same length
-            bot = await stack.start_bot(extra=extra)
-            await asyncio.gather(*(stack.ask(chat_id, "warm up") for chat_id in ids))
-            used = bot.cpu_seconds()
+    load = [os.getloadavg()[0]]
+    async with running_stack() as one, running_stack() as two, running_stack() as three, \
+            FakeCollector() as collector:
+        stacks = (one, two, three)
+        extras: dict[str, JSON] = {
+            "off": {}, "metrics": {"ops": {"enabled": True, "bind": f"127.0.0.1:{ports['metrics']}"}},
+            "on": {"ops": {"enabled": True, "bind": f"127.0.0.1:{ports['on']}"},
+                   "telemetry": {"otlp_endpoint": collector.url}}}
+        for n in range(rounds):
+            placed = {label: stacks[(i + n) % len(stacks)] for i, label in enumerate(labels)}
+            bots = {label: await placed[label].start_bot(extra=extras[label]) for label in labels}
+            ids = [FIRST_CHAT + 100 * n + i for i in range(chats)]  # fresh chats: histories alike in every round
+            for label in labels:
+                await asyncio.gather(*(placed[label].ask(chat_id, "warm up") for chat_id in ids))
+            used = {label: bots[label].cpu_seconds() for label in labels}
             for i in range(messages):
-                await stack.ask(ids[i % chats], f"message {i}")
-            cpu[label] = (bot.cpu_seconds() - used) / messages
-            if label == "on":
-                scrape = await _scrape(f"http://127.0.0.1:{port}/metrics")
-        await stack.stop_bot()
-    more = (cpu["on"] - cpu["off"]) / cpu["off"] * 100 if cpu["off"] else None
+                for label in labels[i % 3:] + labels[:i % 3]:  # each first, second and third in turn
+                    await placed[label].ask(ids[i % chats], f"message {i}")
+            for label in labels:
+                cpu[label].append((bots[label].cpu_seconds() - used[label]) / messages)
+            if n == 0:
+                scrape = await _scrape(f"http://127.0.0.1:{ports['on']}/metrics")
+            load.append(os.getloadavg()[0])
+            for stack in stacks:  # the next round moves each bot (and its ops port) to another stack
+                await stack.stop_bot()
+    off, metrics, on = (_median(cpu[label]) for label in ("off", "metrics", "on"))
+    paired = [(b - a) / a * 100 for a, b in zip(cpu["off"], cpu["on"], strict=True) if a]
+    more = _median(paired) if paired else None
+    rounds_note = "; ".join(f"{label}: " + ", ".join(f"{v * 1000:.2f}" for v in cpu[label]) for label in cpu)
     took, size = _scrape_sessions(SESSIONS)
+    loop_us, all_us, metrics_us = await _alone(300 if quick else 3000)
     return [
-        Figure(NAME, f"bot CPU per message, metrics and tracing off ({messages} msgs)", cpu["off"] * 1000, "ms"),
-        Figure(NAME, "bot CPU per message, metrics on", cpu["metrics"] * 1000, "ms"),
-        Figure(NAME, "bot CPU per message, metrics and tracing on", cpu["on"] * 1000, "ms"),
+        Figure(NAME, f"bot CPU per message, metrics and tracing off ({messages} msgs, median of {rounds})",
+               off * 1000, "ms", note=f"rounds (ms) {rounds_note}"),
+        Figure(NAME, "bot CPU per message, metrics on", metrics * 1000, "ms"),
+        Figure(NAME, "bot CPU per message, metrics and tracing on", on * 1000, "ms"),
         Figure(NAME, "CPU added by metrics and tracing", more, "%", Goal("<", 3),
-               note=f"{len(collector.spans)} spans received"),
+               note=f"rounds: {', '.join(f'{p:+.1f}' for p in paired)}; of the medians: "
+                    f"{(on - off) / off * 100 if off else 0:+.1f}; {len(collector.spans)} spans received; "
+                    f"load average {min(load):.2f}-{max(load):.2f}"),
+        Figure(NAME, "telemetry alone: CPU per run on the event loop", loop_us, "µs"),
+        Figure(NAME, "telemetry alone: CPU per run in all (the loop and its exporting thread)", all_us, "µs",
+               note=f"{all_us / (off * 1e6) * 100:.2f} % of a message with both off" if off else ""),
+        Figure(NAME, "metrics alone: CPU per run (its events and signals)", metrics_us, "µs",
+               note=f"{metrics_us / (off * 1e6) * 100:.2f} % of a message with both off" if off else ""),
         Figure(NAME, "/metrics scrape of the running bot, over HTTP", scrape[0] * 1000, "ms", Goal("<", 20)),
         Figure(NAME, "/metrics size of the running bot", scrape[1] / 1024, "KiB"),
         Figure(NAME, f"/metrics with {SESSIONS} sessions: generate_latest", took * 1000, "ms", Goal("<", 20)),
         Figure(NAME, f"/metrics with {SESSIONS} sessions: size", size / 1024, "KiB", Goal("<", 256)),
     ]
+
+
+async def _alone(runs: int) -> tuple[float, float, float]:
+    """The telemetry code fed ``runs`` runs (a model call, five chunks, a delivery) against a local
+    receiver: µs of CPU per run on the event loop, and in all (the loop and the exporting thread's own
+    clock, read once every span came); then the metrics fed the same: µs per run."""
+    from bot.ops.metrics import Metrics
+    from bot.telemetry.export import RunTraces
+
+    key = SessionKey("main", ChatType.DM, "42", "telegram")
+    conv = Conversation(key, "telegram", "", "42", ChatType.DM)
+    now = time.time()
+    events: list[tuple[RunEvent, ...]] = []
+    for n in range(runs):
+        run_id = f"run{n}"
+        trace = TraceRecord(run_id, conv.session_key, "main", now, now + 0.5, "completed", "fake-model", 1200, 80,
+                            0.001, 1, spans=(Span(SpanKind.LLM, "fake-model", now, 400, 1200, 80, 0.001),))
+        events.append((RunEvent(EventKind.STARTED, run_id, conv),
+                       *(RunEvent(EventKind.CHUNK, run_id, conv, "text ") for _ in range(5)),
+                       RunEvent(EventKind.COMPLETED, run_id, conv, "answer", usage=Usage(1200, 80), trace=trace)))
+    signals = [(Observed(Signal.MESSAGE_IN, "telegram"), Observed(Signal.DELIVERY_OWED, "telegram", ref=f"run{n}"),
+                Observed(Signal.DELIVERED, "telegram", value=0.1, ref=f"run{n}")) for n in range(runs)]
+    async with FakeCollector() as collector:
+        traces = RunTraces(f"{collector.url}/v1/traces", headers={}, service="bench", instance="bench",
+                           providers={"fake-model": "openai"})
+        shipper = next(t for t in threading.enumerate() if t.name == "chatgate traces")
+        assert shipper.ident is not None
+        clock = time.pthread_getcpuclockid(shipper.ident)
+        thread_began, on_loop = time.clock_gettime(clock), 0.0
+        for run, said in zip(events, signals, strict=True):
+            began = time.thread_time()
+            for event in run:
+                traces.on_event(event)
+            for observed in said:
+                traces.on_signal(observed)
+            on_loop += time.thread_time() - began
+            await asyncio.sleep(0)  # the receiver answers meanwhile, as the bot's loop would go on
+        await collector.wait_for(lambda spans: len(spans) >= 3 * runs, timeout=120)
+        in_thread = time.clock_gettime(clock) - thread_began
+        await traces.aclose()
+    metrics = Metrics()
+    began = time.thread_time()
+    for run, said in zip(events, signals, strict=True):
+        for event in run:
+            metrics.on_event(event)
+        for observed in said:
+            metrics.on_signal(observed)
+    metrics_cpu = time.thread_time() - began
+    return on_loop / runs * 1e6, (on_loop + in_thread) / runs * 1e6, metrics_cpu / runs * 1e6
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 async def _scrape(url: str) -> tuple[float, int]:

@@ -21,7 +21,7 @@ A cut never separates a tool call from its results (``safe_cut``), and the histo
 pipeline repairs pairing on every request anyway. Whatever fails or times out leaves the
 history as it was and is logged; cancellation (``/stop``, shutdown) propagates. Its traces
 are scrubbed with the app's ``Redactor``, and its model calls are charged (``Bill``) to the
-people of the run it followed, or to whoever sent ``/compact``.
+people of the run it followed, or to whoever sent ``/compact``, and returned (``calls``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext
 from bot.tools.policy import ToolPolicy
 from bot.tools.registry import ToolRegistry
-from bot.tracing import Redactor, TraceBuilder
+from bot.tracing import Redactor, TraceBuilder, TraceRecord
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class CompactionResult:
     tokens_after: int = 0
     flushed: bool = False  # the memory flush ran to its end
     error: str | None = None
+    calls: TraceRecord | None = None  # its model calls (flush and summary), as stored with its turn
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -209,14 +210,10 @@ class Compactor:
                  window: int, max_tokens: int, cost: Callable[[str, Usage], float],
                  settings: CompactionSettings = CompactionSettings(), redactor: Redactor | None = None,
                  meter: Meter | None = None) -> None:
-        self._provider = provider
-        self._store = store
+        self._provider, self._store, self._meter, self._cost, self.settings = provider, store, meter, cost, settings
         self._files = ToolRegistry(t for t in tools if t.category is ToolCategory.FILE)
         self._redactor = redactor or Redactor()
-        self._meter = meter
         self._model, self._window, self._max_tokens = model, window, max_tokens
-        self._cost = cost
-        self.settings = settings
         self._busy: set[str] = set()
 
     def using(self, provider: Provider, *, model: str, window: int, max_tokens: int,
@@ -321,18 +318,18 @@ class Compactor:
         except (ProviderError, TimeoutError) as exc:
             log.warning("compaction failed session=%s run=%s: %s; history unchanged", key, run_id,
                         exc or "summary timed out")
-            await self._record(session, run_id, trace, bill, "failed", str(exc) or "summary timed out")
-            return CompactionResult(Outcome.FAILED, flushed=flushed, error=str(exc) or "timeout")
+            calls = await self._record(session, run_id, trace, bill, "failed", str(exc) or "summary timed out")
+            return CompactionResult(Outcome.FAILED, flushed=flushed, error=str(exc) or "timeout", calls=calls)
         after = tokens.count_messages([summary_message(text), *messages[cut:]], self._model)
         replaced = cut + (previous.messages if previous else 0)
         summary = Summary(text, live[cut - 1].id, replaced, before, after, run_id, time.time())
         saved = await self._store.save_summary(session, summary)
-        await self._record(session, run_id, trace, bill, "compaction" if saved else "failed",
-                           None if saved else "a later summary was saved meanwhile")
+        calls = await self._record(session, run_id, trace, bill, "compaction" if saved else "failed",
+                                   None if saved else "a later summary was saved meanwhile")
         if not saved:
-            return CompactionResult(Outcome.BUSY, flushed=flushed)
+            return CompactionResult(Outcome.BUSY, flushed=flushed, calls=calls)
         log.info("compacted session=%s run=%s: %d messages, %d -> %d tokens", key, run_id, cut, before, after)
-        return CompactionResult(Outcome.COMPACTED, replaced, before, after, flushed)
+        return CompactionResult(Outcome.COMPACTED, replaced, before, after, flushed, calls=calls)
 
     def _flush_allowed(self, ctx: ToolContext) -> bool:
         mode = self.settings.memory_flush
@@ -375,12 +372,13 @@ class Compactor:
         return True
 
     async def _record(self, session: Session, run_id: str, trace: TraceBuilder, bill: Bill, status: str,
-                      error: str | None) -> None:
-        """The flush's and summary's tokens and cost, as a turn without messages."""
+                      error: str | None) -> TraceRecord | None:
+        """The flush's and summary's tokens and cost, as a turn without messages; their record (None: none)."""
         if not trace.spans:
-            return
+            return None
         record = trace.finish(status, len(trace.spans), error)
         await asyncio.shield(self._store.append_turn(
             Turn(session, run_id, (), trace.usage, trace.cost, self._model, (), record,
                  charges=bill.charges())))
+        return record
 

@@ -33,6 +33,7 @@ class EventKind(StrEnum):
     COMPLETED = "run.completed"
     FAILED = "run.failed"
     CANCELLED = "run.cancelled"
+    CALLS = "calls"  # model calls beside a run (a session's title, a compaction): trace, their record
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,7 @@ class RunEvent:
     tool: ToolCall | None = None  # tool.call and tool.result
     is_error: bool = False  # tool.result
     iteration: int = 0  # activity: which LLM call of the run
-    trace: TraceRecord | None = None  # run.completed, .failed, .cancelled: the run's trace as stored
+    trace: TraceRecord | None = None  # run.completed, .failed, .cancelled: the run's trace as stored; calls: theirs
 
     @property
     def session_key(self) -> str:

@@ -458,10 +458,13 @@ class Agent:
                           tool_policy=tool_policy, payers=payers, gate=self._gate, users=users, unattended=True)
         flush_tools = self.compactor.flush_tools(tool_policy).specs()
         route = (await self.plan(conversation)).route  # the conversation's model summarises it
-        return await self._compactor(route).compact(
+        result = await self._compactor(route).compact(
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
             flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, flush_tools,
                                                            route=route)))
+        if result.calls is not None:  # its model calls, for metrics and traces
+            await self._events.emit(RunEvent(EventKind.CALLS, run_id, conversation, "compaction", trace=result.calls))
+        return result
 
     def may_compact(self, result: RunResult) -> bool:
         """Whether ``compact_after`` could compact after this run (False: it would not)."""

@@ -2,19 +2,22 @@
 
 They are fed by two streams and one look: the run ``EventBus`` (a run's start, first streamed
 text, tool results, its end with its trace: runs by outcome, latencies, model calls, tokens and
-cost per model), the core's signals (``bot.observe``: messages in, not run, deliveries, /stop,
-scheduler lag, approvals, MCP server states, cluster leases), and, at each scrape, the
-dispatcher's load and the channels' connections.
+cost per model; a title's and a compaction's model calls, beside runs, come as ``calls``
+events: model calls, tokens and cost, never runs), the core's signals (``bot.observe``:
+messages in, not run, deliveries, /stop, scheduler lag, approvals, MCP server states, cluster
+leases), and, at each scrape, the dispatcher's load and the channels' connections.
 
 Labels are bounded: platforms, models and tools come from the configuration, outcomes and
-states from enums. No person, chat, session or text is ever a label.
+states from enums. No person, chat, session or text is ever a label. Being bounded, each
+metric's child per label values is kept once made (``_of``): ``labels()`` takes a lock and
+checks its arguments at every call, and a message goes through a dozen of them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -22,7 +25,7 @@ from prometheus_client.registry import Collector
 
 from bot.agent.events import EventKind, RunEvent
 from bot.observe import Observed, Signal
-from bot.tracing import SpanKind
+from bot.tracing import Span, SpanKind
 
 if TYPE_CHECKING:
     from prometheus_client import Metric
@@ -63,7 +66,6 @@ class Metrics:
                                      ["outcome"], buckets=_LATENCY, registry=r)
         self.first_token = Histogram("chatgate_run_first_token_seconds", "From a run's start to its first "
                                      "streamed text", buckets=_FIRST, registry=r)
-        self.active = Gauge("chatgate_runs_active", "Runs being computed now", registry=r)
         self.model_calls = Counter("chatgate_model_calls_total", "Model calls, per model and outcome (ok, error)",
                                    ["model", "outcome"], registry=r)
         self.model_seconds = Histogram("chatgate_model_call_duration_seconds", "A model call, streamed whole",
@@ -87,18 +89,19 @@ class Metrics:
         self.leases = Gauge("chatgate_cluster_leases_held", "Leases this instance holds (sessions, channels)",
                             ["kind"], registry=r)
         self._mcp: dict[str, str] = {}  # MCP server -> its state
-        r.register(_Now(load, connections, lambda: self._mcp))
         self._started: dict[str, float] = {}  # run id -> monotonic start, until its first text
         self._running: set[str] = set()
+        r.register(_Now(load, connections, lambda: self._mcp, lambda: len(self._running)))
+        self._children: dict[tuple[object, ...], Any] = {}  # (metric, *label values) -> its child
         self._handlers: dict[EventKind, Callable[[RunEvent], None]] = {
             EventKind.STARTED: self._run_started, EventKind.DELTA: self._delta,
             EventKind.TOOL_RESULT: self._tool_result, EventKind.COMPLETED: self._run_ended,
-            EventKind.FAILED: self._run_ended, EventKind.CANCELLED: self._run_ended,
+            EventKind.FAILED: self._run_ended, EventKind.CANCELLED: self._run_ended, EventKind.CALLS: self._calls,
         }
         self._signals: dict[Signal, Callable[[Observed], None]] = {
-            Signal.MESSAGE_IN: lambda s: self.messages.labels(s.platform).inc(),
+            Signal.MESSAGE_IN: lambda s: self._of(self.messages, s.platform).inc(),
             Signal.NOT_RUN: self._not_run,
-            Signal.DELIVERY_OWED: lambda s: self.owed.labels(s.platform).inc(),
+            Signal.DELIVERY_OWED: lambda s: self._of(self.owed, s.platform).inc(),
             Signal.DELIVERED: self._delivered,
             Signal.GIVEN_UP: lambda s: self.given_up.labels(s.platform).inc(),
             Signal.STOPPED: lambda s: self.stop_seconds.observe(s.value),
@@ -108,6 +111,14 @@ class Metrics:
             Signal.MCP_STATE: self._mcp_state,
             Signal.LEASES: lambda s: self.leases.labels(s.name).set(s.value),
         }
+
+    def _of(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, made once."""
+        key = (metric, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # -- the run events -----------------------------------------------------------------
 
@@ -119,7 +130,6 @@ class Metrics:
     def _run_started(self, event: RunEvent) -> None:
         self._started[event.run_id] = time.monotonic()
         self._running.add(event.run_id)
-        self.active.set(len(self._running))
 
     def _delta(self, event: RunEvent) -> None:
         began = self._started.pop(event.run_id, None)
@@ -128,26 +138,33 @@ class Metrics:
 
     def _tool_result(self, event: RunEvent) -> None:
         if event.tool is not None:
-            self.tool_calls.labels(event.tool.name, "error" if event.is_error else "ok").inc()
+            self._of(self.tool_calls, event.tool.name, "error" if event.is_error else "ok").inc()
 
     def _run_ended(self, event: RunEvent) -> None:
         self._started.pop(event.run_id, None)
         self._running.discard(event.run_id)
-        self.active.set(len(self._running))
         trace = event.trace
         if trace is None:  # an end without its trace (a run built by hand): its outcome only
-            self.runs.labels(event.kind.value.removeprefix("run.")).inc()
+            self._of(self.runs, event.kind.value.removeprefix("run.")).inc()
             return
-        self.runs.labels(trace.status).inc()
-        self.run_seconds.labels(trace.status).observe(max(0.0, trace.ended_at - trace.started_at))
-        for span in trace.spans:
+        self._of(self.runs, trace.status).inc()
+        self._of(self.run_seconds, trace.status).observe(max(0.0, trace.ended_at - trace.started_at))
+        self._spans(trace.spans)
+
+    def _calls(self, event: RunEvent) -> None:
+        """A title's or a compaction's model calls: counted like a run's, with no run."""
+        if event.trace is not None:
+            self._spans(event.trace.spans)
+
+    def _spans(self, spans: Iterable[Span]) -> None:
+        for span in spans:
             if span.kind is SpanKind.LLM:
-                self.model_calls.labels(span.name, "error" if span.is_error else "ok").inc()
-                self.model_seconds.labels(span.name).observe(span.duration_ms / 1000)
+                self._of(self.model_calls, span.name, "error" if span.is_error else "ok").inc()
+                self._of(self.model_seconds, span.name).observe(span.duration_ms / 1000)
                 self._usage(span.name, span.input_tokens, span.output_tokens, span.cache_read_tokens,
                             span.cache_write_tokens, span.cost)
             elif span.kind is SpanKind.TOOL:
-                self.tool_seconds.labels(span.name).observe(span.duration_ms / 1000)
+                self._of(self.tool_seconds, span.name).observe(span.duration_ms / 1000)
             elif span.kind is SpanKind.AGENT:
                 self._usage(SUB_AGENT, span.input_tokens, span.output_tokens, span.cache_read_tokens,
                             span.cache_write_tokens, span.cost)
@@ -155,9 +172,9 @@ class Metrics:
     def _usage(self, model: str, given: int, out: int, read: int, written: int, cost: float) -> None:
         for kind, n in (("input", given), ("output", out), ("cache_read", read), ("cache_write", written)):
             if n:
-                self.tokens.labels(model, kind).inc(n)
+                self._of(self.tokens, model, kind).inc(n)
         if cost:
-            self.cost.labels(model).inc(cost)
+            self._of(self.cost, model).inc(cost)
 
     # -- the core's signals -------------------------------------------------------------
 
@@ -168,26 +185,29 @@ class Metrics:
 
     def _not_run(self, s: Observed) -> None:
         if s.reason in _REFUSED:
-            self.refused.labels(s.platform, _REFUSED[s.reason]).inc()
+            self._of(self.refused, s.platform, _REFUSED[s.reason]).inc()
         else:
-            self.ignored.labels(s.platform).inc()
+            self._of(self.ignored, s.platform).inc()
 
     def _delivered(self, s: Observed) -> None:
-        self.answers.labels(s.platform).inc()
-        self.delivery_seconds.labels(s.platform).observe(s.value)
+        self._of(self.answers, s.platform).inc()
+        self._of(self.delivery_seconds, s.platform).observe(s.value)
 
     def _mcp_state(self, s: Observed) -> None:
         self._mcp[s.name] = s.reason
 
 
 class _Now(Collector):
-    """What is read at each scrape: the dispatcher's load, the channels' connections, MCP servers by state."""
+    """What is read at each scrape: the dispatcher's load, the runs being computed, the channels'
+    connections, MCP servers by state."""
 
-    def __init__(self, load: Load, connections: Connections, mcp: Callable[[], Mapping[str, str]]) -> None:
-        self._load, self._connections, self._mcp = load, connections, mcp
+    def __init__(self, load: Load, connections: Connections, mcp: Callable[[], Mapping[str, str]],
+                 active: Callable[[], int]) -> None:
+        self._load, self._connections, self._mcp, self._active = load, connections, mcp, active
 
     def collect(self) -> Iterable[Metric]:
         busy, waiting = self._load()
+        yield GaugeMetricFamily("chatgate_runs_active", "Runs being computed now", self._active())
         yield GaugeMetricFamily("chatgate_sessions_busy", "Sessions with a run or messages waiting here", busy)
         yield GaugeMetricFamily("chatgate_messages_waiting", "Messages waiting in the sessions' queues here", waiting)
         up = GaugeMetricFamily("chatgate_channel_up", "1 while the platform answers, 0 when not", labels=["platform"])

@@ -5,7 +5,7 @@ the one its conversation uses; ``null``: no titles). The title is asked for once
 session, after the answer was handed to delivery, in a task of its own: it never delays an
 answer, and whatever fails (the model, a timeout, an empty answer) is logged and ignored.
 It is stored with the session (``chatgate sessions``, ``/status``); its call is traced and
-charged like any model call, to the people the exchange served.
+charged like any model call, to the people the exchange served, and told (metrics, traces).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -25,7 +26,7 @@ from bot.routing.router import Models
 from bot.routing.spec import Route
 from bot.store.base import ModelStore, Session, Store, Turn
 from bot.tasks import OwnedTasks
-from bot.tracing import Redactor, TraceBuilder
+from bot.tracing import Redactor, TraceBuilder, TraceRecord
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ EXCHANGE_CHARS = 1_500  # of the question and of the answer shown to the model
 TITLE_TOKENS = 512  # room for a reasoning model's thinking too
 TITLE_TIMEOUT = 60.0
 MAX_STARTED = 10_000  # sessions remembered as titled (or being titled) by this process
+Told = Callable[[Conversation, TraceRecord], Awaitable[object]]
 
 
 class TitleStore(Store, ModelStore, Protocol):
@@ -43,11 +45,8 @@ class TitleStore(Store, ModelStore, Protocol):
 
 class Titles:
     def __init__(self, models: Models, store: TitleStore, *, agent_id: str = "main", meter: Meter | None = None,
-                 redactor: Redactor | None = None) -> None:
-        self._models = models
-        self._store = store
-        self._agent_id = agent_id
-        self._meter = meter
+                 redactor: Redactor | None = None, told: Told | None = None) -> None:
+        self._models, self._store, self._told, self._agent_id, self._meter = models, store, told, agent_id, meter
         self._redactor = redactor or Redactor()
         self._started: dict[int, None] = {}  # session ids, oldest first
         self._tasks = OwnedTasks()
@@ -63,8 +62,7 @@ class Titles:
         self._started[session.id] = None
         while len(self._started) > MAX_STARTED:
             del self._started[next(iter(self._started))]
-        question = messages[0].text
-        self._tasks.spawn(self._title(session, conversation, run_id, question, answer, payers),
+        self._tasks.spawn(self._title(session, conversation, run_id, messages[0].text, answer, payers),
                           f"title {session.key}")
 
     async def aclose(self) -> None:
@@ -104,19 +102,22 @@ class Titles:
                 log.info("no title for session=%s: the model answered nothing usable", session.key)
             elif await self._store.set_title(session, title, model):
                 log.info("session=%s titled by %s", session.key, spec.label)
-            await self._record(session, trace, bill, "title", None)
+            await self._record(session, conversation, trace, bill, "title", None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a title is a nicety: whatever went wrong is only logged
             log.info("no title for session=%s: %s", session.key, exc or type(exc).__name__)
             if trace is not None and trace.spans:
-                await self._record(session, trace, bill, "failed", str(exc) or type(exc).__name__)
+                await self._record(session, conversation, trace, bill, "failed", str(exc) or type(exc).__name__)
 
-    async def _record(self, session: Session, trace: TraceBuilder, bill: Bill, status: str, error: str | None) -> None:
-        """The title's call (tokens, cost, charges) as a turn without messages."""
+    async def _record(self, session: Session, conversation: Conversation, trace: TraceBuilder, bill: Bill,
+                      status: str, error: str | None) -> None:
+        """The title's call (tokens, cost, charges) as a turn without messages; then told."""
+        record = trace.finish(status, 1, error)
         try:
             await self._store.append_turn(Turn(session, trace.run_id, (), trace.usage, trace.cost, trace.model, (),
-                                               trace.finish(status, 1, error),
-                                               charges=bill.charges()))
+                                               record, charges=bill.charges()))
         except Exception:  # noqa: BLE001 - a full disk: the call is lost from usage, nothing else
             log.warning("the title's usage of session=%s could not be stored", session.key, exc_info=True)
+        if self._told is not None:
+            await self._told(conversation, record)

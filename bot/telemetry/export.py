@@ -4,7 +4,9 @@ A run's trace is built when it ends, from the ``TraceRecord`` its end event carr
 ``chatgate traces`` shows): one trace per run, its root ``invoke_agent`` span, a ``chat``
 span per model call, an ``execute_tool`` span per tool call, an ``invoke_agent`` span per
 sub-agent, a span per wait for an approval; its answer's delivery, signalled later by the
-core (``bot.observe``), is one more span of the same trace. Each span keeps the times the
+core (``bot.observe``), is one more span of the same trace. A title's or a compaction's model
+calls (a ``calls`` event) are a trace of their own: a ``chatgate.title`` or
+``chatgate.compaction`` root with a ``chat`` span per call. Each span keeps the times the
 run recorded. Attributes follow the GenAI semantic conventions (``gen_ai.operation.name``,
 ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``...).
 
@@ -14,12 +16,16 @@ and tool results (capped and scrubbed of secrets, as stored) go in.
 
 What it costs the bot: the event loop only queues what ended (a run's record, a delivery),
 O(1). One thread of its own (``_Shipper``) turns them into spans, every ``EXPORT_EVERY``
-seconds or as soon as ``BATCH`` wait, and hands them to the SDK's OTLP/HTTP exporter in one
-request per batch. The spans are the SDK's ``ReadableSpan``s made directly, with the times and
-attributes the run recorded (no tracer, sampler, span processor or per-span lock: each span
-is made once, finished); ids come from the SDK's random id generator. When the collector is
-away, at most ``QUEUED`` runs wait (the oldest are dropped, counted in a warning). Closing
-exports what is left (bounded by the exporter's timeout).
+seconds (the SDK's batch processor's default delay) or as soon as ``BATCH`` wait, and hands
+them to the SDK's OTLP/HTTP exporter in one request per batch: a request costs more than the
+spans of a few runs (a thread waking cold, requests' machinery), so fewer, larger ones. Its
+``requests`` session reads the environment (proxies) once, not at every request, unless a CA
+bundle is named there (``REQUESTS_CA_BUNDLE``), which requests only reads per request. The
+spans are the SDK's ``ReadableSpan``s made directly, with the times and attributes the run
+recorded (no tracer, sampler, span processor or per-span lock: each span is made once,
+finished); ids come from the SDK's random id generator. When the collector is away, at most
+``QUEUED`` runs wait (the oldest are dropped, counted in a warning). Closing exports what is
+left (bounded by the exporter's timeout).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import requests
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
@@ -51,7 +58,7 @@ from bot.tracing import Span, SpanKind, TraceRecord
 log = logging.getLogger(__name__)
 
 REMEMBERED = 2000  # runs whose trace a later delivery span may join
-EXPORT_EVERY = 2.0  # seconds between two exports at most
+EXPORT_EVERY = 5.0  # seconds between two exports at most (OTEL_BSP_SCHEDULE_DELAY's default)
 BATCH = 1024  # spans that make an export go at once (and the most in one request)
 QUEUED = 10_000  # runs and deliveries waiting to be exported at most (the collector away): the oldest go
 _ENDS = frozenset({EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED})
@@ -69,6 +76,7 @@ def conversation_id(session_key: str) -> str:
 class _Run:
     trace: TraceRecord
     platform: str
+    purpose: str = ""  # a run: ""; calls beside one: what for (title, compaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +109,8 @@ class RunTraces:
         self._spans = _Spans(_Resource({"service.name": service, "service.instance.id": instance}), providers,
                              capture_content)
         self._queue: deque[_Run | _Delivery] = deque()
-        self._shipper = _Shipper(self._queue, self._spans,
-                                 exporter or OTLPSpanExporter(endpoint=url, headers=dict(headers), timeout=timeout))
+        self._shipper = _Shipper(self._queue, self._spans, exporter or OTLPSpanExporter(
+            endpoint=url, headers=dict(headers), timeout=timeout, session=_session(url)))
         self._shipper.start()
 
     # -- on the event loop: queued, nothing more -------------------------------------------
@@ -110,6 +118,8 @@ class RunTraces:
     def on_event(self, event: RunEvent) -> None:
         if event.kind in _ENDS and event.trace is not None:
             self._put(_Run(event.trace, event.conversation.platform))
+        elif event.kind is EventKind.CALLS and event.trace is not None:
+            self._put(_Run(event.trace, event.conversation.platform, event.text or "calls"))
 
     def on_signal(self, observed: Observed) -> None:
         if observed.kind is Signal.DELIVERED or observed.kind is Signal.GIVEN_UP:
@@ -165,7 +175,7 @@ class _Shipper(threading.Thread):
             item = self._queue.popleft()
             try:
                 if isinstance(item, _Run):
-                    self._spans.run(item.trace, item.platform, batch)
+                    self._spans.run(item.trace, item.platform, batch, item.purpose)
                 else:
                     self._spans.delivery(item, batch)
             except Exception:  # one odd record never stops the traces of the others
@@ -204,27 +214,35 @@ class _Spans:
         return ReadableSpan(name, context, parent, self._resource, attrs, kind=kind, status=status,
                             start_time=_ns(start), end_time=_ns(end), instrumentation_scope=self._scope)
 
-    def run(self, t: TraceRecord, platform: str, out: list[ReadableSpan]) -> None:
+    def run(self, t: TraceRecord, platform: str, out: list[ReadableSpan], purpose: str = "") -> None:
+        """A run's trace; with a ``purpose``, the trace of model calls beside a run (a title, a compaction)."""
         attrs: dict[str, AttributeValue] = {
-            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": t.agent_id,
+            "gen_ai.agent.name": t.agent_id,
             "gen_ai.conversation.id": conversation_id(t.session_key), "gen_ai.request.model": t.model,
             "gen_ai.usage.input_tokens": t.input_tokens, "gen_ai.usage.output_tokens": t.output_tokens,
             "chatgate.run.id": t.run_id, "chatgate.run.status": t.status, "chatgate.run.iterations": t.iterations,
             "chatgate.cost_usd": t.cost, "chatgate.platform": platform,
         }
+        if purpose:
+            attrs["chatgate.calls.purpose"] = purpose
+        else:
+            attrs["gen_ai.operation.name"] = "invoke_agent"
         if provider := self._providers.get(t.model):
             attrs["gen_ai.provider.name"] = provider
         status = _UNSET
         if t.status == "failed":
             status = Status(StatusCode.ERROR, t.error or "failed")
             attrs["error.type"] = "run_failed"
-        root = self._make(f"invoke_agent {t.agent_id}", self._ids.generate_trace_id(), None, OtelKind.INTERNAL, attrs,
+        name = f"chatgate.{purpose}" if purpose else f"invoke_agent {t.agent_id}"
+        root = self._make(name, self._ids.generate_trace_id(), None, OtelKind.INTERNAL, attrs,
                           t.started_at, t.ended_at, status)
         parent = root.context
         assert parent is not None
         for span in t.spans:
             out.append(self._span(span, parent))
         out.append(root)
+        if purpose:  # no delivery joins it
+            return
         self._runs[t.run_id] = parent
         while len(self._runs) > REMEMBERED:
             self._runs.popitem(last=False)
@@ -277,6 +295,17 @@ class _Spans:
                               {"chatgate.platform": d.platform, "chatgate.delivery.outcome": d.outcome},
                               d.started, d.ended, Status(StatusCode.ERROR, "given up") if d.outcome == "given_up"
                               else _UNSET))
+
+
+def _session(url: str) -> requests.Session:
+    """A session that read the environment's proxies for ``url`` once (requests reads the whole
+    environment at every request while ``trust_env``); as it was when a CA bundle is named there."""
+    session = requests.Session()
+    found = session.merge_environment_settings(url, {}, None, None, None)
+    if found["verify"] is True:
+        session.proxies.update(found["proxies"])
+        session.trust_env = False
+    return session
 
 
 def _ns(seconds: float) -> int:

@@ -184,6 +184,7 @@ class FakeDiscord:
         self.heartbeat_ms = heartbeat_ms
         self.refuse_intents = refuse_intents  # intent bits the portal has not enabled (close 4014)
         self.gateway_down = False  # the gateway refuses connections (503) while REST works
+        self.refused = 0  # gateway connections refused while it was down
         self.guilds: dict[int, JSON] = {}
         self.channels: dict[int, JSON] = {}  # id -> channel object (guild channels, threads, DMs)
         self.messages: dict[int, JSON] = {}  # id -> message (every message the fake knows)
@@ -804,6 +805,8 @@ class FakeDiscord:
 
     async def _gateway(self, request: web.Request) -> web.StreamResponse:
         if self.gateway_down:
+            self.refused += 1
+            self._poke()
             return web.Response(status=503, text="upstream connect error")
         ws = web.WebSocketResponse(autoping=True, max_msg_size=0)
         await ws.prepare(request)

@@ -19,7 +19,8 @@ assistant.threads.setStatus (assistant threads are DM threads), the external fil
 flow and file download with the bot token, apps.connections.open. ``fail_next`` makes the
 next calls of a method answer 429 with ``Retry-After`` or an error. Socket Mode: the URL
 apps.connections.open returns is a WebSocket here: ``hello`` on connect, envelopes with
-``push``, acks recorded in ``acks`` (``ack_delay``: how long one took). Events API:
+``push``, acks recorded in ``acks`` (``ack_delay``: how long one took); ``drop`` closes the
+connections, ``socket_down`` refuses new ones (503) meanwhile. Events API:
 ``post_event`` signs a body with the signing secret (or a wrong one, or a stale timestamp)
 and posts it to the bot; ``answers`` records each one's status and how long it took.
 Button presses: ``click`` makes the ``block_actions`` payload of a click on a posted
@@ -139,6 +140,8 @@ class FakeSlack:
         self.ephemerals: list[Ephemeral] = []
         self.sockets: list[web.WebSocketResponse] = []
         self.connections_opened = 0
+        self.socket_down = False  # the Socket Mode endpoint refuses connections (503) while the Web API works
+        self.refused = 0  # Socket Mode connections refused while it was down
         self._failures: dict[str, deque[Failure]] = {}
         self.delay: dict[str, float] = {}  # method -> seconds to wait before answering (and acting)
         self._slow: set[asyncio.Future[web.Response]] = set()
@@ -560,7 +563,16 @@ class FakeSlack:
 
     # ------------------------------------------------------------------ Socket Mode
 
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+    async def drop(self) -> None:
+        """Close every Socket Mode connection (with a close frame, as Slack's side going away does)."""
+        for ws in list(self.sockets):
+            await ws.close()
+
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        if self.socket_down:
+            self.refused += 1
+            self._changed.set()
+            return web.Response(status=503)
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self.sockets.append(ws)
