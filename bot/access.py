@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -321,25 +321,3 @@ def _context_key(msg: InboundMessage) -> ContextKey:
     # under it, thread id = its own id) reads the context of where it was posted.
     thread = None if msg.thread_id == msg.message_id else msg.thread_id
     return (msg.platform, msg.account, msg.chat_id, thread)
-
-
-def format_context(messages: Iterable[InboundMessage], *, max_chars: int = 1000) -> str:
-    """``Messages since your last reply:`` and one ``[Name] text`` line per message; "" for none.
-
-    A message's own line breaks are indented and names lose brackets and line breaks, so
-    no one can write a line that looks like another sender's."""
-    lines = [f"[{_name(m)}] {_body(m, max_chars)}" for m in messages]
-    return "\n".join(["Messages since your last reply:", *lines]) if lines else ""
-
-
-def _name(msg: InboundMessage) -> str:
-    name = msg.sender.name or msg.sender.username or msg.sender.id
-    return " ".join(name.replace("[", "(").replace("]", ")").split())
-
-
-def _body(msg: InboundMessage, max_chars: int) -> str:
-    text = msg.text.strip()
-    if len(text) > max_chars:
-        text = text[: max_chars - 1].rstrip() + "…"
-    files = [f"({a.kind}: {a.name})" for a in msg.attachments]
-    return "\n  ".join(" ".join([text, *files]).strip().splitlines())

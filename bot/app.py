@@ -122,7 +122,7 @@ class App:
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
                                             meter=meter, toolsets=toolsets, gate=gate, models=models)))
         titles = Titles(models, self.store, agent_id=a.id, meter=meter, redactor=redactor,
-                        told=lambda c, r: self.events.emit(RunEvent(EventKind.CALLS, r.run_id, c, "title", trace=r)))
+                        told=lambda c, r: self.events.emit(RunEvent(EventKind.TITLE_CALLS, r.run_id, c, trace=r)))
         self._stack.push_async_callback(titles.aclose)
 
         async def title(request: RunRequest, result: RunResult) -> None:  # after the turn is stored

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from bot import observe
 from bot.access import GroupContext
 from bot.agent.compaction import compact_reply
-from bot.agent.events import EventBus, EventKind, RunEvent
+from bot.agent.events import EventBus, EventKind, Phase, RunEvent
 from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus, senders
 from bot.channels import Channel, Status
 from bot.commands import parse_command, stop_text
@@ -327,7 +327,7 @@ class Turns:
         log.info("run waits for a slot session=%s run=%s", run.session_key, run.run_id)
         conversation = run.batch[-1].conversation
         if conversation is not None:
-            await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, conversation, "queued"))
+            await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, conversation, phase=Phase.QUEUED))
 
     async def _discarded(self, batch: tuple[Pending, ...]) -> None:
         for pending in batch:

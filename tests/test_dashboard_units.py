@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bot.agent.events import EventBus, EventKind, RunEvent
+from bot.agent.events import EventBus, EventKind, Phase, RunEvent
 from bot.config.schema import is_loopback, parse_bind
 from bot.conversation import Conversation
 from bot.dashboard.live import LiveBoard, session_label
@@ -346,7 +346,7 @@ async def test_the_board_shows_each_run_and_what_it_does() -> None:
     (row,) = board.snapshot()
     assert (row.state, row.tool, row.person, row.where, row.model, row.queued) == (
         "running", "", "User 42 (telegram:42)", "DM", "gpt-x", 2)  # seen before any event: running
-    await bus.emit(RunEvent(EventKind.ACTIVITY, "r1", conversation, "queued"))
+    await bus.emit(RunEvent(EventKind.ACTIVITY, "r1", conversation, phase=Phase.QUEUED))
     assert board.snapshot()[0].state == "waiting"
     await bus.emit(RunEvent(EventKind.STARTED, "r1", conversation))
     assert (board.snapshot()[0].state, board.snapshot()[0].started_at) == ("running", 1000.0)
@@ -355,7 +355,7 @@ async def test_the_board_shows_each_run_and_what_it_does() -> None:
     await bus.emit(RunEvent(EventKind.TOOL_RESULT, "r1", conversation, tool=ToolCall("c1", "read_file", "{}")))
     await bus.emit(RunEvent(EventKind.RETRYING, "r1", conversation))
     assert (board.snapshot()[0].tool, board.snapshot()[0].state) == ("", "retrying")
-    await bus.emit(RunEvent(EventKind.ACTIVITY, "r1", conversation, "thinking"))
+    await bus.emit(RunEvent(EventKind.ACTIVITY, "r1", conversation, phase=Phase.THINKING))
     assert board.snapshot()[0].state == "running"
     await bus.emit(RunEvent(EventKind.COMPLETED, "r1", conversation))
     registry.active.clear()

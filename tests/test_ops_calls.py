@@ -136,7 +136,7 @@ def test_calls_count_as_model_calls_and_never_as_runs() -> None:
                                                                       is_error=True))
     record = TraceRecord("r1-compact", conversation.session_key, "main", 10.0, 12.0, "compaction", "m", 150, 20,
                          0.01, 2, spans=spans)
-    metrics.on_event(RunEvent(EventKind.CALLS, "r1-compact", conversation, "compaction", trace=record))
+    metrics.on_event(RunEvent(EventKind.COMPACTION_CALLS, "r1-compact", conversation, trace=record))
     found = samples(metrics)
     assert found[("chatgate_model_calls_total", (("model", "m"), ("outcome", "ok")))] == 1
     assert found[("chatgate_model_calls_total", (("model", "m"), ("outcome", "error")))] == 1

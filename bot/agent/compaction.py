@@ -199,8 +199,8 @@ def fit_newest(messages: Sequence[Message], budget: int, model: str) -> list[Mes
 # --------------------------------------------------------------------------- the compactor
 
 
-FlushPrompt = Callable[[], str]
-FLUSH_WRITERS = frozenset({"write_file", "edit_file"})  # without one of them the flush cannot save anything  # the minimal system prompt of the session's workspace
+FlushPrompt = Callable[[], str]  # the minimal system prompt of the session's workspace
+FLUSH_WRITERS = frozenset({"write_file", "edit_file"})  # without one of them the flush cannot save anything
 
 
 class Compactor:

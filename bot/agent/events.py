@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 class EventKind(StrEnum):
     STARTED = "run.started"
-    ACTIVITY = "activity"
+    ACTIVITY = "activity"  # the run entered a ``Phase``
     DELTA = "delta"  # a piece of the answer as the model streams it
     THINKING = "thinking"
     TOOL_CALL = "tool.call"
@@ -33,7 +33,15 @@ class EventKind(StrEnum):
     COMPLETED = "run.completed"
     FAILED = "run.failed"
     CANCELLED = "run.cancelled"
-    CALLS = "calls"  # model calls beside a run (a session's title, a compaction): trace, their record
+    # model calls beside a run, their record as ``trace``: a session's title, a compaction
+    TITLE_CALLS = "calls.title"
+    COMPACTION_CALLS = "calls.compaction"
+
+
+class Phase(StrEnum):
+    QUEUED = "queued"  # waiting for a slot (runs.max_concurrent)
+    THINKING = "thinking"  # a model call begins
+    TOOLS = "tools"  # the model's tool calls run
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +49,14 @@ class RunEvent:
     kind: EventKind
     run_id: str
     conversation: Conversation
-    text: str = ""  # delta or thinking text, activity phase, final answer, error sentence, tool preview
+    text: str = ""  # words for the person: a delta or thinking as it streams; at the end, the answer or why not
+    phase: Phase | None = None  # activity
     retry: RetryInfo | None = None
     usage: Usage | None = None
     tool: ToolCall | None = None  # tool.call and tool.result
     is_error: bool = False  # tool.result
     iteration: int = 0  # activity: which LLM call of the run
     trace: TraceRecord | None = None  # run.completed, .failed, .cancelled: the run's trace as stored; calls: theirs
-
-    @property
-    def session_key(self) -> str:
-        return self.conversation.session_key
 
 
 Subscriber: TypeAlias = Callable[[RunEvent], Awaitable[None] | None]

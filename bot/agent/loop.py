@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bot import tokens
 from bot.agent.compaction import CompactionResult, Compactor, should_compact, summary_message
-from bot.agent.events import EventBus, EventKind, RunEvent
+from bot.agent.events import EventBus, EventKind, Phase, RunEvent
 from bot.agent.guard import REFUSAL
 from bot.agent.history import build_history, repair_pairing
 from bot.agent.input import new_input, save_uploads, with_context
@@ -231,7 +231,7 @@ class Agent:
         may_compact = s.compaction.enabled
         while run.iterations < limit:
             run.iterations += 1
-            await self._emit(run.request, EventKind.ACTIVITY, "thinking", iteration=run.iterations)
+            await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.THINKING, iteration=run.iterations)
             specs = tools.specs()  # cached; it changes only when a tool enabled more (ToolContext.held)
             messages = [*base, *run.new[covered:]]
             model, threshold = run.route.spec.model, s.compaction.trigger_ratio * run.route.spec.context_window
@@ -269,7 +269,7 @@ class Agent:
                 run.close_pending(REPEATED_RESULT)
                 return (f"I stopped because I was repeating the same step ({repeated.name}) "
                         "without making progress. Tell me how you would like me to go on.")
-            await self._emit(run.request, EventKind.ACTIVITY, "tools", iteration=run.iterations)
+            await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.TOOLS, iteration=run.iterations)
             await self._act(run, calls, ctx)
         log.info("max iterations reached session=%s run=%s", run.request.session_key, run.request.run_id)
         return (f"I reached the limit of {limit} steps for one request before finishing. "
@@ -388,8 +388,7 @@ class Agent:
         run.new.append(Message(Role.TOOL, (*results, *shown)))
         run.pending = ()
         for call, result in zip(calls, results, strict=True):
-            await self._emit(run.request, EventKind.TOOL_RESULT, self._redactor.preview(result.content), tool=call,
-                             is_error=result.is_error)
+            await self._emit(run.request, EventKind.TOOL_RESULT, tool=call, is_error=result.is_error)
 
     async def _finish(self, run: RunState, status: RunStatus, text: str = "", error: str | None = None) -> RunResult:
         """Store the turn with its trace in one transaction, emit the end event, build the result."""
@@ -463,7 +462,7 @@ class Agent:
             flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, flush_tools,
                                                            route=route)))
         if result.calls is not None:  # its model calls, for metrics and traces
-            await self._events.emit(RunEvent(EventKind.CALLS, run_id, conversation, "compaction", trace=result.calls))
+            await self._events.emit(RunEvent(EventKind.COMPACTION_CALLS, run_id, conversation, trace=result.calls))
         return result
 
     def may_compact(self, result: RunResult) -> bool:
@@ -493,7 +492,7 @@ class Agent:
                                   sender_is_owner=request.sender_is_owner, payers=request.payers,
                                   users=request.people)
 
-    async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", *, tool: ToolCall | None = None,
-                    is_error: bool = False, iteration: int = 0) -> None:
-        await self._events.emit(RunEvent(kind, request.run_id, request.conversation, text, tool=tool,
+    async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", *, phase: Phase | None = None,
+                    tool: ToolCall | None = None, is_error: bool = False, iteration: int = 0) -> None:
+        await self._events.emit(RunEvent(kind, request.run_id, request.conversation, text, phase, tool=tool,
                                          is_error=is_error, iteration=iteration))

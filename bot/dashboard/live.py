@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-from bot.agent.events import EventKind, RunEvent
+from bot.agent.events import EventKind, Phase, RunEvent
 from bot.dashboard.sources import Bot
 from bot.messages import ChatType
 from bot.runs import ActiveRun
@@ -126,7 +126,7 @@ class LiveBoard:
             return
         if kind is EventKind.STARTED:
             self._seen[event.run_id] = _Seen(self._clock())
-        elif kind is EventKind.ACTIVITY and event.text == "queued":
+        elif event.phase is Phase.QUEUED:
             self._seen[event.run_id] = _Seen(self._clock(), waiting=True)
         elif kind in _ENDS:
             self._seen.pop(event.run_id, None)
@@ -140,7 +140,7 @@ class LiveBoard:
                 seen.tool = ""
             elif kind is EventKind.RETRYING:
                 seen.retrying = True
-            elif kind is EventKind.ACTIVITY and event.text == "thinking" and (seen.retrying or seen.tool):
+            elif event.phase is Phase.THINKING and (seen.retrying or seen.tool):
                 seen.retrying, seen.tool = False, ""
             else:
                 return

@@ -96,7 +96,8 @@ class Metrics:
         self._handlers: dict[EventKind, Callable[[RunEvent], None]] = {
             EventKind.STARTED: self._run_started, EventKind.DELTA: self._delta,
             EventKind.TOOL_RESULT: self._tool_result, EventKind.COMPLETED: self._run_ended,
-            EventKind.FAILED: self._run_ended, EventKind.CANCELLED: self._run_ended, EventKind.CALLS: self._calls,
+            EventKind.FAILED: self._run_ended, EventKind.CANCELLED: self._run_ended, EventKind.TITLE_CALLS: self._calls,
+            EventKind.COMPACTION_CALLS: self._calls,
         }
         self._signals: dict[Signal, Callable[[Observed], None]] = {
             Signal.MESSAGE_IN: lambda s: self._of(self.messages, s.platform).inc(),

@@ -62,6 +62,7 @@ EXPORT_EVERY = 5.0  # seconds between two exports at most (OTEL_BSP_SCHEDULE_DEL
 BATCH = 1024  # spans that make an export go at once (and the most in one request)
 QUEUED = 10_000  # runs and deliveries waiting to be exported at most (the collector away): the oldest go
 _ENDS = frozenset({EventKind.COMPLETED, EventKind.FAILED, EventKind.CANCELLED})
+_CALLS = frozenset({EventKind.TITLE_CALLS, EventKind.COMPACTION_CALLS})
 NS = 1_000_000_000
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _UNSET, _ERROR = Status(StatusCode.UNSET), Status(StatusCode.ERROR)
@@ -118,8 +119,8 @@ class RunTraces:
     def on_event(self, event: RunEvent) -> None:
         if event.kind in _ENDS and event.trace is not None:
             self._put(_Run(event.trace, event.conversation.platform))
-        elif event.kind is EventKind.CALLS and event.trace is not None:
-            self._put(_Run(event.trace, event.conversation.platform, event.text or "calls"))
+        elif event.kind in _CALLS and event.trace is not None:
+            self._put(_Run(event.trace, event.conversation.platform, event.kind.removeprefix("calls.")))
 
     def on_signal(self, observed: Observed) -> None:
         if observed.kind is Signal.DELIVERED or observed.kind is Signal.GIVEN_UP:

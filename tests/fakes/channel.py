@@ -99,8 +99,9 @@ class RecordingChannel:
             self._changed.notify_all()
 
     async def wait_for_event(self, kind: str, text: str | None = None, timeout: float = 5.0) -> RunEvent:
+        """The first event of ``kind`` (and of ``text``, or of that phase for an activity)."""
         def match(e: RunEvent) -> bool:
-            return e.kind == kind and (text is None or e.text == text)
+            return e.kind == kind and (text is None or (e.phase or e.text) == text)
 
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(lambda: any(map(match, self.events))), timeout)
