@@ -148,10 +148,10 @@ async def _searches(opened: object, messages: list[tuple[int, str, str]], person
     times, hits = [], 0
     async with opened as store:  # type: ignore[attr-defined]
         for q in asked[:20]:  # warm the caches
-            await store.read(search(store.dialect, scope, terms(q), 10))
+            await store.read(search(store.engine, scope, terms(q), 10))
         for q in asked:
             started = time.perf_counter()
-            found = await store.read(search(store.dialect, scope, terms(q), 10))
+            found = await store.read(search(store.engine, scope, terms(q), 10))
             times.append((time.perf_counter() - started) * 1000)
             hits += bool(found)
     return {**percentiles(times), "found": hits / len(asked), "index_s": indexed}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -204,6 +205,8 @@ async def _serve(config: Config) -> int:
         return 0
     log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model,
              ",".join(app.channels))
+    gc.collect()
+    gc.freeze()  # what start-up built lives as long as the process: the garbage collector's passes skip it
     code = 0
     try:
         await _first_closed(app.channels.values())  # normally: until a signal cancels us (capabilities' too)

@@ -187,7 +187,7 @@ async def _update_cost() -> tuple[float, float]:
     for _ in range(n):
         board.payload()
     update = (time.process_time() - started) / n
-    chunk = RunEvent(EventKind.CHUNK, "run0", conversation, "tok ")
+    chunk = RunEvent(EventKind.DELTA, "run0", conversation, "tok ")
     started = time.process_time()
     for _ in range(n * 20):
         board.on_event(chunk)

@@ -121,7 +121,7 @@ async def _alone(runs: int) -> tuple[float, float, float]:
         trace = TraceRecord(run_id, conv.session_key, "main", now, now + 0.5, "completed", "fake-model", 1200, 80,
                             0.001, 1, spans=(Span(SpanKind.LLM, "fake-model", now, 400, 1200, 80, 0.001),))
         events.append((RunEvent(EventKind.STARTED, run_id, conv),
-                       *(RunEvent(EventKind.CHUNK, run_id, conv, "text ") for _ in range(5)),
+                       *(RunEvent(EventKind.DELTA, run_id, conv, "text ") for _ in range(5)),
                        RunEvent(EventKind.COMPLETED, run_id, conv, "answer", usage=Usage(1200, 80), trace=trace)))
     signals = [(Observed(Signal.MESSAGE_IN, "telegram"), Observed(Signal.DELIVERY_OWED, "telegram", ref=f"run{n}"),
                 Observed(Signal.DELIVERED, "telegram", value=0.1, ref=f"run{n}")) for n in range(runs)]
@@ -192,7 +192,7 @@ def _scrape_sessions(sessions: int) -> tuple[float, int]:
         run_id = f"run{n}"
         metrics.on_signal(Observed(Signal.MESSAGE_IN, platform))
         metrics.on_event(RunEvent(EventKind.STARTED, run_id, conv))
-        metrics.on_event(RunEvent(EventKind.CHUNK, run_id, conv, "hi"))
+        metrics.on_event(RunEvent(EventKind.DELTA, run_id, conv, "hi"))
         metrics.on_event(RunEvent(EventKind.TOOL_RESULT, run_id, conv, tool=ToolCall("c1", tool, "{}"),
                                   is_error=rand.random() < 0.1))
         spans = (Span(SpanKind.LLM, model, now, 800, 1200, 80, 0.002),
