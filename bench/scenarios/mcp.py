@@ -149,9 +149,10 @@ async def _stops(stack: Stack, count: int) -> list[Figure]:
         async with AsyncExitStack() as servers:
             servers.enter_context(http_server(port, marks["HTTP"]))
             config = {"mcp": {"servers": {
-                "stdio": {"command": sys.executable, "args": [DEMO], "grant": "everyone",
+                "stdio": {"command": sys.executable, "args": [DEMO], "grant": "everyone", "approval": "never",
                           "env": {"MARKS": str(marks["stdio"])}},
-                "http": {"url": f"http://127.0.0.1:{port}/mcp", "allow_private": True, "grant": "everyone"}}}}
+                "http": {"url": f"http://127.0.0.1:{port}/mcp", "allow_private": True, "grant": "everyone",
+                         "approval": "never"}}}}  # the bench times /stop, not a person's Allow
             await stack.start_bot(extra=config)
             for n, (transport, name) in enumerate((("stdio", "mcp__stdio__slow"), ("HTTP", "mcp__http__slow"))):
                 chats = FIRST_CHAT + n * 1000
