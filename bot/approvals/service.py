@@ -222,10 +222,6 @@ class Approvals:
 
     # -- presses and typed answers --------------------------------------------------------
 
-    def is_answer(self, text: str) -> bool:
-        """A pressed button's id (``ap:<id>:<decision>``)."""
-        return parse_choice(text) is not None
-
     async def press(self, msg: InboundMessage) -> None:
         """A button pressed: a decision for the call waiting for it, if the presser may decide."""
         parsed = parse_choice(msg.text)
