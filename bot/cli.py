@@ -205,7 +205,6 @@ async def _serve(config: Config) -> int:
         return 0
     log.info("chatgate running: agent=%s model=%s channels=%s", config.agent.id, config.agent.model,
              ",".join(app.channels))
-    gc.collect()
     gc.freeze()  # what start-up built lives as long as the process: the garbage collector's passes skip it
     code = 0
     try:

@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from bot.cluster import Cluster, ClusterSettings
+from bot.cluster.node import Cluster, ClusterSettings
 from bot.llm import Message
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.store.base import LaneLost, Turn

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.cluster import Cluster, ClusterSettings
+from bot.cluster.node import Cluster, ClusterSettings
 from bot.messages import Answer, ChatType, InboundMessage, Sender
 from bot.peers import Stopped
 from bot.store.base import InboundRecord

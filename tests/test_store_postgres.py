@@ -18,7 +18,7 @@ import pytest
 
 from bot.capabilities import registry as capability_registry
 from bot.cli import main
-from bot.cluster import Cluster, ClusterSettings
+from bot.cluster.node import Cluster, ClusterSettings
 from bot.cluster import schema as cluster_schema
 from bot.conversation import Conversation
 from bot.dashboard.reads import Reads
