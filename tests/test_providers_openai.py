@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import json
+import subprocess
+import sys
 from typing import Any
 
+import openai
 import pytest
 
 from bot.errors import ContextTooLongError
@@ -14,7 +16,7 @@ from bot.providers.base import ChatRequest, StopReason, ThinkingDelta, ToolSpec,
 from bot.providers.failures import TransientError
 from bot.providers.openai import OpenAIProvider, _Assembler, _is_openai_host, to_openai_messages
 from bot.providers.streaming import MALFORMED
-from tests.fakes.llm_server import Call, FakeLLM, Reply, Tokens
+from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.test_providers_contract import FAST, KEY, collect, request
 
 CALL = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
@@ -133,52 +135,41 @@ RICH = ChatRequest(
     ),
 )
 
-# Where the SDK's create() spends its CPU: the TypedDict transform of the request and
-# pydantic models for every chunk. The provider must not reach any of them.
-_SDK_SLOW_PATH = [("openai._utils._transform", name) for name in (
-    "transform", "maybe_transform", "async_transform", "async_maybe_transform",
-    "_transform_recursive", "_async_transform_recursive")] + [
-    ("openai._base_client", "construct_type"), ("openai._base_client", "validate_type")]
+async def sdk_create(request: ChatRequest, llm: FakeLLM, body: dict[str, Any]) -> None:
+    """The request as the official SDK's chat.completions.create sends it."""
+    async with openai.AsyncOpenAI(api_key=KEY, base_url=llm.openai_base_url, max_retries=0) as client:
+        stream = await client.chat.completions.create(**body)
+        async with stream:
+            async for _ in stream:
+                pass
 
 
-def forbid_sdk_slow_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module, name in _SDK_SLOW_PATH:
-        def tripwire(*args: Any, _name: str = name, **kwargs: Any) -> Any:
-            raise AssertionError(f"openai SDK {_name} ran on the hot path")
-
-        monkeypatch.setattr(importlib.import_module(module), name, tripwire)
-
-
-async def sdk_create(provider: OpenAIProvider, request: ChatRequest) -> None:
-    """The request as chat.completions.create sends it (what this provider did before)."""
-    stream = await provider._client.chat.completions.create(**provider._params(request))
-    async with stream:
-        async for _ in stream:
-            pass
-
-
-async def test_request_is_what_the_sdk_create_path_sent(provider: OpenAIProvider, llm: FakeLLM) -> None:
-    await sdk_create(provider, RICH)
+async def test_request_is_what_the_sdk_sends(provider: OpenAIProvider, llm: FakeLLM) -> None:
+    body = provider._params(RICH)
+    await sdk_create(RICH, llm, body)
     await collect(provider, RICH)
     via_sdk, ours = llm.requests
     assert ours.path == via_sdk.path == "/v1/chat/completions"
-    assert ours.body == via_sdk.body == json.loads(json.dumps(provider._params(RICH)))
-    assert ours.headers == via_sdk.headers  # auth, SDK headers, timeout, retry count, content-length
+    assert ours.body == via_sdk.body == json.loads(json.dumps(body))
+    for header in ("authorization", "content-type", "accept"):
+        assert ours.headers[header] == via_sdk.headers[header], header
+    assert ours.headers["user-agent"].startswith("chatgate/")
 
 
-async def test_hot_path_skips_sdk_transform_and_models(provider: OpenAIProvider, llm: FakeLLM,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    forbid_sdk_slow_path(monkeypatch)
-    with pytest.raises(AssertionError, match="transform"):  # the tripwires do catch the SDK path
-        await sdk_create(provider, RICH)
-    llm.script(Reply.thinking("think", text="Checking.", calls=(Call("now", {}, id="call_9"),),
-                              usage=Tokens(100, 7, cache_read=64)),
-               Reply.text("done"))
+def test_the_chat_providers_never_import_the_sdk() -> None:
+    """The SDK's import is most of a start's CPU (~900 modules): the chat providers do without it."""
+    code = ("import sys, bot.providers.openai, bot.providers.openai_responses, bot.providers.wire; "
+            "assert not [m for m in sys.modules if m == 'openai' or m.startswith(('openai.', 'httpx'))]")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_a_long_event_line_and_events_split_anywhere(provider: OpenAIProvider, llm: FakeLLM) -> None:
+    """An SSE line far over aiohttp's line limit (a whole tool call's arguments) and chunks cut mid-line."""
+    arguments = {"text": "x" * 300_000}
+    llm.script(Reply.thinking("think", text="Long.", calls=(Call("note", arguments, id="call_1"),), chunk_size=400_000))
     _, done = await collect(provider, RICH)
-    assert done.message.parts == (ThinkingPart("think"), TextPart("Checking."), ToolCall("call_9", "now", "{}"))
-    assert done.usage == Usage(100, 7, 64, 0) and done.stop_reason is StopReason.TOOL_USE
-    _, done = await collect(provider, RICH)
-    assert done.message.text == "done"
+    call = done.message.parts[-1]
+    assert isinstance(call, ToolCall) and json.loads(call.arguments) == arguments
 
 
 # ----------------------------------------------------------------------------- assembler quirks

@@ -3,7 +3,7 @@
 
 Imported only when ``media.transcription`` or ``media.speech`` is enabled. Model names and
 voices come from the configuration. Failures are classified like the chat provider's
-(``failure_of``) and retried under the same policy (``RetryPolicy``: Retry-After, backoff
+(``sdk_failure``) and retried under the same policy (``RetryPolicy``: Retry-After, backoff
 with jitter); what is left is a ``ProviderError`` for the caller to put in one sentence.
 """
 
@@ -18,8 +18,8 @@ from typing import Final, TypeVar
 import openai
 
 from bot.errors import ProviderError
-from bot.providers.failures import TransientError, malformed
-from bot.providers.openai import failure_of
+from bot.providers.failures import TransientError, describe_cause, malformed, refused_connection
+from bot.providers.openai import status_failure
 from bot.providers.retry import RetryPolicy, Sleep
 
 log = logging.getLogger(__name__)
@@ -83,13 +83,26 @@ class OpenAIAudio:
                 try:
                     return await call()
                 except openai.OpenAIError as err:
-                    raise failure_of(err, self.name, self._secret) from None
+                    raise sdk_failure(err, self.name, self._secret) from None
             except TransientError as err:
                 delay = self._policy.delay_for(err, retries)  # raises the final ProviderError
                 retries += 1
                 log.warning("%s %s: %s; retry %d of %d in %.2fs", self.name, what, err.reason, retries,
                             self._policy.max_retries, delay)
                 await self._sleep(delay)
+
+
+def sdk_failure(err: openai.OpenAIError, name: str, secret: str) -> TransientError | ProviderError:
+    """The SDK's exception as a retryable failure or our typed error, as the chat provider's."""
+    if isinstance(err, openai.APIResponseValidationError):
+        return malformed(name, "response does not match the schema")
+    if isinstance(err, openai.APIStatusError):
+        return status_failure(err.status_code, err.body, err.response.headers, name, secret)
+    if isinstance(err, openai.APITimeoutError) and not refused_connection(err):
+        return TransientError("timeout", provider=name)
+    if isinstance(err, openai.APIConnectionError):
+        return TransientError("connection error", provider=name, detail=describe_cause(err, secret))
+    return ProviderError(f"{name}: {describe_cause(err, secret)}", provider=name)
 
 
 __all__ = ["OpenAIAudio", "ProviderError", "Transcript"]

@@ -1,24 +1,18 @@
 """OpenAI Chat Completions, and any compatible server (vLLM, Ollama, ...) via ``base_url``.
 
-Imported only when this provider is chosen: with its sibling ``bot.providers.audio`` (which
-shares ``failure_of``), the only modules that import ``openai``.
-
-The request goes through the SDK's low-level ``client.post``: its HTTP client, auth headers,
-timeouts, ``{"error": ...}`` chunks raised as ``APIError``, and exception classes, but not
-``chat.completions.create``. Our parameters are already wire-format JSON, which ``create``
-would walk again against its TypedDicts, and it would make a pydantic model of every chunk:
-about 8 ms of CPU per request with a 40-message history, five times the rest. Here the body
-is sent as it is and chunks stay the plain dicts the server sent.
+The request is posted as the wire-format JSON it already is and the chunks are read as the
+plain dicts the server sent (``bot.providers.wire``): no SDK on the message path. The SDK's
+``chat.completions.create`` would walk the body again against its TypedDicts and make a
+pydantic model of every chunk (about 8 ms of CPU per request with a 40-message history, five
+times the rest), and importing it cost the start ~0.35 s and 14 MB.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
-
-import openai
 
 from bot.errors import ContextTooLongError, ProviderError
 from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
@@ -39,12 +33,11 @@ from bot.providers.failures import (
     classify_status,
     describe_cause,
     looks_like_context_overflow,
-    malformed,
     parse_retry_after,
-    refused_connection,
     scrub,
 )
 from bot.providers.streaming import Assembler, StreamingProvider
+from bot.providers.wire import StatusError, StreamError, TimedOut, Unreachable, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +48,6 @@ _STOP_REASONS = {
     "length": StopReason.MAX_TOKENS,
     "content_filter": StopReason.CONTENT_FILTER,
 }
-# Chunks as the parsed JSON the server sent: ``object`` is the one type the SDK hands back
-# untouched (``AsyncStream[dict]`` would still copy every chunk through its type coercion).
-_RAW_STREAM = openai.AsyncStream[object]
 
 
 # ----------------------------------------------------------------------------- request
@@ -117,6 +107,9 @@ def fixed_temperature(model: str) -> bool:
     """OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 but not gpt-5-chat) take no temperature."""
     name = model.strip().lower().rsplit("/", 1)[-1]
     return name.startswith(_FIXED_TEMPERATURE) and "chat" not in name
+
+
+OPENAI_API = "https://api.openai.com/v1"
 
 
 def _is_openai_host(base_url: str | None) -> bool:
@@ -225,16 +218,13 @@ class OpenAIProvider(StreamingProvider):
     """Streams Chat Completions; our retry policy, typed errors, cancellable."""
 
     name = "openai"
-    sdk_errors = (openai.OpenAIError,)
+    sdk_errors = (WireError,)
 
-    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
+    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         # api.openai.com wants max_completion_tokens (its reasoning models refuse max_tokens);
         # vLLM, Ollama, llama.cpp and most proxies know max_tokens best, so they get that.
         self._tokens_param = "max_completion_tokens" if _is_openai_host(base_url) else "max_tokens"
-        # Local servers need no key, but the SDK refuses an empty one.
-        # The SDK's aiohttp transport costs about a third less CPU per request than httpx2.
-        return openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url, timeout=timeout, max_retries=0,
-                                  http_client=openai.DefaultAioHttpClient())
+        return Wire(base_url or OPENAI_API, api_key, timeout)
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -254,30 +244,25 @@ class OpenAIProvider(StreamingProvider):
         return params
 
     async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.post("/chat/completions", body=params, cast_to=object, stream=True,
-                                       stream_cls=_RAW_STREAM)
+        return await self._client.events("/chat/completions", params)
 
     def _assembler(self, model: str) -> Assembler:
         return _Assembler(model)
 
-    def _failure(self, err: openai.OpenAIError) -> TransientError | ProviderError:
+    def _failure(self, err: WireError) -> TransientError | ProviderError:
         return failure_of(err, self.name, self._secret)
 
 
-def failure_of(err: openai.OpenAIError, name: str, secret: str) -> TransientError | ProviderError:
-    """The SDK's exception as a retryable failure or our typed error (chat and audio alike)."""
-    if isinstance(err, openai.APIResponseValidationError):
-        return malformed(name, "response does not match the schema")
-    if isinstance(err, openai.APIStatusError):
-        message, code = _error_fields(err.body, err.message)
-        return classify_status(err.status_code, scrub(message, secret), provider=name,
-                               code=code, retry_after=parse_retry_after(err.response.headers))
-    if isinstance(err, openai.APITimeoutError) and not refused_connection(err):
+def failure_of(err: WireError, name: str, secret: str) -> TransientError | ProviderError:
+    """A failed request as a retryable failure or our typed error."""
+    if isinstance(err, StatusError):
+        return status_failure(err.status, err.body, err.headers, name, secret)
+    if isinstance(err, TimedOut):
         return TransientError("timeout", provider=name)
-    if isinstance(err, openai.APIConnectionError):
+    if isinstance(err, Unreachable):
         return TransientError("connection error", provider=name, detail=describe_cause(err, secret))
-    if isinstance(err, openai.APIError):  # an error object inside the stream
-        message, code = _error_fields(err.body, err.message)
+    if isinstance(err, StreamError):  # an error object inside the stream
+        message, code = _error_fields(err.body, str(err))
         message = scrub(message, secret)
         if looks_like_context_overflow(code, message):
             return ContextTooLongError(f"{name}: {message}", provider=name)
@@ -285,8 +270,16 @@ def failure_of(err: openai.OpenAIError, name: str, secret: str) -> TransientErro
     return ProviderError(f"{name}: {describe_cause(err, secret)}", provider=name)
 
 
+def status_failure(status: int, body: object, headers: Mapping[str, str], name: str,
+                   secret: str) -> TransientError | ProviderError:
+    """An error status of an OpenAI server (its ``{"error": {"message", "code"}}`` body read)."""
+    message, code = _error_fields(body, f"Error code: {status}")
+    return classify_status(status, scrub(message, secret), provider=name, code=code,
+                           retry_after=parse_retry_after(headers))
+
+
 def _error_fields(body: object, fallback: str) -> tuple[str, str | None]:
-    """(message, code) from an OpenAI error body, which the SDK unwraps from {"error": ...}."""
+    """(message, code) from an OpenAI error body, ``{"error": {...}}`` or the inner object."""
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict):

@@ -1,10 +1,10 @@
-"""OpenAI's Responses API (a named model's ``api: responses``), through the official SDK.
+"""OpenAI's Responses API (a named model's ``api: responses``).
 
 The client, retry policy, cancellation and error mapping are Chat Completions' own
 (``bot.providers.openai``); the request has the Responses shape: ``instructions``, a list
 of ``input`` items, ``max_output_tokens``, ``reasoning.effort``. Like the chat provider it
-goes through the SDK's low-level ``client.post("/responses")`` and reads the stream as the
-plain event dicts the server sent: ``responses.stream`` would make a pydantic model of every
+posts the body as it is (``bot.providers.wire``) and reads the stream as the plain event
+dicts the server sent: the SDK's ``responses.stream`` would make a pydantic model of every
 event and accumulate a snapshot of the whole response on top (the chat module says what
 that costs).
 
@@ -21,7 +21,7 @@ Stream events read: ``response.created`` (the model), ``response.output_item.add
 ``response.reasoning_text.delta``, then one of ``response.completed``,
 ``response.incomplete`` (``incomplete_details.reason``: max_output_tokens,
 content_filter) and ``response.failed`` (``error.code``). An ``error`` event is raised by the
-SDK when it nests ``{"error": {...}}`` (what the API sends) and read here when it is flat
+wire when it nests ``{"error": {...}}`` (what the API sends) and read here when it is flat
 (what the API reference shows).
 """
 
@@ -30,8 +30,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from typing import Any
-
-import openai
 
 from bot.errors import ProviderError
 from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall
@@ -49,8 +47,9 @@ from bot.providers.base import (
     with_volatile,
 )
 from bot.providers.failures import TransientError, classify_status, scrub
-from bot.providers.openai import _RAW_STREAM, OpenAIProvider, _error_fields, fixed_temperature, user_side
+from bot.providers.openai import OpenAIProvider, _error_fields, fixed_temperature, user_side
 from bot.providers.streaming import Assembler, string_field
+from bot.providers.wire import StreamError, WireError
 
 log = logging.getLogger(__name__)
 
@@ -285,16 +284,13 @@ class ResponsesProvider(OpenAIProvider):
         return request_params(request)
 
     async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.post("/responses", body=params, cast_to=object, stream=True,
-                                       stream_cls=_RAW_STREAM)
+        return await self._client.events("/responses", params)
 
     def _assembler(self, model: str) -> Assembler:
         return _Assembler(model, self.name, self._secret)
 
-    def _failure(self, err: openai.OpenAIError) -> TransientError | ProviderError:
-        if isinstance(err, openai.APIError) and not isinstance(err, (openai.APIStatusError,
-                                                                      openai.APIConnectionError,
-                                                                      openai.APIResponseValidationError)):
-            message, code = _error_fields(err.body, err.message)  # an error event inside the stream
+    def _failure(self, err: WireError) -> TransientError | ProviderError:
+        if isinstance(err, StreamError):
+            message, code = _error_fields(err.body, str(err))  # an error event inside the stream
             return stream_failure(self.name, code, scrub(message, self._secret))
         return super()._failure(err)
