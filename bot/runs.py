@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -57,16 +57,18 @@ class Admission(StrEnum):
 class TaskOrder:
     """How a task runs when more than its text is given (a scheduled job): whom it acts for
     (``user_id``, for the tools) and whether they are an owner (their tool policy), whom its
-    model calls are charged to, the system prompt (None: the agent's), the occurrence its
-    turn closes (job id, instant), and ``ended``, told how the turn ended: completed, silent,
-    failed or stopped (a shutdown cancels it instead)."""
+    model calls are charged to, the system prompt (None: the agent's), what its turn writes
+    too (``commits``: an operation of ``bot.store.op`` given how the turn ended and the commit's
+    time, run in the turn's transaction; a scheduled task's closes its occurrence), and
+    ``ended``, told how the turn ended: completed, silent, failed or stopped (a shutdown cancels
+    it instead)."""
 
     user_id: str = ""
     owner: bool = False
     payers: tuple[str, ...] = ()
     users: tuple[str, ...] = ()  # every person it acts for (``user_id`` last); () = ``user_id``
     prompt_mode: PromptMode | None = None
-    closes: tuple[int, int] | None = None
+    commits: Callable[[str, float], Generator[Any, Any, object]] | None = None
     ended: asyncio.Future[str] | None = field(default=None, compare=False, repr=False)
 
     def end(self, outcome: str | None) -> None:

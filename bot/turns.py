@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Any, Protocol
 
 from bot import observe
@@ -46,7 +47,7 @@ from bot.outbound.split import render_chunks
 from bot.peers import Peers, Stopped
 from bot.runs import ActiveRun, Admission, Decide, Dispatcher, Pending, RunCaps, TaskOrder
 from bot.stages import Speaking
-from bot.store.base import AnswerStore, Closing, LaneLost, Store
+from bot.store.base import AnswerStore, LaneLost, Store, TurnWrite
 from bot.tasks import OwnedTasks
 from bot.tools.policy import ToolPolicy
 from bot.tools.send_file import QUEUED
@@ -250,11 +251,11 @@ class Turns:
             return
         finally:
             run.progress = run.conversation = None
-        closes = None
-        if order is not None and order.closes is not None:
-            closes = Closing(order.closes[0], order.closes[1], str(result.status))
+        also: tuple[TurnWrite, ...] = ()
+        if order is not None and order.commits is not None:
+            also = (partial(order.commits, str(result.status)),)
         try:
-            await self._commit(channel, target, run.run_id, ids, result, await progress.settle(), closes)
+            await self._commit(channel, target, run.run_id, ids, result, await progress.settle(), also)
         except LaneLost as exc:  # stored nothing: the instance that took the session over answers it
             _lane_lost(exc, order)
             return
@@ -270,14 +271,14 @@ class Turns:
         self._compact_later(request, result)
 
     async def _commit(self, channel: Channel, target: Target, run_id: str, ids: tuple[int, ...], result: RunResult,
-                      draft: str | None, closes: Closing | None = None) -> None:
+                      draft: str | None, also: tuple[TurnWrite, ...] = ()) -> None:
         """The turn and its rendered answer in one transaction, then delivery; a silent turn
-        settles its messages and leaves no trace in the chat. A scheduled task's turn closes its
-        occurrence (``closes``) in the same transaction: a restart never runs it again."""
+        settles its messages and leaves no trace in the chat. A task's order may write with its turn
+        (``also``, in the same transaction: a scheduled task's occurrence closed, never run again)."""
         assert result.turn is not None, "only a cancelled run's turn is stored by the agent"
         text = result.error or result.text
         if result.status is RunStatus.SILENT or not text:
-            await self._store.append_turn(replace(result.turn, closes=closes))
+            await self._store.append_turn(replace(result.turn, also=also))
             if result.status is RunStatus.SILENT:
                 self._tasks.spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
             return
@@ -285,7 +286,7 @@ class Turns:
             text = "\n\n".join((text, *lines))
         answer = self.outbox.render(channel.name, run_id, target, text, inbound_ids=ids, draft_id=draft,
                                     failed=result.status is RunStatus.FAILED)
-        await self._store.append_turn(replace(result.turn, answer=answer, settle=False, closes=closes))
+        await self._store.append_turn(replace(result.turn, answer=answer, settle=False, also=also))
         self.outbox.push(answer)
 
     async def _settle_stopped(self, progress: Progress, channel: Channel, target: Target, stopped: bool) -> None:

@@ -13,7 +13,6 @@ from bot.agent.events import EventBus, EventKind, Phase, RunEvent
 from bot.config.schema import is_loopback, parse_bind
 from bot.conversation import Conversation
 from bot.dashboard.live import LiveBoard, session_label
-from bot.web.charts import bars, meter, span_bar
 from bot.dashboard.pages.conversations import title_of
 from bot.dashboard.pages.layout import Viewer
 from bot.dashboard.pages.operations import jobs_table
@@ -22,8 +21,8 @@ from bot.dashboard.settings import Role
 from bot.dashboard.sources import Bot
 from bot.llm import ToolCall
 from bot.runs import ActiveRun, Pending
+from bot.schedules.jobs import Job, JobKind, JobState, RuleKind, When
 from bot.schedules.operator import row
-from bot.store.base import Job, JobKind, JobState, RuleKind, When
 from bot.web import passwords
 from bot.web.auth import (
     LoginLimiter,
@@ -36,6 +35,7 @@ from bot.web.auth import (
     own_origin,
     same_origin,
 )
+from bot.web.charts import bars, meter, span_bar
 from bot.web.html import Html, escape, join, render, usd
 from tests.fakes.channel import dm
 

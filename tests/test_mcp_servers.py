@@ -102,14 +102,15 @@ async def test_an_mcp_tool_as_a_tasks_check(llm: FakeLLM, tmp_path: Path) -> Non
         refused = await checks.run(ctx, McpCheck("mcp__demo__echo", {"text": "x"}))
         assert not refused.go and "approval" in refused.error
         from bot.schedules.service import Schedules
+        from bot.schedules.store import StoredSchedules
         from bot.schedules.tool import schedule_tool
         from bot.tools.base import ToolError
 
-        schedule = schedule_tool(Schedules(b.store), find_tool=find).function
+        schedule = schedule_tool(Schedules(StoredSchedules(b.store)), find_tool=find).function
         made = await schedule(owner, "create", kind="task", text="tell me if the build failed", every="1d",
                               check_tool="mcp__demo__echo", check_arguments='{"text": "status"}')
         assert made.startswith("Made task 1")
-        [job] = await b.store.jobs()
+        [job] = await StoredSchedules(b.store).jobs()
         assert parse_check(job.check or "") == McpCheck("mcp__demo__echo", {"text": "status"})
         with pytest.raises(ToolError, match="needs a person's approval"):
             await schedule(ctx, "create", kind="task", text="x", every="1d", check_tool="mcp__demo__echo")

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bot.schedules.jobs import RuleKind, When
 from bot.schedules.rules import (
     canonical_zone,
     check_cron,
@@ -21,7 +22,6 @@ from bot.schedules.rules import (
     smallest_gap,
     zone,
 )
-from bot.store.base import RuleKind, When
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,10 @@ from bot.limits import Refusal
 from bot.messages import Answer, ChatType, Chunk, Target
 from bot.runs import TaskOrder
 from bot.schedules.checks import CheckResult, Checks, CommandCheck, checks_for
+from bot.schedules.jobs import Claim, JobKind, JobState, RuleKind, When
 from bot.schedules.scheduler import MAX_NAP, Scheduler, TaskTools
 from bot.schedules.service import Creator, ScheduleError, Schedules, ScheduleSettings
-from bot.store.base import Claim, Closing, JobKind, JobState, RuleKind, When
+from bot.schedules.store import Closes, StoredSchedules
 from bot.store.sqlite import SQLiteStore
 from bot.tools.sandbox import ExecSettings
 
@@ -68,9 +70,9 @@ async def settle() -> None:
 @dataclass
 class Runner:
     """The turn runner as the scheduler sees it, recording; a task's outcome is scripted, and a
-    completed task closes its occurrence through a turn, as ``Turns`` does."""
+    completed task closes its occurrence through a turn, as ``Turns`` does (its order's ``commits``)."""
 
-    store: SQLiteStore
+    db: SQLiteStore
     pushed: list[Answer] = field(default_factory=list)
     tasks: list[tuple[str, TaskOrder]] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
@@ -85,8 +87,8 @@ class Runner:
     async def run_task(self, conversation: Conversation, task: str, order: TaskOrder) -> str:
         self.tasks.append((task, order))
         outcome = self.outcomes.pop(0) if self.outcomes else "completed"
-        if outcome in ("completed", "silent", "failed") and order.closes is not None:  # its turn closes it
-            await self.store.close_occurrence(Closing(*order.closes, outcome))
+        if outcome in ("completed", "silent", "failed") and order.commits is not None:  # its turn closes it
+            await self.db.write(order.commits(outcome, time.time()))
         return outcome
 
     def texts(self) -> list[str]:
@@ -117,14 +119,14 @@ class Limits:
 
 class World:
     def __init__(self, store: SQLiteStore, clock: Clock, tmp: Path) -> None:
-        self.store, self.clock, self.tmp = store, clock, tmp
+        self.db, self.store, self.clock, self.tmp = store, StoredSchedules(store), clock, tmp
         self.runner = Runner(store)
         self.gate = Gate()
         self.limits = Limits()
         self.settings = ScheduleSettings(default_timezone="Europe/Berlin", grace=3600, min_interval=300)
         self.checks: Checks = Checks()
         self.scheduler: Scheduler | None = None
-        self.schedules = Schedules(store, self.settings, wake=self.wake, clock=clock)
+        self.schedules = Schedules(self.store, self.settings, wake=self.wake, clock=clock)
 
     def wake(self) -> None:
         if self.scheduler is not None:
@@ -232,7 +234,7 @@ async def test_a_recurring_job_moves_on_by_its_rule(world: World) -> None:
     task, order = world.runner.tasks[0]
     assert task.startswith(f"[Scheduled task {job} (every 10m)") and task.endswith("\nsummarise")
     assert "NO_REPLY" in task and "late by" not in task
-    assert order.user_id == "42" and order.payers == ("telegram:42",) and order.closes == (job, T0 + 600)
+    assert order.user_id == "42" and order.payers == ("telegram:42",) and order.commits == Closes(job, T0 + 600)
     assert world.limits.asked == [("telegram:42",)] * 3  # counts against its creator's rate and budget
     current = await world.store.job(job)
     assert current is not None and current.next_at == T0 + 2400 and current.failures == 0
@@ -309,7 +311,7 @@ async def test_a_task_the_process_died_in_runs_again_or_is_listed(world: World) 
     await world.clock.advance(60)
     await world.stop()  # the process goes while the task's turn runs: its occurrence stays unclosed
     assert [o.job.id for o in await world.store.unclosed()] == [soon]
-    world.runner = Runner(world.store)
+    world.runner = Runner(world.db)
     world.clock.now += 600
     await world.start()
     assert len(world.runner.tasks) == 1 and "late by 10 min" in world.runner.tasks[0][0]

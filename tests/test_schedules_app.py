@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bot.app import App
-from bot.store.base import JobState
+from bot.schedules.jobs import JobState
+from bot.schedules.store import StoredSchedules
 from tests.fakes.channel import RecordingChannel, dm
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.test_cli import base_env, run_cli
@@ -106,7 +107,7 @@ async def test_the_model_makes_lists_and_cancels_jobs_with_times_in_the_persons_
     assert "at most every 5m" in results[1]  # schedules.min_interval
     assert "1 · task, cron 0 9 * * MON (Asia/Tokyo) · next Mon" in results[2]
     assert "Cancelled: 1 · task" in results[3]
-    [job] = await app.store.jobs(states=(JobState.CANCELLED,))
+    [job] = await StoredSchedules(app.store).jobs(states=(JobState.CANCELLED,))
     assert job.prompt == "minimal" and job.creator == ADA
 
 
@@ -131,10 +132,10 @@ async def test_a_check_skips_the_model_when_there_is_nothing_to_do(started: Star
                Reply.text("watching"),
                Reply.text("Build 41 failed."))
     assert await say(channel, OWNER, "watch the build") == "watching"  # an owner may have commands run
-    deadline = time.monotonic() + 10
-    while (await app.store.jobs() or await app.store.unclosed()) and time.monotonic() < deadline:
+    deadline, jobs = time.monotonic() + 10, StoredSchedules(app.store)
+    while (await jobs.jobs() or await jobs.unclosed()) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    assert await app.store.jobs() == [] and await app.store.unclosed() == []
+    assert await jobs.jobs() == [] and await jobs.unclosed() == []
     assert len(llm.requests) == 2  # the check said there was nothing to do: no model call
     assert await say(channel, OWNER, "watch the other build") == "watching"
     await channel.wait_for_replies(3, timeout=10)
@@ -151,7 +152,7 @@ async def test_a_removed_persons_job_is_paused_and_the_owners_see_why(started: S
     assert await app.store.revoke_sender("telegram", "77")  # Eve may no longer use the bot
     await asyncio.sleep(3.0)
     assert [s.text for s in channel.sent if s.chat_id == "77"][1:] == []
-    [job] = await app.store.jobs(person="telegram:77")
+    [job] = await StoredSchedules(app.store).jobs(person="telegram:77")
     assert job.state is JobState.PAUSED and job.reason == "its creator may no longer use the bot in this chat"
     await app.__aexit__(None, None, None)  # the CLI reads the store beside (or without) the bot
     (tmp_path / "cli.yaml").write_text(f"storage: {{path: '{tmp_path / 'chatgate.db'}'}}\n")

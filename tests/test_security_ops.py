@@ -18,8 +18,8 @@ from adapters.telegram.channel import TelegramChannel
 from bot.app import App
 from bot.errors import ConfigError
 from bot.schedules import rules
+from bot.schedules.jobs import RuleKind, When
 from bot.settings import load_config
-from bot.store.base import RuleKind, When
 from tests.dashboard_bed import PASSWORDS, Client, users_yaml
 from tests.fakes.llm_server import Call, FakeLLM, Reply
 from tests.fakes.telegram_server import FakeTelegram

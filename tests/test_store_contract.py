@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -30,15 +31,12 @@ from bot.messages import (
     Target,
 )
 from bot.providers.base import Usage
+from bot.schedules.jobs import Claim, Closing, Job, JobKind, JobState, RuleKind, ScheduleStore, When
+from bot.schedules.store import Closes, StoredSchedules
 from bot.store.base import (
     AnswerStore,
     ApprovedSender,
-    Claim,
-    Closing,
     CompactingStore,
-    Job,
-    JobKind,
-    JobState,
     MediaStore,
     ModelChoice,
     ModelStore,
@@ -46,14 +44,11 @@ from bot.store.base import (
     PairingCode,
     PairingStore,
     Recent,
-    RuleKind,
-    ScheduleStore,
     Session,
     Store,
     Summary,
     Turn,
     UsageTotals,
-    When,
 )
 from bot.store.sqlite import SQLiteStore
 from tests.pg import postgres_store
@@ -667,8 +662,14 @@ async def test_a_file_chunk_by_reference_round_trips_and_its_answer_has_a_state(
 # -- schedules (the ScheduleStore port) ------------------------------------------------------
 
 
-class TurnsAndSchedules(Store, AnswerStore, ScheduleStore, Protocol):
-    """What the scheduler's side of a store is: the jobs, and the turns and answers that close them."""
+class TurnsAndAnswers(Store, AnswerStore, Protocol):
+    """The store beside the schedules' port: the turns and answers that close occurrences."""
+
+
+@pytest.fixture
+def sched(store: Store) -> ScheduleStore:
+    """The schedules' port on the store under test (``bot.schedules.store``: its operations, run by the store)."""
+    return StoredSchedules(cast("AppStore", store))
 
 
 DM_42 = Conversation.of_key("agent:main:telegram:dm:42", account="bot1")
@@ -682,131 +683,132 @@ def job(text: str = "stretch", *, at: int = 2000, kind: JobKind = JobKind.REMIND
                check='{"command": "test -s todo.txt"}' if kind is JobKind.TASK else None, prompt="minimal")
 
 
-async def test_a_job_round_trips_with_its_conversation(store: TurnsAndSchedules) -> None:
+async def test_a_job_round_trips_with_its_conversation(sched: ScheduleStore) -> None:
     every = When(RuleKind.EVERY, "America/New_York", 1000, 3600)
-    added = await store.add_job(job("summarise", kind=JobKind.TASK, when=every, next_at=1000,
+    added = await sched.add_job(job("summarise", kind=JobKind.TASK, when=every, next_at=1000,
                                     conversation=replace(GROUP, thread_id="t9")), max_per_person=5)
     assert added is not None and added.id > 0
     assert added.kind is JobKind.TASK and added.when == every and added.next_at == 1000
     assert added.conversation == replace(GROUP, thread_id="t9") and added.conversation.session_key == GROUP.session_key
     assert added.creator == "42" and added.creator_name == "Ada" and added.person == "telegram:42"
     assert added.prompt == "minimal" and added.check == '{"command": "test -s todo.txt"}'
-    assert await store.job(added.id) == added and await store.job(added.id + 100) is None
+    assert await sched.job(added.id) == added and await sched.job(added.id + 100) is None
 
 
-async def test_a_person_has_at_most_their_cap_of_open_jobs(store: TurnsAndSchedules) -> None:
-    first = await store.add_job(job("a"), max_per_person=2)
-    assert await store.add_job(job("b"), max_per_person=2) is not None
-    assert await store.add_job(job("c"), max_per_person=2) is None  # the cap: nothing stored
-    assert await store.add_job(job("d", creator="7"), max_per_person=2) is not None  # someone else
+async def test_a_person_has_at_most_their_cap_of_open_jobs(sched: ScheduleStore) -> None:
+    first = await sched.add_job(job("a"), max_per_person=2)
+    assert await sched.add_job(job("b"), max_per_person=2) is not None
+    assert await sched.add_job(job("c"), max_per_person=2) is None  # the cap: nothing stored
+    assert await sched.add_job(job("d", creator="7"), max_per_person=2) is not None  # someone else
     assert first is not None
-    assert await store.update_job(first.id, expect=(JobState.ACTIVE,), state=JobState.CANCELLED)
-    assert await store.add_job(job("c"), max_per_person=2) is not None  # a cancelled job frees its place
-    assert [j.text for j in await store.jobs(person="telegram:42")] == ["b", "c"]
-    assert [j.text for j in await store.jobs(states=(JobState.CANCELLED,))] == ["a"]
-    assert [j.text for j in await store.jobs(platform="telegram", chat_id="42", person="telegram:7")] == ["d"]
+    assert await sched.update_job(first.id, expect=(JobState.ACTIVE,), state=JobState.CANCELLED)
+    assert await sched.add_job(job("c"), max_per_person=2) is not None  # a cancelled job frees its place
+    assert [j.text for j in await sched.jobs(person="telegram:42")] == ["b", "c"]
+    assert [j.text for j in await sched.jobs(states=(JobState.CANCELLED,))] == ["a"]
+    assert [j.text for j in await sched.jobs(platform="telegram", chat_id="42", person="telegram:7")] == ["d"]
 
 
-async def test_the_due_jobs_and_the_next_instant(store: TurnsAndSchedules) -> None:
-    assert await store.next_due() is None
+async def test_the_due_jobs_and_the_next_instant(sched: ScheduleStore) -> None:
+    assert await sched.next_due() is None
     for at in (3000, 1000, 2000):
-        await store.add_job(job(str(at), at=at), max_per_person=10)
-    paused = await store.add_job(job("paused", at=500), max_per_person=10)
+        await sched.add_job(job(str(at), at=at), max_per_person=10)
+    paused = await sched.add_job(job("paused", at=500), max_per_person=10)
     assert paused is not None
-    await store.update_job(paused.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, next_at=500)
-    assert await store.next_due() == 1000
-    assert [j.text for j in await store.due(2000, 10)] == ["1000", "2000"]
-    assert [j.text for j in await store.due(5000, 1)] == ["1000"]
+    await sched.update_job(paused.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, next_at=500)
+    assert await sched.next_due() == 1000
+    assert [j.text for j in await sched.due(2000, 10)] == ["1000", "2000"]
+    assert [j.text for j in await sched.due(5000, 1)] == ["1000"]
 
 
-async def test_an_occurrence_is_claimed_once(store: TurnsAndSchedules) -> None:
-    added = await store.add_job(job(kind=JobKind.TASK, when=When(RuleKind.EVERY, "UTC", 1000, 600), next_at=1000),
+async def test_an_occurrence_is_claimed_once(sched: ScheduleStore) -> None:
+    added = await sched.add_job(job(kind=JobKind.TASK, when=When(RuleKind.EVERY, "UTC", 1000, 600), next_at=1000),
                                 max_per_person=5)
     assert added is not None
     claim = Claim(added.id, 1000, 1600)
-    assert await store.claim([claim, claim]) == [True, False]  # the second claimer loses, in one batch too
-    assert await store.claim([claim]) == [False]  # and later
-    assert await store.claim([Claim(added.id, 1200, 1800)]) == [False]  # not the instant the job points at
-    moved = await store.job(added.id)
+    assert await sched.claim([claim, claim]) == [True, False]  # the second claimer loses, in one batch too
+    assert await sched.claim([claim]) == [False]  # and later
+    assert await sched.claim([Claim(added.id, 1200, 1800)]) == [False]  # not the instant the job points at
+    moved = await sched.job(added.id)
     assert moved is not None and moved.next_at == 1600 and moved.state is JobState.ACTIVE
-    [running] = await store.unclosed()
+    [running] = await sched.unclosed()
     assert (running.job.id, running.at, running.late) == (added.id, 1000, 0)
-    assert await store.close_occurrence(Closing(added.id, 1000, "failed")) == 1
-    assert await store.close_occurrence(Closing(added.id, 1000, "completed")) is None  # closed once
-    assert await store.unclosed() == []
+    assert await sched.close_occurrence(Closing(added.id, 1000, "failed")) == 1
+    assert await sched.close_occurrence(Closing(added.id, 1000, "completed")) is None  # closed once
+    assert await sched.unclosed() == []
 
 
 async def test_a_one_shot_claimed_is_done_and_a_reminder_owes_its_answer_in_the_claim(
-        store: TurnsAndSchedules) -> None:
-    added = await store.add_job(job(at=1000), max_per_person=5)
+        store: TurnsAndAnswers, sched: ScheduleStore) -> None:
+    added = await sched.add_job(job(at=1000), max_per_person=5)
     assert added is not None
     answer = owed(f"job-{added.id}-1000", chunks=1)
-    assert await store.claim([Claim(added.id, 1000, None, late=90, answer=answer)]) == [True]
-    done = await store.job(added.id)
+    assert await sched.claim([Claim(added.id, 1000, None, late=90, answer=answer)]) == [True]
+    done = await sched.job(added.id)
     assert done is not None and done.state is JobState.DONE and done.next_at is None
     assert await store.undelivered() == [answer]
-    assert await store.unclosed() == []  # a reminder's occurrence is over once its answer is owed
-    assert await store.next_due() is None and await store.jobs() == []
+    assert await sched.unclosed() == []  # a reminder's occurrence is over once its answer is owed
+    assert await sched.next_due() is None and await sched.jobs() == []
 
 
-async def test_a_lost_claim_stores_no_answer(store: TurnsAndSchedules) -> None:
-    added = await store.add_job(job(at=1000), max_per_person=5)
+async def test_a_lost_claim_stores_no_answer(store: TurnsAndAnswers, sched: ScheduleStore) -> None:
+    added = await sched.add_job(job(at=1000), max_per_person=5)
     assert added is not None
-    await store.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.CANCELLED)
-    assert await store.claim([Claim(added.id, 1000, None, answer=owed("late", chunks=1))]) == [False]
+    await sched.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.CANCELLED)
+    assert await sched.claim([Claim(added.id, 1000, None, answer=owed("late", chunks=1))]) == [False]
     assert await store.undelivered() == []
 
 
-async def test_failures_in_a_row_count_until_a_success(store: TurnsAndSchedules) -> None:
-    added = await store.add_job(job(kind=JobKind.TASK, when=When(RuleKind.EVERY, "UTC", 100, 100), next_at=100),
+async def test_failures_in_a_row_count_until_a_success(sched: ScheduleStore) -> None:
+    added = await sched.add_job(job(kind=JobKind.TASK, when=When(RuleKind.EVERY, "UTC", 100, 100), next_at=100),
                                 max_per_person=5)
     assert added is not None
     outcomes = ["failed", "failed", "busy", "failed", "completed", "failed", "skipped", "failed"]
     seen = []
     for i, outcome in enumerate(outcomes):
         at = 100 * (i + 1)
-        assert await store.claim([Claim(added.id, at, at + 100)]) == [True]
-        seen.append(await store.close_occurrence(Closing(added.id, at, outcome)))
+        assert await sched.claim([Claim(added.id, at, at + 100)]) == [True]
+        seen.append(await sched.close_occurrence(Closing(added.id, at, outcome)))
     assert seen == [1, 2, 2, 3, 0, 1, 0, 1]
-    await store.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, next_at=None, reason="why")
-    paused = await store.job(added.id)
+    await sched.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, next_at=None, reason="why")
+    paused = await sched.job(added.id)
     assert paused is not None and (paused.state, paused.failures, paused.reason) == (JobState.PAUSED, 1, "why")
-    assert await store.update_job(added.id, expect=(JobState.PAUSED,), state=JobState.ACTIVE, next_at=5000)
-    resumed = await store.job(added.id)
+    assert await sched.update_job(added.id, expect=(JobState.PAUSED,), state=JobState.ACTIVE, next_at=5000)
+    resumed = await sched.job(added.id)
     assert resumed is not None and (resumed.failures, resumed.next_at, resumed.reason) == (0, 5000, "")
 
 
-async def test_a_tasks_turn_closes_its_occurrence_in_its_transaction(store: TurnsAndSchedules) -> None:
-    added = await store.add_job(job(kind=JobKind.TASK, at=1000), max_per_person=5)
+async def test_a_tasks_turn_closes_its_occurrence_in_its_transaction(store: TurnsAndAnswers,
+                                                                     sched: ScheduleStore) -> None:
+    added = await sched.add_job(job(kind=JobKind.TASK, at=1000), max_per_person=5)
     assert added is not None
-    assert await store.claim([Claim(added.id, 1000, None)]) == [True]
+    assert await sched.claim([Claim(added.id, 1000, None)]) == [True]
     s = await store.session(DM_42)
     answer = owed("run-task", chunks=1)
     await store.append_turn(turn(s, "run-task", Message.user("summarise"), Message.assistant("done"),
-                                 answer=answer, closes=Closing(added.id, 1000, "failed")))
-    assert await store.unclosed() == [] and await store.undelivered() == [answer]
-    after = await store.job(added.id)
+                                 answer=answer, also=(partial(Closes(added.id, 1000), "failed"),)))
+    assert await sched.unclosed() == [] and await store.undelivered() == [answer]
+    after = await sched.job(added.id)
     assert after is not None and after.failures == 1
-    assert await store.close_occurrence(Closing(added.id, 1000, "failed")) is None  # never counted twice
+    assert await sched.close_occurrence(Closing(added.id, 1000, "failed")) is None  # never counted twice
 
 
-async def test_an_update_with_its_answer_is_one_step(store: TurnsAndSchedules) -> None:
-    added = await store.add_job(job(), max_per_person=5)
+async def test_an_update_with_its_answer_is_one_step(store: TurnsAndAnswers, sched: ScheduleStore) -> None:
+    added = await sched.add_job(job(), max_per_person=5)
     assert added is not None
     told = owed("paused-1", chunks=1)
-    assert await store.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, answer=told)
-    assert not await store.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED,
+    assert await sched.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED, answer=told)
+    assert not await sched.update_job(added.id, expect=(JobState.ACTIVE,), state=JobState.PAUSED,
                                       answer=owed("paused-2", chunks=1))
     assert [a.id for a in await store.undelivered()] == ["paused-1"]
 
 
-async def test_a_persons_zone(store: TurnsAndSchedules) -> None:
-    assert await store.zone("telegram:42") is None
-    await store.set_zone("telegram:42", "Europe/Berlin")
-    await store.set_zone("telegram:42", "America/New_York")
-    assert await store.zone("telegram:42") == "America/New_York"
-    await store.set_zone("telegram:42", None)
-    assert await store.zone("telegram:42") is None
+async def test_a_persons_zone(sched: ScheduleStore) -> None:
+    assert await sched.zone("telegram:42") is None
+    await sched.set_zone("telegram:42", "Europe/Berlin")
+    await sched.set_zone("telegram:42", "America/New_York")
+    assert await sched.zone("telegram:42") == "America/New_York"
+    await sched.set_zone("telegram:42", None)
+    assert await sched.zone("telegram:42") is None
 
 
 # -- the dashboard's ports (BrowseStore, AuditStore) and denying a pairing code ---------------

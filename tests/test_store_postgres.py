@@ -18,25 +18,17 @@ import pytest
 
 from bot.capabilities import registry as capability_registry
 from bot.cli import main
-from bot.cluster.node import Cluster, ClusterSettings
 from bot.cluster import schema as cluster_schema
+from bot.cluster.node import Cluster, ClusterSettings
 from bot.conversation import Conversation
 from bot.dashboard.reads import Reads
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.llm import Message
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
-from bot.store.base import (
-    ApprovalRecord,
-    Charge,
-    Claim,
-    Job,
-    JobKind,
-    ModelChoice,
-    RuleKind,
-    Turn,
-    When,
-)
+from bot.schedules.jobs import Claim, Job, JobKind, RuleKind, When
+from bot.schedules.store import StoredSchedules
+from bot.store.base import ApprovalRecord, Charge, ModelChoice, Turn
 from bot.store.migrations import MIGRATIONS
 from bot.store.pg import PostgresStore, safe_url
 from bot.store.pg.schema import DIALECT
@@ -109,13 +101,14 @@ async def test_an_occurrence_names_its_claimer_and_a_dead_ones_is_taken_over_onc
         b.claim_as("b", 5.0)
         a.claim_as("a", 5.0)
         conversation = Conversation.of_key("agent:main:telegram:dm:u1", account="bot1")
-        job = await a.add_job(Job(0, JobKind.TASK, "t", When(RuleKind.EVERY, "UTC", 1000, 3600), conversation, "u1",
-                                  next_at=1000), max_per_person=5)
-        assert job is not None and await a.claim([Claim(job.id, 1000, 4600)]) == [True]
+        a_jobs, b_jobs = StoredSchedules(a), StoredSchedules(b)
+        job = await a_jobs.add_job(Job(0, JobKind.TASK, "t", When(RuleKind.EVERY, "UTC", 1000, 3600), conversation,
+                                       "u1", next_at=1000), max_per_person=5)
+        assert job is not None and await a_jobs.claim([Claim(job.id, 1000, 4600)]) == [True]
         assert await a.pool.fetchval("SELECT claimer FROM occurrences") == "a"
-        [taken] = await b.unclosed()  # a never beat: it is gone, and b runs its occurrence again
+        [taken] = await b_jobs.unclosed()  # a never beat: it is gone, and b runs its occurrence again
         assert (taken.job.id, taken.at) == (job.id, 1000)
-        assert await b.unclosed() == []  # b's own now, since this life of b began
+        assert await b_jobs.unclosed() == []  # b's own now, since this life of b began
         assert await a.pool.fetchval("SELECT claimer FROM occurrences") == "b"
 
 
@@ -147,11 +140,12 @@ async def _fill(path: Path) -> dict[str, int]:
         await store.set_voice_mode("telegram", "c1", "auto")
         await store.record_audio("person:ada", 42.5, 100.0)
         conversation = Conversation.of_key(session.key, account="bot1")
-        task = await store.add_job(Job(0, JobKind.TASK, "summarise", When(RuleKind.EVERY, "Europe/Berlin", 1000, 3600),
+        jobs = StoredSchedules(store)
+        task = await jobs.add_job(Job(0, JobKind.TASK, "summarise", When(RuleKind.EVERY, "Europe/Berlin", 1000, 3600),
                                        conversation, "u1", "Ada", next_at=1000), max_per_person=5)
         assert task is not None
-        assert await store.claim([Claim(task.id, 1000, 4600)]) == [True]  # running when the copy is made
-        await store.set_zone("person:ada", "Europe/Berlin")
+        assert await jobs.claim([Claim(task.id, 1000, 4600)]) == [True]  # running when the copy is made
+        await jobs.set_zone("person:ada", "Europe/Berlin")
         await store.choose_model(session.key, ModelChoice("smart", "telegram:u1", 100.0))
         assert await store.set_title(session, "A greeting", "m")
         await Reads(store).record_action(AuditEntry(100.0, "admin", "operator", "login", "", "done", "127.0.0.1"))
@@ -181,11 +175,11 @@ async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
             assert await store.usage_since("telegram:u1", 0) == (15, 0.01)
             assert await store.voice_mode("telegram", "c1") == "auto"
             assert await store.audio_since("person:ada", 0) == 42.5
-            [task] = await store.jobs()
+            [task] = await StoredSchedules(store).jobs()
             assert (task.id, task.text, task.next_at, task.when.every) == (ids["job"], "summarise", 4600, 3600)
-            [left] = await store.unclosed()  # the SQLite process's occurrence: a previous life's
+            [left] = await StoredSchedules(store).unclosed()  # the SQLite process's occurrence: a previous life's
             assert (left.job.id, left.at) == (ids["job"], 1000)
-            assert await store.zone("person:ada") == "Europe/Berlin"
+            assert await StoredSchedules(store).zone("person:ada") == "Europe/Berlin"
             assert await store.chosen_model(session.key) == ModelChoice("smart", "telegram:u1", 100.0)
             assert await store.title(session) == "A greeting"
             assert [(a.user, a.action) for a in await Reads(store).actions()] == [("admin", "login")]

@@ -13,8 +13,9 @@ from pathlib import Path
 from bench.common import percentiles, running_stack, settle
 from bench.report import Figure, Goal
 from bot.conversation import Conversation
+from bot.schedules.jobs import JobKind, RuleKind, When
 from bot.schedules.service import Creator, Schedules, ScheduleSettings
-from bot.store.base import JobKind, RuleKind, When
+from bot.schedules.store import StoredSchedules
 from bot.store.sqlite import SQLiteStore
 
 NAME = "schedules"
@@ -98,7 +99,7 @@ def _daily(i: int, jobs: int) -> When:
 async def _make(db: Path, jobs: list[tuple[int, When]]) -> None:
     """Reminders made the way the bot makes them (the service over the store), one per chat."""
     async with SQLiteStore(db) as store:
-        schedules = Schedules(store, ScheduleSettings(max_per_person=1))
+        schedules = Schedules(StoredSchedules(store), ScheduleSettings(max_per_person=1))
         for chat, when in jobs:
             creator = Creator(Conversation.of_key(f"agent:main:telegram:dm:{chat}"), str(chat), f"User {chat}")
             await schedules.create(creator, JobKind.REMINDER, f"reminder for {chat}", when)

@@ -38,7 +38,7 @@ async def join(config: CoreConfig, store: AppStore) -> AsyncIterator[Cluster]:
     assert isinstance(store, PostgresStore) and url is not None, "the cluster runs on PostgreSQL only"
     c = config.cluster
     settings = ClusterSettings(c.instance or default_instance(), c.lease_seconds)
-    store.claim_as(settings.instance, settings.lease_seconds)  # scheduled occurrences: whose they are
+    store.claim_as(settings.instance, settings.lease_seconds)  # what it claims in the database names it
     cluster = Cluster(store.pool, url, settings)
     store.fence_with(cluster.fence)  # a turn commits only while its lane is still held here
     try:

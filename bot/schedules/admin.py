@@ -12,16 +12,19 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC
 
 from bot.schedules import rules
-from bot.store.base import Job, JobState, ScheduleStore
+from bot.schedules.jobs import Job, JobState
+from bot.schedules.store import StoredSchedules
+from bot.store.schema_steps import StepStore
 from bot.tracing import strip_controls as clean  # texts and names come from chat users
 
 OPEN = (JobState.ACTIVE, JobState.PAUSED)
 
 
-async def schedules_command(opened: AbstractAsyncContextManager[ScheduleStore], action: str, job_id: int | None, *,
+async def schedules_command(opened: AbstractAsyncContextManager[StepStore], action: str, job_id: int | None, *,
                             everything: bool = False) -> int:
     """List (``action`` "list") or cancel one job in the store ``opened`` opens; the exit code."""
-    async with opened as store:
+    async with opened as db:
+        store = StoredSchedules(db)
         if action == "list":
             jobs = await store.jobs(states=tuple(JobState) if everything else OPEN)
             print("\n".join(line(job) for job in jobs) if jobs else "no jobs")

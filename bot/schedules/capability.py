@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from bot.channels import Channel
     from bot.config.schema import CoreConfig
     from bot.schedules.checks import GrantedTools
+    from bot.schedules.jobs import Job
     from bot.schedules.operator import OperatorJobs
     from bot.schedules.scheduler import Scheduler
     from bot.schedules.service import Creator, Schedules
-    from bot.store.base import Job
     from bot.tools.base import Tool, ToolContext
 
 
@@ -83,6 +83,7 @@ async def open_schedules(core: Core) -> AsyncIterator[Scheduling]:
     from bot.schedules.checks import GrantedTools, check_allowed, check_tools, checks_for
     from bot.schedules.scheduler import Scheduler, TaskTools
     from bot.schedules.service import Schedules, ScheduleSettings
+    from bot.schedules.store import StoredSchedules
     from bot.schedules.tool import schedule_tool
 
     cfg = core.config
@@ -93,19 +94,20 @@ async def open_schedules(core: Core) -> AsyncIterator[Scheduling]:
     find_tool = check_tools(_Granted(granting), core.policy, core.rules) if granting else None
     checks = checks_for(core.exec_settings, sc.check_timeout, find_tool,
                         core.tool("exec"))
-    scheduler = Scheduler(core.store, core.turns, core.turns.outbox, core.access, settings,
+    store = StoredSchedules(core.store)
+    scheduler = Scheduler(store, core.turns, core.turns.outbox, core.access, settings,
                           platforms=core.channel_info,
                           limits=core.limits if core.limits.active else None,
                           tools=TaskTools(checks, may_check, core.workspaces.prepare, cfg.agent.id, gate=core.gate),
                           spell=core.spell, person_of=core.person_of)
-    schedules = Schedules(core.store, settings, wake=scheduler.wake, reach=_reach(core.channels))
+    schedules = Schedules(store, settings, wake=scheduler.wake, reach=_reach(core.channels))
     yield Scheduling(schedules, scheduler, schedule_tool(schedules, may_check, find_tool), core.on_sweep)
 
 
 def _reach(channels: Mapping[str, Channel]) -> Callable[[Job], Awaitable[str]]:
     """Why a job's messages may not reach its person, where its channel is ``Windowed`` (WhatsApp's 24 hours)."""
     from bot.channels import Windowed
-    from bot.store.base import RuleKind
+    from bot.schedules.jobs import RuleKind
 
     async def reach(job: Job) -> str:
         channel = channels.get(job.conversation.platform)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bot.schedules import rules
+from bot.schedules.jobs import JobKind, RuleKind, When
 from bot.schedules.service import Action, Creator, ScheduleError, Schedules
-from bot.store.base import JobKind, RuleKind, When
 
 Spell = Callable[[str], str]  # how a command is typed on the platform at hand
 _ACTIONS: dict[str, Action] = {"cancel": "cancel", "pause": "pause", "resume": "resume"}

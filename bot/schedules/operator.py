@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from bot.schedules import rules
-from bot.store.base import Job, JobState, RuleKind, ScheduleStore
+from bot.schedules.jobs import Job, JobState, RuleKind, ScheduleStore
 
 
 @dataclass(frozen=True, slots=True)

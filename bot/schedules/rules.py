@@ -31,7 +31,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from bot.store.base import RuleKind, When
+from bot.schedules.jobs import RuleKind, When
 
 DAY = 86400
 GAP_SAMPLES = 200  # occurrences looked at for the smallest gap of a cron rule

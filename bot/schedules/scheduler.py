@@ -42,8 +42,9 @@ from bot.observe import Signal
 from bot.runs import TaskOrder
 from bot.schedules import rules
 from bot.schedules.checks import CheckResult, Checks, CommandCheck, parse_check
+from bot.schedules.jobs import Claim, Closing, Job, JobKind, JobState, RuleKind, ScheduleStore
 from bot.schedules.service import ScheduleSettings
-from bot.store.base import Claim, Closing, Job, JobKind, JobState, RuleKind, ScheduleStore
+from bot.schedules.store import Closes
 from bot.tasks import OwnedTasks
 from bot.tools.base import Gate, ToolContext
 
@@ -311,7 +312,7 @@ class Scheduler:
                     output = checked.output
                     order = TaskOrder(user_id=job.creator, users=job.people, owner=owner, payers=payers,
                                       prompt_mode="minimal" if job.prompt == "minimal" else "full",
-                                      closes=(job.id, at))
+                                      commits=Closes(job.id, at))
                     outcome = await self._runner.run_task(c, _task_text(job, at, late, output), order)
         except Exception:
             log.exception("scheduler: task %d of %d failed session=%s", job.id, at, c.session_key)

@@ -20,7 +20,7 @@ from bot.conversation import Conversation
 from bot.errors import ChatgateError
 from bot.schedules import rules
 from bot.schedules.checks import Check, parse_check
-from bot.store.base import Job, JobKind, JobState, RuleKind, ScheduleStore, When
+from bot.schedules.jobs import Job, JobKind, JobState, RuleKind, ScheduleStore, When
 
 MAX_TEXT = 4000
 Action = Literal["cancel", "pause", "resume"]

@@ -19,8 +19,8 @@ from typing import Literal
 from bot.conversation import Conversation
 from bot.schedules import rules
 from bot.schedules.checks import Check, CommandCheck, McpFind, mcp_check
+from bot.schedules.jobs import Job, JobKind, RuleKind
 from bot.schedules.service import Action, Creator, ScheduleError, Schedules
-from bot.store.base import Job, JobKind, RuleKind
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
 
 log = logging.getLogger(__name__)

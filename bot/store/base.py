@@ -4,12 +4,11 @@ Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders,
 ``bot.access``, ``chatgate pairing`` and the dashboard), ``AnswerStore`` (what is owed to
 chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
 (compaction's summaries and cuts), ``MediaStore`` (voice modes, audio minutes),
-``ApprovalStore``, ``ScheduleStore`` (scheduled jobs, their occurrences and people's time
-zones, for ``bot.schedules``), ``ModelStore`` (a conversation's model, session titles),
-``NoteStore`` (what a chat or a person was told once, whichever instance told it), and
-``StepStore`` (a capability's own operations and tables: the dashboard's reads are
-``bot.dashboard.reads``). ``AppStore`` is all of them on one object, what the composition root opens;
-``SQLiteStore`` and ``PostgresStore`` implement it.
+``ApprovalStore``, ``ModelStore`` (a conversation's model, session titles), ``NoteStore``
+(what a chat or a person was told once, whichever instance told it), and ``StepStore`` (a
+capability's own operations and tables: the dashboard's reads are ``bot.dashboard.reads``).
+``AppStore`` is all of them on one object, what the composition root opens; ``SQLiteStore``
+and ``PostgresStore`` implement it.
 
 ``SQLiteStore`` (``bot.store.sqlite``) and ``PostgresStore`` (``bot.store.pg``) implement
 every one, and both pass the same contract suite (tests/test_store_contract.py).
@@ -17,29 +16,15 @@ every one, and both pass the same contract suite (tests/test_store_contract.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from bot.conversation import Conversation
 from bot.errors import ChatgateError
 from bot.llm import Message
 from bot.messages import Answer, InboundMessage
 from bot.providers.base import Usage
-from bot.store.jobs import (  # noqa: F401 - re-exported: the schedules' port
-    Claim,
-    Closing,
-    Job,
-    JobKind,
-    JobState,
-    JobStore,
-    Occurrence,
-    OccurrenceStore,
-    RuleKind,
-    ScheduleStore,
-    When,
-    ZoneStore,
-)
 from bot.store.schema_steps import StepStore
 from bot.tracing import TraceRecord
 
@@ -66,6 +51,11 @@ class LaneLost(ChatgateError):
     stored; the new holder answers its messages."""
 
 
+# more of a turn's writes, given by whoever started it (a capability's operation, ``bot.store.op``): given
+# the commit's time, run in the turn's transaction after its own writes
+TurnWrite: TypeAlias = Callable[[float], Generator[Any, Any, object]]
+
+
 @dataclass(frozen=True, slots=True)
 class Turn:
     """Everything one run adds to a session, written in one transaction.
@@ -74,7 +64,9 @@ class Turn:
     final answer. ``answer`` (the rendered reply owed to the chat) is stored with it;
     ``settle`` marks ``inbound_ids`` answered at once (a silent run: nothing to deliver).
     Otherwise they are answered when the answer's last chunk is delivered, or stay
-    unanswered (a run cancelled by shutdown, answered again after the restart)."""
+    unanswered (a run cancelled by shutdown, answered again after the restart). ``also`` are
+    the writes of whoever started the turn, in the same transaction (a capability's work
+    that ends with the turn, so that a restart never does it again)."""
 
     session: Session
     run_id: str
@@ -87,7 +79,7 @@ class Turn:
     answer: Answer | None = None
     settle: bool = False
     charges: tuple[Charge, ...] = ()  # this turn's own model calls, per person it served (not its sub-agents')
-    closes: Closing | None = None  # the scheduled occurrence this turn ran, closed in the same transaction
+    also: tuple[TurnWrite, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,7 +457,7 @@ class MediaStore(Protocol):
         """Seconds of audio transcribed for ``person`` since ``since``."""
         ...
 
-class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ScheduleStore, ModelStore,
-               NoteStore, StepStore, Protocol):
+class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ModelStore, NoteStore,
+               StepStore, Protocol):
     """Every store port on one object: what the composition root opens and hands out
     (``SQLiteStore``, ``PostgresStore``)."""

@@ -1,9 +1,11 @@
 """Sessions, their messages and summaries, usage, charges and traces (the ``Store`` port's
 history half and the ``SummaryStore``), written once for both stores.
 
-A turn is one transaction: its messages, usage, charges, answer, settled inbound rows, closed
-occurrence and trace; on PostgreSQL one statement (``one_statement``), which with several
-instances also checks its lane's lease (the driver's ``_turn_guard``, ``bot.store.pg.history``).
+A turn is one transaction: its messages, usage, charges, answer, settled inbound rows and trace,
+then the writes of whoever started it (``Turn.also``); on PostgreSQL its own rows are one
+statement (``one_statement``: the whole turn, without BEGIN and COMMIT, when it has no ``also``),
+which with several instances also checks its lane's lease (the driver's ``_turn_guard``,
+``bot.store.pg.history``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from bot.store.base import Recent, Session, SessionOf, StoredMessage, Summary, T
 from bot.store.engine import Engine
 from bot.store.inbound import MARK_ANSWERED, mark_answered
 from bot.store.op import Driven, Op, Row, TurnGuard, execute, inserted, many, one, rows, value
-from bot.store.schedules import close
 from bot.tracing import Span, SpanKind, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ def _into(insert: str) -> tuple[str, str]:
 
 
 def turn_rows(turn: Turn, now: float) -> list[tuple[str, list[tuple[Any, ...]]]]:
-    """What a turn inserts (but its settled messages and closed occurrence): (INSERT of one row, rows)
+    """What a turn inserts (but its settled messages and its ``also``): (INSERT of one row, rows)
     per table, in the order a foreign key needs (an answer before its chunks, a trace before its spans)."""
     sid, run_id = turn.session.id, turn.run_id
     u = turn.usage
@@ -208,7 +209,7 @@ def one_statement(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) ->
 
 
 def append_turn(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) -> Op[None]:
-    if d.with_writes and turn.closes is None:  # PostgreSQL: the turn and its guard in one statement
+    if d.with_writes and not turn.also:  # PostgreSQL: the turn and its guard in one statement
         sql, args = one_statement(d, turn, now, guard)
         if guard is None:
             yield from execute(sql, *args)
@@ -229,8 +230,8 @@ def append_turn(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) -> O
             yield from many(sql, rows_)
         if turn.settle:
             yield from mark_answered(d, turn.inbound_ids, now)
-    if turn.closes is not None:  # a scheduled task's turn: its occurrence ends with it, never run again
-        yield from close(turn.closes, now)
+    for write in turn.also:  # whoever started the turn: what ends with it (never done again after a restart)
+        yield from write(now)
 
 
 def with_spans(d: Engine, trace_rows: list[Row]) -> Op[list[TraceRecord]]:
@@ -299,10 +300,10 @@ class HistoryOps(Driven):
         return saved
 
     async def append_turn(self, turn: Turn) -> None:
-        adds = bool(turn.messages or turn.inbound_ids or turn.answer is not None or turn.closes is not None)
+        adds = bool(turn.messages or turn.inbound_ids or turn.answer is not None or turn.also)
         guard = self._turn_guard(turn) if adds else None
         await self._write(append_turn(self.engine, turn, time.time(), guard),
-                          alone=self.engine.with_writes and turn.closes is None)  # one statement
+                          alone=self.engine.with_writes and not turn.also)  # one statement
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, turn.run_id, len(turn.messages))
 
     async def usage(self, session: Session) -> UsageTotals:

@@ -13,7 +13,7 @@ differently, an operation asks its ``Engine`` (``bot.store.engine``).
         return None if found is None else str(found)
 
 Each port's operations live in its module (``inbound``, ``history``, ``answers``, ``pairing``,
-``approvals``, ``media``, ``schedules``, ``models``, ``browse``) with a mixin of its async
+``approvals``, ``media``, ``models``, ``browse``) with a mixin of its async
 methods on ``Driven``; ``bot.store.operations.Operations`` is all of them, and each driver is
 that class and the few methods of its plumbing (no driver writes an operation of its own:
 tests/test_store_once.py).
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from bot.store.engine import Engine
+from bot.store.schema_steps import Claimant
 
 if TYPE_CHECKING:
     from bot.store.base import Turn
@@ -131,7 +132,7 @@ class Driven:
     PostgreSQL driver's hooks for several instances (none on SQLite)."""
 
     engine: ClassVar[Engine]
-    _claimer: str | None = None  # who claims scheduled occurrences (PostgreSQL; "" alone); None: no such column
+    _claimant: Claimant | None = None  # who claims work in the database (PostgreSQL); None: SQLite
 
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
         """``operation`` outside a transaction; ``snapshot``: its statements see one moment
@@ -151,8 +152,4 @@ class Driven:
     def _turn_guard(self, turn: Turn) -> TurnGuard | None:
         """What a turn that adds to its conversation checks first, in its transaction (PostgreSQL
         with several instances: its lane's lease, ``bot.store.pg.history``); None: nothing."""
-        return None
-
-    def _take_over(self) -> Op[list[Row]] | None:
-        """Several instances: ``unclosed`` takes over the dead ones' occurrences (``bot.store.pg.schedules``)."""
         return None

@@ -12,10 +12,9 @@ from bot.store.media import MediaOps
 from bot.store.models import ModelOps
 from bot.store.notes import NoteOps
 from bot.store.pairing import PairingOps
-from bot.store.schedules import ScheduleOps
 from bot.store.steps import StepOps
 
 
-class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, MediaOps, ScheduleOps, ModelOps,
-                 NoteOps, StepOps):
+class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, MediaOps, ModelOps, NoteOps,
+                 StepOps):
     """The ``AppStore`` ports on a driver's ``_read`` and ``_write``."""

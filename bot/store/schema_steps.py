@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from bot.store.engine import Engine
@@ -58,12 +59,28 @@ def _has_code(statement: str) -> bool:
     return any(line.strip(" \t;") for line in lines)
 
 
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """Who claims work in a PostgreSQL database (rows that one instance runs and another takes over
+    when it dies): ``instance`` ("" alone on the database), since when this life of it claims, and
+    the lease after which a silent instance's work may be taken over (``bot.store.pg.sql.alive``)."""
+
+    instance: str = ""
+    since: float = 0.0
+    lease_seconds: float = 15.0
+
+
 class StepStore(Protocol):
     """What a capability package's port runs on (``bot.store.steps``): its operations (generators
     of ``bot.store.op`` requests) and its migrations."""
 
     @property
     def where(self) -> str: ...
+
+    @property
+    def claimant(self) -> Claimant | None:
+        """Who claims work here (PostgreSQL); None on SQLite (one process, its rows name no claimer)."""
+        ...
 
     @property
     def engine(self) -> Engine:

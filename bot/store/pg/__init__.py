@@ -4,8 +4,8 @@
 
 ``base`` is the driver (the pool, a read, a write in one transaction, ``schema`` the
 migrations); what only several instances need, with no SQLite twin, is here too: a turn's
-commit fenced by its lane's lease (``history``), scheduled occurrences claimed per instance
-and taken over from dead ones (``schedules``), and the SQL the cluster shares (``answers``,
+commit fenced by its lane's lease (``history``), the instance that claims work (``claim_as``,
+which a capability's claims read as ``claimant``), and the SQL the cluster shares (``answers``,
 ``inbound``, ``sql``).
 """
 
@@ -14,10 +14,9 @@ from __future__ import annotations
 from bot.store.operations import Operations
 from bot.store.pg.base import PgBase, safe_url
 from bot.store.pg.history import PgFencing
-from bot.store.pg.schedules import PgClaims
 
 
-class PostgresStore(PgFencing, PgClaims, PgBase, Operations):
+class PostgresStore(PgFencing, PgBase, Operations):
     """Every store port on one PostgreSQL database; ``async with PostgresStore(url) as store``."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -25,6 +26,7 @@ from bot.store.engine import POSTGRES
 from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
 from bot.store.pg import schema
 from bot.store.pg.sql import numbered, returning_id
+from bot.store.schema_steps import Claimant
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class PgBase(Driven):
     """The pool and its lifecycle; subclasses add the ports."""
 
     engine = POSTGRES
+    _claimant: Claimant | None = Claimant()  # alone on the database: work is claimed by no instance by name
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self._url = url
@@ -72,6 +75,11 @@ class PgBase(Driven):
         if self._pool is None:
             raise StoreError(f"store is not open: {self._where}")
         return self._pool
+
+    def claim_as(self, instance: str, lease_seconds: float) -> None:
+        """Several instances share the database: work claimed in it names ``instance`` from now on, and
+        what instances silent for ``lease_seconds`` claimed may be taken over (``claimant``)."""
+        self._claimant = Claimant(instance, time.time(), lease_seconds)
 
     async def open(self) -> Self:
         """Connect and migrate; closes the pool again if either fails."""

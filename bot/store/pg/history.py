@@ -1,8 +1,8 @@
 """A turn's commit fenced by its lane's lease, with several instances (PostgreSQL only; the
 history itself is ``bot.store.history``, written once).
 
-A turn that adds to a conversation (messages, an answer, settled messages, a closed
-occurrence) commits only while ``fence(session key)`` names the lease this instance still
+A turn that adds to a conversation (messages, an answer, settled messages, writes of whoever
+started it) commits only while ``fence(session key)`` names the lease this instance still
 holds, unchanged (``bot.cluster.Cluster.fence``); else ``append_turn`` writes nothing of it and
 raises ``LaneLost``. The check is part of the statement that writes the turn (``guard``: every
 write is made on the condition that the lease's row, locked ``FOR KEY SHARE``, is found), so the

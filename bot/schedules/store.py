@@ -1,5 +1,6 @@
 """Scheduled jobs, their occurrences and people's zones (the ``ScheduleStore`` port, tables of
-``0012_schedules``), written once for both stores.
+the core's migration ``0012_schedules``), written once for both stores: operations
+(``bot.store.op``) that ``StoredSchedules`` runs with the store's ``read`` and ``write``.
 
 A job's ``next_at`` is its next occurrence (UTC epoch seconds); claiming an occurrence is a
 compare-and-set on it (``CLAIM_JOB``: the job must still be active and point at that
@@ -7,23 +8,31 @@ instant) together with the insert of the occurrence's row, keyed by (job, instan
 claimers of one occurrence cannot both win; each claim of a batch is a savepoint of its own.
 (A parameter compared in a CASE is cast, so that PostgreSQL knows its type.)
 
-On PostgreSQL with several instances an occurrence also names its claimer, and ``unclosed``
-takes over the dead instances' occurrences (``bot.store.pg.schedules``).
+On PostgreSQL an occurrence also names its claimer, the instance running it (the store's
+``claimant``: "" alone on the database). With several instances ``unclosed`` is then a take-over
+rather than a read: it returns the running occurrences whose claimer is gone (no heartbeat for a
+lease's time, or stopped) or is this instance's earlier life, having made this instance their
+claimer in the same statement (``FOR UPDATE SKIP LOCKED``), so that of two instances sweeping at
+once only one runs a dead one's task again. A task's turn closes its occurrence in the turn's own
+transaction (``Closes``, the ``commits`` of its ``TaskOrder``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from bot.conversation import ChannelInfo, Conversation
 from bot.messages import Answer, ChatType
+from bot.schedules.jobs import Claim, Closing, Job, JobKind, JobState, Occurrence, RuleKind, When
 from bot.session_keys import parse_key
 from bot.store.answers import insert_answer
-from bot.store.base import Claim, Closing, Job, JobKind, JobState, Occurrence, RuleKind, When
 from bot.store.engine import Engine
-from bot.store.op import Driven, Op, count, execute, inserted, one, rows, value
+from bot.store.op import Op, Row, count, execute, inserted, one, rows, value
+from bot.store.schema_steps import Claimant, StepStore
 
 OCCURRENCES_KEPT = 30 * 86400  # seconds a closed occurrence's row is kept (the claim key outlives any restart)
 
@@ -63,6 +72,24 @@ ZONE = "SELECT zone FROM person_zones WHERE person = ?"
 SET_ZONE = ("INSERT INTO person_zones (person, zone, set_at) VALUES (?, ?, ?)"
             " ON CONFLICT (person) DO UPDATE SET zone = excluded.zone, set_at = excluded.set_at")
 FORGET_ZONE = "DELETE FROM person_zones WHERE person = ?"
+
+
+@cache
+def _take_over() -> str:
+    """$1: this instance, $2: when this life began, $3: a lease's seconds (PostgreSQL only)."""
+    from bot.store.pg.sql import alive  # several instances: PostgreSQL's driver is loaded already
+
+    job_columns = ", ".join("j." + c.strip() for c in COLUMNS.split(","))
+    return (
+        "WITH gone AS (SELECT o.job_id, o.at FROM occurrences o WHERE o.state = 'running'"
+        " AND (o.claimer = '' OR (o.claimer = $1 AND o.claimed_at < $2)"
+        f" OR (o.claimer <> $1 AND NOT {alive('o.claimer', '$3')}))"
+        " FOR UPDATE OF o SKIP LOCKED),"
+        " taken AS (UPDATE occurrences o SET claimer = $1 FROM gone"
+        " WHERE o.job_id = gone.job_id AND o.at = gone.at RETURNING o.job_id, o.at, o.late, o.claimed_at)"
+        f" SELECT {job_columns}, t.at, t.late, t.claimed_at FROM taken t JOIN jobs j ON j.id = t.job_id"
+        " ORDER BY t.claimed_at, t.job_id"
+    )
 
 
 def update(states: int) -> str:
@@ -170,47 +197,70 @@ def close_with(closing: Closing, answer: Answer | None, now: float) -> Op[int | 
     return failures
 
 
-class ScheduleOps(Driven):
+@dataclass(frozen=True, slots=True)
+class Closes:
+    """What a task's turn writes in its own transaction (``TaskOrder.commits``): the occurrence
+    ``at`` of ``job_id`` closed with how the turn ended, so that a restart never runs it again."""
+
+    job_id: int
+    at: int
+
+    def __call__(self, outcome: str, now: float) -> Op[int | None]:
+        return close(Closing(self.job_id, self.at, outcome), now)
+
+
+def take_over(claimant: Claimant) -> Op[list[Row]]:
+    return rows(_take_over(), claimant.instance, claimant.since, claimant.lease_seconds)
+
+
+class StoredSchedules:
+    """The ``ScheduleStore`` on the one store: its operations run by the store's ``read`` and ``write``."""
+
+    def __init__(self, store: StepStore) -> None:
+        self._store = store
+
     async def add_job(self, job: Job, *, max_per_person: int) -> Job | None:
-        return await self._write(add(self.engine, job, max_per_person, time.time()))
+        return await self._store.write(add(self._store.engine, job, max_per_person, time.time()))
 
     async def job(self, job_id: int) -> Job | None:
-        found = await self._read(one(ONE, job_id))
+        found = await self._store.read(one(ONE, job_id))
         return None if found is None else job_from(found)
 
     async def jobs(self, *, person: str | None = None, platform: str | None = None, chat_id: str | None = None,
                    states: Sequence[JobState] = (JobState.ACTIVE, JobState.PAUSED)) -> list[Job]:
         query, args = listing(person, platform, chat_id, states)
-        return [job_from(r) for r in await self._read(rows(query, *args))]
+        return [job_from(r) for r in await self._store.read(rows(query, *args))]
 
     async def update_job(self, job_id: int, *, expect: Sequence[JobState], state: JobState,
                          next_at: int | None = None, reason: str = "", answer: Answer | None = None) -> bool:
-        return await self._write(move(job_id, expect, state, next_at, reason, answer, time.time()))
+        return await self._store.write(move(job_id, expect, state, next_at, reason, answer, time.time()))
 
     async def next_due(self) -> int | None:
-        found = await self._read(value(NEXT_DUE))
+        found = await self._store.read(value(NEXT_DUE))
         return None if found is None else int(found)
 
     async def due(self, until: int, limit: int) -> list[Job]:
-        return [job_from(r) for r in await self._read(rows(DUE, until, limit))]
+        return [job_from(r) for r in await self._store.read(rows(DUE, until, limit))]
 
     async def claim(self, claims: Sequence[Claim]) -> list[bool]:
-        return await self._write(claim(claims, time.time(), self._claimer))
+        claimant = self._store.claimant  # None: SQLite's occurrences name no claimer
+        return await self._store.write(claim(claims, time.time(), None if claimant is None else claimant.instance))
 
     async def close_occurrence(self, closing: Closing, answer: Answer | None = None) -> int | None:
-        return await self._write(close_with(closing, answer, time.time()))
+        return await self._store.write(close_with(closing, answer, time.time()))
 
     async def unclosed(self) -> list[Occurrence]:
-        take_over = self._take_over()
-        found = await (self._read(rows(UNCLOSED)) if take_over is None else self._write(take_over))
+        claimant = self._store.claimant
+        found = await (self._store.write(take_over(claimant)) if claimant is not None and claimant.instance
+                       else self._store.read(rows(UNCLOSED)))
         return [Occurrence(job_from(r), *r[WIDTH:WIDTH + 3]) for r in found]
 
     async def zone(self, person: str) -> str | None:
-        found = await self._read(value(ZONE, person))
+        found = await self._store.read(value(ZONE, person))
         return None if found is None else str(found)
 
     async def set_zone(self, person: str, zone: str | None) -> None:
         if zone is None:
-            await self._write(execute(FORGET_ZONE, person))
+            await self._store.write(execute(FORGET_ZONE, person))
         else:
-            await self._write(execute(SET_ZONE, person, zone, time.time()))
+            await self._store.write(execute(SET_ZONE, person, zone, time.time()))

@@ -1,5 +1,5 @@
-"""The ``ScheduleStore`` port of ``bot.schedules``: jobs, their occurrences and people's time
-zones (the operations: ``bot.store.schedules``; ``bot.store.base`` re-exports these names)."""
+"""The schedules' nouns and their store port, ``ScheduleStore``: jobs, their occurrences and
+people's time zones (its operations on the one store: ``bot.schedules.store``)."""
 
 from __future__ import annotations
 
