@@ -18,7 +18,7 @@ from bot.limits import LimitSettings, PersonLimits
 from bot.media.audio_length import seconds_of
 from bot.media.transcription import NOT_HEARD, NOT_UNDERSTOOD, TranscriptionSettings, MediaTranscription
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
-from bot.text.naming import addresses, spoken_command
+from bot.media.naming import addresses, spoken_command
 from tests.fakes.audio import ogg_opus
 
 NAMES_OF_BOT = ("chatgate_bot", "Chatgate")

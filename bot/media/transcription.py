@@ -23,16 +23,21 @@ from typing import Protocol
 from bot.errors import ProviderError
 from bot.limits import PersonLimits
 from bot.media.audio_length import longest_seconds, seconds_of
-from bot.stages import Transcript
-
-__all__ = ["NOT_HEARD", "NOT_UNDERSTOOD", "MediaTranscription", "Transcriber", "Transcript", "TranscriptionSettings",
-           "echo_line"]
 from bot.messages import Attachment, ChatType, InboundMessage
 
 log = logging.getLogger(__name__)
 
 NOT_UNDERSTOOD = "Sorry, I couldn't understand your voice message; please try again, or type it."
 NOT_HEARD = "Sorry, I couldn't hear anything in your voice message; please try again, or type it."
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A transcript (``refusal`` None), or the sentence the person gets instead."""
+
+    text: str = ""
+    refusal: str | None = None
+    seconds: float = 0.0
 
 
 class Transcribed(Protocol):
@@ -60,7 +65,8 @@ class TranscriptionSettings:
 
 
 class MediaTranscription:
-    """The media capability's ``Transcription`` (``bot.stages``)."""
+    """Audio in a message made text (``media.transcription``), within the caps and the minutes
+    each person has; ``payers``: whose minutes (none for an owner). ``bot.media.hearing`` is its stage."""
 
     nothing_heard = NOT_HEARD
 
