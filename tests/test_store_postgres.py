@@ -18,12 +18,13 @@ import pytest
 
 from bot.capabilities import registry as capability_registry
 from bot.cli import main
-from bot.cluster.node import Cluster, ClusterSettings
 from bot.cluster import schema as cluster_schema
+from bot.cluster.node import Cluster, ClusterSettings
 from bot.conversation import Conversation
 from bot.dashboard.reads import Reads
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.llm import Message
+from bot.media import ops as media_ops
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
 from bot.store.base import (
@@ -144,8 +145,8 @@ async def _fill(path: Path) -> dict[str, int]:
         await store.add_approval(ApprovalRecord("a1", "run1", "c1", session.key, "telegram", "c1", "dm", None,
                                                 "exec", "telegram:u1", asked_at=100.0))
         await store.grant("session", session.key, "exec", "*", "telegram:u1", 100.0)
-        await store.set_voice_mode("telegram", "c1", "auto")
-        await store.record_audio("person:ada", 42.5, 100.0)
+        await store.write(media_ops.set_voice_mode("telegram", "c1", "auto"))
+        await store.write(media_ops.record_audio("person:ada", 42.5, 100.0))
         conversation = Conversation.of_key(session.key, account="bot1")
         task = await store.add_job(Job(0, JobKind.TASK, "summarise", When(RuleKind.EVERY, "Europe/Berlin", 1000, 3600),
                                        conversation, "u1", "Ada", next_at=1000), max_per_person=5)
@@ -179,8 +180,8 @@ async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
             assert (await store.approval("a1")) is not None
             assert await store.granted("session", session.key, "exec", "ls")
             assert await store.usage_since("telegram:u1", 0) == (15, 0.01)
-            assert await store.voice_mode("telegram", "c1") == "auto"
-            assert await store.audio_since("person:ada", 0) == 42.5
+            assert await store.read(media_ops.voice_mode("telegram", "c1")) == "auto"
+            assert await store.read(media_ops.audio_since("person:ada", 0)) == 42.5
             [task] = await store.jobs()
             assert (task.id, task.text, task.next_at, task.when.every) == (ids["job"], "summarise", 4600, 3600)
             [left] = await store.unclosed()  # the SQLite process's occurrence: a previous life's

@@ -42,6 +42,7 @@ async def _voice(media: Media, call: CommandCall) -> Reply:
 @asynccontextmanager
 async def open_media(core: Core) -> AsyncIterator[Media]:
     from bot.media.hearing import Hearing
+    from bot.media.minutes import AudioMinutes
     from bot.media.speaking import SpeechSettings, VoiceAnswers
     from bot.media.transcription import MediaTranscription, TranscriptionSettings
     from bot.providers import make_audio
@@ -60,8 +61,10 @@ async def open_media(core: Core) -> AsyncIterator[Media]:
         t, sp = media.transcription, media.speech
         hearing = None
         if "transcription" in clients:
+            allowed = core.limits.settings.audio_minutes_per_day  # a core key: limits.audio_minutes_per_day
             transcription = MediaTranscription(clients["transcription"], TranscriptionSettings(
-                t.model, t.max_seconds, int(t.max_mb * 1024 * 1024), media.echo_transcript), core.limits)
+                t.model, t.max_seconds, int(t.max_mb * 1024 * 1024), media.echo_transcript),
+                AudioMinutes(allowed, core.store) if allowed is not None else None)
             hearing = Hearing(transcription, core.channels, core.access, core.workspaces, core.turns.outbox)
         speaker = clients.get("speech")
         yield Media(hearing, VoiceAnswers(core.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars)

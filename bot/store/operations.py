@@ -8,7 +8,6 @@ from bot.store.answers import AnswerOps
 from bot.store.approvals import ApprovalOps
 from bot.store.history import HistoryOps
 from bot.store.inbound import InboundOps
-from bot.store.media import MediaOps
 from bot.store.models import ModelOps
 from bot.store.notes import NoteOps
 from bot.store.pairing import PairingOps
@@ -16,6 +15,6 @@ from bot.store.schedules import ScheduleOps
 from bot.store.steps import StepOps
 
 
-class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, MediaOps, ScheduleOps, ModelOps,
-                 NoteOps, StepOps):
+class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, ScheduleOps, ModelOps, NoteOps,
+                 StepOps):
     """The ``AppStore`` ports on a driver's ``_read`` and ``_write``."""
