@@ -37,7 +37,7 @@ from bot.routing.config import open_models
 from bot.routing.titles import Titles
 from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
-from bot.stages import Speaks, Transcribes
+from bot.stages import Speaks
 from bot.store import AppStore, store_for
 from bot.tools import policy_for, registry_from_config
 from bot.tools.approval import ApprovalRules
@@ -168,14 +168,11 @@ class App:
                     capability_spec.open(core))
                 if isinstance(opened := self.capabilities[capability_spec.name], Channels):
                     self.channels.update(opened.channels())  # the dict every part holds: started below
-        running = self.capabilities.values()
-        transcription = next((t for c in running
-                              if isinstance(c, Transcribes) and (t := c.transcription()) is not None), None)
-        for speaking in (s for c in running if isinstance(c, Speaks) and (s := c.speaking()) is not None):
+        for speaking in (s for c in self.capabilities.values()
+                         if isinstance(c, Speaks) and (s := c.speaking()) is not None):
             self.turns.speak_with(speaking)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent, transcription=transcription,
-                             capabilities=self.capabilities, peers=cluster)
+                             limits=person_limits, agent=agent, capabilities=self.capabilities, peers=cluster)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
         for capability in self.capabilities.values():

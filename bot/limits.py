@@ -1,5 +1,6 @@
-"""Limits per person: a message rate, daily token and cost budgets, checked before a run, and
-minutes of audio transcribed per day, checked before a voice note is transcribed.
+"""Limits per person: a message rate, daily token and cost budgets, checked before a run (the
+minutes of audio transcribed per day, ``audio_minutes_per_day``, are the media capability's to
+count: ``bot.media.minutes``).
 
 A person is ``platform:user_id``. A message sent as a channel (``Sender.as_channel``) also
 counts against one bucket that all channels share in its chat (``limit_keys``): a Telegram user
@@ -56,7 +57,7 @@ class LimitSettings:
     messages_per_minute: int | None = 20
     daily_tokens: int | None = None
     daily_cost_usd: float | None = None
-    audio_minutes_per_day: float | None = None  # of voice notes and audio transcribed
+    audio_minutes_per_day: float | None = None  # of voice notes and audio transcribed (counted by bot.media)
     bot_daily_tokens: int | None = None  # the whole bot's daily budgets (everyone's charges together)
     bot_daily_cost_usd: float | None = None
 
@@ -73,8 +74,6 @@ class Refusal:
 
 class UsageStore(Protocol):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]: ...
-    async def audio_since(self, person: str, since: float) -> float: ...
-    async def record_audio(self, person: str, seconds: float, at: float) -> None: ...
 
 
 @runtime_checkable
@@ -131,8 +130,6 @@ class _Person:
     used_tokens: int = 0
     used_cost: float = 0.0
     told: dict[str, float] | None = None  # reason -> told until
-    audio_day: float = -1.0  # start of the UTC day ``used_audio`` counts
-    used_audio: float = 0.0  # seconds
 
 
 class PersonLimits:
@@ -218,43 +215,11 @@ class PersonLimits:
         return await self._bot_today(self._clock())
 
     async def _bot_today(self, now: float) -> tuple[int, float]:
-        b, day = self._bot, _day_start(now)
+        b, day = self._bot, day_start(now)
         if self._bot_usage is not None and (b.day != day or self._shared is not None):
             b.used_tokens, b.used_cost = await self._bot_usage.bot_usage_since(day)
             b.day = day
         return b.used_tokens, b.used_cost
-
-    async def check_audio(self, people: Sequence[str], seconds: float | None) -> Refusal | None:
-        """May ``seconds`` of audio (None: not known yet) be transcribed for ``people``
-        (``limit_keys``)? A refusal names what is left today, and is said each time: a voice
-        note refused is one the person spoke, not a flood."""
-        allowed = self.settings.audio_minutes_per_day
-        if allowed is None:
-            return None
-        now = self._clock()
-        for person in people:
-            p = self._person(person, now)
-            await self._audio_today(person, p, now)
-            left = allowed * 60 - p.used_audio
-            if left <= 0 or (seconds is not None and seconds > left):
-                rest = f"{left:.0f} s" if left < 120 else f"{left / 60:.0f} minutes"
-                text = (f"You've used today's {allowed:g} minutes of voice messages; type instead, or try again "
-                        "after 00:00 UTC." if left < 1 else
-                        f"That voice message is longer than the {rest} of audio you have left today; send a "
-                        "shorter one, or type instead.")
-                return Refusal(text, "audio")
-        return None
-
-    async def spend_audio(self, people: Sequence[str], seconds: float) -> None:
-        """Count ``seconds`` of audio transcribed for each of ``people`` (stored, and at once here)."""
-        if self.settings.audio_minutes_per_day is None or seconds <= 0:
-            return
-        now = self._clock()
-        for person in people:
-            p = self._person(person, now)
-            await self._audio_today(person, p, now)
-            p.used_audio += seconds
-            await self._store.record_audio(person, seconds, now)
 
     def charge(self, charges: Sequence[Charge]) -> None:
         """The ``Meter``: model calls just charged to these people (the budgets count them at
@@ -294,16 +259,10 @@ class PersonLimits:
         return p
 
     async def _today(self, person: str, p: _Person, now: float) -> None:
-        day = _day_start(now)
+        day = day_start(now)
         if p.day != day or self._shared is not None:  # several instances: each one's charges count at once
             p.used_tokens, p.used_cost = await self._store.usage_since(person, day)
             p.day = day
-
-    async def _audio_today(self, person: str, p: _Person, now: float) -> None:
-        day = _day_start(now)
-        if p.audio_day != day:
-            p.used_audio = await self._store.audio_since(person, day)
-            p.audio_day = day
 
     async def _refuse(self, person: str, p: _Person, reason: str, until: float, now: float, text: str) -> Refusal:
         """The refusal, with its sentence the first time in the window (on any instance)."""
@@ -331,7 +290,8 @@ def limit_keys(msg: InboundMessage, person: str | None = None, channel: object =
     return (own,)
 
 
-def _day_start(now: float) -> float:
+def day_start(now: float) -> float:
+    """The start of ``now``'s day, UTC."""
     day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     return day.timestamp()
 

@@ -21,7 +21,7 @@ from tests.fakes.llm_server import FakeLLM
 from tests.test_gateway_runs import Running, running  # noqa: F401,F811 - the fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-HUBS = ("bot/intake/flow.py", "bot/intake/transcribing.py", "bot/turns.py", "bot/commands.py", "bot/agent/loop.py")
+HUBS = ("bot/intake/flow.py", "bot/turns.py", "bot/commands.py", "bot/agent/loop.py")
 
 
 def _capability_packages() -> tuple[str, ...]:

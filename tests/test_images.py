@@ -114,12 +114,6 @@ async def test_the_charge_counts_in_the_daily_budget() -> None:
         async def usage_since(self, person: str, since: float) -> tuple[int, float]:
             return 0, 0.0
 
-        async def audio_since(self, person: str, since: float) -> float:
-            return 0.0
-
-        async def record_audio(self, person: str, seconds: float, at: float) -> None:
-            return None
-
     limits = PersonLimits(LimitSettings(daily_cost_usd=0.05), Usage())
     assert await limits.check("telegram:1") is None
     limits.charge([Charge("telegram:1", 0, 0.06)])

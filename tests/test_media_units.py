@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,11 +15,13 @@ from adapters.discord.inbound import attachment_of
 from adapters.slack.inbound import attachments_of
 from bot.commands import NAMES
 from bot.errors import ProviderUnavailableError
-from bot.limits import LimitSettings, PersonLimits
 from bot.media.audio_length import seconds_of
-from bot.media.transcription import NOT_HEARD, NOT_UNDERSTOOD, TranscriptionSettings, MediaTranscription
+from bot.media.minutes import AudioMinutes
+from bot.media.naming import addresses, spoken_command
+from bot.media.transcription import NOT_HEARD, NOT_UNDERSTOOD, MediaTranscription, TranscriptionSettings
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
-from bot.text.naming import addresses, spoken_command
+from bot.store.op import rows
+from bot.store.sqlite import SQLiteStore
 from tests.fakes.audio import ogg_opus
 
 NAMES_OF_BOT = ("chatgate_bot", "Chatgate")
@@ -146,35 +149,29 @@ class Transcriber:
         return reply
 
 
-class Minutes:
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, float]] = []
-
-    async def usage_since(self, person: str, since: float) -> tuple[int, float]:
-        return 0, 0.0
-
-    async def audio_since(self, person: str, since: float) -> float:
-        return sum(s for p, s in self.rows if p == person)
-
-    async def record_audio(self, person: str, seconds: float, at: float) -> None:
-        self.rows.append((person, seconds))
 
 
 def note(duration: float | None = None, size: int | None = None) -> Attachment:
     return Attachment(AttachmentKind.VOICE, "voice-1.ogg", "audio/ogg", size, duration=duration)
 
 
-async def test_the_listener_hears_within_its_caps_and_counts_minutes_once_heard() -> None:
-    minutes = Minutes()
-    limits = PersonLimits(LimitSettings(messages_per_minute=None, audio_minutes_per_day=1), minutes)
+async def test_the_listener_hears_within_its_caps_and_counts_minutes_once_heard(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "db.sqlite") as store:
+        await _hears_within_its_caps(store)
+
+
+async def _hears_within_its_caps(store: SQLiteStore) -> None:
+    minutes = AudioMinutes(1, store)
     transcriber = Transcriber(Said("  hello   there "), ProviderUnavailableError("down"), Said(""), Said("x", 9.0))
-    transcription = MediaTranscription(transcriber, TranscriptionSettings("whisper-1", max_seconds=60, max_bytes=1000), limits)
+    transcription = MediaTranscription(transcriber, TranscriptionSettings("whisper-1", max_seconds=60, max_bytes=1000),
+                                       minutes)
     heard = await transcription.transcribe(note(), ogg_opus("hello", 20), ("t:1",))
     assert (heard.text, heard.refusal, heard.seconds) == ("hello there", None, 20.0)
     assert (await transcription.transcribe(note(), ogg_opus("x", 5), ("t:1",))).refusal == NOT_UNDERSTOOD
     assert (await transcription.transcribe(note(), ogg_opus("x", 5), ("t:1",))).refusal == NOT_HEARD  # counted: it was heard
     assert (await transcription.transcribe(note(), b"mp3", ("t:1",))).seconds == 9.0  # what the endpoint billed
-    assert minutes.rows == [("t:1", 20.0), ("t:1", 5.0), ("t:1", 9.0)]
+    assert await store.read(rows("SELECT person, seconds FROM audio_use ORDER BY id")) == \
+        [("t:1", 20.0), ("t:1", 5.0), ("t:1", 9.0)]
     refused = await transcription.transcribe(note(), ogg_opus("x", 30), ("t:1",))  # 26 s left today
     assert refused.refusal is not None and "26 s of audio you have left" in refused.refusal
     assert (await transcription.transcribe(note(duration=61), b"", ("t:1",))).refusal == \

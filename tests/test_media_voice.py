@@ -15,6 +15,7 @@ import pytest
 
 from adapters.telegram.channel import TelegramChannel
 from bot.app import App
+from bot.media import ops as media_ops
 from bot.settings import load_config
 from tests.fakes.audio import FakeAudio, Heard, ogg_opus
 from tests.fakes.llm_server import FakeLLM, Reply
@@ -209,7 +210,7 @@ async def test_minutes_of_audio_per_day_are_counted_per_person(stack: Stack) -> 
     await tg.wait_for(lambda: any(s.chat_id == DM + 1 for s in tg.sent), timeout=10)
     assert [said(s.plain) for s in tg.sent if s.chat_id == DM + 1] == ["echo: someone else"]
     assert len(stack.audio.transcriptions) == 3
-    assert await app.store.audio_since(f"telegram:{DM}", 0) == pytest.approx(12.0)
+    assert await app.store.read(media_ops.audio_since(f"telegram:{DM}", 0)) == pytest.approx(12.0)
 
 
 async def test_voice_auto_answers_a_voice_note_with_a_voice_note_and_text(stack: Stack) -> None:
@@ -279,7 +280,7 @@ async def test_the_minutes_count_a_lying_wav_and_what_the_endpoint_billed(stack:
     tg.push(audio_file(stack, lying_wav("fifty seconds", 50), duration=1, name="a.wav", mime_type="audio/wav"))
     await tg.wait_for_sent(1, timeout=10)
     assert said(tg.sent[0].plain) == "echo: fifty seconds"
-    assert await app.store.audio_since(person, 0) == pytest.approx(50.0)
+    assert await app.store.read(media_ops.audio_since(person, 0)) == pytest.approx(50.0)
     tg.push(audio_file(stack, lying_wav("twenty seconds", 20), duration=1, name="b.wav", mime_type="audio/wav"))
     await tg.wait_for_sent(2, timeout=10)
     assert tg.sent[1].plain == ("That voice message is longer than the 10 s of audio you have left today; "
@@ -287,7 +288,7 @@ async def test_the_minutes_count_a_lying_wav_and_what_the_endpoint_billed(stack:
     stack.audio.script(Heard(seconds=9.0))  # the file says 3 s, the endpoint billed 9
     tg.push(stack.voice(DM, "short", seconds=3))
     await tg.wait_for_sent(3, timeout=10)
-    assert await app.store.audio_since(person, 0) == pytest.approx(59.0)
+    assert await app.store.read(media_ops.audio_since(person, 0)) == pytest.approx(59.0)
     assert len(stack.audio.transcriptions) == 2
 
 

@@ -37,7 +37,6 @@ from bot.store.base import (
     AnswerStore,
     ApprovedSender,
     CompactingStore,
-    MediaStore,
     ModelChoice,
     ModelStore,
     NoteStore,
@@ -631,17 +630,21 @@ async def test_text_with_a_lone_surrogate_is_stored(store: Store) -> None:
 # -- media: voice modes, audio use, files by reference ----------------------------------
 
 
-async def test_voice_modes_are_per_chat_and_audio_use_per_person(store: MediaStore) -> None:
-    assert await store.voice_mode("telegram", "42") is None
-    await store.set_voice_mode("telegram", "42", "auto")
-    await store.set_voice_mode("telegram", "42", "on")
-    await store.set_voice_mode("slack", "42", "off")
-    assert (await store.voice_mode("telegram", "42"), await store.voice_mode("slack", "42")) == ("on", "off")
-    await store.record_audio("telegram:42", 12.5, at=1000.0)
-    await store.record_audio("telegram:42", 3.0, at=2000.0)
-    await store.record_audio("telegram:7", 60.0, at=2000.0)
-    assert await store.audio_since("telegram:42", 1500.0) == 3.0
-    assert await store.audio_since("telegram:42", 0.0) == 15.5 and await store.audio_since("nobody", 0.0) == 0.0
+async def test_voice_modes_are_per_chat_and_audio_use_per_person(store: AppStore) -> None:
+    from bot.media import ops  # the media capability's operations, on the one store
+
+    assert await store.read(ops.voice_mode("telegram", "42")) is None
+    await store.write(ops.set_voice_mode("telegram", "42", "auto"))
+    await store.write(ops.set_voice_mode("telegram", "42", "on"))
+    await store.write(ops.set_voice_mode("slack", "42", "off"))
+    assert (await store.read(ops.voice_mode("telegram", "42")), await store.read(ops.voice_mode("slack", "42"))) == \
+        ("on", "off")
+    await store.write(ops.record_audio("telegram:42", 12.5, at=1000.0))
+    await store.write(ops.record_audio("telegram:42", 3.0, at=2000.0))
+    await store.write(ops.record_audio("telegram:7", 60.0, at=2000.0))
+    assert await store.read(ops.audio_since("telegram:42", 1500.0)) == 3.0
+    assert await store.read(ops.audio_since("telegram:42", 0.0)) == 15.5
+    assert await store.read(ops.audio_since("nobody", 0.0)) == 0.0
 
 
 async def test_a_file_chunk_by_reference_round_trips_and_its_answer_has_a_state(store: AnswerStore) -> None:

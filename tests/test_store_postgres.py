@@ -24,6 +24,7 @@ from bot.conversation import Conversation
 from bot.dashboard.reads import Reads
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.llm import Message
+from bot.media import ops as media_ops
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
 from bot.schedules.jobs import Claim, Job, JobKind, RuleKind, When
@@ -137,8 +138,8 @@ async def _fill(path: Path) -> dict[str, int]:
         await store.add_approval(ApprovalRecord("a1", "run1", "c1", session.key, "telegram", "c1", "dm", None,
                                                 "exec", "telegram:u1", asked_at=100.0))
         await store.grant("session", session.key, "exec", "*", "telegram:u1", 100.0)
-        await store.set_voice_mode("telegram", "c1", "auto")
-        await store.record_audio("person:ada", 42.5, 100.0)
+        await store.write(media_ops.set_voice_mode("telegram", "c1", "auto"))
+        await store.write(media_ops.record_audio("person:ada", 42.5, 100.0))
         conversation = Conversation.of_key(session.key, account="bot1")
         jobs = StoredSchedules(store)
         task = await jobs.add_job(Job(0, JobKind.TASK, "summarise", When(RuleKind.EVERY, "Europe/Berlin", 1000, 3600),
@@ -173,8 +174,8 @@ async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
             assert (await store.approval("a1")) is not None
             assert await store.granted("session", session.key, "exec", "ls")
             assert await store.usage_since("telegram:u1", 0) == (15, 0.01)
-            assert await store.voice_mode("telegram", "c1") == "auto"
-            assert await store.audio_since("person:ada", 0) == 42.5
+            assert await store.read(media_ops.voice_mode("telegram", "c1")) == "auto"
+            assert await store.read(media_ops.audio_since("person:ada", 0)) == 42.5
             [task] = await StoredSchedules(store).jobs()
             assert (task.id, task.text, task.next_at, task.when.every) == (ids["job"], "summarise", 4600, 3600)
             [left] = await StoredSchedules(store).unclosed()  # the SQLite process's occurrence: a previous life's

@@ -13,13 +13,12 @@ message goes on to be run. The lane is the session's one lane in the turn runner
 ``/status`` answers while a run goes on. A slow download holds only its own session;
 ``/stop`` and ``/stopall`` never wait in a lane at all.
 
-A message with a voice note or audio file (``media.transcription``) is heard outside the
-lane, as soon as it arrives: access, limits, the fetch, then the transcript, which becomes
-its text (the audio stays in the inbox, its path given to the model); a spoken ``/stop`` is
-then run at once like a typed one, while the message keeps its place in the lane for the
-rest. A group voice note without a caption is fetched and heard to see whether it names
-the bot (the one case where a file is fetched before the bot is known to be addressed; it
-is saved only if it is, else only its transcript is kept, as context).
+A message a running capability's inbound stage wants (``bot.intake.stage``: the media
+capability's hears a voice note or audio file) is prepared outside the lane, as soon as it
+arrives, by that stage (which takes the intake's own steps through ``Admits``: access, limits,
+the fetch); the message it returns is stored as it now is, an urgent command it turned out to
+be (a spoken ``/stop``) is run at once like a typed one, and the message keeps its place in the
+lane for the rest.
 
 Outstanding inbound work is bounded: ``handle`` waits for room once ``max_outstanding``
 messages are still being decided, so a channel that awaits its inbox stops taking more
@@ -51,13 +50,12 @@ from bot.channels import Channel, OfPeople, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, parse_command, status_text
 from bot.conversation import Conversation, conversation_for, person_of
 from bot.intake.item import IntakeSettings, Item
-from bot.intake.transcribing import TranscribingStage
+from bot.intake.stage import InboundStage, Prepares
 from bot.limits import PersonLimits, budget_line, limit_keys
 from bot.messages import Answer, ChatType, InboundMessage
 from bot.observe import Signal
 from bot.peers import Peers, Stopped
 from bot.routing.spec import model_line
-from bot.stages import Transcription
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
 from bot.turns import BUSY, Turns, TurnStore
@@ -72,11 +70,10 @@ MAX_DOWNLOADS = 8  # files fetched at once (each session fetches its own in orde
 PRUNE_EVERY = 3600.0  # seconds between two prunings of stored group context
 
 
-class Intake(TranscribingStage):
+class Intake:
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
                  workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
                  limits: PersonLimits | None = None, agent: Agent | None = None,
-                 transcription: Transcription | None = None,
                  capabilities: Mapping[str, object] | None = None,
                  peers: Peers | None = None) -> None:
         self._store = store
@@ -88,13 +85,14 @@ class Intake(TranscribingStage):
         self._settings = settings
         self.limits = limits if limits is not None and limits.active else None
         self._agent = agent
-        self._transcription = transcription
         self._capabilities = dict(capabilities or {})  # the running capabilities by name: their commands' hosts
         self._presses = [c for c in self._capabilities.values() if isinstance(c, Presses)]
         self._status_lines = [c for c in self._capabilities.values() if isinstance(c, StatusLines)]
         self._answers = [c for c in self._capabilities.values() if isinstance(c, Answers)]  # an approval's card
         self._reminds = [c for c in self._capabilities.values() if isinstance(c, Reminds)]
         self._deciders = [c for c in self._capabilities.values() if isinstance(c, DecidesHere)]
+        self._stages = [s for c in self._capabilities.values()  # a voice note heard before its turn
+                        if isinstance(c, Prepares) and (s := c.inbound_stage()) is not None]
         self._room = asyncio.Semaphore(settings.max_outstanding)
         self._downloads = asyncio.Semaphore(MAX_DOWNLOADS)
         self._tasks = OwnedTasks()
@@ -188,23 +186,25 @@ class Intake(TranscribingStage):
             if not mine:  # another instance runs the session (it was told), or took this message already
                 self._room.release()
                 return
-        heard: asyncio.Future[Item | None] | None = None
-        if self._transcription is not None and self._transcription.wants(item.msg):  # heard now, decided in its turn
-            heard = self._tasks.spawn(self._process(item, self._audio_stage), f"transcribing {item.inbound_id}")
-        if not self._turns.decide(item.conversation, lambda: self._step(item, heard)):
+        prepared: asyncio.Future[Item | None] | None = None
+        if (stage := next((s for s in self._stages if s.wants(item.msg)), None)) is not None:
+            # prepared now, decided in its turn
+            prepared = self._tasks.spawn(self._process(item, partial(self._prepare, stage)),
+                                         f"{stage.name} {item.inbound_id}")
+        if not self._turns.decide(item.conversation, lambda: self._step(item, prepared)):
             self._room.release()
-            if heard is not None:
-                heard.cancel()
+            if prepared is not None:
+                prepared.cancel()
             log.warning("intake lane full session=%s; message %s answered busy", item.conversation.session_key,
                         item.msg.message_id)
             self._tasks.spawn(self._turns.outbox.notice(item.msg, BUSY, (item.inbound_id,), "busy"), "busy notice")
 
-    async def _step(self, item: Item, heard: asyncio.Future[Item | None] | None) -> None:
+    async def _step(self, item: Item, prepared: asyncio.Future[Item | None] | None) -> None:
         try:
-            if heard is None:
+            if prepared is None:
                 await self._process(item, self._decide)
-            elif (done := await heard) is not None:
-                await self._process(done, self._decide_heard)
+            elif (done := await prepared) is not None:
+                await self._process(done, self._decide_prepared)
         finally:
             self._room.release()
 
@@ -276,6 +276,26 @@ class Intake(TranscribingStage):
             await self._turns.outbox.notice(item.msg, FAILED, (item.inbound_id,), "failed", failed=True)
             return None
 
+    async def _prepare(self, stage: InboundStage, item: Item) -> Item | None:
+        """``stage``'s part, outside the lane: the message it made stored (a recovered message is
+        not prepared twice), and an urgent command it turned out to be run here and now."""
+        done = await stage.prepare(item, self)
+        if done is None:
+            return None
+        await self._store.update_inbound(done.inbound_id, done.msg)
+        command = parse_command(done.msg.text)
+        if command is not None and by_name(command.name).urgent:
+            await self._command(done)
+            return None
+        return done
+
+    async def _decide_prepared(self, item: Item) -> None:
+        """The lane's part of a prepared message (its checks passed): a command in its turn, else its run."""
+        if parse_command(item.msg.text) is not None:
+            await self._command(item)
+        else:
+            self._turns.submit(item.conversation, item.msg, item.inbound_id)
+
     async def _decide(self, item: Item) -> None:
         msg = item.msg
         if not await self._allowed(item):
@@ -285,12 +305,28 @@ class Intake(TranscribingStage):
             return
         if not await self._within_limits(msg, item.inbound_id) or await self._late(item):
             return
-        fetched = await self._fetch(item)
+        fetched = await self.fetch(item)
         if fetched is not None:
             self._turns.submit(item.conversation, fetched, item.inbound_id)
             for reminds in self._reminds:
                 if (reminder := reminds.remind(item.conversation.session_key, self.spelling_for(msg.platform))):
                     await self._turns.outbox.notice(msg, reminder, (), "remind")
+
+    # -- what an inbound stage may take (bot.intake.stage.Admits) ----------------------
+
+    async def admit(self, item: Item) -> bool:
+        return await self._allowed(item) and await self._within_limits(item.msg, item.inbound_id) \
+            and not await self._late(item)
+
+    async def keep_as_context(self, item: Item, msg: InboundMessage) -> None:
+        self._context.remember(msg)
+        await self._store.keep_as_context(item.inbound_id)
+
+    def payers(self, msg: InboundMessage) -> tuple[str, ...]:
+        return () if self._access.is_owner(msg) else self.limit_keys(msg)
+
+    def max_download(self, platform: str) -> int:
+        return (self._settings.max_download or {}).get(platform, 20 * 1024 * 1024)
 
     async def _late(self, item: Item) -> bool:
         """A recovered message past ``recover_max_age``: the person is asked to send it again."""
@@ -334,7 +370,7 @@ class Intake(TranscribingStage):
             await self._store.mark_answered((inbound_id,))
         return False
 
-    async def _fetch(self, item: Item, downloaded: Mapping[int, bytes] | None = None) -> InboundMessage | None:
+    async def fetch(self, item: Item, downloaded: Mapping[int, bytes] | None = None) -> InboundMessage | None:
         """The message with its files saved in the workspace's inbox (``downloaded``: bytes already
         downloaded, by ``id`` of their attachment); None when it was refused (too big, or the
         platform would not give the file), with a notice."""
@@ -342,7 +378,7 @@ class Intake(TranscribingStage):
         todo = [a for a in msg.attachments if a.path is None]
         if not todo:
             return msg
-        limit = (self._settings.max_download or {}).get(msg.platform, 20 * 1024 * 1024)
+        limit = self.max_download(msg.platform)
         too_big = next((a for a in todo if a.size is not None and a.size > limit), None)
         channel = self._channels[msg.platform]
         saved = {}

@@ -16,19 +16,19 @@ from bot.command_spec import CommandCall, CommandSpec, Reply
 from bot.media.config import MediaConfig
 
 if TYPE_CHECKING:
+    from bot.media.hearing import Hearing
     from bot.media.speaking import VoiceAnswers
-    from bot.media.transcription import MediaTranscription
 
 
 @dataclass(frozen=True, slots=True)
 class Media:
-    """The running capability: what transcribes incoming audio (None: transcription off) and
-    the voice answers."""
+    """The running capability: the stage that hears incoming audio (None: transcription off)
+    and the voice answers."""
 
-    incoming: MediaTranscription | None
+    incoming: Hearing | None
     voice: VoiceAnswers
 
-    def transcription(self) -> MediaTranscription | None:
+    def inbound_stage(self) -> Hearing | None:
         return self.incoming
 
     def speaking(self) -> VoiceAnswers | None:
@@ -41,6 +41,8 @@ async def _voice(media: Media, call: CommandCall) -> Reply:
 
 @asynccontextmanager
 async def open_media(core: Core) -> AsyncIterator[Media]:
+    from bot.media.hearing import Hearing
+    from bot.media.minutes import AudioMinutes
     from bot.media.speaking import SpeechSettings, VoiceAnswers
     from bot.media.transcription import MediaTranscription, TranscriptionSettings
     from bot.providers import make_audio
@@ -57,12 +59,15 @@ async def open_media(core: Core) -> AsyncIterator[Media]:
                 stack.push_async_callback(client.aclose)
                 clients[name] = client
         t, sp = media.transcription, media.speech
-        transcription = None
+        hearing = None
         if "transcription" in clients:
+            allowed = core.limits.settings.audio_minutes_per_day  # a core key: limits.audio_minutes_per_day
             transcription = MediaTranscription(clients["transcription"], TranscriptionSettings(
-                t.model, t.max_seconds, int(t.max_mb * 1024 * 1024), media.echo_transcript), core.limits)
+                t.model, t.max_seconds, int(t.max_mb * 1024 * 1024), media.echo_transcript),
+                AudioMinutes(allowed, core.store) if allowed is not None else None)
+            hearing = Hearing(transcription, core.channels, core.access, core.workspaces, core.turns.outbox)
         speaker = clients.get("speech")
-        yield Media(transcription, VoiceAnswers(core.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars)
+        yield Media(hearing, VoiceAnswers(core.store, speaker, SpeechSettings(sp.model, sp.voice, sp.max_chars)
                                            if speaker else None))
 
 

@@ -1,7 +1,7 @@
 """Voice answers: ``/voice on|off|auto`` per chat, and an answer spoken as a voice note.
 
 ``on``: every answer in the chat is also spoken; ``auto``: an answer to a voice note is;
-``off`` (every chat's start): text only. The mode is stored per chat (``MediaStore``) and
+``off`` (every chat's start): text only. The mode is stored per chat (``bot.media.ops``) and
 kept here once read. The text answer always goes first and alone decides what is answered;
 the voice note follows it as an answer of its own (stored, then delivered like any), made
 from the answer's plain text by ``media.speech`` as Ogg/Opus, so that Telegram shows a
@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.errors import ProviderError
+from bot.media import ops
 from bot.messages import Answer, AttachmentKind, Chunk, InboundMessage, Target
 from bot.outbound.markdown import to_plain
-from bot.store.base import MediaStore
+from bot.store.schema_steps import StepStore
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ class SpeechSettings:
 
 
 class VoiceAnswers:
-    def __init__(self, store: MediaStore, speaker: Speaker | None = None, settings: SpeechSettings | None = None) -> None:
+    def __init__(self, store: StepStore, speaker: Speaker | None = None,
+                 settings: SpeechSettings | None = None) -> None:
         self._store = store
         self._speaker = speaker
         self._settings = settings
@@ -56,7 +58,8 @@ class VoiceAnswers:
     async def mode(self, platform: str, chat_id: str) -> str:
         key = (platform, chat_id)
         if key not in self._modes:
-            self._modes[key] = await self._store.voice_mode(platform, chat_id) or "off"
+            mode = await self._store.read(ops.voice_mode(platform, chat_id))
+            self._modes[key] = mode or "off"
         return self._modes[key]
 
     async def command(self, platform: str, chat_id: str, args: str) -> str:
@@ -69,7 +72,7 @@ class VoiceAnswers:
             return "Use /voice on, /voice off or /voice auto (a voice note is answered with one)."
         if wanted != "off" and not self.available:
             return NOT_SET_UP
-        await self._store.set_voice_mode(platform, chat_id, wanted)
+        await self._store.write(ops.set_voice_mode(platform, chat_id, wanted))
         self._modes[(platform, chat_id)] = wanted
         return {"on": "Voice answers are on: I'll speak my answers too (long ones stay text).",
                 "off": "Voice answers are off.",

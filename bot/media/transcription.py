@@ -21,18 +21,23 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.errors import ProviderError
-from bot.limits import PersonLimits
 from bot.media.audio_length import longest_seconds, seconds_of
-from bot.stages import Transcript
-
-__all__ = ["NOT_HEARD", "NOT_UNDERSTOOD", "MediaTranscription", "Transcriber", "Transcript", "TranscriptionSettings",
-           "echo_line"]
+from bot.media.minutes import AudioMinutes
 from bot.messages import Attachment, ChatType, InboundMessage
 
 log = logging.getLogger(__name__)
 
 NOT_UNDERSTOOD = "Sorry, I couldn't understand your voice message; please try again, or type it."
 NOT_HEARD = "Sorry, I couldn't hear anything in your voice message; please try again, or type it."
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A transcript (``refusal`` None), or the sentence the person gets instead."""
+
+    text: str = ""
+    refusal: str | None = None
+    seconds: float = 0.0
 
 
 class Transcribed(Protocol):
@@ -60,15 +65,16 @@ class TranscriptionSettings:
 
 
 class MediaTranscription:
-    """The media capability's ``Transcription`` (``bot.stages``)."""
+    """Audio in a message made text (``media.transcription``), within the caps and the minutes
+    each person has; ``payers``: whose minutes (none for an owner). ``bot.media.hearing`` is its stage."""
 
     nothing_heard = NOT_HEARD
 
     def __init__(self, transcriber: Transcriber, settings: TranscriptionSettings,
-                 limits: PersonLimits | None = None) -> None:
+                 minutes: AudioMinutes | None = None) -> None:
         self._transcriber = transcriber
         self.settings = settings
-        self._limits = limits if limits is not None and limits.settings.audio_minutes_per_day is not None else None
+        self._minutes = minutes  # None: audio_minutes_per_day unset
 
     @property
     def max_bytes(self) -> int:
@@ -103,11 +109,9 @@ class MediaTranscription:
         for att in todo:
             if (refusal := self.too_big(att)) is not None:
                 return refusal
-        if self._limits is not None and payers:
+        if self._minutes is not None and payers:
             known = [a.duration for a in todo if a.duration is not None]
-            over = await self._limits.check_audio(payers, sum(known) if len(known) == len(todo) else None)
-            if over is not None:
-                return over.text
+            return await self._minutes.check(payers, sum(known) if len(known) == len(todo) else None)
         return None
 
     async def transcribe(self, att: Attachment, data: bytes, payers: Sequence[str] = ()) -> Transcript:
@@ -124,10 +128,8 @@ class MediaTranscription:
             if bound is not None and bound >= length:
                 return Transcript(refusal=self._unmeasured(len(data), bound))
             return Transcript(refusal=self.too_big(Attachment(att.kind, att.name, duration=length)))
-        if self._limits is not None and payers:
-            over = await self._limits.check_audio(payers, length)
-            if over is not None:
-                return Transcript(refusal=over.text)
+        if self._minutes is not None and payers and (over := await self._minutes.check(payers, length)) is not None:
+            return Transcript(refusal=over)
         try:
             result = await self._transcriber.transcribe(data, att.name, att.mime_type, model=self.settings.model)
         except ProviderError as exc:
@@ -137,8 +139,8 @@ class MediaTranscription:
         # when neither the file nor the endpoint said
         told = [n for n in (measured, result.seconds) if n is not None]
         seconds = max(att.duration or 0.0, *told) if told else length
-        if self._limits is not None and payers:
-            await self._limits.spend_audio(payers, seconds)
+        if self._minutes is not None and payers:
+            await self._minutes.spend(payers, seconds)
         text = " ".join(result.text.split())
         if not text:
             log.info("transcription of %s was empty (%.1f s of audio)", att.name, seconds)

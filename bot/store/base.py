@@ -3,12 +3,11 @@
 Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
 ``bot.access``, ``chatgate pairing`` and the dashboard), ``AnswerStore`` (what is owed to
 chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
-(compaction's summaries and cuts), ``MediaStore`` (voice modes, audio minutes),
-``ApprovalStore``, ``ModelStore`` (a conversation's model, session titles), ``NoteStore``
-(what a chat or a person was told once, whichever instance told it), and ``StepStore`` (a
-capability's own operations and tables: the dashboard's reads are ``bot.dashboard.reads``).
-``AppStore`` is all of them on one object, what the composition root opens; ``SQLiteStore``
-and ``PostgresStore`` implement it.
+(compaction's summaries and cuts), ``ApprovalStore``, ``ModelStore`` (a conversation's model,
+session titles), ``NoteStore`` (what a chat or a person was told once, whichever instance
+told it), and ``StepStore`` (a capability's own operations and tables: the dashboard's reads
+are ``bot.dashboard.reads``). ``AppStore`` is all of them on one object, what the composition
+root opens; ``SQLiteStore`` and ``PostgresStore`` implement it.
 
 ``SQLiteStore`` (``bot.store.sqlite``) and ``PostgresStore`` (``bot.store.pg``) implement
 every one, and both pass the same contract suite (tests/test_store_contract.py).
@@ -439,25 +438,7 @@ class AnswerStore(Protocol):
 AnswerState = Literal["owed", "delivered", "given_up"]
 
 
-class MediaStore(Protocol):
-    """Voice answers per chat (``/voice``) and the seconds of audio each person had
-    transcribed (``limits.audio_minutes_per_day``)."""
-
-    async def voice_mode(self, platform: str, chat_id: str) -> str | None:
-        """The chat's ``/voice`` mode (on, off, auto); None when it never set one."""
-        ...
-
-    async def set_voice_mode(self, platform: str, chat_id: str, mode: str) -> None: ...
-
-    async def record_audio(self, person: str, seconds: float, at: float) -> None:
-        """``seconds`` of audio transcribed for ``person`` at ``at``."""
-        ...
-
-    async def audio_since(self, person: str, since: float) -> float:
-        """Seconds of audio transcribed for ``person`` since ``since``."""
-        ...
-
-class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, MediaStore, ModelStore, NoteStore,
+class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, ModelStore, NoteStore,
                StepStore, Protocol):
     """Every store port on one object: what the composition root opens and hands out
     (``SQLiteStore``, ``PostgresStore``)."""

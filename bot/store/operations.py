@@ -8,13 +8,12 @@ from bot.store.answers import AnswerOps
 from bot.store.approvals import ApprovalOps
 from bot.store.history import HistoryOps
 from bot.store.inbound import InboundOps
-from bot.store.media import MediaOps
 from bot.store.models import ModelOps
 from bot.store.notes import NoteOps
 from bot.store.pairing import PairingOps
 from bot.store.steps import StepOps
 
 
-class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, MediaOps, ModelOps, NoteOps,
+class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, ModelOps, NoteOps,
                  StepOps):
     """The ``AppStore`` ports on a driver's ``_read`` and ``_write``."""

@@ -1,4 +1,5 @@
-"""What a transcript means to the intake: whether it names the bot, and whether it is a command.
+"""What a transcript means to the audio stage (``hearing``): whether it names the bot, and
+whether it is a command.
 
 Pure functions. A group voice note without a caption addresses the bot when its transcript
 says one of the bot's names (``Named``: its username, its display name) as a word or a few
