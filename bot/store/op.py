@@ -13,7 +13,7 @@ differently, an operation asks its ``Engine`` (``bot.store.engine``).
         return None if found is None else str(found)
 
 Each port's operations live in its module (``inbound``, ``history``, ``answers``, ``pairing``,
-``approvals``, ``media``, ``schedules``, ``models``, ``browse``) with a mixin of its async
+``media``, ``schedules``, ``models``, ``browse``) with a mixin of its async
 methods on ``Driven``; ``bot.store.operations.Operations`` is all of them, and each driver is
 that class and the few methods of its plumbing (no driver writes an operation of its own:
 tests/test_store_once.py).

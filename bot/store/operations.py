@@ -5,7 +5,6 @@ operations and their mixin (``bot.store.op``), and one more base here."""
 from __future__ import annotations
 
 from bot.store.answers import AnswerOps
-from bot.store.approvals import ApprovalOps
 from bot.store.history import HistoryOps
 from bot.store.inbound import InboundOps
 from bot.store.media import MediaOps
@@ -16,6 +15,6 @@ from bot.store.schedules import ScheduleOps
 from bot.store.steps import StepOps
 
 
-class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, MediaOps, ScheduleOps, ModelOps,
-                 NoteOps, StepOps):
+class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, MediaOps, ScheduleOps, ModelOps, NoteOps,
+                 StepOps):
     """The ``AppStore`` ports on a driver's ``_read`` and ``_write``."""
