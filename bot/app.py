@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from bot.access import Access, GroupContext, access_policies
 from bot.agent.compaction import CompactionSettings
-from bot.agent.events import EventBus, EventKind, RunEvent
+from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
-from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult, RunStatus
+from bot.agent.loop import Agent, AgentSettings, PostRunHook
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.capabilities import Channels, Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
@@ -34,7 +34,6 @@ from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.routing.config import open_models
-from bot.routing.titles import Titles
 from bot.runs import QueueMode, RunCaps
 from bot.settings import Config
 from bot.stages import Speaks
@@ -121,18 +120,9 @@ class App:
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
         tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
                                             meter=meter, toolsets=toolsets, gate=gate, models=models)))
-        titles = Titles(models, self.store, agent_id=a.id, meter=meter, redactor=redactor,
-                        told=lambda c, r: self.events.emit(RunEvent(EventKind.TITLE_CALLS, r.run_id, c, trace=r)))
-        self._stack.push_async_callback(titles.aclose)
-
-        async def title(request: RunRequest, result: RunResult) -> None:  # after the turn is stored
-            titles.after(request.session, request.conversation, request.run_id,
-                         result.turn.messages if result.turn else (),
-                         result.text if result.status is RunStatus.COMPLETED else "", result.live_messages,
-                         request.payers)
-
+        post_run: list[PostRunHook] = []  # capabilities add theirs as they open (titles), before any run
         agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
-                      toolsets=toolsets, gate=gate, models=models, post_run=(title,))
+                      toolsets=toolsets, gate=gate, models=models, post_run=post_run)
         r = cfg.runs
         caps = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
@@ -158,8 +148,7 @@ class App:
                     self._spelling, lambda platform, user_id: person_of(platform, user_id, a.identity_links),
                     toolsets, channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
                     exec_settings=cfg.exec_settings() if cfg.tools.exec.enabled else None, running=self.capabilities,
-                    is_owner=access.is_owner_of,
-                    peers=cluster)
+                    is_owner=access.is_owner_of, peers=cluster, post_run=post_run)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
             if capability_spec.enabled(cfg):
                 if capability_spec.migrations:  # its own tables, before it opens

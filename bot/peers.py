@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from bot.messages import Answer, InboundMessage
-from bot.store.base import ApprovalRecord, InboundRecord
+from bot.store.base import InboundRecord
 
 if TYPE_CHECKING:
     from bot.channels.leases import Held
@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 Stopped = tuple[bool, int, tuple[int, ...]]  # (a run was stopped, queued messages dropped, inbound ids it answers)
 Note = dict[str, Any]  # a small JSON object between instances (under PostgreSQL's 8,000 bytes of a NOTIFY)
 Responder = Callable[[Note], Awaitable[Note]]
+
+
+class Waiting(Protocol):
+    """An approval whose run may wait on another instance (the approvals' ``ApprovalRecord``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def session_key(self) -> str: ...  # the session whose run waits for it
 
 
 class Peers(Protocol):
@@ -55,7 +64,7 @@ class Peers(Protocol):
         """Deliver this stored answer here? False when a live instance delivers it."""
         ...
 
-    async def decide_elsewhere(self, record: ApprovalRecord, decision: str, msg: InboundMessage) -> str | None:
+    async def decide_elsewhere(self, record: Waiting, decision: str, msg: InboundMessage) -> str | None:
         """Decide an approval on the instance whose run waits for it; its answer (``LookupError``
         when no instance runs it)."""
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from bot.app import App
+from bot.capabilities.panels import ApprovalSource
 from bot.channels import Choice
 from bot.conversation import Conversation
 from bot.llm import ToolCall, ToolResult
@@ -320,15 +321,19 @@ async def test_without_buttons_the_card_is_text_and_approve_answers_it(tmp_path:
 
 
 async def test_status_shows_a_waiting_approval(running: tuple[App, AskingChannel], llm: FakeLLM) -> None:
-    _, channel = running
+    app, channel = running
     llm.script(Reply.tool_calls([WRITE]), Reply.text("Saved."))
     await channel.inject(dm("save"))
     question = await channel.question()
     await channel.inject(dm("/status"))
     await channel.wait_for_replies(1)
     assert "Waiting for approval: write_file" in channel.texts()[0]
+    panel = app.capabilities["approvals"]  # what the dashboard's Operations page lists, found by its Protocol
+    assert isinstance(panel, ApprovalSource)
+    assert [(a.tool, a.requester) for a in await panel.pending_approvals()] == [("write_file", "test:u1")]
     await channel.press(question, "Deny")
     await channel.wait_for_replies(2)
+    assert await panel.pending_approvals() == []
 
 
 async def test_a_pre_tool_hook_refuses_with_its_first_line(tmp_path: Path, llm: FakeLLM) -> None:

@@ -318,7 +318,7 @@ class ScheduledJob:
 
 
 @dataclass(frozen=True)
-class Waiting:  # the approvals store's ApprovalRecord has these fields (and more)
+class Waiting:  # the approvals' ApprovalRecord has these fields (and more)
     id: str
     tool: str
     requester: str

@@ -14,9 +14,10 @@ from bot.errors import (
     ProviderRequestError,
     ProviderUnavailableError,
 )
+from bot.models.titles import clean_title
 from bot.providers.pricing import Price
 from bot.routing import Catalog, ModelSpec, Route, Why, fallback_reason, fallback_to
-from bot.routing.choice import choice_id, clean_title, may_pick, may_switch, parse_choice, pickable, plan_specs
+from bot.routing.choice import choice_id, may_pick, may_switch, parse_choice, pickable, plan_specs
 from bot.routing.config import catalog_of
 from bot.settings import Config
 

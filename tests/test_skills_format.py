@@ -9,6 +9,7 @@ import pytest
 from bot.errors import ConfigError
 from bot.settings import load_config
 from bot.skills.catalog import Catalog, Origin, Skill, combine, merge, search
+from bot.skills.config import SkillsConfig
 from bot.skills.format import SkillFormatError, SkillInfo, parse_skill, skill_body
 from bot.skills.prompt import WITHHELD, skills_section
 
@@ -168,7 +169,9 @@ def test_the_shared_folder_defaults_to_skills_beside_the_database(tmp_path: Path
     path = tmp_path / "config.yaml"
     path.write_text("storage: {path: /var/lib/chatgate/bot.db}\n")
     config = load_config(path, env=KEY)
-    assert config.skill_folders() == (Path("/var/lib/chatgate/skills"),)
-    assert config.skills.in_workspaces and config.skills.inline_max == 15
+    skills = config.section("skills", SkillsConfig)
+    assert skills.folders(config.storage.path) == (Path("/var/lib/chatgate/skills"),)
+    assert skills.in_workspaces and skills.inline_max == 15
     path.write_text("skills: {paths: [/srv/a, /srv/b], in_workspaces: false}\n")
-    assert load_config(path, env=KEY).skill_folders() == (Path("/srv/a"), Path("/srv/b"))
+    config = load_config(path, env=KEY)
+    assert config.section("skills", SkillsConfig).folders(config.storage.path) == (Path("/srv/a"), Path("/srv/b"))

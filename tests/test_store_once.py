@@ -37,7 +37,7 @@ def own(driver: type) -> set[str]:
 
 def test_no_store_operation_is_written_twice() -> None:
     ops = operations()
-    assert len(ops) > 40  # every port's methods were found
+    assert len(ops) > 30  # it sees the ports (fewer as capabilities take theirs)
     for driver in (SQLiteStore, PostgresStore):
         assert own(driver) & ops <= LIFECYCLE, driver  # a driver writes no operation of its own
     for name in ops - LIFECYCLE:

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
+from bot.approvals import ledger
+from bot.approvals.ledger import ApprovalRecord
 from bot.capabilities import registry as capability_registry
 from bot.cli import main
 from bot.cluster import schema as cluster_schema
@@ -29,7 +31,7 @@ from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
 from bot.schedules.jobs import Claim, Job, JobKind, RuleKind, When
 from bot.schedules.store import StoredSchedules
-from bot.store.base import ApprovalRecord, Charge, ModelChoice, Turn
+from bot.store.base import Charge, ModelChoice, Turn
 from bot.store.migrations import MIGRATIONS
 from bot.store.pg import PostgresStore, safe_url
 from bot.store.pg.schema import DIALECT
@@ -135,9 +137,9 @@ async def _fill(path: Path) -> dict[str, int]:
         assert code is not None
         await store.approve_pairing(code.code, 101.0)
         await store.pairing_request("telegram", "u8", "Cy", now=4e9)
-        await store.add_approval(ApprovalRecord("a1", "run1", "c1", session.key, "telegram", "c1", "dm", None,
-                                                "exec", "telegram:u1", asked_at=100.0))
-        await store.grant("session", session.key, "exec", "*", "telegram:u1", 100.0)
+        await store.write(ledger.add_approval(ApprovalRecord("a1", "run1", "c1", session.key, "telegram", "c1", "dm",
+                                                             None, "exec", "telegram:u1", asked_at=100.0)))
+        await store.write(ledger.grant("session", session.key, "exec", "*", "telegram:u1", 100.0))
         await store.write(media_ops.set_voice_mode("telegram", "c1", "auto"))
         await store.write(media_ops.record_audio("person:ada", 42.5, 100.0))
         conversation = Conversation.of_key(session.key, account="bot1")
@@ -171,8 +173,8 @@ async def test_migrate_copies_every_table_and_checks_the_counts(tmp_path: Path,
             assert [t.run_id for t in await store.traces()] == ["run1"]
             assert await store.is_approved("telegram", "u9")
             assert [p.user_id for p in await store.pending_pairings(4e9)] == ["u8"]
-            assert (await store.approval("a1")) is not None
-            assert await store.granted("session", session.key, "exec", "ls")
+            assert (await store.read(ledger.approval("a1"))) is not None
+            assert await store.read(ledger.granted("session", session.key, "exec", "ls"))
             assert await store.usage_since("telegram:u1", 0) == (15, 0.01)
             assert await store.read(media_ops.voice_mode("telegram", "c1")) == "auto"
             assert await store.read(media_ops.audio_since("person:ada", 0)) == 42.5

@@ -87,7 +87,7 @@ class Agent:
         self._workspaces = workspaces
         self._cost = cost
         self._redactor = redactor or Redactor()
-        self._post_run = tuple(post_run)
+        self._post_run = post_run  # the app's list: a capability adds its hook as it opens, before any run
         self._meter = meter
         self._toolsets = toolsets  # the app's list: a capability adds its toolset as it opens, before any run
         self._gate = gate  # hooks and approvals, before each tool call

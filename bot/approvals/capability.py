@@ -1,7 +1,8 @@
 """The approvals capability (``tools.approval``, ``tools.approvers`` ...): ``Approvals`` added to
 the core's tool gate as its step; its cards' presses (answered at once by whoever may decide:
 an approver need not be someone the bot talks to); ``/approve`` and ``/deny``; a line of
-``/status`` and a reminder to a message that arrives while a card of its session waits; with
+``/status`` and a reminder to a message that arrives while a card of its session waits; the
+approvals still pending, for the dashboard's Operations page; with
 several instances, a decision asked from another instance and the cards of a dead one
 expired after every sweep. Always on: a call needs a person only where the rules say so.
 """
@@ -17,6 +18,7 @@ from bot.capabilities.spec import CapabilitySpec, Core
 from bot.command_spec import CommandCall, CommandSpec, Reply
 
 if TYPE_CHECKING:
+    from bot.approvals.ledger import ApprovalRecord
     from bot.approvals.service import Approvals
     from bot.messages import InboundMessage
 
@@ -53,6 +55,10 @@ class Approving:
 
     async def recover(self) -> None:
         await self.approvals.recover()
+
+    async def pending_approvals(self) -> list[ApprovalRecord]:
+        """The approvals not ended yet, of every instance (the dashboard's Operations page)."""
+        return await self.approvals.pending()
 
     async def stop(self) -> None:
         self.approvals.closing()

@@ -39,12 +39,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot import observe
+from bot.approvals import ledger
+from bot.approvals.ledger import ApprovalRecord
 from bot.channels import Asks, Channel, Choice, SendFailed, spelling
 from bot.conversation import Conversation
 from bot.messages import ChatType, InboundMessage, Target
 from bot.observe import Signal
 from bot.outbound.split import render_chunks
-from bot.store.base import ApprovalRecord, ApprovalStore, Session
+from bot.store.base import Session
+from bot.store.schema_steps import StepStore
 from bot.tasks import OwnedTasks
 from bot.tools.approval import (
     ApprovalRules,
@@ -87,8 +90,9 @@ def approval_settings(tools: ToolsConfig) -> ApprovalSettings:
                             tuple(tools.approvers), tools.allow_always, tools.approval_session_hours)
 
 
-class GrantStore(ApprovalStore, Protocol):
-    """The approvals' store: approvals and grants, and the session whose life a grant lasts."""
+class GrantStore(StepStore, Protocol):
+    """The approvals' store: its operations (``ledger``: approvals and grants), and the session whose life a
+    grant lasts."""
 
     async def session(self, of: Conversation | str, *, fresh: bool = False) -> Session: ...
 
@@ -162,9 +166,9 @@ class Approvals:
         session's life, given within ``session_hours``, or an "always" grant of the exact call."""
         since = self._clock() - self.settings.session_hours * 3600
         for who in people:
-            if await self._store.granted("session", _holder(life, who), tool, "*", since):
+            if await self._store.read(ledger.granted("session", _holder(life, who), tool, "*", since)):
                 continue
-            if self.settings.allow_always and await self._store.granted("always", who, tool, shape):
+            if self.settings.allow_always and await self._store.read(ledger.granted("always", who, tool, shape)):
                 continue
             return False
         return bool(people)
@@ -184,7 +188,7 @@ class Approvals:
                            ctx.people[-1] if ctx.people else "")
         self._waiting[record.id] = waiting  # before it is stored: a sweep never takes it for a gone run's
         try:
-            await self._store.add_approval(record)
+            await self._store.write(ledger.add_approval(record))
         except BaseException:
             del self._waiting[record.id]
             raise
@@ -240,7 +244,7 @@ class Approvals:
         whose run waits elsewhere is decided there (unless ``here_only``: asked from there)."""
         waiting = self._waiting.get(approval_id)
         if waiting is None and self._elsewhere is not None and not here_only:
-            record = await self._store.approval(approval_id)
+            record = await self._store.read(ledger.approval(approval_id))
             if record is not None and record.outcome == Outcome.PENDING.value:
                 try:
                     return await self._elsewhere.decide_elsewhere(record, decision.value, msg)
@@ -265,9 +269,10 @@ class Approvals:
         by_whom = f"{msg.platform}:{msg.sender.id}"
         for who in waiting.people:  # each person the call was asked for, no one else
             if decision is Decision.SESSION:
-                await self._store.grant("session", _holder(waiting.life, who), record.tool, "*", by_whom, now)
+                await self._store.write(ledger.grant("session", _holder(waiting.life, who), record.tool, "*", by_whom,
+                                                     now))
             elif decision is Decision.ALWAYS:
-                await self._store.grant("always", who, record.tool, waiting.shape, by_whom, now)
+                await self._store.write(ledger.grant("always", who, record.tool, waiting.shape, by_whom, now))
         if not waiting.future.done():
             waiting.future.set_result((decision, by))
         return None
@@ -298,6 +303,10 @@ class Approvals:
 
     # -- what the intake asks ----------------------------------------------------------
 
+    async def pending(self) -> list[ApprovalRecord]:
+        """The stored approvals not ended yet, oldest first (every instance's)."""
+        return await self._store.read(ledger.pending_approvals())
+
     def pending_in(self, session_key: str) -> list[ApprovalRecord]:
         return [w.record for w in self._waiting.values() if w.record.session_key == session_key]
 
@@ -319,12 +328,13 @@ class Approvals:
         """Cards whose run is gone are closed as expired: at start-up, those a previous process
         left pending; with several instances also after every sweep, those of an instance that
         died (no live instance holds their session's lane: its run is not waiting any more)."""
-        for record in await self._store.pending_approvals():
+        for record in await self.pending():
             if record.id in self._waiting:
                 continue
             if self._elsewhere is not None and await self._elsewhere.running_elsewhere(record.session_key):
                 continue  # its run waits on another instance
-            if not await self._store.settle_approval(record.id, Outcome.EXPIRED.value, None, None, self._clock()):
+            if not await self._store.write(ledger.settle_approval(record.id, Outcome.EXPIRED.value, None, None,
+                                                                  self._clock())):
                 continue  # decided, or expired by another instance, meanwhile
             channel = self._channels.get(record.platform)
             if channel is not None and record.question_id is not None:
@@ -361,15 +371,15 @@ class Approvals:
                         record.chat_id, exc)
             return False
         waiting.record = record = replace(record, question_id=question_id, buttons=buttons)
-        await self._store.approval_shown(record.id, question_id, buttons)
+        await self._store.write(ledger.approval_shown(record.id, question_id, buttons))
         return True
 
     async def _end(self, waiting: _Waiting, outcome: Outcome, decision: Decision | None, by: str | None) -> bool:
         """Store the ending (the first wins), then edit the card; False when it had ended already."""
         record = waiting.record
         now = self._clock()
-        if not await self._store.settle_approval(record.id, outcome.value, decision.value if decision else None,
-                                                 by, now):
+        if not await self._store.write(ledger.settle_approval(record.id, outcome.value,
+                                                              decision.value if decision else None, by, now)):
             return False
         observe.signal(Signal.APPROVAL_ANSWERED, platform=record.platform, name=record.tool, reason=outcome.value)
         channel = self._channels.get(record.platform)

@@ -1,7 +1,7 @@
 """The dashboard's panels as capabilities offer them: what a running capability hands the
 dashboard's Operations page, read-only rows as Protocols (a source may hand over its own records
-as they are, the MCP hub's ``ServerStatus``, the approvals store's ``ApprovalRecord``, when they
-have these attributes), found by ``McpSource`` and ``JobsPanel``, never by name. The core's, so
+as they are, the MCP hub's ``ServerStatus``, the approvals' ``ApprovalRecord``, when they
+have these attributes), found by ``McpSource``, ``JobsPanel`` and ``ApprovalSource``, never by name. The core's, so
 that the dashboard and the capabilities that feed it never import each other.
 """
 
@@ -89,5 +89,8 @@ class PendingApproval(Protocol):
     def asked_at(self) -> float: ...
 
 
+@runtime_checkable
 class ApprovalSource(Protocol):
+    """A running capability whose waiting approvals the Operations page lists (the approvals capability)."""
+
     async def pending_approvals(self) -> Sequence[PendingApproval]: ...

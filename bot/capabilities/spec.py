@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from argparse import _SubParsersAction
 
     from bot.access import Access
+    from bot.agent.run import PostRunHook
     from bot.agent.events import EventBus
     from bot.channels import Channel, Check
     from bot.config import Section
@@ -95,6 +96,7 @@ class Core:
     is_owner: Callable[[str, str], bool] = lambda platform, user_id: False  # one of the platform's owners
     peers: Peers | None = None  # the other instances (PostgreSQL with several), None alone
     running: Mapping[str, object] = field(default_factory=dict)  # the capabilities opened so far, by name
+    post_run: list[PostRunHook] = field(default_factory=list)  # after each run's turn is stored: one may add its own
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,9 +52,8 @@ from bot.cluster.bus import Bus, Message
 from bot.cluster.leases import LeaseRows
 from bot.messages import Answer, InboundMessage
 from bot.observe import Signal
-from bot.peers import Host, Responder, Stopped
+from bot.peers import Host, Responder, Stopped, Waiting
 from bot.session_keys import parse_key
-from bot.store.base import ApprovalRecord
 from bot.store.pg.history import Fence
 from bot.store.pg.sql import NOW
 from bot.store.sqlite import inbound_from_json, inbound_to_json
@@ -273,7 +272,7 @@ class Cluster(Asking):
 
     # -- approvals whose run waits elsewhere (bot.approvals.Elsewhere) -------------------
 
-    async def decide_elsewhere(self, record: ApprovalRecord, decision: str, msg: InboundMessage) -> str | None:
+    async def decide_elsewhere(self, record: Waiting, decision: str, msg: InboundMessage) -> str | None:
         holder = await self._leases.holder_of(self._pool, _lane(record.session_key))
         if holder is None or holder == self.instance:
             raise LookupError(record.session_key)

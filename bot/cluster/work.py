@@ -3,14 +3,20 @@ dead (or departed) instance left: messages of sessions nobody holds, answers nob
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
 
 from bot.messages import Answer
+from bot.store import answers as answer_sql
 from bot.store.base import InboundRecord
-from bot.store.pg.answers import UNDELIVERED, answers_of
-from bot.store.pg.base import Db
-from bot.store.pg.inbound import NOT_OWED, record_of
+from bot.store.engine import POSTGRES
+from bot.store.inbound import not_owed, record_from
+from bot.store.pg.base import Connection, Db, drive
 from bot.store.pg.sql import NOW, alive
+
+UNDELIVERED = answer_sql.undelivered_sql(POSTGRES)
+NOT_OWED = not_owed(POSTGRES)  # of the inbound row ``i``
 
 _WAITING = ("SELECT id, session_key, payload, received_at FROM inbound i WHERE session_key = $1"
             f" AND answered_at IS NULL AND payload <> '' AND {NOT_OWED} ORDER BY id")
@@ -59,3 +65,13 @@ async def claim_answer(db: Db, answer_id: str, instance: str, lease_seconds: flo
 
 async def prune_claims(db: Db) -> None:
     await db.execute(_PRUNE_CLAIMS)
+
+
+async def answers_of(conn: Connection, rows: Sequence[asyncpg.Record]) -> list[Answer]:
+    """``answers`` rows (UNDELIVERED's columns) with their chunks, as ``Answer``s."""
+    return await drive(conn, answer_sql.with_chunks(POSTGRES, [tuple(r) for r in rows]))
+
+
+def record_of(row: asyncpg.Record) -> InboundRecord:
+    """An ``inbound`` row (id, session_key, payload, received_at) as the message it stored."""
+    return record_from(tuple(row))

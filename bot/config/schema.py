@@ -12,7 +12,6 @@ which model validates a location, where the secrets are, and a location's dotted
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -34,6 +33,7 @@ from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
     OFF_IS_FALSE,
     AccessConfig,
+    CapabilitySection,
     ChannelConfig,
     ChannelSection,
     Float,
@@ -230,19 +230,6 @@ class LoggingConfig(Section):
         "(time, level, logger, message, run, session, instance), for log shippers")
 
 
-class SkillsConfig(Section):
-    """Agent Skills (``bot.skills``): folders with a SKILL.md, listed in the prompt, read with read_skill."""
-
-    paths: tuple[Path, ...] | None = Field(default=None, description="the owner's shared skill folders, e.g. "
-        "[/srv/chatgate/skills]; null: skills/ in the data directory (beside storage.path's database, data/skills). "
-        "Never inside workspace.root: no chat can change them. Read at start, checked for changes once a second")
-    in_workspaces: bool = Field(default=True, description="also each workspace's own skills/ (checked on every run; "
-        "in a group only an owner may change it); one of the same name as a shared skill is used instead of it, in "
-        "that workspace only")
-    inline_max: Annotated[Int, Field(ge=0, le=100)] = Field(default=15, description="the prompt lists up to this "
-        "many skills by name and description; with more, the model finds them with the skill_search tool")
-
-
 class CoreConfig(Section):
     """The config file's model but for the platforms' sections (see the module doc)."""
 
@@ -269,8 +256,6 @@ class CoreConfig(Section):
         "senders.")
     tools: ToolsConfig = ToolsConfig()
     hooks: HooksConfig = HooksConfig()
-    skills: SkillsConfig = Field(default=SkillsConfig(), description="Agent Skills: folders with a SKILL.md (name, "
-        "description, then instructions) that the model loads when a task fits; see docs/guide/mcp-and-skills.md")
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")
@@ -293,21 +278,12 @@ class CoreConfig(Section):
         return self
 
     @model_validator(mode="after")
-    def _skills_outside_workspaces(self) -> CoreConfig:
-        root = Path(os.path.realpath(self.workspace.root))  # a link into a workspace is inside it
-        for i, folder in enumerate(self.skill_folders()):
-            if root in Path(os.path.realpath(folder)).parents or Path(os.path.realpath(folder)) == root:
-                key = f"skills.paths[{i}]" if self.skills.paths is not None else "skills.paths"
-                raise ConfigError(key, f"{folder} is inside workspace.root, where the bot's file tools could change "
-                                       "shared skills; put them elsewhere (a workspace's own go in its skills/)")
+    def _across_sections(self) -> CoreConfig:
+        """The capabilities' rules across sections (``CapabilitySection.check``), in the file's order."""
+        for name in type(self).model_fields:
+            if isinstance(section := getattr(self, name), CapabilitySection):
+                section.check(self)
         return self
-
-    def skill_folders(self) -> tuple[Path, ...]:
-        """The shared skill folders: ``skills.paths``, else ``skills/`` in the data directory (the
-        folder of ``storage.path``)."""
-        if self.skills.paths is not None:
-            return self.skills.paths
-        return (self.storage.path.parent / "skills",)
 
     @model_validator(mode="after")
     def _model_names(self) -> CoreConfig:

@@ -99,6 +99,10 @@ class CapabilitySection(Section):
         """Files a sandboxed command must never see (a TLS key)."""
         return ()
 
+    def check(self, config: Section) -> None:
+        """Rules across sections (the whole file's model, ``CoreConfig``), raised as ``ConfigError``
+        naming the key; a top-level section's run once the file is validated, before the models' names."""
+
 
 secret = _secret  # a secret field read from an environment variable when the file leaves it out
 

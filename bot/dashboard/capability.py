@@ -2,9 +2,9 @@
 ``chatgate run``, bound before the channels start (a busy port stops start-up before anything
 is received); ``chatgate dashboard`` serves it alone on the bot's database, and ``chatgate
 dashboard passwd`` sets a user's password. Its Operations page reads what the other running
-capabilities offer (``McpSource``, ``JobsPanel`` of ``bot.dashboard.sources``), found by those
-Protocols, never by name. With several instances (PostgreSQL), its live board lists and stops
-the runs of every instance (``bot.dashboard.elsewhere``), so it opens on every instance of a
+capabilities offer (``McpSource``, ``JobsPanel``, ``ApprovalSource`` of ``bot.dashboard.sources``),
+found by those Protocols, never by name. With several instances (PostgreSQL), its live board lists
+and stops the runs of every instance (``bot.dashboard.elsewhere``), so it opens on every instance of a
 cluster, also where ``dashboard.enabled`` is off: there it serves no page and only answers for
 the runs of its instance. This module imports nothing of the dashboard but its config and its
 table: ``open`` does.
@@ -33,7 +33,7 @@ async def open_dashboard(core: Core) -> AsyncIterator[Dashboard | Elsewhere]:
     from bot.dashboard.live import LiveBoard
     from bot.dashboard.server import Dashboard
     from bot.dashboard.settings import settings_of
-    from bot.dashboard.sources import Bot, JobsPanel, McpSource, Operations, PeoplePolicy
+    from bot.dashboard.sources import ApprovalSource, Bot, JobsPanel, McpSource, Operations, PeoplePolicy
     from bot.peers import Asks
     from bot.tracing import Redactor
 
@@ -43,7 +43,7 @@ async def open_dashboard(core: Core) -> AsyncIterator[Dashboard | Elsewhere]:
     running = list(core.running.values())  # the capabilities opened before this one
     mcp = next((c for c in running if isinstance(c, McpSource)), None)
     jobs = next((c.operator_jobs() for c in running if isinstance(c, JobsPanel)), None)
-    operations = Operations(mcp=mcp, jobs=jobs, approvals=core.store)
+    operations = Operations(mcp, jobs, next((c for c in running if isinstance(c, ApprovalSource)), None))
     people = PeoplePolicy(core.limits.settings, core.config.owner_ids())
     peers = core.peers if isinstance(core.peers, Asks) else None
     if not core.config.section("dashboard", DashboardConfig).enabled:  # a cluster's instance without a page

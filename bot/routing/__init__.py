@@ -1,11 +1,10 @@
-"""Models: named models, a conversation's model, fallbacks, session titles (``/model``, the
-capability that lets people pick, is ``bot.models``).
+"""Models: named models, a conversation's model, fallbacks (``/model``, the capability that lets
+people pick, and session titles are ``bot.models``).
 
 - ``spec``: the nouns (``ModelSpec``, ``Catalog``, ``Route``, ``Plan``, ``Why``);
 - ``choice``: the pure rules (which model, what falls back, who may pick, button ids);
 - ``router``: ``Models``, the configured models ready to call and each conversation's choice;
-- ``config``: the config's models as the runtime takes them (``open_models``);
-- ``titles``: a session's title, made in the background after its first exchange.
+- ``config``: the config's models as the runtime takes them (``open_models``).
 """
 
 from bot.routing.choice import fallback_reason, note_text

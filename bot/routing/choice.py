@@ -8,7 +8,7 @@
   on any model the same way, and keep their own sentence.
 - ``may_pick``: who may pick which model (owners any; a model's ``allowed`` its people;
   otherwise everyone when ``models.switch: everyone``).
-- the button ids of ``/model`` (``model:<name>``) and a title's clean-up.
+- the button ids of ``/model`` (``model:<name>``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from bot.routing.spec import Catalog, ModelSpec, Why
 DEFAULT = "default"  # /model default: back to the default model
 CHOICE_PREFIX = "model:"
 _CHOICE = re.compile(r"model:([A-Za-z0-9][A-Za-z0-9_.-]{0,47})")
-TITLE_CHARS = 60
 
 
 def plan_specs(catalog: Catalog, chosen: str | None) -> tuple[ModelSpec, Why, tuple[ModelSpec, ...]]:
@@ -85,14 +84,3 @@ def parse_choice(text: str) -> str | None:
     """The model name a pressed button carries (``default`` included), else None."""
     found = _CHOICE.fullmatch(text)
     return found.group(1) if found else None
-
-
-def clean_title(text: str) -> str | None:
-    """A model's title as shown: its first line, without quotes, Markdown marks or a final
-    full stop, at most ``TITLE_CHARS`` characters; None when nothing is left."""
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    line = re.sub(r"^(?:title\s*:\s*)", "", line.strip(), flags=re.IGNORECASE)
-    line = " ".join(line.strip(" \t#*_`\"'“”‘’").split()).rstrip(".")
-    if not line:
-        return None
-    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"

@@ -1,6 +1,6 @@
-"""The skills capability (``skills:``): the toolset of the shared folders' and the workspaces'
-skills, offered to every run (before the MCP servers'), and ``chatgate check``'s list of what
-it found. Always on: with no skill anywhere it offers nothing."""
+"""The skills capability (``skills:``, its section ``SkillsConfig``): the toolset of the shared
+folders' and the workspaces' skills, offered to every run (before the MCP servers'), and
+``chatgate check``'s list of what it found. Always on: with no skill anywhere it offers nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.capabilities.spec import CapabilitySpec, Core
+from bot.skills.config import SkillsConfig
 
 if TYPE_CHECKING:
     from bot.agent.guard import GuardMode
@@ -34,8 +35,9 @@ async def _open(core: Core) -> AsyncIterator[Skills]:
     from bot.agent.guard import GuardMode
 
     cfg = core.config
-    skills = open_skills(cfg.skill_folders(), in_workspaces=cfg.skills.in_workspaces,
-                         guard=GuardMode(cfg.agent.input_guard), inline_max=cfg.skills.inline_max)
+    own = cfg.section("skills", SkillsConfig)
+    skills = open_skills(own.folders(cfg.storage.path), in_workspaces=own.in_workspaces,
+                         guard=GuardMode(cfg.agent.input_guard), inline_max=own.inline_max)
     core.toolsets.append(skills)  # offered to every run from now on (none runs before the channels start)
     yield skills
 
@@ -44,8 +46,9 @@ async def _found(config: CoreConfig) -> list[str]:
     from bot.agent.guard import GuardMode
     from bot.skills.report import check_lines
 
-    return check_lines(config.skill_folders(), config.workspace.root if config.skills.in_workspaces else None,
+    own = config.section("skills", SkillsConfig)
+    return check_lines(own.folders(config.storage.path), config.workspace.root if own.in_workspaces else None,
                        GuardMode(config.agent.input_guard))
 
 
-SPEC = CapabilitySpec("skills", _open, probe=_found)
+SPEC = CapabilitySpec("skills", _open, config=SkillsConfig, probe=_found)

@@ -3,11 +3,11 @@
 Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
 ``bot.access``, ``chatgate pairing`` and the dashboard), ``AnswerStore`` (what is owed to
 chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
-(compaction's summaries and cuts), ``ApprovalStore``, ``ModelStore`` (a conversation's model,
-session titles), ``NoteStore`` (what a chat or a person was told once, whichever instance
-told it), and ``StepStore`` (a capability's own operations and tables: the dashboard's reads
-are ``bot.dashboard.reads``). ``AppStore`` is all of them on one object, what the composition
-root opens; ``SQLiteStore`` and ``PostgresStore`` implement it.
+(compaction's summaries and cuts), ``ModelStore`` (a conversation's model, session titles),
+``NoteStore`` (what a chat or a person was told once, whichever instance told it), and
+``StepStore`` (a capability's own operations and tables: the dashboard's reads are
+``bot.dashboard.reads``, the approvals' ``bot.approvals.ledger``). ``AppStore`` is all of them
+on one object, what the composition root opens; ``SQLiteStore`` and ``PostgresStore`` implement it.
 
 ``SQLiteStore`` (``bot.store.sqlite``) and ``PostgresStore`` (``bot.store.pg``) implement
 every one, and both pass the same contract suite (tests/test_store_contract.py).
@@ -295,62 +295,6 @@ class PairingStore(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class ApprovalRecord:
-    """A tool call that waited (or waits) for a person's decision."""
-
-    id: str
-    run_id: str
-    call_id: str
-    session_key: str
-    platform: str
-    chat_id: str
-    chat_type: str
-    thread_id: str | None
-    tool: str
-    requester: str  # platform:user_id
-    question_id: str | None = None
-    buttons: bool = False
-    outcome: str = "pending"  # bot.tools.approval.Outcome
-    decision: str | None = None  # bot.tools.approval.Decision
-    decided_by: str | None = None
-    asked_at: float = 0.0
-    decided_at: float | None = None
-
-
-class ApprovalStore(Protocol):
-    """Approvals and the grants they leave ("for this session", "always")."""
-
-    async def add_approval(self, record: ApprovalRecord) -> None:
-        ...
-
-    async def approval_shown(self, approval_id: str, question_id: str, buttons: bool) -> None:
-        """The card is in the chat: its platform id, and whether it has buttons."""
-        ...
-
-    async def settle_approval(self, approval_id: str, outcome: str, decision: str | None, decided_by: str | None,
-                              at: float) -> bool:
-        """End a pending approval; False when it had ended already (the first ending wins)."""
-        ...
-
-    async def approval(self, approval_id: str) -> ApprovalRecord | None:
-        ...
-
-    async def pending_approvals(self) -> list[ApprovalRecord]:
-        """Approvals not ended yet, oldest first (after a restart: cards to expire)."""
-        ...
-
-    async def grant(self, scope: str, holder: str, tool: str, shape: str, granted_by: str, at: float) -> None:
-        """Remember a grant (again: its time is renewed): ``scope`` "session" (holder: one life of a
-        session and one person, ``<session id>:<platform>:<user id>``; shape "*": any call of the
-        tool) or "always" (holder: the person; shape: the exact call)."""
-        ...
-
-    async def granted(self, scope: str, holder: str, tool: str, shape: str, since: float = 0.0) -> bool:
-        """Whether a grant covers the call, given at ``since`` or later."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
 class ModelChoice:
     """The model a conversation's people picked with /model."""
 
@@ -438,7 +382,6 @@ class AnswerStore(Protocol):
 AnswerState = Literal["owed", "delivered", "given_up"]
 
 
-class AppStore(CompactingStore, AnswerStore, PairingStore, ApprovalStore, ModelStore, NoteStore,
-               StepStore, Protocol):
+class AppStore(CompactingStore, AnswerStore, PairingStore, ModelStore, NoteStore, StepStore, Protocol):
     """Every store port on one object: what the composition root opens and hands out
     (``SQLiteStore``, ``PostgresStore``)."""

@@ -12,9 +12,9 @@ differently, an operation asks its ``Engine`` (``bot.store.engine``).
         found = yield from value("SELECT title FROM session_titles WHERE session_id = ?", session_id)
         return None if found is None else str(found)
 
-Each port's operations live in its module (``inbound``, ``history``, ``answers``, ``pairing``,
-``approvals``, ``models``, ``browse``) with a mixin of its async
-methods on ``Driven``; ``bot.store.operations.Operations`` is all of them, and each driver is
+Each core port's operations live in its module (``inbound``, ``history``, ``answers``,
+``pairing``, ``models``, ``notes``, ``browse``) with a mixin of its async methods on ``Driven``
+(a capability's run through ``AppStore.read`` and ``write`` from its own package); ``bot.store.operations.Operations`` is all of them, and each driver is
 that class and the few methods of its plumbing (no driver writes an operation of its own:
 tests/test_store_once.py).
 """

@@ -5,7 +5,6 @@ operations and their mixin (``bot.store.op``), and one more base here."""
 from __future__ import annotations
 
 from bot.store.answers import AnswerOps
-from bot.store.approvals import ApprovalOps
 from bot.store.history import HistoryOps
 from bot.store.inbound import InboundOps
 from bot.store.models import ModelOps
@@ -14,6 +13,6 @@ from bot.store.pairing import PairingOps
 from bot.store.steps import StepOps
 
 
-class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ApprovalOps, ModelOps, NoteOps,
+class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ModelOps, NoteOps,
                  StepOps):
     """The ``AppStore`` ports on a driver's ``_read`` and ``_write``."""

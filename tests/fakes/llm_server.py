@@ -11,7 +11,7 @@ script the answer is ``"echo: " + last user text``. Standalone, for benchmarks a
 checks: ``python -m tests.fakes.llm_server --port 0`` prints the base URL and echoes
 (``--help``: a streamed default answer, and replies scripted over stdin for benchmarks).
 
-chatgate titles a session after its first exchange, in the background (``bot.routing.titles``):
+chatgate titles a session after its first exchange, in the background (``bot.models.titles``):
 such a request (its system prompt starts with ``TITLE_MARKER``) is answered "A fake title"
 on the side, never from the script and never in ``requests``, so a test's script and request
 count stay its runs'. ``title_requests`` holds them; ``FakeLLM(titles="script")``
@@ -42,7 +42,7 @@ from tests.fakes import llm_responses
 from tests.fakes.serving import serve
 
 Dialect = Literal["openai", "anthropic", "responses"]
-TITLE_MARKER = "You name conversations."  # how bot.routing.titles.TITLE_SYSTEM begins
+TITLE_MARKER = "You name conversations."  # how bot.models.titles.TITLE_SYSTEM begins
 FAKE_TITLE = "A fake title"
 _ids = itertools.count(1)
 

@@ -5,8 +5,8 @@
 ``base`` is the driver (the pool, a read, a write in one transaction, ``schema`` the
 migrations); what only several instances need, with no SQLite twin, is here too: a turn's
 commit fenced by its lane's lease (``history``), the instance that claims work (``claim_as``,
-which a capability's claims read as ``claimant``), and the SQL the cluster shares (``answers``,
-``inbound``, ``sql``).
+which a capability's claims read as ``claimant``), and the SQL the cluster shares (``sql``;
+``bot.cluster.work`` builds its reads of answers and the inbound log on the core's statements).
 """
 
 from __future__ import annotations

@@ -6,22 +6,24 @@ session, after the answer was handed to delivery, in a task of its own: it never
 answer, and whatever fails (the model, a timeout, an empty answer) is logged and ignored.
 It is stored with the session (``chatgate sessions``, ``/status``); its call is traced and
 charged like any model call, to the people the exchange served, and told (metrics, traces).
+The models capability adds it after every run (``Core.post_run``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Protocol
 
+from bot.agent.run import RunRequest, RunResult, RunStatus
 from bot.conversation import Conversation
 from bot.limits import Bill, Meter
 from bot.llm import Message
 from bot.providers.base import Usage, complete
-from bot.routing.choice import clean_title
 from bot.routing.router import Models
 from bot.routing.spec import Route
 from bot.store.base import ModelStore, Session, Store, Turn
@@ -36,11 +38,23 @@ EXCHANGE_CHARS = 1_500  # of the question and of the answer shown to the model
 TITLE_TOKENS = 512  # room for a reasoning model's thinking too
 TITLE_TIMEOUT = 60.0
 MAX_STARTED = 10_000  # sessions remembered as titled (or being titled) by this process
+TITLE_CHARS = 60
 Told = Callable[[Conversation, TraceRecord], Awaitable[object]]
 
 
 class TitleStore(Store, ModelStore, Protocol):
     """The store titles need: the title itself, and the turn that records the call's cost."""
+
+
+def clean_title(text: str) -> str | None:
+    """A model's title as shown: its first line, without quotes, Markdown marks or a final
+    full stop, at most ``TITLE_CHARS`` characters; None when nothing is left."""
+    line = next((line for line in text.splitlines() if line.strip()), "")
+    line = re.sub(r"^(?:title\s*:\s*)", "", line.strip(), flags=re.IGNORECASE)
+    line = " ".join(line.strip(" \t#*_`\"'“”‘’").split()).rstrip(".")
+    if not line:
+        return None
+    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"
 
 
 class Titles:
@@ -64,6 +78,12 @@ class Titles:
             del self._started[next(iter(self._started))]
         self._tasks.spawn(self._title(session, conversation, run_id, messages[0].text, answer, payers),
                           f"title {session.key}")
+
+    async def post_run(self, request: RunRequest, result: RunResult) -> None:
+        """A run's turn was stored (``Core.post_run``): ``after``."""
+        self.after(request.session, request.conversation, request.run_id,
+                   result.turn.messages if result.turn else (),
+                   result.text if result.status is RunStatus.COMPLETED else "", result.live_messages, request.payers)
 
     async def aclose(self) -> None:
         await self._tasks.stop()
