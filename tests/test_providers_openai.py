@@ -256,3 +256,16 @@ async def test_summary_temperature_is_sent_where_the_model_takes_one(provider: A
     hi = (Message.user("hi"),)
     assert provider._params(ChatRequest(model="gpt-4o", system="", messages=hi, temperature=0.3))["temperature"] == 0.3
     assert "temperature" not in provider._params(ChatRequest(model="o3", system="", messages=hi, temperature=0.3))
+
+
+def test_the_proxy_is_the_environments_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.providers.wire import proxy_for
+
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert proxy_for("https://api.openai.com/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,.corp.example")
+    assert proxy_for("https://api.openai.com/v1") == "http://proxy.internal:3128"
+    assert proxy_for("https://llm.corp.example/v1") is None  # spared by NO_PROXY
+    assert proxy_for("http://localhost:11434/v1") is None  # no HTTP_PROXY for plain http

@@ -9,7 +9,9 @@ tools, Slack's and Discord's connections, the bot's own web server). What the SD
 keep: the bearer key (a placeholder for keyless local servers), an error status raised with
 the body it came with, an event whose ``error`` is set raised as a failure inside the stream
 (the API nests ``{"error": {...}}``), ``[DONE]`` ending the stream, timeouts per connect and
-per read, proxies from the environment. Retries, error classification and redaction stay
+per read, the proxy the environment names (read once: aiohttp's ``trust_env`` would read it,
+and ``~/.netrc``, in a thread at every request), the rest of the body read after ``[DONE]``
+so that the connection is used again. Retries, error classification and redaction stay
 the providers' (``bot.providers.retry``, ``bot.providers.failures``).
 """
 
@@ -19,6 +21,8 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 
@@ -62,6 +66,7 @@ class Wire:
         self._headers = {"Authorization": f"Bearer {api_key or 'unused'}", "Content-Type": "application/json",
                          "Accept": "application/json", "User-Agent": f"chatgate/{__version__}"}
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+        self._proxy = proxy_for(self._base)
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -75,10 +80,10 @@ class Wire:
     async def events(self, path: str, body: dict[str, Any]) -> Events:
         """POST ``body`` to ``path``; its stream of events once the server answered 2xx."""
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, trust_env=True)
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
         try:
             response = await self._session.post(self._base + path, data=json.dumps(body).encode(),
-                                                headers=self._headers)
+                                                headers=self._headers, proxy=self._proxy)
             if response.status >= 400:
                 async with response:
                     raise StatusError(response.status, _body(await response.text(errors="replace")),
@@ -88,6 +93,14 @@ class Wire:
         except aiohttp.ClientError as err:
             raise Unreachable("connection error") from err
         return Events(response)
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy ``HTTPS_PROXY`` / ``HTTP_PROXY`` name for ``url``, unless ``NO_PROXY`` spares its host."""
+    parts = urlsplit(url)
+    if parts.hostname is None or proxy_bypass(parts.hostname):
+        return None
+    return getproxies().get(parts.scheme)
 
 
 def _body(text: str) -> object:
@@ -132,6 +145,8 @@ class Events:
                     text = "\n".join(data)
                     data.clear()
                     if text.startswith("[DONE]"):
+                        async for _ in self._response.content.iter_any():  # to its end: the connection is kept
+                            pass
                         return
                     item = json.loads(text)
                     if isinstance(item, dict) and item.get("error"):
