@@ -7,6 +7,8 @@ import asyncio
 import hmac
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -472,3 +474,14 @@ async def test_a_reissued_pairing_code_is_sent_to_its_sender(stack: Stack) -> No
     again = tg.sent[1].plain or ""
     assert again.startswith("Your earlier code is no longer valid.") and code_in(again) != code_in(first.plain)
     assert await app.store.approve_pairing(code_in(again), time.time()) is not None
+
+
+def test_the_sdk_loads_without_passports_cryptography() -> None:
+    """``build`` loads python-telegram-bot without ``cryptography`` (Passport's, never used: 7.6 MB),
+    which stays importable for anything else."""
+    code = ("import sys; from adapters.telegram import SPEC; from adapters.telegram.config import TelegramConfig; "
+            "SPEC.build(TelegramConfig(enabled=True, token='1:x')); "
+            "assert 'cryptography' not in sys.modules and 'telegram' in sys.modules, sorted(sys.modules)[:5]; "
+            "from telegram._passport.credentials import CRYPTO_INSTALLED; assert not CRYPTO_INSTALLED; "
+            "import cryptography.hazmat.primitives.ciphers")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=Path(__file__).parent.parent)
