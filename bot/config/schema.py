@@ -234,8 +234,8 @@ class CoreConfig(Section):
     """The config file's model but for the platforms' sections (see the module doc)."""
 
     agent: AgentConfig = AgentConfig()
-    providers: ProvidersConfig = Field(default=ProvidersConfig(), description="base_url is passed to the SDK "
-        "exactly as written. OpenAI's includes /v1, so an OpenAI-compatible server is e.g. vLLM http://host:8000/v1 "
+    providers: ProvidersConfig = Field(default=ProvidersConfig(), description="base_url is used exactly as "
+        "written. OpenAI's includes /v1, so an OpenAI-compatible server is e.g. vLLM http://host:8000/v1 "
         "or Ollama http://localhost:11434/v1; such servers still need some key: any non-empty value works "
         "(OPENAI_API_KEY=local). Anthropic's base_url is the root, without /v1.")
     pricing: dict[Name, ModelPrice] = Field(default={}, description="USD per million tokens; overrides the built-in "
