@@ -68,7 +68,8 @@ def test_sdks_are_imported_only_for_the_chosen_provider() -> None:
         "assert 'bot.providers.openai' in sys.modules, 'the provider'\n"
         "assert 'openai' not in sys.modules and 'anthropic' not in sys.modules, 'an SDK imported for openai'\n"
         "p = bot.providers.make_provider('anthropic', api_key='k', base_url=None, timeout=1, max_retries=0)\n"
-        "assert 'anthropic' in sys.modules and 'openai' not in sys.modules, 'openai imported for anthropic'\n"
+        "assert 'bot.providers.anthropic' in sys.modules, 'the provider'\n"
+        "assert 'anthropic' not in sys.modules and 'openai' not in sys.modules, 'an SDK imported for anthropic'\n"
     )
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr

@@ -1,11 +1,10 @@
 """Anthropic Messages API, streamed as raw events; thinking blocks passed back verbatim.
 
-Imported only when this provider is chosen: it is the one module that imports ``anthropic``.
-
-The request goes through the SDK's low-level ``client.post``: its HTTP client, auth headers,
-timeouts, SSE handling (``ping`` skipped, ``error`` events raised as ``APIStatusError``) and
-exception classes, but not ``messages.create``, so each streamed event stays the plain dict
-the server sent instead of becoming a pydantic model.
+Imported only when this provider is chosen. The body is posted as the wire-format JSON it
+already is and each streamed event read as the plain dict the server sent
+(``bot.providers.wire``: the key and API version as the SDK sends them, an ``error`` event raised); a ``ping`` is
+an event like any other, of no kind the assembler reads. The SDK is not imported: it cost a
+start as much as OpenAI's, and ``messages.create`` would make a pydantic model of every event.
 """
 
 from __future__ import annotations
@@ -13,9 +12,6 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any
-
-import anthropic
-import httpx2
 
 from bot.errors import ProviderError
 from bot.llm import ImagePart, Message, Part, Role, TextPart, ThinkingPart, ToolCall, ToolResult
@@ -31,15 +27,9 @@ from bot.providers.base import (
     Usage,
     with_volatile,
 )
-from bot.providers.failures import (
-    TransientError,
-    classify_status,
-    describe_cause,
-    malformed,
-    parse_retry_after,
-    scrub,
-)
+from bot.providers.failures import TransientError, classify_status, describe_cause, parse_retry_after, scrub
 from bot.providers.streaming import StreamingProvider, string_field
+from bot.providers.wire import StatusError, StreamError, TimedOut, Unreachable, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +50,8 @@ _ERROR_TYPE_STATUS = {
 _MIN_THINKING_BUDGET = 1024  # the API refuses less
 # a named model's reasoning_effort as an extended-thinking budget (tokens); none/minimal: off
 _EFFORT_BUDGET = {"low": 1024, "medium": 4096, "high": 16_384, "xhigh": 32_768}
-# Events as the parsed JSON the server sent: ``object`` is the one type the SDK hands back
-# untouched (its type coercion fails on a bare ``dict``: it wants ``Dict[K, V]``).
-_RAW_STREAM = anthropic.AsyncStream[object]
-# What ``messages.create`` names its call, so the SDK's OpenTelemetry span (when a tracer is
-# set up) looks the same. Request options the SDK has though its ``RequestOptions`` type does
-# not declare them, hence ``Any``.
-_MESSAGES_CALL: Any = {"span_name": "anthropic.messages.create", "span_route": "/v1/messages"}
+ANTHROPIC_API = "https://api.anthropic.com"
+API_VERSION = "2026-10-21"  # the anthropic-version header every request carries (the official SDK's 2.x)
 
 
 # ----------------------------------------------------------------------------- request
@@ -306,38 +291,43 @@ class AnthropicProvider(StreamingProvider):
     """Streams the Messages API; our retry policy, typed errors, cancellable."""
 
     name = "anthropic"
-    sdk_errors = (anthropic.AnthropicError, httpx2.HTTPError)
+    sdk_errors = (WireError,)
 
-    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
-        # The SDK's aiohttp transport costs about a third less CPU per request than httpx2.
-        return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0,
-                                        http_client=anthropic.DefaultAioHttpClient())
+    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
+        # the key as the official SDK sends it now (a bearer token), with its API version
+        return Wire(base_url or ANTHROPIC_API, {"Authorization": f"Bearer {api_key}", "anthropic-version": API_VERSION},
+                    timeout)
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         return request_params(request)
 
     async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.post("/v1/messages", body=params, cast_to=object, stream=True,
-                                       stream_cls=_RAW_STREAM, options=_MESSAGES_CALL)
+        return await self._client.events("/v1/messages", params)
 
     def _assembler(self, model: str) -> _Assembler:
         return _Assembler(model)
 
-    def _failure(self, err: Exception) -> TransientError | ProviderError:
-        """The SDK's (or its transport's) exception as a retryable failure or our typed error."""
-        if isinstance(err, anthropic.APIResponseValidationError):
-            return malformed(self.name, "response does not match the schema")
-        if isinstance(err, anthropic.APIStatusError):
-            message = scrub(str(err.api_message or err.message), self._secret)
-            status = err.status_code
-            if status < 400:  # an error event inside a 200 stream: its type says what it is
-                status = _ERROR_TYPE_STATUS.get(str(err.type), 500)
-            return classify_status(status, message, provider=self.name, code=err.type,
-                                   retry_after=parse_retry_after(err.response.headers))
-        if isinstance(err, (anthropic.APITimeoutError, httpx2.TimeoutException)):
+    def _failure(self, err: WireError) -> TransientError | ProviderError:
+        """A failed request as a retryable failure or our typed error."""
+        if isinstance(err, StatusError):
+            kind, message = _error_of(err.body, str(err))
+            return classify_status(err.status, scrub(message, self._secret), provider=self.name, code=kind,
+                                   retry_after=parse_retry_after(err.headers))
+        if isinstance(err, StreamError):  # an error event inside a 200 stream: its type says what it is
+            kind, message = _error_of({"error": err.body}, str(err))
+            return classify_status(_ERROR_TYPE_STATUS.get(str(kind), 500), scrub(message, self._secret),
+                                   provider=self.name, code=kind)
+        if isinstance(err, TimedOut):
             return TransientError("timeout", provider=self.name)
-        if isinstance(err, (anthropic.APIConnectionError, httpx2.TransportError)):
+        if isinstance(err, Unreachable):
             return TransientError("connection error", provider=self.name, detail=describe_cause(err, self._secret))
-        if isinstance(err, httpx2.HTTPError):
-            return malformed(self.name, describe_cause(err, self._secret))
         return ProviderError(f"{self.name}: {describe_cause(err, self._secret)}", provider=self.name)
+
+
+def _error_of(body: object, fallback: str) -> tuple[str | None, str]:
+    """(type, message) of an Anthropic error body, ``{"type": "error", "error": {"type", "message"}}``."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        kind = error.get("type")
+        return (str(kind) if kind else None), str(error.get("message") or fallback)
+    return None, body if isinstance(body, str) and body else fallback

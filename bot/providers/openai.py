@@ -224,7 +224,7 @@ class OpenAIProvider(StreamingProvider):
         # api.openai.com wants max_completion_tokens (its reasoning models refuse max_tokens);
         # vLLM, Ollama, llama.cpp and most proxies know max_tokens best, so they get that.
         self._tokens_param = "max_completion_tokens" if _is_openai_host(base_url) else "max_tokens"
-        return Wire(base_url or OPENAI_API, api_key, timeout)
+        return Wire(base_url or OPENAI_API, {"Authorization": f"Bearer {api_key or 'unused'}"}, timeout)
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {

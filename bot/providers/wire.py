@@ -1,14 +1,15 @@
-"""OpenAI's HTTP interface as it is on the wire: a JSON body posted, server-sent events read.
+"""A model server's HTTP interface as it is on the wire: a JSON body posted, server-sent events read.
 
-The chat providers (Chat Completions, Responses) need one thing of an HTTP client: post a body
-that is already wire-format JSON and read the stream's events as the plain dicts the server
-sent. The official SDK did that through its low-level ``client.post`` and cost the start more
-than anything else (``import openai`` loads every one of its ~900 type modules, with its own
-HTTP stack: ~0.35 s and 14 MB before the first message); aiohttp is loaded anyway (the web
-tools, Slack's and Discord's connections, the bot's own web server). What the SDK did that we
-keep: the bearer key (a placeholder for keyless local servers), an error status raised with
-the body it came with, an event whose ``error`` is set raised as a failure inside the stream
-(the API nests ``{"error": {...}}``), ``[DONE]`` ending the stream, timeouts per connect and
+The chat providers (OpenAI's Chat Completions and Responses, Anthropic's Messages) need one
+thing of an HTTP client: post a body that is already wire-format JSON and read the stream's
+events as the plain dicts the server sent. The official SDKs did that through their low-level
+``client.post`` and cost the start more than anything else (``import openai`` loads every one
+of its ~900 type modules, with its own HTTP stack: ~0.35 s and 14 MB before the first
+message; Anthropic's alike); aiohttp is loaded anyway (the web tools, Slack's and Discord's
+connections, the bot's own web server). What the SDKs did that we keep: the key in the
+vendor's header, an error status raised with the body it came with, an event whose ``error``
+is set raised as a failure inside the stream (OpenAI nests ``{"error": {...}}``, Anthropic
+sends ``{"type": "error", "error": {...}}``), ``[DONE]`` ending the stream, timeouts per connect and
 per read, the proxy the environment names (read once: aiohttp's ``trust_env`` would read it,
 and ``~/.netrc``, in a thread at every request), the rest of the body read after ``[DONE]``
 so that the connection is used again. Retries, error classification and redaction stay
@@ -42,7 +43,8 @@ class StatusError(WireError):
 
 
 class StreamError(WireError):
-    """An event inside the stream said the request failed; ``body`` is its ``error`` object."""
+    """An event inside the stream said the request failed; ``body`` is its ``error`` object
+    (``message``, and ``code`` or ``type``)."""
 
     def __init__(self, body: object) -> None:
         message = body.get("message") if isinstance(body, dict) else None
@@ -61,10 +63,10 @@ class Unreachable(WireError):
 class Wire:
     """One server's HTTP client: its session is made on the first request (in the running loop)."""
 
-    def __init__(self, base_url: str, api_key: str, timeout: float) -> None:
+    def __init__(self, base_url: str, auth: Mapping[str, str], timeout: float) -> None:
         self._base = base_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {api_key or 'unused'}", "Content-Type": "application/json",
-                         "Accept": "application/json", "User-Agent": f"chatgate/{__version__}"}
+        self._headers = {**auth, "Content-Type": "application/json", "Accept": "application/json",
+                         "User-Agent": f"chatgate/{__version__}"}
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self._proxy = proxy_for(self._base)
         self._session: aiohttp.ClientSession | None = None
