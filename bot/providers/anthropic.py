@@ -27,9 +27,9 @@ from bot.providers.base import (
     Usage,
     with_volatile,
 )
-from bot.providers.failures import TransientError, classify_status, describe_cause, parse_retry_after, scrub
+from bot.providers.failures import TransientError, classify_status, parse_retry_after, scrub
 from bot.providers.streaming import StreamingProvider, string_field
-from bot.providers.wire import StatusError, StreamError, TimedOut, Unreachable, Wire, WireError
+from bot.providers.wire import StatusError, StreamError, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +291,6 @@ class AnthropicProvider(StreamingProvider):
     """Streams the Messages API; our retry policy, typed errors, cancellable."""
 
     name = "anthropic"
-    sdk_errors = (WireError,)
 
     def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         # the key as the official SDK sends it now (a bearer token), with its API version
@@ -317,11 +316,7 @@ class AnthropicProvider(StreamingProvider):
             kind, message = _error_of({"error": err.body}, str(err))
             return classify_status(_ERROR_TYPE_STATUS.get(str(kind), 500), scrub(message, self._secret),
                                    provider=self.name, code=kind)
-        if isinstance(err, TimedOut):
-            return TransientError("timeout", provider=self.name)
-        if isinstance(err, Unreachable):
-            return TransientError("connection error", provider=self.name, detail=describe_cause(err, self._secret))
-        return ProviderError(f"{self.name}: {describe_cause(err, self._secret)}", provider=self.name)
+        return super()._failure(err)
 
 
 def _error_of(body: object, fallback: str) -> tuple[str | None, str]:

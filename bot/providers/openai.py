@@ -31,13 +31,12 @@ from bot.providers.base import (
 from bot.providers.failures import (
     TransientError,
     classify_status,
-    describe_cause,
     looks_like_context_overflow,
     parse_retry_after,
     scrub,
 )
 from bot.providers.streaming import Assembler, StreamingProvider
-from bot.providers.wire import StatusError, StreamError, TimedOut, Unreachable, Wire, WireError
+from bot.providers.wire import StatusError, StreamError, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +217,6 @@ class OpenAIProvider(StreamingProvider):
     """Streams Chat Completions; our retry policy, typed errors, cancellable."""
 
     name = "openai"
-    sdk_errors = (WireError,)
 
     def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         # api.openai.com wants max_completion_tokens (its reasoning models refuse max_tokens);
@@ -250,24 +248,15 @@ class OpenAIProvider(StreamingProvider):
         return _Assembler(model)
 
     def _failure(self, err: WireError) -> TransientError | ProviderError:
-        return failure_of(err, self.name, self._secret)
-
-
-def failure_of(err: WireError, name: str, secret: str) -> TransientError | ProviderError:
-    """A failed request as a retryable failure or our typed error."""
-    if isinstance(err, StatusError):
-        return status_failure(err.status, err.body, err.headers, name, secret)
-    if isinstance(err, TimedOut):
-        return TransientError("timeout", provider=name)
-    if isinstance(err, Unreachable):
-        return TransientError("connection error", provider=name, detail=describe_cause(err, secret))
-    if isinstance(err, StreamError):  # an error object inside the stream
-        message, code = _error_fields(err.body, str(err))
-        message = scrub(message, secret)
-        if looks_like_context_overflow(code, message):
-            return ContextTooLongError(f"{name}: {message}", provider=name)
-        return TransientError("error in stream", provider=name, detail=message)
-    return ProviderError(f"{name}: {describe_cause(err, secret)}", provider=name)
+        if isinstance(err, StatusError):
+            return status_failure(err.status, err.body, err.headers, self.name, self._secret)
+        if isinstance(err, StreamError):  # an error object inside the stream
+            message, code = _error_fields(err.body, str(err))
+            message = scrub(message, self._secret)
+            if looks_like_context_overflow(code, message):
+                return ContextTooLongError(f"{self.name}: {message}", provider=self.name)
+            return TransientError("error in stream", provider=self.name, detail=message)
+        return super()._failure(err)
 
 
 def status_failure(status: int, body: object, headers: Mapping[str, str], name: str,

@@ -1,8 +1,9 @@
-"""What the SDK-backed providers share: the retry policy, the client's lifetime, and
-one attempt — open the raw stream, feed every item to an assembler, map failures.
+"""What the streaming providers share: the retry policy, the client's lifetime, and one
+attempt — open the stream of events (``bot.providers.wire``), feed every item to an
+assembler, map failures.
 
-A subclass says how to build its client and request body, how to open the stream, how
-to assemble the vendor's events, and which exceptions are the SDK's.
+A subclass says how to build its client and request body, how to open the stream, how to
+assemble the vendor's events, and what the vendor's error bodies mean.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any, Protocol
 
 from bot.errors import ProviderError
 from bot.providers.base import ChatRequest, Completed, OnRetry, StreamEvent
-from bot.providers.failures import TransientError, malformed
+from bot.providers.failures import TransientError, describe_cause, malformed
 from bot.providers.retry import RetryPolicy, Sleep, retrying
+from bot.providers.wire import TimedOut, Unreachable, WireError
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,6 @@ class Assembler(Protocol):
 
 class StreamingProvider:
     name: str
-    sdk_errors: tuple[type[BaseException], ...]
 
     def __init__(
         self,
@@ -72,7 +73,7 @@ class StreamingProvider:
     async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
         try:
             stream = await self._open(params)
-        except self.sdk_errors as err:
+        except WireError as err:
             raise self._failure(err) from None  # see failures.describe_cause
         async with stream:  # closes the HTTP response on cancel, aclose or error
             assembler = self._assembler(model)
@@ -80,7 +81,7 @@ class StreamingProvider:
                 async for item in stream:
                     for event in assembler.feed(item):
                         yield event
-            except self.sdk_errors as err:
+            except WireError as err:
                 raise self._failure(err) from None
             except MALFORMED as err:
                 log.warning("%s: unreadable stream item", self.name, exc_info=True)
@@ -102,5 +103,11 @@ class StreamingProvider:
     def _assembler(self, model: str) -> Assembler:
         raise NotImplementedError
 
-    def _failure(self, err: Any) -> TransientError | ProviderError:
-        raise NotImplementedError
+    def _failure(self, err: WireError) -> TransientError | ProviderError:
+        """A failure that is no vendor's error body (those are the subclass's): a timeout or a broken
+        connection is worth another attempt, anything else is final."""
+        if isinstance(err, TimedOut):
+            return TransientError("timeout", provider=self.name)
+        if isinstance(err, Unreachable):
+            return TransientError("connection error", provider=self.name, detail=describe_cause(err, self._secret))
+        return ProviderError(f"{self.name}: {describe_cause(err, self._secret)}", provider=self.name)
