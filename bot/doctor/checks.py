@@ -270,7 +270,9 @@ def _version(distribution: str) -> str:
 
 
 def _versions(config: Config) -> list[Check]:
-    sdks = ", ".join(f"{d} {_version(d)}" for d in ("openai", "anthropic"))
+    # the libraries the model calls and the platforms ride on (the chat providers use no vendor SDK)
+    sdks = ", ".join(f"{d} {_version(d)}" for d in ("aiohttp", "openai", "python-telegram-bot", "discord.py",
+                                                    "slack-bolt"))
     return [Check.ok("versions", f"chatgate {_version('chatgate')}, Python {platform.python_version()}, "
                                  f"SQLite {sqlite3.sqlite_version}, {sys.platform} {os.uname().release}"),
             Check.ok("versions", sdks)]
