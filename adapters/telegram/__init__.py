@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from importlib.abc import MetaPathFinder
+from types import ModuleType
 
 from adapters.telegram.config import TelegramConfig
 from adapters.telegram.doctor import doctor
@@ -28,14 +30,20 @@ def passport_unread() -> Iterator[None]:
     extra brings it), only to decrypt Telegram Passport data, which the bot never asks for: 7.6
     MB and ~30 ms of every start. The SDK is loaded with it hidden (it then refuses Passport
     data, nothing else), and ``cryptography`` can be imported as usual afterwards."""
-    hide = "cryptography" not in sys.modules
-    if hide:
-        sys.modules["cryptography"] = None  # type: ignore[assignment]  # import raises ImportError
+    hidden = _Hidden()
+    sys.meta_path.insert(0, hidden)
     try:
         yield
     finally:
-        if hide and "cryptography" in sys.modules and sys.modules["cryptography"] is None:
-            del sys.modules["cryptography"]
+        sys.meta_path.remove(hidden)
+
+
+class _Hidden(MetaPathFinder):
+    """Finds ``cryptography`` (not yet imported) missing."""
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> None:
+        if name.partition(".")[0] == "cryptography":
+            raise ModuleNotFoundError(f"{name} is not loaded with the Telegram SDK", name=name)
 
 
 SPEC = ChannelSpec("telegram", TelegramConfig, build, hints=HINTS, display="Telegram", doctor=doctor, setup=SETUP)
