@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, closing
+from pathlib import Path
 from typing import Any, Protocol
 
 from bench.common import BotProcess, cpu_seconds, percentiles, running_stack
@@ -22,7 +24,10 @@ HOW = ("DMs in 20 chats (quick: 10) after one unmeasured warm-up message per cha
        "signed webhook POST to its recording the bot's POST <number>/messages. CPU = the bot process's "
        "user+system time (/proc/PID/stat) over the messages / their number. BENCH_OVERHEAD=telegram or "
        "=whatsapp runs one platform. BENCH_STORE=postgres runs on a fresh PostgreSQL database (found as the tests "
-       "find it) instead of SQLite, and adds the CPU of the bot's PostgreSQL backends (/proc/PID/stat) per message.")
+       "find it) instead of SQLite, and adds the CPU of the bot's PostgreSQL backends (/proc/PID/stat) per message. "
+       "The warm-up is shown apart: a chat's first message opens its session, and after its answer the session is "
+       "titled (models.titles: a second model call per new conversation, counted at the fake LLM); the measured "
+       "phases have neither.")
 FIRST_CHAT = 1000
 
 
@@ -92,6 +97,39 @@ async def _backends(url: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+async def _warm_up(stack: _Stack, bot: BotProcess, ids: list[int], prefix: str, url: str | None) -> list[Figure]:
+    """Each chat's first message (its session opened, then titled aside), apart from the measured phases."""
+    cpu = bot.cpu_seconds()
+    await asyncio.gather(*(stack.ask(chat_id, "warm up") for chat_id in ids))
+    titles = 0
+    for _ in range(50):  # the titles are asked for after the answers, in the background
+        if (titles := await _titles(stack, url)) >= len(ids):
+            break
+        await asyncio.sleep(0.1)
+    cpu = bot.cpu_seconds() - cpu
+    return [Figure(NAME, f"{prefix}warm-up: a new conversation's first message, bot CPU", cpu * 1000 / len(ids), "ms",
+                   note="its session opened and, after the answer, titled: a second model call"),
+            Figure(NAME, f"{prefix}warm-up: sessions titled (models.titles)", titles, "",
+                   note=f"of {len(ids)} new conversations")]
+
+
+async def _titles(stack: _Stack, url: str | None) -> int:
+    """How many sessions have a title in the bot's database."""
+    if url:
+        import asyncpg
+
+        conn = await asyncpg.connect(url)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM session_titles"))
+        finally:
+            await conn.close()
+    db = Path(getattr(stack, "tmp", ".")) / "chatgate.db"  # both stacks keep the database there
+    if not db.is_file():
+        return 0
+    with closing(sqlite3.connect(db)) as conn:
+        return int(conn.execute("SELECT count(*) FROM session_titles").fetchone()[0])
+
+
 def _cpu_of(pids: list[int]) -> dict[int, float]:
     cpu = {}
     for pid in pids:
@@ -109,7 +147,7 @@ async def _measure(stack: _Stack, quick: bool, prefix: str, call: str, url: str 
     counts = [per_chat + (i < extra) for i in range(chats)]
     figures: list[Figure] = []
     bot = await stack.start_bot(extra={"storage": {"url": url}}) if url else await stack.start_bot()
-    await asyncio.gather(*(stack.ask(chat_id, "warm up") for chat_id in ids))
+    figures += await _warm_up(stack, bot, ids, prefix, url)
 
     async def converse(sample: _Sample, chat_id: int, count: int) -> None:
         for i in range(count):
