@@ -390,6 +390,18 @@ async def test_commands_and_chat_actions(fake: FakeTelegram, bot: Bot) -> None:
     assert [(a.chat_id, a.action, a.thread_id) for a in fake.actions] == [(-100, "typing", 4)]
 
 
+async def test_message_reaction_set_and_removed(fake: FakeTelegram, bot: Bot) -> None:
+    fake.push(fake.message(7, "hello", message_id=3))
+    assert await bot.set_message_reaction(7, 3, "\N{EYES}")
+    assert fake.reactions[(7, 3)] == [{"type": "emoji", "emoji": "\N{EYES}"}]
+    assert await bot.set_message_reaction(7, 3, [])  # takes it away
+    assert fake.reactions[(7, 3)] == []
+    with pytest.raises(BadRequest, match="Message to react not found"):
+        await bot.set_message_reaction(7, 99, "\N{EYES}")
+    with pytest.raises(BadRequest, match="Reactions_too_many"):
+        await bot.set_message_reaction(7, 3, ["\N{EYES}", "\N{THUMBS UP SIGN}"])
+
+
 # ----------------------------------------------------------------------------- standalone use
 
 

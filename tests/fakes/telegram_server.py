@@ -18,7 +18,9 @@ Telegram's error messages (``telegram_html``), "message is not modified", per-ch
 ids, inline keyboards (``callback_data`` of 1 to 64 bytes, else BUTTON_DATA_INVALID; an
 edit without a keyboard, or with an empty one, removes it) and presses on them: ``press``
 queues a ``callback_query`` update, answerCallbackQuery is accepted once per press (then
-"query is too old", as for an unknown id) and recorded in ``answers``. sendPhoto keeps
+"query is too old", as for an unknown id) and recorded in ``answers``. setMessageReaction
+keeps the bot's one reaction per message in ``reactions`` ([] takes it away; "message to
+react not found", REACTIONS_TOO_MANY for more than one). sendPhoto keeps
 Telegram's rules for a photo: at most 10 MB (else PHOTO_SAVE_FILE_INVALID), a PNG's width
 and height (read from its header) adding up to at most 10,000 and a ratio of at most 20
 (else PHOTO_INVALID_DIMENSIONS), and a picture it can read (else IMAGE_PROCESS_FAILED).
@@ -153,6 +155,7 @@ class FakeTelegram:
         self.documents: list[Document] = []
         self.commands_calls: list[CommandsCall] = []
         self.answers: list[CallbackAnswer] = []  # answerCallbackQuery calls accepted
+        self.reactions: dict[tuple[int | str, int], list[JSON]] = {}  # the bot's reaction to a message, as set last
         self.presses: dict[str, float] = {}  # callback query id -> when ``press`` queued it
         self.delivered: dict[int, float] = {}  # update_id -> when getUpdates first answered with it
         self.files: dict[str, StoredFile] = {}
@@ -182,6 +185,7 @@ class FakeTelegram:
             "sendVoice": self._send_voice, "sendAudio": self._send_audio,
             "setMyCommands": self._set_my_commands, "getMyCommands": self._get_my_commands,
             "deleteMyCommands": self._delete_my_commands, "answerCallbackQuery": self._answer_callback_query,
+            "setMessageReaction": self._set_message_reaction,
         }
         self._handlers = {name.lower(): (name, fn) for name, fn in handlers.items()}
 
@@ -677,6 +681,18 @@ class FakeTelegram:
             raise _bad("message to delete not found")
         return True
 
+    async def _set_message_reaction(self, params: JSON, files: Files) -> bool:
+        key = (self._chat_id(params), int(params.get("message_id") or 0))
+        if key not in self.messages:
+            raise _bad("message to react not found")
+        reaction = params.get("reaction") or []
+        if len(reaction) > 1:  # a bot sets one reaction (Premium users more)
+            raise _bad("REACTIONS_TOO_MANY")
+        if any(r.get("type") not in ("emoji", "custom_emoji", "paid") for r in reaction):
+            raise _bad("REACTION_INVALID")
+        self.reactions[key] = list(reaction)  # [] takes the bot's reaction away
+        return True
+
     async def _send_chat_action(self, params: JSON, files: Files) -> bool:
         chat_id = self._chat_id(params)
         action = str(params.get("action") or "")
@@ -865,5 +881,5 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["Action", "ApiError", "Call", "CallbackAnswer", "CommandsCall", "Document", "Edit", "Failure", "FakeTelegram", "Sent",
-           "StoredFile", "Webhook"]
+__all__ = ["Action", "ApiError", "Call", "CallbackAnswer", "CommandsCall", "Document", "Edit", "Failure",
+           "FakeTelegram", "Sent", "StoredFile", "Webhook"]
