@@ -79,6 +79,15 @@ async def _database(store: str) -> AsyncIterator[str | None]:
 
     try:
         async with fresh_database() as url:
+            if commit := os.environ.get("BENCH_PG_SYNCHRONOUS_COMMIT"):  # e.g. off: what the WAL flush costs
+                import asyncpg
+
+                conn = await asyncpg.connect(url)
+                try:
+                    await conn.execute(f"ALTER DATABASE {conn._params.database} SET synchronous_commit = "
+                                       f"{'off' if commit == 'off' else 'on'}")
+                finally:
+                    await conn.close()
             yield url
     finally:
         await drop_made()
