@@ -84,7 +84,8 @@ async def _database(store: str) -> AsyncIterator[str | None]:
 
                 conn = await asyncpg.connect(url)
                 try:
-                    await conn.execute(f"ALTER DATABASE {conn._params.database} SET synchronous_commit = "
+                    database = await conn.fetchval("SELECT current_database()")
+                    await conn.execute(f'ALTER DATABASE "{database}" SET synchronous_commit = '
                                        f"{'off' if commit == 'off' else 'on'}")
                 finally:
                     await conn.close()
