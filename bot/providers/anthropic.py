@@ -27,7 +27,7 @@ from bot.providers.base import (
     Usage,
     with_volatile,
 )
-from bot.providers.failures import TransientError, classify_status, parse_retry_after, scrub
+from bot.providers.failures import TransientError, classify_status, error_fields, parse_retry_after, scrub
 from bot.providers.streaming import StreamingProvider, string_field
 from bot.providers.wire import StatusError, StreamError, Wire, WireError
 
@@ -309,20 +309,12 @@ class AnthropicProvider(StreamingProvider):
     def _failure(self, err: WireError) -> TransientError | ProviderError:
         """A failed request as a retryable failure or our typed error."""
         if isinstance(err, StatusError):
-            kind, message = _error_of(err.body, str(err))
+            message, kind = error_fields(err.body, str(err), "type")
             return classify_status(err.status, scrub(message, self._secret), provider=self.name, code=kind,
                                    retry_after=parse_retry_after(err.headers))
         if isinstance(err, StreamError):  # an error event inside a 200 stream: its type says what it is
-            kind, message = _error_of({"error": err.body}, str(err))
+            message, kind = error_fields(err.body, str(err), "type")
             return classify_status(_ERROR_TYPE_STATUS.get(str(kind), 500), scrub(message, self._secret),
                                    provider=self.name, code=kind)
         return super()._failure(err)
 
-
-def _error_of(body: object, fallback: str) -> tuple[str | None, str]:
-    """(type, message) of an Anthropic error body, ``{"type": "error", "error": {"type", "message"}}``."""
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        kind = error.get("type")
-        return (str(kind) if kind else None), str(error.get("message") or fallback)
-    return None, body if isinstance(body, str) and body else fallback

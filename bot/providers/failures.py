@@ -84,6 +84,19 @@ def describe_cause(err: BaseException, secret: str | None) -> str:
     return scrub(f"{type(cause).__name__}: {text}" if text else type(cause).__name__, secret)
 
 
+def error_fields(body: object, fallback: str, key: str = "code") -> tuple[str, str | None]:
+    """(message, ``key``) of a server's error body: ``{"error": {...}}`` or that inner object
+    (OpenAI's ``code``, Anthropic's ``type``); a text body is its own message."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            kind = inner.get(key)
+            return str(inner.get("message") or fallback), str(kind) if kind is not None else None
+    if isinstance(body, str) and body:
+        return body, None
+    return fallback, None
+
+
 def looks_like_context_overflow(code: str | None, message: str) -> bool:
     return bool(_CONTEXT_PATTERNS.search(f"{code or ''} {message}"))
 

@@ -31,6 +31,7 @@ from bot.providers.base import (
 from bot.providers.failures import (
     TransientError,
     classify_status,
+    error_fields,
     looks_like_context_overflow,
     parse_retry_after,
     scrub,
@@ -251,7 +252,7 @@ class OpenAIProvider(StreamingProvider):
         if isinstance(err, StatusError):
             return status_failure(err.status, err.body, err.headers, self.name, self._secret)
         if isinstance(err, StreamError):  # an error object inside the stream
-            message, code = _error_fields(err.body, str(err))
+            message, code = error_fields(err.body, str(err))
             message = scrub(message, self._secret)
             if looks_like_context_overflow(code, message):
                 return ContextTooLongError(f"{self.name}: {message}", provider=self.name)
@@ -262,19 +263,7 @@ class OpenAIProvider(StreamingProvider):
 def status_failure(status: int, body: object, headers: Mapping[str, str], name: str,
                    secret: str) -> TransientError | ProviderError:
     """An error status of an OpenAI server (its ``{"error": {"message", "code"}}`` body read)."""
-    message, code = _error_fields(body, f"Error code: {status}")
+    message, code = error_fields(body, f"Error code: {status}")
     return classify_status(status, scrub(message, secret), provider=name, code=code,
                            retry_after=parse_retry_after(headers))
-
-
-def _error_fields(body: object, fallback: str) -> tuple[str, str | None]:
-    """(message, code) from an OpenAI error body, ``{"error": {...}}`` or the inner object."""
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            code = inner.get("code")
-            return str(inner.get("message") or fallback), str(code) if code is not None else None
-    if isinstance(body, str) and body:
-        return body, None
-    return fallback, None
 

@@ -46,8 +46,8 @@ from bot.providers.base import (
     newest_user_turn,
     with_volatile,
 )
-from bot.providers.failures import TransientError, classify_status, scrub
-from bot.providers.openai import OpenAIProvider, _error_fields, fixed_temperature, user_side
+from bot.providers.failures import TransientError, classify_status, error_fields, scrub
+from bot.providers.openai import OpenAIProvider, fixed_temperature, user_side
 from bot.providers.streaming import Assembler, string_field
 from bot.providers.wire import StreamError, WireError
 
@@ -291,6 +291,6 @@ class ResponsesProvider(OpenAIProvider):
 
     def _failure(self, err: WireError) -> TransientError | ProviderError:
         if isinstance(err, StreamError):
-            message, code = _error_fields(err.body, str(err))  # an error event inside the stream
+            message, code = error_fields(err.body, str(err))  # an error event inside the stream
             return stream_failure(self.name, code, scrub(message, self._secret))
         return super()._failure(err)
