@@ -33,7 +33,7 @@ class Waiting(Protocol):
 
 
 class Peers(Protocol):
-    async def claim(self, session_key: str, inbound_id: int) -> bool:
+    async def claim(self, record: InboundRecord) -> bool:
         """Own the session's lane for this stored message: True to decide and run it here; False when
         another instance owns the lane (it was told and takes the message) or it was taken already."""
         ...

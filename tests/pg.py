@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
+from bot.messages import ChatType, InboundMessage, Sender
+from bot.store.base import InboundRecord
 from bot.store.pg import PostgresStore
 from bot.store.pg.schema import names as schema_names
 
@@ -157,3 +160,23 @@ async def drop_made() -> None:
         return
     for name in names:
         await _admin(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- a conversation's stored messages, for the cluster's tests ---------------------------
+
+KEY = "agent:main:telegram:dm:7"
+_STORED: dict[int, InboundMessage] = {}
+
+
+async def stored(store: PostgresStore, message_id: str, text: str | None = None) -> int:
+    """A DM of KEY stored as the intake stores it; its id."""
+    msg = InboundMessage("telegram", "bot", "7", ChatType.DM, Sender("7"), text or f"text {message_id}", message_id)
+    inbound_id = await store.record_inbound(msg, KEY)
+    assert inbound_id is not None
+    _STORED[inbound_id] = msg
+    return inbound_id
+
+
+def lane_record(inbound_id: int) -> InboundRecord:
+    """A stored message as the intake claims its lane with it."""
+    return InboundRecord(inbound_id, KEY, _STORED[inbound_id], time.time())

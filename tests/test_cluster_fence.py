@@ -22,20 +22,19 @@ import pytest
 
 from bot.cluster.node import Cluster, ClusterSettings
 from bot.llm import Message
-from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
+from bot.messages import Answer, Chunk, Target
 from bot.store.base import LaneLost, Turn
 from bot.store.pg import PostgresStore
 from bot.store.pg.history import _FENCE as FENCE
 from bot.store.pg.sql import numbered
 from tests.cluster_bed import Instances, wait_until
 from tests.fakes.llm_server import Reply
-from tests.pg import fresh_database
+from tests.pg import KEY, fresh_database, lane_record, stored
 from tests.test_cluster import cluster, sent_to  # noqa: F401 (cluster is a fixture)
 from tests.test_cluster_lanes import Core
 
 pytestmark = pytest.mark.timeout(90)
 
-KEY = "agent:main:telegram:dm:7"
 
 
 @asynccontextmanager
@@ -50,13 +49,6 @@ async def member(url: str, name: str, lease: float) -> AsyncIterator[tuple[Clust
             yield cluster, core, store
         finally:
             await cluster.aclose()
-
-
-async def stored(store: PostgresStore, message_id: str) -> int:
-    msg = InboundMessage("telegram", "bot", "7", ChatType.DM, Sender("7"), f"text {message_id}", message_id)
-    inbound_id = await store.record_inbound(msg, KEY)
-    assert inbound_id is not None
-    return inbound_id
 
 
 async def turn(store: PostgresStore, run_id: str, inbound_id: int, key: str = KEY) -> Turn:
@@ -81,7 +73,7 @@ async def test_a_member_paused_past_its_lease_stores_and_sends_nothing_once_anot
     async with fresh_database() as url, member(url, "a", 1.0) as (a, _, store_a), \
             member(url, "b", 1.0) as (b, b_core, store_b):
         first = await stored(store_a, "m1")
-        assert await a.claim(KEY, first) is True
+        assert await a.claim(lane_record(first)) is True
         assert await a.still_holds(KEY) and not await b.still_holds(KEY)
         late = await turn(store_a, "run-a", first)  # a's run is under way ...
         await paused(a)  # ... when a freezes past its lease
@@ -110,7 +102,7 @@ async def test_a_take_over_waits_for_a_commit_under_way_and_a_frozen_one_is_ende
     async with fresh_database() as url, member(url, "a", 1.0) as (a, _, _), \
             member(url, "b", 1.0) as (b, b_core, store_b):
         first = await stored(store_b, "m1")
-        assert await a.claim(KEY, first) is True
+        assert await a.claim(lane_record(first)) is True
         await paused(a)
         fence = a.fence(KEY)
         frozen = await asyncpg.connect(url)  # a's commit: past its fence, then a freezes
@@ -131,7 +123,7 @@ async def test_a_take_over_waits_for_a_commit_under_way_and_a_frozen_one_is_ende
 async def test_a_lease_that_ran_out_with_nobody_taking_it_still_commits() -> None:
     async with fresh_database() as url, member(url, "a", 0.5) as (a, _, store):
         first = await stored(store, "m1")
-        assert await a.claim(KEY, first) is True
+        assert await a.claim(lane_record(first)) is True
         await paused(a)
         await asyncio.sleep(0.8)  # past the lease: nobody else is there to take it
         assert not await a.still_holds(KEY)  # a tool would not run on a lease that ran out ...

@@ -7,18 +7,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from bot.cluster import work
 from bot.cluster.node import Cluster, ClusterSettings
-from bot.messages import Answer, ChatType, InboundMessage, Sender
+from bot.messages import Answer, InboundMessage
 from bot.peers import Stopped
 from bot.store.base import InboundRecord
 from bot.store.pg import PostgresStore
-from tests.pg import postgres_store
-
-KEY = "agent:main:telegram:dm:7"
+from tests.pg import KEY, lane_record, postgres_store, stored
 
 
 class Core:
@@ -26,6 +26,7 @@ class Core:
 
     def __init__(self) -> None:
         self.taken: list[int] = []
+        self.texts: list[str] = []
         self.stops: list[str] = []
         self.lanes: set[str] = set()
         self.abandoned: list[str] = []
@@ -33,6 +34,7 @@ class Core:
 
     async def take(self, record: InboundRecord) -> None:
         self.taken.append(record.id)
+        self.texts.append(record.message.text)
         self.lanes.add(record.session_key)
 
     async def stop_here(self, session_key: str) -> Stopped:
@@ -77,13 +79,6 @@ async def members(store: PostgresStore, *names: str, lease: float = 3.0) -> Asyn
             await cluster.aclose()
 
 
-async def stored(store: PostgresStore, message_id: str) -> int:
-    msg = InboundMessage("telegram", "bot", "7", ChatType.DM, Sender("7"), f"text {message_id}", message_id)
-    inbound_id = await store.record_inbound(msg, KEY)
-    assert inbound_id is not None
-    return inbound_id
-
-
 async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
         while not check():
@@ -93,12 +88,12 @@ async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> None:
 async def test_a_lane_has_one_owner_others_hand_over_and_it_is_given_back_when_idle(store: PostgresStore) -> None:
     async with members(store, "a", "b") as [(a, a_core), (b, b_core)]:
         first = await stored(store, "m1")
-        assert await a.claim(KEY, first) is True
+        assert await a.claim(lane_record(first)) is True
         a_core.lanes.add(KEY)
         second = await stored(store, "m2")
-        assert await b.claim(KEY, second) is False  # a holds the lane: told, it reads m2 from the store
+        assert await b.claim(lane_record(second)) is False  # a holds the lane: told, with m2 in the notification
         await eventually(lambda: a_core.taken == [second])
-        assert await a.claim(KEY, second) is False  # taken already: never decided twice
+        assert await a.claim(lane_record(second)) is False  # taken already: never decided twice
         assert b_core.taken == []
         assert await b.stop(KEY) == (True, 1, (99,)) and a_core.stops == [KEY]  # /stop where the lane is
         assert await a.stop(KEY) is None  # its own: stopped here by the caller
@@ -113,7 +108,25 @@ async def test_a_lane_has_one_owner_others_hand_over_and_it_is_given_back_when_i
         else:
             raise AssertionError("a never gave the lane back")
         third = await stored(store, "m3")  # (stored while a still held it, a would be told and take it)
-        assert await b.claim(KEY, third) is True
+        assert await b.claim(lane_record(third)) is True
+
+
+async def test_a_message_handed_over_comes_in_the_notification_or_when_too_big_from_the_store(
+        store: PostgresStore) -> None:
+    """The holder of a lane takes a message another member stored as the notification carries it
+    (no read of the store); one too big for a notification it reads from the store."""
+    async with members(store, "a", "b") as [(a, a_core), (b, _)]:
+        first = await stored(store, "m1")
+        assert await a.claim(lane_record(first)) is True
+        a_core.lanes.add(KEY)
+        small, big = "s" * 100, "b" * (work.HANDED_ROOM + 1)
+        for message_id, text in (("m2", small), ("m3", big)):
+            inbound_id = await stored(store, message_id, text)
+            # the record claimed says otherwise than the row: which one the holder got shows where it came from
+            told = lane_record(inbound_id)
+            assert await b.claim(replace(told, message=replace(told.message, text=text.upper()))) is False
+            await eventually(lambda: len(a_core.texts) == 1)
+            assert a_core.texts.pop() == (small.upper() if text == small else big)
 
 
 async def test_an_idle_lane_is_kept_a_while_and_given_to_another_member_that_asks(store: PostgresStore) -> None:
@@ -124,14 +137,14 @@ async def test_an_idle_lane_is_kept_a_while_and_given_to_another_member_that_ask
 
     async with members(store, "a", "b", lease=30.0) as [(a, a_core), (b, b_core)]:  # a beat of 10 s
         first = await stored(store, "m1")
-        assert await a.claim(KEY, first) is True
+        assert await a.claim(lane_record(first)) is True
         await store.mark_answered([first])
         a.idle(KEY)
         assert await holder() == "a"  # kept: the conversation's next message needs no lease statement
         second = await stored(store, "m2")
-        assert await a.claim(KEY, second) is True
+        assert await a.claim(lane_record(second)) is True
         third = await stored(store, "m3")
-        assert await b.claim(KEY, third) is False  # b's message goes to a, whose lane it still is
+        assert await b.claim(lane_record(third)) is False  # b's message goes to a, whose lane it still is
         await eventually(lambda: a_core.taken == [third])
         await store.mark_answered([second, third])
         a_core.lanes.clear()
@@ -144,7 +157,7 @@ async def test_an_idle_lane_is_kept_a_while_and_given_to_another_member_that_ask
 async def test_a_dead_members_sessions_and_answers_are_taken_over_once(store: PostgresStore) -> None:
     async with members(store, "a", "b", "c", lease=1.0) as [(a, _), (_, b_core), (_, c_core)]:
         inbound_id = await stored(store, "m1")
-        assert await a.claim(KEY, inbound_id) is True
+        assert await a.claim(lane_record(inbound_id)) is True
         await a._tasks.stop()  # a dies: no heartbeat, no release, its leases run out
         await a._bus.aclose()
         await eventually(lambda: b_core.taken or c_core.taken, timeout=10)
@@ -155,10 +168,10 @@ async def test_a_dead_members_sessions_and_answers_are_taken_over_once(store: Po
 async def test_a_lost_listen_connection_comes_back_and_nothing_handed_over_is_missed(store: PostgresStore) -> None:
     async with members(store, "a", "b") as [(a, a_core), (b, _)]:
         first = await stored(store, "m1")
-        assert await a.claim(KEY, first) is True
+        assert await a.claim(lane_record(first)) is True
         a_core.lanes.add(KEY)
         await store.pool.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
                                  " AND pid <> pg_backend_pid()")
         second = await stored(store, "m2")
-        await b.claim(KEY, second)  # its NOTIFY may reach a, or be lost while a reconnects
+        await b.claim(lane_record(second))  # its NOTIFY may reach a, or be lost while a reconnects
         await eventually(lambda: a_core.taken == [second], timeout=15)

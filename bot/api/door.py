@@ -36,6 +36,7 @@ from bot.api.wire import ApiError
 from bot.conversation import Conversation
 from bot.messages import Attachment, ChatType, InboundMessage, Sender
 from bot.runs import Admission, Pending, TaskOrder
+from bot.store.base import InboundRecord
 
 if TYPE_CHECKING:
     from bot.capabilities.spec import Core
@@ -109,7 +110,7 @@ class Door:
             inbound_id = await core.store.record_inbound(msg, conversation)
             if inbound_id is None:
                 raise ApiError(409, "this message was sent already", code="duplicate")
-            if peers is not None and not await peers.claim(key, inbound_id):
+            if peers is not None and not await peers.claim(InboundRecord(inbound_id, key, msg, time.time())):
                 # the lane went to another instance meanwhile (this one lost its lease): it was told and
                 # would run the message without the person's order; it is answered here instead
                 log.warning("api: session %s went to another instance; message %s not run", key, inbound_id)

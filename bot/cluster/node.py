@@ -3,7 +3,8 @@ stops that cross instances, and taking over what a dead instance left.
 
 - A session's lane is the lease ``session:<key>``. ``claim`` takes it for a stored message
   (and with it every message of the session still waiting, oldest first); when another
-  instance holds it, that one is told (NOTIFY ``pull``) and reads the message from the store;
+  instance holds it, that one is told (NOTIFY ``pull``, the message in it when it fits, else read
+  from the store);
   for a beat after, the conversation's next messages go to that holder without asking the
   database again (were it to have given the lane up meanwhile, it takes the lane back on
   ``pull``; were it to have died, the sweep takes the session over as it would anyway).
@@ -54,9 +55,10 @@ from bot.messages import Answer, InboundMessage
 from bot.observe import Signal
 from bot.peers import Host, Responder, Stopped, Waiting
 from bot.session_keys import parse_key
+from bot.store.base import InboundRecord
+from bot.store.inbound import inbound_from_json, inbound_to_json
 from bot.store.pg.history import Fence
 from bot.store.pg.sql import NOW
-from bot.store.sqlite import inbound_from_json, inbound_to_json
 from bot.tasks import OwnedTasks
 
 log = logging.getLogger(__name__)
@@ -162,7 +164,8 @@ class Cluster(Asking):
 
     # -- Peers: session lanes ----------------------------------------------------------
 
-    async def claim(self, session_key: str, inbound_id: int) -> bool:
+    async def claim(self, record: InboundRecord) -> bool:
+        session_key, inbound_id = record.session_key, record.id
         async with self._lock(session_key):
             taken = self._taken.get(session_key)
             if session_key in self._held and taken is not None:
@@ -189,7 +192,7 @@ class Cluster(Asking):
             self._tasks.spawn(self._pull(session_key), f"pull {session_key}")
         else:
             log.info("cluster: session %s runs on %s; message %s handed over", session_key, holder, inbound_id)
-            await self._bus.send(self._pool, holder, {"kind": "pull", "key": session_key})
+            await self._bus.send(self._pool, holder, {"kind": "pull", "key": session_key, **work.handed(record)})
         return False
 
     async def own(self, session_key: str) -> None:
@@ -336,23 +339,27 @@ class Cluster(Asking):
             await self._pull(key)
         await self.sweep()
 
-    async def _pull(self, session_key: str) -> None:
-        """Another instance stored a message of a session this one holds (or may now take)."""
+    async def _pull(self, session_key: str, handed: InboundRecord | None = None) -> None:
+        """Another instance stored a message of a session this one holds (or may now take): one
+        ``handed`` in the notification is taken as it came, unless the lane is taken only now
+        (then every message of the session still waiting is read)."""
         async with self._lock(session_key):
             newly = session_key not in self._held
             if newly and not await self._acquire(session_key):
                 return
-            took = await self._take_waiting(session_key)
+            took = await self._take_waiting(session_key, [handed] if handed is not None and not newly else None)
             assert self._host is not None
             if newly and not took and not self._host.busy(session_key):
                 await self._let_go(session_key)
 
-    async def _take_waiting(self, session_key: str, *, but: int | None = None) -> int:
-        """Hand every waiting message of the session not taken yet to the core, oldest first."""
+    async def _take_waiting(self, session_key: str, records: list[InboundRecord] | None = None, *,
+                            but: int | None = None) -> int:
+        """Hand the session's waiting messages (``records``, else read from the store) not taken
+        yet to the core, oldest first."""
         assert self._host is not None
         taken = self._taken.setdefault(session_key, set())
         count = 0
-        for record in await work.waiting(self._pool, session_key):
+        for record in records if records is not None else await work.waiting(self._pool, session_key):
             if record.id in taken or record.id == but:
                 continue
             taken.add(record.id)
@@ -443,7 +450,7 @@ class Cluster(Asking):
     def _notified(self, message: Message) -> None:
         kind = message.get("kind")
         if kind == "pull":
-            self._tasks.spawn(self._pull(str(message["key"])), "pull")
+            self._tasks.spawn(self._pull(str(message["key"]), work.handed_in(message)), "pull")
         elif kind == "stop":
             self._tasks.spawn(self._stop_here(message), "remote stop")
         elif kind == "stopall" and message.get("from") != self.instance:

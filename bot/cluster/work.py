@@ -1,9 +1,11 @@
-"""What the cluster reads of the store's tables: a session's waiting messages, and the work a
-dead (or departed) instance left: messages of sessions nobody holds, answers nobody sends."""
+"""What the cluster reads of the store's tables: a session's waiting messages (or a message handed
+over in a notification instead), and the work a dead (or departed) instance left: messages of
+sessions nobody holds, answers nobody sends."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import asyncpg
 
@@ -11,7 +13,7 @@ from bot.messages import Answer
 from bot.store import answers as answer_sql
 from bot.store.base import InboundRecord
 from bot.store.engine import POSTGRES
-from bot.store.inbound import not_owed, record_from
+from bot.store.inbound import inbound_from_json, inbound_to_json, not_owed, record_from
 from bot.store.pg.base import Connection, Db, drive
 from bot.store.pg.sql import NOW, alive
 
@@ -38,6 +40,9 @@ _CLAIM_ANSWER = (
     f" WHERE cluster_deliveries.instance = excluded.instance OR NOT {alive('cluster_deliveries.instance')}"
     " RETURNING 1"
 )
+# what a handed message's JSON may take of a NOTIFY payload (PostgreSQL's limit is 8000 bytes; the
+# notification quotes the JSON again, which can double it)
+HANDED_ROOM = 3500
 _PRUNE_CLAIMS = ("DELETE FROM cluster_deliveries d USING answers a WHERE a.id = d.answer_id"
                  " AND a.delivered_at IS NOT NULL")
 
@@ -45,6 +50,21 @@ _PRUNE_CLAIMS = ("DELETE FROM cluster_deliveries d USING answers a WHERE a.id = 
 async def waiting(db: Db, session_key: str) -> list[InboundRecord]:
     """The session's stored messages not answered and owed no answer, oldest first."""
     return [record_of(r) for r in await db.fetch(_WAITING, session_key)]
+
+
+def handed(record: InboundRecord) -> dict[str, Any]:
+    """A stored message as a ``pull`` notification carries it, so that the lane's holder need not
+    read it back; nothing when it would not fit (the holder then reads the store)."""
+    raw = inbound_to_json(record.message)  # ASCII: its length is its size
+    return {"id": record.id, "msg": raw, "at": record.received_at} if len(raw) <= HANDED_ROOM else {}
+
+
+def handed_in(message: Mapping[str, Any]) -> InboundRecord | None:
+    """The message a ``pull`` notification carries (``handed``), if it carries one."""
+    if "msg" not in message:
+        return None
+    return InboundRecord(int(message["id"]), str(message["key"]), inbound_from_json(str(message["msg"])),
+                         float(message["at"]))
 
 
 async def orphan_sessions(db: Db, grace: float) -> list[str]:

@@ -179,7 +179,8 @@ class Intake:
         await self._room.acquire()  # backpressure: the channel waits here, nothing piles up
         if self._peers is not None and not claimed:
             try:
-                mine = await self._peers.claim(item.conversation.session_key, item.inbound_id)
+                mine = await self._peers.claim(InboundRecord(item.inbound_id, item.conversation.session_key, item.msg,
+                                                              item.received))
             except BaseException:
                 self._room.release()
                 raise
