@@ -2,11 +2,12 @@
 
 ``Approvals`` is a step of the one gate of every tool call (``bot.tools.gate``), after the
 pre-tool hooks, whoever makes the call (a run, a sub-agent, the memory flush, a task's
-check): ``ApprovalRules`` say whether it needs a person. If so, and no grant covers it for every person the turn acts for ("Allow for this
-session": one person, one life of the session, ``tools.approval_session_hours``; "Always
-allow": one person and the exact call), a call that nobody can answer for (``unattended``:
-the flush, a check) is not run; otherwise a card goes to the chat (buttons where the channel
-``Asks``, else text with ``/approve <id>``) and the call, only that call, waits:
+check): ``ApprovalRules`` say whether it needs a person. If so, and no grant covers it for every
+person the turn acts for ("Allow for this session": one person, one life of the session,
+``tools.approval_session_hours``; "Always allow": one person and the exact call), a call that
+nobody can answer for (``unattended``: the flush, a check) is not run; otherwise a card goes to
+the chat (buttons where the channel ``Asks``, else text with ``/approve <id>``) and the call, only
+that call, waits:
 
 - a press is an inbound message (stored and deduped by the intake like any other) that
   ``press`` turns into a decision. It counts only while the run that asked waits for it,

@@ -100,7 +100,7 @@ class Bus:
             try:
                 conn = await asyncpg.connect(self._url, timeout=10)
                 lost = asyncio.Event()
-                conn.add_termination_listener(lambda _: lost.set())
+                conn.add_termination_listener(lambda _, ended=lost: ended.set())
                 for channel in (channel_of(self.instance), ALL):
                     await conn.add_listener(channel, self._notified)
                 first = not self._ready.is_set()

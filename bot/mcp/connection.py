@@ -168,8 +168,8 @@ def launch(settings: McpServerConfig, cwd: Path | None, log_file: Path | None,
             raise OSError("a sandboxed server needs a cwd")
         folder = log_file.with_name(log_file.name.removesuffix(".log") + ".home")
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    options = bwrap_arguments(folder, ExecSettings(network=settings.network, private=private), also=settings.sandbox_paths,
-                              environment=False)
+    options = bwrap_arguments(folder, ExecSettings(network=settings.network, private=private),
+                              also=settings.sandbox_paths, environment=False)
     return "bwrap", [*options, "--", settings.command, *settings.args], None
 
 

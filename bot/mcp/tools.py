@@ -47,7 +47,8 @@ def allowed(name: str, settings: McpServerConfig) -> bool:
     return rules.allow is None or any(fnmatchcase(name, p) for p in rules.allow)
 
 
-def server_tools(server: str, settings: McpServerConfig, listed: Iterable[types.Tool], call: CallFn) -> tuple[Tool, ...]:
+def server_tools(server: str, settings: McpServerConfig, listed: Iterable[types.Tool],
+                 call: CallFn) -> tuple[Tool, ...]:
     """The ``Tool``s of one server's listing (see the module doc), in the server's order."""
     kept = [t for t in listed if allowed(t.name, settings)]
     names = tool_names(server, (t.name for t in kept))

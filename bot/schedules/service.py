@@ -137,8 +137,8 @@ class Schedules:
             raise ScheduleError(f"{rules.local(when.anchor, rules.zone(when.zone))} has passed already")
         gap = rules.smallest_gap(when, now)
         if gap is not None and gap < self.settings.min_interval:
-            raise ScheduleError(f"a recurring job runs at most every {rules.duration_text(int(self.settings.min_interval))}"
-                                f"; {rules.describe(when)} is more often")
+            every = rules.duration_text(int(self.settings.min_interval))
+            raise ScheduleError(f"a recurring job runs at most every {every}; {rules.describe(when)} is more often")
         job = Job(0, kind, text, when, creator.conversation, creator.user_id, creator.name, next_at=first,
                   prompt=prompt, check=check.json() if check is not None else None, created_at=self._clock(),
                   others=creator.others)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.web.charts import bars, meter
 from bot.dashboard.pages.layout import Viewer, action, badge, page, section, table
 from bot.limits import LimitSettings
 from bot.store.base import ApprovedSender, PairingCode
+from bot.web.charts import bars, meter
 from bot.web.html import Html, count, duration, join, render, usd, when
 
 DAYS = 30

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from bot.dashboard.live import session_label
-from bot.web.charts import span_bar
 from bot.dashboard.pages.layout import Viewer, badge, link, page, section, table
 from bot.tracing import TraceRecord
+from bot.web.charts import span_bar
 from bot.web.html import Html, clip, count, duration, join, path, plural, render, usd, when
 
 STATUS = {"completed": "ok", "silent": "muted", "failed": "bad", "cancelled": "warn"}
