@@ -38,6 +38,7 @@ from typing import Protocol
 
 from bot.llm import ImagePart, Message, TextPart, ThinkingPart, ToolCall, ToolResult, text_size
 from bot.providers.base import ToolSpec
+from bot.providers.pricing import bare_name
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,7 @@ HEURISTIC = _Heuristic()
 
 def encoding_name(model: str) -> str:
     """``o200k_base`` for OpenAI's current models, ``cl100k_base`` for everything else."""
-    name = model.strip().lower().rsplit("/", 1)[-1]
-    if name.startswith(_O200K_PREFIXES):
+    if bare_name(model).startswith(_O200K_PREFIXES):
         return "o200k_base"
     return "cl100k_base"  # gpt-4 / gpt-3.5 exactly; Anthropic and local models approximately
 

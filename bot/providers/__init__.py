@@ -46,15 +46,13 @@ def make_provider(
     retry_after_cap: float = 60.0,
 ) -> Provider:
     """Build the named provider. The caller owns it: ``await provider.aclose()`` closes
-    its SDK client. An unknown name is a ``ConfigError`` on the key ``provider``."""
+    its HTTP client. An unknown name is a ``ConfigError`` on the key ``provider``."""
     try:
         target = _REGISTRY[name]
     except KeyError:
         raise ConfigError("provider", f"unknown provider {name!r}", f"use one of: {', '.join(available())}") from None
-    module_name, _, class_name = target.partition(":")
-    cls: Any = getattr(importlib.import_module(module_name), class_name)
-    provider: Provider = cls(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries,
-                             retry_after_cap=retry_after_cap)
+    provider: Provider = _load(target)(api_key=api_key, base_url=base_url, timeout=timeout,
+                                       max_retries=max_retries, retry_after_cap=retry_after_cap)
     return provider
 
 
@@ -65,10 +63,14 @@ def make_audio(name: str, *, api_key: str, base_url: str, timeout: float, key: s
         target = _AUDIO[name]
     except KeyError:
         raise ConfigError(key, f"unknown audio provider {name!r}", f"use one of: {', '.join(sorted(_AUDIO))}") from None
-    module_name, _, class_name = target.partition(":")
-    cls: Any = getattr(importlib.import_module(module_name), class_name)
-    client: OpenAIAudio = cls(api_key=api_key, base_url=base_url, timeout=timeout)
+    client: OpenAIAudio = _load(target)(api_key=api_key, base_url=base_url, timeout=timeout)
     return client
+
+
+def _load(target: str) -> Any:
+    """The class ``target`` ("package.module:Class") names, its module imported now."""
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 register("openai", "bot.providers.openai:OpenAIProvider")

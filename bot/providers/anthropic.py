@@ -185,9 +185,7 @@ class _Assembler:
         self.stop_reason: str | None = None
         self.stopped = False
 
-    def feed(self, event: object) -> list[StreamEvent]:
-        if not isinstance(event, dict):
-            raise TypeError(f"an event is {type(event).__name__}, not an object")
+    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
         if kind == "content_block_delta":  # the common case first
             return self._delta(self.blocks.get(event["index"]), event["delta"])
@@ -291,6 +289,7 @@ class AnthropicProvider(StreamingProvider):
     """Streams the Messages API; our retry policy, typed errors, cancellable."""
 
     name = "anthropic"
+    path = "/v1/messages"
 
     def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         # the key as the official SDK sends it now (a bearer token), with its API version
@@ -299,9 +298,6 @@ class AnthropicProvider(StreamingProvider):
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         return request_params(request)
-
-    async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.events("/v1/messages", params)
 
     def _assembler(self, model: str) -> _Assembler:
         return _Assembler(model)

@@ -1,7 +1,7 @@
 """Context windows per model: how many tokens one request (prompt and answer) may hold.
 
-Found like prices (``bot.providers.pricing``): the longest key that is the whole model
-name or a prefix of it ending at a ``-``; a ``vendor/`` prefix is ignored. A model the
+Found like prices (``bot.providers.pricing.longest_key``): the longest key that is the
+whole model name or a prefix of it ending at a ``-``; a ``vendor/`` prefix is ignored. A model the
 table does not know gets ``DEFAULT_CONTEXT_WINDOW``; ``agent.context_window`` in the
 config overrides the table for any model (local models, proxies, 1M-token betas).
 """
@@ -9,6 +9,8 @@ config overrides the table for any model (local models, proxies, 1M-token betas)
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from bot.providers.pricing import longest_key
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 
@@ -43,9 +45,5 @@ def context_window_for(model: str, override: int | None = None) -> int:
     """``override`` when set, else the table's window for ``model``, else the default."""
     if override:
         return override
-    name = model.strip().lower().rsplit("/", 1)[-1]
-    best: str | None = None
-    for key in CONTEXT_WINDOWS:
-        if (name == key or name.startswith(key + "-")) and (best is None or len(key) > len(best)):
-            best = key
+    best = longest_key(CONTEXT_WINDOWS, model)
     return CONTEXT_WINDOWS[best] if best is not None else DEFAULT_CONTEXT_WINDOW

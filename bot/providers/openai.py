@@ -36,6 +36,7 @@ from bot.providers.failures import (
     parse_retry_after,
     scrub,
 )
+from bot.providers.pricing import bare_name
 from bot.providers.streaming import Assembler, StreamingProvider
 from bot.providers.wire import StatusError, StreamError, Wire, WireError
 
@@ -105,7 +106,7 @@ _FIXED_TEMPERATURE = ("o1", "o3", "o4", "gpt-5")  # reasoning models: the API re
 
 def fixed_temperature(model: str) -> bool:
     """OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 but not gpt-5-chat) take no temperature."""
-    name = model.strip().lower().rsplit("/", 1)[-1]
+    name = bare_name(model)
     return name.startswith(_FIXED_TEMPERATURE) and "chat" not in name
 
 
@@ -132,9 +133,7 @@ class _Assembler:
         self.finish_reason: str | None = None
         self.usage = Usage()
 
-    def feed(self, chunk: object) -> list[StreamEvent]:
-        if not isinstance(chunk, dict):
-            raise TypeError(f"a chunk is {type(chunk).__name__}, not an object")
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         model = chunk.get("model")
         if model and isinstance(model, str):
             self.model = model
@@ -218,6 +217,7 @@ class OpenAIProvider(StreamingProvider):
     """Streams Chat Completions; our retry policy, typed errors, cancellable."""
 
     name = "openai"
+    path = "/chat/completions"
 
     def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         # api.openai.com wants max_completion_tokens (its reasoning models refuse max_tokens);
@@ -241,9 +241,6 @@ class OpenAIProvider(StreamingProvider):
         if request.reasoning_effort is not None:
             params["reasoning_effort"] = request.reasoning_effort
         return params
-
-    async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.events("/chat/completions", params)
 
     def _assembler(self, model: str) -> Assembler:
         return _Assembler(model)

@@ -155,9 +155,7 @@ class _Assembler:
         self.refused = False
         self.usage = Usage()
 
-    def feed(self, event: object) -> list[StreamEvent]:
-        if not isinstance(event, dict):
-            raise TypeError(f"an event is {type(event).__name__}, not an object")
+    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
         if kind == "response.output_text.delta":  # the common case first
             return self._text(event)
@@ -279,12 +277,10 @@ class ResponsesProvider(OpenAIProvider):
     """Streams the Responses API; the chat provider's client, retries and errors."""
 
     name = "openai-responses"
+    path = "/responses"
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         return request_params(request)
-
-    async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.events("/responses", params)
 
     def _assembler(self, model: str) -> Assembler:
         return _Assembler(model, self.name, self._secret)
