@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from bot.llm import ImagePart, Message, TextPart, ThinkingPart, ToolCall, ToolResult, text_size
 from bot.providers.base import ToolSpec
@@ -64,20 +64,19 @@ _O200K_PAT = "|".join([
 ])
 
 
-class _Spec:
-    __slots__ = ("name", "pat_str", "sha256", "special")
-
-    def __init__(self, name: str, sha256: str, pat_str: str, special: dict[str, int]) -> None:
-        self.name, self.sha256, self.pat_str, self.special = name, sha256, pat_str, special
+class _Spec(NamedTuple):
+    sha256: str
+    pat_str: str
+    special: dict[str, int]
 
 
 SPECS: dict[str, _Spec] = {
     "o200k_base": _Spec(
-        "o200k_base", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d", _O200K_PAT,
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d", _O200K_PAT,
         {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
     ),
     "cl100k_base": _Spec(
-        "cl100k_base", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7", _CL100K_PAT,
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7", _CL100K_PAT,
         {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
          "<|endofprompt|>": 100276},
     ),

@@ -27,9 +27,9 @@ from bot.providers.base import (
     Usage,
     with_volatile,
 )
-from bot.providers.failures import TransientError, classify_status, error_fields, parse_retry_after, scrub
+from bot.providers.failures import TransientError, classify_status, error_fields, scrub
 from bot.providers.streaming import StreamingProvider, string_field
-from bot.providers.wire import StatusError, StreamError, Wire, WireError
+from bot.providers.wire import StreamError, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -290,26 +290,21 @@ class AnthropicProvider(StreamingProvider):
 
     name = "anthropic"
     path = "/v1/messages"
+    error_key = "type"
 
     def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         # the key as the official SDK sends it now (a bearer token), with its API version
         return Wire(base_url or ANTHROPIC_API, {"Authorization": f"Bearer {api_key}", "anthropic-version": API_VERSION},
                     timeout)
 
-    def _params(self, request: ChatRequest) -> dict[str, Any]:
-        return request_params(request)
+    _params = staticmethod(request_params)
 
     def _assembler(self, model: str) -> _Assembler:
         return _Assembler(model)
 
     def _failure(self, err: WireError) -> TransientError | ProviderError:
-        """A failed request as a retryable failure or our typed error."""
-        if isinstance(err, StatusError):
-            message, kind = error_fields(err.body, str(err), "type")
-            return classify_status(err.status, scrub(message, self._secret), provider=self.name, code=kind,
-                                   retry_after=parse_retry_after(err.headers))
         if isinstance(err, StreamError):  # an error event inside a 200 stream: its type says what it is
-            message, kind = error_fields(err.body, str(err), "type")
+            message, kind = error_fields(err.body, str(err), self.error_key)
             return classify_status(_ERROR_TYPE_STATUS.get(str(kind), 500), scrub(message, self._secret),
                                    provider=self.name, code=kind)
         return super()._failure(err)

@@ -18,8 +18,7 @@ from typing import Final, TypeVar
 import openai
 
 from bot.errors import ProviderError
-from bot.providers.failures import TransientError, describe_cause, malformed, refused_connection
-from bot.providers.openai import status_failure
+from bot.providers.failures import TransientError, describe_cause, malformed, refused_connection, status_failure
 from bot.providers.retry import RetryPolicy, Sleep
 
 log = logging.getLogger(__name__)

@@ -130,6 +130,15 @@ def classify_status(
     return ProviderError(detail, status=status, provider=provider)
 
 
+def status_failure(status: int, body: object, headers: Mapping[str, str], provider: str, secret: str,
+                   key: str = "code") -> TransientError | ProviderError:
+    """An error status, read with the server's error body (``key`` names the kind of error:
+    OpenAI's ``code``, Anthropic's ``type``)."""
+    message, kind = error_fields(body, f"Error code: {status}", key)
+    return classify_status(status, scrub(message, secret), provider=provider, code=kind,
+                           retry_after=parse_retry_after(headers))
+
+
 def malformed(provider: str, what: str) -> ProviderUnavailableError:
     """The server answered with something that is not the protocol we speak."""
     return ProviderUnavailableError(f"{provider}: malformed response: {what}", provider=provider)

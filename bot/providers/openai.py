@@ -10,7 +10,7 @@ times the rest), and importing it cost the start ~0.35 s and 14 MB.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,17 +28,10 @@ from bot.providers.base import (
     Usage,
     with_volatile,
 )
-from bot.providers.failures import (
-    TransientError,
-    classify_status,
-    error_fields,
-    looks_like_context_overflow,
-    parse_retry_after,
-    scrub,
-)
+from bot.providers.failures import TransientError, error_fields, looks_like_context_overflow, scrub
 from bot.providers.pricing import bare_name
 from bot.providers.streaming import Assembler, StreamingProvider
-from bot.providers.wire import StatusError, StreamError, Wire, WireError
+from bot.providers.wire import StreamError, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +132,13 @@ class _Assembler:
             self.model = model
         usage = chunk.get("usage")
         if usage is not None:
-            self.usage = _usage(usage)
+            details = usage.get("prompt_tokens_details") or {}
+            self.usage = Usage(
+                input_tokens=usage.get("prompt_tokens") or 0,  # includes cached tokens, as Usage wants
+                output_tokens=usage.get("completion_tokens") or 0,
+                cache_read_tokens=details.get("cached_tokens") or 0,
+                cache_write_tokens=details.get("cache_write_tokens") or 0,
+            )
         events: list[StreamEvent] = []
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
@@ -200,16 +199,6 @@ class _Assembler:
         return Completed(Message(Role.ASSISTANT, tuple(parts)), stop, self.usage, self.model)
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
-    details = raw.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=raw.get("prompt_tokens") or 0,  # includes cached tokens, as Usage wants
-        output_tokens=raw.get("completion_tokens") or 0,
-        cache_read_tokens=details.get("cached_tokens") or 0,
-        cache_write_tokens=details.get("cache_write_tokens") or 0,
-    )
-
-
 # ----------------------------------------------------------------------------- provider
 
 
@@ -246,8 +235,6 @@ class OpenAIProvider(StreamingProvider):
         return _Assembler(model)
 
     def _failure(self, err: WireError) -> TransientError | ProviderError:
-        if isinstance(err, StatusError):
-            return status_failure(err.status, err.body, err.headers, self.name, self._secret)
         if isinstance(err, StreamError):  # an error object inside the stream
             message, code = error_fields(err.body, str(err))
             message = scrub(message, self._secret)
@@ -255,12 +242,4 @@ class OpenAIProvider(StreamingProvider):
                 return ContextTooLongError(f"{self.name}: {message}", provider=self.name)
             return TransientError("error in stream", provider=self.name, detail=message)
         return super()._failure(err)
-
-
-def status_failure(status: int, body: object, headers: Mapping[str, str], name: str,
-                   secret: str) -> TransientError | ProviderError:
-    """An error status of an OpenAI server (its ``{"error": {"message", "code"}}`` body read)."""
-    message, code = error_fields(body, f"Error code: {status}")
-    return classify_status(status, scrub(message, secret), provider=name, code=code,
-                           retry_after=parse_retry_after(headers))
 

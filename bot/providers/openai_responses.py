@@ -134,12 +134,12 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- response
 
 
-def stream_failure(provider: str, code: str | None, message: str) -> TransientError | ProviderError:
-    """A failed response (``response.failed``) or an error event, by its code."""
-    status = _TRANSIENT_CODES.get(code or "")
-    if status is not None:
-        return classify_status(status, message, provider=provider, code=code)
-    return classify_status(400, message, provider=provider, code=code)  # refused: context overflow or request
+def stream_failure(provider: str, code: str | None, message: object,
+                   secret: str | None) -> TransientError | ProviderError:
+    """A failed response (``response.failed``) or an error event, by its code, its message scrubbed;
+    a code that is not transient is a refused request (400: context overflow or request)."""
+    return classify_status(_TRANSIENT_CODES.get(code or "", 400), scrub(str(message), secret),
+                           provider=provider, code=code)
 
 
 class _Assembler:
@@ -182,9 +182,9 @@ class _Assembler:
                 self.status = event["response"].get("status") or kind.rpartition(".")[2]
         elif kind == "response.failed":
             error = event["response"].get("error") or {}
-            raise stream_failure(self.provider, error.get("code"), self._scrub(error.get("message") or "failed"))
-        elif kind == "error":  # the flat shape of the API reference (the SDK raises the nested one)
-            raise stream_failure(self.provider, event.get("code"), self._scrub(event.get("message") or "error"))
+            raise stream_failure(self.provider, error.get("code"), error.get("message") or "failed", self.secret)
+        elif kind == "error":  # the flat shape of the API reference (the wire raises the nested one)
+            raise stream_failure(self.provider, event.get("code"), event.get("message") or "error", self.secret)
         return []
 
     def _text(self, event: dict[str, Any]) -> list[StreamEvent]:
@@ -223,9 +223,6 @@ class _Assembler:
             cached = usage.get("input_tokens_details") or {}
             self.usage = Usage(usage.get("input_tokens") or 0, usage.get("output_tokens") or 0,
                                cached.get("cached_tokens") or 0, cached.get("cache_write_tokens") or 0)
-
-    def _scrub(self, text: str) -> str:
-        return scrub(str(text), self.secret)
 
     def finish(self, provider: str) -> Completed:
         if self.status is None:
@@ -279,8 +276,7 @@ class ResponsesProvider(OpenAIProvider):
     name = "openai-responses"
     path = "/responses"
 
-    def _params(self, request: ChatRequest) -> dict[str, Any]:
-        return request_params(request)
+    _params = staticmethod(request_params)
 
     def _assembler(self, model: str) -> Assembler:
         return _Assembler(model, self.name, self._secret)
@@ -288,5 +284,5 @@ class ResponsesProvider(OpenAIProvider):
     def _failure(self, err: WireError) -> TransientError | ProviderError:
         if isinstance(err, StreamError):
             message, code = error_fields(err.body, str(err))  # an error event inside the stream
-            return stream_failure(self.name, code, scrub(message, self._secret))
+            return stream_failure(self.name, code, message, self._secret)
         return super()._failure(err)

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from bot.errors import ProviderError
 from bot.providers.base import ChatRequest, Completed, OnRetry, StreamEvent
-from bot.providers.failures import TransientError, describe_cause, malformed
+from bot.providers.failures import TransientError, describe_cause, malformed, status_failure
 from bot.providers.retry import RetryPolicy, Sleep, retrying
-from bot.providers.wire import TimedOut, Unreachable, Wire, WireError
+from bot.providers.wire import StatusError, TimedOut, Unreachable, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ class Assembler(Protocol):
 class StreamingProvider:
     name: str
     path: str  # where the request is posted, under the base URL
+    error_key = "code"  # the field of an error body that names the kind of error
 
     def __init__(
         self,
@@ -103,8 +104,10 @@ class StreamingProvider:
         raise NotImplementedError
 
     def _failure(self, err: WireError) -> TransientError | ProviderError:
-        """A failure that is no vendor's error body (those are the subclass's): a timeout or a broken
-        connection is worth another attempt, anything else is final."""
+        """An error status read with its body (an error inside the stream is the subclass's); a
+        timeout or a broken connection is worth another attempt, anything else is final."""
+        if isinstance(err, StatusError):
+            return status_failure(err.status, err.body, err.headers, self.name, self._secret, self.error_key)
         if isinstance(err, TimedOut):
             return TransientError("timeout", provider=self.name)
         if isinstance(err, Unreachable):
