@@ -84,7 +84,6 @@ SPECS: dict[str, _Spec] = {
 
 # Model name prefixes counted with o200k_base (OpenAI's current families).
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
-_CL100K_OPENAI = ("gpt-4", "gpt-3.5")
 
 
 class Encoder(Protocol):

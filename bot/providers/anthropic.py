@@ -1,10 +1,8 @@
 """Anthropic Messages API, streamed as raw events; thinking blocks passed back verbatim.
 
-Imported only when this provider is chosen. The body is posted as the wire-format JSON it
-already is and each streamed event read as the plain dict the server sent
-(``bot.providers.wire``: the key and API version as the SDK sends them, an ``error`` event raised); a ``ping`` is
-an event like any other, of no kind the assembler reads. The SDK is not imported: it cost a
-start as much as OpenAI's, and ``messages.create`` would make a pydantic model of every event.
+Like the OpenAI providers, no SDK: the body is posted as the wire-format JSON it already is
+and each event read as the plain dict the server sent (``bot.providers.wire``, which raises an
+``error`` event); a ``ping`` is an event of no kind the assembler reads.
 """
 
 from __future__ import annotations
@@ -122,13 +120,12 @@ _EPHEMERAL = {"type": "ephemeral"}
 _UNCACHEABLE = ("thinking", "redacted_thinking")  # the API refuses cache_control on these
 
 
-def _mark(message: dict[str, Any]) -> bool:
+def _mark(message: dict[str, Any]) -> None:
     """Put a cache breakpoint on the message's last block that can carry one."""
     for block in reversed(message["content"]):
         if block["type"] not in _UNCACHEABLE:
             block["cache_control"] = dict(_EPHEMERAL)
-            return True
-    return False
+            return
 
 
 def add_cache_breakpoints(wire: list[dict[str, Any]]) -> None:

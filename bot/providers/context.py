@@ -14,27 +14,20 @@ from bot.providers.pricing import longest_key
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 
+# a variant (gpt-4o-mini, o3-pro ...) needs a row only when its window differs from its family's
 CONTEXT_WINDOWS: Mapping[str, int] = {
     # OpenAI
     "gpt-4o": 128_000,
-    "gpt-4o-mini": 128_000,
     "chatgpt-4o": 128_000,
     "gpt-4.1": 1_047_576,
-    "gpt-4.1-mini": 1_047_576,
-    "gpt-4.1-nano": 1_047_576,
     "gpt-4.5": 128_000,
     "gpt-5": 400_000,
-    "gpt-5-mini": 400_000,
-    "gpt-5-nano": 400_000,
     "gpt-4-turbo": 128_000,
     "gpt-4": 8_192,
     "gpt-3.5-turbo": 16_385,
     "o1": 200_000,
     "o1-mini": 128_000,
-    "o1-pro": 200_000,
     "o3": 200_000,
-    "o3-mini": 200_000,
-    "o3-pro": 200_000,
     "o4-mini": 200_000,
     # Anthropic: 200k for every current model (1M for some with a beta header, set by config)
     "claude": 200_000,

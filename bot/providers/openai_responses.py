@@ -1,12 +1,8 @@
 """OpenAI's Responses API (a named model's ``api: responses``).
 
 The client, retry policy, cancellation and error mapping are Chat Completions' own
-(``bot.providers.openai``); the request has the Responses shape: ``instructions``, a list
-of ``input`` items, ``max_output_tokens``, ``reasoning.effort``. Like the chat provider it
-posts the body as it is (``bot.providers.wire``) and reads the stream as the plain event
-dicts the server sent: the SDK's ``responses.stream`` would make a pydantic model of every
-event and accumulate a snapshot of the whole response on top (the chat module says what
-that costs).
+(``bot.providers.openai``, no SDK either); the request has the Responses shape:
+``instructions``, a list of ``input`` items, ``max_output_tokens``, ``reasoning.effort``.
 
 The API is used stateless (``store: false``): the conversation goes with every request. A
 reasoning model's reasoning items come back with their ``encrypted_content`` (asked for with
@@ -14,13 +10,9 @@ reasoning model's reasoning items come back with their ``encrypted_content`` (as
 next requests of the same turn, where the API wants them between a function call and its
 output; reasoning of earlier turns, and any other vendor's thinking, is left out.
 
-Stream events read: ``response.created`` (the model), ``response.output_item.added`` and
-``.done`` (each output item: reasoning, message, function call; ``done`` is authoritative),
-``response.output_text.delta``, ``response.refusal.delta``,
-``response.function_call_arguments.delta``, ``response.reasoning_summary_text.delta`` and
-``response.reasoning_text.delta``, then one of ``response.completed``,
-``response.incomplete`` (``incomplete_details.reason``: max_output_tokens,
-content_filter) and ``response.failed`` (``error.code``). An ``error`` event is raised by the
+The stream's output items (reasoning, message, function call) arrive as deltas, then each
+as a whole in ``response.output_item.done``, which wins; the response ends with
+``response.completed``, ``.incomplete`` or ``.failed``. An ``error`` event is raised by the
 wire when it nests ``{"error": {...}}`` (what the API sends) and read here when it is flat
 (what the API reference shows).
 """
