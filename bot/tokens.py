@@ -253,23 +253,22 @@ def upper_bound(system: str, messages: Sequence[Message], tools: Sequence[ToolSp
     """At least what ``count_request`` would say, from lengths alone (no encoding is loaded):
     a BPE token covers at least one UTF-8 byte and a character takes at most four, so a prompt
     whose bound stays under a threshold needs no exact count."""
-    chars, images = text_size(messages)
-    return 4 * (chars + _fixed_chars(system, tools)) + _overhead(messages) + IMAGE_TOKENS * images
+    chars, rest = _sizes(system, messages, tools)
+    return 4 * chars + rest
 
 
 def estimate(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
     """The character heuristic (``CHARS_PER_TOKEN``): what /status-like figures use when the
     exact count would cost more than it tells."""
+    chars, rest = _sizes(system, messages, tools)
+    return chars // CHARS_PER_TOKEN + rest
+
+
+def _sizes(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[int, int]:
+    """(characters of the whole prompt, the tokens that do not depend on them: overhead and images)."""
     chars, images = text_size(messages)
-    return (chars + _fixed_chars(system, tools)) // CHARS_PER_TOKEN + _overhead(messages) + IMAGE_TOKENS * images
-
-
-def _fixed_chars(system: str, tools: Sequence[ToolSpec]) -> int:
-    return len(system) + sum(_tool_chars(t) for t in tools)
-
-
-def _overhead(messages: Sequence[Message]) -> int:
-    return REPLY_PRIMING + MESSAGE_OVERHEAD * (1 + sum(1 + len(m.parts) for m in messages))
+    overhead = REPLY_PRIMING + MESSAGE_OVERHEAD * (1 + sum(1 + len(m.parts) for m in messages))
+    return chars + len(system) + sum(_tool_chars(t) for t in tools), overhead + IMAGE_TOKENS * images
 
 
 _TOOL_CHARS: dict[tuple[str, str], int] = {}

@@ -21,7 +21,6 @@ from bot.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
-    ToolSpec,
     Usage,
     with_volatile,
 )
@@ -112,10 +111,6 @@ def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]
     return wire
 
 
-def to_anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
-    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
-
-
 _EPHEMERAL = {"type": "ephemeral"}
 _UNCACHEABLE = ("thinking", "redacted_thinking")  # the API refuses cache_control on these
 
@@ -154,7 +149,8 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
     if request.system:  # tools and system prompt, cached together (tools come first)
         params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(_EPHEMERAL)}]
     if request.tools:
-        params["tools"] = to_anthropic_tools(request.tools)
+        params["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                           for t in request.tools]
     thinking = request.thinking_budget or _EFFORT_BUDGET.get(request.reasoning_effort or "")
     if thinking:
         budget = max(_MIN_THINKING_BUDGET, thinking)

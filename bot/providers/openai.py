@@ -22,7 +22,6 @@ from bot.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
-    ToolSpec,
     Usage,
     with_volatile,
 )
@@ -85,11 +84,6 @@ def user_side(message: Message, result: Callable[[ToolResult], dict[str, Any]],
     if rest or (message.role is Role.USER and not message.tool_results):
         items.append({"role": "user", "content": content(rest)})
     return items
-
-
-def to_openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                               "parameters": t.parameters}} for t in tools]
 
 
 _FIXED_TEMPERATURE = ("o1", "o3", "o4", "gpt-5")  # reasoning models: the API refuses a temperature
@@ -222,7 +216,8 @@ class OpenAIProvider(StreamingProvider):
             self._tokens_param: request.max_tokens,
         }
         if request.tools:
-            params["tools"] = to_openai_tools(request.tools)
+            params["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                                 "parameters": t.parameters}} for t in request.tools]
         if request.temperature is not None and not fixed_temperature(request.model):
             params["temperature"] = request.temperature
         if request.reasoning_effort is not None:

@@ -33,7 +33,6 @@ from bot.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
-    ToolSpec,
     Usage,
     newest_user_turn,
     with_volatile,
@@ -91,11 +90,6 @@ def to_responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     return items
 
 
-def to_responses_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
-    return [{"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters,
-             "strict": False} for t in tools]
-
-
 def reasons(request: ChatRequest) -> bool:
     """A reasoning model (o-series, gpt-5) or an effort set: only those accept ``include``
     of encrypted reasoning ("Encrypted content is not supported with this model")."""
@@ -113,7 +107,8 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
     if request.system:
         params["instructions"] = request.system
     if request.tools:
-        params["tools"] = to_responses_tools(request.tools)
+        params["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                            "parameters": t.parameters, "strict": False} for t in request.tools]
     if request.reasoning_effort is not None:
         params["reasoning"] = {"effort": request.reasoning_effort}
     if reasons(request):
