@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from bot.providers.audio import OpenAIAudio
 
 _REGISTRY: dict[str, str] = {}
-_AUDIO: dict[str, str] = {"openai": "bot.providers.audio:OpenAIAudio"}  # media.transcription / media.speech
 
 
 def register(name: str, target: str) -> None:
@@ -51,26 +50,21 @@ def make_provider(
         target = _REGISTRY[name]
     except KeyError:
         raise ConfigError("provider", f"unknown provider {name!r}", f"use one of: {', '.join(available())}") from None
-    provider: Provider = _load(target)(api_key=api_key, base_url=base_url, timeout=timeout,
-                                       max_retries=max_retries, retry_after_cap=retry_after_cap)
+    module_name, _, class_name = target.partition(":")
+    cls: Any = getattr(importlib.import_module(module_name), class_name)
+    provider: Provider = cls(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries,
+                             retry_after_cap=retry_after_cap)
     return provider
 
 
 def make_audio(name: str, *, api_key: str, base_url: str, timeout: float, key: str) -> OpenAIAudio:
-    """The audio endpoint client (transcriptions, speech) of provider ``name``; ``key`` is the
-    config key named when the name is unknown. The caller closes it (``aclose``)."""
-    try:
-        target = _AUDIO[name]
-    except KeyError:
-        raise ConfigError(key, f"unknown audio provider {name!r}", f"use one of: {', '.join(sorted(_AUDIO))}") from None
-    client: OpenAIAudio = _load(target)(api_key=api_key, base_url=base_url, timeout=timeout)
-    return client
+    """The audio client (transcriptions, speech) of provider ``name``, its SDK imported now; ``key``
+    is the config key named when the name is unknown. The caller closes it (``aclose``)."""
+    if name != "openai":
+        raise ConfigError(key, f"unknown audio provider {name!r}", "use one of: openai")
+    from bot.providers.audio import OpenAIAudio
 
-
-def _load(target: str) -> Any:
-    """The class ``target`` ("package.module:Class") names, its module imported now."""
-    module_name, _, class_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    return OpenAIAudio(api_key=api_key, base_url=base_url, timeout=timeout)
 
 
 register("openai", "bot.providers.openai:OpenAIProvider")
