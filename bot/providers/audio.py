@@ -102,6 +102,3 @@ def sdk_failure(err: openai.OpenAIError, name: str, secret: str) -> TransientErr
     if isinstance(err, openai.APIConnectionError):
         return TransientError("connection error", provider=name, detail=describe_cause(err, secret))
     return ProviderError(f"{name}: {describe_cause(err, secret)}", provider=name)
-
-
-__all__ = ["OpenAIAudio", "ProviderError", "Transcript"]
