@@ -34,10 +34,11 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from bot.llm import ImagePart, Message, TextPart, ThinkingPart, ToolCall, ToolResult, text_size
 from bot.providers.base import ToolSpec
+from bot.providers.pricing import bare_name
 
 log = logging.getLogger(__name__)
 
@@ -63,20 +64,19 @@ _O200K_PAT = "|".join([
 ])
 
 
-class _Spec:
-    __slots__ = ("name", "pat_str", "sha256", "special")
-
-    def __init__(self, name: str, sha256: str, pat_str: str, special: dict[str, int]) -> None:
-        self.name, self.sha256, self.pat_str, self.special = name, sha256, pat_str, special
+class _Spec(NamedTuple):
+    sha256: str
+    pat_str: str
+    special: dict[str, int]
 
 
 SPECS: dict[str, _Spec] = {
     "o200k_base": _Spec(
-        "o200k_base", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d", _O200K_PAT,
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d", _O200K_PAT,
         {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
     ),
     "cl100k_base": _Spec(
-        "cl100k_base", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7", _CL100K_PAT,
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7", _CL100K_PAT,
         {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
          "<|endofprompt|>": 100276},
     ),
@@ -84,7 +84,6 @@ SPECS: dict[str, _Spec] = {
 
 # Model name prefixes counted with o200k_base (OpenAI's current families).
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
-_CL100K_OPENAI = ("gpt-4", "gpt-3.5")
 
 
 class Encoder(Protocol):
@@ -107,8 +106,7 @@ HEURISTIC = _Heuristic()
 
 def encoding_name(model: str) -> str:
     """``o200k_base`` for OpenAI's current models, ``cl100k_base`` for everything else."""
-    name = model.strip().lower().rsplit("/", 1)[-1]
-    if name.startswith(_O200K_PREFIXES):
+    if bare_name(model).startswith(_O200K_PREFIXES):
         return "o200k_base"
     return "cl100k_base"  # gpt-4 / gpt-3.5 exactly; Anthropic and local models approximately
 
@@ -255,23 +253,22 @@ def upper_bound(system: str, messages: Sequence[Message], tools: Sequence[ToolSp
     """At least what ``count_request`` would say, from lengths alone (no encoding is loaded):
     a BPE token covers at least one UTF-8 byte and a character takes at most four, so a prompt
     whose bound stays under a threshold needs no exact count."""
-    chars, images = text_size(messages)
-    return 4 * (chars + _fixed_chars(system, tools)) + _overhead(messages) + IMAGE_TOKENS * images
+    chars, rest = _sizes(system, messages, tools)
+    return 4 * chars + rest
 
 
 def estimate(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
     """The character heuristic (``CHARS_PER_TOKEN``): what /status-like figures use when the
     exact count would cost more than it tells."""
+    chars, rest = _sizes(system, messages, tools)
+    return chars // CHARS_PER_TOKEN + rest
+
+
+def _sizes(system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> tuple[int, int]:
+    """(characters of the whole prompt, the tokens that do not depend on them: overhead and images)."""
     chars, images = text_size(messages)
-    return (chars + _fixed_chars(system, tools)) // CHARS_PER_TOKEN + _overhead(messages) + IMAGE_TOKENS * images
-
-
-def _fixed_chars(system: str, tools: Sequence[ToolSpec]) -> int:
-    return len(system) + sum(_tool_chars(t) for t in tools)
-
-
-def _overhead(messages: Sequence[Message]) -> int:
-    return REPLY_PRIMING + MESSAGE_OVERHEAD * (1 + sum(1 + len(m.parts) for m in messages))
+    overhead = REPLY_PRIMING + MESSAGE_OVERHEAD * (1 + sum(1 + len(m.parts) for m in messages))
+    return chars + len(system) + sum(_tool_chars(t) for t in tools), overhead + IMAGE_TOKENS * images
 
 
 _TOOL_CHARS: dict[tuple[str, str], int] = {}

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from bot.providers.audio import OpenAIAudio
 
 _REGISTRY: dict[str, str] = {}
-_AUDIO: dict[str, str] = {"openai": "bot.providers.audio:OpenAIAudio"}  # media.transcription / media.speech
 
 
 def register(name: str, target: str) -> None:
@@ -46,7 +45,7 @@ def make_provider(
     retry_after_cap: float = 60.0,
 ) -> Provider:
     """Build the named provider. The caller owns it: ``await provider.aclose()`` closes
-    its SDK client. An unknown name is a ``ConfigError`` on the key ``provider``."""
+    its HTTP client. An unknown name is a ``ConfigError`` on the key ``provider``."""
     try:
         target = _REGISTRY[name]
     except KeyError:
@@ -59,16 +58,13 @@ def make_provider(
 
 
 def make_audio(name: str, *, api_key: str, base_url: str, timeout: float, key: str) -> OpenAIAudio:
-    """The audio endpoint client (transcriptions, speech) of provider ``name``; ``key`` is the
-    config key named when the name is unknown. The caller closes it (``aclose``)."""
-    try:
-        target = _AUDIO[name]
-    except KeyError:
-        raise ConfigError(key, f"unknown audio provider {name!r}", f"use one of: {', '.join(sorted(_AUDIO))}") from None
-    module_name, _, class_name = target.partition(":")
-    cls: Any = getattr(importlib.import_module(module_name), class_name)
-    client: OpenAIAudio = cls(api_key=api_key, base_url=base_url, timeout=timeout)
-    return client
+    """The audio client (transcriptions, speech) of provider ``name``, its SDK imported now; ``key``
+    is the config key named when the name is unknown. The caller closes it (``aclose``)."""
+    if name != "openai":
+        raise ConfigError(key, f"unknown audio provider {name!r}", "use one of: openai")
+    from bot.providers.audio import OpenAIAudio
+
+    return OpenAIAudio(api_key=api_key, base_url=base_url, timeout=timeout)
 
 
 register("openai", "bot.providers.openai:OpenAIProvider")

@@ -1,10 +1,8 @@
 """Anthropic Messages API, streamed as raw events; thinking blocks passed back verbatim.
 
-Imported only when this provider is chosen. The body is posted as the wire-format JSON it
-already is and each streamed event read as the plain dict the server sent
-(``bot.providers.wire``: the key and API version as the SDK sends them, an ``error`` event raised); a ``ping`` is
-an event like any other, of no kind the assembler reads. The SDK is not imported: it cost a
-start as much as OpenAI's, and ``messages.create`` would make a pydantic model of every event.
+Like the OpenAI providers, no SDK: the body is posted as the wire-format JSON it already is
+and each event read as the plain dict the server sent (``bot.providers.wire``, which raises an
+``error`` event); a ``ping`` is an event of no kind the assembler reads.
 """
 
 from __future__ import annotations
@@ -23,13 +21,12 @@ from bot.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
-    ToolSpec,
     Usage,
     with_volatile,
 )
-from bot.providers.failures import TransientError, classify_status, error_fields, parse_retry_after, scrub
+from bot.providers.failures import TransientError, classify_status, error_fields, scrub
 from bot.providers.streaming import StreamingProvider, string_field
-from bot.providers.wire import StatusError, StreamError, Wire, WireError
+from bot.providers.wire import StreamError, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -114,21 +111,16 @@ def to_anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]
     return wire
 
 
-def to_anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
-    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
-
-
 _EPHEMERAL = {"type": "ephemeral"}
 _UNCACHEABLE = ("thinking", "redacted_thinking")  # the API refuses cache_control on these
 
 
-def _mark(message: dict[str, Any]) -> bool:
+def _mark(message: dict[str, Any]) -> None:
     """Put a cache breakpoint on the message's last block that can carry one."""
     for block in reversed(message["content"]):
         if block["type"] not in _UNCACHEABLE:
             block["cache_control"] = dict(_EPHEMERAL)
-            return True
-    return False
+            return
 
 
 def add_cache_breakpoints(wire: list[dict[str, Any]]) -> None:
@@ -157,7 +149,8 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
     if request.system:  # tools and system prompt, cached together (tools come first)
         params["system"] = [{"type": "text", "text": request.system, "cache_control": dict(_EPHEMERAL)}]
     if request.tools:
-        params["tools"] = to_anthropic_tools(request.tools)
+        params["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
+                           for t in request.tools]
     thinking = request.thinking_budget or _EFFORT_BUDGET.get(request.reasoning_effort or "")
     if thinking:
         budget = max(_MIN_THINKING_BUDGET, thinking)
@@ -185,9 +178,7 @@ class _Assembler:
         self.stop_reason: str | None = None
         self.stopped = False
 
-    def feed(self, event: object) -> list[StreamEvent]:
-        if not isinstance(event, dict):
-            raise TypeError(f"an event is {type(event).__name__}, not an object")
+    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
         if kind == "content_block_delta":  # the common case first
             return self._delta(self.blocks.get(event["index"]), event["delta"])
@@ -291,29 +282,22 @@ class AnthropicProvider(StreamingProvider):
     """Streams the Messages API; our retry policy, typed errors, cancellable."""
 
     name = "anthropic"
+    path = "/v1/messages"
+    error_key = "type"
 
     def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         # the key as the official SDK sends it now (a bearer token), with its API version
         return Wire(base_url or ANTHROPIC_API, {"Authorization": f"Bearer {api_key}", "anthropic-version": API_VERSION},
                     timeout)
 
-    def _params(self, request: ChatRequest) -> dict[str, Any]:
-        return request_params(request)
-
-    async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.events("/v1/messages", params)
+    _params = staticmethod(request_params)
 
     def _assembler(self, model: str) -> _Assembler:
         return _Assembler(model)
 
     def _failure(self, err: WireError) -> TransientError | ProviderError:
-        """A failed request as a retryable failure or our typed error."""
-        if isinstance(err, StatusError):
-            message, kind = error_fields(err.body, str(err), "type")
-            return classify_status(err.status, scrub(message, self._secret), provider=self.name, code=kind,
-                                   retry_after=parse_retry_after(err.headers))
         if isinstance(err, StreamError):  # an error event inside a 200 stream: its type says what it is
-            message, kind = error_fields(err.body, str(err), "type")
+            message, kind = error_fields(err.body, str(err), self.error_key)
             return classify_status(_ERROR_TYPE_STATUS.get(str(kind), 500), scrub(message, self._secret),
                                    provider=self.name, code=kind)
         return super()._failure(err)

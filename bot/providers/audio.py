@@ -18,8 +18,7 @@ from typing import Final, TypeVar
 import openai
 
 from bot.errors import ProviderError
-from bot.providers.failures import TransientError, describe_cause, malformed, refused_connection
-from bot.providers.openai import status_failure
+from bot.providers.failures import TransientError, describe_cause, malformed, refused_connection, status_failure
 from bot.providers.retry import RetryPolicy, Sleep
 
 log = logging.getLogger(__name__)
@@ -103,6 +102,3 @@ def sdk_failure(err: openai.OpenAIError, name: str, secret: str) -> TransientErr
     if isinstance(err, openai.APIConnectionError):
         return TransientError("connection error", provider=name, detail=describe_cause(err, secret))
     return ProviderError(f"{name}: {describe_cause(err, secret)}", provider=name)
-
-
-__all__ = ["OpenAIAudio", "ProviderError", "Transcript"]

@@ -49,10 +49,7 @@ VOLATILE_CLOSE = "\n</chatgate-context>"
 
 def newest_user_turn(messages: tuple[Message, ...]) -> int | None:
     """The index of the last user message (not a tool result): where the current turn starts."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role is Role.USER:
-            return i
-    return None
+    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role is Role.USER), None)
 
 
 def with_volatile(messages: tuple[Message, ...], volatile: str) -> tuple[Message, ...]:

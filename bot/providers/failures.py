@@ -60,11 +60,6 @@ class TransientError(ChatgateError):
         self.status = status
         self.retry_after = retry_after
 
-    @property
-    def busy(self) -> bool:
-        """The server is overloaded or rate limiting us (rather than broken)."""
-        return self.status in BUSY_STATUSES
-
 
 def scrub(text: str, secret: str | None) -> str:
     """A server message made safe for logs and exception details: no key, short. (Keys
@@ -101,11 +96,6 @@ def looks_like_context_overflow(code: str | None, message: str) -> bool:
     return bool(_CONTEXT_PATTERNS.search(f"{code or ''} {message}"))
 
 
-def _reason(status: int) -> str:
-    names = {408: "request timeout", 429: "rate limited", 529: "overloaded"}
-    return f"{status} {names.get(status, 'server error')}"
-
-
 def classify_status(
     status: int,
     message: str,
@@ -117,7 +107,8 @@ def classify_status(
     """Map an HTTP error status (and the server's short message) to what to do next."""
     detail = f"{provider}: HTTP {status}" + (f": {message}" if message else "")
     if status == 408 or status in BUSY_STATUSES or 500 <= status <= 599:
-        return TransientError(_reason(status), provider=provider, detail=message, status=status,
+        reason = {408: "request timeout", 429: "rate limited", 529: "overloaded"}.get(status, "server error")
+        return TransientError(f"{status} {reason}", provider=provider, detail=message, status=status,
                               retry_after=retry_after)
     if status in (401, 403):
         return ProviderAuthError(detail, status=status, provider=provider)
@@ -128,6 +119,15 @@ def classify_status(
     if 400 <= status <= 499:
         return ProviderRequestError(detail, status=status, provider=provider)
     return ProviderError(detail, status=status, provider=provider)
+
+
+def status_failure(status: int, body: object, headers: Mapping[str, str], provider: str, secret: str,
+                   key: str = "code") -> TransientError | ProviderError:
+    """An error status, read with the server's error body (``key`` names the kind of error:
+    OpenAI's ``code``, Anthropic's ``type``)."""
+    message, kind = error_fields(body, f"Error code: {status}", key)
+    return classify_status(status, scrub(message, secret), provider=provider, code=kind,
+                           retry_after=parse_retry_after(headers))
 
 
 def malformed(provider: str, what: str) -> ProviderUnavailableError:

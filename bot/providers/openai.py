@@ -1,16 +1,14 @@
 """OpenAI Chat Completions, and any compatible server (vLLM, Ollama, ...) via ``base_url``.
 
 The request is posted as the wire-format JSON it already is and the chunks are read as the
-plain dicts the server sent (``bot.providers.wire``): no SDK on the message path. The SDK's
-``chat.completions.create`` would walk the body again against its TypedDicts and make a
-pydantic model of every chunk (about 8 ms of CPU per request with a 40-message history, five
-times the rest), and importing it cost the start ~0.35 s and 14 MB.
+plain dicts the server sent (``bot.providers.wire``): the SDK would walk the body again and make
+a pydantic model of every chunk (about 8 ms of CPU per request with a 40-message history).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,20 +22,13 @@ from bot.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
-    ToolSpec,
     Usage,
     with_volatile,
 )
-from bot.providers.failures import (
-    TransientError,
-    classify_status,
-    error_fields,
-    looks_like_context_overflow,
-    parse_retry_after,
-    scrub,
-)
+from bot.providers.failures import TransientError, error_fields, looks_like_context_overflow, scrub
+from bot.providers.pricing import bare_name
 from bot.providers.streaming import Assembler, StreamingProvider
-from bot.providers.wire import StatusError, StreamError, Wire, WireError
+from bot.providers.wire import StreamError, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -95,17 +86,12 @@ def user_side(message: Message, result: Callable[[ToolResult], dict[str, Any]],
     return items
 
 
-def to_openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                               "parameters": t.parameters}} for t in tools]
-
-
 _FIXED_TEMPERATURE = ("o1", "o3", "o4", "gpt-5")  # reasoning models: the API refuses a temperature
 
 
 def fixed_temperature(model: str) -> bool:
     """OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 but not gpt-5-chat) take no temperature."""
-    name = model.strip().lower().rsplit("/", 1)[-1]
+    name = bare_name(model)
     return name.startswith(_FIXED_TEMPERATURE) and "chat" not in name
 
 
@@ -132,15 +118,19 @@ class _Assembler:
         self.finish_reason: str | None = None
         self.usage = Usage()
 
-    def feed(self, chunk: object) -> list[StreamEvent]:
-        if not isinstance(chunk, dict):
-            raise TypeError(f"a chunk is {type(chunk).__name__}, not an object")
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         model = chunk.get("model")
         if model and isinstance(model, str):
             self.model = model
         usage = chunk.get("usage")
         if usage is not None:
-            self.usage = _usage(usage)
+            details = usage.get("prompt_tokens_details") or {}
+            self.usage = Usage(
+                input_tokens=usage.get("prompt_tokens") or 0,  # includes cached tokens, as Usage wants
+                output_tokens=usage.get("completion_tokens") or 0,
+                cache_read_tokens=details.get("cached_tokens") or 0,
+                cache_write_tokens=details.get("cache_write_tokens") or 0,
+            )
         events: list[StreamEvent] = []
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
@@ -201,16 +191,6 @@ class _Assembler:
         return Completed(Message(Role.ASSISTANT, tuple(parts)), stop, self.usage, self.model)
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
-    details = raw.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=raw.get("prompt_tokens") or 0,  # includes cached tokens, as Usage wants
-        output_tokens=raw.get("completion_tokens") or 0,
-        cache_read_tokens=details.get("cached_tokens") or 0,
-        cache_write_tokens=details.get("cache_write_tokens") or 0,
-    )
-
-
 # ----------------------------------------------------------------------------- provider
 
 
@@ -218,6 +198,7 @@ class OpenAIProvider(StreamingProvider):
     """Streams Chat Completions; our retry policy, typed errors, cancellable."""
 
     name = "openai"
+    path = "/chat/completions"
 
     def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         # api.openai.com wants max_completion_tokens (its reasoning models refuse max_tokens);
@@ -235,22 +216,18 @@ class OpenAIProvider(StreamingProvider):
             self._tokens_param: request.max_tokens,
         }
         if request.tools:
-            params["tools"] = to_openai_tools(request.tools)
+            params["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                                 "parameters": t.parameters}} for t in request.tools]
         if request.temperature is not None and not fixed_temperature(request.model):
             params["temperature"] = request.temperature
         if request.reasoning_effort is not None:
             params["reasoning_effort"] = request.reasoning_effort
         return params
 
-    async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.events("/chat/completions", params)
-
     def _assembler(self, model: str) -> Assembler:
         return _Assembler(model)
 
     def _failure(self, err: WireError) -> TransientError | ProviderError:
-        if isinstance(err, StatusError):
-            return status_failure(err.status, err.body, err.headers, self.name, self._secret)
         if isinstance(err, StreamError):  # an error object inside the stream
             message, code = error_fields(err.body, str(err))
             message = scrub(message, self._secret)
@@ -258,12 +235,4 @@ class OpenAIProvider(StreamingProvider):
                 return ContextTooLongError(f"{self.name}: {message}", provider=self.name)
             return TransientError("error in stream", provider=self.name, detail=message)
         return super()._failure(err)
-
-
-def status_failure(status: int, body: object, headers: Mapping[str, str], name: str,
-                   secret: str) -> TransientError | ProviderError:
-    """An error status of an OpenAI server (its ``{"error": {"message", "code"}}`` body read)."""
-    message, code = error_fields(body, f"Error code: {status}")
-    return classify_status(status, scrub(message, secret), provider=name, code=code,
-                           retry_after=parse_retry_after(headers))
 

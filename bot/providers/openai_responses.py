@@ -1,12 +1,8 @@
 """OpenAI's Responses API (a named model's ``api: responses``).
 
 The client, retry policy, cancellation and error mapping are Chat Completions' own
-(``bot.providers.openai``); the request has the Responses shape: ``instructions``, a list
-of ``input`` items, ``max_output_tokens``, ``reasoning.effort``. Like the chat provider it
-posts the body as it is (``bot.providers.wire``) and reads the stream as the plain event
-dicts the server sent: the SDK's ``responses.stream`` would make a pydantic model of every
-event and accumulate a snapshot of the whole response on top (the chat module says what
-that costs).
+(``bot.providers.openai``, no SDK either); the request has the Responses shape:
+``instructions``, a list of ``input`` items, ``max_output_tokens``, ``reasoning.effort``.
 
 The API is used stateless (``store: false``): the conversation goes with every request. A
 reasoning model's reasoning items come back with their ``encrypted_content`` (asked for with
@@ -14,13 +10,9 @@ reasoning model's reasoning items come back with their ``encrypted_content`` (as
 next requests of the same turn, where the API wants them between a function call and its
 output; reasoning of earlier turns, and any other vendor's thinking, is left out.
 
-Stream events read: ``response.created`` (the model), ``response.output_item.added`` and
-``.done`` (each output item: reasoning, message, function call; ``done`` is authoritative),
-``response.output_text.delta``, ``response.refusal.delta``,
-``response.function_call_arguments.delta``, ``response.reasoning_summary_text.delta`` and
-``response.reasoning_text.delta``, then one of ``response.completed``,
-``response.incomplete`` (``incomplete_details.reason``: max_output_tokens,
-content_filter) and ``response.failed`` (``error.code``). An ``error`` event is raised by the
+The stream's output items (reasoning, message, function call) arrive as deltas, then each
+as a whole in ``response.output_item.done``, which wins; the response ends with
+``response.completed``, ``.incomplete`` or ``.failed``. An ``error`` event is raised by the
 wire when it nests ``{"error": {...}}`` (what the API sends) and read here when it is flat
 (what the API reference shows).
 """
@@ -41,7 +33,6 @@ from bot.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
-    ToolSpec,
     Usage,
     newest_user_turn,
     with_volatile,
@@ -99,11 +90,6 @@ def to_responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     return items
 
 
-def to_responses_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
-    return [{"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters,
-             "strict": False} for t in tools]
-
-
 def reasons(request: ChatRequest) -> bool:
     """A reasoning model (o-series, gpt-5) or an effort set: only those accept ``include``
     of encrypted reasoning ("Encrypted content is not supported with this model")."""
@@ -121,7 +107,8 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
     if request.system:
         params["instructions"] = request.system
     if request.tools:
-        params["tools"] = to_responses_tools(request.tools)
+        params["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                            "parameters": t.parameters, "strict": False} for t in request.tools]
     if request.reasoning_effort is not None:
         params["reasoning"] = {"effort": request.reasoning_effort}
     if reasons(request):
@@ -134,12 +121,12 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- response
 
 
-def stream_failure(provider: str, code: str | None, message: str) -> TransientError | ProviderError:
-    """A failed response (``response.failed``) or an error event, by its code."""
-    status = _TRANSIENT_CODES.get(code or "")
-    if status is not None:
-        return classify_status(status, message, provider=provider, code=code)
-    return classify_status(400, message, provider=provider, code=code)  # refused: context overflow or request
+def stream_failure(provider: str, code: str | None, message: object,
+                   secret: str | None) -> TransientError | ProviderError:
+    """A failed response (``response.failed``) or an error event, by its code, its message scrubbed;
+    a code that is not transient is a refused request (400: context overflow or request)."""
+    return classify_status(_TRANSIENT_CODES.get(code or "", 400), scrub(str(message), secret),
+                           provider=provider, code=code)
 
 
 class _Assembler:
@@ -155,9 +142,7 @@ class _Assembler:
         self.refused = False
         self.usage = Usage()
 
-    def feed(self, event: object) -> list[StreamEvent]:
-        if not isinstance(event, dict):
-            raise TypeError(f"an event is {type(event).__name__}, not an object")
+    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
         if kind == "response.output_text.delta":  # the common case first
             return self._text(event)
@@ -184,9 +169,9 @@ class _Assembler:
                 self.status = event["response"].get("status") or kind.rpartition(".")[2]
         elif kind == "response.failed":
             error = event["response"].get("error") or {}
-            raise stream_failure(self.provider, error.get("code"), self._scrub(error.get("message") or "failed"))
-        elif kind == "error":  # the flat shape of the API reference (the SDK raises the nested one)
-            raise stream_failure(self.provider, event.get("code"), self._scrub(event.get("message") or "error"))
+            raise stream_failure(self.provider, error.get("code"), error.get("message") or "failed", self.secret)
+        elif kind == "error":  # the flat shape of the API reference (the wire raises the nested one)
+            raise stream_failure(self.provider, event.get("code"), event.get("message") or "error", self.secret)
         return []
 
     def _text(self, event: dict[str, Any]) -> list[StreamEvent]:
@@ -225,9 +210,6 @@ class _Assembler:
             cached = usage.get("input_tokens_details") or {}
             self.usage = Usage(usage.get("input_tokens") or 0, usage.get("output_tokens") or 0,
                                cached.get("cached_tokens") or 0, cached.get("cache_write_tokens") or 0)
-
-    def _scrub(self, text: str) -> str:
-        return scrub(str(text), self.secret)
 
     def finish(self, provider: str) -> Completed:
         if self.status is None:
@@ -279,12 +261,9 @@ class ResponsesProvider(OpenAIProvider):
     """Streams the Responses API; the chat provider's client, retries and errors."""
 
     name = "openai-responses"
+    path = "/responses"
 
-    def _params(self, request: ChatRequest) -> dict[str, Any]:
-        return request_params(request)
-
-    async def _open(self, params: dict[str, Any]) -> Any:
-        return await self._client.events("/responses", params)
+    _params = staticmethod(request_params)
 
     def _assembler(self, model: str) -> Assembler:
         return _Assembler(model, self.name, self._secret)
@@ -292,5 +271,5 @@ class ResponsesProvider(OpenAIProvider):
     def _failure(self, err: WireError) -> TransientError | ProviderError:
         if isinstance(err, StreamError):
             message, code = error_fields(err.body, str(err))  # an error event inside the stream
-            return stream_failure(self.name, code, scrub(message, self._secret))
+            return stream_failure(self.name, code, message, self._secret)
         return super()._failure(err)

@@ -12,7 +12,7 @@ rows (``overrides``) when prices change or a self-hosted model has a price.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bot.providers.base import Usage
@@ -68,15 +68,23 @@ DEFAULT_PRICES: Mapping[str, Price] = {
 }
 
 
+def bare_name(model: str) -> str:
+    """``model`` as the tables know it: lower case, without a ``vendor/`` prefix."""
+    return model.strip().lower().rsplit("/", 1)[-1]
+
+
+def longest_key(keys: Iterable[str], model: str) -> str | None:
+    """The longest of ``keys`` (the first of equals) that is ``model``'s bare name or a prefix
+    of it ending at a ``-``; None when none is."""
+    name = bare_name(model)
+    matches = [key for key in keys if name == key.lower() or name.startswith(key.lower() + "-")]
+    return max(matches, key=len, default=None)
+
+
 def price_for(model: str, overrides: Mapping[str, Price] | None = None) -> Price | None:
     """The row for ``model`` (overrides first), or None when no row matches."""
     table = {**DEFAULT_PRICES, **(overrides or {})}
-    name = model.strip().lower().rsplit("/", 1)[-1]
-    best: str | None = None
-    for key in table:
-        k = key.lower()
-        if (name == k or name.startswith(k + "-")) and (best is None or len(k) > len(best)):
-            best = key
+    best = longest_key(table, model)
     return table[best] if best is not None else None
 
 

@@ -6,7 +6,7 @@ server's ``Retry-After`` when it gave one, else exponential backoff with full ji
 A ``Retry-After`` longer than ``retry_after_cap`` is not waited for: the user is told the
 provider is busy at once. Once an event has reached the caller nothing is retried (the
 caller may already have shown text); a later failure is a ``ProviderUnavailableError``.
-The SDKs' own retries are off (``max_retries=0``): this module owns the policy.
+The audio SDK's own retries are off (``max_retries=0``): this module owns the policy.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from bot.backoff import Backoff
 from bot.errors import ProviderBusyError, ProviderError, ProviderUnavailableError
 from bot.providers.base import OnRetry, RetryInfo, StreamEvent
-from bot.providers.failures import TransientError
+from bot.providers.failures import BUSY_STATUSES, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def exhausted(err: TransientError, retries: int) -> ProviderError:
     """The error for a transient failure we gave up on."""
     tries = f"{retries} retr{'y' if retries == 1 else 'ies'}"
     detail = f"{err.provider}: {err.reason} after {tries}" + (f": {err.detail}" if err.detail else "")
-    if err.busy:
+    if err.status in BUSY_STATUSES:  # overloaded or rate limiting us, rather than broken
         return ProviderBusyError(detail, status=err.status, provider=err.provider)
     return ProviderUnavailableError(detail, status=err.status, provider=err.provider)
 

@@ -2,7 +2,7 @@
 attempt — open the stream of events (``bot.providers.wire``), feed every item to an
 assembler, map failures.
 
-A subclass says how to build its client and request body, how to open the stream, how to
+A subclass says how to build its client and request body, where to post it, how to
 assemble the vendor's events, and what the vendor's error bodies mean.
 """
 
@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from bot.errors import ProviderError
 from bot.providers.base import ChatRequest, Completed, OnRetry, StreamEvent
-from bot.providers.failures import TransientError, describe_cause, malformed
+from bot.providers.failures import TransientError, describe_cause, malformed, status_failure
 from bot.providers.retry import RetryPolicy, Sleep, retrying
-from bot.providers.wire import TimedOut, Unreachable, WireError
+from bot.providers.wire import StatusError, TimedOut, Unreachable, Wire, WireError
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +33,14 @@ def string_field(event: dict[str, Any], key: str) -> str:
 
 
 class Assembler(Protocol):
-    def feed(self, item: Any) -> Iterable[StreamEvent]: ...
+    def feed(self, item: dict[str, Any]) -> Iterable[StreamEvent]: ...
     def finish(self, provider: str) -> Completed: ...
 
 
 class StreamingProvider:
     name: str
+    path: str  # where the request is posted, under the base URL
+    error_key = "code"  # the field of an error body that names the kind of error
 
     def __init__(
         self,
@@ -72,13 +74,15 @@ class StreamingProvider:
 
     async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
         try:
-            stream = await self._open(params)
+            stream = await self._client.events(self.path, params)
         except WireError as err:
             raise self._failure(err) from None  # see failures.describe_cause
         async with stream:  # closes the HTTP response on cancel, aclose or error
             assembler = self._assembler(model)
             try:
                 async for item in stream:
+                    if not isinstance(item, dict):
+                        raise TypeError(f"a stream item is {type(item).__name__}, not an object")
                     for event in assembler.feed(item):
                         yield event
             except WireError as err:
@@ -90,22 +94,20 @@ class StreamingProvider:
 
     # -- what each vendor supplies ---------------------------------------------------------
 
-    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Any:
+    def _make_client(self, api_key: str, base_url: str | None, timeout: float) -> Wire:
         raise NotImplementedError
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
-        raise NotImplementedError
-
-    async def _open(self, params: dict[str, Any]) -> Any:
-        """The SDK's raw stream of JSON items (an async context manager and iterator)."""
         raise NotImplementedError
 
     def _assembler(self, model: str) -> Assembler:
         raise NotImplementedError
 
     def _failure(self, err: WireError) -> TransientError | ProviderError:
-        """A failure that is no vendor's error body (those are the subclass's): a timeout or a broken
-        connection is worth another attempt, anything else is final."""
+        """An error status read with its body (an error inside the stream is the subclass's); a
+        timeout or a broken connection is worth another attempt, anything else is final."""
+        if isinstance(err, StatusError):
+            return status_failure(err.status, err.body, err.headers, self.name, self._secret, self.error_key)
         if isinstance(err, TimedOut):
             return TransientError("timeout", provider=self.name)
         if isinstance(err, Unreachable):

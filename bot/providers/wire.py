@@ -1,18 +1,13 @@
 """A model server's HTTP interface as it is on the wire: a JSON body posted, server-sent events read.
 
-The chat providers (OpenAI's Chat Completions and Responses, Anthropic's Messages) need one
-thing of an HTTP client: post a body that is already wire-format JSON and read the stream's
-events as the plain dicts the server sent. The official SDKs did that through their low-level
-``client.post`` and cost the start more than anything else (``import openai`` loads every one
-of its ~900 type modules, with its own HTTP stack: ~0.35 s and 14 MB before the first
-message; Anthropic's alike); aiohttp is loaded anyway (the web tools, Slack's and Discord's
-connections, the bot's own web server). What the SDKs did that we keep: the key in the
-vendor's header, an error status raised with the body it came with, an event whose ``error``
-is set raised as a failure inside the stream (OpenAI nests ``{"error": {...}}``, Anthropic
-sends ``{"type": "error", "error": {...}}``), ``[DONE]`` ending the stream, timeouts per connect and
-per read, the proxy the environment names (read once: aiohttp's ``trust_env`` would read it,
-and ``~/.netrc``, in a thread at every request), the rest of the body read after ``[DONE]``
-so that the connection is used again. Retries, error classification and redaction stay
+That is all the chat providers need of an HTTP client. The vendors' SDKs cost the start more
+than anything else (``import openai`` alone: ~0.35 s and 14 MB), and aiohttp is loaded anyway.
+Kept from the SDKs: the key in the vendor's header, an error status raised with its body, an
+event whose ``error`` is set raised inside the stream (OpenAI nests ``{"error": {...}}``,
+Anthropic sends ``{"type": "error", "error": {...}}``), ``[DONE]`` ending the stream, timeouts
+per connect and per read, and the environment's proxy, read once (aiohttp's ``trust_env`` would
+read it, and ``~/.netrc``, in a thread at every request). After ``[DONE]`` the body is read to
+its end so that the connection is used again. Retries, error classification and redaction are
 the providers' (``bot.providers.retry``, ``bot.providers.failures``).
 """
 
