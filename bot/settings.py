@@ -27,8 +27,9 @@ from pydantic import BaseModel, Field, SecretStr, create_model
 from bot.capabilities import registry as capabilities
 from bot.channels import registry
 from bot.config import CapabilitySection, Section
+from bot.config.keys import secrets
 from bot.config.loading import load
-from bot.config.schema import CoreConfig, secrets
+from bot.config.schema import CoreConfig
 
 if TYPE_CHECKING:
     from bot.tools.sandbox import ExecSettings

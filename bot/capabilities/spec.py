@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from argparse import _SubParsersAction
 
     from bot.access import Access
-    from bot.agent.run import PostRunHook
     from bot.agent.events import EventBus
+    from bot.agent.run import PostRunHook
     from bot.channels import Channel, Check
     from bot.config import Section
     from bot.config.schema import CoreConfig
@@ -56,9 +56,9 @@ if TYPE_CHECKING:
     from bot.limits import PersonLimits
     from bot.messages import InboundMessage
     from bot.peers import Joined, Peers
-    from bot.store.pg.base import Connection
     from bot.routing import Models
     from bot.store import AppStore
+    from bot.store.pg.base import Connection
     from bot.tools.approval import ApprovalRules
     from bot.tools.base import Tool
     from bot.tools.gate import ToolGate

@@ -4,9 +4,6 @@
 (``ChannelSpec.config``), and the composition root (``bot.settings.Config``) gives
 ``channels`` one section per registered channel. This package never imports the channel
 registry (whose platform packages build their models on ``bot.config.types``).
-
-Also the model introspection the loader and the error wording use, for a given model:
-which model validates a location, where the secrets are, and a location's dotted name.
 """
 
 from __future__ import annotations
@@ -24,11 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from bot.config.dashboard import is_loopback, parse_bind  # noqa: F401 - where callers found them
-from bot.config.keys import dotted, holds_secret, model_at, secrets  # noqa: F401 - the loader's and wording's
-from bot.config.named import ModelPrice, ModelsConfig, NamedModelConfig  # noqa: F401 - where callers found them
-from bot.config.storage import ClusterConfig, RetentionConfig, StorageConfig  # noqa: F401
-from bot.config.tools import HooksConfig, ToolsConfig  # noqa: F401 - where callers found them
+from bot.config.named import ModelPrice, ModelsConfig, NamedModelConfig
+from bot.config.storage import ClusterConfig, StorageConfig
+from bot.config.tools import HooksConfig, ToolsConfig
 from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
     OFF_IS_FALSE,
@@ -51,9 +46,6 @@ from bot.providers.context import context_window_for
 S = TypeVar("S", bound=Section)
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
-
-_secret = secret
-
 
 
 def _flush_mode(value: Any) -> Any:
@@ -145,12 +137,12 @@ class ProviderConfig(Section):
 
 
 class OpenAIConfig(ProviderConfig):
-    api_key: Secret = _secret("OPENAI_API_KEY", description="required when agent.provider is openai")
+    api_key: Secret = secret("OPENAI_API_KEY", description="required when agent.provider is openai")
     base_url: Url = Field(default="https://api.openai.com/v1", description="the API root, /v1 included")
 
 
 class AnthropicConfig(ProviderConfig):
-    api_key: Secret = _secret("ANTHROPIC_API_KEY", description="required when agent.provider is anthropic")
+    api_key: Secret = secret("ANTHROPIC_API_KEY", description="required when agent.provider is anthropic")
     base_url: Url = Field(default="https://api.anthropic.com", description="the server root, without /v1")
 
 
