@@ -30,6 +30,7 @@ from bot.config import CapabilitySection, Section
 from bot.config.keys import secrets
 from bot.config.loading import load
 from bot.config.schema import CoreConfig
+from bot.tracing import mask_url
 
 if TYPE_CHECKING:
     from bot.tools.sandbox import ExecSettings
@@ -37,18 +38,14 @@ if TYPE_CHECKING:
 __all__ = ["ChannelsConfig", "Config", "load_config"]
 
 
-def _channels_model() -> type[Section]:
-    """``channels:``: one section per registered platform, each the platform's own model."""
-    fields: dict[str, Any] = {spec.name: (spec.config, spec.config()) for spec in registry.specs()}
-    return create_model("ChannelsConfig", __base__=Section, **fields)
-
-
 if TYPE_CHECKING:
     # Its fields are the registered channels, known only at run time: a type checker sees a
     # Section, and code reads a platform's section by name (Config.channel_sections()).
     ChannelsConfig = Section
 else:
-    ChannelsConfig = _channels_model()
+    # ``channels:``: one section per registered platform, each the platform's own model.
+    ChannelsConfig = create_model("ChannelsConfig", __base__=Section,
+                                  **{spec.name: (spec.config, spec.config()) for spec in registry.specs()})
 
 
 class _Config(CoreConfig):
@@ -100,8 +97,6 @@ class _Config(CoreConfig):
     def describe(self) -> str:
         """What would start, for ``chatgate check``; every secret is masked, and so are the
         credentials of URLs (``user:pass@``, token path segments, ``?token=``)."""
-        from bot.tracing import mask_url
-
         known = secrets(type(self))
         a, p = self.agent, self.provider_settings()
         entry = self.default_entry()
@@ -126,7 +121,7 @@ class _Config(CoreConfig):
                 if field == "enabled":
                     continue
                 loc = ("channels", name, field)
-                shown = self._mask(loc, value) if loc in known else _shown(value, mask_url)
+                shown = self._mask(loc, value) if loc in known else _shown(value)
                 details.append(f"{type(channel).model_fields[field].alias or field} {shown}")
             channels.append(f"{name} ({', '.join(details)})" if details else name)
         lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
@@ -147,25 +142,23 @@ class _Config(CoreConfig):
             f"workspace  {self.workspace.root}",
             f"runs       up to {self.runs.max_concurrent} at once, queue_mode {self.runs.queue_mode}",
             f"delivery   failed sends retried for {self.delivery.retry_for:g}s",
-            f"logging    {self.logging.level}, {self.logging.format}",
         ]
-        for section in self.capability_sections().values():
-            for line in section.describe():
-                lines.insert(-1, line)
+        lines += [line for section in self.capability_sections().values() for line in section.describe()]
         e = self.tools.exec
         if e.enabled:
-            lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
-                             f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
-                             f"{self.exec_settings().limits.describe()}")
+            lines.append(f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
+                         f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
+                         f"{self.exec_settings().limits.describe()}")
+        lines.append(f"logging    {self.logging.level}, {self.logging.format}")
         return "\n".join(lines)
 
 
-def _shown(value: Any, mask_url: Any) -> Any:
+def _shown(value: Any) -> Any:
     """A channel setting as ``check`` prints it: URLs (also inside a section) masked."""
     if isinstance(value, str) and "://" in value:
         return mask_url(value)
     if isinstance(value, BaseModel):
-        inner = ", ".join(f"{k} {_shown(v, mask_url)}" for k, v in value
+        inner = ", ".join(f"{k} {_shown(v)}" for k, v in value
                           if not isinstance(v, SecretStr) and v is not None)
         return f"({inner})"
     return value

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
+from bot.config.dashboard import is_loopback
+
 Clock = Callable[[], float]
 
 MAX_SESSIONS = 1000  # logins kept at once; the oldest goes first
@@ -191,9 +193,6 @@ def client_key(address: str) -> str:
 
 # -- where a request comes from -----------------------------------------------------------
 
-LOOPBACK_NAMES = ("localhost",)
-
-
 def hostname_of(host_header: str) -> str:
     """The name in a Host header (``[::1]:8787`` -> ``::1``, ``localhost:8787`` -> ``localhost``)."""
     host = host_header.strip().lower()
@@ -203,12 +202,8 @@ def hostname_of(host_header: str) -> str:
 
 
 def is_loopback_name(name: str) -> bool:
-    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    """``localhost``, a name under ``.localhost`` or a loopback address (``name`` in lower case)."""
+    return name.endswith(".localhost") or is_loopback(name)
 
 
 def host_allowed(host_header: str | None, *, loopback_only: bool) -> bool:
