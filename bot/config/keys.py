@@ -4,7 +4,6 @@ of errors; pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import cache
 from typing import get_args, get_origin, get_type_hints
 
@@ -50,20 +49,17 @@ def _extra_model(model: type[BaseModel]) -> type[BaseModel] | None:
     return None
 
 
-def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
-    """Every secret field below ``model``: (location: field names only, environment variable)."""
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _secret_fields(annotation, (*prefix, name))
-        elif isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra:
-            yield (*prefix, name), str(field.json_schema_extra["env"])
-
-
 @cache
 def secrets(model: type[BaseModel]) -> dict[tuple[str, ...], str]:
     """Every secret field below ``model``: its location (field names) -> its environment variable."""
-    return dict(_secret_fields(model))
+    found: dict[tuple[str, ...], str] = {}
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found.update({(name, *loc): var for loc, var in secrets(annotation).items()})
+        elif isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra:
+            found[(name,)] = str(field.json_schema_extra["env"])
+    return found
 
 
 def holds_secret(loc: Loc, model: type[BaseModel]) -> bool:
