@@ -60,8 +60,10 @@ class _Config(CoreConfig):
         return {spec.name: self.section(spec.section_key, CapabilitySection)
                 for spec in capabilities.specs() if spec.config is not None}
 
-    def _own_private_paths(self) -> tuple[Path, ...]:
-        return tuple(p for section in self.capability_sections().values() for p in section.private_paths())
+    def private_paths(self) -> tuple[Path, ...]:
+        """The core's, then what the capabilities' sections name."""
+        own = (p.absolute() for section in self.capability_sections().values() for p in section.private_paths())
+        return (*super().private_paths(), *own)
 
     def section_secrets(self) -> tuple[tuple[str, ...], ...]:
         """The capabilities' keys that must be set (``chatgate run`` stops without them)."""

@@ -17,20 +17,6 @@ checked once where the app wires it, never by ``getattr`` at a call site:
 - ``Readiness``: what ``/readyz`` and ``chatgate doctor`` ask of it;
 - ``Channels``: channels of the port it brings (the API's, the web chat's), started with the
   platforms' before anything is received, so that its conversations are answered as theirs.
-
-Its commands' handlers are given the running capability and the ``CommandCall``. Beside
-``open`` the spec declares what must be known before anything runs: its config section (the
-model of the key ``<name>:``, or of ``key`` when that is set: a section of its own under a
-core one, such as ``tools.browser``; ``bot.settings`` composes them into the file's model), its
-tables (``migrations``, named ``<name>/0001_...``, applied by name after the core's, by the
-store at start and by ``chatgate migrate``; its operations run through ``AppStore.read`` and
-``AppStore.write``, written once for both drivers) and its subcommands of ``chatgate``
-(``cli``: given the subparsers, it adds its own, each with a ``run`` default: an async
-function of the loaded config and the parsed arguments, returning the exit code), and what
-``chatgate check`` shows of it live when it is enabled (``probe``: connecting to its servers)
-and what ``chatgate doctor`` checks of it (``doctor``: lines of its table, ``bot.channels.Check``).
-One capability may ``join`` this instance to the others on its database before the core is built
-(the cluster's: ``bot.peers.Joined``), with tables of PostgreSQL's own (``postgres``).
 """
 
 from __future__ import annotations
@@ -101,6 +87,13 @@ class Core:
 
 @dataclass(frozen=True, slots=True)
 class CapabilitySpec:
+    """What must be known of a capability before anything runs. Its commands' handlers are given
+    the running capability and the ``CommandCall``; ``bot.settings`` composes the sections into the
+    file's model; ``migrations`` are applied by name after the core's (by the store at start and by
+    ``chatgate migrate``), and its operations run through ``AppStore.read`` and ``AppStore.write``,
+    written once for both drivers; each subcommand ``cli`` adds has a ``run`` default, an async
+    function of the loaded config and the parsed arguments returning the exit code."""
+
     name: str
     open: Callable[[Core], AbstractAsyncContextManager[Any]]
     commands: tuple[CommandSpec, ...] = ()
@@ -119,7 +112,6 @@ class CapabilitySpec:
     # Its tables on PostgreSQL only, with a migration history of their own: applied by ``chatgate
     # migrate`` (and by ``join``); how many were applied.
     postgres: Callable[[Connection], Awaitable[int]] | None = None
-
 
     @property
     def section_key(self) -> str:

@@ -330,16 +330,13 @@ class CoreConfig(Section):
         return tuple(v for v in found if v)
 
     def private_paths(self) -> tuple[Path, ...]:
-        """What a sandboxed command must never see: this config file, the database's folder, the
-        workspace root (a command gets its own workspace, nothing above it) and what the
-        capabilities' sections name (the dashboard's TLS certificate and key: ``bot.settings``)."""
-        paths = [self.storage.path.parent, self.workspace.root, *self._own_private_paths()]
+        """What a sandboxed command must never see: this config file, the database's folder and
+        the workspace root (a command gets its own workspace, nothing above it); ``bot.settings``
+        adds what the capabilities' sections name (the dashboard's TLS certificate and key)."""
+        paths = [self.storage.path.parent, self.workspace.root]
         if self._source_path is not None:
             paths.insert(0, self._source_path)
         return tuple(p.absolute() for p in paths)
-
-    def _own_private_paths(self) -> tuple[Path, ...]:
-        return ()
 
     def section(self, name: str, model: type[S]) -> S:
         """A capability's own section at the dotted key ``name`` (``mcp``, ``tools.browser``;
