@@ -149,10 +149,7 @@ def _read_yaml(shown: str) -> Any:
 
 def load(model: type[C], path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
          require_secrets: bool = True) -> C:
-    """Read, expand and validate the config into ``model``; raise ``ConfigError`` (one line) on
-    the first mistake.
-
-    ``require_secrets=False`` is for commands that only read the store (``chatgate traces``)."""
+    """Read, expand and validate the config into ``model`` (``bot.settings.load_config`` says how)."""
     env = os.environ if env is None else env
     used: dict[Loc, tuple[str, ...]] = {}
     file = Path(DEFAULT_PATH if path is None else path)

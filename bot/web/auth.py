@@ -4,10 +4,7 @@
   keeps only its SHA-256, with the user, a CSRF token of its own and an expiry. In memory: a
   restart logs everyone out.
 - ``LoginLimiter``: failed logins counted per client address (an IPv6 client by its /64)
-  and per user name in a sliding window, each try counted before its password is checked;
-  past an address's limit its every try is refused (the right password too); a name under
-  attack refuses the addresses that failed, never one that logged in as it before. Time is
-  injected (``clock``).
+  and per user name in a sliding window (the class says how); time is injected (``clock``).
 - ``same_origin`` and ``own_origin``: a POST must say where it comes from (``Origin``, else
   ``Referer``) and that must be this page's own origin; the live feed is refused when a
   browser says it is asked from elsewhere. ``host_allowed``: a loopback dashboard answers
