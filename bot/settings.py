@@ -78,11 +78,9 @@ class _Config(CoreConfig):
         """Choices that are allowed but unsafe, each enabled platform's own checks (token
         shapes, empty allowlists ...) and each capability's, for ``chatgate check``."""
         found = super().warnings()
-        sections = self.channel_sections()
-        for name in self.enabled_channels:
-            check = registry.spec(name).check
-            if check is not None:
-                found += check(sections[name])
+        for name, section in self.channel_sections().items():
+            if section.enabled and (check := registry.spec(name).check) is not None:
+                found += check(section)
         for section in self.capability_sections().values():
             found += section.warnings()
         return found
@@ -115,9 +113,9 @@ class _Config(CoreConfig):
             f"           timeout {p.timeout:g}s, {p.max_retries} retries, Retry-After cap {p.retry_after_cap:g}s",
         ]
         channels = []
-        sections = self.channel_sections()
-        for name in self.enabled_channels:
-            channel = sections[name]
+        for name, channel in self.channel_sections().items():
+            if not channel.enabled:
+                continue
             details = []
             for field, value in channel:
                 if field == "enabled":

@@ -210,9 +210,8 @@ def _require_secrets(config: CoreConfig, used: Mapping[Loc, tuple[str, ...]], fr
     of enabled channels must be set."""
     known = secrets(type(config))
     wanted = [loc for provider in config.providers_in_use() for loc in known if loc[:2] == ("providers", provider)]
-    sections = config.channel_sections()
-    for name in config.enabled_channels:
-        wanted += [("channels", name, *field.split(".")) for field in sections[name].required_secrets()]
+    wanted += [("channels", name, *field.split(".")) for name, section in config.channel_sections().items()
+               if section.enabled for field in section.required_secrets()]
     wanted += config.section_secrets()
     for loc in wanted:
         node: Any = config

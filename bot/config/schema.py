@@ -295,7 +295,7 @@ class CoreConfig(Section):
 
     def default_entry(self) -> NamedModelConfig | None:
         """The entry of ``models`` that ``agent.model`` names, if it names one (else it is a model
-        id of ``agent.provider``: the old form)."""
+        id of ``agent.provider``)."""
         return self.models.entries().get(self.agent.model)
 
     def providers_in_use(self) -> tuple[str, ...]:
