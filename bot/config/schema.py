@@ -1,10 +1,5 @@
-"""The core's config sections and ``CoreConfig``, the file's model without the platforms.
-
-``channels`` is an empty section here: each platform brings its own model
-(``ChannelSpec.config``), and the composition root (``bot.settings.Config``) gives
-``channels`` one section per registered channel. This package never imports the channel
-registry (whose platform packages build their models on ``bot.config.types``).
-"""
+"""The core's config sections and ``CoreConfig``, the file's model without the platforms' and
+the capabilities' sections: ``bot.settings.Config`` adds them (the package doc says why there)."""
 
 from __future__ import annotations
 
@@ -223,7 +218,7 @@ class LoggingConfig(Section):
 
 
 class CoreConfig(Section):
-    """The config file's model but for the platforms' sections (see the module doc)."""
+    """The config file's model but for the platforms' and the capabilities' sections."""
 
     agent: AgentConfig = AgentConfig()
     providers: ProvidersConfig = Field(default=ProvidersConfig(), description="base_url is used exactly as "
