@@ -6,17 +6,9 @@ package and one ``ChannelSpec``. The spec names it, declares its commands (their
 entries: the platforms' menus and ``/help`` know them before anything runs) and says how to
 ``open`` it: an async context given the ``Core``, entered in the app's exit stack (so it is
 closed in reverse order, also when start-up fails half way), that yields the running
-capability. What that object offers is found by the small Protocols below, each optional and
-checked once where the app wires it, never by ``getattr`` at a call site:
-
-- ``Tools``: tools for the agent's registry (the schedule tool);
-- ``StatusLines``: lines of ``/status``;
-- ``Presses``: button presses it claims, answered at once outside the session's lane;
-- ``Starts``: work started once the channels listen and what was owed went out (a scheduler),
-  and ``Stops``: ended first at shutdown;
-- ``Readiness``: what ``/readyz`` and ``chatgate doctor`` ask of it;
-- ``Channels``: channels of the port it brings (the API's, the web chat's), started with the
-  platforms' before anything is received, so that its conversations are answered as theirs.
+capability. What that object offers is found by the small Protocols below, each optional,
+saying what it is for, and checked once where the app wires it, never by ``getattr`` at a call
+site.
 """
 
 from __future__ import annotations
@@ -136,7 +128,8 @@ class StatusLines(Protocol):
 @runtime_checkable
 class Presses(Protocol):
     def claims(self, msg: InboundMessage) -> bool:
-        """Whether ``msg`` is a press of this capability's buttons (answered at once)."""
+        """Whether ``msg`` is a press of this capability's buttons (answered at once, outside the
+        session's lane)."""
         ...
 
     async def press(self, msg: InboundMessage, conversation: Conversation, owner: bool) -> None:
@@ -186,7 +179,8 @@ class Recovers(Protocol):
 @runtime_checkable
 class Readiness(Protocol):
     async def not_ready(self) -> Sequence[str]:
-        """What keeps it from serving now, one short line each (none: ready)."""
+        """What keeps it from serving now, one short line each (none: ready): ``/readyz`` and
+        ``chatgate doctor`` ask."""
         ...
 
 
