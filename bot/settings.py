@@ -78,9 +78,9 @@ class _Config(CoreConfig):
         """Choices that are allowed but unsafe, each enabled platform's own checks (token
         shapes, empty allowlists ...) and each capability's, for ``chatgate check``."""
         found = super().warnings()
-        for name, section in self.channel_sections().items():
-            if section.enabled and (check := registry.spec(name).check) is not None:
-                found += check(section)
+        for name, channel in self.channel_sections().items():
+            if channel.enabled and (check := registry.spec(name).check) is not None:
+                found += check(channel)
         for section in self.capability_sections().values():
             found += section.warnings()
         return found
