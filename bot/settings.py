@@ -27,8 +27,10 @@ from pydantic import BaseModel, Field, SecretStr, create_model
 from bot.capabilities import registry as capabilities
 from bot.channels import registry
 from bot.config import CapabilitySection, Section
+from bot.config.keys import secrets
 from bot.config.loading import load
-from bot.config.schema import CoreConfig, secrets
+from bot.config.schema import CoreConfig
+from bot.tracing import mask_url
 
 if TYPE_CHECKING:
     from bot.tools.sandbox import ExecSettings
@@ -36,18 +38,14 @@ if TYPE_CHECKING:
 __all__ = ["ChannelsConfig", "Config", "load_config"]
 
 
-def _channels_model() -> type[Section]:
-    """``channels:``: one section per registered platform, each the platform's own model."""
-    fields: dict[str, Any] = {spec.name: (spec.config, spec.config()) for spec in registry.specs()}
-    return create_model("ChannelsConfig", __base__=Section, **fields)
-
-
 if TYPE_CHECKING:
     # Its fields are the registered channels, known only at run time: a type checker sees a
     # Section, and code reads a platform's section by name (Config.channel_sections()).
     ChannelsConfig = Section
 else:
-    ChannelsConfig = _channels_model()
+    # ``channels:``: one section per registered platform, each the platform's own model.
+    ChannelsConfig = create_model("ChannelsConfig", __base__=Section,
+                                  **{spec.name: (spec.config, spec.config()) for spec in registry.specs()})
 
 
 class _Config(CoreConfig):
@@ -62,8 +60,10 @@ class _Config(CoreConfig):
         return {spec.name: self.section(spec.section_key, CapabilitySection)
                 for spec in capabilities.specs() if spec.config is not None}
 
-    def _own_private_paths(self) -> tuple[Path, ...]:
-        return tuple(p for section in self.capability_sections().values() for p in section.private_paths())
+    def private_paths(self) -> tuple[Path, ...]:
+        """The core's, then what the capabilities' sections name."""
+        own = (p.absolute() for section in self.capability_sections().values() for p in section.private_paths())
+        return (*super().private_paths(), *own)
 
     def section_secrets(self) -> tuple[tuple[str, ...], ...]:
         """The capabilities' keys that must be set (``chatgate run`` stops without them)."""
@@ -78,11 +78,9 @@ class _Config(CoreConfig):
         """Choices that are allowed but unsafe, each enabled platform's own checks (token
         shapes, empty allowlists ...) and each capability's, for ``chatgate check``."""
         found = super().warnings()
-        sections = self.channel_sections()
-        for name in self.enabled_channels:
-            check = registry.spec(name).check
-            if check is not None:
-                found += check(sections[name])
+        for name, channel in self.channel_sections().items():
+            if channel.enabled and (check := registry.spec(name).check) is not None:
+                found += check(channel)
         for section in self.capability_sections().values():
             found += section.warnings()
         return found
@@ -99,8 +97,6 @@ class _Config(CoreConfig):
     def describe(self) -> str:
         """What would start, for ``chatgate check``; every secret is masked, and so are the
         credentials of URLs (``user:pass@``, token path segments, ``?token=``)."""
-        from bot.tracing import mask_url
-
         known = secrets(type(self))
         a, p = self.agent, self.provider_settings()
         entry = self.default_entry()
@@ -117,15 +113,15 @@ class _Config(CoreConfig):
             f"           timeout {p.timeout:g}s, {p.max_retries} retries, Retry-After cap {p.retry_after_cap:g}s",
         ]
         channels = []
-        sections = self.channel_sections()
-        for name in self.enabled_channels:
-            channel = sections[name]
+        for name, channel in self.channel_sections().items():
+            if not channel.enabled:
+                continue
             details = []
             for field, value in channel:
                 if field == "enabled":
                     continue
                 loc = ("channels", name, field)
-                shown = self._mask(loc, value) if loc in known else _shown(value, mask_url)
+                shown = self._mask(loc, value) if loc in known else _shown(value)
                 details.append(f"{type(channel).model_fields[field].alias or field} {shown}")
             channels.append(f"{name} ({', '.join(details)})" if details else name)
         lines.append(f"channels   {'; '.join(channels) or '(none enabled)'}")
@@ -146,25 +142,23 @@ class _Config(CoreConfig):
             f"workspace  {self.workspace.root}",
             f"runs       up to {self.runs.max_concurrent} at once, queue_mode {self.runs.queue_mode}",
             f"delivery   failed sends retried for {self.delivery.retry_for:g}s",
-            f"logging    {self.logging.level}, {self.logging.format}",
         ]
-        for section in self.capability_sections().values():
-            for line in section.describe():
-                lines.insert(-1, line)
+        lines += [line for section in self.capability_sections().values() for line in section.describe()]
         e = self.tools.exec
         if e.enabled:
-            lines.insert(-1, f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
-                             f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
-                             f"{self.exec_settings().limits.describe()}")
+            lines.append(f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
+                         f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
+                         f"{self.exec_settings().limits.describe()}")
+        lines.append(f"logging    {self.logging.level}, {self.logging.format}")
         return "\n".join(lines)
 
 
-def _shown(value: Any, mask_url: Any) -> Any:
+def _shown(value: Any) -> Any:
     """A channel setting as ``check`` prints it: URLs (also inside a section) masked."""
     if isinstance(value, str) and "://" in value:
         return mask_url(value)
     if isinstance(value, BaseModel):
-        inner = ", ".join(f"{k} {_shown(v, mask_url)}" for k, v in value
+        inner = ", ".join(f"{k} {_shown(v)}" for k, v in value
                           if not isinstance(v, SecretStr) and v is not None)
         return f"({inner})"
     return value

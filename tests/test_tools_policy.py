@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.config import AccessConfig, ToolsConfig
+from bot.config import AccessConfig
+from bot.config.tools import ToolsConfig
 from bot.conversation import Conversation
 from bot.errors import ConfigError
 from bot.llm import ToolCall

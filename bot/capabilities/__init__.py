@@ -1,19 +1,5 @@
 """Capabilities: packages found through one registry line each (``registry``), opened by the app."""
 
-from bot.capabilities.spec import (
-    Answers,
-    CapabilitySpec,
-    Channels,
-    Core,
-    DecidesHere,
-    Presses,
-    Recovers,
-    Reminds,
-    Starts,
-    StatusLines,
-    Stops,
-    Tools,
-)
+from bot.capabilities.spec import Channels, Core, Recovers, Starts, Stops, Tools
 
-__all__ = ["Answers", "CapabilitySpec", "Channels", "Core", "DecidesHere", "Presses", "Recovers", "Reminds",
-           "StatusLines", "Starts", "Stops", "Tools"]
+__all__ = ["Channels", "Core", "Recovers", "Starts", "Stops", "Tools"]

@@ -34,10 +34,6 @@ BUILTIN: dict[str, str] = {
 }
 
 
-def names() -> tuple[str, ...]:
-    return tuple(BUILTIN)
-
-
 @cache
 def spec(name: str) -> CapabilitySpec:
     module, _, attr = BUILTIN[name].partition(":")

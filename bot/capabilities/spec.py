@@ -6,31 +6,9 @@ package and one ``ChannelSpec``. The spec names it, declares its commands (their
 entries: the platforms' menus and ``/help`` know them before anything runs) and says how to
 ``open`` it: an async context given the ``Core``, entered in the app's exit stack (so it is
 closed in reverse order, also when start-up fails half way), that yields the running
-capability. What that object offers is found by the small Protocols below, each optional and
-checked once where the app wires it, never by ``getattr`` at a call site:
-
-- ``Tools``: tools for the agent's registry (the schedule tool);
-- ``StatusLines``: lines of ``/status``;
-- ``Presses``: button presses it claims, answered at once outside the session's lane;
-- ``Starts``: work started once the channels listen and what was owed went out (a scheduler),
-  and ``Stops``: ended first at shutdown;
-- ``Readiness``: what ``/readyz`` and ``chatgate doctor`` ask of it;
-- ``Channels``: channels of the port it brings (the API's, the web chat's), started with the
-  platforms' before anything is received, so that its conversations are answered as theirs.
-
-Its commands' handlers are given the running capability and the ``CommandCall``. Beside
-``open`` the spec declares what must be known before anything runs: its config section (the
-model of the key ``<name>:``, or of ``key`` when that is set: a section of its own under a
-core one, such as ``tools.browser``; ``bot.settings`` composes them into the file's model), its
-tables (``migrations``, named ``<name>/0001_...``, applied by name after the core's, by the
-store at start and by ``chatgate migrate``; its operations run through ``AppStore.read`` and
-``AppStore.write``, written once for both drivers) and its subcommands of ``chatgate``
-(``cli``: given the subparsers, it adds its own, each with a ``run`` default: an async
-function of the loaded config and the parsed arguments, returning the exit code), and what
-``chatgate check`` shows of it live when it is enabled (``probe``: connecting to its servers)
-and what ``chatgate doctor`` checks of it (``doctor``: lines of its table, ``bot.channels.Check``).
-One capability may ``join`` this instance to the others on its database before the core is built
-(the cluster's: ``bot.peers.Joined``), with tables of PostgreSQL's own (``postgres``).
+capability. What that object offers is found by the small Protocols below, each optional,
+saying what it is for, and checked once where the app wires it, never by ``getattr`` at a call
+site.
 """
 
 from __future__ import annotations
@@ -47,8 +25,8 @@ if TYPE_CHECKING:
     from argparse import _SubParsersAction
 
     from bot.access import Access
-    from bot.agent.run import PostRunHook
     from bot.agent.events import EventBus
+    from bot.agent.run import PostRunHook
     from bot.channels import Channel, Check
     from bot.config import Section
     from bot.config.schema import CoreConfig
@@ -56,9 +34,9 @@ if TYPE_CHECKING:
     from bot.limits import PersonLimits
     from bot.messages import InboundMessage
     from bot.peers import Joined, Peers
-    from bot.store.pg.base import Connection
     from bot.routing import Models
     from bot.store import AppStore
+    from bot.store.pg.base import Connection
     from bot.tools.approval import ApprovalRules
     from bot.tools.base import Tool
     from bot.tools.gate import ToolGate
@@ -101,6 +79,13 @@ class Core:
 
 @dataclass(frozen=True, slots=True)
 class CapabilitySpec:
+    """What must be known of a capability before anything runs. Its commands' handlers are given
+    the running capability and the ``CommandCall``; ``bot.settings`` composes the sections into the
+    file's model; ``migrations`` are applied by name after the core's (by the store at start and by
+    ``chatgate migrate``), and its operations run through ``AppStore.read`` and ``AppStore.write``,
+    written once for both drivers; each subcommand ``cli`` adds has a ``run`` default, an async
+    function of the loaded config and the parsed arguments returning the exit code."""
+
     name: str
     open: Callable[[Core], AbstractAsyncContextManager[Any]]
     commands: tuple[CommandSpec, ...] = ()
@@ -119,7 +104,6 @@ class CapabilitySpec:
     # Its tables on PostgreSQL only, with a migration history of their own: applied by ``chatgate
     # migrate`` (and by ``join``); how many were applied.
     postgres: Callable[[Connection], Awaitable[int]] | None = None
-
 
     @property
     def section_key(self) -> str:
@@ -144,7 +128,8 @@ class StatusLines(Protocol):
 @runtime_checkable
 class Presses(Protocol):
     def claims(self, msg: InboundMessage) -> bool:
-        """Whether ``msg`` is a press of this capability's buttons (answered at once)."""
+        """Whether ``msg`` is a press of this capability's buttons (answered at once, outside the
+        session's lane)."""
         ...
 
     async def press(self, msg: InboundMessage, conversation: Conversation, owner: bool) -> None:
@@ -194,7 +179,8 @@ class Recovers(Protocol):
 @runtime_checkable
 class Readiness(Protocol):
     async def not_ready(self) -> Sequence[str]:
-        """What keeps it from serving now, one short line each (none: ready)."""
+        """What keeps it from serving now, one short line each (none: ready): ``/readyz`` and
+        ``chatgate doctor`` ask."""
         ...
 
 

@@ -34,10 +34,7 @@ def block(lines: list[str], start: int, indent: int) -> int:
 def find(lines: list[str], start: int, end: int, indent: int, key: str) -> int | None:
     """The line of ``key:`` at exactly ``indent`` between ``start`` and ``end``."""
     pattern = re.compile(rf"{' ' * indent}{re.escape(key)}\s*:(.*)$")
-    for i in range(start, end):
-        if pattern.match(lines[i]):
-            return i
-    return None
+    return next((i for i in range(start, end) if pattern.match(lines[i])), None)
 
 
 def value(line: str) -> str:
@@ -47,7 +44,5 @@ def value(line: str) -> str:
 
 
 def child_indent(lines: list[str], start: int, end: int, parent: int) -> int:
-    for i in range(start + 1, end):
-        if is_content(lines[i]):
-            return indent_of(lines[i])
-    return parent + 2
+    """The indent of the first content line after ``lines[start]``, else ``parent`` + 2."""
+    return next((indent_of(line) for line in lines[start + 1:end] if is_content(line)), parent + 2)

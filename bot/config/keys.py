@@ -4,9 +4,8 @@ of errors; pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import cache
-from typing import get_args, get_origin, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel
 
@@ -19,51 +18,42 @@ def model_at(loc: Loc, model: type[BaseModel]) -> type[BaseModel] | None:
     i = 0
     while i < len(loc):
         step = loc[i]
-        field = model.model_fields.get(step) if isinstance(step, str) else None
-        if field is None:
-            entry = _extra_model(model) if isinstance(step, str) else None
-            if entry is None:
-                return None
-            model, i = entry, i + 1
-            continue
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model, i = annotation, i + 1
-        elif get_origin(annotation) is dict and i + 1 < len(loc):
-            value = get_args(annotation)[1]
-            if not (isinstance(value, type) and issubclass(value, BaseModel)):
-                return None
-            model, i = value, i + 2
-        else:
+        if not isinstance(step, str):
             return None
+        field = model.model_fields.get(step)
+        if field is None:
+            found, i = _extra_model(model), i + 1
+        elif get_origin(field.annotation) is dict and i + 1 < len(loc):
+            found, i = _as_model(get_args(field.annotation)[1]), i + 2
+        else:
+            found, i = _as_model(field.annotation), i + 1
+        if found is None:
+            return None
+        model = found
     return model
+
+
+def _as_model(hint: Any) -> type[BaseModel] | None:
+    return hint if isinstance(hint, type) and issubclass(hint, BaseModel) else None
 
 
 @cache
 def _extra_model(model: type[BaseModel]) -> type[BaseModel] | None:
     """The model of a section's typed extra keys (``models.<name>``), if it has them."""
     hint = get_type_hints(model).get("__pydantic_extra__")
-    if get_origin(hint) is dict:
-        value = get_args(hint)[1]
-        if isinstance(value, type) and issubclass(value, BaseModel):
-            return value
-    return None
-
-
-def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], str]]:
-    """Every secret field below ``model``: (location: field names only, environment variable)."""
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _secret_fields(annotation, (*prefix, name))
-        elif isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra:
-            yield (*prefix, name), str(field.json_schema_extra["env"])
+    return _as_model(get_args(hint)[1]) if get_origin(hint) is dict else None
 
 
 @cache
 def secrets(model: type[BaseModel]) -> dict[tuple[str, ...], str]:
     """Every secret field below ``model``: its location (field names) -> its environment variable."""
-    return dict(_secret_fields(model))
+    found: dict[tuple[str, ...], str] = {}
+    for name, field in model.model_fields.items():
+        if (section := _as_model(field.annotation)) is not None:
+            found.update({(name, *loc): var for loc, var in secrets(section).items()})
+        elif isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra:
+            found[(name,)] = str(field.json_schema_extra["env"])
+    return found
 
 
 def holds_secret(loc: Loc, model: type[BaseModel]) -> bool:

@@ -9,6 +9,10 @@ platforms' sections.
 environment variable; duplicate keys and YAML tags are errors. The variables come from the
 environment and, under it, from the ``.env`` file beside the config file (``bot.config.dotenv``;
 the working directory's without one): a variable set in the environment wins.
+
+Without a path, ``./config.yaml`` is used if present, else the built-in defaults plus
+``OPENAI_API_KEY``/``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``,
+``CHATGATE_PROVIDER`` and ``CHATGATE_MODEL``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from bot.config import dotenv
-from bot.config.schema import CoreConfig, dotted, holds_secret, secrets
+from bot.config.keys import dotted, holds_secret, secrets
+from bot.config.schema import CoreConfig
 from bot.config.types import Loc
 from bot.config.wording import describe_value, from_validation
 from bot.errors import ConfigError
@@ -111,9 +116,9 @@ class _Loader(_BaseLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _read_yaml(path: Path, shown: str) -> Any:
+def _read_yaml(shown: str) -> Any:
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        text = Path(shown).read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(shown, "file not found", "check the path, or copy config.example.yaml there") from None
     except IsADirectoryError:
@@ -139,30 +144,26 @@ def _read_yaml(path: Path, shown: str) -> Any:
         raise ConfigError(shown, f"YAML error: {str(exc).splitlines()[0]}") from None
 
 
-
-
 # -------------------------------------------------------------------------- load
 
 
 def load(model: type[C], path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
          require_secrets: bool = True) -> C:
-    """Read, expand and validate the config into ``model``; raise ``ConfigError`` (one line) on
-    the first mistake.
-
-    ``require_secrets=False`` is for commands that only read the store (``chatgate traces``)."""
+    """Read, expand and validate the config into ``model`` (``bot.settings.load_config`` says how)."""
     env = os.environ if env is None else env
     used: dict[Loc, tuple[str, ...]] = {}
+    file = Path(DEFAULT_PATH if path is None else path)
     from_file = path is not None or DEFAULT_PATH.is_file()
-    beside = Path(DEFAULT_PATH if path is None else path).parent if from_file else Path()
-    if found := dotenv.read(beside / ".env"):  # the environment wins over .env
+    if found := dotenv.read(file.parent / ".env"):  # the environment wins over .env
         env = {**found, **env}
     if from_file:
-        shown = str(DEFAULT_PATH if path is None else path)
-        raw = _read_yaml(Path(shown), shown)
+        shown = str(file)
+        raw = _read_yaml(shown)
         if raw is None:  # an empty file: all defaults
             raw = {}
         if not isinstance(raw, dict):
-            raise ConfigError(shown, f"expected a mapping of sections (agent:, providers:, ...), got {describe_value(raw)}")
+            raise ConfigError(shown, "expected a mapping of sections (agent:, providers:, ...), "
+                                     f"got {describe_value(raw)}")
         tree, source = _expand(raw, env, (), used, model), shown
     else:
         tree, source = _tree_from_env(env, used), "built-in defaults and environment (no config.yaml)"
@@ -172,7 +173,7 @@ def load(model: type[C], path: str | Path | None = None, env: Mapping[str, str] 
     except ValidationError as exc:
         raise from_validation(exc, used, model) from None
     config._source = source
-    config._source_path = Path(source) if from_file else None
+    config._source_path = file if from_file else None
     if config.storage.path.is_dir():
         raise ConfigError("storage.path", f"{config.storage.path} is a directory",
                           "give the path of the database file inside it, e.g. data/chatgate.db")
@@ -209,9 +210,8 @@ def _require_secrets(config: CoreConfig, used: Mapping[Loc, tuple[str, ...]], fr
     of enabled channels must be set."""
     known = secrets(type(config))
     wanted = [loc for provider in config.providers_in_use() for loc in known if loc[:2] == ("providers", provider)]
-    sections = config.channel_sections()
-    for name in config.enabled_channels:
-        wanted += [("channels", name, *field.split(".")) for field in sections[name].required_secrets()]
+    wanted += [("channels", name, *field.split(".")) for name, section in config.channel_sections().items()
+               if section.enabled for field in section.required_secrets()]
     wanted += config.section_secrets()
     for loc in wanted:
         node: Any = config

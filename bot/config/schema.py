@@ -1,13 +1,5 @@
-"""The core's config sections and ``CoreConfig``, the file's model without the platforms.
-
-``channels`` is an empty section here: each platform brings its own model
-(``ChannelSpec.config``), and the composition root (``bot.settings.Config``) gives
-``channels`` one section per registered channel. This package never imports the channel
-registry (whose platform packages build their models on ``bot.config.types``).
-
-Also the model introspection the loader and the error wording use, for a given model:
-which model validates a location, where the secrets are, and a location's dotted name.
-"""
+"""The core's config sections and ``CoreConfig``, the file's model without the platforms' and
+the capabilities' sections: ``bot.settings.Config`` adds them (the package doc says why there)."""
 
 from __future__ import annotations
 
@@ -24,11 +16,9 @@ from pydantic import (
     model_validator,
 )
 
-from bot.config.dashboard import is_loopback, parse_bind  # noqa: F401 - where callers found them
-from bot.config.keys import dotted, holds_secret, model_at, secrets  # noqa: F401 - the loader's and wording's
-from bot.config.named import ModelPrice, ModelsConfig, NamedModelConfig  # noqa: F401 - where callers found them
-from bot.config.storage import ClusterConfig, RetentionConfig, StorageConfig  # noqa: F401
-from bot.config.tools import HooksConfig, ToolsConfig  # noqa: F401 - where callers found them
+from bot.config.named import ModelPrice, ModelsConfig, NamedModelConfig
+from bot.config.storage import ClusterConfig, StorageConfig
+from bot.config.tools import HooksConfig, ToolsConfig
 from bot.config.types import (
     DEFAULT_DOWNLOAD_MB,
     OFF_IS_FALSE,
@@ -51,9 +41,6 @@ from bot.providers.context import context_window_for
 S = TypeVar("S", bound=Section)
 
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
-
-_secret = secret
-
 
 
 def _flush_mode(value: Any) -> Any:
@@ -145,12 +132,12 @@ class ProviderConfig(Section):
 
 
 class OpenAIConfig(ProviderConfig):
-    api_key: Secret = _secret("OPENAI_API_KEY", description="required when agent.provider is openai")
+    api_key: Secret = secret("OPENAI_API_KEY", description="required when agent.provider is openai")
     base_url: Url = Field(default="https://api.openai.com/v1", description="the API root, /v1 included")
 
 
 class AnthropicConfig(ProviderConfig):
-    api_key: Secret = _secret("ANTHROPIC_API_KEY", description="required when agent.provider is anthropic")
+    api_key: Secret = secret("ANTHROPIC_API_KEY", description="required when agent.provider is anthropic")
     base_url: Url = Field(default="https://api.anthropic.com", description="the server root, without /v1")
 
 
@@ -231,7 +218,7 @@ class LoggingConfig(Section):
 
 
 class CoreConfig(Section):
-    """The config file's model but for the platforms' sections (see the module doc)."""
+    """The config file's model but for the platforms' and the capabilities' sections."""
 
     agent: AgentConfig = AgentConfig()
     providers: ProvidersConfig = Field(default=ProvidersConfig(), description="base_url is used exactly as "
@@ -303,7 +290,7 @@ class CoreConfig(Section):
 
     def default_entry(self) -> NamedModelConfig | None:
         """The entry of ``models`` that ``agent.model`` names, if it names one (else it is a model
-        id of ``agent.provider``: the old form)."""
+        id of ``agent.provider``)."""
         return self.models.entries().get(self.agent.model)
 
     def providers_in_use(self) -> tuple[str, ...]:
@@ -338,16 +325,13 @@ class CoreConfig(Section):
         return tuple(v for v in found if v)
 
     def private_paths(self) -> tuple[Path, ...]:
-        """What a sandboxed command must never see: this config file, the database's folder, the
-        workspace root (a command gets its own workspace, nothing above it) and what the
-        capabilities' sections name (the dashboard's TLS certificate and key: ``bot.settings``)."""
-        paths = [self.storage.path.parent, self.workspace.root, *self._own_private_paths()]
+        """What a sandboxed command must never see: this config file, the database's folder and
+        the workspace root (a command gets its own workspace, nothing above it); ``bot.settings``
+        adds what the capabilities' sections name (the dashboard's TLS certificate and key)."""
+        paths = [self.storage.path.parent, self.workspace.root]
         if self._source_path is not None:
             paths.insert(0, self._source_path)
         return tuple(p.absolute() for p in paths)
-
-    def _own_private_paths(self) -> tuple[Path, ...]:
-        return ()
 
     def section(self, name: str, model: type[S]) -> S:
         """A capability's own section at the dotted key ``name`` (``mcp``, ``tools.browser``;

@@ -11,8 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BeforeValidator, Field, SecretStr
 from pydantic_core import PydanticCustomError
 
-from bot.config.types import Float, Int, Secret, Section
-from bot.config.types import secret as _secret
+from bot.config.types import Float, Int, Secret, Section, secret
 
 
 class RetentionConfig(Section):
@@ -34,7 +33,7 @@ class StorageConfig(Section):
         "SQLite file; relative paths start at the working directory. It holds the conversations, every message "
         "received (refused and ignored ones as their id and time only, for 7 days), the answers still owed, usage, "
         "traces and pairing approvals. In Docker: /srv/chatgate/data, mount it as a volume."))
-    url: Annotated[Secret, AfterValidator(_database_url)] = _secret("CHATGATE_DATABASE_URL", description="PostgreSQL "
+    url: Annotated[Secret, AfterValidator(_database_url)] = secret("CHATGATE_DATABASE_URL", description="PostgreSQL "
         "instead of the SQLite file (or CHATGATE_DATABASE_URL): what several instances of one bot share (see "
         "docs/operations/several-instances.md). `chatgate migrate --from data/chatgate.db --to URL` copies an "
         "existing SQLite database into an empty one.", examples=["postgresql://chatgate:${PGPASSWORD}@db.internal:5432/chatgate"])

@@ -57,7 +57,7 @@ Name = Annotated[str, Field(min_length=1)]
 Url = Annotated[str, AfterValidator(_check_url)]
 
 
-def _secret(env: str, description: str | None = None, examples: list[Any] | None = None) -> Any:
+def secret(env: str, description: str | None = None, examples: list[Any] | None = None) -> Any:
     """A secret field; when the file leaves it out (or null) it is read from ``env``."""
     return Field(default=None, description=description, examples=examples, json_schema_extra={"env": env})
 
@@ -102,9 +102,6 @@ class CapabilitySection(Section):
     def check(self, config: Section) -> None:
         """Rules across sections (the whole file's model, ``CoreConfig``), raised as ``ConfigError``
         naming the key; a top-level section's run once the file is validated, before the models' names."""
-
-
-secret = _secret  # a secret field read from an environment variable when the file leaves it out
 
 
 OFF_IS_FALSE = BeforeValidator(lambda v: "off" if v is False else v)  # YAML reads a bare `off` as false

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from bot.config.schema import dotted, holds_secret, model_at
+from bot.config.keys import dotted, holds_secret, model_at
 from bot.config.types import Loc
 from bot.errors import ConfigError
 

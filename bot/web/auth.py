@@ -4,10 +4,7 @@
   keeps only its SHA-256, with the user, a CSRF token of its own and an expiry. In memory: a
   restart logs everyone out.
 - ``LoginLimiter``: failed logins counted per client address (an IPv6 client by its /64)
-  and per user name in a sliding window, each try counted before its password is checked;
-  past an address's limit its every try is refused (the right password too); a name under
-  attack refuses the addresses that failed, never one that logged in as it before. Time is
-  injected (``clock``).
+  and per user name in a sliding window (the class says how); time is injected (``clock``).
 - ``same_origin`` and ``own_origin``: a POST must say where it comes from (``Origin``, else
   ``Referer``) and that must be this page's own origin; the live feed is refused when a
   browser says it is asked from elsewhere. ``host_allowed``: a loopback dashboard answers
@@ -28,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
+
+from bot.config.dashboard import is_loopback
 
 Clock = Callable[[], float]
 
@@ -191,9 +190,6 @@ def client_key(address: str) -> str:
 
 # -- where a request comes from -----------------------------------------------------------
 
-LOOPBACK_NAMES = ("localhost",)
-
-
 def hostname_of(host_header: str) -> str:
     """The name in a Host header (``[::1]:8787`` -> ``::1``, ``localhost:8787`` -> ``localhost``)."""
     host = host_header.strip().lower()
@@ -203,12 +199,8 @@ def hostname_of(host_header: str) -> str:
 
 
 def is_loopback_name(name: str) -> bool:
-    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    """``localhost``, a name under ``.localhost`` or a loopback address (``name`` in lower case)."""
+    return name.endswith(".localhost") or is_loopback(name)
 
 
 def host_allowed(host_header: str | None, *, loopback_only: bool) -> bool:

@@ -48,10 +48,10 @@ def verify(password: str, stored: str | None) -> bool:
     or malformed hash: False, always."""
     if not password or not stored:
         return False
-    parsed = _parse(stored)
-    if parsed is None:
+    try:
+        n, r, p, salt, key = _parse(stored)
+    except ValueError:
         return False
-    n, r, p, salt, key = parsed
     return hmac.compare_digest(_derive(password, salt, n, r, p), key)
 
 
@@ -62,15 +62,10 @@ def waste_time(password: str) -> None:
 
 def problem(stored: str) -> str | None:
     """Why ``stored`` is not a usable hash, or None when it is."""
-    match = _SHAPE.fullmatch(stored)
-    if match is None:
-        return ("not a password hash (it must look like scrypt$n=…,r=…,p=…$…$…); make one with "
-                "`chatgate dashboard passwd`, never write the password itself here")
-    n, r, p = (int(match.group(i)) for i in (1, 2, 3))
-    if not _bounded(n, r, p):
-        return f"scrypt parameters out of bounds (n a power of two from {MIN_N} to {MAX_N}, r {MIN_R} to 32, p 1 to 16)"
-    if _parse(stored) is None:
-        return "the salt or the key of the hash is not valid base64"
+    try:
+        _parse(stored)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -79,24 +74,23 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def _parse(stored: str) -> tuple[int, int, int, bytes, bytes] | None:
+def _parse(stored: str) -> tuple[int, int, int, bytes, bytes]:
+    """(n, r, p, salt, key) of a usable hash; ValueError saying why when it is not one."""
     match = _SHAPE.fullmatch(stored)
     if match is None:
-        return None
+        raise ValueError("not a password hash (it must look like scrypt$n=…,r=…,p=…$…$…); make one with "
+                         "`chatgate dashboard passwd`, never write the password itself here")
     n, r, p = (int(match.group(i)) for i in (1, 2, 3))
-    if not _bounded(n, r, p):
-        return None
+    if not (MIN_N <= n <= MAX_N and n & (n - 1) == 0 and MIN_R <= r <= 32 and 1 <= p <= 16):
+        raise ValueError(f"scrypt parameters out of bounds (n a power of two from {MIN_N} to {MAX_N}, r {MIN_R} to "
+                         "32, p 1 to 16)")
     try:
         salt, key = base64.b64decode(match.group(4), validate=True), base64.b64decode(match.group(5), validate=True)
     except binascii.Error:
-        return None
+        salt = key = b""
     if len(salt) < 8 or len(key) < 16:
-        return None
+        raise ValueError("the salt or the key of the hash is not valid base64")
     return n, r, p, salt, key
-
-
-def _bounded(n: int, r: int, p: int) -> bool:
-    return MIN_N <= n <= MAX_N and n & (n - 1) == 0 and MIN_R <= r <= 32 and 1 <= p <= 16
 
 
 def _derive(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
