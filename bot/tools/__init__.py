@@ -17,7 +17,7 @@ from bot.tools.files import edit_file, read_file, write_file
 from bot.tools.find import list_files, search_files
 from bot.tools.memory import memory_get, memory_search
 from bot.tools.policy import ToolPolicy, ToolRules, policy_for
-from bot.tools.registry import MAX_OUTPUT_CHARS, RepeatDetector, ToolRegistry, canonical_call
+from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tools.sandbox import ExecSettings, require_sandbox
 from bot.tools.web import WebFetchSettings, web_fetch_tool
 
@@ -26,11 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
-    "EXEC_TOOLS",
     "ExecSettings",
     "FILE_TOOLS",
     "MEMORY_TOOLS",
-    "MAX_OUTPUT_CHARS",
     "RepeatDetector",
     "Tool",
     "ToolCategory",
@@ -41,9 +39,7 @@ __all__ = [
     "WebFetchSettings",
     "ToolRegistry",
     "builtin_registry",
-    "canonical_call",
     "exec_command",
-    "make_exec_tool",
     "policy_for",
     "registry_from_config",
     "require_sandbox",
@@ -52,7 +48,6 @@ __all__ = [
 
 FILE_TOOLS: tuple[Tool, ...] = (read_file, write_file, edit_file, list_files, search_files)
 MEMORY_TOOLS: tuple[Tool, ...] = (memory_search, memory_get)
-EXEC_TOOLS: tuple[Tool, ...] = (exec_command,)
 # the registry's own limit on exec sits above the tool's cap plus its kill and clean-up time,
 # so a command the tool times out reports its output instead of being cut off by the registry
 _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0

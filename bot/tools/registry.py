@@ -274,10 +274,9 @@ class RepeatDetector:
     Feed it each iteration's calls in order; ``observe`` returns the call that just made
     the streak (the model is stuck in a loop), else ``None``. Pure: no clock, no I/O."""
 
-    def __init__(self, threshold: int = 3) -> None:
-        if threshold < 2:
-            raise ValueError("threshold must be at least 2")
-        self.threshold = threshold
+    threshold = 3
+
+    def __init__(self) -> None:
         self._last: tuple[str, str] | None = None
         self._streak = 0
 
@@ -290,6 +289,3 @@ class RepeatDetector:
             if self._streak >= self.threshold and repeated is None:
                 repeated = call
         return repeated
-
-    def reset(self) -> None:
-        self._last, self._streak = None, 0
