@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
-from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, walk, workspace_root
+from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, short_path, walk, workspace_root
 from bot.tools.pattern_size import expanded_size
 
 if TYPE_CHECKING:
@@ -62,8 +62,7 @@ def _list(folder: Path, root: Path, shown: str, pattern: str | None) -> str:
     try:
         exists, is_dir = folder.exists(), folder.is_dir()
     except OSError as exc:  # e.g. a name too long: say so with the model's own (relative) path
-        short = shown if len(shown) <= 120 else f"{shown[:80]}…{shown[-30:]}"
-        raise ToolError(f"cannot list {short}: {exc.strerror or 'error'}") from None
+        raise ToolError(f"cannot list {short_path(shown)}: {exc.strerror or 'error'}") from None
     if not exists:
         raise ToolError(f"no such folder: {shown}")
     if not is_dir:
