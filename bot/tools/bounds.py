@@ -30,6 +30,7 @@ and exec (``preexec``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import itertools
 import logging
@@ -208,10 +209,8 @@ def _can_make_child(place: Path) -> bool:
         probe.mkdir()
     except OSError:
         return False
-    try:
+    with contextlib.suppress(OSError):
         probe.rmdir()
-    except OSError:
-        pass
     return True
 
 
@@ -287,10 +286,8 @@ class CommandCgroup:
             except OSError:
                 continue
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError, ValueError):
-                    pass
 
     async def remove(self) -> None:
         """Kill what is left, wait (bounded) until it is empty, and remove it."""

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from bot.tools.base import ToolError
 
@@ -47,19 +47,10 @@ def kind_of(head: bytes, name: str) -> Kind | None:
     return None
 
 
-def pdf_text(data: bytes, shown: str, pages: str) -> tuple[str, str]:
-    """(the text of the pages asked for, each under a ``--- page N ---`` line; a closing note)."""
-    answer = _read("pdf", data, shown, pages)
-    return answer["text"], answer["where"]
-
-
-def docx_text(data: bytes, shown: str) -> str:
-    """The paragraphs and tables of a Word document, in order (a table row as ``a | b | c``)."""
-    return _read("docx", data, shown, "")["text"]
-
-
-def _read(kind: Kind, data: bytes, shown: str, pages: str) -> dict[str, Any]:
-    """The reader's answer for one document; a ``ToolError`` for its refusal, its timeout or its death."""
+def read_text(kind: Kind, data: bytes, shown: str, pages: str) -> tuple[str, str]:
+    """(text, closing note) of one document, from its reader: a PDF's pages asked for, each under a
+    ``--- page N ---`` line; a Word document's paragraphs and tables in order (a table row as
+    ``a | b | c``). A ``ToolError`` for its refusal, its timeout or its death."""
     request = {"kind": kind, "shown": shown, "pages": pages, "memory": DOCUMENT_MEMORY, "seconds": DOCUMENT_SECONDS}
     reader = _take_reader()
     try:
@@ -78,7 +69,7 @@ def _read(kind: Kind, data: bytes, shown: str, pages: str) -> dict[str, Any]:
                         f"{DOCUMENT_MEMORY // 1048576:,} MB of memory){_last_line(err)}") from None
     if "error" in answer:
         raise ToolError(str(answer["error"]))
-    return dict(answer)
+    return answer["text"], answer["where"]
 
 
 def _take_reader() -> subprocess.Popen[bytes]:

@@ -134,11 +134,7 @@ def _read_document(handle: BinaryIO, kind: documents.Kind, shown: str, size: int
                         f"{human_size(documents.MAX_DOCUMENT_BYTES)} can be read")
     if kind == "docx" and pages:
         raise ToolError(f"pages is for PDF documents; {shown} is read by lines (offset, limit)")
-    data = handle.read()
-    if kind == "pdf":
-        text, where = documents.pdf_text(data, shown, pages)
-    else:
-        text, where = documents.docx_text(data, shown), "Word document"
+    text, where = documents.read_text(kind, handle.read(), shown, pages)
     if not text.strip():
         return f"{shown} ({where}) has no text to read (it may be scanned images)."
     lines = numbered(text.encode("utf-8"), shown, offset, limit).rsplit("\n", 1)
