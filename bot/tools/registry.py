@@ -167,9 +167,10 @@ class ToolRegistry:
     async def _run(self, call: ToolCall, ctx: ToolContext, done: dict[str, ToolResult] | None,
                    on_done: OnDone | None = None, images: dict[str, tuple[ImagePart, ...]] | None = None) -> ToolResult:
         started = time.monotonic()
-        text, is_error, shown = await self._outcome(call, ctx)
-        if shown and images is not None:
-            images[call.id] = shown
+        output, is_error = await self._call(call, ctx)
+        text = output if isinstance(output, str) else output.text
+        if isinstance(output, ToolOutput) and output.images and images is not None:
+            images[call.id] = output.images
         if len(text) > self.max_output_chars:
             text = _cap(text, self.max_output_chars)
         result = ToolResult(call.id, text, is_error)
@@ -181,24 +182,17 @@ class ToolRegistry:
             on_done(call, result, time.monotonic() - started)
         return result
 
-    async def _outcome(self, call: ToolCall, ctx: ToolContext) -> tuple[str, bool, tuple[ImagePart, ...]]:
+    async def _call(self, call: ToolCall, ctx: ToolContext) -> tuple[str | ToolOutput, bool]:
         tool = self._tools.get(call.name)
         if tool is None:
             available = ", ".join(sorted(self._tools)) or "none"
             if call.name in self._withheld:
-                log.info("tool %s refused (%s) session=%s run=%s", call.name, self._withheld[call.name],
-                         ctx.session_key, ctx.run_id)
                 why = self._withheld[call.name]
-                return f"{call.name} is not available in this chat ({why}); available tools: {available}", True, ()
+                log.info("tool %s refused (%s) session=%s run=%s", call.name, why, ctx.session_key, ctx.run_id)
+                return f"{call.name} is not available in this chat ({why}); available tools: {available}", True
             if call.name in self._held:
-                return f"{call.name} is not enabled yet: find it with mcp_tool_search first", True, ()
-            return f"unknown tool {call.name!r}; available tools: {available}", True, ()
-        text, is_error = await self._call(tool, call, ctx)
-        if isinstance(text, ToolOutput):
-            return text.text, is_error, text.images
-        return text, is_error, ()
-
-    async def _call(self, tool: Tool, call: ToolCall, ctx: ToolContext) -> tuple[str | ToolOutput, bool]:
+                return f"{call.name} is not enabled yet: find it with mcp_tool_search first", True
+            return f"unknown tool {call.name!r}; available tools: {available}", True
         arguments, problem = _parse_arguments(call.arguments)
         if problem:
             return f"{call.name}: {problem}", True

@@ -92,7 +92,7 @@ def reference(workspace: Path, path: str, limit: int, platform: str = "this chat
     """A regular file of the workspace, opened without following a link out, as a ``FileRef``
     (blocking); a ``ToolError`` when it cannot be sent."""
     try:
-        fd, relative = open_inside(workspace, path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd, relative = open_inside(workspace, path, os.O_RDONLY | os.O_NONBLOCK)
     except OutsideWorkspaceError:
         raise ToolError(f"{path} is outside the workspace; only files in the workspace can be sent") from None
     except FileNotFoundError:
