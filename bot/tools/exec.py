@@ -101,7 +101,8 @@ class OutputCapture:
         return f"{self._head}\n[… {cut:,} of {self.total:,} characters cut …]\n{self._tail}"
 
 
-_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together, then the exit code.{where}
+_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together,
+    then the exit code.{where}
 
     Args:
         command: The shell command line, e.g. `ls -la` or `python3 script.py`.
