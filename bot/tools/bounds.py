@@ -254,14 +254,6 @@ class CommandCgroup:
             raise
         return made
 
-    @property
-    def bounds_processes(self) -> bool:
-        return "pids" in self.dirs
-
-    @property
-    def bounds_memory(self) -> bool:
-        return "memory" in self.dirs
-
     def procs_files(self) -> list[Path]:
         return [path / "cgroup.procs" for path in dict.fromkeys(self.dirs.values())]
 
@@ -359,18 +351,17 @@ class CommandLimits:
     _procs_fds: list[int] = field(default_factory=list)
 
     @classmethod
-    def open(cls, limits: ExecBounds, *, sandboxed: bool, root: CgroupRoot | None = None) -> CommandLimits:
-        if root is None:
-            root = host_cgroups() if limits.cgroup else CgroupRoot()
+    def open(cls, limits: ExecBounds, *, sandboxed: bool) -> CommandLimits:
+        root = host_cgroups() if limits.cgroup else CgroupRoot()
         return cls(limits, sandboxed, CommandCgroup.make(root, limits))
 
     def rlimits(self) -> Iterator[tuple[int, int]]:
         """``(resource, value)`` pairs to set on the command (soft and hard alike)."""
         if self.limits.file_size_mb is not None:
             yield resource.RLIMIT_FSIZE, self.limits.file_size_mb * MB
-        if self.limits.memory_mb is not None and not (self.cgroup and self.cgroup.bounds_memory):
+        if self.limits.memory_mb is not None and not (self.cgroup and "memory" in self.cgroup.dirs):
             yield resource.RLIMIT_AS, self.limits.memory_mb * MB
-        if self.limits.processes is not None and self.sandboxed and not (self.cgroup and self.cgroup.bounds_processes):
+        if self.limits.processes is not None and self.sandboxed and not (self.cgroup and "pids" in self.cgroup.dirs):
             yield resource.RLIMIT_NPROC, self.limits.processes  # counted in the sandbox's user namespace
 
     async def attach(self, pid: int) -> None:
@@ -414,7 +405,7 @@ class CommandLimits:
     async def watch(self) -> None:
         """Return once the command went over the process bound (never without a pids cgroup)."""
         cgroup = self.cgroup
-        if cgroup is None or not cgroup.bounds_processes:
+        if cgroup is None or "pids" not in cgroup.dirs:
             await asyncio.Event().wait()  # nothing to watch: until cancelled
             return
         while not cgroup.hit_process_limit():
