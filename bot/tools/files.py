@@ -27,7 +27,7 @@ from typing import BinaryIO
 from bot.tools import documents
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.paths import SNIFF_BYTES, human_size, looks_binary, open_regular, refusal, short_path
-from bot.workspace import Located, locate, open_inside, read_only_for
+from bot.workspace import locate, open_inside, read_only_for
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +47,6 @@ def _lock(target: Path) -> asyncio.Lock:
     if lock is None:
         lock = _locks[target] = asyncio.Lock()
     return lock
-
-
-def _locate(workspace: Path, path: str, *, make_parents: bool = False) -> Located:
-    """``bot.workspace.locate`` with its refusals as sentences (never the host path)."""
-    try:
-        return locate(workspace, path, make_parents=make_parents)
-    except (OSError, ValueError) as exc:
-        raise refusal(path, exc, "open") from None
 
 
 # -- read_file ---------------------------------------------------------------------------
@@ -241,7 +233,11 @@ def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[int, bool]:
     if read_only_for(_as_written(ctx.workspace, path), chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner):
         raise ToolError(f"{shown} is read-only in this group: only an owner may change it; "
                         "tell the user so instead of working around it")  # before any folder is made for it
-    with _locate(ctx.workspace, path, make_parents=True) as loc:
+    try:
+        located = locate(ctx.workspace, path, make_parents=True)
+    except (OSError, ValueError) as exc:
+        raise refusal(path, exc, "open") from None
+    with located as loc:
         if read_only_for(loc.relative, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner):
             raise ToolError(f"{loc.relative} is read-only in this group: only an owner may change it; "
                             "tell the user so instead of working around it")

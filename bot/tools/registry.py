@@ -5,12 +5,9 @@ arguments that miss the schema, timeouts, ``ToolError``s and bugs all come back 
 ``ToolResult(is_error=True)`` with a sentence the model can act on. Only cancellation
 of the caller propagates (``/stop`` and shutdown decide what it means, not us).
 
-``restricted(policy)`` is the registry one run uses: only the tools the run's
-``ToolPolicy`` permits, so the model is offered only those, and a call to any other is
-refused as an error result that says the tool is not available here. ``joined`` adds the
-tools a run's toolsets offer (MCP servers, skills); it may hold some back (``held``) until
-the run enables them by name (``enable``: ``mcp_tool_search`` does), so the run's set of
-tools can grow while it runs.
+A run uses a view of it: ``restricted`` to the tools its ``ToolPolicy`` permits (a call to
+another is refused, saying why), ``joined`` with those its toolsets offer (MCP servers, skills),
+some held back until the run enables them by name (``enable``), so its tools can grow as it runs.
 """
 
 from __future__ import annotations
