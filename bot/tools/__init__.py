@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TIMEOUTS",
     "ExecSettings",
-    "FILE_TOOLS",
-    "MEMORY_TOOLS",
     "RepeatDetector",
     "Tool",
     "ToolCategory",
@@ -46,8 +44,6 @@ __all__ = [
     "tool",
 ]
 
-FILE_TOOLS: tuple[Tool, ...] = (read_file, write_file, edit_file, list_files, search_files)
-MEMORY_TOOLS: tuple[Tool, ...] = (memory_search, memory_get)
 # the registry's own limit on exec sits above the tool's cap plus its kill and clean-up time,
 # so a command the tool times out reports its output instead of being cut off by the registry
 _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0
@@ -62,7 +58,8 @@ def builtin_registry(
     only when ``exec_enabled`` (both off by default: one reaches the network, the other
     runs shell commands), built for ``exec_settings`` (default: bubblewrap sandbox, no
     network, owners only)."""
-    tools = FILE_TOOLS + MEMORY_TOOLS + ((web_fetch_tool(web_fetch),) if web_fetch is not None else ())
+    tools = (read_file, write_file, edit_file, list_files, search_files, memory_search, memory_get,
+             *((web_fetch_tool(web_fetch),) if web_fetch is not None else ()))
     if not exec_enabled:
         return ToolRegistry(tools, timeouts=timeouts)
     limits = {ToolCategory.EXEC: _EXEC_REGISTRY_TIMEOUT, **(timeouts or {})}
