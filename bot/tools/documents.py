@@ -1,18 +1,14 @@
 """Documents as text for read_file: PDF (a page range at a time) and Word (DOCX).
 
-Well-kept libraries do the reading (pypdf, python-docx), in a child process of its own for
-each document (``document_reader``): its address space is bounded (``DOCUMENT_MEMORY``,
-``RLIMIT_AS`` set in the child) and it is killed at ``DOCUMENT_SECONDS``, under read_file's
-own limit, so no document, a ZIP bomb or a PDF that takes minutes to parse, can take the
-bot's memory or a core for longer than the tool may run. A Word document whose ZIP would
-inflate to too much is refused before it is opened (``document_reader.zip_problem``). One
+pypdf and python-docx do the reading, in a child process of its own for each document
+(``document_reader``): its address space is bounded (``DOCUMENT_MEMORY``) and it is killed at
+``DOCUMENT_SECONDS``, under read_file's own limit, so no document, a ZIP bomb or a PDF that takes
+minutes to parse, can take the bot's memory or a core for longer than the tool may run. One
 reader is started ahead and waits with its libraries loaded, so a document is read in about
 the time the libraries take, not that plus starting Python.
 
-A file is a document by its content (``%PDF-``; a ZIP holding ``word/document.xml``), not
-only by its name. Blocking: the caller runs these in a thread. Problems are ``ToolError``
-sentences: an encrypted PDF, a damaged file, a page range outside the file, a document too
-big or too slow to read.
+A PDF is known by its content (``%PDF-``), a Word document by its ZIP header and its name.
+Blocking: the caller runs these in a thread. Problems are ``ToolError`` sentences.
 """
 
 from __future__ import annotations

@@ -6,11 +6,9 @@ entered) and both are capped, saying so in their last line with how to narrow th
 ``search_files`` skips binary files, files over ``MAX_SEARCH_FILE_BYTES`` and links that
 lead out of the workspace; its pattern runs under a deadline (the ``regex`` module's
 timeout), so a pattern that backtracks forever ends the search with a note instead of
-pinning a thread. Compiling is the other danger: ``regex`` unrolls counted repeats in C,
-holding the GIL, so ``(?:x{5000}){5000}`` would stall every chat for seconds. A pattern is
-measured first (``bot.tools.pattern_size``) and refused over ``MAX_PATTERN_UNITS``; only
-then is it compiled, in a worker thread that the search stops waiting for after
-``COMPILE_SECONDS`` (the thread itself cannot be stopped: the measure is what keeps it short).
+pinning a thread. Compiling is the other danger (``bot.tools.pattern_size`` says why): a pattern
+is measured and refused over ``MAX_PATTERN_UNITS``, then compiled in a worker thread the search
+stops waiting for after ``COMPILE_SECONDS`` (the thread cannot be stopped: the measure keeps it short).
 """
 
 from __future__ import annotations
