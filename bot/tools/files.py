@@ -43,10 +43,7 @@ _MAX_LINES_NAMED = 10  # edit_file names at most this many matching lines
 
 def _lock(target: Path) -> asyncio.Lock:
     """Edits of one file are serialised: two edits in one step never lose each other's change."""
-    lock = _locks.get(target)
-    if lock is None:
-        lock = _locks[target] = asyncio.Lock()
-    return lock
+    return _locks.setdefault(target, asyncio.Lock())
 
 
 # -- read_file ---------------------------------------------------------------------------
