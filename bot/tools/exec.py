@@ -381,7 +381,8 @@ class _Sandbox:
         if self.child_pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.child_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
-        _kill_group(self.pid, sig)  # bwrap itself (or the shell, unsandboxed) and its group
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
+            os.killpg(self.pid, sig)  # bwrap itself (or the shell, unsandboxed) and its group
 
     def close(self) -> None:
         if self._info_fd is not None:
@@ -445,11 +446,6 @@ async def _settle(proc: asyncio.subprocess.Process, pump: asyncio.Task[None],
     finally:
         pump.cancel()
         transport.close()
-
-
-def _kill_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
-        os.killpg(pgid, sig)
 
 
 def _wake(ready: asyncio.Future[None]) -> None:
