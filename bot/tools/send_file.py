@@ -38,14 +38,12 @@ class FileSender(Protocol):
     def upload_limit(self, run_id: str) -> tuple[str, int]:
         """(the platform's name, the largest file it takes) for the chat run ``run_id`` serves;
         ``LookupError`` when it is not a run that serves a chat."""
-        ...
 
     async def send_file(self, run_id: str, ref: FileRef, caption: str, *, photo: bool = False) -> str | None:
         """Send the file to the chat of run ``run_id`` (``caption``: Markdown) and wait for it:
         None once the platform took it (or had it already), ``QUEUED`` when it is still waiting
         for the platform, else why it was not sent. ``photo``: a picture, shown as a photo where
         the platform can (``bot.channels.SendsPhoto``)."""
-        ...
 
 
 def send_file_tool(sender: FileSender, *, max_per_run: int = MAX_PER_RUN) -> Tool:
