@@ -90,12 +90,9 @@ def passages_of(path: str, lines: Sequence[str]) -> list[Passage]:
         block.clear()
 
     for number, line in enumerate(lines, 1):
-        if not line.strip():
+        if not line.strip() or _HEADING.match(line):
             close()
-        elif _HEADING.match(line):
-            close()
-            block.append((number, line))
-        else:
+        if line.strip():
             block.append((number, line))
     close()
     return passages
