@@ -17,7 +17,7 @@ from bot.tools.files import edit_file, read_file, write_file
 from bot.tools.find import list_files, search_files
 from bot.tools.memory import memory_get, memory_search
 from bot.tools.policy import ToolPolicy, ToolRules, policy_for
-from bot.tools.registry import MAX_OUTPUT_CHARS, RepeatDetector, ToolRegistry, canonical_call
+from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tools.sandbox import ExecSettings, require_sandbox
 from bot.tools.web import WebFetchSettings, web_fetch_tool
 
@@ -26,11 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
-    "EXEC_TOOLS",
     "ExecSettings",
-    "FILE_TOOLS",
-    "MEMORY_TOOLS",
-    "MAX_OUTPUT_CHARS",
     "RepeatDetector",
     "Tool",
     "ToolCategory",
@@ -41,18 +37,13 @@ __all__ = [
     "WebFetchSettings",
     "ToolRegistry",
     "builtin_registry",
-    "canonical_call",
     "exec_command",
-    "make_exec_tool",
     "policy_for",
     "registry_from_config",
     "require_sandbox",
     "tool",
 ]
 
-FILE_TOOLS: tuple[Tool, ...] = (read_file, write_file, edit_file, list_files, search_files)
-MEMORY_TOOLS: tuple[Tool, ...] = (memory_search, memory_get)
-EXEC_TOOLS: tuple[Tool, ...] = (exec_command,)
 # the registry's own limit on exec sits above the tool's cap plus its kill and clean-up time,
 # so a command the tool times out reports its output instead of being cut off by the registry
 _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0
@@ -67,7 +58,8 @@ def builtin_registry(
     only when ``exec_enabled`` (both off by default: one reaches the network, the other
     runs shell commands), built for ``exec_settings`` (default: bubblewrap sandbox, no
     network, owners only)."""
-    tools = FILE_TOOLS + MEMORY_TOOLS + ((web_fetch_tool(web_fetch),) if web_fetch is not None else ())
+    tools = (read_file, write_file, edit_file, list_files, search_files, memory_search, memory_get,
+             *((web_fetch_tool(web_fetch),) if web_fetch is not None else ()))
     if not exec_enabled:
         return ToolRegistry(tools, timeouts=timeouts)
     limits = {ToolCategory.EXEC: _EXEC_REGISTRY_TIMEOUT, **(timeouts or {})}

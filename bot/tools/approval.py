@@ -49,7 +49,6 @@ class Outcome(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ApprovalRules:
     rules: tuple[tuple[str, Mode], ...] = ()  # tools.approval, in the config's order
-    defaults: tuple[str, ...] = DEFAULT_ASK
 
     def needs(self, name: str, *, is_owner: bool, declared: Mode | None = None) -> bool:
         for pattern, mode in self.rules:
@@ -57,7 +56,7 @@ class ApprovalRules:
                 return mode == "ask"
         if declared is not None:
             return declared == "ask"
-        return not is_owner and any(fnmatchcase(name, pattern) for pattern in self.defaults)
+        return not is_owner and any(fnmatchcase(name, pattern) for pattern in DEFAULT_ASK)
 
 
 def choice_id(approval_id: str, decision: Decision) -> str:

@@ -30,6 +30,7 @@ and exec (``preexec``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import itertools
 import logging
@@ -208,10 +209,8 @@ def _can_make_child(place: Path) -> bool:
         probe.mkdir()
     except OSError:
         return False
-    try:
+    with contextlib.suppress(OSError):
         probe.rmdir()
-    except OSError:
-        pass
     return True
 
 
@@ -255,14 +254,6 @@ class CommandCgroup:
             raise
         return made
 
-    @property
-    def bounds_processes(self) -> bool:
-        return "pids" in self.dirs
-
-    @property
-    def bounds_memory(self) -> bool:
-        return "memory" in self.dirs
-
     def procs_files(self) -> list[Path]:
         return [path / "cgroup.procs" for path in dict.fromkeys(self.dirs.values())]
 
@@ -287,10 +278,8 @@ class CommandCgroup:
             except OSError:
                 continue
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError, ValueError):
-                    pass
 
     async def remove(self) -> None:
         """Kill what is left, wait (bounded) until it is empty, and remove it."""
@@ -362,18 +351,17 @@ class CommandLimits:
     _procs_fds: list[int] = field(default_factory=list)
 
     @classmethod
-    def open(cls, limits: ExecBounds, *, sandboxed: bool, root: CgroupRoot | None = None) -> CommandLimits:
-        if root is None:
-            root = host_cgroups() if limits.cgroup else CgroupRoot()
+    def open(cls, limits: ExecBounds, *, sandboxed: bool) -> CommandLimits:
+        root = host_cgroups() if limits.cgroup else CgroupRoot()
         return cls(limits, sandboxed, CommandCgroup.make(root, limits))
 
     def rlimits(self) -> Iterator[tuple[int, int]]:
         """``(resource, value)`` pairs to set on the command (soft and hard alike)."""
         if self.limits.file_size_mb is not None:
             yield resource.RLIMIT_FSIZE, self.limits.file_size_mb * MB
-        if self.limits.memory_mb is not None and not (self.cgroup and self.cgroup.bounds_memory):
+        if self.limits.memory_mb is not None and not (self.cgroup and "memory" in self.cgroup.dirs):
             yield resource.RLIMIT_AS, self.limits.memory_mb * MB
-        if self.limits.processes is not None and self.sandboxed and not (self.cgroup and self.cgroup.bounds_processes):
+        if self.limits.processes is not None and self.sandboxed and not (self.cgroup and "pids" in self.cgroup.dirs):
             yield resource.RLIMIT_NPROC, self.limits.processes  # counted in the sandbox's user namespace
 
     async def attach(self, pid: int) -> None:
@@ -417,7 +405,7 @@ class CommandLimits:
     async def watch(self) -> None:
         """Return once the command went over the process bound (never without a pids cgroup)."""
         cgroup = self.cgroup
-        if cgroup is None or not cgroup.bounds_processes:
+        if cgroup is None or "pids" not in cgroup.dirs:
             await asyncio.Event().wait()  # nothing to watch: until cancelled
             return
         while not cgroup.hit_process_limit():

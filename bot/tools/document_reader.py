@@ -43,11 +43,11 @@ def page_range(pages: str, total: int) -> range:
     """``"3"``, ``"3-5"`` or ``"3-"`` (to the end) as 0-based page indexes of a ``total``-page file."""
     if not pages.strip():
         return range(0, min(total, MAX_PAGES))
-    parts = [_RANGE.match(part) for part in pages.split(",")]
-    if len(parts) != 1 or parts[0] is None:
+    match = _RANGE.match(pages)  # a list ("3,5") does not match: one range at a time
+    if match is None:
         raise Refused(f"pages must look like 3, 3-5 or 3- (one range), not {pages!r}")
-    first = int(parts[0].group(1))
-    last = total if parts[0].group(2) == "" else int(parts[0].group(2) or first)
+    first = int(match.group(1))
+    last = total if match.group(2) == "" else int(match.group(2) or first)
     if first < 1 or last < first:
         raise Refused(f"pages {pages!r} is not a range of pages; they are numbered from 1")
     if first > total:

@@ -1,18 +1,14 @@
 """Documents as text for read_file: PDF (a page range at a time) and Word (DOCX).
 
-Well-kept libraries do the reading (pypdf, python-docx), in a child process of its own for
-each document (``document_reader``): its address space is bounded (``DOCUMENT_MEMORY``,
-``RLIMIT_AS`` set in the child) and it is killed at ``DOCUMENT_SECONDS``, under read_file's
-own limit, so no document, a ZIP bomb or a PDF that takes minutes to parse, can take the
-bot's memory or a core for longer than the tool may run. A Word document whose ZIP would
-inflate to too much is refused before it is opened (``document_reader.zip_problem``). One
+pypdf and python-docx do the reading, in a child process of its own for each document
+(``document_reader``): its address space is bounded (``DOCUMENT_MEMORY``) and it is killed at
+``DOCUMENT_SECONDS``, under read_file's own limit, so no document, a ZIP bomb or a PDF that takes
+minutes to parse, can take the bot's memory or a core for longer than the tool may run. One
 reader is started ahead and waits with its libraries loaded, so a document is read in about
 the time the libraries take, not that plus starting Python.
 
-A file is a document by its content (``%PDF-``; a ZIP holding ``word/document.xml``), not
-only by its name. Blocking: the caller runs these in a thread. Problems are ``ToolError``
-sentences: an encrypted PDF, a damaged file, a page range outside the file, a document too
-big or too slow to read.
+A PDF is known by its content (``%PDF-``), a Word document by its ZIP header and its name.
+Blocking: the caller runs these in a thread. Problems are ``ToolError`` sentences.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from bot.tools.base import ToolError
 
@@ -47,19 +43,10 @@ def kind_of(head: bytes, name: str) -> Kind | None:
     return None
 
 
-def pdf_text(data: bytes, shown: str, pages: str) -> tuple[str, str]:
-    """(the text of the pages asked for, each under a ``--- page N ---`` line; a closing note)."""
-    answer = _read("pdf", data, shown, pages)
-    return answer["text"], answer["where"]
-
-
-def docx_text(data: bytes, shown: str) -> str:
-    """The paragraphs and tables of a Word document, in order (a table row as ``a | b | c``)."""
-    return _read("docx", data, shown, "")["text"]
-
-
-def _read(kind: Kind, data: bytes, shown: str, pages: str) -> dict[str, Any]:
-    """The reader's answer for one document; a ``ToolError`` for its refusal, its timeout or its death."""
+def read_text(kind: Kind, data: bytes, shown: str, pages: str) -> tuple[str, str]:
+    """(text, closing note) of one document, from its reader: a PDF's pages asked for, each under a
+    ``--- page N ---`` line; a Word document's paragraphs and tables in order (a table row as
+    ``a | b | c``). A ``ToolError`` for its refusal, its timeout or its death."""
     request = {"kind": kind, "shown": shown, "pages": pages, "memory": DOCUMENT_MEMORY, "seconds": DOCUMENT_SECONDS}
     reader = _take_reader()
     try:
@@ -78,7 +65,7 @@ def _read(kind: Kind, data: bytes, shown: str, pages: str) -> dict[str, Any]:
                         f"{DOCUMENT_MEMORY // 1048576:,} MB of memory){_last_line(err)}") from None
     if "error" in answer:
         raise ToolError(str(answer["error"]))
-    return dict(answer)
+    return answer["text"], answer["where"]
 
 
 def _take_reader() -> subprocess.Popen[bytes]:

@@ -101,7 +101,8 @@ class OutputCapture:
         return f"{self._head}\n[… {cut:,} of {self.total:,} characters cut …]\n{self._tail}"
 
 
-_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together, then the exit code.{where}
+_DESCRIPTION = """Run a shell command (/bin/sh -c) in the workspace; returns stdout and stderr together,
+    then the exit code.{where}
 
     Args:
         command: The shell command line, e.g. `ls -la` or `python3 script.py`.
@@ -150,9 +151,25 @@ async def run_command(ctx: ToolContext, command: str, timeout: int, settings: Ex
         raise ToolError("exec: the command's limits could not be set up; the bot's owner must check "
                         "tools.exec.limits") from None
     try:
-        return await _run(ctx, command, limit, settings, workspace, bounds)
+        end = await _execute(ctx, command, limit, settings, workspace, bounds)
     finally:
         await bounds.close()
+    output, code, note = end.output, end.code, end.note
+    body = output if not output or output.endswith("\n") else f"{output}\n"
+    if note is not None:
+        log.info("exec hit a limit session=%s run=%s: %s", ctx.session_key, ctx.run_id, note)
+    if end.timed_out:
+        log.warning("exec timed out after %g s session=%s run=%s", limit, ctx.session_key, ctx.run_id)
+        raise ToolError(f"{body}[timed out after {limit:g} s; the command was killed{f'; {note}' if note else ''}]")
+    if end.sandbox_failed:
+        log.error("exec: bubblewrap could not build the sandbox session=%s run=%s: %s", ctx.session_key,
+                  ctx.run_id, output.strip()[:300])
+        raise ToolError("exec: the sandbox could not start (bubblewrap failed); the bot's owner must check "
+                        "tools.exec.sandbox")
+    if end.stopped:
+        raise ToolError(f"{body}[{note}]")
+    log.debug("exec exited with %s, %d chars session=%s run=%s", code, len(output), ctx.session_key, ctx.run_id)
+    return f"{body}{_status(code, note)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,27 +198,6 @@ async def run_shell(ctx: ToolContext, command: str, limit: float, settings: Exec
         return await _execute(ctx, command, limit, settings, workspace, bounds, stdin)
     finally:
         await bounds.close()
-
-
-async def _run(ctx: ToolContext, command: str, limit: float, settings: ExecSettings, workspace: Path,
-               bounds: CommandLimits) -> str:
-    end = await _execute(ctx, command, limit, settings, workspace, bounds)
-    output, code, note = end.output, end.code, end.note
-    body = output if not output or output.endswith("\n") else f"{output}\n"
-    if note is not None:
-        log.info("exec hit a limit session=%s run=%s: %s", ctx.session_key, ctx.run_id, note)
-    if end.timed_out:
-        log.warning("exec timed out after %g s session=%s run=%s", limit, ctx.session_key, ctx.run_id)
-        raise ToolError(f"{body}[timed out after {limit:g} s; the command was killed{f'; {note}' if note else ''}]")
-    if end.sandbox_failed:
-        log.error("exec: bubblewrap could not build the sandbox session=%s run=%s: %s", ctx.session_key,
-                  ctx.run_id, output.strip()[:300])
-        raise ToolError("exec: the sandbox could not start (bubblewrap failed); the bot's owner must check "
-                        "tools.exec.sandbox")
-    if end.stopped:
-        raise ToolError(f"{body}[{note}]")
-    log.debug("exec exited with %s, %d chars session=%s run=%s", code, len(output), ctx.session_key, ctx.run_id)
-    return f"{body}{_status(code, note)}"
 
 
 async def _execute(ctx: ToolContext, command: str, limit: float, settings: ExecSettings, workspace: Path,
@@ -383,11 +379,10 @@ class _Sandbox:
     def kill(self, sig: signal.Signals) -> None:
         self.poll()
         if self.child_pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.child_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills the rest
-            except (ProcessLookupError, PermissionError):
-                pass
-        _kill_group(self.pid, sig)  # bwrap itself (or the shell, unsandboxed) and its group
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
+            os.killpg(self.pid, sig)  # bwrap itself (or the shell, unsandboxed) and its group
 
     def close(self) -> None:
         if self._info_fd is not None:
@@ -398,12 +393,10 @@ class _Sandbox:
 async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
     """Write ``data`` to the command's stdin and close it (a command that stops reading is fine)."""
     assert proc.stdin is not None
-    try:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         proc.stdin.write(data)
         await proc.stdin.drain()
         proc.stdin.close()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
 
 
 async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:
@@ -455,13 +448,6 @@ async def _settle(proc: asyncio.subprocess.Process, pump: asyncio.Task[None],
         transport.close()
 
 
-def _kill_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is gone already
-
-
 def _wake(ready: asyncio.Future[None]) -> None:
     if not ready.done():
         ready.set_result(None)
@@ -470,10 +456,8 @@ def _wake(ready: asyncio.Future[None]) -> None:
 def _close(*fds: int) -> None:
     for fd in fds:
         if fd >= 0:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def _status(code: int | None, note: str | None = None) -> str:

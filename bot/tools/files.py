@@ -3,9 +3,9 @@ read_file reads PDF and Word documents as text too (``documents``).
 
 Every path is walked with ``bot.workspace.locate`` (``O_NOFOLLOW`` from the workspace's
 descriptor, symlinks followed by hand and only inside); read_file and write_file open the
-file through the folder's descriptor; edit_file replaces exact text (refusing a missing or ambiguous match). Listing
-and searching live in ``find``. ``..`` and
-absolute paths outside are refused, over-long paths are errors naming the relative path.
+file through the folder's descriptor; edit_file replaces exact text (refusing a missing or
+ambiguous match). Listing and searching live in ``find``. ``..`` and absolute paths outside
+are refused, over-long paths are errors naming the relative path.
 In a group, the persona and rule files are read-only unless the sender is an owner.
 The blocking work runs in a thread so a large file never stalls the event loop.
 Problems come back as ``ToolError`` sentences.
@@ -26,8 +26,8 @@ from typing import BinaryIO
 
 from bot.tools import documents
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
-from bot.tools.paths import open_regular
-from bot.workspace import Located, OutsideWorkspaceError, PathTooLongError, locate, open_inside, read_only_for
+from bot.tools.paths import SNIFF_BYTES, human_size, looks_binary, open_regular, refusal, short_path
+from bot.workspace import locate, open_inside, read_only_for
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ MAX_READ_BYTES = 10 * 1024 * 1024  # read_file refuses larger files
 MAX_READ_CHARS = 40_000  # read_file stops adding lines past this and says where to go on
 MAX_LINE_CHARS = 2_000  # longer lines (minified files) are cut
 _LINE_BYTES = 2 * 1024 * 1024  # a big file's line is read up to this, the rest skipped
-_SNIFF_BYTES = 8192
 
 
 _locks: weakref.WeakValueDictionary[Path, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -44,50 +43,7 @@ _MAX_LINES_NAMED = 10  # edit_file names at most this many matching lines
 
 def _lock(target: Path) -> asyncio.Lock:
     """Edits of one file are serialised: two edits in one step never lose each other's change."""
-    lock = _locks.get(target)
-    if lock is None:
-        lock = _locks[target] = asyncio.Lock()
-    return lock
-
-
-def _locate(workspace: Path, path: str, *, make_parents: bool = False) -> Located:
-    """``bot.workspace.locate`` with its refusals as sentences (never the host path)."""
-    try:
-        return locate(workspace, path, make_parents=make_parents)
-    except (OSError, ValueError) as exc:
-        raise _refusal(path, exc, "open") from None
-
-
-def _refusal(path: str, exc: OSError | ValueError, verb: str) -> ToolError:
-    """What the model reads when a path cannot be walked or opened."""
-    shown = _shown(path)
-    if isinstance(exc, OutsideWorkspaceError):
-        return ToolError(f"{shown} is outside the workspace; use a path inside it (relative paths start there)")
-    if isinstance(exc, PathTooLongError):
-        return ToolError(f"{exc}; use shorter names")
-    if isinstance(exc, FileNotFoundError):
-        return ToolError(f"no such file: {shown}")
-    if isinstance(exc, (NotADirectoryError, FileExistsError)):
-        return ToolError(f"cannot create {shown}: a part of its path is a file, not a folder")
-    if isinstance(exc, ValueError):  # an embedded NUL byte
-        return ToolError(f"{shown!r} is not a valid path")
-    return ToolError(f"cannot {verb} {shown}: {exc.strerror or 'error'}")
-
-
-def _shown(path: str) -> str:
-    """The model's own path, cut when it is very long (an error must stay readable)."""
-    return path if len(path) <= 120 else f"{path[:80]}…{path[-30:]}"
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    value = n / 1024
-    for unit in ("KB", "MB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GB"
+    return _locks.setdefault(target, asyncio.Lock())
 
 
 # -- read_file ---------------------------------------------------------------------------
@@ -112,11 +68,11 @@ async def read_file(ctx: ToolContext, path: str, offset: int = 0, limit: int = 2
 
 def _open(workspace: Path, path: str) -> tuple[BinaryIO, int]:
     """A regular file of the workspace opened for reading without following a link, and its size."""
-    shown = _shown(path)
+    shown = short_path(path)
     try:
         fd, _ = open_inside(workspace, path, os.O_RDONLY | os.O_NONBLOCK)
     except (OSError, ValueError) as exc:
-        raise _refusal(path, exc, "read") from None
+        raise refusal(path, exc, "read") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -128,11 +84,11 @@ def _open(workspace: Path, path: str) -> tuple[BinaryIO, int]:
 
 def _load(workspace: Path, path: str) -> bytes:
     """The whole bytes of a regular file of at most ``MAX_READ_BYTES`` (for edit_file)."""
-    shown = _shown(path)
+    shown = short_path(path)
     handle, size = _open(workspace, path)
     with handle:
         if size > MAX_READ_BYTES:
-            raise ToolError(f"{shown} is {_size(size)}; edit_file edits files up to {_size(MAX_READ_BYTES)} "
+            raise ToolError(f"{shown} is {human_size(size)}; edit_file edits files up to {human_size(MAX_READ_BYTES)} "
                             "(write_file can replace it whole)")
         try:
             return handle.read()
@@ -141,7 +97,7 @@ def _load(workspace: Path, path: str) -> bytes:
 
 
 def _read(workspace: Path, path: str, offset: int, limit: int, pages: str = "") -> str:
-    shown = _shown(path)
+    shown = short_path(path)
     handle, size = _open(workspace, path)
     with handle:
         try:
@@ -163,14 +119,11 @@ def _read_document(handle: BinaryIO, kind: documents.Kind, shown: str, size: int
                    pages: str) -> str:
     """A PDF's pages or a Word document's text, numbered and paged like a text file."""
     if size > documents.MAX_DOCUMENT_BYTES:
-        raise ToolError(f"{shown} is {_size(size)}; documents up to {_size(documents.MAX_DOCUMENT_BYTES)} can be read")
+        raise ToolError(f"{shown} is {human_size(size)}; documents up to "
+                        f"{human_size(documents.MAX_DOCUMENT_BYTES)} can be read")
     if kind == "docx" and pages:
         raise ToolError(f"pages is for PDF documents; {shown} is read by lines (offset, limit)")
-    data = handle.read()
-    if kind == "pdf":
-        text, where = documents.pdf_text(data, shown, pages)
-    else:
-        text, where = documents.docx_text(data, shown), "Word document"
+    text, where = documents.read_text(kind, handle.read(), shown, pages)
     if not text.strip():
         return f"{shown} ({where}) has no text to read (it may be scanned images)."
     lines = numbered(text.encode("utf-8"), shown, offset, limit).rsplit("\n", 1)
@@ -178,8 +131,8 @@ def _read_document(handle: BinaryIO, kind: documents.Kind, shown: str, size: int
 
 
 def _read_big(handle: BinaryIO, shown: str, size: int, offset: int, limit: int) -> str:
-    if b"\0" in handle.read(_SNIFF_BYTES):
-        raise ToolError(f"{shown} looks like a binary file ({_size(size)}); read_file reads text files only")
+    if looks_binary(handle.read(SNIFF_BYTES)):
+        raise ToolError(f"{shown} looks like a binary file ({human_size(size)}); read_file reads text files only")
     handle.seek(0)
     out: list[str] = []
     chars, number, more = 0, 0, False
@@ -192,7 +145,7 @@ def _read_big(handle: BinaryIO, shown: str, size: int, offset: int, limit: int) 
             continue
         line = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
         if long or len(line) > MAX_LINE_CHARS:
-            how_long = f"over {_size(_LINE_BYTES)}" if long else f"{len(line):,} characters"
+            how_long = f"over {human_size(_LINE_BYTES)}" if long else f"{len(line):,} characters"
             line = f"{line[:MAX_LINE_CHARS]}… [line cut, {how_long}]"
         if (out and chars + len(line) > MAX_READ_CHARS) or len(out) == limit:
             more = True
@@ -202,9 +155,10 @@ def _read_big(handle: BinaryIO, shown: str, size: int, offset: int, limit: int) 
     if not out:
         raise ToolError(f"offset {offset} is past the end: {shown} has {number} lines")
     first, last = offset + 1, offset + len(out)
+    size_text = human_size(size)
     if not more:
-        return "\n".join([*out, f"[{shown}: lines {first}-{last}, the end of the file ({_size(size)})]"])
-    return "\n".join([*out, f"[{shown}: lines {first}-{last} of a {_size(size)} file; continue with offset={last}]"])
+        return "\n".join([*out, f"[{shown}: lines {first}-{last}, the end of the file ({size_text})]"])
+    return "\n".join([*out, f"[{shown}: lines {first}-{last} of a {size_text} file; continue with offset={last}]"])
 
 
 def read_range(target: Path, shown: str, offset: int, limit: int, root: Path | None = None) -> str:
@@ -215,7 +169,8 @@ def read_range(target: Path, shown: str, offset: int, limit: int, root: Path | N
         with open_regular(target, root) as handle:
             info = os.fstat(handle.fileno())
             if info.st_size > MAX_READ_BYTES:
-                raise ToolError(f"{shown} is {_size(info.st_size)}; files up to {_size(MAX_READ_BYTES)} can be read")
+                raise ToolError(f"{shown} is {human_size(info.st_size)}; files up to {human_size(MAX_READ_BYTES)} "
+                                "can be read")
             data = handle.read()
     except FileNotFoundError:
         raise ToolError(f"no such file: {shown}") from None
@@ -227,8 +182,8 @@ def read_range(target: Path, shown: str, offset: int, limit: int, root: Path | N
 def numbered(data: bytes, shown: str, offset: int, limit: int) -> str:
     """The lines ``offset+1 .. offset+limit`` of a text file's bytes, numbered like `cat -n`,
     capped, with a closing note saying what was shown and where to go on."""
-    if b"\0" in data[:_SNIFF_BYTES]:
-        raise ToolError(f"{shown} looks like a binary file ({_size(len(data))}); read_file reads text files only")
+    if looks_binary(data):
+        raise ToolError(f"{shown} looks like a binary file ({human_size(len(data))}); read_file reads text files only")
     if not data:
         return f"{shown} is empty."
     lines = data.decode("utf-8", errors="replace").splitlines()
@@ -266,16 +221,20 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
         content: The complete new content of the file.
     """
     written, created = await asyncio.to_thread(_write, ctx, path, content.encode("utf-8"))
-    log.info("write_file %s (%d bytes) session=%s run=%s", _shown(path), written, ctx.session_key, ctx.run_id)
-    return f"{'created' if created else 'wrote'} {_shown(path)} ({written:,} bytes)"
+    log.info("write_file %s (%d bytes) session=%s run=%s", short_path(path), written, ctx.session_key, ctx.run_id)
+    return f"{'created' if created else 'wrote'} {short_path(path)} ({written:,} bytes)"
 
 
 def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[int, bool]:
-    shown = _shown(path)
+    shown = short_path(path)
     if read_only_for(_as_written(ctx.workspace, path), chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner):
         raise ToolError(f"{shown} is read-only in this group: only an owner may change it; "
                         "tell the user so instead of working around it")  # before any folder is made for it
-    with _locate(ctx.workspace, path, make_parents=True) as loc:
+    try:
+        located = locate(ctx.workspace, path, make_parents=True)
+    except (OSError, ValueError) as exc:
+        raise refusal(path, exc, "open") from None
+    with located as loc:
         if read_only_for(loc.relative, chat_type=ctx.chat_type, sender_is_owner=ctx.sender_is_owner):
             raise ToolError(f"{loc.relative} is read-only in this group: only an owner may change it; "
                             "tell the user so instead of working around it")
@@ -340,12 +299,12 @@ async def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str, r
         raise ToolError("old_text and new_text are the same; nothing to change")
     async with _lock(Path(ctx.workspace) / path):
         summary = await asyncio.to_thread(_edit, ctx, path, old_text, new_text, replace_all)
-    log.info("edit_file %s session=%s run=%s", _shown(path), ctx.session_key, ctx.run_id)
+    log.info("edit_file %s session=%s run=%s", short_path(path), ctx.session_key, ctx.run_id)
     return summary
 
 
 def _edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool) -> str:
-    shown = _shown(path)
+    shown = short_path(path)
     # surrogateescape: bytes that are not UTF-8 come back out unchanged
     text = _load(ctx.workspace, path).decode("utf-8", errors="surrogateescape")
     starts = _occurrences(text, old)

@@ -6,11 +6,9 @@ entered) and both are capped, saying so in their last line with how to narrow th
 ``search_files`` skips binary files, files over ``MAX_SEARCH_FILE_BYTES`` and links that
 lead out of the workspace; its pattern runs under a deadline (the ``regex`` module's
 timeout), so a pattern that backtracks forever ends the search with a note instead of
-pinning a thread. Compiling is the other danger: ``regex`` unrolls counted repeats in C,
-holding the GIL, so ``(?:x{5000}){5000}`` would stall every chat for seconds. A pattern is
-measured first (``bot.tools.pattern_size``) and refused over ``MAX_PATTERN_UNITS``; only
-then is it compiled, in a worker thread that the search stops waiting for after
-``COMPILE_SECONDS`` (the thread itself cannot be stopped: the measure is what keeps it short).
+pinning a thread. Compiling is the other danger (``bot.tools.pattern_size`` says why): a pattern
+is measured and refused over ``MAX_PATTERN_UNITS``, then compiled in a worker thread the search
+stops waiting for after ``COMPILE_SECONDS`` (the thread cannot be stopped: the measure keeps it short).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
-from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, walk, workspace_root
+from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, short_path, walk, workspace_root
 from bot.tools.pattern_size import expanded_size
 
 if TYPE_CHECKING:
@@ -62,8 +60,7 @@ def _list(folder: Path, root: Path, shown: str, pattern: str | None) -> str:
     try:
         exists, is_dir = folder.exists(), folder.is_dir()
     except OSError as exc:  # e.g. a name too long: say so with the model's own (relative) path
-        short = shown if len(shown) <= 120 else f"{shown[:80]}…{shown[-30:]}"
-        raise ToolError(f"cannot list {short}: {exc.strerror or 'error'}") from None
+        raise ToolError(f"cannot list {short_path(shown)}: {exc.strerror or 'error'}") from None
     if not exists:
         raise ToolError(f"no such folder: {shown}")
     if not is_dir:

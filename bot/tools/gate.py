@@ -23,7 +23,6 @@ PreTool = Callable[[ToolContext, str, Mapping[str, Any], str], Awaitable[str | N
 class Holds(Protocol):
     async def still_holds(self, session_key: str) -> bool:
         """This instance still holds the session's lane (its lease unchanged), now."""
-        ...
 
 
 class ToolGate:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.files import read_range
-from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, walk, workspace_root
+from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, walk, within, workspace_root
 
 MEMORY_FILE = "MEMORY.md"
 MEMORY_DIR = "memory"
@@ -90,12 +90,9 @@ def passages_of(path: str, lines: Sequence[str]) -> list[Passage]:
         block.clear()
 
     for number, line in enumerate(lines, 1):
-        if not line.strip():
+        if not line.strip() or _HEADING.match(line):
             close()
-        elif _HEADING.match(line):
-            close()
-            block.append((number, line))
-        else:
+        if line.strip():
             block.append((number, line))
     close()
     return passages
@@ -199,11 +196,11 @@ def memory_files(root: Path) -> Iterable[tuple[str, str]]:
     stay inside the workspace; at most ``MAX_MEMORY_FILES``."""
     count = 0
     top = root / MEMORY_FILE
-    if top.is_file() and _within(root, top):
+    if top.is_file() and within(root, top):
         count += 1
         yield MEMORY_FILE, os.path.realpath(top)
     folder = root / MEMORY_DIR
-    if not folder.is_dir() or not _within(root, folder):
+    if not folder.is_dir() or not within(root, folder):
         return
     for rel, entry in walk(folder):
         if count >= MAX_MEMORY_FILES:
@@ -211,11 +208,6 @@ def memory_files(root: Path) -> Iterable[tuple[str, str]]:
         if entry.name.endswith(".md") and entry.is_file() and inside(root, entry):
             count += 1
             yield f"{MEMORY_DIR}/{rel}", os.path.realpath(entry.path)
-
-
-def _within(root: Path, path: Path) -> bool:
-    real = Path(os.path.realpath(path))
-    return real == root or root in real.parents
 
 
 @tool(category=ToolCategory.FILE)

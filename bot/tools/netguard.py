@@ -1,13 +1,13 @@
 """Which addresses a tool may connect to: public unicast only (the SSRF fence of web_fetch).
 
-``address_refusal(ip)`` is pure: None for a public address, else why not. It refuses
-loopback, private (RFC 1918, ULA), shared (CGNAT 100.64/10), link-local, multicast,
-reserved, unspecified, documentation and benchmark ranges, anything else that is not
-global, and the cloud metadata endpoints; an IPv6 address that carries an IPv4 one (IPv4-mapped ``::ffff:a.b.c.d``,
-IPv4-compatible ``::a.b.c.d``, 6to4 ``2002::/16``, Teredo ``2001::/32``, NAT64
-``64:ff9b::/96`` and ``64:ff9b:1::/48``) is judged by that IPv4 address, since that is
-where a host routes it (so DNS64 answers for public sites stay usable). (Python before 3.11.10 and 3.12.4 calls ``::ffff:127.0.0.1``
-neither private nor loopback: the unwrapping here does not depend on it.)
+``address_refusal(ip)`` is pure: None for a public address, else why not. It refuses loopback,
+private (RFC 1918, ULA), shared (CGNAT 100.64/10), link-local, multicast, reserved, unspecified,
+documentation and benchmark ranges, anything else that is not global, and the cloud metadata
+endpoints; an IPv6 address that carries an IPv4 one (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
+``::a.b.c.d``, 6to4 ``2002::/16``, Teredo ``2001::/32``, NAT64 ``64:ff9b::/96`` and ``64:ff9b:1::/48``)
+is judged by that IPv4 address, since that is where a host routes it (so DNS64 answers for public
+sites stay usable). (Python before 3.11.10 and 3.12.4 calls ``::ffff:127.0.0.1`` neither private
+nor loopback: the unwrapping here does not depend on it.)
 
 ``literal_host(host)`` tells an IP literal from a name the way an HTTP client does, and
 refuses the legacy numeric forms (``2130706433``, ``0x7f.1``, ``127.1``) that the C

@@ -1,9 +1,5 @@
-"""What the workspace tools share: the one confinement call, sizes in words, a text sniff,
-and the sorted walk that never leaves the workspace.
-
-Every tool that takes a path turns it into a real path through ``confined`` (and so
-through ``bot.workspace.resolve_inside``): when the workspace grows a stricter confined
-open, this is the one place to switch.
+"""What the workspace tools share: confinement (``confined``, ``open_regular``) and the sentences
+its refusals become, sizes in words, a text sniff, and the sorted walk that never leaves the workspace.
 """
 
 from __future__ import annotations
@@ -23,17 +19,31 @@ SKIP_DIRS = frozenset({".git"})  # listed, never walked into
 
 def confined(ctx: ToolContext, path: str) -> Path:
     """``path`` resolved inside the session's workspace, or a ``ToolError`` the model reads."""
-    shown = path if len(path) <= 120 else f"{path[:80]}…{path[-30:]}"
     try:
         return resolve_inside(ctx.workspace, path)
-    except OutsideWorkspaceError:
-        raise ToolError(f"{shown} is outside the workspace; use a path inside it (relative paths start there)") from None
-    except PathTooLongError as exc:
-        raise ToolError(f"{exc}; use shorter names") from None
-    except ValueError:  # e.g. an embedded NUL byte
-        raise ToolError(f"{shown!r} is not a valid path") from None
-    except OSError as exc:  # a name or path too long for the system: never the host path
-        raise ToolError(f"cannot use {shown}: {exc.strerror or 'error'}") from None
+    except (OSError, ValueError) as exc:
+        raise refusal(path, exc, "use") from None
+
+
+def short_path(path: str) -> str:
+    """The model's own path, cut when it is very long (an error must stay readable)."""
+    return path if len(path) <= 120 else f"{path[:80]}…{path[-30:]}"
+
+
+def refusal(path: str, exc: OSError | ValueError, verb: str) -> ToolError:
+    """What the model reads when a path cannot be walked or opened (never the host path)."""
+    shown = short_path(path)
+    if isinstance(exc, OutsideWorkspaceError):
+        return ToolError(f"{shown} is outside the workspace; use a path inside it (relative paths start there)")
+    if isinstance(exc, PathTooLongError):
+        return ToolError(f"{exc}; use shorter names")
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"no such file: {shown}")
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        return ToolError(f"cannot create {shown}: a part of its path is a file, not a folder")
+    if isinstance(exc, ValueError):  # an embedded NUL byte
+        return ToolError(f"{shown!r} is not a valid path")
+    return ToolError(f"cannot {verb} {shown}: {exc.strerror or 'error'}")
 
 
 def open_regular(path: Path | str, root: Path | None = None) -> BinaryIO:
@@ -43,18 +53,17 @@ def open_regular(path: Path | str, root: Path | None = None) -> BinaryIO:
     the workspace's descriptor (``bot.workspace.open_inside``), so a folder on the way swapped
     for a link is not followed out either. Raises ``OSError`` (``IsADirectoryError`` for
     anything not regular; ``PermissionError`` when the walk leads outside)."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     if root is not None:
         try:
             relative = Path(path).relative_to(root)
         except ValueError:
             raise OutsideWorkspaceError(f"{path} is outside the workspace") from None
         try:
-            fd, _ = open_inside(root, str(relative), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            fd, _ = open_inside(root, str(relative), os.O_RDONLY | os.O_NONBLOCK)
         except PathTooLongError as exc:
             raise OSError(36, str(exc)) from None
     else:
-        fd = os.open(path, flags)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise IsADirectoryError(f"{path} is not a regular file")
@@ -84,12 +93,15 @@ def looks_binary(head: bytes) -> bool:
     return b"\0" in head[:SNIFF_BYTES]
 
 
+def within(root: Path, path: Path | str) -> bool:
+    """Does ``path``, links followed, lead to ``root`` (real) or below it?"""
+    real = Path(os.path.realpath(path))
+    return real == root or root in real.parents
+
+
 def inside(root: Path, entry: os.DirEntry[str]) -> bool:
     """Does ``entry`` (maybe a symlink) lead to the workspace or below it?"""
-    if not entry.is_symlink():
-        return True
-    target = Path(os.path.realpath(entry.path))
-    return target == root or root in target.parents
+    return not entry.is_symlink() or within(root, entry.path)
 
 
 def walk(folder: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:

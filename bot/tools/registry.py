@@ -5,12 +5,9 @@ arguments that miss the schema, timeouts, ``ToolError``s and bugs all come back 
 ``ToolResult(is_error=True)`` with a sentence the model can act on. Only cancellation
 of the caller propagates (``/stop`` and shutdown decide what it means, not us).
 
-``restricted(policy)`` is the registry one run uses: only the tools the run's
-``ToolPolicy`` permits, so the model is offered only those, and a call to any other is
-refused as an error result that says the tool is not available here. ``joined`` adds the
-tools a run's toolsets offer (MCP servers, skills); it may hold some back (``held``) until
-the run enables them by name (``enable``: ``mcp_tool_search`` does), so the run's set of
-tools can grow while it runs.
+A run uses a view of it: ``restricted`` to the tools its ``ToolPolicy`` permits (a call to
+another is refused, saying why), ``joined`` with those its toolsets offer (MCP servers, skills),
+some held back until the run enables them by name (``enable``), so its tools can grow as it runs.
 """
 
 from __future__ import annotations
@@ -167,9 +164,10 @@ class ToolRegistry:
     async def _run(self, call: ToolCall, ctx: ToolContext, done: dict[str, ToolResult] | None,
                    on_done: OnDone | None = None, images: dict[str, tuple[ImagePart, ...]] | None = None) -> ToolResult:
         started = time.monotonic()
-        text, is_error, shown = await self._outcome(call, ctx)
-        if shown and images is not None:
-            images[call.id] = shown
+        output, is_error = await self._call(call, ctx)
+        text = output if isinstance(output, str) else output.text
+        if isinstance(output, ToolOutput) and output.images and images is not None:
+            images[call.id] = output.images
         if len(text) > self.max_output_chars:
             text = _cap(text, self.max_output_chars)
         result = ToolResult(call.id, text, is_error)
@@ -181,24 +179,17 @@ class ToolRegistry:
             on_done(call, result, time.monotonic() - started)
         return result
 
-    async def _outcome(self, call: ToolCall, ctx: ToolContext) -> tuple[str, bool, tuple[ImagePart, ...]]:
+    async def _call(self, call: ToolCall, ctx: ToolContext) -> tuple[str | ToolOutput, bool]:
         tool = self._tools.get(call.name)
         if tool is None:
             available = ", ".join(sorted(self._tools)) or "none"
             if call.name in self._withheld:
-                log.info("tool %s refused (%s) session=%s run=%s", call.name, self._withheld[call.name],
-                         ctx.session_key, ctx.run_id)
                 why = self._withheld[call.name]
-                return f"{call.name} is not available in this chat ({why}); available tools: {available}", True, ()
+                log.info("tool %s refused (%s) session=%s run=%s", call.name, why, ctx.session_key, ctx.run_id)
+                return f"{call.name} is not available in this chat ({why}); available tools: {available}", True
             if call.name in self._held:
-                return f"{call.name} is not enabled yet: find it with mcp_tool_search first", True, ()
-            return f"unknown tool {call.name!r}; available tools: {available}", True, ()
-        text, is_error = await self._call(tool, call, ctx)
-        if isinstance(text, ToolOutput):
-            return text.text, is_error, text.images
-        return text, is_error, ()
-
-    async def _call(self, tool: Tool, call: ToolCall, ctx: ToolContext) -> tuple[str | ToolOutput, bool]:
+                return f"{call.name} is not enabled yet: find it with mcp_tool_search first", True
+            return f"unknown tool {call.name!r}; available tools: {available}", True
         arguments, problem = _parse_arguments(call.arguments)
         if problem:
             return f"{call.name}: {problem}", True
@@ -274,10 +265,9 @@ class RepeatDetector:
     Feed it each iteration's calls in order; ``observe`` returns the call that just made
     the streak (the model is stuck in a loop), else ``None``. Pure: no clock, no I/O."""
 
-    def __init__(self, threshold: int = 3) -> None:
-        if threshold < 2:
-            raise ValueError("threshold must be at least 2")
-        self.threshold = threshold
+    threshold = 3
+
+    def __init__(self) -> None:
         self._last: tuple[str, str] | None = None
         self._streak = 0
 
@@ -290,6 +280,3 @@ class RepeatDetector:
             if self._streak >= self.threshold and repeated is None:
                 repeated = call
         return repeated
-
-    def reset(self) -> None:
-        self._last, self._streak = None, 0

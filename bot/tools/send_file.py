@@ -38,14 +38,12 @@ class FileSender(Protocol):
     def upload_limit(self, run_id: str) -> tuple[str, int]:
         """(the platform's name, the largest file it takes) for the chat run ``run_id`` serves;
         ``LookupError`` when it is not a run that serves a chat."""
-        ...
 
     async def send_file(self, run_id: str, ref: FileRef, caption: str, *, photo: bool = False) -> str | None:
         """Send the file to the chat of run ``run_id`` (``caption``: Markdown) and wait for it:
         None once the platform took it (or had it already), ``QUEUED`` when it is still waiting
         for the platform, else why it was not sent. ``photo``: a picture, shown as a photo where
         the platform can (``bot.channels.SendsPhoto``)."""
-        ...
 
 
 def send_file_tool(sender: FileSender, *, max_per_run: int = MAX_PER_RUN) -> Tool:
@@ -92,7 +90,7 @@ def reference(workspace: Path, path: str, limit: int, platform: str = "this chat
     """A regular file of the workspace, opened without following a link out, as a ``FileRef``
     (blocking); a ``ToolError`` when it cannot be sent."""
     try:
-        fd, relative = open_inside(workspace, path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd, relative = open_inside(workspace, path, os.O_RDONLY | os.O_NONBLOCK)
     except OutsideWorkspaceError:
         raise ToolError(f"{path} is outside the workspace; only files in the workspace can be sent") from None
     except FileNotFoundError:

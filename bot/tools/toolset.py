@@ -52,4 +52,3 @@ class AddsContext(Protocol):
         """What to put before the turn's text ("" for nothing): marked as context with its source,
         never as instructions, already through the input guard. A failure costs the turn nothing
         but the context (logged)."""
-        ...

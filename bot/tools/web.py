@@ -119,7 +119,8 @@ async def fetch(url: str, settings: WebFetchSettings, *, check: AddressCheck | N
     connector = aiohttp.TCPConnector(resolver=guard, use_dns_cache=False, limit=4)
     headers = {"User-Agent": USER_AGENT, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"}
     async with asyncio.timeout(settings.timeout), aiohttp.ClientSession(
-            connector=connector, headers=headers, trust_env=False, timeout=aiohttp.ClientTimeout(total=None)) as session:
+            connector=connector, headers=headers, trust_env=False,
+            timeout=aiohttp.ClientTimeout(total=None)) as session:
         for _ in range(MAX_REDIRECTS + 1):
             check_url(target, check)
             try:
