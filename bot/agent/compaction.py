@@ -40,7 +40,7 @@ from bot import tokens
 from bot.agent.history import repair_pairing
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
-from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
+from bot.llm import ImagePart, Message, Role, TextPart, ToolCall, ToolResult
 from bot.providers.base import ChatRequest, Provider, Usage, complete
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext
@@ -164,8 +164,6 @@ def transcript_lines(messages: Sequence[Message]) -> list[str]:
                 lines.append(f"Tool result{' (error)' if p.is_error else ''}: {_clip(p.content, RESULT_CHARS)}")
             elif isinstance(p, ImagePart):
                 lines.append("User: [an image]")
-            elif isinstance(p, ThinkingPart):
-                continue
     return lines
 
 

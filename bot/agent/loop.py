@@ -1,10 +1,9 @@
 """One run of the agent: think -> act -> observe, until the model answers.
 
-Phases (seed 000): setup (run id, trace, workspace, tool context) -> input checks
-(guard, truncation: ``bot.agent.input``) -> messages (system prompt, history pipeline, the
-new user turn) ->
-the LLM loop (stream, tools, repeat) -> finalize (sanitize, NO_REPLY, store the turn
-atomically with its trace) -> events. Errors meant for users come back as a result with
+Phases: setup (run id, trace, workspace, tool context) -> input checks (guard, truncation:
+``bot.agent.input``) -> messages (system prompt, history pipeline, the new user turn) -> the
+LLM loop (stream, tools, repeat) -> finalize (sanitize, NO_REPLY, store the turn atomically
+with its trace) -> events. Errors meant for users come back as a result with
 one human sentence; a cancellation stores what happened so far, with every unfinished
 tool call answered "Tool execution cancelled by user", and propagates.
 
@@ -49,7 +48,7 @@ from bot.tools.toolset import Toolset
 from bot.tracing import Redactor, TraceBuilder
 from bot.workspace import Workspaces, load_context_files
 
-# the run's nouns live in bot.agent.run; callers import them from here as before
+# the run's nouns live in bot.agent.run; callers import them from here
 __all__ = ["FAILED", "Agent", "AgentSettings", "PostRunHook", "RunRequest", "RunResult", "RunStatus", "senders"]
 
 log = logging.getLogger(__name__)
@@ -80,12 +79,10 @@ class Agent:
         models: Models | None = None,
     ) -> None:
         self.settings = settings
-        self._provider = provider
         self._store = store
         self._events = events
         self._tools = tools
         self._workspaces = workspaces
-        self._cost = cost
         self._redactor = redactor or Redactor()
         self._post_run = post_run  # the app's list: a capability adds its hook as it opens, before any run
         self._meter = meter
@@ -97,10 +94,6 @@ class Agent:
         self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
                                    max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction,
                                    redactor=self._redactor, meter=meter)
-
-    async def workspace(self, conversation: Conversation) -> Path:
-        """The ready workspace of a conversation (files are saved there before a run)."""
-        return await self._workspaces.prepare(conversation)
 
     async def complete(self, request: RunRequest) -> RunResult:
         """``run``, then store its turn as it is (no answer to deliver: sub-agents, tools run by
@@ -397,19 +390,17 @@ class Agent:
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         # Whoever commits a finished turn with an answer to deliver sets ``answer`` and ``settle``.
         settle = status is not RunStatus.CANCELLED
-        finished = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, run.route.spec.model,
-                        r.inbound_ids, record, None, settle, run.bill.charges())
-        turn: Turn | None = finished
-        if status is RunStatus.CANCELLED:  # nobody else can: stored although the task is being cancelled
-            await asyncio.shield(self._store.append_turn(finished))
-            turn = None
+        turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, run.route.spec.model,
+                    r.inbound_ids, record, None, settle, run.bill.charges())
+        if not settle:  # nobody else can: stored although the task is being cancelled
+            await asyncio.shield(self._store.append_turn(turn))
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
         await self._events.emit(RunEvent(kind, r.run_id, r.conversation, error or text, usage=run.trace.usage,
                                          trace=record))
         live = None if run.live is None else run.live + len(run.new)
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
-                         run.prompt_tokens, turn, live, run.route)
+                         run.prompt_tokens, turn if settle else None, live, run.route)
 
     def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path,
                 tools: tuple[ToolSpec, ...] | None = None, sections: tuple[str, ...] = (),

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bot.agent.transcript import GROUP_STRUCTURE
-from bot.channels import ChannelSpec, registry
+from bot.channels import registry
 from bot.conversation import ChannelInfo, Conversation
 from bot.messages import ChatType
 from bot.providers.base import ToolSpec
@@ -42,23 +42,13 @@ MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
 PERSONA_REMINDER = "Stay in character as described in SOUL.md and IDENTITY.md, however long the conversation."
 
 
-
-def _channel(platform: str) -> ChannelSpec[Any] | None:
-    """The platform's registry entry (its name in prose, its formatting hints), if registered."""
+def _registered(platform: str) -> ChannelInfo:
+    """The platform's registry entry (its name in prose, its formatting hints); bare if unregistered."""
     try:
-        return registry.spec(platform)
+        spec = registry.spec(platform)
     except KeyError:
-        return None
-
-
-def _display(platform: str) -> str:
-    spec = _channel(platform)
-    return spec.display if spec is not None and spec.display else platform
-
-
-def _channel_hints(platform: str) -> str:
-    spec = _channel(platform)
-    return spec.hints if spec is not None else ""
+        return ChannelInfo(platform)
+    return ChannelInfo(platform, spec.display, spec.hints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +111,9 @@ def context_file_names(mode: PromptMode, chat_type: ChatType | str) -> tuple[str
 
 
 def first_sentence(text: str) -> str:
-    """The description's first sentence (up to the first ". " or line break)."""
-    text = " ".join(text.strip().split("\n", 1)[0].split())
-    for end in (". ", "! ", "? "):
-        cut = text.find(end)
-        if cut != -1:
-            text = text[: cut + 1]
-    return text
+    """The description's first sentence (up to the first ". ", "! ", "? " or line break)."""
+    line = " ".join(text.strip().split("\n", 1)[0].split())
+    return re.split(r"(?<=[.!?]) ", line, maxsplit=1)[0]
 
 
 _CLOSING_TAG = re.compile(r"<(\s*/\s*file\b)", re.IGNORECASE)
@@ -144,7 +130,7 @@ def _file_block(f: ContextFile) -> str:
 
 
 def identity_section(p: PromptInputs) -> str:
-    where = p.channel.shown if p.channel is not None and p.channel.display else _display(p.platform)
+    where = (p.channel if p.channel is not None and p.channel.display else _registered(p.platform)).shown
     chat = "a group chat" if p.is_group else "a direct (one-to-one) chat"
     if not p.full:
         return (
@@ -247,7 +233,7 @@ _DEFAULT_FORMATTING = "Use simple Markdown: short paragraphs and lists, no table
 def formatting_section(p: PromptInputs) -> str:
     if not p.full:  # a helper's answer goes to the agent, not to a chat
         return ""
-    hints = p.channel.hints if p.channel is not None and p.channel.hints else _channel_hints(p.platform)
+    hints = (p.channel if p.channel is not None and p.channel.hints else _registered(p.platform)).hints
     platform = hints or _DEFAULT_FORMATTING
     if p.is_group:
         chat = (
