@@ -272,11 +272,10 @@ class Compactor:
         log.info("mid-loop compaction session=%s: %d of %d messages summarised", session_key, cut, len(messages))
         return summary_message(text), cut
 
-    async def compact(self, session: Session, *, run_id: str, ctx: ToolContext | None, flush_prompt: FlushPrompt,
-                      agent_id: str = "") -> CompactionResult:
-        """Flush memory, then summarise all but the last ``keep_last`` messages and save the
-        cut. ``ctx`` is the workspace's tool context (None: no flush). Never raises but
-        for cancellation."""
+    async def compact(self, session: Session, *, run_id: str, ctx: ToolContext, flush_prompt: FlushPrompt,
+                      agent_id: str) -> CompactionResult:
+        """Flush memory (with ``ctx``, the workspace's tool context), then summarise all but the
+        last ``keep_last`` messages and save the cut. Never raises but for cancellation."""
         key = session.key
         if key in self._busy:
             log.info("compaction already running session=%s; skipped", key)
@@ -293,7 +292,7 @@ class Compactor:
         finally:
             self._busy.discard(key)
 
-    async def _compact(self, session: Session, run_id: str, ctx: ToolContext | None, flush_prompt: FlushPrompt,
+    async def _compact(self, session: Session, run_id: str, ctx: ToolContext, flush_prompt: FlushPrompt,
                        agent_id: str) -> CompactionResult:
         s, key = self.settings, session.key
         live = await self._store.live_messages(session)
@@ -305,11 +304,10 @@ class Compactor:
         await tokens.ready(self._model)
         old = ([summary_message(previous.text)] if previous else []) + messages[:cut]
         before = tokens.count_messages(old + messages[cut:], self._model)
-        payers = ctx.payers if ctx is not None else ()
-        bill = Bill(payers, self._meter)
+        bill = Bill(ctx.payers, self._meter)
         trace = TraceBuilder(run_id, key, agent_id, self._model, self._redactor, bill=bill)
         flushed = False
-        if ctx is not None and self._flush_allowed(ctx) and self._flush_can_write(ctx):
+        if self._flush_allowed(ctx) and self._flush_can_write(ctx):
             flushed = await self._flush(messages, ctx, flush_prompt(), trace)
         try:
             text = await self.summarize(old, trace)

@@ -66,8 +66,7 @@ class Mailbox:
     """An ordered queue with one worker that hands each item to an async handler.
 
     Putting never waits, so a slow handler delays only its own mailbox; a handler that
-    raises is logged and the next item is handled. ``drain`` waits (bounded) until what
-    was put so far has been handled; ``aclose`` stops the worker."""
+    raises is logged and the next item is handled; ``aclose`` stops the worker."""
 
     def __init__(self, handler: Callable[..., Awaitable[None]], name: str) -> None:
         self._handler = handler
@@ -79,16 +78,6 @@ class Mailbox:
         self._queue.put_nowait(item)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"mailbox {self._name}")
-
-    async def drain(self, timeout: float) -> bool:
-        """True when everything put so far was handled within ``timeout`` seconds."""
-        try:
-            async with asyncio.timeout(timeout):
-                await self._queue.join()
-        except TimeoutError:
-            log.warning("mailbox %s still has %d items after %.1f s", self._name, self._queue.qsize(), timeout)
-            return False
-        return True
 
     async def aclose(self) -> None:
         if self._worker is not None:
@@ -102,8 +91,6 @@ class Mailbox:
                 await self._handler(*item)
             except Exception:
                 log.exception("mailbox %s: handler failed", self._name)
-            finally:
-                self._queue.task_done()
 
 
 class EventBus:

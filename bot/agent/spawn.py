@@ -29,14 +29,15 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.limits import Meter
-from bot.providers.base import Provider, Usage
+from bot.providers.base import Provider
 from bot.routing import Models
+from bot.routing.spec import Cost
 from bot.store.base import CompactingStore
 from bot.tools.base import Gate, SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.policy import READ_ONLY_TOOLS, ToolPolicy, ToolRules
@@ -62,7 +63,7 @@ class SubAgents:
     """Runs the sub-agents of every run in the process: one instance per app."""
 
     def __init__(self, settings: AgentSettings, provider: Provider, store: CompactingStore, tools: ToolRegistry,
-                 workspaces: Workspaces, cost: Callable[[str, Usage], float], redactor: Redactor | None = None,
+                 workspaces: Workspaces, cost: Cost, redactor: Redactor | None = None,
                  limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None,
                  toolsets: Sequence[Toolset] = (), gate: Gate | None = None, models: Models | None = None) -> None:
         self.settings = settings
@@ -72,7 +73,7 @@ class SubAgents:
         self._gate = gate  # a child's calls are approved like its parent's, in the parent's chat
         self.limits = limits
         self._provider, self._store, self._tools = provider, store, tools
-        self._workspaces, self._cost, self._redactor = workspaces, cost, redactor or Redactor()
+        self._workspaces, self._cost, self._redactor = workspaces, cost, redactor
         self._events = EventBus()  # a child's chunks and tool events are not the chat's
         self._slots = asyncio.Semaphore(limits.max_concurrent)
         self._counts: OrderedDict[str, int] = OrderedDict()
@@ -104,10 +105,9 @@ class SubAgents:
         # the minimal prompt: identity, tools, safety, workspace, time, AGENTS.md and TOOLS.md
         settings = replace(self.settings, max_iterations=min(self.settings.max_iterations, self.limits.max_iterations),
                            prompt_mode="minimal")
-        agent = Agent(settings, self._provider,
-                            self._store, self._events, self.child_tools(policy), self._workspaces, self._cost,
-                            self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate,
-                            models=self._models)
+        agent = Agent(settings, self._provider, self._store, self._events, self.child_tools(policy), self._workspaces,
+                      self._cost, self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate,
+                      models=self._models)
         async with self._slots:
             self.active += 1
             try:

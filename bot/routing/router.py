@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from bot.conversation import Conversation
-from bot.providers.base import Provider, Usage
+from bot.providers.base import Provider
 from bot.providers.pricing import Price, billed
 from bot.routing.choice import plan_specs
 from bot.routing.spec import Catalog, Cost, ModelSpec, Plan, Route, Why
@@ -109,10 +109,5 @@ def fallback_to(route: Route, nxt: Route, reason: str) -> Route:
 
 
 def _cost_of(price: Price | None, table: Cost) -> Cost:
-    if price is None:
-        return table
-
-    def own(model: str, usage: Usage) -> float:
-        return billed(price, usage)
-
-    return own
+    """A model's own price whatever id the server names, else the price table."""
+    return table if price is None else lambda model, usage: billed(price, usage)
