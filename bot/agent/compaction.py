@@ -41,7 +41,8 @@ from bot.agent.history import repair_pairing
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
 from bot.llm import ImagePart, Message, Role, TextPart, ToolCall, ToolResult
-from bot.providers.base import ChatRequest, Provider, Usage, complete
+from bot.providers.base import ChatRequest, Usage, complete
+from bot.routing.spec import Route
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext
 from bot.tools.policy import ToolPolicy
@@ -204,24 +205,26 @@ FLUSH_WRITERS = frozenset({"write_file", "edit_file"})  # without one of them th
 class Compactor:
     """Summaries and memory flushes for one agent; one compaction per session at a time."""
 
-    def __init__(self, provider: Provider, store: CompactingStore, tools: ToolRegistry, *, model: str,
-                 window: int, max_tokens: int, cost: Callable[[str, Usage], float],
+    def __init__(self, route: Route, store: CompactingStore, tools: ToolRegistry, *,
                  settings: CompactionSettings = CompactionSettings(), redactor: Redactor | None = None,
                  meter: Meter | None = None) -> None:
-        self._provider, self._store, self._meter, self._cost, self.settings = provider, store, meter, cost, settings
+        self._store, self._meter, self.settings = store, meter, settings
         self._files = ToolRegistry(t for t in tools if t.category is ToolCategory.FILE)
         self._redactor = redactor or Redactor()
-        self._model, self._window, self._max_tokens = model, window, max_tokens
         self._busy: set[str] = set()
+        self._on(route)
 
-    def using(self, provider: Provider, *, model: str, window: int, max_tokens: int,
-              cost: Callable[[str, Usage], float]) -> Compactor:
-        """This compactor on another model (a conversation's chosen one): the same store and
-        tools, and the same one-compaction-per-session rule (the busy set is shared)."""
+    def using(self, route: Route) -> Compactor:
+        """This compactor on ``route``'s model (a conversation's): the same store and tools, and
+        the same one-compaction-per-session rule (the busy set is shared)."""
         other = copy.copy(self)
-        other._provider, other._model, other._window, other._max_tokens, other._cost = (
-            provider, model, window, max_tokens, cost)
+        other._on(route)
         return other
+
+    def _on(self, route: Route) -> None:
+        spec = route.spec
+        self._provider, self._cost = route.provider, route.cost
+        self._model, self._window, self._max_tokens = spec.model, spec.context_window, spec.max_tokens
 
     def busy(self, session_key: str) -> bool:
         return session_key in self._busy
@@ -307,7 +310,7 @@ class Compactor:
         bill = Bill(ctx.payers, self._meter)
         trace = TraceBuilder(run_id, key, agent_id, self._model, self._redactor, bill=bill)
         flushed = False
-        if self._flush_allowed(ctx) and self._flush_can_write(ctx):
+        if self._may_flush(ctx):
             flushed = await self._flush(messages, ctx, flush_prompt(), trace)
         try:
             text = await self.summarize(old, trace)
@@ -327,11 +330,11 @@ class Compactor:
         log.info("compacted session=%s run=%s: %d messages, %d -> %d tokens", key, run_id, cut, before, after)
         return CompactionResult(Outcome.COMPACTED, replaced, before, after, flushed, calls=calls)
 
-    def _flush_allowed(self, ctx: ToolContext) -> bool:
+    def _may_flush(self, ctx: ToolContext) -> bool:
+        """Whether ``memory_flush`` covers this chat and the run's policy leaves a file tool that writes."""
         mode = self.settings.memory_flush
-        return mode == "all" or (mode == "dm" and ctx.chat_type == "dm")
-
-    def _flush_can_write(self, ctx: ToolContext) -> bool:
+        if not (mode == "all" or (mode == "dm" and ctx.chat_type == "dm")):
+            return False
         if any(name in FLUSH_WRITERS for name in self.flush_tools(ctx.tool_policy).names()):
             return True
         log.info("memory flush skipped session=%s: the tool policy leaves no file tool that writes", ctx.session_key)

@@ -91,8 +91,7 @@ class Agent:
         self._models = models  # a conversation's model; None: always the settings' model on ``provider``
         self._plain = Plan(Route(ModelSpec("", settings.provider, settings.model, "chat", settings.context_window,
                                            settings.max_tokens), provider, cost))
-        self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
-                                   max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction,
+        self.compactor = Compactor(self._plain.route, store, tools, settings=settings.compaction,
                                    redactor=self._redactor, meter=meter)
 
     async def complete(self, request: RunRequest) -> RunResult:
@@ -174,8 +173,7 @@ class Agent:
             run.close_pending(CANCELLED_RESULT)
             return await self._finish(run, RunStatus.FAILED, error=FAILED)
         except asyncio.CancelledError:
-            partial = "".join(run.streamed)
-            if partial:
+            if partial := "".join(run.streamed):
                 run.new.append(Message.assistant(partial))
             run.close_pending(CANCELLED_RESULT)
             await self._finish(run, RunStatus.CANCELLED)
@@ -230,8 +228,8 @@ class Agent:
             model, threshold = run.route.spec.model, s.compaction.trigger_ratio * run.route.spec.context_window
             run.prompt_tokens = await self._prompt_tokens(whole_system, messages, specs, reported, threshold, model)
             if may_compact and run.prompt_tokens >= threshold:
-                done = await self._compactor(run.route).compact_in_memory(messages, run.trace,
-                                                                          run.request.session_key)
+                done = await self.compactor.using(run.route).compact_in_memory(messages, run.trace,
+                                                                               run.request.session_key)
                 may_compact = done is not None  # one failure is enough for this run
                 if done is not None:  # from now on: the summary, the rest, then what the turn adds
                     summary, cut = done
@@ -278,16 +276,6 @@ class Agent:
         log.warning("model %s failed (%s); falling back to %s session=%s run=%s", run.route.spec.label, exc,
                     nxt.spec.label, run.request.session_key, run.request.run_id)
         return nxt
-
-    def _compactor(self, route: Route) -> Compactor:
-        """The compactor on ``route``'s model (the default's is ``self.compactor``)."""
-        spec, plain = route.spec, self._plain.route
-        if route.provider is plain.provider and route.cost is plain.cost and \
-                (spec.model, spec.context_window, spec.max_tokens) == (plain.spec.model, plain.spec.context_window,
-                                                                       plain.spec.max_tokens):
-            return self.compactor
-        return self.compactor.using(route.provider, model=spec.model, window=spec.context_window,
-                                    max_tokens=spec.max_tokens, cost=route.cost)
 
     async def _prompt_tokens(self, system: str, messages: list[Message], specs: tuple[ToolSpec, ...],
                              reported: tuple[int, int] | None, threshold: float, model: str) -> int:
@@ -448,7 +436,7 @@ class Agent:
                           tool_policy=tool_policy, payers=payers, gate=self._gate, users=users, unattended=True)
         flush_tools = self.compactor.flush_tools(tool_policy).specs()
         route = (await self.plan(conversation)).route  # the conversation's model summarises it
-        result = await self._compactor(route).compact(
+        result = await self.compactor.using(route).compact(
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
             flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, flush_tools,
                                                            route=route)))
@@ -471,12 +459,11 @@ class Agent:
     async def compact_after(self, request: RunRequest, result: RunResult) -> CompactionResult | None:
         """After a run: compact when the session passed ``trigger_messages`` live messages
         or its last prompt passed ``trigger_ratio`` of the window; None when not needed."""
-        s = self.settings
         if not self.may_compact(result):
             return None
         if result.live_messages is None and not should_compact(
                 await self._store.live_count(request.session), result.prompt_tokens, self._window(result),
-                s.compaction):
+                self.settings.compaction):
             return None
         return await self.compact(request.session, request.conversation, run_id=f"{request.run_id}-compact",
                                   user_id=request.acting_for, tool_policy=request.tool_policy,
