@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -302,31 +302,14 @@ def _join(sections: tuple[Section, ...], p: PromptInputs) -> str:
     return "\n\n".join(text for section in sections if (text := section(p)))
 
 
-class _Static:
-    """The inputs with a hash and equality over everything but the time (tools by name and
-    description, the only fields the prompt shows), so ``lru_cache`` can key on them."""
-
-    __slots__ = ("_hash", "inputs", "key")
-
-    def __init__(self, p: PromptInputs) -> None:
-        self.inputs = p
-        self.key: tuple[Any, ...] = (
-            p.mode, p.agent_id, p.platform, p.chat_type, tuple((t.name, t.description) for t in p.tools),
-            p.workspace, p.context_files, p.owner_ids, p.model, p.provider, p.session_key,
-            p.extra_instructions, p.channel, p.toolset_sections,
-        )
-        self._hash = hash(self.key)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Static) and self.key == other.key
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @lru_cache(maxsize=256)
-def _static_parts(static: _Static) -> tuple[str, str]:
-    p = static.inputs
+def _static_parts(p: PromptInputs, tools: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """(stable part, runtime line) of inputs given without their time and tools, and the tools
+    by name and description (all the prompt shows of them), so ``lru_cache`` can key on both."""
+    p = replace(p, tools=tuple(ToolSpec(name, description, {}) for name, description in tools))
     log.debug("building system prompt for %s (%s mode)", p.session_key, p.mode)
     return _join(STABLE, p), runtime_section(p)
 
@@ -334,7 +317,8 @@ def _static_parts(static: _Static) -> tuple[str, str]:
 def build_prompt_parts(inputs: PromptInputs) -> tuple[str, str]:
     """(stable, volatile): the part that stays the same turn after turn, and the runtime
     and current time that follow it."""
-    stable, runtime = _static_parts(_Static(inputs))
+    tools = tuple((t.name, t.description) for t in inputs.tools)
+    stable, runtime = _static_parts(replace(inputs, tools=(), now=_EPOCH), tools)
     return stable, runtime + "\n\n" + time_section(inputs.now)
 
 
