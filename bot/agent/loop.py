@@ -158,7 +158,7 @@ class Agent:
             specs = run.tools.specs()
 
             def prompt(route: Route) -> tuple[str, str]:
-                return self._prompt(request.prompt_mode or s.prompt_mode, conv, workspace, specs, sections, route)
+                return self._prompt(request.prompt_mode or s.prompt_mode, conv, workspace, route, specs, sections)
 
             history, run.live = await self._history(request.session, run.route.spec.context_window)
             # Think -> act -> observe
@@ -201,8 +201,7 @@ class Agent:
                 break
             limit = min(HISTORY_LOAD, limit * 2)
         history = build_history(stored, max_turns=s.history_turns, context_window=window)
-        summary = recent.summary
-        return ([summary_message(summary.text), *history] if summary else history), recent.live
+        return ([summary_message(recent.summary.text), *history] if recent.summary else history), recent.live
 
     async def _loop(self, run: RunState, prompt: Callable[[Route], tuple[str, str]], history: list[Message],
                     ctx: ToolContext, limit: int) -> str:
@@ -390,20 +389,16 @@ class Agent:
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
                          run.prompt_tokens, turn if settle else None, live, run.route)
 
-    def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path,
-                tools: tuple[ToolSpec, ...] | None = None, sections: tuple[str, ...] = (),
-                route: Route | None = None) -> tuple[str, str]:
+    def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path, route: Route,
+                tools: tuple[ToolSpec, ...], sections: tuple[str, ...] = ()) -> tuple[str, str]:
         """(stable, volatile) parts of the system prompt (the runtime line names ``route``'s model)."""
         s = self.settings
-        spec = (route or self._plain.route).spec
         names = context_file_names(mode, conversation.chat_type)
         return build_prompt_parts(PromptInputs.of(
-            conversation, mode=mode, agent_id=s.agent_id,
-            tools=self._tools.specs() if tools is None else tools, workspace=workspace,
+            conversation, mode=mode, agent_id=s.agent_id, tools=tools, workspace=workspace,
             context_files=tuple(load_context_files(workspace, names,  # a group's prompt follows no link
                                                    follow_links=not conversation.is_group)),
-            owner_ids=s.owners,
-            now=datetime.now(timezone.utc), model=spec.model, provider=spec.provider,
+            owner_ids=s.owners, now=datetime.now(timezone.utc), model=route.spec.model, provider=route.spec.provider,
             extra_instructions=s.system_prompt, toolset_sections=sections,
         ))
 
@@ -414,10 +409,11 @@ class Agent:
         definitions, summary and history (the new message not included)."""
         workspace = await self._workspaces.prepare(conversation)
         spec = (route := (await self.plan(conversation)).route).spec
-        system, volatile = self._prompt("full", conversation, workspace, route=route)
+        specs = self._tools.specs()
+        system, volatile = self._prompt("full", conversation, workspace, route, specs)
         history, _ = await self._history(session, spec.context_window)
         await tokens.ready(spec.model)
-        return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), spec.model)
+        return tokens.count_request(f"{system}\n\n{volatile}", history, specs, spec.model)
 
     async def last_compaction(self, session: Session) -> Summary | None:
         """The session's latest compaction (its tokens before and after), for /status."""
@@ -438,8 +434,7 @@ class Agent:
         route = (await self.plan(conversation)).route  # the conversation's model summarises it
         result = await self.compactor.using(route).compact(
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
-            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, flush_tools,
-                                                           route=route)))
+            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, route, flush_tools)))
         if result.calls is not None:  # its model calls, for metrics and traces
             await self._events.emit(RunEvent(EventKind.COMPACTION_CALLS, run_id, conversation, trace=result.calls))
         return result

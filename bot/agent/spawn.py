@@ -77,7 +77,7 @@ class SubAgents:
         self._events = EventBus()  # a child's chunks and tool events are not the chat's
         self._slots = asyncio.Semaphore(limits.max_concurrent)
         self._counts: OrderedDict[str, int] = OrderedDict()
-        self.active = 0  # children running now (for /status and tests)
+        self.active = 0  # children running now (tests watch the concurrency limit with it)
 
     def _next(self, run_id: str) -> int:
         n = self._counts.pop(run_id, 0) + 1

@@ -3,8 +3,7 @@
 A run asks ``plan(conversation)`` for its model: the one its people picked with ``/model``
 (stored by the conversation's session key, so it outlives ``/new``, restarts and
 compactions; a sub-agent's conversation uses its parent's), else the default; with the
-routes it may fall back to. Without named models there is nothing to pick, and no store
-is read: a run costs what it did before models existed.
+routes it may fall back to. Without named models there is nothing to pick: no store is read.
 
 The providers are made once per backend (``openai``, ``openai-responses``, ``anthropic``)
 and shared by every model on it; ``aclose`` closes them. ``first_note`` says whether a
