@@ -309,9 +309,7 @@ class Compactor:
         before = tokens.count_messages(old + messages[cut:], self._model)
         bill = Bill(ctx.payers, self._meter)
         trace = TraceBuilder(run_id, key, agent_id, self._model, self._redactor, bill=bill)
-        flushed = False
-        if self._may_flush(ctx):
-            flushed = await self._flush(messages, ctx, flush_prompt(), trace)
+        flushed = self._may_flush(ctx) and await self._flush(messages, ctx, flush_prompt(), trace)
         try:
             text = await self.summarize(old, trace)
         except (ProviderError, TimeoutError) as exc:

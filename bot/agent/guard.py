@@ -1,6 +1,6 @@
 """Input guard: spot prompt-injection attempts in a user's message, and cap its length.
 
-Detection, not proof: six named regexes (the seeds' patterns), tuned so that ordinary
+Detection, not proof: six named regexes, tuned so that ordinary
 sentences ("I'll ignore the previous email", "you are now able to upload files",
 "how do I enable developer mode on my phone?") do not fire. What happens on a hit
 depends on the mode: ``off`` does not scan, ``log`` logs at INFO, ``warn`` (default)

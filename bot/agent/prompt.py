@@ -252,12 +252,8 @@ def formatting_section(p: PromptInputs) -> str:
 
 def context_section(p: PromptInputs) -> str:
     consumed = {*PERSONA_FILES, BOOTSTRAP_FILE}
-    files = [
-        f
-        for f in p.context_files
-        if (f.name in MINIMAL_FILES if not p.full else f.name not in consumed)
-        and not (f.name == MEMORY_FILE and p.is_group)  # private memory never enters a group
-    ]
+    files = [f for f in p.context_files if (f.name not in consumed if p.full else f.name in MINIMAL_FILES)
+             and not (f.name == MEMORY_FILE and p.is_group)]  # private memory never enters a group
     if not files:
         return ""
     return (
