@@ -10,10 +10,9 @@ Two places use it:
   ``trigger_messages`` live messages or its last prompt passed ``trigger_ratio``. Under a
   per-session try-lock (a second compaction of the same session is skipped, never run at
   once): first the memory flush, a minimal-prompt turn with the file tools that writes
-  what is worth keeping to ``memory/YYYY-MM-DD.md`` (at most 5 iterations and 90 s;
-  ``NO_REPLY`` when there is nothing; in group workspaces only with ``memory_flush: all``;
-  with exactly the file tools the run's tool policy permits, skipped when none can write),
-  then the summary (temperature 0.3, at most ``summary_max_tokens``, 120 s) of everything
+  what is worth keeping to ``memory/YYYY-MM-DD.md`` (``NO_REPLY`` when there is nothing;
+  in group workspaces only with ``memory_flush: all``; with exactly the file tools the
+  run's tool policy permits, skipped when none can write), then the summary of everything
   but the last ``keep_last`` messages, the previous summary included. The summary and the
   cut are saved in one transaction; the messages stay in the store, marked compacted.
 

@@ -1,14 +1,11 @@
 """spawn: hand a self-contained task to a sub-agent and get its answer back.
 
-The tool is made here, in the agent package, because a sub-agent is an ``Agent`` run:
-the tools package stays below the agent (the loop imports the tool registry; no tool
-imports the loop).
-
-A sub-agent is an ``Agent`` run in a child session (``<parent key>:sub:<n>``, a fresh
-session every time) with the minimal prompt and read-only tools (``READ_ONLY_TOOLS``,
-narrowed further by the parent run's own policy): it can look things up in the same
-workspace, never change it, run commands or message anyone. The toolsets (MCP servers,
-skills) offer it what they offer its parent's person, under the parent run's policy. Limits:
+A sub-agent is an ``Agent`` run (so the tool is made here: the loop imports the tool
+registry, no tool imports the loop) in a child session (``<parent key>:sub:<n>``, fresh every
+time) with the minimal prompt and read-only tools (``READ_ONLY_TOOLS``, narrowed further by the
+parent run's own policy): it can look things up in the same workspace, never change it, run
+commands or message anyone. The toolsets (MCP servers, skills) offer it what they offer its
+parent's person, under the parent run's policy. Limits:
 
 - depth: a sub-agent is never offered ``spawn`` (depth limit 1), and a ``spawn`` call
   from a session that is already a sub-agent's is refused;
