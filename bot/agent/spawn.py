@@ -89,9 +89,8 @@ class SubAgents:
     def child_tools(self, policy: ToolPolicy | None) -> ToolRegistry:
         """Read-only tools, narrowed by the parent's policy when there is one."""
         read_only = ToolRules("sub-agents", allow=READ_ONLY_TOOLS)
-        if policy is None:
-            return self._tools.restricted(ToolPolicy((read_only,)))
-        return self._tools.restricted(ToolPolicy((*policy.rules, read_only), policy.owners_only, policy.is_owner))
+        parent = ToolPolicy() if policy is None else policy
+        return self._tools.restricted(replace(parent, rules=(*parent.rules, read_only)))
 
     async def run(self, ctx: ToolContext, task: str, policy: ToolPolicy | None = None) -> SubAgentRun:
         if len(ctx.conversation.key.subs) >= self.limits.max_depth:
