@@ -118,11 +118,6 @@ def scan(text: str) -> tuple[str, ...]:
     return tuple(name for name, _ in _first_hits(text))
 
 
-def truncation_note(original_length: int, kept: int) -> str:
-    return (f"\n\n[Message truncated: the user sent {original_length:,} characters; "
-            f"only the first {kept:,} are shown.]")
-
-
 def check_input(text: str, *, mode: GuardMode | str = GuardMode.WARN, max_chars: int,
                 session_key: str = "") -> InputVerdict:
     """Truncate to ``max_chars`` (telling the model), then scan what the model will read."""
@@ -130,7 +125,8 @@ def check_input(text: str, *, mode: GuardMode | str = GuardMode.WARN, max_chars:
     original_length = len(text)
     truncated = original_length > max_chars
     kept = text[:max_chars]
-    shown = kept + truncation_note(original_length, max_chars) if truncated else kept
+    shown = kept + (f"\n\n[Message truncated: the user sent {original_length:,} characters; "
+                    f"only the first {max_chars:,} are shown.]" if truncated else "")
     hits = [] if mode is GuardMode.OFF else _first_hits(kept)
     if not hits:
         return InputVerdict(shown, truncated, original_length, (), False)
