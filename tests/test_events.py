@@ -1,7 +1,7 @@
 import asyncio
 import time
 
-from bot.agent.events import EventBus, EventKind, Mailbox, RunEvent
+from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.conversation import Conversation
 
 
@@ -49,22 +49,6 @@ async def test_a_failing_subscriber_is_logged_and_skipped(caplog) -> None:  # ty
     assert got == ["1", "2"]
     assert "boom" in caplog.text and "async boom" in caplog.text
     await bus.aclose()
-
-
-async def test_mailbox_drain_is_bounded() -> None:
-    seen: list[int] = []
-
-    async def handler(i: int) -> None:
-        await asyncio.sleep(0.05 if i < 3 else 10)
-        seen.append(i)
-
-    box = Mailbox(handler, "test")
-    for i in range(3):
-        box.put(i)
-    assert await box.drain(1.0) and seen == [0, 1, 2]
-    box.put(3)
-    assert not await box.drain(0.1)
-    await box.aclose()
 
 
 async def test_unsubscribe() -> None:

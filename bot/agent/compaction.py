@@ -10,10 +10,9 @@ Two places use it:
   ``trigger_messages`` live messages or its last prompt passed ``trigger_ratio``. Under a
   per-session try-lock (a second compaction of the same session is skipped, never run at
   once): first the memory flush, a minimal-prompt turn with the file tools that writes
-  what is worth keeping to ``memory/YYYY-MM-DD.md`` (at most 5 iterations and 90 s;
-  ``NO_REPLY`` when there is nothing; in group workspaces only with ``memory_flush: all``;
-  with exactly the file tools the run's tool policy permits, skipped when none can write),
-  then the summary (temperature 0.3, at most ``summary_max_tokens``, 120 s) of everything
+  what is worth keeping to ``memory/YYYY-MM-DD.md`` (``NO_REPLY`` when there is nothing;
+  in group workspaces only with ``memory_flush: all``; with exactly the file tools the
+  run's tool policy permits, skipped when none can write), then the summary of everything
   but the last ``keep_last`` messages, the previous summary included. The summary and the
   cut are saved in one transaction; the messages stay in the store, marked compacted.
 
@@ -40,8 +39,9 @@ from bot import tokens
 from bot.agent.history import repair_pairing
 from bot.errors import ProviderError
 from bot.limits import Bill, Meter
-from bot.llm import ImagePart, Message, Role, TextPart, ThinkingPart, ToolCall, ToolResult
-from bot.providers.base import ChatRequest, Provider, Usage, complete
+from bot.llm import ImagePart, Message, Role, TextPart, ToolCall, ToolResult
+from bot.providers.base import ChatRequest, Usage, complete
+from bot.routing.spec import Route
 from bot.store.base import CompactingStore, Session, Summary, Turn
 from bot.tools.base import ToolCategory, ToolContext
 from bot.tools.policy import ToolPolicy
@@ -164,8 +164,6 @@ def transcript_lines(messages: Sequence[Message]) -> list[str]:
                 lines.append(f"Tool result{' (error)' if p.is_error else ''}: {_clip(p.content, RESULT_CHARS)}")
             elif isinstance(p, ImagePart):
                 lines.append("User: [an image]")
-            elif isinstance(p, ThinkingPart):
-                continue
     return lines
 
 
@@ -206,24 +204,26 @@ FLUSH_WRITERS = frozenset({"write_file", "edit_file"})  # without one of them th
 class Compactor:
     """Summaries and memory flushes for one agent; one compaction per session at a time."""
 
-    def __init__(self, provider: Provider, store: CompactingStore, tools: ToolRegistry, *, model: str,
-                 window: int, max_tokens: int, cost: Callable[[str, Usage], float],
+    def __init__(self, route: Route, store: CompactingStore, tools: ToolRegistry, *,
                  settings: CompactionSettings = CompactionSettings(), redactor: Redactor | None = None,
                  meter: Meter | None = None) -> None:
-        self._provider, self._store, self._meter, self._cost, self.settings = provider, store, meter, cost, settings
+        self._store, self._meter, self.settings = store, meter, settings
         self._files = ToolRegistry(t for t in tools if t.category is ToolCategory.FILE)
         self._redactor = redactor or Redactor()
-        self._model, self._window, self._max_tokens = model, window, max_tokens
         self._busy: set[str] = set()
+        self._on(route)
 
-    def using(self, provider: Provider, *, model: str, window: int, max_tokens: int,
-              cost: Callable[[str, Usage], float]) -> Compactor:
-        """This compactor on another model (a conversation's chosen one): the same store and
-        tools, and the same one-compaction-per-session rule (the busy set is shared)."""
+    def using(self, route: Route) -> Compactor:
+        """This compactor on ``route``'s model (a conversation's): the same store and tools, and
+        the same one-compaction-per-session rule (the busy set is shared)."""
         other = copy.copy(self)
-        other._provider, other._model, other._window, other._max_tokens, other._cost = (
-            provider, model, window, max_tokens, cost)
+        other._on(route)
         return other
+
+    def _on(self, route: Route) -> None:
+        spec = route.spec
+        self._provider, self._cost = route.provider, route.cost
+        self._model, self._window, self._max_tokens = spec.model, spec.context_window, spec.max_tokens
 
     def busy(self, session_key: str) -> bool:
         return session_key in self._busy
@@ -274,11 +274,10 @@ class Compactor:
         log.info("mid-loop compaction session=%s: %d of %d messages summarised", session_key, cut, len(messages))
         return summary_message(text), cut
 
-    async def compact(self, session: Session, *, run_id: str, ctx: ToolContext | None, flush_prompt: FlushPrompt,
-                      agent_id: str = "") -> CompactionResult:
-        """Flush memory, then summarise all but the last ``keep_last`` messages and save the
-        cut. ``ctx`` is the workspace's tool context (None: no flush). Never raises but
-        for cancellation."""
+    async def compact(self, session: Session, *, run_id: str, ctx: ToolContext, flush_prompt: FlushPrompt,
+                      agent_id: str) -> CompactionResult:
+        """Flush memory (with ``ctx``, the workspace's tool context), then summarise all but the
+        last ``keep_last`` messages and save the cut. Never raises but for cancellation."""
         key = session.key
         if key in self._busy:
             log.info("compaction already running session=%s; skipped", key)
@@ -295,7 +294,7 @@ class Compactor:
         finally:
             self._busy.discard(key)
 
-    async def _compact(self, session: Session, run_id: str, ctx: ToolContext | None, flush_prompt: FlushPrompt,
+    async def _compact(self, session: Session, run_id: str, ctx: ToolContext, flush_prompt: FlushPrompt,
                        agent_id: str) -> CompactionResult:
         s, key = self.settings, session.key
         live = await self._store.live_messages(session)
@@ -307,12 +306,9 @@ class Compactor:
         await tokens.ready(self._model)
         old = ([summary_message(previous.text)] if previous else []) + messages[:cut]
         before = tokens.count_messages(old + messages[cut:], self._model)
-        payers = ctx.payers if ctx is not None else ()
-        bill = Bill(payers, self._meter)
+        bill = Bill(ctx.payers, self._meter)
         trace = TraceBuilder(run_id, key, agent_id, self._model, self._redactor, bill=bill)
-        flushed = False
-        if ctx is not None and self._flush_allowed(ctx) and self._flush_can_write(ctx):
-            flushed = await self._flush(messages, ctx, flush_prompt(), trace)
+        flushed = self._may_flush(ctx) and await self._flush(messages, ctx, flush_prompt(), trace)
         try:
             text = await self.summarize(old, trace)
         except (ProviderError, TimeoutError) as exc:
@@ -331,11 +327,11 @@ class Compactor:
         log.info("compacted session=%s run=%s: %d messages, %d -> %d tokens", key, run_id, cut, before, after)
         return CompactionResult(Outcome.COMPACTED, replaced, before, after, flushed, calls=calls)
 
-    def _flush_allowed(self, ctx: ToolContext) -> bool:
+    def _may_flush(self, ctx: ToolContext) -> bool:
+        """Whether ``memory_flush`` covers this chat and the run's policy leaves a file tool that writes."""
         mode = self.settings.memory_flush
-        return mode == "all" or (mode == "dm" and ctx.chat_type == "dm")
-
-    def _flush_can_write(self, ctx: ToolContext) -> bool:
+        if not (mode == "all" or (mode == "dm" and ctx.chat_type == "dm")):
+            return False
         if any(name in FLUSH_WRITERS for name in self.flush_tools(ctx.tool_policy).names()):
             return True
         log.info("memory flush skipped session=%s: the tool policy leaves no file tool that writes", ctx.session_key)

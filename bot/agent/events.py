@@ -63,32 +63,21 @@ Subscriber: TypeAlias = Callable[[RunEvent], Awaitable[None] | None]
 
 
 class Mailbox:
-    """An ordered queue with one worker that hands each item to an async handler.
+    """An ordered queue with one worker that hands each event to an async subscriber.
 
-    Putting never waits, so a slow handler delays only its own mailbox; a handler that
-    raises is logged and the next item is handled. ``drain`` waits (bounded) until what
-    was put so far has been handled; ``aclose`` stops the worker."""
+    Putting never waits, so a slow subscriber delays only its own mailbox; one that raises
+    is logged and the next event is handled; ``aclose`` stops the worker."""
 
-    def __init__(self, handler: Callable[..., Awaitable[None]], name: str) -> None:
+    def __init__(self, handler: Callable[[RunEvent], Awaitable[None]], name: str) -> None:
         self._handler = handler
         self._name = name
-        self._queue: asyncio.Queue[tuple[object, ...]] = asyncio.Queue()
+        self._queue: asyncio.Queue[RunEvent] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
 
-    def put(self, *item: object) -> None:
-        self._queue.put_nowait(item)
+    def put(self, event: RunEvent) -> None:
+        self._queue.put_nowait(event)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"mailbox {self._name}")
-
-    async def drain(self, timeout: float) -> bool:
-        """True when everything put so far was handled within ``timeout`` seconds."""
-        try:
-            async with asyncio.timeout(timeout):
-                await self._queue.join()
-        except TimeoutError:
-            log.warning("mailbox %s still has %d items after %.1f s", self._name, self._queue.qsize(), timeout)
-            return False
-        return True
 
     async def aclose(self) -> None:
         if self._worker is not None:
@@ -97,13 +86,11 @@ class Mailbox:
 
     async def _work(self) -> None:
         while True:
-            item = await self._queue.get()
+            event = await self._queue.get()
             try:
-                await self._handler(*item)
+                await self._handler(event)
             except Exception:
                 log.exception("mailbox %s: handler failed", self._name)
-            finally:
-                self._queue.task_done()
 
 
 class EventBus:

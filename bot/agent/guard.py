@@ -1,6 +1,6 @@
 """Input guard: spot prompt-injection attempts in a user's message, and cap its length.
 
-Detection, not proof: six named regexes (the seeds' patterns), tuned so that ordinary
+Detection, not proof: six named regexes, tuned so that ordinary
 sentences ("I'll ignore the previous email", "you are now able to upload files",
 "how do I enable developer mode on my phone?") do not fire. What happens on a hit
 depends on the mode: ``off`` does not scan, ``log`` logs at INFO, ``warn`` (default)
@@ -109,12 +109,8 @@ class InputVerdict:
 
 
 def _first_hits(text: str) -> list[tuple[str, int]]:
-    hits = []
-    for name, pattern in PATTERNS.items():
-        m = pattern.search(text)
-        if m:
-            hits.append((name, m.start()))
-    return hits
+    """(pattern name, where it first matches) of every pattern found in ``text``."""
+    return [(name, found.start()) for name, pattern in PATTERNS.items() if (found := pattern.search(text))]
 
 
 def scan(text: str) -> tuple[str, ...]:
@@ -122,27 +118,16 @@ def scan(text: str) -> tuple[str, ...]:
     return tuple(name for name, _ in _first_hits(text))
 
 
-def truncation_note(original_length: int, kept: int) -> str:
-    return (f"\n\n[Message truncated: the user sent {original_length:,} characters; "
-            f"only the first {kept:,} are shown.]")
-
-
-def check_input(
-    text: str,
-    *,
-    mode: GuardMode | str = GuardMode.WARN,
-    max_chars: int,
-    session_key: str = "",
-) -> InputVerdict:
+def check_input(text: str, *, mode: GuardMode | str = GuardMode.WARN, max_chars: int,
+                session_key: str = "") -> InputVerdict:
     """Truncate to ``max_chars`` (telling the model), then scan what the model will read."""
     mode = GuardMode(mode)
     original_length = len(text)
     truncated = original_length > max_chars
-    kept = text[:max_chars] if truncated else text
-    shown = kept + truncation_note(original_length, max_chars) if truncated else kept
-    if mode is GuardMode.OFF:
-        return InputVerdict(shown, truncated, original_length, (), False)
-    hits = _first_hits(kept)
+    kept = text[:max_chars]
+    shown = kept + (f"\n\n[Message truncated: the user sent {original_length:,} characters; "
+                    f"only the first {max_chars:,} are shown.]" if truncated else "")
+    hits = [] if mode is GuardMode.OFF else _first_hits(kept)
     if not hits:
         return InputVerdict(shown, truncated, original_length, (), False)
     detections = tuple(name for name, _ in hits)
@@ -150,12 +135,10 @@ def check_input(
     start = max(0, min(first - 20, len(kept) - PREVIEW_CHARS))
     preview = kept[start:start + PREVIEW_CHARS]
     blocked = mode is GuardMode.BLOCK
-    log.log(
-        logging.INFO if mode is GuardMode.LOG else logging.WARNING,
-        "%s session=%s patterns=%s mode=%s chars=%d blocked=%s preview=%r",
-        EVENT, session_key or "-", ",".join(detections), mode, original_length, blocked, preview,
-        extra={"event": EVENT, "patterns": detections, "session_key": session_key},
-    )
+    log.log(logging.INFO if mode is GuardMode.LOG else logging.WARNING,
+            "%s session=%s patterns=%s mode=%s chars=%d blocked=%s preview=%r",
+            EVENT, session_key or "-", ",".join(detections), mode, original_length, blocked, preview,
+            extra={"event": EVENT, "patterns": detections, "session_key": session_key})
     return InputVerdict(shown, truncated, original_length, detections, blocked)
 
 

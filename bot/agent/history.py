@@ -1,6 +1,6 @@
 """The history pipeline: stored messages -> what the model is sent.
 
-Three pure stages, in order (seed 000, section 5):
+Three pure stages, in order:
 1. ``limit_turns``   keep the last N user turns with their assistant and tool messages;
 2. ``prune_tool_results``  when the history is large against the context window, trim
    big tool results (soft), then clear old ones (hard), never in the protected zone;
@@ -40,13 +40,8 @@ def limit_turns(messages: Sequence[Message], max_turns: int) -> list[Message]:
     """The messages from the ``max_turns``-th last user message on."""
     if max_turns <= 0:
         return []
-    seen = 0
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role is Role.USER:
-            seen += 1
-            if seen == max_turns:
-                return list(messages[i:])
-    return list(messages)
+    users = [i for i, m in enumerate(messages) if m.role is Role.USER]
+    return list(messages[users[-max_turns]:] if len(users) >= max_turns else messages)
 
 
 def prune_tool_results(messages: Sequence[Message], context_window: int,
@@ -56,18 +51,15 @@ def prune_tool_results(messages: Sequence[Message], context_window: int,
     out = list(messages)
     if not out or context_window <= 0:
         return out
-    ratio = estimate_tokens(out) / context_window
-    if ratio < settings.soft_trim_ratio:
+    if estimate_tokens(out) / context_window < settings.soft_trim_ratio:
         return out
     prunable = _prunable_indexes(out, settings.keep_last_assistants)
     prunable_chars = sum(len(r.content) for i in prunable for r in out[i].tool_results)  # before trimming
 
     for i in prunable:  # pass 1: soft trim, head and tail kept
         out[i] = _map_results(out[i], lambda r: _soft_trim(r, settings))
-    ratio = estimate_tokens(out) / context_window
-    if ratio < settings.hard_clear_ratio:
-        return out
-    if prunable_chars < settings.min_prunable_chars:
+    if (prunable_chars < settings.min_prunable_chars
+            or estimate_tokens(out) / context_window < settings.hard_clear_ratio):
         return out
 
     for i in prunable:  # pass 2: hard clear, oldest first, until under the threshold
@@ -101,9 +93,8 @@ def repair_pairing(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def build_history(messages: Sequence[Message], *, max_turns: int, context_window: int,
-                  prune: PruneSettings = PruneSettings()) -> list[Message]:
-    return repair_pairing(prune_tool_results(limit_turns(messages, max_turns), context_window, prune))
+def build_history(messages: Sequence[Message], *, max_turns: int, context_window: int) -> list[Message]:
+    return repair_pairing(prune_tool_results(limit_turns(messages, max_turns), context_window))
 
 
 def _prunable_indexes(messages: list[Message], keep_last_assistants: int) -> list[int]:
@@ -122,4 +113,5 @@ def _soft_trim(result: ToolResult, s: PruneSettings) -> ToolResult:
     if len(content) <= s.soft_trim_over or content == CLEARED_RESULT:
         return result
     cut = len(content) - s.keep_head - s.keep_tail
-    return replace(result, content=f"{content[:s.keep_head]}\n...[{cut:,} characters trimmed]...\n{content[-s.keep_tail:]}")
+    head, tail = content[:s.keep_head], content[-s.keep_tail:]
+    return replace(result, content=f"{head}\n...[{cut:,} characters trimmed]...\n{tail}")

@@ -13,6 +13,7 @@ import base64
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import cast
 
@@ -116,7 +117,7 @@ async def with_context(toolsets: Sequence[Toolset], ctx: ToolContext, message: M
     toolset that fails adds nothing (logged), the turn goes on."""
     added: list[Part] = []
     for toolset in toolsets:
-        if _adds_context(toolset):
+        if _adds_context(type(toolset)):
             try:
                 if text := await cast(AddsContext, toolset).context(ctx, message.text):
                     added.append(TextPart(text))
@@ -125,14 +126,8 @@ async def with_context(toolsets: Sequence[Toolset], ctx: ToolContext, message: M
     return replace(message, parts=(*added, *message.parts)) if added else message
 
 
-_ADDS_CONTEXT: dict[type, bool] = {}  # a toolset's class -> whether it is AddsContext
-
-
-def _adds_context(toolset: Toolset) -> bool:
-    """``isinstance(toolset, AddsContext)``, decided once per class (a runtime-checkable
+@cache
+def _adds_context(kind: type) -> bool:
+    """Whether a toolset's class is ``AddsContext``, decided once per class (a runtime-checkable
     Protocol's test looks at every member each time: asked for every toolset of every turn)."""
-    kind = type(toolset)
-    known = _ADDS_CONTEXT.get(kind)
-    if known is None:
-        known = _ADDS_CONTEXT[kind] = isinstance(toolset, AddsContext)
-    return known
+    return issubclass(kind, AddsContext)

@@ -1,10 +1,9 @@
 """One run of the agent: think -> act -> observe, until the model answers.
 
-Phases (seed 000): setup (run id, trace, workspace, tool context) -> input checks
-(guard, truncation: ``bot.agent.input``) -> messages (system prompt, history pipeline, the
-new user turn) ->
-the LLM loop (stream, tools, repeat) -> finalize (sanitize, NO_REPLY, store the turn
-atomically with its trace) -> events. Errors meant for users come back as a result with
+Phases: setup (run id, trace, workspace, tool context) -> input checks (guard, truncation:
+``bot.agent.input``) -> messages (system prompt, history pipeline, the new user turn) -> the
+LLM loop (stream, tools, repeat) -> finalize (sanitize, NO_REPLY, store the turn atomically
+with its trace) -> events. Errors meant for users come back as a result with
 one human sentence; a cancellation stores what happened so far, with every unfinished
 tool call answered "Tool execution cancelled by user", and propagates.
 
@@ -49,7 +48,7 @@ from bot.tools.toolset import Toolset
 from bot.tracing import Redactor, TraceBuilder
 from bot.workspace import Workspaces, load_context_files
 
-# the run's nouns live in bot.agent.run; callers import them from here as before
+# the run's nouns live in bot.agent.run; callers import them from here
 __all__ = ["FAILED", "Agent", "AgentSettings", "PostRunHook", "RunRequest", "RunResult", "RunStatus", "senders"]
 
 log = logging.getLogger(__name__)
@@ -80,12 +79,10 @@ class Agent:
         models: Models | None = None,
     ) -> None:
         self.settings = settings
-        self._provider = provider
         self._store = store
         self._events = events
         self._tools = tools
         self._workspaces = workspaces
-        self._cost = cost
         self._redactor = redactor or Redactor()
         self._post_run = post_run  # the app's list: a capability adds its hook as it opens, before any run
         self._meter = meter
@@ -94,13 +91,8 @@ class Agent:
         self._models = models  # a conversation's model; None: always the settings' model on ``provider``
         self._plain = Plan(Route(ModelSpec("", settings.provider, settings.model, "chat", settings.context_window,
                                            settings.max_tokens), provider, cost))
-        self.compactor = Compactor(provider, store, tools, model=settings.model, window=settings.context_window,
-                                   max_tokens=settings.max_tokens, cost=cost, settings=settings.compaction,
+        self.compactor = Compactor(self._plain.route, store, tools, settings=settings.compaction,
                                    redactor=self._redactor, meter=meter)
-
-    async def workspace(self, conversation: Conversation) -> Path:
-        """The ready workspace of a conversation (files are saved there before a run)."""
-        return await self._workspaces.prepare(conversation)
 
     async def complete(self, request: RunRequest) -> RunResult:
         """``run``, then store its turn as it is (no answer to deliver: sub-agents, tools run by
@@ -166,7 +158,7 @@ class Agent:
             specs = run.tools.specs()
 
             def prompt(route: Route) -> tuple[str, str]:
-                return self._prompt(request.prompt_mode or s.prompt_mode, conv, workspace, specs, sections, route)
+                return self._prompt(request.prompt_mode or s.prompt_mode, conv, workspace, route, specs, sections)
 
             history, run.live = await self._history(request.session, run.route.spec.context_window)
             # Think -> act -> observe
@@ -181,8 +173,7 @@ class Agent:
             run.close_pending(CANCELLED_RESULT)
             return await self._finish(run, RunStatus.FAILED, error=FAILED)
         except asyncio.CancelledError:
-            partial = "".join(run.streamed)
-            if partial:
+            if partial := "".join(run.streamed):
                 run.new.append(Message.assistant(partial))
             run.close_pending(CANCELLED_RESULT)
             await self._finish(run, RunStatus.CANCELLED)
@@ -210,8 +201,7 @@ class Agent:
                 break
             limit = min(HISTORY_LOAD, limit * 2)
         history = build_history(stored, max_turns=s.history_turns, context_window=window)
-        summary = recent.summary
-        return ([summary_message(summary.text), *history] if summary else history), recent.live
+        return ([summary_message(recent.summary.text), *history] if recent.summary else history), recent.live
 
     async def _loop(self, run: RunState, prompt: Callable[[Route], tuple[str, str]], history: list[Message],
                     ctx: ToolContext, limit: int) -> str:
@@ -237,8 +227,8 @@ class Agent:
             model, threshold = run.route.spec.model, s.compaction.trigger_ratio * run.route.spec.context_window
             run.prompt_tokens = await self._prompt_tokens(whole_system, messages, specs, reported, threshold, model)
             if may_compact and run.prompt_tokens >= threshold:
-                done = await self._compactor(run.route).compact_in_memory(messages, run.trace,
-                                                                          run.request.session_key)
+                done = await self.compactor.using(run.route).compact_in_memory(messages, run.trace,
+                                                                               run.request.session_key)
                 may_compact = done is not None  # one failure is enough for this run
                 if done is not None:  # from now on: the summary, the rest, then what the turn adds
                     summary, cut = done
@@ -285,16 +275,6 @@ class Agent:
         log.warning("model %s failed (%s); falling back to %s session=%s run=%s", run.route.spec.label, exc,
                     nxt.spec.label, run.request.session_key, run.request.run_id)
         return nxt
-
-    def _compactor(self, route: Route) -> Compactor:
-        """The compactor on ``route``'s model (the default's is ``self.compactor``)."""
-        spec, plain = route.spec, self._plain.route
-        if route.provider is plain.provider and route.cost is plain.cost and \
-                (spec.model, spec.context_window, spec.max_tokens) == (plain.spec.model, plain.spec.context_window,
-                                                                       plain.spec.max_tokens):
-            return self.compactor
-        return self.compactor.using(route.provider, model=spec.model, window=spec.context_window,
-                                    max_tokens=spec.max_tokens, cost=route.cost)
 
     async def _prompt_tokens(self, system: str, messages: list[Message], specs: tuple[ToolSpec, ...],
                              reported: tuple[int, int] | None, threshold: float, model: str) -> int:
@@ -397,34 +377,28 @@ class Agent:
         # A cancelled run's messages stay unanswered: /stop answers them, a restart runs them again.
         # Whoever commits a finished turn with an answer to deliver sets ``answer`` and ``settle``.
         settle = status is not RunStatus.CANCELLED
-        finished = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, run.route.spec.model,
-                        r.inbound_ids, record, None, settle, run.bill.charges())
-        turn: Turn | None = finished
-        if status is RunStatus.CANCELLED:  # nobody else can: stored although the task is being cancelled
-            await asyncio.shield(self._store.append_turn(finished))
-            turn = None
+        turn = Turn(r.session, r.run_id, tuple(run.new), run.trace.usage, run.trace.cost, run.route.spec.model,
+                    r.inbound_ids, record, None, settle, run.bill.charges())
+        if not settle:  # nobody else can: stored although the task is being cancelled
+            await asyncio.shield(self._store.append_turn(turn))
         kind = {RunStatus.FAILED: EventKind.FAILED, RunStatus.CANCELLED: EventKind.CANCELLED}.get(
             status, EventKind.COMPLETED)
         await self._events.emit(RunEvent(kind, r.run_id, r.conversation, error or text, usage=run.trace.usage,
                                          trace=record))
         live = None if run.live is None else run.live + len(run.new)
         return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
-                         run.prompt_tokens, turn, live, run.route)
+                         run.prompt_tokens, turn if settle else None, live, run.route)
 
-    def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path,
-                tools: tuple[ToolSpec, ...] | None = None, sections: tuple[str, ...] = (),
-                route: Route | None = None) -> tuple[str, str]:
+    def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path, route: Route,
+                tools: tuple[ToolSpec, ...], sections: tuple[str, ...] = ()) -> tuple[str, str]:
         """(stable, volatile) parts of the system prompt (the runtime line names ``route``'s model)."""
         s = self.settings
-        spec = (route or self._plain.route).spec
         names = context_file_names(mode, conversation.chat_type)
         return build_prompt_parts(PromptInputs.of(
-            conversation, mode=mode, agent_id=s.agent_id,
-            tools=self._tools.specs() if tools is None else tools, workspace=workspace,
+            conversation, mode=mode, agent_id=s.agent_id, tools=tools, workspace=workspace,
             context_files=tuple(load_context_files(workspace, names,  # a group's prompt follows no link
                                                    follow_links=not conversation.is_group)),
-            owner_ids=s.owners,
-            now=datetime.now(timezone.utc), model=spec.model, provider=spec.provider,
+            owner_ids=s.owners, now=datetime.now(timezone.utc), model=route.spec.model, provider=route.spec.provider,
             extra_instructions=s.system_prompt, toolset_sections=sections,
         ))
 
@@ -435,10 +409,11 @@ class Agent:
         definitions, summary and history (the new message not included)."""
         workspace = await self._workspaces.prepare(conversation)
         spec = (route := (await self.plan(conversation)).route).spec
-        system, volatile = self._prompt("full", conversation, workspace, route=route)
+        specs = self._tools.specs()
+        system, volatile = self._prompt("full", conversation, workspace, route, specs)
         history, _ = await self._history(session, spec.context_window)
         await tokens.ready(spec.model)
-        return tokens.count_request(f"{system}\n\n{volatile}", history, self._tools.specs(), spec.model)
+        return tokens.count_request(f"{system}\n\n{volatile}", history, specs, spec.model)
 
     async def last_compaction(self, session: Session) -> Summary | None:
         """The session's latest compaction (its tokens before and after), for /status."""
@@ -457,10 +432,9 @@ class Agent:
                           tool_policy=tool_policy, payers=payers, gate=self._gate, users=users, unattended=True)
         flush_tools = self.compactor.flush_tools(tool_policy).specs()
         route = (await self.plan(conversation)).route  # the conversation's model summarises it
-        result = await self._compactor(route).compact(
+        result = await self.compactor.using(route).compact(
             session, run_id=run_id, ctx=ctx, agent_id=self.settings.agent_id,
-            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, flush_tools,
-                                                           route=route)))
+            flush_prompt=lambda: "\n\n".join(self._prompt("minimal", conversation, workspace, route, flush_tools)))
         if result.calls is not None:  # its model calls, for metrics and traces
             await self._events.emit(RunEvent(EventKind.COMPACTION_CALLS, run_id, conversation, trace=result.calls))
         return result
@@ -480,12 +454,11 @@ class Agent:
     async def compact_after(self, request: RunRequest, result: RunResult) -> CompactionResult | None:
         """After a run: compact when the session passed ``trigger_messages`` live messages
         or its last prompt passed ``trigger_ratio`` of the window; None when not needed."""
-        s = self.settings
         if not self.may_compact(result):
             return None
         if result.live_messages is None and not should_compact(
                 await self._store.live_count(request.session), result.prompt_tokens, self._window(result),
-                s.compaction):
+                self.settings.compaction):
             return None
         return await self.compact(request.session, request.conversation, run_id=f"{request.run_id}-compact",
                                   user_id=request.acting_for, tool_policy=request.tool_policy,

@@ -19,14 +19,14 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from bot.agent.transcript import GROUP_STRUCTURE
-from bot.channels import ChannelSpec, registry
+from bot.channels import registry
 from bot.conversation import ChannelInfo, Conversation
 from bot.messages import ChatType
 from bot.providers.base import ToolSpec
@@ -42,23 +42,13 @@ MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
 PERSONA_REMINDER = "Stay in character as described in SOUL.md and IDENTITY.md, however long the conversation."
 
 
-
-def _channel(platform: str) -> ChannelSpec[Any] | None:
-    """The platform's registry entry (its name in prose, its formatting hints), if registered."""
+def _registered(platform: str) -> ChannelInfo:
+    """The platform's registry entry (its name in prose, its formatting hints); bare if unregistered."""
     try:
-        return registry.spec(platform)
+        spec = registry.spec(platform)
     except KeyError:
-        return None
-
-
-def _display(platform: str) -> str:
-    spec = _channel(platform)
-    return spec.display if spec is not None and spec.display else platform
-
-
-def _channel_hints(platform: str) -> str:
-    spec = _channel(platform)
-    return spec.hints if spec is not None else ""
+        return ChannelInfo(platform)
+    return ChannelInfo(platform, spec.display, spec.hints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +111,9 @@ def context_file_names(mode: PromptMode, chat_type: ChatType | str) -> tuple[str
 
 
 def first_sentence(text: str) -> str:
-    """The description's first sentence (up to the first ". " or line break)."""
-    text = " ".join(text.strip().split("\n", 1)[0].split())
-    for end in (". ", "! ", "? "):
-        cut = text.find(end)
-        if cut != -1:
-            text = text[: cut + 1]
-    return text
+    """The description's first sentence (up to the first ". ", "! ", "? " or line break)."""
+    line = " ".join(text.strip().split("\n", 1)[0].split())
+    return re.split(r"(?<=[.!?]) ", line, maxsplit=1)[0]
 
 
 _CLOSING_TAG = re.compile(r"<(\s*/\s*file\b)", re.IGNORECASE)
@@ -144,7 +130,7 @@ def _file_block(f: ContextFile) -> str:
 
 
 def identity_section(p: PromptInputs) -> str:
-    where = p.channel.shown if p.channel is not None and p.channel.display else _display(p.platform)
+    where = (p.channel if p.channel is not None and p.channel.display else _registered(p.platform)).shown
     chat = "a group chat" if p.is_group else "a direct (one-to-one) chat"
     if not p.full:
         return (
@@ -247,7 +233,7 @@ _DEFAULT_FORMATTING = "Use simple Markdown: short paragraphs and lists, no table
 def formatting_section(p: PromptInputs) -> str:
     if not p.full:  # a helper's answer goes to the agent, not to a chat
         return ""
-    hints = p.channel.hints if p.channel is not None and p.channel.hints else _channel_hints(p.platform)
+    hints = (p.channel if p.channel is not None and p.channel.hints else _registered(p.platform)).hints
     platform = hints or _DEFAULT_FORMATTING
     if p.is_group:
         chat = (
@@ -266,12 +252,8 @@ def formatting_section(p: PromptInputs) -> str:
 
 def context_section(p: PromptInputs) -> str:
     consumed = {*PERSONA_FILES, BOOTSTRAP_FILE}
-    files = [
-        f
-        for f in p.context_files
-        if (f.name in MINIMAL_FILES if not p.full else f.name not in consumed)
-        and not (f.name == MEMORY_FILE and p.is_group)  # private memory never enters a group
-    ]
+    files = [f for f in p.context_files if (f.name not in consumed if p.full else f.name in MINIMAL_FILES)
+             and not (f.name == MEMORY_FILE and p.is_group)]  # private memory never enters a group
     if not files:
         return ""
     return (
@@ -316,31 +298,14 @@ def _join(sections: tuple[Section, ...], p: PromptInputs) -> str:
     return "\n\n".join(text for section in sections if (text := section(p)))
 
 
-class _Static:
-    """The inputs with a hash and equality over everything but the time (tools by name and
-    description, the only fields the prompt shows), so ``lru_cache`` can key on them."""
-
-    __slots__ = ("_hash", "inputs", "key")
-
-    def __init__(self, p: PromptInputs) -> None:
-        self.inputs = p
-        self.key: tuple[Any, ...] = (
-            p.mode, p.agent_id, p.platform, p.chat_type, tuple((t.name, t.description) for t in p.tools),
-            p.workspace, p.context_files, p.owner_ids, p.model, p.provider, p.session_key,
-            p.extra_instructions, p.channel, p.toolset_sections,
-        )
-        self._hash = hash(self.key)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Static) and self.key == other.key
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @lru_cache(maxsize=256)
-def _static_parts(static: _Static) -> tuple[str, str]:
-    p = static.inputs
+def _static_parts(p: PromptInputs, tools: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+    """(stable part, runtime line) of inputs given without their time and tools, and the tools
+    by name and description (all the prompt shows of them), so ``lru_cache`` can key on both."""
+    p = replace(p, tools=tuple(ToolSpec(name, description, {}) for name, description in tools))
     log.debug("building system prompt for %s (%s mode)", p.session_key, p.mode)
     return _join(STABLE, p), runtime_section(p)
 
@@ -348,7 +313,8 @@ def _static_parts(static: _Static) -> tuple[str, str]:
 def build_prompt_parts(inputs: PromptInputs) -> tuple[str, str]:
     """(stable, volatile): the part that stays the same turn after turn, and the runtime
     and current time that follow it."""
-    stable, runtime = _static_parts(_Static(inputs))
+    tools = tuple((t.name, t.description) for t in inputs.tools)
+    stable, runtime = _static_parts(replace(inputs, tools=(), now=_EPOCH), tools)
     return stable, runtime + "\n\n" + time_section(inputs.now)
 
 

@@ -1,14 +1,11 @@
 """spawn: hand a self-contained task to a sub-agent and get its answer back.
 
-The tool is made here, in the agent package, because a sub-agent is an ``Agent`` run:
-the tools package stays below the agent (the loop imports the tool registry; no tool
-imports the loop).
-
-A sub-agent is an ``Agent`` run in a child session (``<parent key>:sub:<n>``, a fresh
-session every time) with the minimal prompt and read-only tools (``READ_ONLY_TOOLS``,
-narrowed further by the parent run's own policy): it can look things up in the same
-workspace, never change it, run commands or message anyone. The toolsets (MCP servers,
-skills) offer it what they offer its parent's person, under the parent run's policy. Limits:
+A sub-agent is an ``Agent`` run (so the tool is made here: the loop imports the tool
+registry, no tool imports the loop) in a child session (``<parent key>:sub:<n>``, fresh every
+time) with the minimal prompt and read-only tools (``READ_ONLY_TOOLS``, narrowed further by the
+parent run's own policy): it can look things up in the same workspace, never change it, run
+commands or message anyone. The toolsets (MCP servers, skills) offer it what they offer its
+parent's person, under the parent run's policy. Limits:
 
 - depth: a sub-agent is never offered ``spawn`` (depth limit 1), and a ``spawn`` call
   from a session that is already a sub-agent's is refused;
@@ -29,14 +26,15 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from bot.agent.events import EventBus
 from bot.agent.loop import Agent, AgentSettings, RunRequest, RunStatus
 from bot.limits import Meter
-from bot.providers.base import Provider, Usage
+from bot.providers.base import Provider
 from bot.routing import Models
+from bot.routing.spec import Cost
 from bot.store.base import CompactingStore
 from bot.tools.base import Gate, SubAgentRun, Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.policy import READ_ONLY_TOOLS, ToolPolicy, ToolRules
@@ -62,7 +60,7 @@ class SubAgents:
     """Runs the sub-agents of every run in the process: one instance per app."""
 
     def __init__(self, settings: AgentSettings, provider: Provider, store: CompactingStore, tools: ToolRegistry,
-                 workspaces: Workspaces, cost: Callable[[str, Usage], float], redactor: Redactor | None = None,
+                 workspaces: Workspaces, cost: Cost, redactor: Redactor | None = None,
                  limits: SpawnLimits = SpawnLimits(), meter: Meter | None = None,
                  toolsets: Sequence[Toolset] = (), gate: Gate | None = None, models: Models | None = None) -> None:
         self.settings = settings
@@ -72,11 +70,11 @@ class SubAgents:
         self._gate = gate  # a child's calls are approved like its parent's, in the parent's chat
         self.limits = limits
         self._provider, self._store, self._tools = provider, store, tools
-        self._workspaces, self._cost, self._redactor = workspaces, cost, redactor or Redactor()
+        self._workspaces, self._cost, self._redactor = workspaces, cost, redactor
         self._events = EventBus()  # a child's chunks and tool events are not the chat's
         self._slots = asyncio.Semaphore(limits.max_concurrent)
         self._counts: OrderedDict[str, int] = OrderedDict()
-        self.active = 0  # children running now (for /status and tests)
+        self.active = 0  # children running now (tests watch the concurrency limit with it)
 
     def _next(self, run_id: str) -> int:
         n = self._counts.pop(run_id, 0) + 1
@@ -91,9 +89,8 @@ class SubAgents:
     def child_tools(self, policy: ToolPolicy | None) -> ToolRegistry:
         """Read-only tools, narrowed by the parent's policy when there is one."""
         read_only = ToolRules("sub-agents", allow=READ_ONLY_TOOLS)
-        if policy is None:
-            return self._tools.restricted(ToolPolicy((read_only,)))
-        return self._tools.restricted(ToolPolicy((*policy.rules, read_only), policy.owners_only, policy.is_owner))
+        parent = ToolPolicy() if policy is None else policy
+        return self._tools.restricted(replace(parent, rules=(*parent.rules, read_only)))
 
     async def run(self, ctx: ToolContext, task: str, policy: ToolPolicy | None = None) -> SubAgentRun:
         if len(ctx.conversation.key.subs) >= self.limits.max_depth:
@@ -104,10 +101,9 @@ class SubAgents:
         # the minimal prompt: identity, tools, safety, workspace, time, AGENTS.md and TOOLS.md
         settings = replace(self.settings, max_iterations=min(self.settings.max_iterations, self.limits.max_iterations),
                            prompt_mode="minimal")
-        agent = Agent(settings, self._provider,
-                            self._store, self._events, self.child_tools(policy), self._workspaces, self._cost,
-                            self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate,
-                            models=self._models)
+        agent = Agent(settings, self._provider, self._store, self._events, self.child_tools(policy), self._workspaces,
+                      self._cost, self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate,
+                      models=self._models)
         async with self._slots:
             self.active += 1
             try:

@@ -43,17 +43,12 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u20
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:@+-]")
 
 
-def sender_id(msg: InboundMessage) -> str:
-    """``platform:user_id`` as configured owners are written."""
-    return f"{msg.platform}:{msg.sender.id}"
-
-
 def header(msg: InboundMessage, owners: Collection[str] = ()) -> str:
     name = msg.sender.name or msg.sender.username or msg.sender.id
     name = " ".join(_CONTROL.sub(" ", name).split())[:MAX_NAME_CHARS] or "?"
-    ident = _ID_UNSAFE.sub("_", sender_id(msg))
-    owner = ", owner" if sender_id(msg) in owners else ""
-    return f"from {json.dumps(name, ensure_ascii=False)} (id {ident}{owner}):"
+    sender = f"{msg.platform}:{msg.sender.id}"  # as configured owners are written
+    owner = ", owner" if sender in owners else ""
+    return f"from {json.dumps(name, ensure_ascii=False)} (id {_ID_UNSAFE.sub('_', sender)}{owner}):"
 
 
 def quote(text: str) -> str:

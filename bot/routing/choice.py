@@ -1,15 +1,6 @@
-"""The hard parts of model choice as pure functions, tested with tables of cases.
-
-- ``plan_specs``: the model of a conversation (its chosen one, else the default) and what it
-  falls back to: ``agent.fallbacks`` in order, none for a person's explicit choice unless
-  ``fallback_on_choice``.
-- ``fallback_reason``: whether an error means "not now" (busy, overloaded, down), so that
-  another model may answer; a bad key, a refused request or a context overflow would fail
-  on any model the same way, and keep their own sentence.
-- ``may_pick``: who may pick which model (owners any; a model's ``allowed`` its people;
-  otherwise everyone when ``models.switch: everyone``).
-- the button ids of ``/model`` (``model:<name>``).
-"""
+"""The hard parts of model choice as pure functions, tested with tables of cases: which model
+a conversation uses and what it falls back to, which errors allow a fallback, who may pick
+which model, and the button ids of ``/model`` (``model:<name>``)."""
 
 from __future__ import annotations
 
@@ -19,12 +10,12 @@ from bot.errors import ProviderBusyError, ProviderError, ProviderUnavailableErro
 from bot.routing.spec import Catalog, ModelSpec, Why
 
 DEFAULT = "default"  # /model default: back to the default model
-CHOICE_PREFIX = "model:"
 _CHOICE = re.compile(r"model:([A-Za-z0-9][A-Za-z0-9_.-]{0,47})")
 
 
 def plan_specs(catalog: Catalog, chosen: str | None) -> tuple[ModelSpec, Why, tuple[ModelSpec, ...]]:
-    """(the model, why it is the one, the models it falls back to). A chosen name that is no
+    """(the model, why it is the one, the models it falls back to: ``agent.fallbacks`` in order,
+    none for a person's explicit choice unless ``fallback_on_choice``). A chosen name that is no
     longer configured counts as no choice."""
     spec = catalog.get(chosen)
     primary, why = (catalog.default, Why.DEFAULT) if spec is None else (spec, Why.CHOSEN)
@@ -36,8 +27,9 @@ def plan_specs(catalog: Catalog, chosen: str | None) -> tuple[ModelSpec, Why, tu
 
 
 def fallback_reason(error: ProviderError) -> str | None:
-    """Why the model cannot answer now, when another model could; None when the error is not
-    about "now" (a bad key, a refused request, a prompt too long for the context window)."""
+    """Why the model cannot answer now (busy, overloaded, down), when another model could; None
+    when the error is not about "now": a bad key, a refused request or a prompt too long for the
+    context window would fail on any model the same way, and keep their own sentence."""
     if isinstance(error, ProviderBusyError):
         return "rate-limited right now" if error.status == 429 else "overloaded right now"
     if isinstance(error, ProviderUnavailableError):
@@ -77,7 +69,7 @@ def may_switch(catalog: Catalog, person: str, *, owner: bool, group: bool = Fals
 
 def choice_id(name: str) -> str:
     """A button's id: at most 54 bytes, within every platform's room (Telegram's 64)."""
-    return f"{CHOICE_PREFIX}{name}"
+    return f"model:{name}"
 
 
 def parse_choice(text: str) -> str | None:

@@ -4,11 +4,12 @@ per backend in use."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError
 from bot.providers import make_provider
-from bot.providers.base import Provider, Usage
+from bot.providers.base import Provider
 from bot.providers.pricing import Price
 from bot.providers.pricing import cost as table_cost
 from bot.routing.router import ModelNotes, Models
@@ -25,12 +26,7 @@ def price_of(price: ModelPrice) -> Price:
 
 def cost_of(cfg: CoreConfig) -> Cost:
     """USD of a request by the price table, with ``pricing:`` overriding or adding rows."""
-    overrides = {model: price_of(p) for model, p in cfg.pricing.items()}
-
-    def cost(model: str, usage: Usage) -> float:
-        return table_cost(model, usage, overrides)
-
-    return cost
+    return partial(table_cost, overrides={model: price_of(p) for model, p in cfg.pricing.items()})
 
 
 def spec_of(name: str, entry: NamedModelConfig, max_tokens: int) -> ModelSpec:

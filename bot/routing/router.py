@@ -3,8 +3,7 @@
 A run asks ``plan(conversation)`` for its model: the one its people picked with ``/model``
 (stored by the conversation's session key, so it outlives ``/new``, restarts and
 compactions; a sub-agent's conversation uses its parent's), else the default; with the
-routes it may fall back to. Without named models there is nothing to pick, and no store
-is read: a run costs what it did before models existed.
+routes it may fall back to. Without named models there is nothing to pick: no store is read.
 
 The providers are made once per backend (``openai``, ``openai-responses``, ``anthropic``)
 and shared by every model on it; ``aclose`` closes them. ``first_note`` says whether a
@@ -22,7 +21,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from bot.conversation import Conversation
-from bot.providers.base import Provider, Usage
+from bot.providers.base import Provider
 from bot.providers.pricing import Price, billed
 from bot.routing.choice import plan_specs
 from bot.routing.spec import Catalog, Cost, ModelSpec, Plan, Route, Why
@@ -109,10 +108,5 @@ def fallback_to(route: Route, nxt: Route, reason: str) -> Route:
 
 
 def _cost_of(price: Price | None, table: Cost) -> Cost:
-    if price is None:
-        return table
-
-    def own(model: str, usage: Usage) -> float:
-        return billed(price, usage)
-
-    return own
+    """A model's own price whatever id the server names, else the price table."""
+    return table if price is None else lambda model, usage: billed(price, usage)

@@ -25,7 +25,7 @@ class Why(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
     """A model as configured: an entry of ``models``, or ``agent.provider`` + ``agent.model``
-    (the old form: ``name`` is then "")."""
+    (then ``name`` is "")."""
 
     name: str
     provider: str  # a providers.<name> section: openai | anthropic
