@@ -13,7 +13,7 @@ SHA-256 are the ones tiktoken pins; we read them, check the hash, and build the
   ``REPLY_PRIMING`` more (OpenAI's published counting recipe).
 - An encoding is loaded once, lazily, under a lock (about a quarter of a second, and
   ~75 MB); ``await ready(model)`` loads it in a worker thread, so that the first exact
-  count does not stall the event loop (``warm()`` does it at once, blocking).
+  count does not stall the event loop.
 - When no encoding can be loaded (the package is missing or its files are damaged), one
   warning is logged and counts fall back to ~4 characters per token.
 
@@ -30,7 +30,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -207,12 +207,6 @@ async def ready(model: str) -> None:
     count then never holds the event loop for the quarter second a load takes."""
     if not ENCODINGS.loaded(encoding_name(model)):
         await asyncio.to_thread(encoder_for, model)
-
-
-def warm(models: Iterable[str]) -> None:
-    """Load the encodings these models need now (blocking: run it in a thread at start-up)."""
-    for model in models:
-        encoder_for(model)
 
 
 def count_text(text: str, model: str) -> int:
