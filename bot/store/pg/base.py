@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
-from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,7 +19,6 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
-from bot.store.base import LaneLost
 from bot.store.engine import POSTGRES
 from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
 from bot.store.pg import schema
@@ -111,13 +108,6 @@ class PgBase(Driven):
             await pool.close()
             log.info("store %s closed", self._where)
 
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.close()
-
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
         """``operation`` on a pooled connection, each statement on its own; ``snapshot``: in one
         read-only REPEATABLE READ transaction, so that its statements see the same moment."""
@@ -131,12 +121,7 @@ class PgBase(Driven):
         """``operation`` in one transaction, in a task the store holds and shields: once started,
         it runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it.
         ``alone``: one statement, its own transaction (no BEGIN and COMMIT round trips)."""
-        task = self._own(self._alone(operation) if alone else self._transaction(operation))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(_log_abandoned_failure)
-            raise
+        return await self._shielded(self._alone(operation) if alone else self._transaction(operation))
 
     async def _transaction(self, operation: Op[T]) -> T:
         async with self.pool.acquire() as conn, conn.transaction():
@@ -145,12 +130,6 @@ class PgBase(Driven):
     async def _alone(self, operation: Op[T]) -> T:
         async with self.pool.acquire() as conn:
             return await drive(conn, _one_statement(operation))
-
-    def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        task = asyncio.ensure_future(work)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-        return task
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -202,11 +181,3 @@ def changed(status: str) -> int:
     """The row count of a command status such as ``UPDATE 1`` or ``INSERT 0 3`` (0 for ``SAVEPOINT``)."""
     tail = status.rsplit(" ", 1)[-1]
     return int(tail) if tail.isdigit() else 0
-
-
-def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        if isinstance(exc, LaneLost):  # the caller's lane was ended for the same reason: nothing to fix
-            log.warning("%s", exc)
-        else:
-            log.error("a store write whose caller was cancelled failed", exc_info=exc)
