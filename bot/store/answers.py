@@ -64,9 +64,7 @@ def answer_rows(answer: Answer) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]
 def answer_from(row: Row, chunk_rows: list[Row]) -> Answer:
     id_, platform, target, inbound_ids, draft_id, failed, created_at = row
     t = json.loads(target)
-    sent = 0
-    while sent < len(chunk_rows) and chunk_rows[sent][3] is not None:
-        sent += 1
+    sent = next((i for i, c in enumerate(chunk_rows) if c[3] is None), len(chunk_rows))  # the delivered prefix
     return Answer(
         id=id_, platform=platform,
         target=Target(t["chat_id"], ChatType(t["chat_type"]), t.get("thread_id"), t.get("reply_to"),
@@ -77,14 +75,6 @@ def answer_from(row: Row, chunk_rows: list[Row]) -> Answer:
         inbound_ids=tuple(json.loads(inbound_ids)), draft_id=draft_id, failed=bool(failed), sent=sent,
         created_at=created_at,
     )
-
-
-def state_of(row: Row | None) -> AnswerState | None:
-    """``ANSWER_STATE``'s row as an ``AnswerState``."""
-    if row is None:
-        return None
-    delivered, given_up = row
-    return "given_up" if given_up else "delivered" if delivered else "owed"
 
 
 def insert_answer(answer: Answer) -> Op[None]:
@@ -158,4 +148,8 @@ class AnswerOps(Driven):
         return await self._read(sent_as(self.engine, platform, message_id))
 
     async def answer_state(self, answer_id: str) -> AnswerState | None:
-        return state_of(await self._read(one(ANSWER_STATE, answer_id)))
+        found = await self._read(one(ANSWER_STATE, answer_id))
+        if found is None:
+            return None
+        delivered, given_up = found
+        return "given_up" if given_up else "delivered" if delivered else "owed"

@@ -209,19 +209,15 @@ def one_statement(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) ->
 
 
 def append_turn(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) -> Op[None]:
-    if d.with_writes and not turn.also:  # PostgreSQL: the turn and its guard in one statement
-        sql, args = one_statement(d, turn, now, guard)
-        if guard is None:
-            yield from execute(sql, *args)
-        else:
-            found = yield from one(sql, *args)
-            assert found is not None, "a SELECT of aggregates has a row"
-            guard.check(found)
-        return
+    together = d.with_writes and not turn.also  # PostgreSQL: the turn and its guard in one statement
     if guard is not None:
-        found = yield from one(f"WITH {guard.parts} SELECT {guard.result}", *guard.args)
+        check_only = (f"WITH {guard.parts} SELECT {guard.result}", guard.args)
+        sql, args = one_statement(d, turn, now, guard) if together else check_only
+        found = yield from one(sql, *args)
         assert found is not None, "a SELECT of aggregates has a row"
         guard.check(found)
+        if together:
+            return
     if d.with_writes:
         sql, args = one_statement(d, turn, now, None)
         yield from execute(sql, *args)

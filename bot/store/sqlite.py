@@ -141,9 +141,8 @@ class SQLiteStore(Operations):
         return await self._run(partial(drive, operation=operation))
 
     async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
-        """``operation`` in one IMMEDIATE transaction, in one hop, shielded from cancellation:
-        once queued, it runs to COMMIT or ROLLBACK whatever happens to its caller (``alone``
-        changes nothing here: the transaction costs no round trip)."""
+        """``operation`` in one IMMEDIATE transaction, in one hop, shielded (``_shielded``); ``alone``
+        changes nothing here: the transaction costs no round trip."""
         return await self._shielded(self._run(partial(_transaction, operation, self._path)))
 
 

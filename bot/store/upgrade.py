@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.errors import StoreCorruptError
 from bot.store.migrations import MIGRATIONS, _check_not_newer
 from bot.store.schema_steps import Migration
 from bot.store.steps import pending as pending_steps
@@ -74,8 +75,6 @@ async def pending_sqlite(path: str | os.PathLike[str], steps: Steps = ()) -> Pen
     try:
         version, applied = await asyncio.to_thread(_read_sqlite, file)
     except sqlite3.DatabaseError as exc:
-        from bot.errors import StoreCorruptError
-
         raise StoreCorruptError(f"not a chatgate database or corrupt: {file} ({exc})") from None
     return _pending(str(file), version, applied, steps)
 

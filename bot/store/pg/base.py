@@ -118,9 +118,8 @@ class PgBase(Driven):
                 return await drive(conn, operation)
 
     async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
-        """``operation`` in one transaction, in a task the store holds and shields: once started,
-        it runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it.
-        ``alone``: one statement, its own transaction (no BEGIN and COMMIT round trips)."""
+        """``operation`` in one transaction, shielded (``_shielded``); ``alone``: one statement, its own
+        transaction (no BEGIN and COMMIT round trips)."""
         return await self._shielded(self._alone(operation) if alone else self._transaction(operation))
 
     async def _transaction(self, operation: Op[T]) -> T:
