@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from graphlib import TopologicalSorter
 
 from bot.errors import StoreError
 from bot.store.pg import PostgresStore
@@ -81,13 +82,7 @@ async def _parents_first(conn: Connection, tables: list[str]) -> list[str]:
     for child, parent in await conn.fetch(_FOREIGN_KEYS):
         if child in parents and parent in parents and child != parent:
             parents[child].add(parent)
-    order: list[str] = []
-    while parents:
-        ready = sorted(t for t, p in parents.items() if not p - set(order))
-        order += ready
-        for t in ready:
-            del parents[t]
-    return order
+    return list(TopologicalSorter(parents).static_order())
 
 
 async def _copy_table(db: sqlite3.Connection, conn: Connection, table: str) -> Copied:

@@ -74,17 +74,13 @@ _TRACE_COLUMNS = (
 _TRACE_VALUES = ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in _TRACE_COLUMNS.split(",")[1:])
 INSERT_TRACE = (f"INSERT INTO traces ({_TRACE_COLUMNS}) VALUES ({', '.join('?' * 15)})"
                 f" ON CONFLICT (run_id) DO UPDATE SET {_TRACE_VALUES}")
-INSERT_SPAN = (
-    "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
-    " is_error, preview, cache_read_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_SPAN_COLUMNS = ("run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
+                 " cache_read_tokens, cache_write_tokens")
+INSERT_SPAN = f"INSERT INTO spans ({_SPAN_COLUMNS}) VALUES ({', '.join('?' * 12)})"
 LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
 LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
 TRACE = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE run_id = ?"
-_SPANS = (
-    "SELECT run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
-    " cache_read_tokens, cache_write_tokens FROM spans WHERE {runs} ORDER BY id"
-)
+_SPANS = f"SELECT {_SPAN_COLUMNS} FROM spans WHERE {{runs}} ORDER BY id"
 _RUNS_AT_ONCE = 500  # traces whose spans one statement reads
 
 

@@ -61,12 +61,10 @@ class SQLiteStore(Operations):
         self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
 
     @property
-    def path(self) -> str:
-        return self._path
-
-    @property
     def where(self) -> str:
         return self._path
+
+    path = where
 
     # -- lifecycle -------------------------------------------------------------------
 

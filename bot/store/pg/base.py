@@ -22,7 +22,7 @@ from bot.errors import StoreError
 from bot.store.engine import POSTGRES
 from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
 from bot.store.pg import schema
-from bot.store.pg.sql import numbered, returning_id
+from bot.store.pg.sql import numbered
 from bot.store.schema_steps import Claimant
 
 log = logging.getLogger(__name__)
@@ -58,13 +58,11 @@ class PgBase(Driven):
         self.migrated = 0  # migrations applied when it opened
 
     @property
-    def url(self) -> str:
+    def where(self) -> str:
         """Where the store is, without its password."""
         return self._where
 
-    @property
-    def where(self) -> str:
-        return self._where
+    url = where
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -153,7 +151,7 @@ async def drive(conn: Connection, operation: Op[T]) -> T:
             elif type(request) is Count:
                 result = changed(await conn.execute(numbered(request.sql), *request.args))
             elif type(request) is Insert:
-                result = await conn.fetchval(returning_id(request.sql), *request.args)
+                result = await conn.fetchval(numbered(f"{request.sql} RETURNING id"), *request.args)
             else:
                 assert type(request) is Many
                 await conn.executemany(numbered(request.sql), request.rows)
