@@ -2,8 +2,7 @@
 (``bot.store.op``) on a pooled connection, its ``?`` numbered (``drive``).
 
 ``_read`` runs it outside a transaction (or in a read-only snapshot); ``_write`` in one
-transaction, in a task the store holds and shields, so that (as on SQLite) a write once started
-runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it.
+transaction, shielded from its caller's cancellation as on SQLite (``Driven._shielded``).
 ``PostgresStore`` is this, the operations written once, and what only several instances need.
 """
 
