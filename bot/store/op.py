@@ -133,7 +133,7 @@ class Driven:
     the tasks it holds, and the PostgreSQL driver's hooks for several instances (none on SQLite)."""
 
     engine: ClassVar[Engine]
-    _claimant: Claimant | None = None  # who claims work in the database (PostgreSQL); None: SQLite
+    claimant: Claimant | None = None  # who claims work in the database (PostgreSQL: ``claim_as``); None: SQLite
     _writes: set[asyncio.Task[Any]]  # in flight, held so none is orphaned; ``close`` waits for them
 
     async def open(self) -> Self:

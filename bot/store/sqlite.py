@@ -58,7 +58,7 @@ class SQLiteStore(Operations):
         self._found = 0  # the schema version the database had when it opened
         self._backed_up = False
         self._db: aiosqlite.Connection | None = None
-        self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
+        self._writes = set()
 
     @property
     def where(self) -> str:

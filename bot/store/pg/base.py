@@ -46,14 +46,14 @@ class PgBase(Driven):
     """The pool and its lifecycle; subclasses add the ports."""
 
     engine = POSTGRES
-    _claimant: Claimant | None = Claimant()  # alone on the database: work is claimed by no instance by name
+    claimant: Claimant | None = Claimant()  # alone on the database: work is claimed by no instance by name
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self._url = url
         self._where = safe_url(url)
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
-        self._writes: set[asyncio.Task[Any]] = set()
+        self._writes = set()
         self.migrated = 0  # migrations applied when it opened
 
     @property
@@ -73,7 +73,7 @@ class PgBase(Driven):
     def claim_as(self, instance: str, lease_seconds: float) -> None:
         """Several instances share the database: work claimed in it names ``instance`` from now on, and
         what instances silent for ``lease_seconds`` claimed may be taken over (``claimant``)."""
-        self._claimant = Claimant(instance, time.time(), lease_seconds)
+        self.claimant = Claimant(instance, time.time(), lease_seconds)
 
     async def open(self) -> Self:
         """Connect and migrate; closes the pool again if either fails."""
