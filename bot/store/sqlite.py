@@ -134,8 +134,7 @@ class SQLiteStore(Operations):
         return await self._db._execute(operation, self._db._conn)  # noqa: SLF001
 
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
-        """``operation`` on the connection's thread, in one hop; its statements never
-        interleave with another operation's (one connection, one thread), snapshot or not."""
+        """``operation`` on the connection's thread, in one hop (a snapshot either way: nothing interleaves)."""
         return await self._run(partial(drive, operation=operation))
 
     async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
