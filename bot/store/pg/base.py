@@ -117,15 +117,14 @@ class PgBase(Driven):
     async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
         """``operation`` in one transaction, shielded (``_shielded``); ``alone``: one statement, its own
         transaction (no BEGIN and COMMIT round trips)."""
-        return await self._shielded(self._alone(operation) if alone else self._transaction(operation))
+        return await self._shielded(self._written(operation, alone))
 
-    async def _transaction(self, operation: Op[T]) -> T:
-        async with self.pool.acquire() as conn, conn.transaction():
-            return await drive(conn, operation)
-
-    async def _alone(self, operation: Op[T]) -> T:
+    async def _written(self, operation: Op[T], alone: bool) -> T:
         async with self.pool.acquire() as conn:
-            return await drive(conn, _one_statement(operation))
+            if alone:
+                return await drive(conn, _one_statement(operation))
+            async with conn.transaction():
+                return await drive(conn, operation)
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
