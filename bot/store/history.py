@@ -209,9 +209,7 @@ def append_turn(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) -> O
     if guard is not None:
         check_only = (f"WITH {guard.parts} SELECT {guard.result}", guard.args)
         sql, args = one_statement(d, turn, now, guard) if together else check_only
-        found = yield from one(sql, *args)
-        assert found is not None, "a SELECT of aggregates has a row"
-        guard.check(found)
+        guard.check((yield from rows(sql, *args))[0])  # a SELECT of aggregates: one row
         if together:
             return
     if d.with_writes:
@@ -299,20 +297,16 @@ class HistoryOps(Driven):
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, turn.run_id, len(turn.messages))
 
     async def usage(self, session: Session) -> UsageTotals:
-        found = await self._read(one(USAGE_TOTALS, session.id))
-        assert found is not None, "an aggregate has a row"
-        i, o, cr, cw, cost, turns = found
+        i, o, cr, cw, cost, turns = (await self._read(rows(USAGE_TOTALS, session.id)))[0]  # an aggregate: one row
         return UsageTotals(int(i), int(o), int(cr), int(cw), float(cost), int(turns))
 
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:
-        found = await self._read(one(PERSON_USAGE, person, since))
-        assert found is not None, "an aggregate has a row"
-        return int(found[0]), float(found[1])
+        tokens, cost = (await self._read(rows(PERSON_USAGE, person, since)))[0]
+        return int(tokens), float(cost)
 
     async def bot_usage_since(self, since: float) -> tuple[int, float]:
-        found = await self._read(one(BOT_USAGE, since))
-        assert found is not None, "an aggregate has a row"
-        return int(found[0]), float(found[1])
+        tokens, cost = (await self._read(rows(BOT_USAGE, since)))[0]
+        return int(tokens), float(cost)
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
         return await self._read(traces(self.engine, session_key, last))
