@@ -37,8 +37,7 @@ ANSWER_STATE = "SELECT delivered_at IS NOT NULL, given_up FROM answers WHERE id 
 CHUNK_SENT = "UPDATE chunks SET message_id = ?, sent_at = ? WHERE answer_id = ? AND idx = ? AND sent_at IS NULL"
 ANSWER_DONE = "UPDATE answers SET delivered_at = ?, given_up = ? WHERE id = ? AND delivered_at IS NULL"
 _IDS_AT_ONCE = 500  # answers whose chunks one statement reads
-# how a file chunk is shown, in the chunks table's ``voice`` column: 0 a file, 1 a voice note, 2 a photo
-# (no column of its own: a photo is one more way to show a file)
+# how a file chunk is shown, in the chunks table's ``voice`` column (a photo is one more way to show a file)
 _AS_FILE, _AS_VOICE, _AS_PHOTO = 0, 1, 2
 
 
