@@ -117,7 +117,7 @@ def recent(session: Session, limit: int) -> Op[Recent]:
     found = yield from rows(RECENT, sid, sid, limit, sid, sid)
     first = found[0]
     summary = None if first[4] is None else Summary(*first[4:])
-    messages = [] if first[0] is None else _messages([r[:3] for r in reversed(found)])
+    messages = [] if first[0] is None else [Message(Role(r[1]), parts_from_json(r[2])) for r in reversed(found)]
     return Recent(summary, messages, int(first[3]))
 
 
@@ -250,10 +250,6 @@ def trace(d: Engine, run_id: str) -> Op[TraceRecord | None]:
     return found[0] if found else None
 
 
-def _messages(found: list[Row]) -> list[Message]:
-    return [Message(Role(role), parts_from_json(parts)) for _, role, parts in found]
-
-
 class HistoryOps(Driven):
     async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
         key = key_of(of)
@@ -267,7 +263,7 @@ class HistoryOps(Driven):
         return session
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        return _messages(await self._read(live(session, limit)))
+        return [stored.message for stored in await self.live_messages(session, limit)]
 
     async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
         return [StoredMessage(id_, Message(Role(role), parts_from_json(parts)))
