@@ -50,7 +50,7 @@ from bot.messages import Attachment, ChatType, InboundMessage
 from bot.outbound.markdown import render
 from bot.outbound.split import measure
 from bot.settings import load_config
-from bot.store.sqlite import inbound_from_json
+from bot.store.inbound import inbound_from_json
 from tests.fakes.channel import CHOICES, RecordingInbox
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.llm_server import FakeLLM, Reply

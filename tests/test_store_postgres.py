@@ -31,7 +31,7 @@ from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
 from bot.providers.base import Usage
 from bot.schedules.jobs import Claim, Job, JobKind, RuleKind, When
 from bot.schedules.store import StoredSchedules
-from bot.store.base import Charge, ModelChoice, Turn
+from bot.store.base import Charge, InboundRecord, ModelChoice, Turn
 from bot.store.migrations import MIGRATIONS
 from bot.store.pg import PostgresStore, safe_url
 from bot.store.pg.schema import DIALECT
@@ -239,7 +239,8 @@ async def test_a_runtime_role_with_data_rights_only_opens_a_migrated_store_and_j
             try:
                 key = "agent:main:telegram:dm:u1"
                 inbound = await store.record_inbound(message("m1"), key)
-                assert inbound is not None and await cluster.claim(key, inbound)  # a lease: nextval of the fence
+                assert inbound is not None
+                assert await cluster.claim(InboundRecord(inbound, key, message("m1"), 0.0))  # a lease: nextval of the fence
                 answer = Answer("run1", "telegram", Target("u1", ChatType.DM), (Chunk("hello"),), (inbound,))
                 await store.append_turn(Turn(await store.session(key), "run1", (Message.user("hi"),),
                                              inbound_ids=(inbound,), answer=answer))

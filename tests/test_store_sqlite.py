@@ -15,7 +15,7 @@ import pytest
 from bot.errors import SchemaTooNewError, StoreCorruptError, StoreError
 from bot.llm import Message, parts_to_json
 from bot.messages import Answer, ChatType, Chunk, InboundMessage, Sender, Target
-from bot.store import migrations, open_store
+from bot.store import migrations
 from bot.store.base import Session, Turn
 from bot.store.history import HISTORY_LAST
 from bot.store.migrations import MIGRATIONS, SCHEMA_VERSION, Migration, split_statements
@@ -57,7 +57,7 @@ async def test_reopening_keeps_data_and_does_not_rerun_migrations(db_path: Path)
         inbound_id = await store.record_inbound(message("m1"), "k")
     applied = raw(db_path, "SELECT id, name, applied_at FROM migrations")
 
-    store = await open_store(db_path)
+    store = await SQLiteStore(db_path).open()
     try:
         assert await store.session("k") == session
         assert [m.text for m in await store.history(session)] == ["remember me"]
@@ -138,7 +138,7 @@ async def test_another_programs_sqlite_database_is_refused(db_path: Path) -> Non
     db_path.parent.mkdir(parents=True)
     raw(db_path, "CREATE TABLE photos (id INTEGER PRIMARY KEY)")
     with pytest.raises(StoreCorruptError, match=str(db_path)):
-        await open_store(db_path)
+        await SQLiteStore(db_path).open()
     assert raw(db_path, "SELECT name FROM sqlite_master WHERE name = 'migrations'") == []
 
 
@@ -148,7 +148,7 @@ async def test_a_newer_schema_is_refused_with_both_versions(db_path: Path) -> No
     raw(db_path, f"PRAGMA user_version = {SCHEMA_VERSION + 3}")
 
     with pytest.raises(SchemaTooNewError) as caught:
-        await open_store(db_path)
+        await SQLiteStore(db_path).open()
 
     text = str(caught.value)
     assert str(db_path) in text and "written by a newer chatgate" in text
@@ -158,11 +158,11 @@ async def test_a_newer_schema_is_refused_with_both_versions(db_path: Path) -> No
 async def test_an_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     with pytest.raises(StoreError, match="a-file"):
-        await open_store(tmp_path / "a-file" / "chatgate.db")
+        await SQLiteStore(tmp_path / "a-file" / "chatgate.db").open()
 
 
 async def test_a_closed_store_refuses_work(db_path: Path) -> None:
-    store = await open_store(db_path)
+    store = await SQLiteStore(db_path).open()
     await store.close()
     with pytest.raises(StoreError, match="not open"):
         await store.session("k")
@@ -285,7 +285,7 @@ async def test_a_cancelled_writer_still_completes_its_turn(db_path: Path) -> Non
 
 
 async def test_closing_right_after_a_writer_is_cancelled_still_keeps_its_turn(db_path: Path) -> None:
-    store = await open_store(db_path)
+    store = await SQLiteStore(db_path).open()
     session = await store.session("k")
     task = asyncio.create_task(store.append_turn(Turn(session, "r1", (Message.user("kept"),))))
     await asyncio.sleep(0)  # the write is handed over to its own task, which has not run yet

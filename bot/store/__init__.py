@@ -2,7 +2,7 @@
 module per port, on ``op``'s statements and ``engine``'s spellings, ``migrations``), and two
 drivers: SQLite (``sqlite``) and PostgreSQL (``pg``).
 
-Open with ``async with SQLiteStore(path) as store`` or ``store = await open_store(path)``
+Open with ``async with SQLiteStore(path) as store`` or ``store = await SQLiteStore(path).open()``
 (then ``await store.close()``); ``store_for`` opens what the config names: PostgreSQL when
 ``storage.url`` is set (``bot.store.pg``, asyncpg imported only then), else the SQLite file.
 """
@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from bot.store.base import AppStore, InboundRecord, Session, Store, Turn, UsageTotals
-from bot.store.sqlite import SQLiteStore, open_store
+from bot.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from bot.store.pg import PostgresStore
@@ -30,5 +30,4 @@ def store_for(path: str | os.PathLike[str], url: str | None = None, *,
     return SQLiteStore(path, backups=backups)
 
 
-__all__ = ["AppStore", "InboundRecord", "SQLiteStore", "Session", "Store", "Turn", "UsageTotals", "open_store",
-           "store_for"]
+__all__ = ["AppStore", "InboundRecord", "SQLiteStore", "Session", "Store", "Turn", "UsageTotals", "store_for"]

@@ -37,8 +37,7 @@ ANSWER_STATE = "SELECT delivered_at IS NOT NULL, given_up FROM answers WHERE id 
 CHUNK_SENT = "UPDATE chunks SET message_id = ?, sent_at = ? WHERE answer_id = ? AND idx = ? AND sent_at IS NULL"
 ANSWER_DONE = "UPDATE answers SET delivered_at = ?, given_up = ? WHERE id = ? AND delivered_at IS NULL"
 _IDS_AT_ONCE = 500  # answers whose chunks one statement reads
-# how a file chunk is shown, in the chunks table's ``voice`` column (an integer since 0011_media):
-# 0 a file, 1 a voice note, 2 a photo (no column of its own: a photo is one more way to show a file)
+# how a file chunk is shown, in the chunks table's ``voice`` column (a photo is one more way to show a file)
 _AS_FILE, _AS_VOICE, _AS_PHOTO = 0, 1, 2
 
 
@@ -64,9 +63,7 @@ def answer_rows(answer: Answer) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]
 def answer_from(row: Row, chunk_rows: list[Row]) -> Answer:
     id_, platform, target, inbound_ids, draft_id, failed, created_at = row
     t = json.loads(target)
-    sent = 0
-    while sent < len(chunk_rows) and chunk_rows[sent][3] is not None:
-        sent += 1
+    sent = next((i for i, c in enumerate(chunk_rows) if c[3] is None), len(chunk_rows))  # the delivered prefix
     return Answer(
         id=id_, platform=platform,
         target=Target(t["chat_id"], ChatType(t["chat_type"]), t.get("thread_id"), t.get("reply_to"),
@@ -77,14 +74,6 @@ def answer_from(row: Row, chunk_rows: list[Row]) -> Answer:
         inbound_ids=tuple(json.loads(inbound_ids)), draft_id=draft_id, failed=bool(failed), sent=sent,
         created_at=created_at,
     )
-
-
-def state_of(row: Row | None) -> AnswerState | None:
-    """``ANSWER_STATE``'s row as an ``AnswerState``."""
-    if row is None:
-        return None
-    delivered, given_up = row
-    return "given_up" if given_up else "delivered" if delivered else "owed"
 
 
 def insert_answer(answer: Answer) -> Op[None]:
@@ -158,4 +147,8 @@ class AnswerOps(Driven):
         return await self._read(sent_as(self.engine, platform, message_id))
 
     async def answer_state(self, answer_id: str) -> AnswerState | None:
-        return state_of(await self._read(one(ANSWER_STATE, answer_id)))
+        found = await self._read(one(ANSWER_STATE, answer_id))
+        if found is None:
+            return None
+        delivered, given_up = found
+        return "given_up" if given_up else "delivered" if delivered else "owed"

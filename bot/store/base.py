@@ -7,10 +7,8 @@ chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
 ``NoteStore`` (what a chat or a person was told once, whichever instance told it), and
 ``StepStore`` (a capability's own operations and tables: the dashboard's reads are
 ``bot.dashboard.reads``, the approvals' ``bot.approvals.ledger``). ``AppStore`` is all of them
-on one object, what the composition root opens; ``SQLiteStore`` and ``PostgresStore`` implement it.
-
-``SQLiteStore`` (``bot.store.sqlite``) and ``PostgresStore`` (``bot.store.pg``) implement
-every one, and both pass the same contract suite (tests/test_store_contract.py).
+on one object, what the composition root opens; ``SQLiteStore`` (``bot.store.sqlite``) and
+``PostgresStore`` (``bot.store.pg``) implement it and pass one contract suite (tests/test_store_contract.py).
 """
 
 from __future__ import annotations
@@ -252,12 +250,9 @@ class ApprovedSender:
 
 
 class PairingStore(Protocol):
-    """Pairing codes and the senders they let in.
-
-    Seven methods, two over the house's five: they are one noun's life cycle (request,
-    list, approve, deny, revoke, check, list approved), and splitting it would only make
-    every store implement two protocols. ``bot.access`` uses ``pairing_request`` and
-    ``is_approved``; the ``chatgate pairing`` commands and the dashboard use the rest."""
+    """Pairing codes and the senders they let in: one noun's life cycle (request, list, approve, deny,
+    revoke, check, list approved), so one protocol of seven methods. ``bot.access`` uses
+    ``pairing_request`` and ``is_approved``; the ``chatgate pairing`` commands and the dashboard the rest."""
 
     async def pairing_request(
         self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,

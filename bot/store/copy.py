@@ -2,11 +2,11 @@
 
 Both are opened as stores first, so both stand at the same migration (the SQLite file is
 brought up to date if it was older), the capabilities' tables included (``steps``). Every
-table of the SQLite file is copied with its ids, but those a capability's triggers rebuild
-from the others (``derived``: a search index, rebuilt on PostgreSQL as the rows arrive)
-(``COPY``, in batches), parents before children, in one PostgreSQL transaction; the identity
-sequences are moved past the copied ids; then each table's rows are counted on both sides, and
-a difference rolls the whole copy back. A target that already holds rows is refused.
+table of the SQLite file but those a capability's triggers rebuild from the others (``derived``:
+a search index, rebuilt on PostgreSQL as the rows arrive) is copied with its ids (``COPY``, in
+batches), parents before children, in one PostgreSQL transaction; the identity sequences are
+moved past the copied ids; then each table's rows are counted on both sides, and a difference
+rolls the whole copy back. A target that already holds rows is refused.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from graphlib import TopologicalSorter
 
 from bot.errors import StoreError
 from bot.store.pg import PostgresStore
@@ -81,13 +82,7 @@ async def _parents_first(conn: Connection, tables: list[str]) -> list[str]:
     for child, parent in await conn.fetch(_FOREIGN_KEYS):
         if child in parents and parent in parents and child != parent:
             parents[child].add(parent)
-    order: list[str] = []
-    while parents:
-        ready = sorted(t for t, p in parents.items() if not p - set(order))
-        order += ready
-        for t in ready:
-            del parents[t]
-    return order
+    return list(TopologicalSorter(parents).static_order())
 
 
 async def _copy_table(db: sqlite3.Connection, conn: Connection, table: str) -> Copied:
@@ -97,16 +92,12 @@ async def _copy_table(db: sqlite3.Connection, conn: Connection, table: str) -> C
         raise StoreError(f"the PostgreSQL table {table} has no column {missing[0]}")
     quoted = ", ".join(f'"{c}"' for c in columns)
     rows = 0
-    for batch in _batches(db.execute(f'SELECT {quoted} FROM "{table}" ORDER BY rowid')):
+    cursor = db.execute(f'SELECT {quoted} FROM "{table}" ORDER BY rowid')
+    while batch := cursor.fetchmany(BATCH):
         await conn.copy_records_to_table(table, records=batch, columns=columns)
         rows += len(batch)
     log.info("migrate: %s: %d rows", table, rows)
     return Copied(table, rows)
-
-
-def _batches(cursor: sqlite3.Cursor) -> Iterator[list[tuple[object, ...]]]:
-    while batch := cursor.fetchmany(BATCH):
-        yield batch
 
 
 async def _move_sequences(conn: Connection) -> None:

@@ -2,9 +2,7 @@
 
 Everything else the store says is written once, in spellings both accept (``?`` placeholders,
 which the PostgreSQL driver numbers; ``ON CONFLICT ... DO NOTHING`` and ``DO UPDATE``, valid in
-SQLite since 3.24; ``RETURNING``, since 3.35). Here: the column types of the migrations, a
-list parameter, several rows inserted by one statement, JSON fields, case-insensitive
-``LIKE``, whole days, locks, and the order answers were stored in.
+SQLite since 3.24; ``RETURNING``, since 3.35); what differs is ``Engine``'s fields, each described.
 """
 
 from __future__ import annotations

@@ -74,17 +74,13 @@ _TRACE_COLUMNS = (
 _TRACE_VALUES = ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in _TRACE_COLUMNS.split(",")[1:])
 INSERT_TRACE = (f"INSERT INTO traces ({_TRACE_COLUMNS}) VALUES ({', '.join('?' * 15)})"
                 f" ON CONFLICT (run_id) DO UPDATE SET {_TRACE_VALUES}")
-INSERT_SPAN = (
-    "INSERT INTO spans (run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost,"
-    " is_error, preview, cache_read_tokens, cache_write_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_SPAN_COLUMNS = ("run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
+                 " cache_read_tokens, cache_write_tokens")
+INSERT_SPAN = f"INSERT INTO spans ({_SPAN_COLUMNS}) VALUES ({', '.join('?' * 12)})"
 LAST_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces ORDER BY started_at DESC LIMIT ?"
 LAST_SESSION_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE session_key = ? ORDER BY started_at DESC LIMIT ?"
 TRACE = f"SELECT {_TRACE_COLUMNS} FROM traces WHERE run_id = ?"
-_SPANS = (
-    "SELECT run_id, kind, name, started_at, duration_ms, input_tokens, output_tokens, cost, is_error, preview,"
-    " cache_read_tokens, cache_write_tokens FROM spans WHERE {runs} ORDER BY id"
-)
+_SPANS = f"SELECT {_SPAN_COLUMNS} FROM spans WHERE {{runs}} ORDER BY id"
 _RUNS_AT_ONCE = 500  # traces whose spans one statement reads
 
 
@@ -121,7 +117,7 @@ def recent(session: Session, limit: int) -> Op[Recent]:
     found = yield from rows(RECENT, sid, sid, limit, sid, sid)
     first = found[0]
     summary = None if first[4] is None else Summary(*first[4:])
-    messages = [] if first[0] is None else _messages([r[:3] for r in reversed(found)])
+    messages = [] if first[0] is None else [Message(Role(r[1]), parts_from_json(r[2])) for r in reversed(found)]
     return Recent(summary, messages, int(first[3]))
 
 
@@ -209,19 +205,13 @@ def one_statement(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) ->
 
 
 def append_turn(d: Engine, turn: Turn, now: float, guard: TurnGuard | None) -> Op[None]:
-    if d.with_writes and not turn.also:  # PostgreSQL: the turn and its guard in one statement
-        sql, args = one_statement(d, turn, now, guard)
-        if guard is None:
-            yield from execute(sql, *args)
-        else:
-            found = yield from one(sql, *args)
-            assert found is not None, "a SELECT of aggregates has a row"
-            guard.check(found)
-        return
+    together = d.with_writes and not turn.also  # PostgreSQL: the turn and its guard in one statement
     if guard is not None:
-        found = yield from one(f"WITH {guard.parts} SELECT {guard.result}", *guard.args)
-        assert found is not None, "a SELECT of aggregates has a row"
-        guard.check(found)
+        check_only = (f"WITH {guard.parts} SELECT {guard.result}", guard.args)
+        sql, args = one_statement(d, turn, now, guard) if together else check_only
+        guard.check((yield from rows(sql, *args))[0])  # a SELECT of aggregates: one row
+        if together:
+            return
     if d.with_writes:
         sql, args = one_statement(d, turn, now, None)
         yield from execute(sql, *args)
@@ -260,10 +250,6 @@ def trace(d: Engine, run_id: str) -> Op[TraceRecord | None]:
     return found[0] if found else None
 
 
-def _messages(found: list[Row]) -> list[Message]:
-    return [Message(Role(role), parts_from_json(parts)) for _, role, parts in found]
-
-
 class HistoryOps(Driven):
     async def session(self, of: SessionOf, *, fresh: bool = False) -> Session:
         key = key_of(of)
@@ -277,7 +263,7 @@ class HistoryOps(Driven):
         return session
 
     async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        return _messages(await self._read(live(session, limit)))
+        return [stored.message for stored in await self.live_messages(session, limit)]
 
     async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
         return [StoredMessage(id_, Message(Role(role), parts_from_json(parts)))
@@ -307,20 +293,16 @@ class HistoryOps(Driven):
         log.debug("session %s run %s: turn of %d messages stored", turn.session.key, turn.run_id, len(turn.messages))
 
     async def usage(self, session: Session) -> UsageTotals:
-        found = await self._read(one(USAGE_TOTALS, session.id))
-        assert found is not None, "an aggregate has a row"
-        i, o, cr, cw, cost, turns = found
+        i, o, cr, cw, cost, turns = (await self._read(rows(USAGE_TOTALS, session.id)))[0]  # an aggregate: one row
         return UsageTotals(int(i), int(o), int(cr), int(cw), float(cost), int(turns))
 
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:
-        found = await self._read(one(PERSON_USAGE, person, since))
-        assert found is not None, "an aggregate has a row"
-        return int(found[0]), float(found[1])
+        tokens, cost = (await self._read(rows(PERSON_USAGE, person, since)))[0]
+        return int(tokens), float(cost)
 
     async def bot_usage_since(self, since: float) -> tuple[int, float]:
-        found = await self._read(one(BOT_USAGE, since))
-        assert found is not None, "an aggregate has a row"
-        return int(found[0]), float(found[1])
+        tokens, cost = (await self._read(rows(BOT_USAGE, since)))[0]
+        return int(tokens), float(cost)
 
     async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]:
         return await self._read(traces(self.engine, session_key, last))

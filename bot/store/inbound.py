@@ -1,10 +1,6 @@
 """The inbound log (the ``Store`` port's half about messages received), written once for both
-stores: dedupe, group commit, what is still unanswered, and a message as stored (JSON).
-
-The ``record_inbound`` calls made in the same moment (a poll's updates, a burst of events) are
-inserted by one statement, in one transaction (``bot.store.batch.GroupCommit``), and each
-caller is answered once it is committed.
-"""
+stores: dedupe, group commit (``bot.store.batch``: the rows recorded in the same moment inserted by
+one statement), what is still unanswered, and a message as stored (JSON)."""
 
 from __future__ import annotations
 

@@ -12,25 +12,26 @@ differently, an operation asks its ``Engine`` (``bot.store.engine``).
         found = yield from value("SELECT title FROM session_titles WHERE session_id = ?", session_id)
         return None if found is None else str(found)
 
-Each core port's operations live in its module (``inbound``, ``history``, ``answers``,
-``pairing``, ``models``, ``notes``, ``browse``) with a mixin of its async methods on ``Driven``
-(a capability's run through ``AppStore.read`` and ``write`` from its own package); ``bot.store.operations.Operations`` is all of them, and each driver is
-that class and the few methods of its plumbing (no driver writes an operation of its own:
-tests/test_store_once.py).
+Each core port's operations live in its module (``inbound``, ``history``, ``answers``, ``pairing``,
+``models``, ``notes``) with a mixin of its async methods on ``Driven`` (a capability runs its own
+through ``AppStore.read`` and ``write``); ``bot.store.operations.Operations`` is all of them, and each
+driver is that class and its plumbing (no driver writes an operation of its own: tests/test_store_once.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from types import TracebackType
+from typing import Any, ClassVar, Self, TypeVar
 
+from bot.store.base import LaneLost, Turn
 from bot.store.engine import Engine
 from bot.store.schema_steps import Claimant
 
-if TYPE_CHECKING:
-    from bot.store.base import Turn
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -127,12 +128,26 @@ def many(sql: str, rows: Sequence[Sequence[Any]]) -> Op[None]:
 
 
 class Driven:
-    """What the ports' operation mixins need of a driver: its engine, a read, a write (one
-    transaction, run to its end even when its caller is cancelled), a task it holds, and the
-    PostgreSQL driver's hooks for several instances (none on SQLite)."""
+    """What the ports' operation mixins need of a driver, and the plumbing both drivers share: its
+    engine, a read, a write (one transaction, run to its end even when its caller is cancelled),
+    the tasks it holds, and the PostgreSQL driver's hooks for several instances (none on SQLite)."""
 
     engine: ClassVar[Engine]
-    _claimant: Claimant | None = None  # who claims work in the database (PostgreSQL); None: SQLite
+    claimant: Claimant | None = None  # who claims work in the database (PostgreSQL: ``claim_as``); None: SQLite
+    _writes: set[asyncio.Task[Any]]  # in flight, held so none is orphaned; ``close`` waits for them
+
+    async def open(self) -> Self:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
 
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
         """``operation`` outside a transaction; ``snapshot``: its statements see one moment
@@ -146,10 +161,32 @@ class Driven:
         raise NotImplementedError
 
     def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """Run ``work`` in a task the store holds until it is done (``close`` waits for it)."""
-        raise NotImplementedError
+        """Run ``work`` in a task the store holds until it is done (``close`` waits for it), so that
+        no caller's cancellation can orphan it."""
+        task = asyncio.ensure_future(work)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        return task
+
+    async def _shielded(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work`` (a write) in a task the store holds, shielded: once started, it runs to COMMIT or
+        ROLLBACK whatever happens to its caller (who still sees the cancellation)."""
+        task = self._own(work)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_log_abandoned_failure)
+            raise
 
     def _turn_guard(self, turn: Turn) -> TurnGuard | None:
         """What a turn that adds to its conversation checks first, in its transaction (PostgreSQL
         with several instances: its lane's lease, ``bot.store.pg.history``); None: nothing."""
         return None
+
+
+def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        if isinstance(exc, LaneLost):  # the caller's lane was ended for the same reason: nothing to fix
+            log.warning("%s", exc)
+        else:
+            log.error("a store write whose caller was cancelled failed", exc_info=exc)

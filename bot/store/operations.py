@@ -13,6 +13,5 @@ from bot.store.pairing import PairingOps
 from bot.store.steps import StepOps
 
 
-class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ModelOps, NoteOps,
-                 StepOps):
+class Operations(InboundOps, HistoryOps, AnswerOps, PairingOps, ModelOps, NoteOps, StepOps):
     """The ``AppStore`` ports on a driver's ``_read`` and ``_write``."""

@@ -3,7 +3,7 @@
 
     async with SQLiteStore(path) as store:     # opened and migrated on entry
         ...
-    store = await open_store(path)              # where the lifetime is not one block
+    store = await SQLiteStore(path).open()      # where the lifetime is not one block
     await store.close()                         # idempotent
 
 One connection serves everything, on aiosqlite's thread. Each operation (a read, or a
@@ -21,18 +21,16 @@ import asyncio
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import aiosqlite
 
 from bot.errors import StoreCorruptError, StoreError
 from bot.store import migrations
 from bot.store.engine import SQLITE
-from bot.store.inbound import inbound_from_json, inbound_to_json  # re-exported
 from bot.store.op import Count, Fetch, Insert, Many, Op
 from bot.store.operations import Operations
 from bot.store.schema_steps import Migration
@@ -60,19 +58,17 @@ class SQLiteStore(Operations):
         self._found = 0  # the schema version the database had when it opened
         self._backed_up = False
         self._db: aiosqlite.Connection | None = None
-        self._writes: set[asyncio.Task[Any]] = set()  # in flight, held so none is orphaned
-
-    @property
-    def path(self) -> str:
-        return self._path
+        self._writes = set()
 
     @property
     def where(self) -> str:
         return self._path
 
+    path = where
+
     # -- lifecycle -------------------------------------------------------------------
 
-    async def open(self) -> SQLiteStore:
+    async def open(self) -> Self:
         """Connect, configure and migrate; closes the connection again if any step fails."""
         if self._db is not None:
             return self
@@ -112,14 +108,6 @@ class SQLiteStore(Operations):
             await db.close()
             log.info("store %s closed", self._path)
 
-    async def __aenter__(self) -> SQLiteStore:
-        return await self.open()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
     async def apply_steps(self, owner: str, steps: Sequence[Migration]) -> int:
         """A capability's migrations (``StepOps``), after a copy of a database that had a schema."""
         if steps and self._found and pending(owner, steps, await self._read(_applied(owner)), self.where):
@@ -136,42 +124,23 @@ class SQLiteStore(Operations):
 
     # -- internals -------------------------------------------------------------------
 
-    def _conn(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise StoreError(f"store is not open: {self._path}")
-        return self._db
-
     async def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """``operation`` on the connection's own thread: a whole read or transaction is one
         hop there and back, not one per statement (the hot path has ~5 per message, not ~18).
         aiosqlite's ``_execute`` is its one entry to that thread, the one its cursors use;
         ``tests/test_store_sqlite.py`` pins that it still behaves so."""
-        db = self._conn()
-        return await db._execute(operation, db._conn)  # noqa: SLF001
-
-    def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """Start ``work`` (a write) in a task the store holds until it is done, so that no
-        caller's cancellation can orphan it."""
-        task = asyncio.ensure_future(work)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-        return task
+        if self._db is None:
+            raise StoreError(f"store is not open: {self._path}")
+        return await self._db._execute(operation, self._db._conn)  # noqa: SLF001
 
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
-        """``operation`` on the connection's thread, in one hop; its statements never
-        interleave with another operation's (one connection, one thread), snapshot or not."""
+        """``operation`` on the connection's thread, in one hop (a snapshot either way: nothing interleaves)."""
         return await self._run(partial(drive, operation=operation))
 
     async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
-        """``operation`` in one IMMEDIATE transaction, in one hop, shielded from cancellation:
-        once queued, it runs to COMMIT or ROLLBACK whatever happens to its caller (``alone``
-        changes nothing here: the transaction costs no round trip)."""
-        task = self._own(self._run(partial(_transaction, operation, self._path)))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(_log_abandoned_failure)
-            raise
+        """``operation`` in one IMMEDIATE transaction, in one hop, shielded (``_shielded``); ``alone``
+        changes nothing here: the transaction costs no round trip."""
+        return await self._shielded(self._run(partial(_transaction, operation, self._path)))
 
 
 def drive(db: sqlite3.Connection, operation: Op[T]) -> T:
@@ -210,11 +179,6 @@ def _transaction(operation: Op[T], path: str, db: sqlite3.Connection) -> T:
     return result
 
 
-async def open_store(path: str | os.PathLike[str]) -> SQLiteStore:
-    """Open (create, migrate) the store at ``path``; the caller must ``await store.close()``."""
-    return await SQLiteStore(path).open()
-
-
 def _make_parent(path: Path) -> None:
     """Create the parent directory, private to this user when we create it."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -227,11 +191,3 @@ def _translate(exc: sqlite3.Error | OSError, path: str) -> StoreError:
     if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
         return StoreCorruptError(f"not a chatgate database or corrupt: {path}; move it away or set storage.path")
     return StoreError(f"cannot open database {path}: {exc}")
-
-
-def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.error("a store write whose caller was cancelled failed", exc_info=exc)
-
-
-__all__ = ["MEMORY", "SQLiteStore", "drive", "inbound_from_json", "inbound_to_json", "open_store"]

@@ -19,7 +19,7 @@ from typing import TypeVar
 from bot.errors import SchemaTooNewError, StoreError
 from bot.store.engine import Engine
 from bot.store.op import Driven, Op, execute, rows
-from bot.store.schema_steps import Claimant, Migration, render, split_statements
+from bot.store.schema_steps import Migration, render, split_statements
 
 T = TypeVar("T")
 
@@ -60,11 +60,6 @@ class StepOps(Driven):
     def where(self) -> str:
         """The database in messages (no password)."""
         return "the database"
-
-    @property
-    def claimant(self) -> Claimant | None:
-        """Who claims work here: PostgreSQL's instance (``claim_as``); None on SQLite."""
-        return self._claimant
 
     async def read(self, operation: Op[T], *, snapshot: bool = False) -> T:
         """A capability's read, outside a transaction; ``snapshot``: its statements see one moment."""

@@ -18,9 +18,11 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.errors import StoreCorruptError
 from bot.store.migrations import MIGRATIONS, _check_not_newer
 from bot.store.schema_steps import Migration
 from bot.store.steps import pending as pending_steps
@@ -58,14 +60,11 @@ def _pending(where: str, version: int, applied_steps: set[str], steps: Steps) ->
 def _read_sqlite(path: Path) -> tuple[int, set[str]]:
     if not path.exists():
         return 0, set()
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         has = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'capability_migrations'")
         names = {str(r[0]) for r in db.execute("SELECT name FROM capability_migrations")} if has.fetchone() else set()
         return version, names
-    finally:
-        db.close()
 
 
 async def pending_sqlite(path: str | os.PathLike[str], steps: Steps = ()) -> Pending:
@@ -74,8 +73,6 @@ async def pending_sqlite(path: str | os.PathLike[str], steps: Steps = ()) -> Pen
     try:
         version, applied = await asyncio.to_thread(_read_sqlite, file)
     except sqlite3.DatabaseError as exc:
-        from bot.errors import StoreCorruptError
-
         raise StoreCorruptError(f"not a chatgate database or corrupt: {file} ({exc})") from None
     return _pending(str(file), version, applied, steps)
 
@@ -106,12 +103,8 @@ def backup(path: str | os.PathLike[str], version: int, keep: int, *, now: float 
     partial = target.with_name(f".{target.name}.partial")
     partial.unlink(missing_ok=True)
     os.close(os.open(partial, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
-    src, dst = sqlite3.connect(source), sqlite3.connect(partial)
-    try:
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(partial)) as dst:
         src.backup(dst)
-    finally:
-        dst.close()
-        src.close()
     os.replace(partial, target)
     for old in backups(source)[:-keep] if keep > 0 else ():
         old.unlink(missing_ok=True)

@@ -2,8 +2,7 @@
 (``bot.store.op``) on a pooled connection, its ``?`` numbered (``drive``).
 
 ``_read`` runs it outside a transaction (or in a read-only snapshot); ``_write`` in one
-transaction, in a task the store holds and shields, so that (as on SQLite) a write once started
-runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it.
+transaction, shielded from its caller's cancellation as on SQLite (``Driven._shielded``).
 ``PostgresStore`` is this, the operations written once, and what only several instances need.
 """
 
@@ -12,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
-from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,11 +18,10 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
-from bot.store.base import LaneLost
 from bot.store.engine import POSTGRES
 from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
 from bot.store.pg import schema
-from bot.store.pg.sql import numbered, returning_id
+from bot.store.pg.sql import numbered
 from bot.store.schema_steps import Claimant
 
 log = logging.getLogger(__name__)
@@ -50,24 +46,22 @@ class PgBase(Driven):
     """The pool and its lifecycle; subclasses add the ports."""
 
     engine = POSTGRES
-    _claimant: Claimant | None = Claimant()  # alone on the database: work is claimed by no instance by name
+    claimant: Claimant | None = Claimant()  # alone on the database: work is claimed by no instance by name
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self._url = url
         self._where = safe_url(url)
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
-        self._writes: set[asyncio.Task[Any]] = set()
+        self._writes = set()
         self.migrated = 0  # migrations applied when it opened
 
     @property
-    def url(self) -> str:
+    def where(self) -> str:
         """Where the store is, without its password."""
         return self._where
 
-    @property
-    def where(self) -> str:
-        return self._where
+    url = where
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -79,7 +73,7 @@ class PgBase(Driven):
     def claim_as(self, instance: str, lease_seconds: float) -> None:
         """Several instances share the database: work claimed in it names ``instance`` from now on, and
         what instances silent for ``lease_seconds`` claimed may be taken over (``claimant``)."""
-        self._claimant = Claimant(instance, time.time(), lease_seconds)
+        self.claimant = Claimant(instance, time.time(), lease_seconds)
 
     async def open(self) -> Self:
         """Connect and migrate; closes the pool again if either fails."""
@@ -111,13 +105,6 @@ class PgBase(Driven):
             await pool.close()
             log.info("store %s closed", self._where)
 
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.close()
-
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
         """``operation`` on a pooled connection, each statement on its own; ``snapshot``: in one
         read-only REPEATABLE READ transaction, so that its statements see the same moment."""
@@ -128,29 +115,16 @@ class PgBase(Driven):
                 return await drive(conn, operation)
 
     async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
-        """``operation`` in one transaction, in a task the store holds and shields: once started,
-        it runs to COMMIT or ROLLBACK whatever happens to its caller, and ``close`` waits for it.
-        ``alone``: one statement, its own transaction (no BEGIN and COMMIT round trips)."""
-        task = self._own(self._alone(operation) if alone else self._transaction(operation))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(_log_abandoned_failure)
-            raise
+        """``operation`` in one transaction, shielded (``_shielded``); ``alone``: one statement, its own
+        transaction (no BEGIN and COMMIT round trips)."""
+        return await self._shielded(self._written(operation, alone))
 
-    async def _transaction(self, operation: Op[T]) -> T:
-        async with self.pool.acquire() as conn, conn.transaction():
-            return await drive(conn, operation)
-
-    async def _alone(self, operation: Op[T]) -> T:
+    async def _written(self, operation: Op[T], alone: bool) -> T:
         async with self.pool.acquire() as conn:
-            return await drive(conn, _one_statement(operation))
-
-    def _own(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        task = asyncio.ensure_future(work)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-        return task
+            if alone:
+                return await drive(conn, _one_statement(operation))
+            async with conn.transaction():
+                return await drive(conn, operation)
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -175,7 +149,7 @@ async def drive(conn: Connection, operation: Op[T]) -> T:
             elif type(request) is Count:
                 result = changed(await conn.execute(numbered(request.sql), *request.args))
             elif type(request) is Insert:
-                result = await conn.fetchval(returning_id(request.sql), *request.args)
+                result = await conn.fetchval(numbered(f"{request.sql} RETURNING id"), *request.args)
             else:
                 assert type(request) is Many
                 await conn.executemany(numbered(request.sql), request.rows)
@@ -202,11 +176,3 @@ def changed(status: str) -> int:
     """The row count of a command status such as ``UPDATE 1`` or ``INSERT 0 3`` (0 for ``SAVEPOINT``)."""
     tail = status.rsplit(" ", 1)[-1]
     return int(tail) if tail.isdigit() else 0
-
-
-def _log_abandoned_failure(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        if isinstance(exc, LaneLost):  # the caller's lane was ended for the same reason: nothing to fix
-            log.warning("%s", exc)
-        else:
-            log.error("a store write whose caller was cancelled failed", exc_info=exc)

@@ -4,7 +4,7 @@ history itself is ``bot.store.history``, written once).
 A turn that adds to a conversation (messages, an answer, settled messages, writes of whoever
 started it) commits only while ``fence(session key)`` names the lease this instance still
 holds, unchanged (``bot.cluster.Cluster.fence``); else ``append_turn`` writes nothing of it and
-raises ``LaneLost``. The check is part of the statement that writes the turn (``guard``: every
+raises ``LaneLost``. The check is part of the statement that writes the turn (``_turn_guard``: every
 write is made on the condition that the lease's row, locked ``FOR KEY SHARE``, is found), so the
 turn and its check are one round trip, without BEGIN and COMMIT.
 """
@@ -51,25 +51,6 @@ _CLAIM = (
 )
 
 
-def guard(fence: Fence, turn: Turn) -> TurnGuard:
-    """The turn's check of its lane's lease (and its answer's claim), in the statement that writes it."""
-    args: tuple[Any, ...] = (str(fence.idle_ms), fence.lease, fence.holder, fence.token)
-    parts, result = _FENCE, "(SELECT count(*) FROM fence)"
-    answer = turn.answer
-    if answer is not None:
-        parts, result = f"{parts}, {_CLAIM}", f"{result}, (SELECT count(*) FROM claim)"
-        args += (answer.id, fence.holder, fence.lease_seconds)
-
-    def check(row: Row) -> None:
-        if not row[0]:
-            raise LaneLost(f"session {turn.session.key}: lane no longer held by {fence.holder}; "
-                           f"run {turn.run_id} not stored")
-        if answer is not None and row[1] and fence.claimed is not None:
-            fence.claimed(answer.id)
-
-    return TurnGuard(parts, args, "fence", result, check)
-
-
 class PgFencing(Driven):
     _fence: Callable[[str], Fence] | None = None
 
@@ -79,9 +60,24 @@ class PgFencing(Driven):
         self._fence = fence
 
     def _turn_guard(self, turn: Turn) -> TurnGuard | None:
+        """The turn's check of its lane's lease (and its answer's claim), in the statement that writes it."""
         if self._fence is None:
             return None
         fence = self._fence(turn.session.key)
         if fence.token is None:
             raise LaneLost(f"session {turn.session.key}: lane not held by {fence.holder}; run {turn.run_id} not stored")
-        return guard(fence, turn)
+        args: tuple[Any, ...] = (str(fence.idle_ms), fence.lease, fence.holder, fence.token)
+        parts, result = _FENCE, "(SELECT count(*) FROM fence)"
+        answer = turn.answer
+        if answer is not None:
+            parts, result = f"{parts}, {_CLAIM}", f"{result}, (SELECT count(*) FROM claim)"
+            args += (answer.id, fence.holder, fence.lease_seconds)
+
+        def check(row: Row) -> None:
+            if not row[0]:
+                raise LaneLost(f"session {turn.session.key}: lane no longer held by {fence.holder}; "
+                               f"run {turn.run_id} not stored")
+            if answer is not None and row[1] and fence.claimed is not None:
+                fence.claimed(answer.id)
+
+        return TurnGuard(parts, args, "fence", result, check)

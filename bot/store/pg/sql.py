@@ -18,12 +18,6 @@ def numbered(statement: str) -> str:
     return re.sub(r"\?", lambda _: f"${next(counter)}", statement)
 
 
-@lru_cache(maxsize=64)
-def returning_id(insert: str) -> str:
-    """An INSERT of one row (numbered) that gives back the new row's id."""
-    return numbered(insert) + " RETURNING id"
-
-
 NOW = "extract(epoch from clock_timestamp())"  # the database's clock: one clock for every instance
 
 
