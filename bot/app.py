@@ -27,7 +27,7 @@ from bot.agent.spawn import SubAgents, spawn_tool
 from bot.capabilities import Channels, Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
 from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, ReportsUndelivered, UsesLeases, registry, spelling
-from bot.conversation import ChannelInfo, person_of
+from bot.conversation import ChannelInfo
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
@@ -35,6 +35,7 @@ from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.routing.config import open_models
 from bot.runs import QueueMode, RunCaps
+from bot.session_keys import person_of
 from bot.settings import Config
 from bot.stages import Speaks
 from bot.store import AppStore, store_for

@@ -199,7 +199,7 @@ class Delivery:
                     log.error("giving up on %s chunk %d of %d to %s:%s after %d tries: %s", answer.id, index + 1,
                               len(answer.chunks), answer.platform, answer.target.chat_id, retries, exc)
                     await self._store.give_up(answer)
-                    await _quietly(channel.status(answer.target, Status.FAILED))
+                    await quietly(channel.status(answer.target, Status.FAILED))
                     return str(exc)
                 wait = self._settings.backoff.wait(retries, exc.retry_after)
                 wait = min(wait, max(0.0, first_failure + self._settings.retry_for - now))
@@ -220,7 +220,7 @@ class Delivery:
                 self._landing.pop(message_id or "", None)
             index += 1
             retries = 0
-        await _quietly(channel.status(answer.target, Status.FAILED if answer.failed else Status.DONE))
+        await quietly(channel.status(answer.target, Status.FAILED if answer.failed else Status.DONE))
         return None
 
     async def _nap(self, platform: str, seconds: float) -> None:
@@ -260,7 +260,7 @@ class Delivery:
         return await channel.send(target, chunk.text)
 
 
-async def _quietly(step: Awaitable[None]) -> None:
+async def quietly(step: Awaitable[None]) -> None:
     """Progress and reactions are cosmetic: their failure never fails a delivery."""
     try:
         await step

@@ -23,7 +23,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
@@ -37,7 +37,7 @@ from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus, send
 from bot.channels import Channel, Status
 from bot.commands import parse_command, stop_text
 from bot.conversation import Conversation
-from bot.delivery import Delivery
+from bot.delivery import Delivery, quietly
 from bot.limits import PersonLimits
 from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
 from bot.observe import Signal
@@ -280,7 +280,7 @@ class Turns:
         if result.status is RunStatus.SILENT or not text:
             await self._store.append_turn(replace(result.turn, also=also))
             if result.status is RunStatus.SILENT:
-                self._tasks.spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
+                self._tasks.spawn(quietly(channel.status(target, Status.SILENT)), "silent status")
             return
         if result.status is RunStatus.COMPLETED and (lines := [line for f in self._footers if (line := f(result))]):
             text = "\n\n".join((text, *lines))
@@ -292,7 +292,7 @@ class Turns:
     async def _settle_stopped(self, progress: Progress, channel: Channel, target: Target, stopped: bool) -> None:
         await progress.settle()  # the draft's last edit, after the edit interval
         if stopped:  # "Stopped." answers the /stop message: end this run's own status too
-            await _quietly(channel.status(target, Status.FAILED))
+            await quietly(channel.status(target, Status.FAILED))
 
     def _compact_later(self, request: RunRequest, result: RunResult) -> None:
         """Compact the session after its run if it grew past its limits, in a task of its own:
@@ -428,12 +428,4 @@ def _lane_lost(exc: LaneLost, order: TaskOrder | None) -> None:
 def _is_compact(msg: InboundMessage) -> bool:
     command = parse_command(msg.text)
     return command is not None and command.name == "compact"
-
-
-async def _quietly(step: Awaitable[None]) -> None:
-    try:
-        await step
-    except Exception as exc:  # noqa: BLE001 - cosmetic
-        log.debug("status update failed: %s", exc)
-
 

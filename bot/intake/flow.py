@@ -48,7 +48,7 @@ from bot.agent.loop import FAILED, Agent
 from bot.capabilities.spec import Answers, DecidesHere, Presses, Reminds, StatusLines
 from bot.channels import Channel, OfPeople, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, parse_command, status_text
-from bot.conversation import Conversation, conversation_for, person_of
+from bot.conversation import Conversation, conversation_for
 from bot.intake.item import IntakeSettings, Item
 from bot.intake.stage import InboundStage, Prepares
 from bot.limits import PersonLimits, budget_line, limit_keys
@@ -56,6 +56,7 @@ from bot.messages import Answer, ChatType, InboundMessage
 from bot.observe import Signal
 from bot.peers import Peers, Stopped
 from bot.routing.spec import model_line
+from bot.session_keys import person_of
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
 from bot.turns import BUSY, Turns, TurnStore
