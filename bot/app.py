@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
@@ -146,8 +146,9 @@ class App:
             policy=policy_of, peers=cluster)
         core = Core(cfg, self.store, self.channels, self.events, workspaces, access, person_limits, self.turns,
                     models, gate, ApprovalRules(tuple(cfg.tools.approval.items())), policy_of, tools.get,
-                    self._spelling, lambda platform, user_id: person_of(platform, user_id, a.identity_links),
-                    toolsets, channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
+                    lambda platform: spelling(self.channels.get(platform)),
+                    lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets, channel_infos,
+                    cluster.add_sweep if cluster is not None else lambda sweep: None,
                     exec_settings=cfg.exec_settings() if cfg.tools.exec.enabled else None, running=self.capabilities,
                     is_owner=access.is_owner_of, peers=cluster, post_run=post_run)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
@@ -203,10 +204,6 @@ class App:
     def mcp(self) -> Any:
         """The MCP servers, when ``mcp.servers`` names any."""
         return self.capabilities.get("mcp")
-
-    def _spelling(self, platform: str) -> Callable[[str], str]:
-        """How a command is typed on ``platform`` (``/name`` on most)."""
-        return spelling(self.channels.get(platform))
 
     async def _join(self) -> Joined | None:
         """This instance joined to the others on its database by the capability that joins them

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.capabilities.commandline import no_database, store_of
 from bot.errors import ChatgateError, ConfigError
+from bot.tasks import cancel_all
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -230,9 +231,7 @@ async def _first_closed(channels: Iterable[Channel]) -> None:
         for task in done:
             task.result()
     finally:
-        for task in waiters:
-            task.cancel()
-        await asyncio.wait(waiters)
+        await cancel_all(waiters)
 
 
 async def _chat(config: Config) -> int:

@@ -43,6 +43,7 @@ from bot.channels import Channel, SendFailed, SendsPhoto, SendsVoice, Status, Un
 from bot.messages import Answer, Chunk, FileRef
 from bot.observe import Signal
 from bot.store.base import AnswerStore
+from bot.tasks import cancel_all
 from bot.workspace import read_inside
 
 log = logging.getLogger(__name__)
@@ -146,11 +147,7 @@ class Delivery:
 
     async def aclose(self) -> None:
         """Stop sending; what was not delivered stays stored for the next start."""
-        workers = list(self._workers.values())
-        for task in workers:
-            task.cancel()
-        if workers:
-            await asyncio.wait(workers)
+        await cancel_all(list(self._workers.values()))
 
     async def _work(self, key: tuple[str, str]) -> None:
         queue = self._queues[key]

@@ -33,6 +33,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from bot.messages import ChatType, InboundMessage
+from bot.tasks import cancel_all
 
 if TYPE_CHECKING:
     from bot.agent.prompt import PromptMode
@@ -273,10 +274,7 @@ class Dispatcher:
     async def aclose(self) -> None:
         """Shutdown: cancel every lane and wait; nothing is discarded (recovery runs it later)."""
         workers = [task for lane in self._lanes.values() for task in (lane.decider, lane.worker) if task is not None]
-        for worker in workers:
-            worker.cancel()
-        if workers:
-            await asyncio.wait(workers)
+        await cancel_all(workers)
 
     def _cancel(self, run: ActiveRun) -> None:
         run.stopped = True

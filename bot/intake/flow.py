@@ -112,9 +112,6 @@ class Intake:
         return conversation_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
                                 group_scope=s.group_scope, channel=(s.channel_info or {}).get(msg.platform))
 
-    def session_key(self, msg: InboundMessage) -> str:
-        return self.conversation(msg).session_key
-
     def limit_keys(self, msg: InboundMessage) -> tuple[str, ...]:
         """Whom ``msg`` counts against (the linked person where there is one)."""
         return limit_keys(msg, person_of(msg.platform, msg.sender.id, self._settings.identity_links),
