@@ -147,8 +147,8 @@ def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[st
     """One handler on the root logger (stderr, or ``file`` created 0600) writing lines of text
     or of JSON (``logging.format``, ``bot.logs``), and the Redactor on every root handler: no
     record reaches a log with a configured secret or a known key."""
-    from bot.logs import formatter, this_instance
-    from bot.tracing import Redactor, install_log_redaction
+    from bot.logs import TEXT_FORMAT, JsonFormatter, this_instance
+    from bot.tracing import RedactingFilter, Redactor
 
     if file is None:
         handler: logging.Handler = logging.StreamHandler(sys.stderr)
@@ -157,11 +157,13 @@ def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[st
         os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         os.chmod(file, 0o600)  # an older log may have been created with the umask's mode
         handler = logging.FileHandler(file, encoding="utf-8")
-    handler.setFormatter(formatter(format, this_instance(instance) if format == "json" else ""))
+    handler.setFormatter(JsonFormatter(this_instance(instance)) if format == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)
-    install_log_redaction(Redactor(secrets), root)
+    redacting = RedactingFilter(Redactor(secrets))  # on every root handler: a filter on the logger misses children's
+    for each in root.handlers:
+        each.addFilter(redacting)
     return handler
 
 

@@ -7,7 +7,7 @@ secret value. ``format_traces`` renders them for ``chatgate traces``, without co
 characters (a span preview can hold whatever a tool printed).
 
 The same ``Redactor`` scrubs every log record: ``RedactingFilter`` is a ``logging.Filter``
-that the CLI puts on every handler (``install_log_redaction``), so the message, its
+that the CLI puts on every handler of the root logger, so the message, its
 arguments, the exception text and the stack of every record pass through it, whichever
 library logged it. ``mask_url`` hides the credentials of a URL (``user:pass@``, a bot
 token in the path, ``?token=``) for what ``chatgate check`` prints.
@@ -154,15 +154,6 @@ class RedactingFilter(logging.Filter):
             record.stack_info = self.redact(record.stack_info)
         record._chatgate_redacted = self.redact
         return True
-
-
-def install_log_redaction(redact: Redactor, root: logging.Logger | None = None) -> RedactingFilter:
-    """Put one ``RedactingFilter`` on every handler of ``root`` (default: the root logger)."""
-    root = root or logging.getLogger()
-    found = RedactingFilter(redact)
-    for handler in root.handlers:
-        handler.addFilter(found)
-    return found
 
 
 class Billing(Protocol):
