@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Coroutine, Iterable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -79,17 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing")
                              and getattr(args, "run", None) is None)
+        if args.command in ("run", "chat", "check") and config.tools.exec.enabled:
+            from bot.tools.sandbox import require_sandbox
+
+            require_sandbox(config.exec_settings())  # bubblewrap missing or crippled: stop now
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
-    if args.command in ("run", "chat", "check") and config.tools.exec.enabled:
-        from bot.tools.sandbox import require_sandbox
-
-        try:
-            require_sandbox(config.exec_settings())  # bubblewrap missing or crippled: stop now
-        except ConfigError as exc:
-            print(f"chatgate: {exc}", file=sys.stderr)
-            return 2
     if args.command == "check":
         print(config.describe())
         for warning in config.warnings():
@@ -113,20 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded(_sessions(config, args.last, args.all))
     if args.command == "pairing":
         return _guarded(_pairing(config, args))
-    secrets = config.secret_values()
-    setup = partial(_setup_logging, secrets=secrets, format=config.logging.format, instance=config.cluster.instance)
-    if args.command == "run":
-        setup(config.logging.level)
-    else:  # the terminal is the conversation: logs go to a file beside the database
-        setup(config.logging.level, config.storage.path.parent / "chatgate.log")
+    # chat: the terminal is the conversation, so logs go to a file beside the database
+    log_file = None if args.command == "run" else config.storage.path.parent / "chatgate.log"
+    _setup_logging(config.logging.level, log_file, secrets=config.secret_values(), format=config.logging.format,
+                   instance=config.cluster.instance)
     try:
         return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
-    except ConfigError as exc:
-        print(f"chatgate: {exc}", file=sys.stderr)
-        return 2
     except ChatgateError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, ConfigError) else 1
 
 
 async def _awaited(result: Awaitable[T]) -> T:
