@@ -110,14 +110,9 @@ def person_of(platform: str, user_id: str, identity_links: Mapping[str, Sequence
     return None
 
 
-def key_for(
-    msg: InboundMessage,
-    agent: str,
-    *,
-    dm_scope: DmScope = "per-user",
-    identity_links: Mapping[str, Sequence[str]] | None = None,
-    group_scope: GroupScope = "per-group",
-) -> SessionKey:
+def key_for(msg: InboundMessage, agent: str, *, dm_scope: DmScope = "per-user",
+            identity_links: Mapping[str, Sequence[str]] | None = None,
+            group_scope: GroupScope = "per-group") -> SessionKey:
     """The session an inbound message belongs to.
 
     ``identity_links`` maps a person to the ``platform:user_id`` accounts that are theirs;
