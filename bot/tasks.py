@@ -21,9 +21,6 @@ class OwnedTasks:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Future[Any]] = set()
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     @property
     def tasks(self) -> frozenset[asyncio.Future[Any]]:
         return frozenset(self._tasks)
