@@ -160,6 +160,7 @@ def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[st
 def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
     """The enabled channels, built through the registry: an SDK is imported only when its
     channel is enabled. The terminal joins only when there is one."""
+    from bot.capabilities import registry as capabilities
     from bot.channels import registry
 
     channels: dict[str, Channel] = {}
@@ -168,16 +169,10 @@ def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
         if name == "console" and not interactive:
             continue
         channels[name] = registry.spec(name).build(sections[name])
-    if not channels and not _brought(config):
+    # none enabled, and no enabled capability brings one of its own (the API, the web chat)
+    if not channels and not any(spec.channels and spec.enabled(config) for spec in capabilities.specs()):
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
     return channels
-
-
-def _brought(config: Config) -> bool:
-    """Whether an enabled capability brings a channel of its own (the API, the web chat)."""
-    from bot.capabilities import registry as capabilities
-
-    return any(spec.channels and spec.enabled(config) for spec in capabilities.specs())
 
 
 async def _serve(config: Config) -> int:
