@@ -19,7 +19,7 @@ import logging
 import re
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -170,16 +170,12 @@ class TraceBuilder:
     agent_id: str
     model: str
     redact: Redactor = field(default_factory=Redactor)
-    clock: Callable[[], float] = time.time
-    started_at: float = 0.0
+    started_at: float = field(default_factory=time.time)
     spans: list[Span] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     bill: Billing | None = None  # charged here: every model call of a run passes through ``llm`` once
     why: str = ""  # why the run uses its model (``bot.routing.Route.why_text``)
-
-    def __post_init__(self) -> None:
-        self.started_at = self.clock()
 
     def llm(self, model: str, started: float, usage: Usage, cost: float, *, is_error: bool = False,
             preview: str = "") -> None:
@@ -187,18 +183,18 @@ class TraceBuilder:
         self.cost += cost
         if self.bill is not None:
             self.bill.add(usage, cost)
-        self.spans.append(Span(SpanKind.LLM, model, started, (self.clock() - started) * 1000, usage.input_tokens,
+        self.spans.append(Span(SpanKind.LLM, model, started, (time.time() - started) * 1000, usage.input_tokens,
                                usage.output_tokens, cost, is_error, self.redact.preview(preview),
                                usage.cache_read_tokens, usage.cache_write_tokens))
 
     def tool(self, name: str, started: float, *, is_error: bool, output: str, seconds: float | None = None) -> None:
-        duration = (self.clock() - started) if seconds is None else seconds
+        duration = (time.time() - started) if seconds is None else seconds
         self.spans.append(Span(SpanKind.TOOL, name, started, duration * 1000,
                                is_error=is_error, preview=self.redact.preview(output)))
 
     def approval(self, tool: str, started: float, outcome: str) -> None:
         """A tool call that waited for a person (``outcome``: who decided what)."""
-        self.spans.append(Span(SpanKind.APPROVAL, tool, started, (self.clock() - started) * 1000,
+        self.spans.append(Span(SpanKind.APPROVAL, tool, started, (time.time() - started) * 1000,
                                is_error=not outcome.startswith("allowed"), preview=self.redact.preview(outcome)))
 
     def sub_agent(self, session_key: str, started: float, usage: Usage, cost: float, *, is_error: bool,
@@ -212,7 +208,7 @@ class TraceBuilder:
                                usage.cache_read_tokens, usage.cache_write_tokens))
 
     def finish(self, status: str, iterations: int, error: str | None = None) -> TraceRecord:
-        return TraceRecord(self.run_id, self.session_key, self.agent_id, self.started_at, self.clock(), status,
+        return TraceRecord(self.run_id, self.session_key, self.agent_id, self.started_at, time.time(), status,
                            self.model, self.usage.input_tokens, self.usage.output_tokens, self.cost, iterations,
                            error, tuple(self.spans), self.usage.cache_read_tokens, self.usage.cache_write_tokens,
                            self.why)
