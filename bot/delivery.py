@@ -48,7 +48,6 @@ from bot.workspace import read_inside
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 Claim = Callable[[Answer], Awaitable[bool]]  # several instances: is this one to send it?
 AGAIN = "-again-"  # in the id of a chunk owed again after its platform reported it undelivered
 
@@ -61,13 +60,10 @@ class DeliverySettings:
 
 class Delivery:
     def __init__(self, store: AnswerStore, channels: Mapping[str, Channel],
-                 settings: DeliverySettings = DeliverySettings(), *, sleep: Sleep = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic, claim: Claim | None = None) -> None:
+                 settings: DeliverySettings = DeliverySettings(), *, claim: Claim | None = None) -> None:
         self._store = store
         self._channels = channels
         self._settings = settings
-        self._sleep = sleep
-        self._clock = clock
         self._claim = claim
         self._queues: dict[tuple[str, str], deque[Answer]] = {}
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -157,10 +153,10 @@ class Delivery:
                 ended: str | None = "it could not be sent"
                 try:
                     if self._claim is None or await self._claim(answer):
-                        began = self._clock()
+                        began = time.monotonic()
                         ended = await self._deliver(answer)
                         observe.signal(Signal.DELIVERED if ended is None else Signal.GIVEN_UP,
-                                       platform=answer.platform, value=self._clock() - began, ref=answer.id)
+                                       platform=answer.platform, value=time.monotonic() - began, ref=answer.id)
                     else:
                         log.info("answer %s is sent by another instance", answer.id)
                         ended = None  # it is the other's to send
@@ -189,7 +185,7 @@ class Delivery:
             try:
                 message_id = await self._send(channel, answer, index, chunk)
             except SendFailed as exc:
-                now = self._clock()
+                now = time.monotonic()
                 first_failure = now if first_failure is None else first_failure
                 retries += 1
                 if exc.permanent or now - first_failure >= self._settings.retry_for:
@@ -205,7 +201,7 @@ class Delivery:
                 if exc.retry_after is None:  # an outage: over for every chat once one send goes through
                     await self._nap(answer.platform, wait)
                 else:  # a flood wait is the chat's own: honour it
-                    await self._sleep(wait)
+                    await asyncio.sleep(wait)
                 continue
             if (woken := self._woken.pop(answer.platform, None)) is not None:
                 woken.set()
@@ -224,7 +220,7 @@ class Delivery:
         """Wait out a backoff, cut short when a send to the same platform goes through: after
         an outage every waiting chat is sent at once, not each at the end of its own backoff."""
         woken = self._woken.setdefault(platform, asyncio.Event())
-        nap = asyncio.ensure_future(self._sleep(seconds))
+        nap = asyncio.ensure_future(asyncio.sleep(seconds))
         wake = asyncio.ensure_future(woken.wait())
         try:
             await asyncio.wait((nap, wake), return_when=asyncio.FIRST_COMPLETED)
