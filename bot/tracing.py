@@ -124,9 +124,9 @@ class Redactor:
         text = _SECRET_SHAPES.sub(MASK, text)
         return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}@", text) if "@" in text else text
 
-    def preview(self, text: str, limit: int = PREVIEW_CHARS) -> str:
-        text = self(text[: limit * 2])  # scrub before cutting, so a cut never leaves half a key
-        return text if len(text) <= limit else text[: limit - 1] + "…"
+    def preview(self, text: str) -> str:
+        text = self(text[: PREVIEW_CHARS * 2])  # scrub before cutting, so a cut never leaves half a key
+        return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 class RedactingFilter(logging.Filter):
