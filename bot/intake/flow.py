@@ -14,11 +14,9 @@ message goes on to be run. The lane is the session's one lane in the turn runner
 ``/stop`` and ``/stopall`` never wait in a lane at all.
 
 A message a running capability's inbound stage wants (``bot.intake.stage``: the media
-capability's hears a voice note or audio file) is prepared outside the lane, as soon as it
-arrives, by that stage (which takes the intake's own steps through ``Admits``: access, limits,
-the fetch); the message it returns is stored as it now is, an urgent command it turned out to
-be (a spoken ``/stop``) is run at once like a typed one, and the message keeps its place in the
-lane for the rest.
+capability's hears a voice note or audio file) is prepared by that stage as soon as it arrives,
+outside the lane, through the intake's own steps (``Admits``: access, limits, the fetch); an
+urgent command it turns out to be (a spoken ``/stop``) runs at once, the rest keeps its place.
 
 Outstanding inbound work is bounded: ``handle`` waits for room once ``max_outstanding``
 messages are still being decided, so a channel that awaits its inbox stops taking more
