@@ -126,16 +126,14 @@ class Delivery:
             await self._store.give_up(again)
         return True
 
-    async def resume(self) -> int:
-        """Queue what a previous process stored but did not deliver; how many answers."""
-        pending = await self._store.undelivered()
-        for answer in pending:
+    async def resume(self) -> None:
+        """Queue what a previous process stored but did not deliver."""
+        for answer in await self._store.undelivered():
             if answer.platform not in self._channels:
                 log.warning("answer %s is for %s, which is not enabled; it waits", answer.id, answer.platform)
                 continue
             log.info("resuming delivery of %s (%d of %d chunks sent)", answer.id, answer.sent, len(answer.chunks))
             self.push(answer)
-        return len(pending)
 
     async def wait_idle(self) -> None:
         """Until every queued answer is delivered or given up (tests, benchmarks)."""
