@@ -25,7 +25,7 @@
   platform is never open by omission.
 - **Bot-loop guard**: messages from another bot (``sender.is_bot``) that would get an
   answer count towards at most 20 per sliding minute per bot and chat; the 21st starts a 5-minute
-  cooldown in which that bot is ignored. Our own messages (``bot_ids``) are always ignored.
+  cooldown in which that bot is ignored.
 
 Notice and guard state lives in memory: a restart may send a stranger one more notice.
 """
@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -81,20 +81,10 @@ def access_policies(channels: Section) -> dict[str, AccessConfig]:
 class Access:
     """The access policy of every platform; one instance per app."""
 
-    def __init__(
-        self,
-        policies: Mapping[str, AccessConfig],
-        store: PairingStore,
-        *,
-        bot_ids: Mapping[str, Collection[str]] | None = None,
-        clock: Callable[[], float] = time.time,
-        channels: Mapping[str, object] | None = None,
-    ) -> None:
-        """``bot_ids`` maps a platform to the bot's own user ids there: defence in depth
-        for channels, which already drop the bot's own messages."""
+    def __init__(self, policies: Mapping[str, AccessConfig], store: PairingStore, *,
+                 clock: Callable[[], float] = time.time, channels: Mapping[str, object] | None = None) -> None:
         self._policies = policies
         self._store = store
-        self._bot_ids = bot_ids or {}
         self._clock = clock
         self._channels = channels if channels is not None else {}  # the running ones (OfPeople: their owners)
         self._noticed: dict[tuple[str, str], tuple[float, str]] = {}  # sender -> (when last told, code told or "")
@@ -127,9 +117,7 @@ class Access:
     async def check(self, msg: InboundMessage) -> Verdict:
         now = self._clock()
         sender = (msg.platform, msg.chat_id, msg.sender.id)  # a bot is counted per chat it talks in
-        if msg.sender.id in self._bot_ids.get(msg.platform, ()):
-            decision = Verdict(Action.IGNORE, reason="own message")
-        elif msg.sender.is_bot and self._bot_cooling(sender, now):
+        if msg.sender.is_bot and self._bot_cooling(sender, now):
             decision = Verdict(Action.IGNORE, reason="bot in cooldown")
         else:
             policy = self._policies.get(msg.platform, _LOCAL)
@@ -261,7 +249,7 @@ class GroupContext:
         if kept is None:
             kept = deque()
             while len(self._chats) >= self._max_chats:
-                self._drop(next(iter(self._chats)), everything=True)
+                self._pop(next(iter(self._chats)))
         if len(kept) >= self._limit:
             self.bytes -= kept.popleft()[1]
         small = shown(msg)
@@ -285,12 +273,9 @@ class GroupContext:
         self.bytes -= sum(size for _, size in kept)
         return tuple(m for m, _ in kept)
 
-    def _drop(self, key: ContextKey, *, everything: bool = False) -> None:
-        """The chat's oldest message (or all of them) forgotten; an emptied chat with it."""
+    def _drop(self, key: ContextKey) -> None:
+        """The chat's oldest message forgotten; an emptied chat with it."""
         kept = self._chats[key]
-        if everything:
-            self._pop(key)
-            return
         self.bytes -= kept.popleft()[1]
         if not kept:
             del self._chats[key]

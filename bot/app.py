@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
@@ -27,7 +27,7 @@ from bot.agent.spawn import SubAgents, spawn_tool
 from bot.capabilities import Channels, Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
 from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, ReportsUndelivered, UsesLeases, registry, spelling
-from bot.conversation import ChannelInfo, person_of
+from bot.conversation import ChannelInfo
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
@@ -35,6 +35,7 @@ from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.routing.config import open_models
 from bot.runs import QueueMode, RunCaps
+from bot.session_keys import person_of
 from bot.settings import Config
 from bot.stages import Speaks
 from bot.store import AppStore, store_for
@@ -145,8 +146,9 @@ class App:
             policy=policy_of, peers=cluster)
         core = Core(cfg, self.store, self.channels, self.events, workspaces, access, person_limits, self.turns,
                     models, gate, ApprovalRules(tuple(cfg.tools.approval.items())), policy_of, tools.get,
-                    self._spelling, lambda platform, user_id: person_of(platform, user_id, a.identity_links),
-                    toolsets, channel_infos, cluster.add_sweep if cluster is not None else lambda sweep: None,
+                    lambda platform: spelling(self.channels.get(platform)),
+                    lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets, channel_infos,
+                    cluster.add_sweep if cluster is not None else lambda sweep: None,
                     exec_settings=cfg.exec_settings() if cfg.tools.exec.enabled else None, running=self.capabilities,
                     is_owner=access.is_owner_of, peers=cluster, post_run=post_run)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
@@ -202,10 +204,6 @@ class App:
     def mcp(self) -> Any:
         """The MCP servers, when ``mcp.servers`` names any."""
         return self.capabilities.get("mcp")
-
-    def _spelling(self, platform: str) -> Callable[[str], str]:
-        """How a command is typed on ``platform`` (``/name`` on most)."""
-        return spelling(self.channels.get(platform))
 
     async def _join(self) -> Joined | None:
         """This instance joined to the others on its database by the capability that joins them

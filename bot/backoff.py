@@ -26,6 +26,6 @@ class Backoff:
         ceiling = self.ceiling(retry)
         return ceiling * rand() if self.jitter else ceiling
 
-    def wait(self, retry: int, retry_after: float | None = None, rand: Callable[[], float] = random.random) -> float:
+    def wait(self, retry: int, retry_after: float | None) -> float:
         """The server's ``retry_after`` when it gave one, else ``delay(retry)``."""
-        return max(0.0, retry_after) if retry_after is not None else self.delay(retry, rand)
+        return max(0.0, retry_after) if retry_after is not None else self.delay(retry)

@@ -14,12 +14,12 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Coroutine, Iterable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.capabilities.commandline import no_database, store_of
 from bot.errors import ChatgateError, ConfigError
+from bot.tasks import cancel_all
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -78,17 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config, require_secrets=args.command not in ("traces", "sessions", "pairing")
                              and getattr(args, "run", None) is None)
+        if args.command in ("run", "chat", "check") and config.tools.exec.enabled:
+            from bot.tools.sandbox import require_sandbox
+
+            require_sandbox(config.exec_settings())  # bubblewrap missing or crippled: stop now
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 2
-    if args.command in ("run", "chat", "check") and config.tools.exec.enabled:
-        from bot.tools.sandbox import require_sandbox
-
-        try:
-            require_sandbox(config.exec_settings())  # bubblewrap missing or crippled: stop now
-        except ConfigError as exc:
-            print(f"chatgate: {exc}", file=sys.stderr)
-            return 2
     if args.command == "check":
         print(config.describe())
         for warning in config.warnings():
@@ -112,20 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _guarded(_sessions(config, args.last, args.all))
     if args.command == "pairing":
         return _guarded(_pairing(config, args))
-    secrets = config.secret_values()
-    setup = partial(_setup_logging, secrets=secrets, format=config.logging.format, instance=config.cluster.instance)
-    if args.command == "run":
-        setup(config.logging.level)
-    else:  # the terminal is the conversation: logs go to a file beside the database
-        setup(config.logging.level, config.storage.path.parent / "chatgate.log")
+    # chat: the terminal is the conversation, so logs go to a file beside the database
+    log_file = None if args.command == "run" else config.storage.path.parent / "chatgate.log"
+    _setup_logging(config.logging.level, log_file, secrets=config.secret_values(), format=config.logging.format,
+                   instance=config.cluster.instance)
     try:
         return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
-    except ConfigError as exc:
-        print(f"chatgate: {exc}", file=sys.stderr)
-        return 2
     except ChatgateError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, ConfigError) else 1
 
 
 async def _awaited(result: Awaitable[T]) -> T:
@@ -146,8 +137,8 @@ def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[st
     """One handler on the root logger (stderr, or ``file`` created 0600) writing lines of text
     or of JSON (``logging.format``, ``bot.logs``), and the Redactor on every root handler: no
     record reaches a log with a configured secret or a known key."""
-    from bot.logs import formatter, this_instance
-    from bot.tracing import Redactor, install_log_redaction
+    from bot.logs import TEXT_FORMAT, JsonFormatter, this_instance
+    from bot.tracing import RedactingFilter, Redactor
 
     if file is None:
         handler: logging.Handler = logging.StreamHandler(sys.stderr)
@@ -156,17 +147,20 @@ def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[st
         os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         os.chmod(file, 0o600)  # an older log may have been created with the umask's mode
         handler = logging.FileHandler(file, encoding="utf-8")
-    handler.setFormatter(formatter(format, this_instance(instance) if format == "json" else ""))
+    handler.setFormatter(JsonFormatter(this_instance(instance)) if format == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)
-    install_log_redaction(Redactor(secrets), root)
+    redacting = RedactingFilter(Redactor(secrets))  # on every root handler: a filter on the logger misses children's
+    for each in root.handlers:
+        each.addFilter(redacting)
     return handler
 
 
 def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
     """The enabled channels, built through the registry: an SDK is imported only when its
     channel is enabled. The terminal joins only when there is one."""
+    from bot.capabilities import registry as capabilities
     from bot.channels import registry
 
     channels: dict[str, Channel] = {}
@@ -175,16 +169,10 @@ def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
         if name == "console" and not interactive:
             continue
         channels[name] = registry.spec(name).build(sections[name])
-    if not channels and not _brought(config):
+    # none enabled, and no enabled capability brings one of its own (the API, the web chat)
+    if not channels and not any(spec.channels and spec.enabled(config) for spec in capabilities.specs()):
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")
     return channels
-
-
-def _brought(config: Config) -> bool:
-    """Whether an enabled capability brings a channel of its own (the API, the web chat)."""
-    from bot.capabilities import registry as capabilities
-
-    return any(spec.channels and spec.enabled(config) for spec in capabilities.specs())
 
 
 async def _serve(config: Config) -> int:
@@ -230,9 +218,7 @@ async def _first_closed(channels: Iterable[Channel]) -> None:
         for task in done:
             task.result()
     finally:
-        for task in waiters:
-            task.cancel()
-        await asyncio.wait(waiters)
+        await cancel_all(waiters)
 
 
 async def _chat(config: Config) -> int:

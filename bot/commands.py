@@ -154,17 +154,15 @@ def command_names() -> tuple[str, ...]:
     return names
 
 
-def parse_command(text: str, bot_username: str | None = None) -> Command | None:
-    """``/name[@bot] args`` -> Command for the commands we know; None for plain text, an
-    unknown command (the model sees it), or a command addressed to another bot."""
+def parse_command(text: str) -> Command | None:
+    """``/name args`` -> Command for the commands we know; None for plain text, an unknown
+    command (the model sees it), or one addressed to a bot (``/name@bot``: a channel strips
+    its own bot's name)."""
     if not text.startswith("/") or len(text) < 2:
         return None
     head, _, args = text[1:].partition(" ")
-    name, _, target = head.partition("@")
-    name = name.lower()
-    if name not in _table()["BY_NAME"]:
-        return None
-    if target and (bot_username is None or target.lower() != bot_username.lower().lstrip("@")):
+    name, _, target = head.lower().partition("@")
+    if target or name not in _table()["BY_NAME"]:
         return None
     return Command(name, args.strip())
 

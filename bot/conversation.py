@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.messages import ChatType, InboundMessage, Purpose, Target
-from bot.session_keys import DmScope, GroupScope, SessionKey, key_for, parse_key
+from bot.session_keys import DmScope, GroupScope, SessionKey, key_for, parse_key, person_of
 from bot.workspace import safe_name
 
 
@@ -103,15 +103,6 @@ def workspace_name(key: SessionKey) -> str:
     if key.member is not None:
         return safe_name(key.platform, "group", key.peer, "user", key.member)
     return safe_name(key.platform, "group", key.peer)
-
-
-def person_of(platform: str, user_id: str, identity_links: Mapping[str, Sequence[str]] | None) -> str | None:
-    """The linked identity that ``identity_links`` gives ``platform:user_id``, if any."""
-    account = f"{platform}:{user_id}"
-    for person, accounts in (identity_links or {}).items():
-        if account in accounts:
-            return person
-    return None
 
 
 def conversation_for(msg: InboundMessage, agent: str, *, dm_scope: DmScope = "per-user",

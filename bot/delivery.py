@@ -43,11 +43,11 @@ from bot.channels import Channel, SendFailed, SendsPhoto, SendsVoice, Status, Un
 from bot.messages import Answer, Chunk, FileRef
 from bot.observe import Signal
 from bot.store.base import AnswerStore
+from bot.tasks import cancel_all
 from bot.workspace import read_inside
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 Claim = Callable[[Answer], Awaitable[bool]]  # several instances: is this one to send it?
 AGAIN = "-again-"  # in the id of a chunk owed again after its platform reported it undelivered
 
@@ -60,13 +60,10 @@ class DeliverySettings:
 
 class Delivery:
     def __init__(self, store: AnswerStore, channels: Mapping[str, Channel],
-                 settings: DeliverySettings = DeliverySettings(), *, sleep: Sleep = asyncio.sleep,
-                 clock: Callable[[], float] = time.monotonic, claim: Claim | None = None) -> None:
+                 settings: DeliverySettings = DeliverySettings(), *, claim: Claim | None = None) -> None:
         self._store = store
         self._channels = channels
         self._settings = settings
-        self._sleep = sleep
-        self._clock = clock
         self._claim = claim
         self._queues: dict[tuple[str, str], deque[Answer]] = {}
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -129,16 +126,14 @@ class Delivery:
             await self._store.give_up(again)
         return True
 
-    async def resume(self) -> int:
-        """Queue what a previous process stored but did not deliver; how many answers."""
-        pending = await self._store.undelivered()
-        for answer in pending:
+    async def resume(self) -> None:
+        """Queue what a previous process stored but did not deliver."""
+        for answer in await self._store.undelivered():
             if answer.platform not in self._channels:
                 log.warning("answer %s is for %s, which is not enabled; it waits", answer.id, answer.platform)
                 continue
             log.info("resuming delivery of %s (%d of %d chunks sent)", answer.id, answer.sent, len(answer.chunks))
             self.push(answer)
-        return len(pending)
 
     async def wait_idle(self) -> None:
         """Until every queued answer is delivered or given up (tests, benchmarks)."""
@@ -146,11 +141,7 @@ class Delivery:
 
     async def aclose(self) -> None:
         """Stop sending; what was not delivered stays stored for the next start."""
-        workers = list(self._workers.values())
-        for task in workers:
-            task.cancel()
-        if workers:
-            await asyncio.wait(workers)
+        await cancel_all(list(self._workers.values()))
 
     async def _work(self, key: tuple[str, str]) -> None:
         queue = self._queues[key]
@@ -160,10 +151,10 @@ class Delivery:
                 ended: str | None = "it could not be sent"
                 try:
                     if self._claim is None or await self._claim(answer):
-                        began = self._clock()
+                        began = time.monotonic()
                         ended = await self._deliver(answer)
                         observe.signal(Signal.DELIVERED if ended is None else Signal.GIVEN_UP,
-                                       platform=answer.platform, value=self._clock() - began, ref=answer.id)
+                                       platform=answer.platform, value=time.monotonic() - began, ref=answer.id)
                     else:
                         log.info("answer %s is sent by another instance", answer.id)
                         ended = None  # it is the other's to send
@@ -192,14 +183,14 @@ class Delivery:
             try:
                 message_id = await self._send(channel, answer, index, chunk)
             except SendFailed as exc:
-                now = self._clock()
+                now = time.monotonic()
                 first_failure = now if first_failure is None else first_failure
                 retries += 1
                 if exc.permanent or now - first_failure >= self._settings.retry_for:
                     log.error("giving up on %s chunk %d of %d to %s:%s after %d tries: %s", answer.id, index + 1,
                               len(answer.chunks), answer.platform, answer.target.chat_id, retries, exc)
                     await self._store.give_up(answer)
-                    await _quietly(channel.status(answer.target, Status.FAILED))
+                    await quietly(channel.status(answer.target, Status.FAILED))
                     return str(exc)
                 wait = self._settings.backoff.wait(retries, exc.retry_after)
                 wait = min(wait, max(0.0, first_failure + self._settings.retry_for - now))
@@ -208,7 +199,7 @@ class Delivery:
                 if exc.retry_after is None:  # an outage: over for every chat once one send goes through
                     await self._nap(answer.platform, wait)
                 else:  # a flood wait is the chat's own: honour it
-                    await self._sleep(wait)
+                    await asyncio.sleep(wait)
                 continue
             if (woken := self._woken.pop(answer.platform, None)) is not None:
                 woken.set()
@@ -220,14 +211,14 @@ class Delivery:
                 self._landing.pop(message_id or "", None)
             index += 1
             retries = 0
-        await _quietly(channel.status(answer.target, Status.FAILED if answer.failed else Status.DONE))
+        await quietly(channel.status(answer.target, Status.FAILED if answer.failed else Status.DONE))
         return None
 
     async def _nap(self, platform: str, seconds: float) -> None:
         """Wait out a backoff, cut short when a send to the same platform goes through: after
         an outage every waiting chat is sent at once, not each at the end of its own backoff."""
         woken = self._woken.setdefault(platform, asyncio.Event())
-        nap = asyncio.ensure_future(self._sleep(seconds))
+        nap = asyncio.ensure_future(asyncio.sleep(seconds))
         wake = asyncio.ensure_future(woken.wait())
         try:
             await asyncio.wait((nap, wake), return_when=asyncio.FIRST_COMPLETED)
@@ -260,7 +251,7 @@ class Delivery:
         return await channel.send(target, chunk.text)
 
 
-async def _quietly(step: Awaitable[None]) -> None:
+async def quietly(step: Awaitable[None]) -> None:
     """Progress and reactions are cosmetic: their failure never fails a delivery."""
     try:
         await step

@@ -59,14 +59,8 @@ class ProviderError(ChatgateError):
 
     user_message = "The language model could not answer just now. Please try again."
 
-    def __init__(
-        self,
-        detail: str,
-        *,
-        user_message: str | None = None,
-        status: int | None = None,
-        provider: str | None = None,
-    ) -> None:
+    def __init__(self, detail: str, *, user_message: str | None = None, status: int | None = None,
+                 provider: str | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.provider = provider

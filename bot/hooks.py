@@ -24,7 +24,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,31 +34,21 @@ from bot.tools.exec import run_shell
 from bot.tools.sandbox import ExecSettings
 
 if TYPE_CHECKING:
-    from bot.config.schema import HooksConfig
+    from bot.config.tools import HooksConfig, PreToolHookConfig
 
 log = logging.getLogger(__name__)
 
 REASON_CHARS = 300
 
 
-@dataclass(frozen=True, slots=True)
-class PreToolHook:
-    run: str  # shell command
-    tools: tuple[str, ...] = ("*",)  # tool names or globs it checks
-    timeout: float = 10.0
-
-    def applies(self, tool: str) -> bool:
-        return any(fnmatchcase(tool, pattern) for pattern in self.tools)
-
-
 class PreToolHooks:
-    def __init__(self, hooks: Sequence[PreToolHook], settings: ExecSettings) -> None:
+    def __init__(self, hooks: Sequence[PreToolHookConfig], settings: ExecSettings) -> None:
         self.hooks = tuple(hooks)
         self._settings = settings
 
     async def __call__(self, ctx: ToolContext, tool: str, arguments: Mapping[str, Any], call_id: str = "") -> str | None:
         """None when every matching hook lets the call through; else the refusal."""
-        matching = [hook for hook in self.hooks if hook.applies(tool)]
+        matching = [hook for hook in self.hooks if any(fnmatchcase(tool, pattern) for pattern in hook.tools)]
         if not matching:
             return None
         payload = json.dumps({
@@ -93,5 +83,4 @@ def pre_tool_hooks(config: HooksConfig, exec_settings: ExecSettings) -> PreToolH
     read-only folder); None when empty."""
     if not config.pre_tool:
         return None
-    hooks = [PreToolHook(h.run, tuple(h.tools), h.timeout) for h in config.pre_tool]
-    return PreToolHooks(hooks, replace(exec_settings, network=False, writable=False))
+    return PreToolHooks(config.pre_tool, replace(exec_settings, network=False, writable=False))

@@ -43,7 +43,7 @@ def this_instance(configured: str | None) -> str:
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, on one line (newlines inside are escaped by JSON)."""
 
-    def __init__(self, instance: str = "") -> None:
+    def __init__(self, instance: str) -> None:
         super().__init__()
         self.instance = instance
 
@@ -66,8 +66,3 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             line["stack"] = record.stack_info
         return json.dumps(line, ensure_ascii=False, default=str)
-
-
-def formatter(kind: str, instance: str = "") -> logging.Formatter:
-    """The formatter of ``logging.format``."""
-    return JsonFormatter(instance) if kind == "json" else logging.Formatter(TEXT_FORMAT)

@@ -27,11 +27,13 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from bot.messages import ChatType, InboundMessage
+from bot.tasks import cancel_all
 
 if TYPE_CHECKING:
     from bot.agent.prompt import PromptMode
@@ -122,7 +124,6 @@ class RunCaps:
 class ActiveRun:
     run_id: str
     session_key: str
-    generation: int
     batch: tuple[Pending, ...]
     task: asyncio.Task[None] | None = None
     stopped: bool = False  # cancelled by /stop (or interrupt), not by shutdown
@@ -136,16 +137,9 @@ class ActiveRun:
         return self.batch[-1].chat
 
 
-class RunRegistry(Protocol):
-    """Active runs by id and session; an interface so several instances could share it."""
-
-    def add(self, run: ActiveRun) -> None: ...
-    def remove(self, run: ActiveRun) -> None: ...
-    def get(self, run_id: str) -> ActiveRun | None: ...
-    def runs(self) -> Iterable[ActiveRun]: ...
-
-
 class LocalRegistry:
+    """The active runs by id (the turn runner's lookups, the dashboard's board)."""
+
     def __init__(self) -> None:
         self._runs: dict[str, ActiveRun] = {}
 
@@ -178,7 +172,6 @@ class _Lane:
     queue: list[Pending] = field(default_factory=list)
     active: ActiveRun | None = None
     worker: asyncio.Task[None] | None = None
-    generation: int = 0
 
     @property
     def idle(self) -> bool:
@@ -188,13 +181,13 @@ class _Lane:
 class Dispatcher:
     def __init__(self, execute: Execute, limits: RunCaps = RunCaps(), *,
                  on_queued: OnQueued | None = None, on_discard: OnDiscard | None = None,
-                 registry: RunRegistry | None = None, on_idle: Callable[[str], None] | None = None) -> None:
+                 on_idle: Callable[[str], None] | None = None) -> None:
         self._execute = execute
         self._limits = limits
         self._on_queued = on_queued
         self._on_discard = on_discard
         self._on_idle = on_idle  # told when a session's lane has no work left (several instances: let it go)
-        self.registry = registry or LocalRegistry()
+        self.registry = LocalRegistry()
         self._lanes: dict[str, _Lane] = {}
         self._slots = asyncio.Semaphore(limits.max_concurrent)
         self._group_slots: dict[tuple[str, str], asyncio.Semaphore] = {}
@@ -217,11 +210,6 @@ class Dispatcher:
             for task in (lane.decider, lane.worker):
                 if task is not None:
                     task.cancel()
-
-    def generation(self, session_key: str) -> int:
-        """Bumped by every /stop: a run of an older generation must not deliver."""
-        lane = self._lanes.get(session_key)
-        return lane.generation if lane else 0
 
     def queued(self, session_key: str) -> int:
         """Messages of the session waiting: to be decided, or to run."""
@@ -264,7 +252,6 @@ class Dispatcher:
         lane = self._lanes.get(session_key)
         if lane is None:
             return False, 0
-        lane.generation += 1
         discarded = tuple(lane.queue)
         lane.queue.clear()
         stopped = False
@@ -287,10 +274,7 @@ class Dispatcher:
     async def aclose(self) -> None:
         """Shutdown: cancel every lane and wait; nothing is discarded (recovery runs it later)."""
         workers = [task for lane in self._lanes.values() for task in (lane.decider, lane.worker) if task is not None]
-        for worker in workers:
-            worker.cancel()
-        if workers:
-            await asyncio.wait(workers)
+        await cancel_all(workers)
 
     def _cancel(self, run: ActiveRun) -> None:
         run.stopped = True
@@ -331,7 +315,7 @@ class Dispatcher:
         batch = first
         try:
             while batch:
-                run = ActiveRun(uuid.uuid4().hex, lane.key, lane.generation, batch)
+                run = ActiveRun(uuid.uuid4().hex, lane.key, batch)
                 lane.active = run
                 self.registry.add(run)
                 try:
@@ -372,7 +356,7 @@ class Dispatcher:
             if (group is not None and group.locked()) or self._slots.locked():
                 if self._on_queued is not None:
                     await self._on_queued(run)
-            async with _Slot(group), self._slots:
+            async with group or nullcontext(), self._slots:
                 inner = asyncio.create_task(self._execute(run), name=f"run {run.run_id}")
                 run.task = inner
                 await asyncio.shield(inner)
@@ -386,17 +370,3 @@ class Dispatcher:
             if me is not None and me.cancelling():
                 me.uncancel()  # our own /stop of a waiting run: the lane goes on
 
-
-class _Slot:
-    """``async with`` a semaphore, or nothing."""
-
-    def __init__(self, sem: asyncio.Semaphore | None) -> None:
-        self._sem = sem
-
-    async def __aenter__(self) -> None:
-        if self._sem is not None:
-            await self._sem.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._sem is not None:
-            self._sem.release()

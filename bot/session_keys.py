@@ -42,12 +42,6 @@ class SessionKey:
         """The key of this session's n-th sub-agent."""
         return SessionKey(self.agent, self.kind, self.peer, self.platform, self.thread, (*self.subs, n), self.member)
 
-    @property
-    def parent(self) -> SessionKey | None:
-        if not self.subs:
-            return None
-        return SessionKey(self.agent, self.kind, self.peer, self.platform, self.thread, self.subs[:-1], self.member)
-
 
 def escape(part: str) -> str:
     if not part:
@@ -107,14 +101,18 @@ def parse_key(raw: str) -> SessionKey:
     return SessionKey(agent, kind, unescape(peer), platform, thread, tuple(subs), member)
 
 
-def key_for(
-    msg: InboundMessage,
-    agent: str,
-    *,
-    dm_scope: DmScope = "per-user",
-    identity_links: Mapping[str, Sequence[str]] | None = None,
-    group_scope: GroupScope = "per-group",
-) -> SessionKey:
+def person_of(platform: str, user_id: str, identity_links: Mapping[str, Sequence[str]] | None) -> str | None:
+    """The linked identity that ``identity_links`` gives ``platform:user_id``, if any."""
+    account = f"{platform}:{user_id}"
+    for person, accounts in (identity_links or {}).items():
+        if account in accounts:
+            return person
+    return None
+
+
+def key_for(msg: InboundMessage, agent: str, *, dm_scope: DmScope = "per-user",
+            identity_links: Mapping[str, Sequence[str]] | None = None,
+            group_scope: GroupScope = "per-group") -> SessionKey:
     """The session an inbound message belongs to.
 
     ``identity_links`` maps a person to the ``platform:user_id`` accounts that are theirs;
@@ -123,11 +121,9 @@ def key_for(
     they have a workspace of their own), so nothing one member asked reaches another.
     """
     if msg.chat_type is ChatType.DM:
-        if dm_scope == "linked" and identity_links:
-            account = f"{msg.platform}:{msg.sender.id}"
-            for person, accounts in identity_links.items():
-                if account in accounts:
-                    return SessionKey(agent, ChatType.DM, person)
+        person = person_of(msg.platform, msg.sender.id, identity_links) if dm_scope == "linked" else None
+        if person is not None:
+            return SessionKey(agent, ChatType.DM, person)
         # a DM thread (Slack's assistant threads: each "new chat" is one) is a conversation of its own
         return SessionKey(agent, ChatType.DM, msg.sender.id, msg.platform, msg.thread_id)
     member = msg.sender.id if group_scope == "per-user" else None

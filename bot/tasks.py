@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -20,9 +20,6 @@ log = logging.getLogger(__name__)
 class OwnedTasks:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Future[Any]] = set()
-
-    def __len__(self) -> int:
-        return len(self._tasks)
 
     @property
     def tasks(self) -> frozenset[asyncio.Future[Any]]:
@@ -52,7 +49,12 @@ class OwnedTasks:
         """End every owned task: those still running after ``grace`` seconds are cancelled."""
         if grace > 0 and self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks))
+        await cancel_all(set(self._tasks))
+
+
+async def cancel_all(tasks: Collection[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until every one has ended."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)

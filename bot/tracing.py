@@ -7,7 +7,7 @@ secret value. ``format_traces`` renders them for ``chatgate traces``, without co
 characters (a span preview can hold whatever a tool printed).
 
 The same ``Redactor`` scrubs every log record: ``RedactingFilter`` is a ``logging.Filter``
-that the CLI puts on every handler (``install_log_redaction``), so the message, its
+that the CLI puts on every handler of the root logger, so the message, its
 arguments, the exception text and the stack of every record pass through it, whichever
 library logged it. ``mask_url`` hides the credentials of a URL (``user:pass@``, a bot
 token in the path, ``?token=``) for what ``chatgate check`` prints.
@@ -19,7 +19,7 @@ import logging
 import re
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -124,9 +124,9 @@ class Redactor:
         text = _SECRET_SHAPES.sub(MASK, text)
         return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}@", text) if "@" in text else text
 
-    def preview(self, text: str, limit: int = PREVIEW_CHARS) -> str:
-        text = self(text[: limit * 2])  # scrub before cutting, so a cut never leaves half a key
-        return text if len(text) <= limit else text[: limit - 1] + "…"
+    def preview(self, text: str) -> str:
+        text = self(text[: PREVIEW_CHARS * 2])  # scrub before cutting, so a cut never leaves half a key
+        return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 class RedactingFilter(logging.Filter):
@@ -156,15 +156,6 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def install_log_redaction(redact: Redactor, root: logging.Logger | None = None) -> RedactingFilter:
-    """Put one ``RedactingFilter`` on every handler of ``root`` (default: the root logger)."""
-    root = root or logging.getLogger()
-    found = RedactingFilter(redact)
-    for handler in root.handlers:
-        handler.addFilter(found)
-    return found
-
-
 class Billing(Protocol):
     """What a run's model calls are charged to, each as it is made: ``bot.limits.Bill`` (which
     also totals the charges per person; whoever made the bill reads them from it)."""
@@ -179,16 +170,12 @@ class TraceBuilder:
     agent_id: str
     model: str
     redact: Redactor = field(default_factory=Redactor)
-    clock: Callable[[], float] = time.time
-    started_at: float = 0.0
+    started_at: float = field(default_factory=time.time)
     spans: list[Span] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     bill: Billing | None = None  # charged here: every model call of a run passes through ``llm`` once
     why: str = ""  # why the run uses its model (``bot.routing.Route.why_text``)
-
-    def __post_init__(self) -> None:
-        self.started_at = self.clock()
 
     def llm(self, model: str, started: float, usage: Usage, cost: float, *, is_error: bool = False,
             preview: str = "") -> None:
@@ -196,18 +183,18 @@ class TraceBuilder:
         self.cost += cost
         if self.bill is not None:
             self.bill.add(usage, cost)
-        self.spans.append(Span(SpanKind.LLM, model, started, (self.clock() - started) * 1000, usage.input_tokens,
+        self.spans.append(Span(SpanKind.LLM, model, started, (time.time() - started) * 1000, usage.input_tokens,
                                usage.output_tokens, cost, is_error, self.redact.preview(preview),
                                usage.cache_read_tokens, usage.cache_write_tokens))
 
     def tool(self, name: str, started: float, *, is_error: bool, output: str, seconds: float | None = None) -> None:
-        duration = (self.clock() - started) if seconds is None else seconds
+        duration = (time.time() - started) if seconds is None else seconds
         self.spans.append(Span(SpanKind.TOOL, name, started, duration * 1000,
                                is_error=is_error, preview=self.redact.preview(output)))
 
     def approval(self, tool: str, started: float, outcome: str) -> None:
         """A tool call that waited for a person (``outcome``: who decided what)."""
-        self.spans.append(Span(SpanKind.APPROVAL, tool, started, (self.clock() - started) * 1000,
+        self.spans.append(Span(SpanKind.APPROVAL, tool, started, (time.time() - started) * 1000,
                                is_error=not outcome.startswith("allowed"), preview=self.redact.preview(outcome)))
 
     def sub_agent(self, session_key: str, started: float, usage: Usage, cost: float, *, is_error: bool,
@@ -221,7 +208,7 @@ class TraceBuilder:
                                usage.cache_read_tokens, usage.cache_write_tokens))
 
     def finish(self, status: str, iterations: int, error: str | None = None) -> TraceRecord:
-        return TraceRecord(self.run_id, self.session_key, self.agent_id, self.started_at, self.clock(), status,
+        return TraceRecord(self.run_id, self.session_key, self.agent_id, self.started_at, time.time(), status,
                            self.model, self.usage.input_tokens, self.usage.output_tokens, self.cost, iterations,
                            error, tuple(self.spans), self.usage.cache_read_tokens, self.usage.cache_write_tokens,
                            self.why)

@@ -23,7 +23,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import replace
 from functools import partial
@@ -37,7 +37,7 @@ from bot.agent.loop import FAILED, Agent, RunRequest, RunResult, RunStatus, send
 from bot.channels import Channel, Status
 from bot.commands import parse_command, stop_text
 from bot.conversation import Conversation
-from bot.delivery import Delivery
+from bot.delivery import Delivery, quietly
 from bot.limits import PersonLimits
 from bot.messages import Answer, Chunk, FileRef, InboundMessage, Target
 from bot.observe import Signal
@@ -216,9 +216,10 @@ class Turns:
         ids = tuple(p.inbound_id for p in batch if p.inbound_id is not None)
         channel = self._channels[conversation.platform]
         target = Target.of(msgs[-1]) if msgs else conversation.target
-        order = last.order
-        owner = order.owner if order is not None else bool(msgs) and all(self._is_owner(m) for m in msgs)
-        payers = order.payers if order is not None else tuple(dict.fromkeys(self._keys(m)[0] for m in msgs))
+        # a task's order says whom it acts for; messages act for their senders (an owner only if all are)
+        order = last.order if last.order is not None else TaskOrder(
+            owner=bool(msgs) and all(self._is_owner(m) for m in msgs),
+            payers=tuple(dict.fromkeys(self._keys(m)[0] for m in msgs)))
         progress = Progress(channel, target, channel.streaming)
         await progress.__aenter__()
         run.progress, run.conversation = progress, conversation
@@ -226,17 +227,14 @@ class Turns:
             session = await self._store.session(conversation)
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
             request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
-                                 user_id=order.user_id if order is not None else "",
-                                 users=order.users if order is not None else (),
-                                 context=context, sender_is_owner=owner,
-                                 tool_policy=self._policy(conversation, owner) if self._policy else None,
-                                 payers=payers, prompt_mode=order.prompt_mode if order is not None else None,
+                                 user_id=order.user_id, users=order.users, context=context, sender_is_owner=order.owner,
+                                 tool_policy=self._policy(conversation, order.owner) if self._policy else None,
+                                 payers=order.payers, prompt_mode=order.prompt_mode,
                                  notify=lambda note: self.outbox.say(channel.name, f"{run.run_id}-note", target, note))
             result = await self._agent.run(request)
         except asyncio.CancelledError:  # /stop, an interrupt or shutdown: the confirmation goes first
             self._tasks.spawn(self._settle_stopped(progress, channel, target, run.stopped), "stopped draft")
-            if order is not None:
-                order.end("stopped" if run.stopped else None)
+            order.end("stopped" if run.stopped else None)
             raise
         except LaneLost as exc:  # a cancelled run's turn, refused: another instance has the session now
             await progress.settle()
@@ -246,25 +244,20 @@ class Turns:
             log.exception("run failed outside the agent session=%s run=%s", conversation.session_key, run.run_id)
             await progress.settle()
             await self.outbox.say(channel.name, f"failed-{run.run_id}", target, FAILED, inbound_ids=ids, failed=True)
-            if order is not None:
-                order.end("failed")
+            order.end("failed")
             return
         finally:
             run.progress = run.conversation = None
-        also: tuple[TurnWrite, ...] = ()
-        if order is not None and order.commits is not None:
-            also = (partial(order.commits, str(result.status)),)
+        also: tuple[TurnWrite, ...] = (partial(order.commits, str(result.status)),) if order.commits is not None else ()
         try:
             await self._commit(channel, target, run.run_id, ids, result, await progress.settle(), also)
         except LaneLost as exc:  # stored nothing: the instance that took the session over answers it
             _lane_lost(exc, order)
             return
         except BaseException:
-            if order is not None:
-                order.end(None)
+            order.end(None)
             raise
-        if order is not None:
-            order.end(str(result.status))
+        order.end(str(result.status))
         if self._voices and result.status is RunStatus.COMPLETED and result.text:
             self._tasks.spawn(self._speak(channel, target, run.run_id, msgs, result.text), f"voice {run.run_id}")
         await self._agent.finished(request, result)
@@ -280,7 +273,7 @@ class Turns:
         if result.status is RunStatus.SILENT or not text:
             await self._store.append_turn(replace(result.turn, also=also))
             if result.status is RunStatus.SILENT:
-                self._tasks.spawn(_quietly(channel.status(target, Status.SILENT)), "silent status")
+                self._tasks.spawn(quietly(channel.status(target, Status.SILENT)), "silent status")
             return
         if result.status is RunStatus.COMPLETED and (lines := [line for f in self._footers if (line := f(result))]):
             text = "\n\n".join((text, *lines))
@@ -292,7 +285,7 @@ class Turns:
     async def _settle_stopped(self, progress: Progress, channel: Channel, target: Target, stopped: bool) -> None:
         await progress.settle()  # the draft's last edit, after the edit interval
         if stopped:  # "Stopped." answers the /stop message: end this run's own status too
-            await _quietly(channel.status(target, Status.FAILED))
+            await quietly(channel.status(target, Status.FAILED))
 
     def _compact_later(self, request: RunRequest, result: RunResult) -> None:
         """Compact the session after its run if it grew past its limits, in a task of its own:
@@ -417,23 +410,14 @@ class Turns:
             run.progress.feed(event)
 
 
-def _lane_lost(exc: LaneLost, order: TaskOrder | None) -> None:
+def _lane_lost(exc: LaneLost, order: TaskOrder) -> None:
     """This instance was paused past its lease and another took the session over: the turn was not
     stored and nothing is sent from here."""
     log.warning("%s: another instance took the session over; nothing sent from here", exc)
-    if order is not None:
-        order.end(None)
+    order.end(None)
 
 
 def _is_compact(msg: InboundMessage) -> bool:
     command = parse_command(msg.text)
     return command is not None and command.name == "compact"
-
-
-async def _quietly(step: Awaitable[None]) -> None:
-    try:
-        await step
-    except Exception as exc:  # noqa: BLE001 - cosmetic
-        log.debug("status update failed: %s", exc)
-
 

@@ -296,13 +296,6 @@ async def test_a_bot_is_told_once_and_its_pairing_replies_are_capped() -> None:
     assert actions == [P] + [I] * 24  # no endless code ping-pong with an auto-replying bot
 
 
-async def test_own_messages_are_ignored() -> None:
-    a = access(policy(dm_policy="open", group_policy="open"), bot_ids={"telegram": {"42"}})
-    assert (await a.check(msg("42", is_bot=True))).action == I
-    assert (await a.check(msg("42", chat="g1"))).action == I
-    assert (await a.check(msg("42", platform="discord"))).action == R  # another platform's 42
-
-
 # -- group context --------------------------------------------------------------------
 
 

@@ -337,7 +337,7 @@ def _one_run(user: str) -> tuple[LiveBoard, EventBus, FakeRegistry, Conversation
     board, bus = _board(registry, [1000.0])
     msg = dm("hello", user, platform="telegram")
     conversation = Conversation.of_key(f"agent:main:telegram:dm:{user}")
-    registry.active.append(ActiveRun("r1", conversation.session_key, 0, (Pending(msg, 1, conversation=conversation),)))
+    registry.active.append(ActiveRun("r1", conversation.session_key, (Pending(msg, 1, conversation=conversation),)))
     return board, bus, registry, conversation
 
 

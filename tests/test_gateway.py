@@ -122,7 +122,7 @@ async def test_new_starts_a_fresh_session(app: tuple[App, RecordingChannel], llm
     await channel.inject(dm("who am I"))
     await channel.wait_for_replies(3)
     assert user_texts(llm, 1) == ["who am I"]
-    old = await running.store.history(await running.store.session(running.intake.session_key(dm("x"))))
+    old = await running.store.history(await running.store.session(running.intake.conversation(dm("x")).session_key))
     assert len(old) == 2  # the fresh session has the new turn; the old one is kept in the store
 
 

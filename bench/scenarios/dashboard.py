@@ -178,8 +178,8 @@ async def _update_cost() -> tuple[float, float]:
         user = str(FIRST_CHAT + i)
         conversation = Conversation.of_key(f"agent:main:telegram:dm:{user}")
         msg = InboundMessage("telegram", "bot", user, ChatType.DM, Sender(user, f"User {user}"), "hi", f"m{i}")
-        registry.active.append(ActiveRun(f"run{i}", conversation.session_key, 0, (Pending(msg, i, conversation=
-                                                                                          conversation),)))
+        pending = Pending(msg, i, conversation=conversation)
+        registry.active.append(ActiveRun(f"run{i}", conversation.session_key, (pending,)))
         await bus.emit(RunEvent(EventKind.STARTED, f"run{i}", conversation))
     board.payload()
     n = 2000

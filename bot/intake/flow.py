@@ -14,11 +14,9 @@ message goes on to be run. The lane is the session's one lane in the turn runner
 ``/stop`` and ``/stopall`` never wait in a lane at all.
 
 A message a running capability's inbound stage wants (``bot.intake.stage``: the media
-capability's hears a voice note or audio file) is prepared outside the lane, as soon as it
-arrives, by that stage (which takes the intake's own steps through ``Admits``: access, limits,
-the fetch); the message it returns is stored as it now is, an urgent command it turned out to
-be (a spoken ``/stop``) is run at once like a typed one, and the message keeps its place in the
-lane for the rest.
+capability's hears a voice note or audio file) is prepared by that stage as soon as it arrives,
+outside the lane, through the intake's own steps (``Admits``: access, limits, the fetch); an
+urgent command it turns out to be (a spoken ``/stop``) runs at once, the rest keeps its place.
 
 Outstanding inbound work is bounded: ``handle`` waits for room once ``max_outstanding``
 messages are still being decided, so a channel that awaits its inbox stops taking more
@@ -48,7 +46,7 @@ from bot.agent.loop import FAILED, Agent
 from bot.capabilities.spec import Answers, DecidesHere, Presses, Reminds, StatusLines
 from bot.channels import Channel, OfPeople, SendFailed, spelling
 from bot.commands import CommandCall, Reply, by_name, parse_command, status_text
-from bot.conversation import Conversation, conversation_for, person_of
+from bot.conversation import Conversation, conversation_for
 from bot.intake.item import IntakeSettings, Item
 from bot.intake.stage import InboundStage, Prepares
 from bot.limits import PersonLimits, budget_line, limit_keys
@@ -56,6 +54,7 @@ from bot.messages import Answer, ChatType, InboundMessage
 from bot.observe import Signal
 from bot.peers import Peers, Stopped
 from bot.routing.spec import model_line
+from bot.session_keys import person_of
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
 from bot.turns import BUSY, Turns, TurnStore
@@ -110,9 +109,6 @@ class Intake:
         s = self._settings
         return conversation_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
                                 group_scope=s.group_scope, channel=(s.channel_info or {}).get(msg.platform))
-
-    def session_key(self, msg: InboundMessage) -> str:
-        return self.conversation(msg).session_key
 
     def limit_keys(self, msg: InboundMessage) -> tuple[str, ...]:
         """Whom ``msg`` counts against (the linked person where there is one)."""

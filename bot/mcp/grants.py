@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.conversation import person_of
 from bot.messages import ChatType
+from bot.session_keys import person_of
 from bot.tools.base import ToolContext
 
 

@@ -25,10 +25,10 @@ import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from bot.conversation import Conversation, person_of, workspace_name
+from bot.conversation import Conversation, workspace_name
 from bot.messages import ChatType
 from bot.recall.scope import Scope, scope_of
-from bot.session_keys import SessionKey, parse_key
+from bot.session_keys import SessionKey, parse_key, person_of
 from bot.store.engine import Engine
 from bot.store.op import Op, count, execute, rows
 
