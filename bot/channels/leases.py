@@ -55,20 +55,15 @@ async def while_held(leases: Leases, name: str, work: Callable[[], Awaitable[Non
         return False
 
 
-class _Forever:
-    async def lost(self) -> None:
-        await asyncio.Event().wait()
-
-
 class SoleLeases:
-    """One process: every lease is held at once and never lost."""
+    """One process: every lease is held at once and never lost (it is its own ``Held``)."""
 
     @asynccontextmanager
-    async def _hold(self, name: str) -> AsyncIterator[Held]:
-        yield _Forever()
+    async def hold(self, name: str) -> AsyncIterator[Held]:
+        yield self
 
-    def hold(self, name: str) -> AbstractAsyncContextManager[Held]:
-        return self._hold(name)
+    async def lost(self) -> None:
+        await asyncio.Event().wait()
 
 
 SOLE = SoleLeases()
