@@ -41,6 +41,7 @@ MAX_LINKS = 40  # symlinks followed in one walk, as the kernel allows
 NAME_MAX = 255  # bytes in one name
 PATH_MAX = 4096  # bytes in a whole path
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)  # a folder, never a link
+CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)  # a new file, no link
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +174,7 @@ def create_inside(workspace: Path, user_path: str, mode: int = 0o644) -> tuple[i
         raise IsADirectoryError(f"{user_path} names a folder, not a file")
     dir_fd, relative = open_folder_inside(workspace, folder or ".", create=True)
     try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode,
-                     dir_fd=dir_fd)
+        fd = os.open(name, CREATE_FLAGS, mode, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
     return fd, name if relative == "." else f"{relative}/{name}"

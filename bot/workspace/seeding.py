@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from bot.workspace.fence import DIR_FLAGS, create_inside, open_inside
+from bot.workspace.fence import CREATE_FLAGS, DIR_FLAGS, create_inside, open_inside
 from bot.workspace.layout import GROUP_UNSEEDED
 
 log = logging.getLogger(__name__)
@@ -120,8 +120,7 @@ def _write_marker(workspace: Path, offered: set[str]) -> None:
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=root)  # a leftover of a crash, or something planted there
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                     0o600, dir_fd=root)
+        fd = os.open(tmp, CREATE_FLAGS, 0o600, dir_fd=root)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         os.replace(tmp, SEEDED_MARKER, src_dir_fd=root, dst_dir_fd=root)
