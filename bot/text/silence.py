@@ -183,11 +183,4 @@ class NoReplyHoldback:
         return new
 
 
-__all__ = [
-    "NO_REPLY",
-    "NOTHING_TO_ADD",
-    "NoReplyHoldback",
-    "final_answer",
-    "is_silent",
-    "strip_no_reply",
-]
+__all__ = ["NO_REPLY", "NOTHING_TO_ADD", "NoReplyHoldback", "final_answer", "is_silent", "strip_no_reply"]
