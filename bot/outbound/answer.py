@@ -1,15 +1,14 @@
 """The end of the outbound pipeline: an answer's Markdown -> the channel's dialect -> chunks
-of its message shape -> (a file when there would be too many) -> an ``Answer`` ready to store
-and deliver.
+of its message shape (a file when there would be too many): the chunks of an ``Answer``.
 
-Pure but for the clock: the chunks are rendered once, here, and stored as they will be
-sent, so a resumed delivery sends exactly what the first attempt would have.
+Pure: the chunks are rendered once, here, and stored as they will be sent, so a resumed
+delivery sends exactly what the first attempt would have.
 """
 
 from __future__ import annotations
 
 from bot.channels import Channel
-from bot.messages import Answer, Chunk, Target
+from bot.messages import Chunk
 from bot.outbound.markdown import render
 from bot.outbound.split import render_chunks, too_many
 
@@ -30,7 +29,3 @@ def chunks_for(markdown: str, channel: Channel) -> tuple[Chunk, ...]:
     note = render_chunks(f"{summary}\n\n{FILE_NOTE}", channel.dialect, channel.shape)[:1]
     return (*(Chunk(text) for text in note), Chunk("", FILE_NAME, markdown.encode()))
 
-
-def answer_for(channel: Channel, answer_id: str, target: Target, markdown: str, *,
-               inbound_ids: tuple[int, ...] = (), draft_id: str | None = None, failed: bool = False) -> Answer:
-    return Answer(answer_id, channel.name, target, chunks_for(markdown, channel), inbound_ids, draft_id, failed)

@@ -15,7 +15,7 @@ from typing import Protocol
 from bot.channels import Channel
 from bot.conversation import Conversation
 from bot.messages import Answer, InboundMessage, Target
-from bot.outbound.answer import answer_for
+from bot.outbound.answer import chunks_for
 
 
 class Stores(Protocol):
@@ -35,8 +35,8 @@ class Outbox:
     def render(self, platform: str, answer_id: str, target: Target, text: str, *, inbound_ids: tuple[int, ...] = (),
                draft_id: str | None = None, failed: bool = False) -> Answer:
         """``text`` (Markdown) as an answer to ``target`` on ``platform``, not stored yet."""
-        return answer_for(self._channels[platform], answer_id, target, text, inbound_ids=inbound_ids,
-                          draft_id=draft_id, failed=failed)
+        channel = self._channels[platform]
+        return Answer(answer_id, channel.name, target, chunks_for(text, channel), inbound_ids, draft_id, failed)
 
     def to(self, conversation: Conversation, answer_id: str, text: str) -> Answer:
         """``text`` as an answer owed to ``conversation``'s chat, not stored yet: the caller stores
