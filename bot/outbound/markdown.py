@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import textwrap
 import unicodedata
-from operator import attrgetter
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
@@ -104,7 +103,6 @@ def language_of(info: str) -> str:
 
 _NEWLINE = Atom("\n", "\n")
 _BLANK_LINE = [_NEWLINE, _NEWLINE]
-_RAW = attrgetter("raw")
 
 
 def _strip_lines(atoms: list[Atom]) -> list[Atom]:
@@ -132,7 +130,7 @@ def _led(atoms: list[Atom], lead: str, pad: str) -> list[Atom]:
     so it is text, and the lines of a code block (in a quote in the item) are padded too,
     where its fences hold the line breaks in their markup."""
     out = text_atoms(lead)
-    if atoms[0].mark is not Mark.PREFIX and "\n" not in "".join(map(_RAW, atoms)):  # one line: most items
+    if atoms[0].mark is not Mark.PREFIX and not any("\n" in atom.raw for atom in atoms):  # one line: most items
         out.extend(atoms)
         return out
     pad_atoms = text_atoms(pad)

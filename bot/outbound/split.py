@@ -21,13 +21,12 @@ from __future__ import annotations
 import bisect
 from itertools import accumulate
 
-from bot.channels import Atom, Dialect, Measure, MessageShape, Mark
+from bot.channels import Atom, Dialect, Mark, Measure, MessageShape
 from bot.outbound.markdown import plain_line, render_atoms
 
 __all__ = ["measure", "render_chunks", "split", "too_many", "utf16_len"]
 
 _Stack = tuple[Atom, ...]  # open formatting, outermost first
-_OPEN, _CLOSE = Mark.OPEN, Mark.CLOSE
 _BREAKS: tuple[tuple[str, ...], ...] = (("\n\n",), ("\n",), (". ", "! ", "? "), (" ",))
 
 
@@ -62,8 +61,7 @@ def split(atoms: list[Atom], dialect: Dialect, shape: MessageShape) -> list[str]
 
     Returns no chunks when the text holds nothing visible.
     """
-    limit = shape.chunk
-    if limit < 2:
+    if shape.chunk < 2:
         raise ValueError("limit must be at least 2 units (one emoji)")
     return _Splitter(atoms, shape, dialect).chunks()
 
@@ -209,10 +207,9 @@ def _stacks(atoms: list[Atom]) -> list[_Stack]:
 
 
 def _apply(stack: _Stack, atom: Atom) -> _Stack:
-    mark = atom.mark
-    if mark == _OPEN:
+    if atom.mark is Mark.OPEN:
         return (*stack, atom)
-    if mark == _CLOSE:
+    if atom.mark is Mark.CLOSE:
         for depth in range(len(stack) - 1, -1, -1):  # lenient: close up to the matching tag
             if stack[depth].tag == atom.tag:
                 return stack[:depth]
