@@ -119,16 +119,10 @@ def _read(fd: int, name: str, cap: int, key: tuple[int, int, int, int, int]) -> 
             text, more_bytes = head.decode("utf-8-sig", errors="ignore")[:cap], size - len(head)
     if not text.strip():
         return _Entry(key, None, 0, 0, "characters")
-    kept = min(len(text), cap)
-    if more_bytes:
-        more, unit = more_bytes, "bytes"
-    else:
-        more, unit = len(text) - kept, "characters"
-    body = text[:kept]
-    if more:
-        marked = ContextFile(name, f"{body}\n\n{truncation_marker(name, more, unit)}", True)
-        return _Entry(key, marked, kept, more, unit)
-    return _Entry(key, ContextFile(name, body), kept, 0, unit)
+    body = text[:cap]
+    more, unit = (more_bytes, "bytes") if more_bytes else (len(text) - len(body), "characters")
+    content = f"{body}\n\n{truncation_marker(name, more, unit)}" if more else body
+    return _Entry(key, ContextFile(name, content, bool(more)), len(body), more, unit)
 
 
 def _read_context(workspace: Path, name: str, cap: int, follow_links: bool) -> _Entry | None:
