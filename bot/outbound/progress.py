@@ -50,9 +50,7 @@ class Progress:
         self._target = target
         self._streams = channel if isinstance(channel, Streams) else None
         self._notes = channel if isinstance(channel, Notes) else None
-        self._streaming: Streaming = streaming
-        if streaming == "native" and self._streams is None:
-            self._streaming = "edit"
+        self._streaming: Streaming = "edit" if streaming == "native" and self._streams is None else streaming
         self._clock = clock
         self._raw = ""
         self._shown = ""  # what the draft shows now (rendered chunk, or streamed text when native)
