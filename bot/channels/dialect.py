@@ -203,19 +203,15 @@ class PlainDialect(Dialect):
         return text_atoms(url) if shown in (url, url.removeprefix("mailto:")) else [*inner, *text_atoms(f" ({url})")]
 
     def quote(self, inner: list[Atom]) -> list[Atom]:
-        out: list[Atom] = []
-        start = 0
-        while True:  # line by line
-            try:
-                end = inner.index(_NEWLINE, start)
-            except ValueError:
-                end = len(inner)
-            out.extend(text_atoms("│ " if end > start else "│"))
-            out.extend(inner[start:end])
-            if end == len(inner):
-                return out
-            out.append(_NEWLINE)
-            start = end + 1
+        def bar(at: int) -> list[Atom]:  # before the line starting at inner[at]: "│ ", or "│" when it is empty
+            return text_atoms("│ " if at < len(inner) and inner[at] != _NEWLINE else "│")
+
+        out = bar(0)
+        for index, atom in enumerate(inner):
+            out.append(atom)
+            if atom == _NEWLINE:
+                out.extend(bar(index + 1))
+        return out
 
 
 PLAIN = PlainDialect()
