@@ -87,10 +87,7 @@ def final_answer(text: str, *, is_group: bool) -> str | None:
     clean = sanitize(text)
     if is_silent(clean):
         return None
-    clean = strip_no_reply(clean)
-    if clean:
-        return clean
-    return None if is_group else NOTHING_TO_ADD
+    return strip_no_reply(clean) or (None if is_group else NOTHING_TO_ADD)
 
 
 def _could_be_silent(text: str) -> bool:
