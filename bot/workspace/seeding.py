@@ -2,8 +2,9 @@
 root, created and seeded from the templates before its first run.
 
 Seeding copies the template files never offered to the workspace before, through the
-fence (``create_inside``: ``O_EXCL``, never through a link), and records each offered
-file in the marker ``.chatgate-seeded``, so a file the user deleted stays deleted.
+fence (``create_inside``: ``O_EXCL``, never through a link, never over an existing file), and
+records each offered file in the marker ``.chatgate-seeded``, so a file the user deleted
+stays deleted after a restart while a template added in a later release still arrives.
 """
 
 from __future__ import annotations
@@ -38,15 +39,9 @@ class Place(Protocol):
 
 
 class Workspaces:
-    """Finds and seeds per-user workspaces under ``root``.
-
-    ``ensure`` seeds a workspace from ``templates`` at most once per process (a lock per
-    path and a set of seeded paths; the hot path is one set lookup) and at most once per
-    template file over the workspace's life: the marker file ``.chatgate-seeded`` lists
-    the template files already offered, so a file the user deleted on purpose stays
-    deleted after a restart, while a template added in a later release still arrives.
-    An existing file is never overwritten (files are created with O_EXCL).
-    """
+    """Finds and seeds per-user workspaces under ``root``: ``ensure`` seeds a workspace from
+    ``templates`` at most once per process (a lock per path and a set of seeded paths; the hot
+    path is one set lookup), and each template file at most once over its life (the marker)."""
 
     def __init__(self, root: Path, templates: Path) -> None:
         self.root = Path(root)
@@ -130,13 +125,8 @@ def _write_marker(workspace: Path, offered: set[str]) -> None:
 
 def seed_workspace(path: Path, templates: Path, skip: frozenset[str] = frozenset()) -> list[str]:
     """Blocking: create ``path`` and copy in the template files never offered to it before
-    (``skip``: files this kind of workspace never gets, e.g. BOOTSTRAP.md in a group).
-
-    A file that exists is left alone; every offered file is recorded in the marker, so
-    it is not offered again. Every write is walked from the workspace's descriptor
-    (``open_inside``): a link planted by a command is never followed out. Returns the
-    files copied.
-    """
+    (``skip``: files this kind of workspace never gets, e.g. BOOTSTRAP.md in a group), then
+    record them in the marker; the files copied. A file that exists is left alone."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     offered = _read_marker(path)
     new = [rel for rel in _template_files(templates) if rel not in offered and rel not in skip]
