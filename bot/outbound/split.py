@@ -1,12 +1,10 @@
 """Split a rendered answer into messages of the size a platform takes (its ``MessageShape``).
 
-Pure functions. The walker renders an answer as the dialect's ``Atom``s
-(``bot.outbound.markdown.render_atoms``): markup that opens or closes formatting, a line
-prefix (a quote's "> ", a heading's "# "), or one unit of text (a character, a whole
-escape such as ``&lt;`` or ``\\*``, a mention), and the splitter cuts only between them, so
-a split never falls inside a tag, an entity, an escape, a surrogate pair or a markup
-token. ``MessageShape.measure`` says what a message's length is: UTF-16 units of the
-visible text (Telegram: markup is free) or characters as sent (Slack, Discord: markup counts).
+Pure functions. The splitter cuts the dialect's ``Atom``s of a rendered answer
+(``bot.outbound.markdown.render_atoms``) only between atoms, so a split never falls inside
+a tag, an entity, an escape, a surrogate pair or a markup token. ``MessageShape.measure``
+says what a message's length is: UTF-16 units of the visible text (Telegram: markup is
+free) or characters as sent (Slack, Discord: markup counts).
 
 Each chunk takes as much as fits and then backs off to the best break in that window: a
 blank line, else a line break, else a sentence end, else a space, else it cuts where it
