@@ -269,13 +269,10 @@ def plain_of(node: SyntaxTreeNode) -> str:
 # --- tables -------------------------------------------------------------------------------
 
 def width(text: str) -> int:
-    """Monospace columns: East Asian wide characters and most emoji take two."""
-    columns = 0
-    for char in text:
-        if unicodedata.combining(char) or char in "\u200d\ufe0f":
-            continue
-        columns += 2 if unicodedata.east_asian_width(char) in "WF" else 1
-    return columns
+    """Monospace columns: East Asian wide characters and most emoji take two, combining marks
+    and the zero-width joiner and variation selector none."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1
+               for char in text if not (unicodedata.combining(char) or char in "\u200d\ufe0f"))
 
 
 def _pad(text: str, columns: int, align: str) -> str:
