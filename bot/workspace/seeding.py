@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from bot.workspace.fence import CREATE_FLAGS, DIR_FLAGS, create_inside, open_inside
+from bot.workspace.fence import CREATE_FLAGS, DIR_FLAGS, READ_FLAGS, create_inside, open_inside
 from bot.workspace.layout import GROUP_UNSEEDED
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def _template_files(templates: Path) -> list[str]:
 
 def _read_marker(workspace: Path) -> set[str]:
     try:
-        fd, _ = open_inside(workspace, SEEDED_MARKER, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd, _ = open_inside(workspace, SEEDED_MARKER, READ_FLAGS)
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise IsADirectoryError(f"{SEEDED_MARKER} is not a regular file")
