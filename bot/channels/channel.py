@@ -70,7 +70,6 @@ class Inbox(Protocol):
     async def __call__(self, msg: InboundMessage) -> None:
         """Store ``msg`` and decide what to do with it; returns once it is stored (raises if it
         could not be: the channel must then not confirm the event)."""
-        ...
 
 
 class Channel(Protocol):

@@ -32,7 +32,6 @@ class Place(Protocol):
     @property
     def workspace(self) -> str:
         """The workspace's folder name under the root."""
-        ...
 
     @property
     def is_group(self) -> bool: ...
