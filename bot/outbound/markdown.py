@@ -90,9 +90,7 @@ def safe_url(url: object) -> str | None:
         return None
     url = url.strip()
     match = _SCHEME.match(url)
-    if match is None or match.group(1).lower() not in _SAFE_SCHEMES:
-        return None
-    return url
+    return url if match is not None and match.group(1).lower() in _SAFE_SCHEMES else None
 
 
 def language_of(info: str) -> str:

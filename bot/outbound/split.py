@@ -48,9 +48,8 @@ def too_many(chunks: list[str], shape: MessageShape) -> bool:
 def render_chunks(markdown: str, dialect: Dialect, shape: MessageShape) -> list[str]:
     """Render model Markdown in ``dialect`` and split it into messages of ``shape``."""
     line = plain_line(markdown)
-    if line is not None and dialect.verbatim(line):  # a line of text, sent as it is
-        if line and 2 * len(line) <= shape.chunk:  # a short one (2: a UTF-16 bound) is one chunk
-            return [line]
+    if line and 2 * len(line) <= shape.chunk and dialect.verbatim(line):  # short text, as it is (2: UTF-16's bound)
+        return [line]
     return split(render_atoms(markdown, dialect), dialect, shape)
 
 
