@@ -9,7 +9,7 @@ the port imports neither.
   ``Interrupts``, ``SendsVoice``, ``SendsPhoto``, ``Named``, ``Windowed``, ``RecallsInbound`` (with ``LastHeard``),
   ``ReportsUndelivered`` (with ``Undelivered``, ``Reports``):
   what only some channels can do, checked with ``isinstance``
-- ``dialect``: the interface of a platform's format (``Dialect``, ``DialectBase``), the
+- ``dialect``: the interface of a platform's format (``Dialect``, alias ``DialectBase``), the
   ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
 - ``leases``: ``Leases``, ``Held``, ``UsesLeases``, ``SOLE``, ``while_held``: what only one of several instances
   may run (a poller, a shard), held by lease
@@ -53,12 +53,11 @@ from bot.channels.dialect import (
     Dialect,
     DialectBase,
     Mark,
-    PlainDialect,
     quote_lines,
     text_atoms,
     wrap,
 )
-from bot.channels.leases import SOLE, Held, Leases, SoleLeases, UsesLeases, while_held
+from bot.channels.leases import SOLE, Held, Leases, UsesLeases, while_held
 from bot.channels.lifecycle import Lifecycle
 from bot.channels.pacing import Pacer
 from bot.channels.probing import http_json
@@ -82,10 +81,10 @@ from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
-    "ChannelSection", "ChannelSpec", "Check", "Choice", "Connects", "Dialect", "DialectBase", "Float",
-    "GroupConfig", "Groups", "Held", "Inbox", "Int", "Interrupts", "LastHeard", "Leases", "Lifecycle", "MessageShape",
-    "LiveDraft", "Mark", "Measure", "Named", "Notes", "OfPeople", "Outcome", "Pacer", "PlainDialect", "RecallsInbound", "Reports",
-    "ReportsUndelivered", "Secret", "Section", "SOLE", "SendFailed", "SendsPhoto", "SendsVoice",
-    "SoleLeases", "SpellsCommands", "spelling", "Status", "Streaming", "Streams", "Target", "Undelivered", "Url",
-    "UsesLeases", "Windowed", "quote_lines", "while_held", "ChannelSetup", "http_json", "secret", "text_atoms", "wrap",
+    "ChannelSection", "ChannelSpec", "Check", "Choice", "Connects", "Dialect", "DialectBase", "Float", "GroupConfig",
+    "Groups", "Held", "Inbox", "Int", "Interrupts", "LastHeard", "Leases", "Lifecycle", "MessageShape", "LiveDraft",
+    "Mark", "Measure", "Named", "Notes", "OfPeople", "Outcome", "Pacer", "RecallsInbound", "Reports",
+    "ReportsUndelivered", "Secret", "Section", "SOLE", "SendFailed", "SendsPhoto", "SendsVoice", "SpellsCommands",
+    "spelling", "Status", "Streaming", "Streams", "Target", "Undelivered", "Url", "UsesLeases", "Windowed",
+    "quote_lines", "while_held", "ChannelSetup", "http_json", "secret", "text_atoms", "wrap",
 ]

@@ -7,9 +7,8 @@ sends is already rendered in its ``dialect`` and split to its message ``shape`` 
 outbound pipeline (``bot.outbound``); delivery (``bot.delivery``) owns retries, so a
 channel's ``send`` makes one attempt and raises ``SendFailed`` when it did not land.
 
-What only some channels can do is a capability of its own (``bot.channels.capabilities``:
-``Streams``, ``Notes``, ``Asks``, ``Interrupts``, ``SendsVoice``, ``SendsPhoto``, ``Named``), checked with
-``isinstance`` where the channel is wired, never looked up by name where it is used.
+What only some channels can do is a capability of its own (``bot.channels.capabilities``),
+checked with ``isinstance`` where the channel is wired, never looked up by name where it is used.
 """
 
 from __future__ import annotations
@@ -71,7 +70,6 @@ class Inbox(Protocol):
     async def __call__(self, msg: InboundMessage) -> None:
         """Store ``msg`` and decide what to do with it; returns once it is stored (raises if it
         could not be: the channel must then not confirm the event)."""
-        ...
 
 
 class Channel(Protocol):

@@ -8,9 +8,9 @@ prefix, and units of text (a character, a whole escape, a mention). The rendered
 the join of their ``raw``; nothing ever reads it back.
 
 This is the port's side of the format, so that a platform package, which imports only the
-port, can write its dialect: the interface, ``DialectBase`` with the defaults most
-dialects share, the atoms and the helpers that make them, and ``PLAIN`` (the terminal's,
-and the fakes').
+port, can write its dialect: the interface with the defaults most dialects share
+(``Dialect``, also named ``DialectBase``), the atoms and the helpers that make them, and
+``PLAIN`` (the terminal's, and the fakes').
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from enum import IntEnum
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 __all__ = ["HR", "PLAIN", "Atom", "Dialect", "DialectBase", "Mark", "PlainDialect", "quote_lines", "text_atoms",
            "wrap"]
@@ -95,9 +95,12 @@ def quote_lines(inner: list[Atom], prefix: Atom) -> list[Atom]:
     return out
 
 
-class Dialect(Protocol):
+_QUOTE = Atom("> ", "", "quote", Mark.PREFIX)
+
+
+class Dialect(ABC):
     """A platform's atoms. Every method returns atoms whose ``raw`` joined is text in the
-    dialect, ready to send.
+    dialect, ready to send; a platform subclasses it and writes the abstract methods.
 
     ``inner`` arguments are atoms the walker has already rendered; ``code`` arguments are
     raw and escaped by the dialect. ``link_markup`` says whether formatting may appear
@@ -105,74 +108,26 @@ class Dialect(Protocol):
     ``block_openers`` are the characters that open a block when a line starts with them
     (Discord's ``#``, ``>``, ``-``, ``+``): a chunk cut from the middle of a line that starts
     with one gets it escaped (``text``), as the walker escapes a line's start.
+
+    The defaults are those most platforms share: the rule ``HR``, links that may hold
+    formatting, no block openers, no text taken as written without ``text``, "• item" /
+    "3. item" markers, headings as bold lines, quotes as ``> `` lines (code blocks left
+    alone) and tables as a code block of their lines.
     """
 
     name: str
-    hr: str  # a horizontal rule's line
-    link_markup: bool
-    block_openers: str
+    hr = HR  # a horizontal rule's line
+    link_markup = True
+    block_openers = ""
 
+    @abstractmethod
     def text(self, text: str) -> list[Atom]:
         """Plain text, escaped so that it shows as it is: one atom per unit."""
-        ...
 
     def verbatim(self, text: str) -> bool:
         """Whether ``text`` (plain text) is written as it is, nothing escaped or changed: a
         quick look, False when unsure. A line it is true for is sent without atoms (most
         short answers)."""
-        ...
-
-    def bold(self, inner: list[Atom]) -> list[Atom]: ...
-
-    def italic(self, inner: list[Atom]) -> list[Atom]: ...
-
-    def strike(self, inner: list[Atom]) -> list[Atom]: ...
-
-    def code(self, code: str) -> list[Atom]:
-        """Inline code from raw text."""
-        ...
-
-    def code_block(self, code: str, language: str) -> list[Atom]:
-        """A code block from raw text (tagged ``pre``); ``language`` is "" or a word like ``python``."""
-        ...
-
-    def link(self, inner: list[Atom], url: str) -> list[Atom]:
-        """A link; ``url`` passed the allow-list."""
-        ...
-
-    def quote(self, inner: list[Atom]) -> list[Atom]:
-        """A block quote around rendered blocks (quotes inside quotes are flattened)."""
-        ...
-
-    def heading(self, inner: list[Atom], level: int) -> list[Atom]: ...
-
-    def item(self, number: int | None) -> str:
-        """A list item's marker: a bullet (``number`` None) or a number, with its space."""
-        ...
-
-    def table(self, lines: list[str]) -> list[Atom]:
-        """A table laid out as aligned monospace ``lines`` (raw text, not escaped)."""
-        ...
-
-
-_QUOTE = Atom("> ", "", "quote", Mark.PREFIX)
-
-
-class DialectBase(ABC):
-    """A ``Dialect`` with the defaults most platforms share: the rule ``HR``, links that may
-    hold formatting, no block openers, no text taken as written without ``text``, "• item" /
-    "3. item" markers, headings as bold lines, quotes as ``> `` lines (code blocks left
-    alone) and tables as a code block of their lines. A platform writes the rest."""
-
-    name: str
-    hr = HR
-    link_markup = True
-    block_openers = ""
-
-    @abstractmethod
-    def text(self, text: str) -> list[Atom]: ...
-
-    def verbatim(self, text: str) -> bool:
         return False
 
     @abstractmethod
@@ -185,28 +140,37 @@ class DialectBase(ABC):
     def strike(self, inner: list[Atom]) -> list[Atom]: ...
 
     @abstractmethod
-    def code(self, code: str) -> list[Atom]: ...
+    def code(self, code: str) -> list[Atom]:
+        """Inline code from raw text."""
 
     @abstractmethod
-    def code_block(self, code: str, language: str) -> list[Atom]: ...
+    def code_block(self, code: str, language: str) -> list[Atom]:
+        """A code block from raw text (tagged ``pre``); ``language`` is "" or a word like ``python``."""
 
     @abstractmethod
-    def link(self, inner: list[Atom], url: str) -> list[Atom]: ...
+    def link(self, inner: list[Atom], url: str) -> list[Atom]:
+        """A link; ``url`` passed the allow-list."""
 
     def quote(self, inner: list[Atom]) -> list[Atom]:
+        """A block quote around rendered blocks (quotes inside quotes are flattened)."""
         return quote_lines(inner, _QUOTE)
 
     def heading(self, inner: list[Atom], level: int) -> list[Atom]:
         return self.bold(inner)
 
     def item(self, number: int | None) -> str:
+        """A list item's marker: a bullet (``number`` None) or a number, with its space."""
         return "• " if number is None else f"{number}. "
 
     def table(self, lines: list[str]) -> list[Atom]:
+        """A table laid out as aligned monospace ``lines`` (raw text, not escaped)."""
         return self.code_block("\n".join(lines), "")
 
 
-class PlainDialect(DialectBase):
+DialectBase = Dialect  # the name platform dialects subclass
+
+
+class PlainDialect(Dialect):
     """Readable text without markup: code blocks as their lines, tables aligned, links
     followed by their address, quotes behind "│ ". Every atom is text."""
 
@@ -239,19 +203,15 @@ class PlainDialect(DialectBase):
         return text_atoms(url) if shown in (url, url.removeprefix("mailto:")) else [*inner, *text_atoms(f" ({url})")]
 
     def quote(self, inner: list[Atom]) -> list[Atom]:
-        out: list[Atom] = []
-        start = 0
-        while True:  # line by line
-            try:
-                end = inner.index(_NEWLINE, start)
-            except ValueError:
-                end = len(inner)
-            out.extend(text_atoms("│ " if end > start else "│"))
-            out.extend(inner[start:end])
-            if end == len(inner):
-                return out
-            out.append(_NEWLINE)
-            start = end + 1
+        def bar(at: int) -> list[Atom]:  # before the line starting at inner[at]: "│ ", or "│" when it is empty
+            return text_atoms("│ " if at < len(inner) and inner[at] != _NEWLINE else "│")
+
+        out = bar(0)
+        for index, atom in enumerate(inner):
+            out.append(atom)
+            if atom == _NEWLINE:
+                out.extend(bar(index + 1))
+        return out
 
 
 PLAIN = PlainDialect()

@@ -20,20 +20,17 @@ from typing import Protocol, runtime_checkable
 class Held(Protocol):
     async def lost(self) -> None:
         """Return when the lease is lost (another instance holds it now); never, while it is held."""
-        ...
 
 
 class Leases(Protocol):
     def hold(self, name: str) -> AbstractAsyncContextManager[Held]:
         """Wait until this instance holds ``name``; given back when the block ends."""
-        ...
 
 
 @runtime_checkable
 class UsesLeases(Protocol):
     def use_leases(self, leases: Leases) -> None:
         """Hold what must run on one instance only through ``leases`` (called before ``start``)."""
-        ...
 
 
 async def while_held(leases: Leases, name: str, work: Callable[[], Awaitable[None]]) -> bool:
@@ -55,20 +52,15 @@ async def while_held(leases: Leases, name: str, work: Callable[[], Awaitable[Non
         return False
 
 
-class _Forever:
-    async def lost(self) -> None:
-        await asyncio.Event().wait()
-
-
 class SoleLeases:
-    """One process: every lease is held at once and never lost."""
+    """One process: every lease is held at once and never lost (it is its own ``Held``)."""
 
     @asynccontextmanager
-    async def _hold(self, name: str) -> AsyncIterator[Held]:
-        yield _Forever()
+    async def hold(self, name: str) -> AsyncIterator[Held]:
+        yield self
 
-    def hold(self, name: str) -> AbstractAsyncContextManager[Held]:
-        return self._hold(name)
+    async def lost(self) -> None:
+        await asyncio.Event().wait()
 
 
 SOLE = SoleLeases()

@@ -9,24 +9,21 @@
 The end of a channel is one future: ``close`` ends it cleanly (stopped, or the terminal's
 input ended), ``fail`` ends it with the error ``wait`` then raises (a refused token, a
 second poller); the first ending wins, and a failure nobody waits for is not reported
-again by asyncio. The tasks a channel starts are owned here (``bot.tasks.OwnedTasks``), and
-``stop_tasks`` ends them, after an optional grace for those
-handing a message to the inbox.
+again by asyncio. A ``Lifecycle`` is the ``bot.tasks.OwnedTasks`` of the tasks a channel starts,
+and ``stop_tasks`` ends them, after an optional grace for those handing a message to the inbox.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Any
 
 from bot.tasks import OwnedTasks
 
 
-class Lifecycle:
+class Lifecycle(OwnedTasks):
     def __init__(self) -> None:
+        super().__init__()
         self._closed: asyncio.Future[None] | None = None
-        self._tasks = OwnedTasks()
 
     def open(self) -> None:
         """At ``start``: a fresh end, not reached yet (on the running loop)."""
@@ -59,20 +56,4 @@ class Lifecycle:
         assert self._closed is not None, "start() first"
         await asyncio.shield(self._closed)
 
-    # -- owned tasks ----------------------------------------------------------------------
-
-    @property
-    def tasks(self) -> frozenset[asyncio.Future[Any]]:
-        return self._tasks.tasks
-
-    def spawn(self, work: Awaitable[Any], name: str | None = None) -> asyncio.Future[Any]:
-        """Run ``work`` as a task the channel owns."""
-        return self._tasks.spawn(work, name)
-
-    def own(self, task: asyncio.Future[Any]) -> None:
-        """Own a task someone else started (an SDK's event handler), so that ``stop_tasks`` waits for it."""
-        self._tasks.own(task)
-
-    async def stop_tasks(self, grace: float = 0.0) -> None:
-        """End the owned tasks: those still running after ``grace`` seconds are cancelled."""
-        await self._tasks.stop(grace)
+    stop_tasks = OwnedTasks.stop  # ends the owned tasks (``stop`` would read as the channel's)

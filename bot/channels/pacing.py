@@ -45,7 +45,7 @@ class Pacer:
             self._later = asyncio.create_task(self._after(wait))
 
     async def flush(self) -> None:
-        """Flush now (the last flush of a closing draft calls this directly)."""
+        """Flush now; the interval counts from here when it sent something."""
         started = self._clock()
         if await self._flush():
             self._last = started

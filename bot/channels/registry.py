@@ -22,12 +22,6 @@ BUILTIN: dict[str, str] = {
 }
 
 
-def register(name: str, path: str) -> None:
-    """Add a channel (``"package.module:SPEC"``); a later registration of a name wins."""
-    BUILTIN[name] = path
-    spec.cache_clear()
-
-
 def names() -> tuple[str, ...]:
     return tuple(BUILTIN)
 

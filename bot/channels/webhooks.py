@@ -8,14 +8,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from aiohttp import web
-
-
-class Body(Protocol):
-    async def read(self, n: int = -1) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,28 +22,23 @@ class Refused:
 
 async def read_capped(request: web.Request, max_body: int, read_time: float) -> bytes | Refused:
     """The request's body, or why it is refused: over ``max_body`` bytes (as announced, or as
-    read), not arrived within ``read_time`` seconds, or broken off half way."""
+    read: no more than ``max_body + 1`` are), not arrived within ``read_time`` seconds, or
+    broken off half way."""
     from aiohttp import web
 
     if request.content_length is not None and request.content_length > max_body:
         return Refused(413, f"{request.content_length} bytes")
+    body = bytearray()
     try:
         async with asyncio.timeout(read_time):
-            body = await read_at_most(request.content, max_body)
+            while chunk := await request.content.read(max_body + 1 - len(body)):
+                body += chunk
+                if len(body) > max_body:
+                    return Refused(413, f"over {max_body} bytes")
     except TimeoutError:
         return Refused(408, f"the body took over {read_time:g} s")
     except (OSError, web.RequestPayloadError) as exc:  # gone half way, or a malformed chunk
         return Refused(400, f"the body broke off: {exc!r}")
-    return Refused(413, f"over {max_body} bytes") if body is None else body
-
-
-async def read_at_most(content: Body, limit: int) -> bytes | None:
-    """The body, or None as soon as it passes ``limit`` bytes (no more than ``limit + 1`` are read)."""
-    body = bytearray()
-    while chunk := await content.read(limit + 1 - len(body)):
-        body += chunk
-        if len(body) > limit:
-            return None
     return bytes(body)
 
 

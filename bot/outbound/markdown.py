@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import textwrap
 import unicodedata
-from operator import attrgetter
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
@@ -91,9 +90,7 @@ def safe_url(url: object) -> str | None:
         return None
     url = url.strip()
     match = _SCHEME.match(url)
-    if match is None or match.group(1).lower() not in _SAFE_SCHEMES:
-        return None
-    return url
+    return url if match is not None and match.group(1).lower() in _SAFE_SCHEMES else None
 
 
 def language_of(info: str) -> str:
@@ -104,7 +101,6 @@ def language_of(info: str) -> str:
 
 _NEWLINE = Atom("\n", "\n")
 _BLANK_LINE = [_NEWLINE, _NEWLINE]
-_RAW = attrgetter("raw")
 
 
 def _strip_lines(atoms: list[Atom]) -> list[Atom]:
@@ -132,7 +128,7 @@ def _led(atoms: list[Atom], lead: str, pad: str) -> list[Atom]:
     so it is text, and the lines of a code block (in a quote in the item) are padded too,
     where its fences hold the line breaks in their markup."""
     out = text_atoms(lead)
-    if atoms[0].mark is not Mark.PREFIX and "\n" not in "".join(map(_RAW, atoms)):  # one line: most items
+    if atoms[0].mark is not Mark.PREFIX and not any("\n" in atom.raw for atom in atoms):  # one line: most items
         out.extend(atoms)
         return out
     pad_atoms = text_atoms(pad)
@@ -271,13 +267,10 @@ def plain_of(node: SyntaxTreeNode) -> str:
 # --- tables -------------------------------------------------------------------------------
 
 def width(text: str) -> int:
-    """Monospace columns: East Asian wide characters and most emoji take two."""
-    columns = 0
-    for char in text:
-        if unicodedata.combining(char) or char in "\u200d\ufe0f":
-            continue
-        columns += 2 if unicodedata.east_asian_width(char) in "WF" else 1
-    return columns
+    """Monospace columns: East Asian wide characters and most emoji take two, combining marks
+    and the zero-width joiner and variation selector none."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1
+               for char in text if not (unicodedata.combining(char) or char in "\u200d\ufe0f"))
 
 
 def _pad(text: str, columns: int, align: str) -> str:

@@ -50,9 +50,7 @@ class Progress:
         self._target = target
         self._streams = channel if isinstance(channel, Streams) else None
         self._notes = channel if isinstance(channel, Notes) else None
-        self._streaming: Streaming = streaming
-        if streaming == "native" and self._streams is None:
-            self._streaming = "edit"
+        self._streaming: Streaming = "edit" if streaming == "native" and self._streams is None else streaming
         self._clock = clock
         self._raw = ""
         self._shown = ""  # what the draft shows now (rendered chunk, or streamed text when native)
@@ -94,12 +92,13 @@ class Progress:
         if self._settled:
             return self._draft_id
         self._settled = True
-        _cancel(self._status)
+        if self._status is not None:
+            self._status.cancel()
         if self._drafts is not None:
             if self._busy:
                 self._dirty.set()  # the loop sees it is settled once its request lands
             else:
-                _cancel(self._drafts)
+                self._drafts.cancel()
             await asyncio.wait({self._drafts})
         if self._streaming == "native" and self._raw:
             try:
@@ -218,8 +217,3 @@ def _note_line(event: RunEvent) -> str:
     if event.kind is EventKind.RETRYING and event.retry is not None:
         return f"(the model did not answer ({event.retry.reason}); trying again in {event.retry.delay:.0f} s)"
     return ""
-
-
-def _cancel(task: asyncio.Task[None] | None) -> None:
-    if task is not None and not task.done():
-        task.cancel()

@@ -1,12 +1,10 @@
 """Split a rendered answer into messages of the size a platform takes (its ``MessageShape``).
 
-Pure functions. The walker renders an answer as the dialect's ``Atom``s
-(``bot.outbound.markdown.render_atoms``): markup that opens or closes formatting, a line
-prefix (a quote's "> ", a heading's "# "), or one unit of text (a character, a whole
-escape such as ``&lt;`` or ``\\*``, a mention), and the splitter cuts only between them, so
-a split never falls inside a tag, an entity, an escape, a surrogate pair or a markup
-token. ``MessageShape.measure`` says what a message's length is: UTF-16 units of the
-visible text (Telegram: markup is free) or characters as sent (Slack, Discord: markup counts).
+Pure functions. The splitter cuts the dialect's ``Atom``s of a rendered answer
+(``bot.outbound.markdown.render_atoms``) only between atoms, so a split never falls inside
+a tag, an entity, an escape, a surrogate pair or a markup token. ``MessageShape.measure``
+says what a message's length is: UTF-16 units of the visible text (Telegram: markup is
+free) or characters as sent (Slack, Discord: markup counts).
 
 Each chunk takes as much as fits and then backs off to the best break in that window: a
 blank line, else a line break, else a sentence end, else a space, else it cuts where it
@@ -21,13 +19,12 @@ from __future__ import annotations
 import bisect
 from itertools import accumulate
 
-from bot.channels import Atom, Dialect, Measure, MessageShape, Mark
+from bot.channels import Atom, Dialect, Mark, Measure, MessageShape
 from bot.outbound.markdown import plain_line, render_atoms
 
 __all__ = ["measure", "render_chunks", "split", "too_many", "utf16_len"]
 
 _Stack = tuple[Atom, ...]  # open formatting, outermost first
-_OPEN, _CLOSE = Mark.OPEN, Mark.CLOSE
 _BREAKS: tuple[tuple[str, ...], ...] = (("\n\n",), ("\n",), (". ", "! ", "? "), (" ",))
 
 
@@ -51,9 +48,8 @@ def too_many(chunks: list[str], shape: MessageShape) -> bool:
 def render_chunks(markdown: str, dialect: Dialect, shape: MessageShape) -> list[str]:
     """Render model Markdown in ``dialect`` and split it into messages of ``shape``."""
     line = plain_line(markdown)
-    if line is not None and dialect.verbatim(line):  # a line of text, sent as it is
-        if line and 2 * len(line) <= shape.chunk:  # a short one (2: a UTF-16 bound) is one chunk
-            return [line]
+    if line and 2 * len(line) <= shape.chunk and dialect.verbatim(line):  # short text, as it is (2: UTF-16's bound)
+        return [line]
     return split(render_atoms(markdown, dialect), dialect, shape)
 
 
@@ -62,8 +58,7 @@ def split(atoms: list[Atom], dialect: Dialect, shape: MessageShape) -> list[str]
 
     Returns no chunks when the text holds nothing visible.
     """
-    limit = shape.chunk
-    if limit < 2:
+    if shape.chunk < 2:
         raise ValueError("limit must be at least 2 units (one emoji)")
     return _Splitter(atoms, shape, dialect).chunks()
 
@@ -209,10 +204,9 @@ def _stacks(atoms: list[Atom]) -> list[_Stack]:
 
 
 def _apply(stack: _Stack, atom: Atom) -> _Stack:
-    mark = atom.mark
-    if mark == _OPEN:
+    if atom.mark is Mark.OPEN:
         return (*stack, atom)
-    if mark == _CLOSE:
+    if atom.mark is Mark.CLOSE:
         for depth in range(len(stack) - 1, -1, -1):  # lenient: close up to the matching tag
             if stack[depth].tag == atom.tag:
                 return stack[:depth]

@@ -22,6 +22,7 @@ Decisions the seeds leave open:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -93,12 +94,11 @@ def unmask_code(text: str, blocks: list[str]) -> str:
 
 
 def _outside_code(step: Callable[[str], str]) -> Callable[[str], str]:
+    @functools.wraps(step)
     def run(text: str) -> str:
         masked, blocks = mask_code(text)
         return unmask_code(step(masked), blocks)
 
-    run.__name__ = step.__name__
-    run.__doc__ = step.__doc__
     return run
 
 

@@ -87,24 +87,19 @@ def final_answer(text: str, *, is_group: bool) -> str | None:
     clean = sanitize(text)
     if is_silent(clean):
         return None
-    clean = strip_no_reply(clean)
-    if clean:
-        return clean
-    return None if is_group else NOTHING_TO_ADD
+    return strip_no_reply(clean) or (None if is_group else NOTHING_TO_ADD)
 
 
 def _could_be_silent(text: str) -> bool:
     """True while ``text`` is a prefix of some silent answer."""
-    rest = text
     while True:
-        rest = rest.lstrip(" \t\r\n" + _WRAP + _PUNCT)
-        if not rest:
+        text = text.lstrip(" \t\r\n" + _WRAP + _PUNCT)
+        if not text:
             return True
-        m = re.match(_STANDALONE, rest, re.I)
+        m = re.match(_STANDALONE, text, re.I)
         if m is None:
-            upper = rest.upper()
-            return any(upper == p for p in _PREFIXES)
-        rest = rest[m.end():]
+            return text.upper() in _PREFIXES
+        text = text[m.end():]
 
 
 def tail_start(text: str, end: int) -> int:
@@ -183,11 +178,4 @@ class NoReplyHoldback:
         return new
 
 
-__all__ = [
-    "NO_REPLY",
-    "NOTHING_TO_ADD",
-    "NoReplyHoldback",
-    "final_answer",
-    "is_silent",
-    "strip_no_reply",
-]
+__all__ = ["NO_REPLY", "NOTHING_TO_ADD", "NoReplyHoldback", "final_answer", "is_silent", "strip_no_reply"]

@@ -10,17 +10,13 @@ One idea per module:
 - ``context``: the context files the system prompt loads, capped and cached.
 - ``uploads``: files people send, saved in ``inbox/``.
 
-Every name is here too: ``from bot.workspace import locate`` works as it always did.
+What the rest of the bot uses is re-exported here.
 """
 
 from __future__ import annotations
 
-from bot.workspace.context import PER_FILE_CAP, TOTAL_CAP, ContextFile, load_context_files, truncation_marker
+from bot.workspace.context import ContextFile, load_context_files, truncation_marker
 from bot.workspace.fence import (
-    DIR_FLAGS,
-    MAX_LINKS,
-    NAME_MAX,
-    PATH_MAX,
     Located,
     OutsideWorkspaceError,
     PathTooLongError,
@@ -37,21 +33,19 @@ from bot.workspace.layout import (
     GROUP_CONTEXT_FILES,
     GROUP_PROTECTED,
     GROUP_PROTECTED_FOLDERS,
-    GROUP_UNSEEDED,
     MAX_NAME_LEN,
     MEMORY_FILE,
     SKILLS_FOLDER,
     read_only_for,
     safe_name,
 )
-from bot.workspace.seeding import SEEDED_MARKER, Place, Workspaces, seed_workspace
-from bot.workspace.uploads import INBOX, save_upload
+from bot.workspace.seeding import SEEDED_MARKER, Workspaces, seed_workspace
+from bot.workspace.uploads import save_upload
 
 __all__ = [
-    "BOOTSTRAP_FILE", "CONTEXT_FILES", "DIR_FLAGS", "GROUP_CONTEXT_FILES", "GROUP_PROTECTED",
-    "GROUP_PROTECTED_FOLDERS", "GROUP_UNSEEDED", "INBOX", "MAX_LINKS", "MAX_NAME_LEN", "MEMORY_FILE", "NAME_MAX",
-    "PATH_MAX", "PER_FILE_CAP", "SEEDED_MARKER", "SKILLS_FOLDER", "TOTAL_CAP", "ContextFile", "Located",
-    "OutsideWorkspaceError", "PathTooLongError", "Place", "Workspaces", "create_inside", "load_context_files",
-    "locate", "open_folder_inside", "open_inside", "read_inside", "read_only_for", "resolve_inside",
-    "safe_name", "save_upload", "seed_workspace", "truncation_marker",
+    "BOOTSTRAP_FILE", "CONTEXT_FILES", "GROUP_CONTEXT_FILES", "GROUP_PROTECTED", "GROUP_PROTECTED_FOLDERS",
+    "MAX_NAME_LEN", "MEMORY_FILE", "SEEDED_MARKER", "SKILLS_FOLDER", "ContextFile", "Located", "OutsideWorkspaceError",
+    "PathTooLongError", "Workspaces", "create_inside", "load_context_files", "locate", "open_folder_inside",
+    "open_inside", "read_inside", "read_only_for", "resolve_inside", "safe_name", "save_upload", "seed_workspace",
+    "truncation_marker",
 ]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.workspace.fence import open_inside
+from bot.workspace.fence import READ_FLAGS, open_inside
 from bot.workspace.layout import CONTEXT_FILES
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,6 @@ class _ReadCache:
 _cache = _ReadCache(_CACHE_SIZE)
 
 
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
 def _open_context(workspace: Path, name: str, follow_links: bool) -> tuple[str, os.stat_result, int | None] | None:
     """``(cache path, stat, open fd or None)`` of a context file that is a regular file inside
     the workspace, or None. The common case costs one ``lstat`` and opens nothing (a cached
@@ -94,7 +91,7 @@ def _open_context(workspace: Path, name: str, follow_links: bool) -> tuple[str, 
         if not follow_links:
             log.info("context file %s skipped: a link, and this workspace's prompt follows none", path)
             return None
-        fd, relative = open_inside(workspace, name, _READ_FLAGS)
+        fd, relative = open_inside(workspace, name, READ_FLAGS)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:  # OutsideWorkspaceError included
@@ -119,16 +116,10 @@ def _read(fd: int, name: str, cap: int, key: tuple[int, int, int, int, int]) -> 
             text, more_bytes = head.decode("utf-8-sig", errors="ignore")[:cap], size - len(head)
     if not text.strip():
         return _Entry(key, None, 0, 0, "characters")
-    kept = min(len(text), cap)
-    if more_bytes:
-        more, unit = more_bytes, "bytes"
-    else:
-        more, unit = len(text) - kept, "characters"
-    body = text[:kept]
-    if more:
-        marked = ContextFile(name, f"{body}\n\n{truncation_marker(name, more, unit)}", True)
-        return _Entry(key, marked, kept, more, unit)
-    return _Entry(key, ContextFile(name, body), kept, 0, unit)
+    body = text[:cap]
+    more, unit = (more_bytes, "bytes") if more_bytes else (len(text) - len(body), "characters")
+    content = f"{body}\n\n{truncation_marker(name, more, unit)}" if more else body
+    return _Entry(key, ContextFile(name, content, bool(more)), len(body), more, unit)
 
 
 def _read_context(workspace: Path, name: str, cap: int, follow_links: bool) -> _Entry | None:
@@ -144,7 +135,7 @@ def _read_context(workspace: Path, name: str, cap: int, follow_links: bool) -> _
         return entry
     try:
         if fd is None:  # a plain name in the workspace's own folder: O_NOFOLLOW, and the same file
-            fd = os.open(real, _READ_FLAGS | os.O_NOFOLLOW)
+            fd = os.open(real, READ_FLAGS | os.O_NOFOLLOW)
             if os.fstat(fd).st_ino != st.st_ino:
                 os.close(fd)
                 return None  # swapped since the lstat: the next run reads it

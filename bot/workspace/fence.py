@@ -41,6 +41,8 @@ MAX_LINKS = 40  # symlinks followed in one walk, as the kernel allows
 NAME_MAX = 255  # bytes in one name
 PATH_MAX = 4096  # bytes in a whole path
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)  # a folder, never a link
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # a FIFO does not block the open
+CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)  # a new file, no link
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +175,7 @@ def create_inside(workspace: Path, user_path: str, mode: int = 0o644) -> tuple[i
         raise IsADirectoryError(f"{user_path} names a folder, not a file")
     dir_fd, relative = open_folder_inside(workspace, folder or ".", create=True)
     try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode,
-                     dir_fd=dir_fd)
+        fd = os.open(name, CREATE_FLAGS, mode, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
     return fd, name if relative == "." else f"{relative}/{name}"
@@ -183,7 +184,7 @@ def create_inside(workspace: Path, user_path: str, mode: int = 0o644) -> tuple[i
 def read_inside(workspace: Path, user_path: str, max_bytes: int) -> bytes:
     """The bytes of a regular file inside the workspace, walked like ``locate`` (a FIFO or
     a folder raises ``IsADirectoryError``, a file over ``max_bytes`` ``ValueError``)."""
-    fd, _ = open_inside(workspace, user_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd, _ = open_inside(workspace, user_path, READ_FLAGS)
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise IsADirectoryError(f"{user_path} is not a regular file")

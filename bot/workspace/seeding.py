@@ -2,8 +2,9 @@
 root, created and seeded from the templates before its first run.
 
 Seeding copies the template files never offered to the workspace before, through the
-fence (``create_inside``: ``O_EXCL``, never through a link), and records each offered
-file in the marker ``.chatgate-seeded``, so a file the user deleted stays deleted.
+fence (``create_inside``: ``O_EXCL``, never through a link, never over an existing file), and
+records each offered file in the marker ``.chatgate-seeded``, so a file the user deleted
+stays deleted after a restart while a template added in a later release still arrives.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from bot.workspace.fence import DIR_FLAGS, create_inside, open_inside
+from bot.workspace.fence import CREATE_FLAGS, DIR_FLAGS, READ_FLAGS, create_inside, open_inside
 from bot.workspace.layout import GROUP_UNSEEDED
 
 log = logging.getLogger(__name__)
@@ -31,22 +32,15 @@ class Place(Protocol):
     @property
     def workspace(self) -> str:
         """The workspace's folder name under the root."""
-        ...
 
     @property
     def is_group(self) -> bool: ...
 
 
 class Workspaces:
-    """Finds and seeds per-user workspaces under ``root``.
-
-    ``ensure`` seeds a workspace from ``templates`` at most once per process (a lock per
-    path and a set of seeded paths; the hot path is one set lookup) and at most once per
-    template file over the workspace's life: the marker file ``.chatgate-seeded`` lists
-    the template files already offered, so a file the user deleted on purpose stays
-    deleted after a restart, while a template added in a later release still arrives.
-    An existing file is never overwritten (files are created with O_EXCL).
-    """
+    """Finds and seeds per-user workspaces under ``root``: ``ensure`` seeds a workspace from
+    ``templates`` at most once per process (a lock per path and a set of seeded paths; the hot
+    path is one set lookup), and each template file at most once over its life (the marker)."""
 
     def __init__(self, root: Path, templates: Path) -> None:
         self.root = Path(root)
@@ -97,7 +91,7 @@ def _template_files(templates: Path) -> list[str]:
 
 def _read_marker(workspace: Path) -> set[str]:
     try:
-        fd, _ = open_inside(workspace, SEEDED_MARKER, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd, _ = open_inside(workspace, SEEDED_MARKER, READ_FLAGS)
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise IsADirectoryError(f"{SEEDED_MARKER} is not a regular file")
@@ -120,8 +114,7 @@ def _write_marker(workspace: Path, offered: set[str]) -> None:
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=root)  # a leftover of a crash, or something planted there
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                     0o600, dir_fd=root)
+        fd = os.open(tmp, CREATE_FLAGS, 0o600, dir_fd=root)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         os.replace(tmp, SEEDED_MARKER, src_dir_fd=root, dst_dir_fd=root)
@@ -131,13 +124,8 @@ def _write_marker(workspace: Path, offered: set[str]) -> None:
 
 def seed_workspace(path: Path, templates: Path, skip: frozenset[str] = frozenset()) -> list[str]:
     """Blocking: create ``path`` and copy in the template files never offered to it before
-    (``skip``: files this kind of workspace never gets, e.g. BOOTSTRAP.md in a group).
-
-    A file that exists is left alone; every offered file is recorded in the marker, so
-    it is not offered again. Every write is walked from the workspace's descriptor
-    (``open_inside``): a link planted by a command is never followed out. Returns the
-    files copied.
-    """
+    (``skip``: files this kind of workspace never gets, e.g. BOOTSTRAP.md in a group), then
+    record them in the marker; the files copied. A file that exists is left alone."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     offered = _read_marker(path)
     new = [rel for rel in _template_files(templates) if rel not in offered and rel not in skip]
