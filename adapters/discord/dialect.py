@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from bot.channels import Atom, DialectBase, Measure, MessageShape, Mark, text_atoms, wrap
+from bot.channels import Atom, Dialect, Mark, Measure, MessageShape, text_atoms, wrap
 
 __all__ = ["DISCORD", "DiscordDialect", "SHAPE"]
 
@@ -57,7 +57,7 @@ def _url(url: str) -> str:
     return url.replace("<", "%3C").replace(">", "%3E").replace(" ", "%20")
 
 
-class DiscordDialect(DialectBase):
+class DiscordDialect(Dialect):
     name = "discord"
     block_openers = "#>+-"
 

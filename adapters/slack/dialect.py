@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from bot.channels import Atom, DialectBase, Measure, MessageShape, text_atoms, wrap
+from bot.channels import Atom, Dialect, Measure, MessageShape, text_atoms, wrap
 
 __all__ = ["SHAPE", "SLACK", "SlackDialect", "ping_free", "sendable"]
 
@@ -77,7 +77,7 @@ def _code(code: str) -> list[Atom]:
     return out
 
 
-class SlackDialect(DialectBase):
+class SlackDialect(Dialect):
     name = "slack"
     link_markup = False
     block_openers = ""  # ">" is always sent as "&gt;"

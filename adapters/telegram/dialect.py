@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import re
 
-from bot.channels import Atom, DialectBase, Measure, MessageShape, text_atoms, wrap
+from bot.channels import Atom, Dialect, Measure, MessageShape, text_atoms, wrap
 
 __all__ = ["SHAPE", "TELEGRAM", "TELEGRAM_LIMIT", "TelegramDialect", "html_to_text"]
 
@@ -34,7 +34,7 @@ def html_to_text(html_text: str) -> str:
     return html.unescape(_TAG.sub("", html_text))
 
 
-class TelegramDialect(DialectBase):
+class TelegramDialect(Dialect):
     name = "telegram"
 
     def text(self, text: str) -> list[Atom]:

@@ -23,7 +23,7 @@ A message is at most 4,096 characters as sent (``SHAPE``).
 
 from __future__ import annotations
 
-from bot.channels import Atom, DialectBase, Measure, MessageShape, text_atoms, wrap
+from bot.channels import Atom, Dialect, Measure, MessageShape, text_atoms, wrap
 
 __all__ = ["SHAPE", "WHATSAPP", "WHATSAPP_LIMIT", "WhatsAppDialect", "lookalike"]
 
@@ -58,7 +58,7 @@ def lookalike(text: str) -> str:
     return "".join(out)
 
 
-class WhatsAppDialect(DialectBase):
+class WhatsAppDialect(Dialect):
     name = "whatsapp"
     link_markup = False  # a link is its words and its address, as text
     block_openers = ">"

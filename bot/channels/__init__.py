@@ -9,7 +9,7 @@ the port imports neither.
   ``Interrupts``, ``SendsVoice``, ``SendsPhoto``, ``Named``, ``Windowed``, ``RecallsInbound`` (with ``LastHeard``),
   ``ReportsUndelivered`` (with ``Undelivered``, ``Reports``):
   what only some channels can do, checked with ``isinstance``
-- ``dialect``: the interface of a platform's format (``Dialect``, alias ``DialectBase``), the
+- ``dialect``: the interface of a platform's format (``Dialect``), the
   ``Atom``s a dialect writes and the helpers that make them, ``PLAIN``
 - ``leases``: ``Leases``, ``Held``, ``UsesLeases``, ``SOLE``, ``while_held``: what only one of several instances
   may run (a poller, a shard), held by lease
@@ -51,7 +51,6 @@ from bot.channels.dialect import (
     PLAIN,
     Atom,
     Dialect,
-    DialectBase,
     Mark,
     quote_lines,
     text_atoms,
@@ -81,7 +80,7 @@ from bot.messages import Target
 
 __all__ = [
     "COMMAND_MENU", "COMMAND_NAMES", "HR", "PLAIN", "Asks", "Atom", "Backoff", "Channel", "ChannelConfig",
-    "ChannelSection", "ChannelSpec", "Check", "Choice", "Connects", "Dialect", "DialectBase", "Float", "GroupConfig",
+    "ChannelSection", "ChannelSpec", "Check", "Choice", "Connects", "Dialect", "Float", "GroupConfig",
     "Groups", "Held", "Inbox", "Int", "Interrupts", "LastHeard", "Leases", "Lifecycle", "MessageShape", "LiveDraft",
     "Mark", "Measure", "Named", "Notes", "OfPeople", "Outcome", "Pacer", "RecallsInbound", "Reports",
     "ReportsUndelivered", "Secret", "Section", "SOLE", "SendFailed", "SendsPhoto", "SendsVoice", "SpellsCommands",

@@ -9,7 +9,7 @@ the join of their ``raw``; nothing ever reads it back.
 
 This is the port's side of the format, so that a platform package, which imports only the
 port, can write its dialect: the interface with the defaults most dialects share
-(``Dialect``, also named ``DialectBase``), the atoms and the helpers that make them, and
+(``Dialect``, also named ``Dialect``), the atoms and the helpers that make them, and
 ``PLAIN`` (the terminal's, and the fakes').
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from enum import IntEnum
 from typing import NamedTuple
 
-__all__ = ["HR", "PLAIN", "Atom", "Dialect", "DialectBase", "Mark", "PlainDialect", "quote_lines", "text_atoms",
+__all__ = ["HR", "PLAIN", "Atom", "Dialect", "Dialect", "Mark", "PlainDialect", "quote_lines", "text_atoms",
            "wrap"]
 
 HR = "———"  # a horizontal rule's line, where a dialect has no rule of its own
@@ -165,9 +165,6 @@ class Dialect(ABC):
     def table(self, lines: list[str]) -> list[Atom]:
         """A table laid out as aligned monospace ``lines`` (raw text, not escaped)."""
         return self.code_block("\n".join(lines), "")
-
-
-DialectBase = Dialect  # the name platform dialects subclass
 
 
 class PlainDialect(Dialect):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import html
 
-from bot.channels.dialect import Atom, DialectBase, Mark, text_atoms, wrap
+from bot.channels.dialect import Atom, Dialect, Mark, text_atoms, wrap
 
 _ESCAPES = {c: Atom(html.escape(c, quote=True), c) for c in "&<>\"'"}
 
 
-class HtmlDialect(DialectBase):
+class HtmlDialect(Dialect):
     name = "html"
     hr = "———"
 
