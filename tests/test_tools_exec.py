@@ -143,14 +143,16 @@ async def test_environment_has_no_secrets(registry: ToolRegistry, ctx: ToolConte
         assert names == {"PATH", "HOME", "LANG", "PWD"}
 
 
-def test_environment_is_an_allowlist(tmp_path: Path) -> None:
+def test_environment_is_an_allowlist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = {"PATH": "/x/bin", "LANG": "de_DE.UTF-8", "TZ": "UTC", "HOME": "/root", "TERM": "xterm",
               "ANTHROPIC_API_KEY": "k", "SLACK_APP_TOKEN": "t", "GITHUB_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s",
               "DISCORD_BOT_TOKEN": "t", "USER": "bot"}
-    env = exec_tool.exec_environment(tmp_path, source)
+    monkeypatch.setattr(os, "environ", source)
+    env = exec_tool.exec_environment(tmp_path)
     assert env == {"PATH": "/x/bin", "LANG": "de_DE.UTF-8", "TZ": "UTC", "HOME": str(tmp_path),
                    "TERM": "dumb", "TMPDIR": env["TMPDIR"]}
-    assert exec_tool.exec_environment(tmp_path, {})["PATH"]  # a usable PATH even when ours is unset
+    monkeypatch.setattr(os, "environ", {})
+    assert exec_tool.exec_environment(tmp_path)["PATH"]  # a usable PATH even when ours is unset
 
 
 # -- refusals ----------------------------------------------------------------------------

@@ -38,7 +38,6 @@ import signal
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,10 +62,9 @@ _BWRAP_FAILED = 1  # bwrap's exit code when it cannot set the sandbox up
 _REDACT = Redactor()  # known key shapes; the logging filter adds the configured secrets
 
 
-def exec_environment(workspace: Path, source: Mapping[str, str] | None = None) -> dict[str, str]:
+def exec_environment(workspace: Path) -> dict[str, str]:
     """The child's environment: an allowlist, never a filtered copy, so no secret slips in."""
-    source = os.environ if source is None else source
-    env = {name: source[name] for name in PASSED_THROUGH if source.get(name)}
+    env = {name: os.environ[name] for name in PASSED_THROUGH if os.environ.get(name)}
     env.setdefault("PATH", _DEFAULT_PATH)
     env.setdefault("LANG", "C.UTF-8")
     env.update(HOME=str(workspace), TERM="dumb", TMPDIR=tempfile.gettempdir())
@@ -460,7 +458,7 @@ def _close(*fds: int) -> None:
                 os.close(fd)
 
 
-def _status(code: int | None, note: str | None = None) -> str:
+def _status(code: int | None, note: str | None) -> str:
     """``[exit code N]`` or ``[killed by signal NAME]``, with what explains it when known."""
     if code is not None and code < 0:
         try:
