@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command, make_exec_tool
+from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, make_exec_tool
 from bot.tools.files import edit_file, read_file, write_file
 from bot.tools.find import list_files, search_files
 from bot.tools.memory import memory_get, memory_search
@@ -37,7 +37,6 @@ __all__ = [
     "WebFetchSettings",
     "ToolRegistry",
     "builtin_registry",
-    "exec_command",
     "policy_for",
     "registry_from_config",
     "require_sandbox",
@@ -51,7 +50,7 @@ _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0
 
 def builtin_registry(
     *, exec_enabled: bool = False, web_fetch: WebFetchSettings | None = None,
-    timeouts: Mapping[ToolCategory, float] | None = None, exec_settings: ExecSettings | None = None,
+    timeouts: Mapping[ToolCategory, float] | None = None, exec_settings: ExecSettings = ExecSettings(),
 ) -> ToolRegistry:
     """A new registry holding the built-in tools: the file tools (read, write, edit, list,
     search), the memory tools, ``web_fetch`` only when given its settings, and ``exec``
@@ -63,11 +62,10 @@ def builtin_registry(
     if not exec_enabled:
         return ToolRegistry(tools, timeouts=timeouts)
     limits = {ToolCategory.EXEC: _EXEC_REGISTRY_TIMEOUT, **(timeouts or {})}
-    shell = exec_command if exec_settings is None else make_exec_tool(exec_settings)
-    return ToolRegistry((*tools, shell), timeouts=limits)
+    return ToolRegistry((*tools, make_exec_tool(exec_settings)), timeouts=limits)
 
 
-def registry_from_config(config: ToolsConfig, exec_settings: ExecSettings | None = None) -> ToolRegistry:
+def registry_from_config(config: ToolsConfig, exec_settings: ExecSettings) -> ToolRegistry:
     """The built-in registry as ``tools:`` in the config asks (exec and web_fetch switched
     on there); the per-run policy is applied later, with ``ToolRegistry.restricted``."""
     web = config.web_fetch

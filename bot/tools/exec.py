@@ -111,7 +111,7 @@ _SANDBOXED = (" It runs in a sandbox: the workspace is mounted at /workspace (th
               "Limits: {limits}.")
 
 
-def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
+def make_exec_tool(settings: ExecSettings) -> Tool:
     """The ``exec`` tool for these settings (``tools.exec``)."""
 
     async def exec(ctx: ToolContext, command: str, timeout: int = 120) -> str:  # noqa: A001 - the tool's name
@@ -302,9 +302,6 @@ def _protected_files(ctx: ToolContext, workspace: Path) -> list[tuple[int, str]]
     finally:
         os.close(root)
     return found
-
-
-exec_command = make_exec_tool()  # the defaults: sandboxed, no network, owners only
 
 
 class _Sandbox:
