@@ -63,10 +63,9 @@ class ToolRegistry:
             return self
         view = self._views.get(policy)
         if view is None:
-            allowed = [t for t in self._tools.values() if policy.permits(t.name)]
-            view = ToolRegistry(allowed, timeouts=self.timeouts)
-            view._withheld = {**self._withheld, **{name: why for name in self._tools
-                                                   if (why := policy.refusal(name)) is not None}}
+            withheld = {name: why for name in self._tools if (why := policy.refusal(name)) is not None}
+            view = ToolRegistry((t for t in self._tools.values() if t.name not in withheld), timeouts=self.timeouts)
+            view._withheld = {**self._withheld, **withheld}
             self._views[policy] = view
         return view
 
@@ -154,7 +153,7 @@ class ToolRegistry:
         return [task.result() for task in tasks]
 
     async def _run(self, call: ToolCall, ctx: ToolContext, done: dict[str, ToolResult] | None,
-                   on_done: OnDone | None = None, images: dict[str, tuple[ImagePart, ...]] | None = None) -> ToolResult:
+                   on_done: OnDone | None, images: dict[str, tuple[ImagePart, ...]] | None) -> ToolResult:
         started = time.monotonic()
         output, is_error = await self._call(call, ctx)
         text = output if isinstance(output, str) else output.text

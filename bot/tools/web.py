@@ -111,8 +111,8 @@ def check_url(url: URL, check: AddressCheck | None) -> None:
         raise AddressRefused(f"refused: {ip} is {why}")
 
 
-async def fetch(url: str, settings: WebFetchSettings, *, check: AddressCheck | None = address_refusal,
-                resolver: AbstractResolver | None = None) -> Page:
+async def fetch(url: str, settings: WebFetchSettings, *, check: AddressCheck | None,
+                resolver: AbstractResolver | None) -> Page:
     """GET ``url`` under the fence; ``check`` None lifts the address check (``allow_private``)."""
     target = URL(url.strip())
     guard = GuardedResolver(check, resolver) if check is not None else (resolver or aiohttp.ThreadedResolver())
