@@ -2,13 +2,11 @@
 read_file reads PDF and Word documents as text too (``documents``).
 
 Every path is walked with ``bot.workspace.locate`` (``O_NOFOLLOW`` from the workspace's
-descriptor, symlinks followed by hand and only inside); read_file and write_file open the
-file through the folder's descriptor; edit_file replaces exact text (refusing a missing or
-ambiguous match). Listing and searching live in ``find``. ``..`` and absolute paths outside
-are refused, over-long paths are errors naming the relative path.
-In a group, the persona and rule files are read-only unless the sender is an owner.
-The blocking work runs in a thread so a large file never stalls the event loop.
-Problems come back as ``ToolError`` sentences.
+descriptor, symlinks followed by hand and only inside) and the file opened through its
+folder's descriptor: ``..`` and absolute paths outside are refused, over-long paths are
+errors naming the relative path. In a group, the persona and rule files are read-only unless
+the sender is an owner. The blocking work runs in a thread so a large file never stalls the
+event loop.
 """
 
 from __future__ import annotations
