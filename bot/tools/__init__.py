@@ -19,10 +19,10 @@ from bot.tools.memory import memory_get, memory_search
 from bot.tools.policy import ToolPolicy, ToolRules, policy_for
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tools.sandbox import ExecSettings, require_sandbox
-from bot.tools.web import WebFetchSettings, web_fetch_tool
+from bot.tools.web import web_fetch_tool
 
 if TYPE_CHECKING:
-    from bot.config.schema import ToolsConfig
+    from bot.config.tools import ToolsConfig, WebFetchConfig
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
@@ -34,7 +34,6 @@ __all__ = [
     "ToolError",
     "ToolPolicy",
     "ToolRules",
-    "WebFetchSettings",
     "ToolRegistry",
     "builtin_registry",
     "policy_for",
@@ -49,7 +48,7 @@ _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0
 
 
 def builtin_registry(
-    *, exec_enabled: bool = False, web_fetch: WebFetchSettings | None = None,
+    *, exec_enabled: bool = False, web_fetch: WebFetchConfig | None = None,
     timeouts: Mapping[ToolCategory, float] | None = None, exec_settings: ExecSettings = ExecSettings(),
 ) -> ToolRegistry:
     """A new registry holding the built-in tools: the file tools (read, write, edit, list,
@@ -69,8 +68,7 @@ def registry_from_config(config: ToolsConfig, exec_settings: ExecSettings) -> To
     """The built-in registry as ``tools:`` in the config asks (exec and web_fetch switched
     on there); the per-run policy is applied later, with ``ToolRegistry.restricted``."""
     web = config.web_fetch
-    settings = WebFetchSettings(web.allow_private, web.max_bytes, web.timeout, web.max_chars) if web.enabled else None
     # the registry's own limit must not cut web_fetch before its own timeout says what happened
     timeouts = {ToolCategory.NETWORK: web.timeout + 5.0} if web.enabled else None
-    return builtin_registry(exec_enabled=config.exec.enabled, web_fetch=settings, timeouts=timeouts,
-                            exec_settings=exec_settings)
+    return builtin_registry(exec_enabled=config.exec.enabled, web_fetch=web if web.enabled else None,
+                            timeouts=timeouts, exec_settings=exec_settings)
