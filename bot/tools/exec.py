@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.bounds import CommandLimits
+from bot.tools.bounds import CommandLimits, describe_limits
 from bot.tools.sandbox import SANDBOX_WORKSPACE, ExecSettings, clean_environment, sandbox_command
 from bot.tracing import Redactor
 from bot.workspace import GROUP_PROTECTED, GROUP_PROTECTED_FOLDERS, read_only_for
@@ -122,7 +122,7 @@ def make_exec_tool(settings: ExecSettings) -> Tool:
 
     network = "the network is reachable" if settings.network else "there is no network"
     sandboxed = settings.sandbox == "bwrap"
-    where = _SANDBOXED.format(network=network, limits=settings.limits.describe()) if sandboxed else ""
+    where = _SANDBOXED.format(network=network, limits=describe_limits(settings.limits)) if sandboxed else ""
     exec.__doc__ = _DESCRIPTION.format(where=where)
     return tool(category=ToolCategory.EXEC, name="exec")(exec)
 

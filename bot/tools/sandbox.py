@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from bot.config.tools import ExecLimitsConfig
 from bot.errors import ConfigError
-from bot.tools.bounds import MB, ExecBounds, unenforced
+from bot.tools.bounds import MB, unenforced
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class ExecSettings:
     owners_only: bool = True
     private: tuple[Path, ...] = ()  # the bot's config file, database, workspace root, TLS files: never shown
     bwrap: str = "bwrap"  # the executable, looked up on PATH
-    limits: ExecBounds = ExecBounds()
+    limits: ExecLimitsConfig = ExecLimitsConfig()
     writable: bool = True  # the folder at /workspace may be written (a pre-tool hook's scratch folder: no)
 
 
