@@ -1,9 +1,5 @@
-"""Tools the model can call: the port (``base``), the registry and runner, the built-ins.
-
-``builtin_registry()`` gives a fresh registry with the built-in tools; extras register
-on it the same way (``registry.register(my_tool)``). The ``exec`` shell tool is off
-unless asked for: ``builtin_registry(exec_enabled=True, exec_settings=...)`` (sandboxed and for
-owners only unless the settings say otherwise; see ``bot.tools.sandbox``).
+"""Tools the model can call: the port (``base``), the registry and runner, the built-ins
+(``builtin_registry``; extras register on it the same way, ``registry.register(my_tool)``).
 """
 
 from __future__ import annotations

@@ -168,9 +168,8 @@ def _masks(private: Iterable[Path], root: Path, also: Sequence[Path] = ()) -> li
     return args
 
 
-def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *, info_fd: int | None = None,
-                    block_fd: int | None = None,
-                    read_only: Sequence[tuple[int, str]] = ()) -> tuple[list[str], int | None]:
+def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *, info_fd: int, block_fd: int,
+                    read_only: Sequence[tuple[int, str]]) -> tuple[list[str], int | None]:
     """The full command line (bwrap, its options, ``--``, then ``argv``) and the read end of a
     pipe that holds the options, to pass to the child; the caller closes it after the spawn.
 
