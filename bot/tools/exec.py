@@ -177,10 +177,10 @@ class Finished:
 
     output: str
     code: int | None
-    timed_out: bool = False
-    note: str | None = None  # the bound it hit
-    sandbox_failed: bool = False  # bubblewrap could not build the sandbox
-    stopped: bool = False  # stopped for going over a bound
+    timed_out: bool
+    note: str | None  # the bound it hit
+    sandbox_failed: bool  # bubblewrap could not build the sandbox
+    stopped: bool  # stopped for going over a bound
 
 
 async def run_shell(ctx: ToolContext, command: str, limit: float, settings: ExecSettings, *,
