@@ -87,12 +87,11 @@ class _Config(CoreConfig):
 
     def exec_settings(self) -> ExecSettings:
         """``tools.exec`` as the exec tool takes it (``builtin_registry(exec_settings=...)``)."""
-        from bot.tools.bounds import ExecBounds
         from bot.tools.sandbox import ExecSettings
 
         e = self.tools.exec
         return ExecSettings(sandbox=e.sandbox, network=e.network, owners_only=e.owners_only,
-                            private=self.private_paths(), limits=ExecBounds(**e.limits.model_dump()))
+                            private=self.private_paths(), limits=e.limits)
 
     def describe(self) -> str:
         """What would start, for ``chatgate check``; every secret is masked, and so are the
@@ -146,9 +145,11 @@ class _Config(CoreConfig):
         lines += [line for section in self.capability_sections().values() for line in section.describe()]
         e = self.tools.exec
         if e.enabled:
+            from bot.tools.bounds import describe_limits
+
             lines.append(f"tools      exec on: sandbox {e.sandbox}, network {'on' if e.network else 'off'}, "
                          f"{'owners only' if e.owners_only else 'every allowed user'}; limits "
-                         f"{self.exec_settings().limits.describe()}")
+                         f"{describe_limits(e.limits)}")
         lines.append(f"logging    {self.logging.level}, {self.logging.format}")
         return "\n".join(lines)
 

@@ -22,10 +22,10 @@ import pytest
 from bot.browser.browsers import Browsers
 from bot.browser.config import BrowserSettings
 from bot.browser.tool import browser_tool
+from bot.config.tools import ExecLimitsConfig
 from bot.conversation import Conversation
 from bot.llm import ToolCall
 from bot.tools.base import ToolContext
-from bot.tools.bounds import ExecBounds
 from bot.tools.netguard import IPAddress, address_refusal
 from bot.tools.registry import ToolRegistry
 from bot.tools.sandbox import ExecSettings
@@ -68,7 +68,7 @@ class Bed:
 
 
 def settings(**changes: Any) -> BrowserSettings:
-    world = ExecSettings(limits=ExecBounds(memory_mb=changes.pop("memory_mb", 1024)))
+    world = ExecSettings(limits=ExecLimitsConfig(memory_mb=changes.pop("memory_mb", 1024)))
     return BrowserSettings(action_timeout=changes.pop("action_timeout", 20.0), sandbox=world, **changes)
 
 

@@ -249,18 +249,21 @@ async def test_read_streams_a_big_file_by_range(registry: ToolRegistry, ctx: Too
     assert past.is_error and "offset 60 is past the end: big.log has 52 lines" in past.content
 
 
-def test_open_regular_refuses_links_and_fifos_without_hanging(tmp_path: Path) -> None:
+def test_open_regular_refuses_links_out_and_fifos_without_hanging(tmp_path: Path) -> None:
     from bot.tools.paths import open_regular
 
-    (tmp_path / "real.txt").write_text("ok")
-    (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
-    os.mkfifo(tmp_path / "pipe")
-    with open_regular(tmp_path / "real.txt") as handle:
+    root = tmp_path.resolve() / "ws"
+    root.mkdir()
+    (tmp_path / "secret.txt").write_text("no")
+    (root / "real.txt").write_text("ok")
+    (root / "link.txt").symlink_to(tmp_path / "secret.txt")
+    os.mkfifo(root / "pipe")
+    with open_regular(root / "real.txt", root) as handle:
         assert handle.read() == b"ok"
     with pytest.raises(OSError):
-        open_regular(tmp_path / "link.txt")  # a link swapped in after the check is not followed
+        open_regular(root / "link.txt", root)  # a link swapped in after the check is not followed out
     with pytest.raises(IsADirectoryError):
-        open_regular(tmp_path / "pipe")  # nor does a FIFO block the thread
+        open_regular(root / "pipe", root)  # nor does a FIFO block the thread
 
 
 async def test_search_and_read_skip_fifos(registry: ToolRegistry, ctx: ToolContext, ws: Path) -> None:

@@ -25,7 +25,7 @@ from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.settings import load_config
 from bot.store.sqlite import SQLiteStore
-from bot.tools import ExecSettings, ToolCategory, ToolContext, ToolRegistry, builtin_registry, exec_command
+from bot.tools import ExecSettings, ToolCategory, ToolContext, ToolRegistry, builtin_registry
 from bot.tools import exec as exec_tool
 from bot.tools.sandbox import bwrap_arguments, require_sandbox
 from bot.workspace import Workspaces
@@ -75,7 +75,8 @@ async def wait_for_file(path: Path, within: float = 2.0) -> int:
 def test_off_by_default_and_on_when_asked() -> None:
     assert "exec" not in builtin_registry()
     on = builtin_registry(exec_enabled=True)
-    assert "exec" in on and on.get("exec") is exec_command
+    exec_command = on.get("exec")
+    assert exec_command is not None
     built = builtin_registry(exec_enabled=True, exec_settings=ExecSettings(sandbox="none")).get("exec")
     assert built.name == "exec" and built.parameters == exec_command.parameters
     assert "mounted at /workspace" in exec_command.description and "no network" in exec_command.description
@@ -143,14 +144,16 @@ async def test_environment_has_no_secrets(registry: ToolRegistry, ctx: ToolConte
         assert names == {"PATH", "HOME", "LANG", "PWD"}
 
 
-def test_environment_is_an_allowlist(tmp_path: Path) -> None:
+def test_environment_is_an_allowlist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = {"PATH": "/x/bin", "LANG": "de_DE.UTF-8", "TZ": "UTC", "HOME": "/root", "TERM": "xterm",
               "ANTHROPIC_API_KEY": "k", "SLACK_APP_TOKEN": "t", "GITHUB_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s",
               "DISCORD_BOT_TOKEN": "t", "USER": "bot"}
-    env = exec_tool.exec_environment(tmp_path, source)
+    monkeypatch.setattr(os, "environ", source)
+    env = exec_tool.exec_environment(tmp_path)
     assert env == {"PATH": "/x/bin", "LANG": "de_DE.UTF-8", "TZ": "UTC", "HOME": str(tmp_path),
                    "TERM": "dumb", "TMPDIR": env["TMPDIR"]}
-    assert exec_tool.exec_environment(tmp_path, {})["PATH"]  # a usable PATH even when ours is unset
+    monkeypatch.setattr(os, "environ", {})
+    assert exec_tool.exec_environment(tmp_path)["PATH"]  # a usable PATH even when ours is unset
 
 
 # -- refusals ----------------------------------------------------------------------------

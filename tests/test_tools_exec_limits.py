@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from bot.config.tools import ExecLimitsConfig
 from bot.conversation import Conversation
 from bot.errors import ConfigError
 from bot.llm import ToolCall, ToolResult
 from bot.settings import Config, load_config
 from bot.tools import ExecSettings, ToolContext, ToolRegistry, builtin_registry
-from bot.tools.bounds import CgroupRoot, CommandLimits, ExecBounds, find_cgroups, host_cgroups, unenforced
+from bot.tools.bounds import CgroupRoot, CommandLimits, find_cgroups, host_cgroups, unenforced
 from bot.tools.sandbox import bwrap_arguments
 from tests.procs import all_dead, marker, pids_of
 
@@ -53,7 +54,7 @@ def sandbox(request: pytest.FixtureRequest) -> str:
 
 
 def registry(sandbox: str = "bwrap", **limits: object) -> ToolRegistry:
-    settings = ExecSettings(sandbox=sandbox, limits=ExecBounds(**limits))  # type: ignore[arg-type]
+    settings = ExecSettings(sandbox=sandbox, limits=ExecLimitsConfig(**limits))  # type: ignore[arg-type]
     return builtin_registry(exec_enabled=True, exec_settings=settings)
 
 
@@ -134,14 +135,14 @@ from pathlib import Path
 from bot.llm import ToolCall
 from bot.conversation import Conversation
 from bot.tools import ExecSettings, ToolContext, builtin_registry
-from bot.tools.bounds import ExecBounds
+from bot.config.tools import ExecLimitsConfig
 
 outer, ws, command = sys.argv[1:]
 Path(outer, "cgroup.procs").write_text(str(os.getpid()))  # the safety net, and the count
 os.setgroups([])
 os.setresgid(NOBODY, NOBODY, NOBODY)
 os.setresuid(NOBODY, NOBODY, NOBODY)
-settings = ExecSettings(limits=ExecBounds(processes=32, cgroup=False))
+settings = ExecSettings(limits=ExecLimitsConfig(processes=32, cgroup=False))
 registry = builtin_registry(exec_enabled=True, exec_settings=settings)
 ctx = ToolContext(Path(ws), Conversation.of_key("agent:main:telegram:dm:42"), "run-1", "main", "42",
                   sender_is_owner=True)
@@ -202,16 +203,16 @@ def test_without_a_cgroup_a_non_root_bot_bounds_the_sandboxs_processes(nobody: t
 
 
 def test_root_without_a_cgroup_is_warned_that_processes_are_unbounded() -> None:
-    missing = unenforced(ExecBounds(), sandboxed=True, root=CgroupRoot())
+    missing = unenforced(ExecLimitsConfig(), sandboxed=True, root=CgroupRoot())
     if os.geteuid() == 0:
         assert missing == ["tools.exec.limits.processes (the bot runs as root and has no cgroup it may make: "
                            "only the timeout ends a fork bomb)"]
     else:
         assert missing == []
-    assert unenforced(ExecBounds(), sandboxed=False, root=CgroupRoot())[0].startswith(
+    assert unenforced(ExecLimitsConfig(), sandboxed=False, root=CgroupRoot())[0].startswith(
         "tools.exec.limits.processes (tools.exec.sandbox is none")
-    assert unenforced(ExecBounds(processes=None), sandboxed=False, root=CgroupRoot()) == []
-    assert unenforced(ExecBounds(), sandboxed=False, root=CgroupRoot(pids=Path("/x"))) == []
+    assert unenforced(ExecLimitsConfig(processes=None), sandboxed=False, root=CgroupRoot()) == []
+    assert unenforced(ExecLimitsConfig(), sandboxed=False, root=CgroupRoot(pids=Path("/x"))) == []
 
 
 # -- a 10 GB dd -------------------------------------------------------------------------------
@@ -285,22 +286,22 @@ async def test_a_command_runs_in_a_cgroup_of_its_own_and_it_goes_away(ctx: ToolC
 
 
 def test_bwrap_mounts_tmp_with_its_size() -> None:
-    args = bwrap_arguments(Path("/w"), ExecSettings(limits=ExecBounds(tmp_mb=3)))
+    args = bwrap_arguments(Path("/w"), ExecSettings(limits=ExecLimitsConfig(tmp_mb=3)))
     at = args.index("--tmpfs")
     assert args[at - 2:at + 2] == ["--size", str(3 << 20), "--tmpfs", "/tmp"]
-    assert "--size" not in bwrap_arguments(Path("/w"), ExecSettings(limits=ExecBounds(tmp_mb=None)))
+    assert "--size" not in bwrap_arguments(Path("/w"), ExecSettings(limits=ExecLimitsConfig(tmp_mb=None)))
     assert bwrap_arguments(Path("/w"), ExecSettings(), block_fd=7)[-2:] == ["--block-fd", "7"]
 
 
 def test_rlimits_depend_on_the_cgroup_and_the_sandbox() -> None:
     import resource
 
-    plain = CommandLimits(ExecBounds(), sandboxed=True)
+    plain = CommandLimits(ExecLimitsConfig(), sandboxed=True)
     assert dict(plain.rlimits()) == {resource.RLIMIT_FSIZE: 512 << 20, resource.RLIMIT_AS: 1024 << 20,
                                      resource.RLIMIT_NPROC: 256}
     # unsandboxed, RLIMIT_NPROC would count the bot's own processes: not used
-    assert resource.RLIMIT_NPROC not in dict(CommandLimits(ExecBounds(), sandboxed=False).rlimits())
-    assert list(CommandLimits(ExecBounds(None, None, None, None), sandboxed=True).rlimits()) == []
+    assert resource.RLIMIT_NPROC not in dict(CommandLimits(ExecLimitsConfig(), sandboxed=False).rlimits())
+    assert list(CommandLimits(ExecLimitsConfig(processes=None, memory_mb=None, file_size_mb=None, tmp_mb=None), sandboxed=True).rlimits()) == []
 
 
 # -- finding a cgroup ---------------------------------------------------------------------------
@@ -337,7 +338,7 @@ def test_config_defaults_are_the_tools_defaults() -> None:
     limits = Config().tools.exec.limits
     assert (limits.processes, limits.memory_mb, limits.file_size_mb, limits.tmp_mb, limits.cgroup) == \
         (256, 1024, 512, 256, True)
-    assert Config().exec_settings().limits == ExecBounds()
+    assert Config().exec_settings().limits == ExecLimitsConfig()
 
 
 def test_config_reads_the_limits(tmp_path: Path) -> None:
@@ -345,7 +346,7 @@ def test_config_reads_the_limits(tmp_path: Path) -> None:
     path.write_text("tools:\n  exec:\n    enabled: true\n    limits:\n      processes: 64\n      memory_mb: null\n"
                     "      file_size_mb: 100\n      tmp_mb: 32\n      cgroup: false\n")
     config = load_config(path, env=KEY)
-    assert config.exec_settings().limits == ExecBounds(processes=64, memory_mb=None, file_size_mb=100, tmp_mb=32,
+    assert config.exec_settings().limits == ExecLimitsConfig(processes=64, memory_mb=None, file_size_mb=100, tmp_mb=32,
                                                        cgroup=False)
     assert "limits 64 processes, files up to 100 MB, /tmp up to 32 MB" in config.describe()
 

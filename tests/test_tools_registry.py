@@ -393,8 +393,6 @@ async def test_output_is_capped_with_a_marker(ctx: ToolContext) -> None:
     assert len(result.content) <= 50_000 and not result.is_error
     assert result.content.startswith("x" * 49_000)
     assert result.content.endswith("[… output cut: 10,100 of 60,000 characters not shown]")
-    [small] = await ToolRegistry([echo], max_output_chars=150).execute([call("echo", {"text": "y", "times": 200})], ctx)
-    assert small.content == "y" * 50 + "\n[… output cut: 150 of 200 characters not shown]"
 
 
 def test_tool_can_be_built_by_hand() -> None:

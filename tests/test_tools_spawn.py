@@ -18,13 +18,14 @@ from bot.agent.loop import Agent, AgentSettings, RunRequest, RunResult
 from bot.agent.prompt import PERSONA_REMINDER
 from bot.agent.spawn import READ_ONLY_TOOLS, SpawnLimits, SubAgents, spawn_tool
 from bot.app import BUILTIN_TEMPLATES
+from bot.config.tools import WebFetchConfig
 from bot.conversation import Conversation
 from bot.llm import Role, ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers import make_provider
 from bot.providers.base import Usage
 from bot.store.sqlite import SQLiteStore
-from bot.tools import ToolContext, ToolPolicy, ToolRegistry, ToolRules, WebFetchSettings, builtin_registry
+from bot.tools import ToolContext, ToolPolicy, ToolRegistry, ToolRules, builtin_registry
 from bot.tools.base import SubAgentRun
 from bot.tools.web import web_fetch_tool
 from bot.tracing import Redactor, SpanKind, TraceBuilder
@@ -205,7 +206,7 @@ async def test_cost_and_a_span_go_to_the_parent(spawning: Spawning) -> None:
 
 
 def test_children_tools_follow_the_parents_policy(spawning: Spawning) -> None:
-    spawning.tools.register(web_fetch_tool(WebFetchSettings()))
+    spawning.tools.register(web_fetch_tool(WebFetchConfig()))
     skills = ("read_skill", "skill_search")  # offered by the skills toolset, not registered here
     assert spawning.subagents.child_tools(None).names() == tuple(n for n in READ_ONLY_TOOLS if n not in skills)
     policy = ToolPolicy((ToolRules("tools", deny=("web_fetch", "memory_*")),))

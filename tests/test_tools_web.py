@@ -20,10 +20,11 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from bot.config.tools import WebFetchConfig
 from bot.conversation import Conversation
 from bot.llm import ToolCall, ToolResult
 from bot.messages import ChatType
-from bot.tools import ToolContext, ToolRegistry, WebFetchSettings, builtin_registry
+from bot.tools import ToolContext, ToolRegistry, builtin_registry
 from bot.tools.netguard import IPAddress, NotAnAddress, address_refusal, literal_host
 from bot.tools.web import web_fetch_tool
 from tests.fakes.llm_server import Call
@@ -181,7 +182,7 @@ def only_the_test_server(ip: IPAddress) -> str | None:
 def registry(resolver: AbstractResolver | None = None, *, hole: bool = True, **settings: Any) -> ToolRegistry:
     tools = builtin_registry()
     check = only_the_test_server if hole else None
-    tools.register(web_fetch_tool(WebFetchSettings(**settings), check=check, resolver=resolver))
+    tools.register(web_fetch_tool(WebFetchConfig(**settings), check=check, resolver=resolver))
     return tools
 
 
@@ -299,10 +300,10 @@ async def test_binary_errors_and_unknown_names(site: Site) -> None:
 
 
 async def test_allow_private_lifts_the_address_check(site: Site) -> None:
-    tools = builtin_registry(web_fetch=WebFetchSettings(allow_private=True))
+    tools = builtin_registry(web_fetch=WebFetchConfig(allow_private=True))
     result = await fetch(tools, site.url("/plain"))
     assert result.content == f"URL: {site.url('/plain')}\n\njust some text"
-    closed = builtin_registry(web_fetch=WebFetchSettings())
+    closed = builtin_registry(web_fetch=WebFetchConfig())
     refused = await fetch(closed, site.url("/plain"))
     assert refused.is_error and "refused: 127.0.0.1 is a loopback address" in refused.content
 

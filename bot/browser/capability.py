@@ -44,7 +44,6 @@ class Browsing:
 
 def sandbox_of(config: CoreConfig, given: ExecSettings | None) -> ExecSettings:
     """The exec sandbox's world and bounds, whether exec is on or not (always bubblewrap)."""
-    from bot.tools.bounds import ExecBounds
     from bot.tools.sandbox import ExecSettings
 
     if given is not None:
@@ -52,7 +51,7 @@ def sandbox_of(config: CoreConfig, given: ExecSettings | None) -> ExecSettings:
                             limits=given.limits)
     e = config.tools.exec
     return ExecSettings(sandbox="bwrap", network=False, private=config.private_paths(),
-                        limits=ExecBounds(**e.limits.model_dump()))
+                        limits=e.limits)
 
 
 @asynccontextmanager

@@ -1,9 +1,5 @@
-"""Tools the model can call: the port (``base``), the registry and runner, the built-ins.
-
-``builtin_registry()`` gives a fresh registry with the built-in tools; extras register
-on it the same way (``registry.register(my_tool)``). The ``exec`` shell tool is off
-unless asked for: ``builtin_registry(exec_enabled=True, exec_settings=...)`` (sandboxed and for
-owners only unless the settings say otherwise; see ``bot.tools.sandbox``).
+"""Tools the model can call: the port (``base``), the registry and runner, the built-ins
+(``builtin_registry``; extras register on it the same way, ``registry.register(my_tool)``).
 """
 
 from __future__ import annotations
@@ -12,17 +8,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bot.tools.base import DEFAULT_TIMEOUTS, Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, exec_command, make_exec_tool
+from bot.tools.exec import KILL_GRACE, MAX_TIMEOUT, SETTLE_WAIT, make_exec_tool
 from bot.tools.files import edit_file, read_file, write_file
 from bot.tools.find import list_files, search_files
 from bot.tools.memory import memory_get, memory_search
 from bot.tools.policy import ToolPolicy, ToolRules, policy_for
 from bot.tools.registry import RepeatDetector, ToolRegistry
 from bot.tools.sandbox import ExecSettings, require_sandbox
-from bot.tools.web import WebFetchSettings, web_fetch_tool
+from bot.tools.web import web_fetch_tool
 
 if TYPE_CHECKING:
-    from bot.config.schema import ToolsConfig
+    from bot.config.tools import ToolsConfig, WebFetchConfig
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
@@ -34,10 +30,8 @@ __all__ = [
     "ToolError",
     "ToolPolicy",
     "ToolRules",
-    "WebFetchSettings",
     "ToolRegistry",
     "builtin_registry",
-    "exec_command",
     "policy_for",
     "registry_from_config",
     "require_sandbox",
@@ -50,8 +44,8 @@ _EXEC_REGISTRY_TIMEOUT = MAX_TIMEOUT + KILL_GRACE + 2 * SETTLE_WAIT + 5.0
 
 
 def builtin_registry(
-    *, exec_enabled: bool = False, web_fetch: WebFetchSettings | None = None,
-    timeouts: Mapping[ToolCategory, float] | None = None, exec_settings: ExecSettings | None = None,
+    *, exec_enabled: bool = False, web_fetch: WebFetchConfig | None = None,
+    timeouts: Mapping[ToolCategory, float] | None = None, exec_settings: ExecSettings = ExecSettings(),
 ) -> ToolRegistry:
     """A new registry holding the built-in tools: the file tools (read, write, edit, list,
     search), the memory tools, ``web_fetch`` only when given its settings, and ``exec``
@@ -63,16 +57,14 @@ def builtin_registry(
     if not exec_enabled:
         return ToolRegistry(tools, timeouts=timeouts)
     limits = {ToolCategory.EXEC: _EXEC_REGISTRY_TIMEOUT, **(timeouts or {})}
-    shell = exec_command if exec_settings is None else make_exec_tool(exec_settings)
-    return ToolRegistry((*tools, shell), timeouts=limits)
+    return ToolRegistry((*tools, make_exec_tool(exec_settings)), timeouts=limits)
 
 
-def registry_from_config(config: ToolsConfig, exec_settings: ExecSettings | None = None) -> ToolRegistry:
+def registry_from_config(config: ToolsConfig, exec_settings: ExecSettings) -> ToolRegistry:
     """The built-in registry as ``tools:`` in the config asks (exec and web_fetch switched
     on there); the per-run policy is applied later, with ``ToolRegistry.restricted``."""
     web = config.web_fetch
-    settings = WebFetchSettings(web.allow_private, web.max_bytes, web.timeout, web.max_chars) if web.enabled else None
     # the registry's own limit must not cut web_fetch before its own timeout says what happened
     timeouts = {ToolCategory.NETWORK: web.timeout + 5.0} if web.enabled else None
-    return builtin_registry(exec_enabled=config.exec.enabled, web_fetch=settings, timeouts=timeouts,
-                            exec_settings=exec_settings)
+    return builtin_registry(exec_enabled=config.exec.enabled, web_fetch=web if web.enabled else None,
+                            timeouts=timeouts, exec_settings=exec_settings)

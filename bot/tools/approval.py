@@ -94,8 +94,7 @@ def describe_call(name: str, arguments: Mapping[str, Any], mask: Callable[[str],
 
 
 def question_text(name: str, arguments: Mapping[str, Any], approval_id: str, mask: Callable[[str], str],
-                  *, buttons: bool, allow_always: bool, spell: Callable[[str], str] = lambda n: f"/{n}",
-                  group: bool = False) -> str:
+                  *, buttons: bool, allow_always: bool, spell: Callable[[str], str], group: bool) -> str:
     """The card's Markdown: the tool, its arguments in a code block, and (without buttons) how to answer."""
     body = describe_call(name, arguments, mask).replace("```", "`\u200b``")
     text = f"**Approval needed** — the assistant wants to run `{name}`:\n```\n{body}\n```"
@@ -106,7 +105,7 @@ def question_text(name: str, arguments: Mapping[str, Any], approval_id: str, mas
     return text
 
 
-def choices_for(approval_id: str, *, allow_always: bool, group: bool = False) -> Sequence[tuple[str, str, str]]:
+def choices_for(approval_id: str, *, allow_always: bool, group: bool) -> Sequence[tuple[str, str, str]]:
     """(id, label, key) of the card's buttons, in order (in a group, only an owner allows for the session)."""
     rows = [(choice_id(approval_id, Decision.ONCE), "Allow once", "y"),
             (choice_id(approval_id, Decision.SESSION), "Session (owners)" if group else "Allow for this session", "s")]

@@ -42,6 +42,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.config.tools import ExecLimitsConfig
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +58,14 @@ _serial = itertools.count(1)
 _TOKEN = os.urandom(3).hex()  # with the pid: unique even beside another pid namespace's bot
 
 
-@dataclass(frozen=True, slots=True)
-class ExecBounds:
-    """The bounds of one command (``tools.exec.limits``); ``None`` leaves one unbounded."""
-
-    processes: int | None = 256  # processes and threads at once
-    memory_mb: int | None = 1024  # all of the command's processes together (per process without a cgroup)
-    file_size_mb: int | None = 512  # the largest file a command may write
-    tmp_mb: int | None = 256  # the sandbox's /tmp
-    cgroup: bool = True  # use a cgroup per command when the bot may make one
-
-    def describe(self) -> str:
-        """For the model and ``chatgate check``: ``256 processes, 1024 MB of memory, …``."""
-        parts = [f"{self.processes} processes" if self.processes else None,
-                 f"{self.memory_mb} MB of memory" if self.memory_mb else None,
-                 f"files up to {self.file_size_mb} MB" if self.file_size_mb else None,
-                 f"/tmp up to {self.tmp_mb} MB" if self.tmp_mb else None]
-        return ", ".join(p for p in parts if p) or "none"
+def describe_limits(limits: ExecLimitsConfig) -> str:
+    """The bounds of ``tools.exec.limits`` for the model and ``chatgate check``: ``256 processes,
+    1024 MB of memory, …`` (a ``None`` bound is left out)."""
+    parts = [f"{limits.processes} processes" if limits.processes else None,
+             f"{limits.memory_mb} MB of memory" if limits.memory_mb else None,
+             f"files up to {limits.file_size_mb} MB" if limits.file_size_mb else None,
+             f"/tmp up to {limits.tmp_mb} MB" if limits.tmp_mb else None]
+    return ", ".join(p for p in parts if p) or "none"
 
 
 # -- cgroups ------------------------------------------------------------------------------
@@ -222,7 +217,7 @@ class CommandCgroup:
         self.version = version
 
     @classmethod
-    def make(cls, root: CgroupRoot, limits: ExecBounds) -> CommandCgroup | None:
+    def make(cls, root: CgroupRoot, limits: ExecLimitsConfig) -> CommandCgroup | None:
         """A fresh cgroup bounded as ``limits`` say, or ``None`` if no controller is wanted."""
         name = f"{_PREFIX}-{os.getpid()}-{_TOKEN}-{next(_serial)}"
         wanted = {}
@@ -343,7 +338,7 @@ class CommandLimits:
     under bubblewrap, ``preexec`` without), watched while it runs (``watch``), read when it
     is over (``verdict``), and closed (``close``: cgroup removed)."""
 
-    limits: ExecBounds
+    limits: ExecLimitsConfig
     sandboxed: bool
     cgroup: CommandCgroup | None = None
     stopped: bool = False  # killed by us for going over the process bound
@@ -351,7 +346,7 @@ class CommandLimits:
     _procs_fds: list[int] = field(default_factory=list)
 
     @classmethod
-    def open(cls, limits: ExecBounds, *, sandboxed: bool) -> CommandLimits:
+    def open(cls, limits: ExecLimitsConfig, *, sandboxed: bool) -> CommandLimits:
         root = host_cgroups() if limits.cgroup else CgroupRoot()
         return cls(limits, sandboxed, CommandCgroup.make(root, limits))
 
@@ -470,7 +465,7 @@ async def _sandbox_tmp(pid: int, size: int) -> int | None:
     return None
 
 
-def unenforced(limits: ExecBounds, *, sandboxed: bool, root: CgroupRoot | None = None) -> list[str]:
+def unenforced(limits: ExecLimitsConfig, *, sandboxed: bool, root: CgroupRoot | None = None) -> list[str]:
     """The bounds this host cannot enforce, in words (for a start-up warning)."""
     if root is None:
         root = host_cgroups() if limits.cgroup else CgroupRoot()

@@ -38,12 +38,11 @@ import signal
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
-from bot.tools.bounds import CommandLimits
+from bot.tools.bounds import CommandLimits, describe_limits
 from bot.tools.sandbox import SANDBOX_WORKSPACE, ExecSettings, clean_environment, sandbox_command
 from bot.tracing import Redactor
 from bot.workspace import GROUP_PROTECTED, GROUP_PROTECTED_FOLDERS, read_only_for
@@ -63,10 +62,9 @@ _BWRAP_FAILED = 1  # bwrap's exit code when it cannot set the sandbox up
 _REDACT = Redactor()  # known key shapes; the logging filter adds the configured secrets
 
 
-def exec_environment(workspace: Path, source: Mapping[str, str] | None = None) -> dict[str, str]:
+def exec_environment(workspace: Path) -> dict[str, str]:
     """The child's environment: an allowlist, never a filtered copy, so no secret slips in."""
-    source = os.environ if source is None else source
-    env = {name: source[name] for name in PASSED_THROUGH if source.get(name)}
+    env = {name: os.environ[name] for name in PASSED_THROUGH if os.environ.get(name)}
     env.setdefault("PATH", _DEFAULT_PATH)
     env.setdefault("LANG", "C.UTF-8")
     env.update(HOME=str(workspace), TERM="dumb", TMPDIR=tempfile.gettempdir())
@@ -113,7 +111,7 @@ _SANDBOXED = (" It runs in a sandbox: the workspace is mounted at /workspace (th
               "Limits: {limits}.")
 
 
-def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
+def make_exec_tool(settings: ExecSettings) -> Tool:
     """The ``exec`` tool for these settings (``tools.exec``)."""
 
     async def exec(ctx: ToolContext, command: str, timeout: int = 120) -> str:  # noqa: A001 - the tool's name
@@ -124,7 +122,7 @@ def make_exec_tool(settings: ExecSettings = ExecSettings()) -> Tool:
 
     network = "the network is reachable" if settings.network else "there is no network"
     sandboxed = settings.sandbox == "bwrap"
-    where = _SANDBOXED.format(network=network, limits=settings.limits.describe()) if sandboxed else ""
+    where = _SANDBOXED.format(network=network, limits=describe_limits(settings.limits)) if sandboxed else ""
     exec.__doc__ = _DESCRIPTION.format(where=where)
     return tool(category=ToolCategory.EXEC, name="exec")(exec)
 
@@ -179,10 +177,10 @@ class Finished:
 
     output: str
     code: int | None
-    timed_out: bool = False
-    note: str | None = None  # the bound it hit
-    sandbox_failed: bool = False  # bubblewrap could not build the sandbox
-    stopped: bool = False  # stopped for going over a bound
+    timed_out: bool
+    note: str | None  # the bound it hit
+    sandbox_failed: bool  # bubblewrap could not build the sandbox
+    stopped: bool  # stopped for going over a bound
 
 
 async def run_shell(ctx: ToolContext, command: str, limit: float, settings: ExecSettings, *,
@@ -304,9 +302,6 @@ def _protected_files(ctx: ToolContext, workspace: Path) -> list[tuple[int, str]]
     finally:
         os.close(root)
     return found
-
-
-exec_command = make_exec_tool()  # the defaults: sandboxed, no network, owners only
 
 
 class _Sandbox:
@@ -460,7 +455,7 @@ def _close(*fds: int) -> None:
                 os.close(fd)
 
 
-def _status(code: int | None, note: str | None = None) -> str:
+def _status(code: int | None, note: str | None) -> str:
     """``[exit code N]`` or ``[killed by signal NAME]``, with what explains it when known."""
     if code is not None and code < 0:
         try:

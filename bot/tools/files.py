@@ -2,18 +2,17 @@
 read_file reads PDF and Word documents as text too (``documents``).
 
 Every path is walked with ``bot.workspace.locate`` (``O_NOFOLLOW`` from the workspace's
-descriptor, symlinks followed by hand and only inside); read_file and write_file open the
-file through the folder's descriptor; edit_file replaces exact text (refusing a missing or
-ambiguous match). Listing and searching live in ``find``. ``..`` and absolute paths outside
-are refused, over-long paths are errors naming the relative path.
-In a group, the persona and rule files are read-only unless the sender is an owner.
-The blocking work runs in a thread so a large file never stalls the event loop.
-Problems come back as ``ToolError`` sentences.
+descriptor, symlinks followed by hand and only inside) and the file opened through its
+folder's descriptor: ``..`` and absolute paths outside are refused, over-long paths are
+errors naming the relative path. In a group, the persona and rule files are read-only unless
+the sender is an owner. The blocking work runs in a thread so a large file never stalls the
+event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import posixpath
@@ -96,7 +95,7 @@ def _load(workspace: Path, path: str) -> bytes:
             raise ToolError(f"cannot read {shown}: {exc.strerror or 'error'}") from None
 
 
-def _read(workspace: Path, path: str, offset: int, limit: int, pages: str = "") -> str:
+def _read(workspace: Path, path: str, offset: int, limit: int, pages: str) -> str:
     shown = short_path(path)
     handle, size = _open(workspace, path)
     with handle:
@@ -161,10 +160,9 @@ def _read_big(handle: BinaryIO, shown: str, size: int, offset: int, limit: int) 
     return "\n".join([*out, f"[{shown}: lines {first}-{last} of a {size_text} file; continue with offset={last}]"])
 
 
-def read_range(target: Path, shown: str, offset: int, limit: int, root: Path | None = None) -> str:
-    """Blocking: numbered lines of ``target`` (a path already confined, e.g. by memory_get),
-    opened only if it is still a regular file (walked again from ``root``, the workspace, when
-    given); a ``ToolError`` when it cannot be read."""
+def read_range(target: Path, shown: str, offset: int, limit: int, root: Path) -> str:
+    """Blocking: numbered lines of ``target`` (a path of the workspace ``root`` already confined,
+    by memory_get), opened as ``open_regular`` does; a ``ToolError`` when it cannot be read."""
     try:
         with open_regular(target, root) as handle:
             info = os.fstat(handle.fileno())
@@ -259,10 +257,8 @@ def _write(ctx: ToolContext, path: str, data: bytes) -> tuple[int, bool]:
                 os.fchmod(handle.fileno(), stat.S_IMODE(existing) if existing is not None else 0o644)
             os.replace(tmp, loc.name, src_dir_fd=loc.parent, dst_dir_fd=loc.parent)
         except BaseException as exc:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=loc.parent)
-            except OSError:
-                pass
             if isinstance(exc, OSError):
                 raise ToolError(f"cannot write {shown}: {exc.strerror or 'error'}") from None
             raise

@@ -25,8 +25,8 @@ from pathlib import Path
 from bot.tools.base import ToolCategory, ToolContext, ToolError, tool
 from bot.tools.files import read_range
 from bot.tools.paths import confined, human_size, inside, looks_binary, open_regular, walk, within, workspace_root
+from bot.workspace import MEMORY_FILE
 
-MEMORY_FILE = "MEMORY.md"
 MEMORY_DIR = "memory"
 PASSAGE_LINES = 12  # a longer paragraph is cut into windows of this many lines
 DEFAULT_RESULTS = 5

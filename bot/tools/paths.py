@@ -46,24 +46,20 @@ def refusal(path: str, exc: OSError | ValueError, verb: str) -> ToolError:
     return ToolError(f"cannot {verb} {shown}: {exc.strerror or 'error'}")
 
 
-def open_regular(path: Path | str, root: Path | None = None) -> BinaryIO:
-    """Open a (resolved) path for reading only if it is still a regular file: a symlink or a
-    FIFO swapped in after the path was checked makes this fail instead of being followed or
-    hanging the thread. Given the workspace ``root`` (real), the path is walked again from
-    the workspace's descriptor (``bot.workspace.open_inside``), so a folder on the way swapped
-    for a link is not followed out either. Raises ``OSError`` (``IsADirectoryError`` for
-    anything not regular; ``PermissionError`` when the walk leads outside)."""
-    if root is not None:
-        try:
-            relative = Path(path).relative_to(root)
-        except ValueError:
-            raise OutsideWorkspaceError(f"{path} is outside the workspace") from None
-        try:
-            fd, _ = open_inside(root, str(relative), os.O_RDONLY | os.O_NONBLOCK)
-        except PathTooLongError as exc:
-            raise OSError(36, str(exc)) from None
-    else:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+def open_regular(path: Path | str, root: Path) -> BinaryIO:
+    """Open a (resolved) path of the workspace ``root`` (real) for reading only if it is still a
+    regular file, walked again from the workspace's descriptor (``bot.workspace.open_inside``):
+    a link swapped in after the path was checked is not followed out, and a FIFO does not hang
+    the thread. Raises ``OSError`` (``IsADirectoryError`` for anything not regular;
+    ``PermissionError`` when the walk leads outside)."""
+    try:
+        relative = Path(path).relative_to(root)
+    except ValueError:
+        raise OutsideWorkspaceError(f"{path} is outside the workspace") from None
+    try:
+        fd, _ = open_inside(root, str(relative), os.O_RDONLY | os.O_NONBLOCK)
+    except PathTooLongError as exc:
+        raise OSError(36, str(exc)) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise IsADirectoryError(f"{path} is not a regular file")

@@ -38,20 +38,13 @@ _MARKER_ROOM = 100  # characters kept free for the truncation marker
 class ToolRegistry:
     """Tools by name, registered like plugins; built-ins are no different from extras."""
 
-    def __init__(
-        self,
-        tools: Iterable[Tool] = (),
-        *,
-        timeouts: Mapping[ToolCategory, float] | None = None,
-        max_output_chars: int = MAX_OUTPUT_CHARS,
-    ) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, timeouts: Mapping[ToolCategory, float] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._specs: tuple[ToolSpec, ...] | None = None
         self._withheld: dict[str, str] = {}  # tools registered but not offered (a restricted view): name -> why
         self._held: dict[str, Tool] = {}  # a run's tools held back until enabled (``joined``)
         self._views: dict[ToolPolicy, ToolRegistry] = {}
         self.timeouts: dict[ToolCategory, float] = {**DEFAULT_TIMEOUTS, **(timeouts or {})}
-        self.max_output_chars = max_output_chars
         for t in tools:
             self.register(t)
 
@@ -70,10 +63,9 @@ class ToolRegistry:
             return self
         view = self._views.get(policy)
         if view is None:
-            allowed = [t for t in self._tools.values() if policy.permits(t.name)]
-            view = ToolRegistry(allowed, timeouts=self.timeouts, max_output_chars=self.max_output_chars)
-            view._withheld = {**self._withheld, **{name: why for name in self._tools
-                                                   if (why := policy.refusal(name)) is not None}}
+            withheld = {name: why for name in self._tools if (why := policy.refusal(name)) is not None}
+            view = ToolRegistry((t for t in self._tools.values() if t.name not in withheld), timeouts=self.timeouts)
+            view._withheld = {**self._withheld, **withheld}
             self._views[policy] = view
         return view
 
@@ -100,8 +92,7 @@ class ToolRegistry:
         if not added and not withheld and not kept and not swaps:
             return self
         own = (swaps.get(name, t) for name, t in self._tools.items())
-        view = ToolRegistry((*own, *added.values()), timeouts=self.timeouts,
-                            max_output_chars=self.max_output_chars)
+        view = ToolRegistry((*own, *added.values()), timeouts=self.timeouts)
         view._withheld = {**self._withheld, **withheld}
         view._held = kept
         return view
@@ -162,14 +153,14 @@ class ToolRegistry:
         return [task.result() for task in tasks]
 
     async def _run(self, call: ToolCall, ctx: ToolContext, done: dict[str, ToolResult] | None,
-                   on_done: OnDone | None = None, images: dict[str, tuple[ImagePart, ...]] | None = None) -> ToolResult:
+                   on_done: OnDone | None, images: dict[str, tuple[ImagePart, ...]] | None) -> ToolResult:
         started = time.monotonic()
         output, is_error = await self._call(call, ctx)
         text = output if isinstance(output, str) else output.text
         if isinstance(output, ToolOutput) and output.images and images is not None:
             images[call.id] = output.images
-        if len(text) > self.max_output_chars:
-            text = _cap(text, self.max_output_chars)
+        if len(text) > MAX_OUTPUT_CHARS:
+            text = _cap(text)
         result = ToolResult(call.id, text, is_error)
         log.debug("tool %s (%s) %s in %.3f s, %d chars session=%s run=%s", call.name, call.id,
                   "failed" if is_error else "ok", time.monotonic() - started, len(text), ctx.session_key, ctx.run_id)
@@ -244,8 +235,8 @@ def _excerpt(raw: str) -> str:
     return raw if len(raw) <= _EXCERPT_CHARS else f"{raw[:_EXCERPT_CHARS]}…"
 
 
-def _cap(text: str, limit: int) -> str:
-    keep = max(0, limit - _MARKER_ROOM)
+def _cap(text: str) -> str:
+    keep = MAX_OUTPUT_CHARS - _MARKER_ROOM
     return f"{text[:keep]}\n[… output cut: {len(text) - keep:,} of {len(text):,} characters not shown]"
 
 

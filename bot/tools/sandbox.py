@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from bot.config.tools import ExecLimitsConfig
 from bot.errors import ConfigError
-from bot.tools.bounds import MB, ExecBounds, unenforced
+from bot.tools.bounds import MB, unenforced
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class ExecSettings:
     owners_only: bool = True
     private: tuple[Path, ...] = ()  # the bot's config file, database, workspace root, TLS files: never shown
     bwrap: str = "bwrap"  # the executable, looked up on PATH
-    limits: ExecBounds = ExecBounds()
+    limits: ExecLimitsConfig = ExecLimitsConfig()
     writable: bool = True  # the folder at /workspace may be written (a pre-tool hook's scratch folder: no)
 
 
@@ -167,9 +168,8 @@ def _masks(private: Iterable[Path], root: Path, also: Sequence[Path] = ()) -> li
     return args
 
 
-def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *, info_fd: int | None = None,
-                    block_fd: int | None = None,
-                    read_only: Sequence[tuple[int, str]] = ()) -> tuple[list[str], int | None]:
+def sandbox_command(workspace: Path, settings: ExecSettings, argv: Sequence[str], *, info_fd: int, block_fd: int,
+                    read_only: Sequence[tuple[int, str]]) -> tuple[list[str], int | None]:
     """The full command line (bwrap, its options, ``--``, then ``argv``) and the read end of a
     pipe that holds the options, to pass to the child; the caller closes it after the spawn.
 

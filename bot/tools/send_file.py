@@ -7,7 +7,7 @@ platform's upload limit (checked before anything is sent), and is stored by refe
 size and SHA-256 now, its bytes read again when it is sent. A file that changed or went
 before that is not sent, and the tool says so; so does a send the platform refused. A file
 sent once for a message is not sent again for it (the same path and content: a run
-repeated after a restart finds it sent). At most ``max_per_run`` files per run.
+repeated after a restart finds it sent). At most ``MAX_PER_RUN`` files per run.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class FileSender(Protocol):
         the platform can (``bot.channels.SendsPhoto``)."""
 
 
-def send_file_tool(sender: FileSender, *, max_per_run: int = MAX_PER_RUN) -> Tool:
+def send_file_tool(sender: FileSender) -> Tool:
     """The ``send_file`` tool sending through ``sender``."""
     sent: OrderedDict[str, int] = OrderedDict()  # run id -> files sent
 
@@ -67,8 +67,8 @@ def send_file_tool(sender: FileSender, *, max_per_run: int = MAX_PER_RUN) -> Too
         if len(caption) > MAX_CAPTION:
             raise ToolError(f"the caption is {len(caption):,} characters; keep it under {MAX_CAPTION:,}")
         count = sent.get(ctx.run_id, 0)
-        if count >= max_per_run:
-            raise ToolError(f"already sent {max_per_run} files in this request")
+        if count >= MAX_PER_RUN:
+            raise ToolError(f"already sent {MAX_PER_RUN} files in this request")
         ref = await asyncio.to_thread(reference, ctx.workspace, path, limit, platform)
         problem = await sender.send_file(ctx.run_id, ref, caption.strip())
         if problem == QUEUED:
@@ -86,7 +86,7 @@ def send_file_tool(sender: FileSender, *, max_per_run: int = MAX_PER_RUN) -> Too
     return send_file
 
 
-def reference(workspace: Path, path: str, limit: int, platform: str = "this chat") -> FileRef:
+def reference(workspace: Path, path: str, limit: int, platform: str) -> FileRef:
     """A regular file of the workspace, opened without following a link out, as a ``FileRef``
     (blocking); a ``ToolError`` when it cannot be sent."""
     try:

@@ -2,17 +2,15 @@
 
 The built-in registry is the same for every run, narrowed by the run's ``ToolPolicy``.
 A ``Toolset`` is asked once per run, before its first model call, what it offers that
-run (its ``ToolContext`` says who, where and under which policy): some tools and a
-prompt section that introduces them. The agent narrows the offered tools by the same
-policy as the built-ins, so a toolset decides *who may* (grants) and the policy decides
-*which* (``tools.allow``/``tools.deny``). A toolset that offers nothing costs the run
-one call. Tools in ``held`` are the run's too, but held back (not offered, not callable)
-until a tool of the offer enables them by name through ``ToolContext.held`` (the MCP
-servers' ``mcp_tool_search``, when they have more tools than fit in a prompt). Tools in
-``replacing`` take the place of the run's tool of the same name (recall's ``memory_search``):
-only of one the run has, so a tool the policy withholds stays withheld. A toolset that is also
-``AddsContext`` is asked, once per turn of people's messages, for text put into that turn
-before the model sees it (recall's passages from memory).
+run (its ``ToolContext`` says who, where and under which policy). The agent narrows the
+offered tools by the same policy as the built-ins, so a toolset decides *who may* (grants)
+and the policy decides *which* (``tools.allow``/``tools.deny``). Held tools are the run's
+too, but neither offered nor callable until a tool of the offer enables them by name through
+``ToolContext.held`` (the MCP servers' ``mcp_tool_search``, when they have more tools than fit
+in a prompt). A replacing tool (recall's ``memory_search``) takes the place only of one the
+run has, so a tool the policy withholds stays withheld. A toolset that is also ``AddsContext``
+is asked, once per turn of people's messages, for text put into that turn before the model
+sees it (recall's passages from memory).
 """
 
 from __future__ import annotations

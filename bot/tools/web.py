@@ -33,6 +33,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from bot.config.tools import WebFetchConfig
 from bot.tools.base import Tool, ToolCategory, ToolContext, ToolError, tool
 from bot.tools.netguard import IPAddress, NotAnAddress, address_refusal, literal_host
 from bot.tools.paths import human_size, looks_binary
@@ -46,14 +47,6 @@ _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/java
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 AddressCheck = Callable[[IPAddress], "str | None"]  # None: allowed; else why not
-
-
-@dataclass(frozen=True, slots=True)
-class WebFetchSettings:
-    allow_private: bool = False
-    max_bytes: int = 2_000_000
-    timeout: float = 20.0
-    max_chars: int = 20_000
 
 
 class AddressRefused(ToolError):
@@ -111,8 +104,8 @@ def check_url(url: URL, check: AddressCheck | None) -> None:
         raise AddressRefused(f"refused: {ip} is {why}")
 
 
-async def fetch(url: str, settings: WebFetchSettings, *, check: AddressCheck | None = address_refusal,
-                resolver: AbstractResolver | None = None) -> Page:
+async def fetch(url: str, settings: WebFetchConfig, *, check: AddressCheck | None,
+                resolver: AbstractResolver | None) -> Page:
     """GET ``url`` under the fence; ``check`` None lifts the address check (``allow_private``)."""
     target = URL(url.strip())
     guard = GuardedResolver(check, resolver) if check is not None else (resolver or aiohttp.ThreadedResolver())
@@ -189,7 +182,7 @@ def _extract_html(page: Page) -> tuple[str | None, str]:
     return (metadata.title if metadata is not None else None), text
 
 
-def web_fetch_tool(settings: WebFetchSettings, *, check: AddressCheck | None = None,
+def web_fetch_tool(settings: WebFetchConfig, *, check: AddressCheck | None = None,
                    resolver: AbstractResolver | None = None) -> Tool:
     """The ``web_fetch`` tool under ``settings``. ``check`` replaces the address check
     (tests allow their 127.0.0.1 server with it); ``allow_private`` drops it."""
