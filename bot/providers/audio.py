@@ -19,7 +19,7 @@ import openai
 
 from bot.errors import ProviderError
 from bot.providers.failures import TransientError, describe_cause, malformed, refused_connection, status_failure
-from bot.providers.retry import RetryPolicy, Sleep
+from bot.providers.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +38,9 @@ class OpenAIAudio:
 
     name = "openai"
 
-    def __init__(self, *, api_key: str, base_url: str, timeout: float = 120.0, max_retries: int = 2,
-                 policy: RetryPolicy | None = None, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(self, *, api_key: str, base_url: str, timeout: float) -> None:
         self._secret = api_key
-        self._policy = policy or RetryPolicy(max_retries=max_retries)
-        self._sleep = sleep
+        self._policy = RetryPolicy()
         # Local servers need no key, but the SDK refuses an empty one.
         self._client = openai.AsyncOpenAI(api_key=api_key or "unused", base_url=base_url, timeout=timeout,
                                           max_retries=0, http_client=openai.DefaultAioHttpClient())
@@ -88,7 +86,7 @@ class OpenAIAudio:
                 retries += 1
                 log.warning("%s %s: %s; retry %d of %d in %.2fs", self.name, what, err.reason, retries,
                             self._policy.max_retries, delay)
-                await self._sleep(delay)
+                await asyncio.sleep(delay)
 
 
 def sdk_failure(err: openai.OpenAIError, name: str, secret: str) -> TransientError | ProviderError:

@@ -8,7 +8,6 @@ assemble the vendor's events, and what the vendor's error bodies mean.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any, Protocol
@@ -16,7 +15,7 @@ from typing import Any, Protocol
 from bot.errors import ProviderError
 from bot.providers.base import ChatRequest, Completed, OnRetry, StreamEvent
 from bot.providers.failures import TransientError, describe_cause, malformed, status_failure
-from bot.providers.retry import RetryPolicy, Sleep, retrying
+from bot.providers.retry import RetryPolicy, retrying
 from bot.providers.wire import StatusError, TimedOut, Unreachable, Wire, WireError
 
 log = logging.getLogger(__name__)
@@ -51,11 +50,9 @@ class StreamingProvider:
         max_retries: int = 2,
         retry_after_cap: float = 60.0,
         policy: RetryPolicy | None = None,
-        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._secret = api_key
         self._policy = policy or RetryPolicy(max_retries=max_retries, retry_after_cap=retry_after_cap)
-        self._sleep = sleep
         self._client = self._make_client(api_key, base_url, timeout)
 
     async def __aenter__(self) -> StreamingProvider:
@@ -69,8 +66,7 @@ class StreamingProvider:
 
     def stream(self, request: ChatRequest, *, on_retry: OnRetry | None = None) -> AsyncGenerator[StreamEvent, None]:
         params = self._params(request)
-        return retrying(lambda: self._attempt(params, request.model), policy=self._policy,
-                        on_retry=on_retry, sleep=self._sleep)
+        return retrying(lambda: self._attempt(params, request.model), policy=self._policy, on_retry=on_retry)
 
     async def _attempt(self, params: dict[str, Any], model: str) -> AsyncGenerator[StreamEvent, None]:
         try:
