@@ -48,10 +48,7 @@ def _image_url(part: ImagePart) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{part.data}"}}
 
 
-def _user_content(parts: Sequence[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
-    """A plain string when there is only text: the most compatible form for local servers."""
-    if all(isinstance(p, TextPart) for p in parts):
-        return "".join(p.text for p in parts if isinstance(p, TextPart))
+def _user_content(parts: Sequence[TextPart | ImagePart]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": p.text} if isinstance(p, TextPart) else _image_url(p) for p in parts]
 
 
@@ -78,11 +75,13 @@ def to_openai_messages(system: str, messages: tuple[Message, ...]) -> list[dict[
 def user_side(message: Message, result: Callable[[ToolResult], dict[str, Any]],
               content: Callable[[Sequence[TextPart | ImagePart]], object]) -> list[dict[str, Any]]:
     """A user or tool message in either OpenAI API: one item per tool result, then its text
-    and images as a user turn (an empty one when a user message has nothing else)."""
+    and images as a user turn (an empty one when a user message has nothing else); text alone
+    as a plain string, the most compatible form for local servers."""
     items = [result(r) for r in message.tool_results]
     rest = [p for p in message.parts if isinstance(p, (TextPart, ImagePart))]
     if rest or (message.role is Role.USER and not message.tool_results):
-        items.append({"role": "user", "content": content(rest)})
+        text = [p.text for p in rest if isinstance(p, TextPart)]
+        items.append({"role": "user", "content": "".join(text) if len(text) == len(rest) else content(rest)})
     return items
 
 

@@ -54,9 +54,7 @@ _TRANSIENT_CODES = {"rate_limit_exceeded": 429, "too_many_requests": 429, "serve
 # ----------------------------------------------------------------------------- request
 
 
-def _user_content(parts: Sequence[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
-    if all(isinstance(p, TextPart) for p in parts):
-        return "".join(p.text for p in parts if isinstance(p, TextPart))
+def _user_content(parts: Sequence[TextPart | ImagePart]) -> list[dict[str, Any]]:
     return [{"type": "input_text", "text": p.text} if isinstance(p, TextPart)
             else {"type": "input_image", "image_url": f"data:{p.media_type};base64,{p.data}", "detail": "auto"}
             for p in parts]
