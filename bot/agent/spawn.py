@@ -92,7 +92,7 @@ class SubAgents:
         parent = ToolPolicy() if policy is None else policy
         return self._tools.restricted(replace(parent, rules=(*parent.rules, read_only)))
 
-    async def run(self, ctx: ToolContext, task: str, policy: ToolPolicy | None = None) -> SubAgentRun:
+    async def run(self, ctx: ToolContext, task: str) -> SubAgentRun:
         if len(ctx.conversation.key.subs) >= self.limits.max_depth:
             raise ToolError("a sub-agent cannot start sub-agents of its own")
         n = self._next(ctx.run_id)
@@ -101,9 +101,9 @@ class SubAgents:
         # the minimal prompt: identity, tools, safety, workspace, time, AGENTS.md and TOOLS.md
         settings = replace(self.settings, max_iterations=min(self.settings.max_iterations, self.limits.max_iterations),
                            prompt_mode="minimal")
-        agent = Agent(settings, self._provider, self._store, self._events, self.child_tools(policy), self._workspaces,
-                      self._cost, self._redactor, meter=self._meter, toolsets=self._toolsets, gate=self._gate,
-                      models=self._models)
+        agent = Agent(settings, self._provider, self._store, self._events, self.child_tools(ctx.tool_policy),
+                      self._workspaces, self._cost, self._redactor, meter=self._meter, toolsets=self._toolsets,
+                      gate=self._gate, models=self._models)
         async with self._slots:
             self.active += 1
             try:
@@ -114,7 +114,7 @@ class SubAgents:
                 # as it narrows the child's built-ins (child_tools)
                 result = await agent.complete(RunRequest(f"{ctx.run_id}-sub{n}", session, child, (), task=task,
                                                     user_id=ctx.user_id, users=ctx.people, payers=ctx.payers,
-                                                    tool_policy=policy, sender_is_owner=ctx.sender_is_owner))
+                                                    tool_policy=ctx.tool_policy, sender_is_owner=ctx.sender_is_owner))
             finally:
                 self.active -= 1
         text = (result.error or result.text) if result.status is RunStatus.FAILED else result.text
@@ -137,7 +137,7 @@ def spawn_tool(subagents: SubAgents) -> Tool:
         """
         if not task.strip():
             raise ToolError("the task is empty; say what the sub-agent should do")
-        child = await subagents.run(ctx, task, ctx.tool_policy)
+        child = await subagents.run(ctx, task)
         if ctx.on_sub_agent is not None:
             ctx.on_sub_agent(child)
         log.info("sub-agent %s %s in %.2f s session=%s run=%s", child.session_key, child.status, child.seconds,
