@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -37,13 +37,11 @@ class ModelNotes(ModelStore, NoteStore, Protocol):
 
 
 class Models:
-    def __init__(self, catalog: Catalog, providers: Mapping[str, Provider], store: ModelNotes, cost: Cost, *,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, catalog: Catalog, providers: Mapping[str, Provider], store: ModelNotes, cost: Cost) -> None:
         self.catalog = catalog
         self._providers = dict(providers)
         self._store = store
         self._cost = cost
-        self._clock = clock
         self._plans: dict[str | None, Plan] = {}
         self._noted: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.default = self._plan(None)
@@ -65,7 +63,7 @@ class Models:
         key = (session_key, route.spec.label)
         if key in self._noted:
             return False
-        first = await self._store.first_note(session_key, f"fallback:{route.spec.label}", None, self._clock())
+        first = await self._store.first_note(session_key, f"fallback:{route.spec.label}", None, time.time())
         self._noted[key] = None
         while len(self._noted) > MAX_NOTED:
             self._noted.popitem(last=False)
@@ -83,7 +81,7 @@ class Models:
     async def choose(self, conversation: Conversation, spec: ModelSpec | None, by: str) -> None:
         """Pick ``spec`` for the conversation (None: back to the default)."""
         key = conversation.root.session_key
-        choice = None if spec is None else ModelChoice(spec.name, by, self._clock())
+        choice = None if spec is None else ModelChoice(spec.name, by, time.time())
         await self._store.choose_model(key, choice)
         log.info("model of session=%s set to %s by %s", key, spec.name if spec else "the default", by)
 
