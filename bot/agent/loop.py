@@ -138,12 +138,12 @@ class Agent:
                               tool_policy=request.tool_policy, payers=request.payers, gate=self._gate,
                               on_approval=run.trace.approval, users=request.people)
             offers = [toolset.offer(ctx) for toolset in self._toolsets]
-            run.tools = self._tools.restricted(request.tool_policy).joined(
+            tools = self._tools.restricted(request.tool_policy).joined(
                 (t for offer in offers for t in offer.tools), request.tool_policy,
                 held=(t for offer in offers for t in offer.held),
                 replacing=(t for offer in offers for t in offer.replacing))
-            if run.tools.held():  # its tools may enable them (mcp_tool_search)
-                ctx = replace(ctx, held=run.tools)
+            if tools.held():  # its tools may enable them (mcp_tool_search)
+                ctx = replace(ctx, held=tools)
             sections = tuple(offer.prompt for offer in offers if offer.prompt)
             inbound = await save_uploads(workspace, request.inbound)
             # Input
@@ -155,7 +155,7 @@ class Agent:
                 run.new.append(Message.assistant(REFUSAL))
                 return await self._finish(run, RunStatus.COMPLETED, REFUSAL)
             # Messages
-            specs = run.tools.specs()
+            specs = tools.specs()
 
             def prompt(route: Route) -> tuple[str, str]:
                 return self._prompt(request.prompt_mode or s.prompt_mode, conv, workspace, route, specs, sections)
@@ -163,7 +163,7 @@ class Agent:
             history, run.live = await self._history(request.session, run.route.spec.context_window)
             # Think -> act -> observe
             limit = request.max_iterations or s.max_iterations
-            text = await self._loop(run, prompt, history, ctx, limit)
+            text = await self._loop(run, tools, prompt, history, ctx, limit)
         except ProviderError as exc:
             log.warning("run failed session=%s run=%s: %s", request.session_key, request.run_id, exc)
             run.close_pending(CANCELLED_RESULT)
@@ -203,8 +203,8 @@ class Agent:
         history = build_history(stored, max_turns=s.history_turns, context_window=window)
         return ([summary_message(recent.summary.text), *history] if recent.summary else history), recent.live
 
-    async def _loop(self, run: RunState, prompt: Callable[[Route], tuple[str, str]], history: list[Message],
-                    ctx: ToolContext, limit: int) -> str:
+    async def _loop(self, run: RunState, tools: ToolRegistry, prompt: Callable[[Route], tuple[str, str]],
+                    history: list[Message], ctx: ToolContext, limit: int) -> str:
         """Call the model until it answers without tools; the answer's raw text.
 
         A request is ``base`` then the turn's messages from ``covered`` on: the history and
@@ -212,7 +212,6 @@ class Agent:
         ~70 % plus the rest (in memory only; the turn is stored whole). ``prompt`` gives the
         system prompt for a model: once, and again only if the run falls back."""
         repeats = RepeatDetector()
-        tools = run.tools or self._tools
         s = self.settings
         system, volatile = prompt(run.route)
         whole_system = f"{system}\n\n{volatile}"  # what is counted: the volatile part is sent too
@@ -260,7 +259,7 @@ class Agent:
                 return (f"I stopped because I was repeating the same step ({repeated.name}) "
                         "without making progress. Tell me how you would like me to go on.")
             await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.TOOLS, iteration=run.iterations)
-            await self._act(run, calls, ctx)
+            await self._act(run, tools, calls, ctx)
         log.info("max iterations reached session=%s run=%s", run.request.session_key, run.request.run_id)
         return (f"I reached the limit of {limit} steps for one request before finishing. "
                 "Ask me to continue if you want me to go on.")
@@ -348,7 +347,7 @@ class Agent:
                 log.warning("the fallback note could not be owed session=%s run=%s", run.request.session_key,
                             run.request.run_id, exc_info=True)
 
-    async def _act(self, run: RunState, calls: tuple[ToolCall, ...], ctx: ToolContext) -> None:
+    async def _act(self, run: RunState, tools: ToolRegistry, calls: tuple[ToolCall, ...], ctx: ToolContext) -> None:
         """Run the calls (concurrently when several), results in the calls' order."""
         for call in calls:
             await self._emit(run.request, EventKind.TOOL_CALL, tool=call)
@@ -357,7 +356,6 @@ class Agent:
         def finished(call: ToolCall, result: ToolResult, seconds: float) -> None:
             run.trace.tool(call.name, started, is_error=result.is_error, output=result.content, seconds=seconds)
 
-        tools = run.tools or self._tools
         allowed, extra = calls[:self.settings.max_tool_calls_per_step], calls[self.settings.max_tool_calls_per_step:]
         images: dict[str, tuple[ImagePart, ...]] = {}
         results = await tools.execute(allowed, ctx, done=run.done, on_done=finished, images=images)

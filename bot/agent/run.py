@@ -20,7 +20,6 @@ from bot.providers.base import Usage
 from bot.routing import Route
 from bot.store.base import Session, Turn
 from bot.tools.policy import ToolPolicy
-from bot.tools.registry import ToolRegistry
 from bot.tracing import TraceBuilder
 
 PostRunHook = Callable[["RunRequest", "RunResult"], Awaitable[None]]
@@ -126,7 +125,6 @@ class RunState:
     new: list[Message] = field(default_factory=list)  # the turn: user, assistant, tool...
     streamed: list[str] = field(default_factory=list)  # text of the LLM call in flight
     pending: tuple[ToolCall, ...] = ()  # calls of the last assistant message without results
-    tools: ToolRegistry | None = None  # the tools this run may use (the agent's, narrowed by policy)
     done: dict[str, ToolResult] = field(default_factory=dict)
     iterations: int = 0
     prompt_tokens: int = 0  # of the last request sent
