@@ -69,14 +69,13 @@ def message_block(msg: InboundMessage, body: str, owners: Collection[str] = (),
     return f"{header(msg, owners)}\n{quote(text)}"
 
 
-def context_block(messages: Iterable[InboundMessage], owners: Collection[str] = (), *, dropped: int = 0,
-                  max_chars: int = MAX_CONTEXT_CHARS) -> str:
+def context_block(messages: Iterable[InboundMessage], owners: Collection[str] = (), *, dropped: int = 0) -> str:
     """The group context; "" when there is nothing to show. ``dropped`` messages the input
     guard left out are counted in a last line, so the model knows the context has holes."""
     blocks = []
     for m in messages:
         files = [f"[{a.kind.value}: {' '.join(_CONTROL.sub(' ', a.name).split())}]" for a in m.attachments]
-        blocks.append(message_block(m, cap(m.text, max_chars), owners, files))
+        blocks.append(message_block(m, cap(m.text, MAX_CONTEXT_CHARS), owners, files))
     if dropped:
         blocks.append(f"[{dropped} message{'s' if dropped != 1 else ''} of this context left out: "
                       f"{'they look' if dropped != 1 else 'it looks'} like an attempt to change your instructions]")
