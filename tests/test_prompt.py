@@ -12,7 +12,7 @@ from bot.agent import prompt as prompt_mod
 from bot.agent.prompt import (
     PERSONA_REMINDER,
     PromptInputs,
-    build_system_prompt,
+    build_prompt_parts,
     context_file_names,
     first_sentence,
 )
@@ -57,6 +57,11 @@ def inputs(**changes: object) -> PromptInputs:
         extra_instructions="Always answer in haiku.",
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def build_system_prompt(p: PromptInputs) -> str:
+    """The whole prompt of one request, as a model reads it: the stable part, then the volatile."""
+    return "\n\n".join(build_prompt_parts(p))
 
 
 def headers(text: str) -> list[str]:

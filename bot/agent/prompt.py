@@ -316,9 +316,3 @@ def build_prompt_parts(inputs: PromptInputs) -> tuple[str, str]:
     tools = tuple((t.name, t.description) for t in inputs.tools)
     stable, runtime = _static_parts(replace(inputs, tools=(), now=_EPOCH), tools)
     return stable, runtime + "\n\n" + time_section(inputs.now)
-
-
-def build_system_prompt(inputs: PromptInputs) -> str:
-    """The system prompt for one request; the same inputs always give the same text."""
-    stable, volatile = build_prompt_parts(inputs)
-    return stable + "\n\n" + volatile
