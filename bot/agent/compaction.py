@@ -99,7 +99,6 @@ class CompactionResult:
     tokens_before: int = 0
     tokens_after: int = 0
     flushed: bool = False  # the memory flush ran to its end
-    error: str | None = None
     calls: TraceRecord | None = None  # its model calls (flush and summary), as stored with its turn
 
 
@@ -204,12 +203,11 @@ FLUSH_WRITERS = frozenset({"write_file", "edit_file"})  # without one of them th
 class Compactor:
     """Summaries and memory flushes for one agent; one compaction per session at a time."""
 
-    def __init__(self, route: Route, store: CompactingStore, tools: ToolRegistry, *,
-                 settings: CompactionSettings = CompactionSettings(), redactor: Redactor | None = None,
-                 meter: Meter | None = None) -> None:
+    def __init__(self, route: Route, store: CompactingStore, tools: ToolRegistry, *, settings: CompactionSettings,
+                 redactor: Redactor, meter: Meter | None) -> None:
         self._store, self._meter, self.settings = store, meter, settings
         self._files = ToolRegistry(t for t in tools if t.category is ToolCategory.FILE)
-        self._redactor = redactor or Redactor()
+        self._redactor = redactor
         self._busy: set[str] = set()
         self._on(route)
 
@@ -288,9 +286,9 @@ class Compactor:
         except asyncio.CancelledError:
             log.info("compaction cancelled session=%s run=%s; history unchanged", key, run_id)
             raise
-        except Exception as exc:  # a bug must not take the session down with it
+        except Exception:  # a bug must not take the session down with it
             log.exception("compaction failed session=%s run=%s", key, run_id)
-            return CompactionResult(Outcome.FAILED, error=str(exc))
+            return CompactionResult(Outcome.FAILED)
         finally:
             self._busy.discard(key)
 
@@ -315,7 +313,7 @@ class Compactor:
             log.warning("compaction failed session=%s run=%s: %s; history unchanged", key, run_id,
                         exc or "summary timed out")
             calls = await self._record(session, run_id, trace, bill, "failed", str(exc) or "summary timed out")
-            return CompactionResult(Outcome.FAILED, flushed=flushed, error=str(exc) or "timeout", calls=calls)
+            return CompactionResult(Outcome.FAILED, flushed=flushed, calls=calls)
         after = tokens.count_messages([summary_message(text), *messages[cut:]], self._model)
         replaced = cut + (previous.messages if previous else 0)
         summary = Summary(text, live[cut - 1].id, replaced, before, after, run_id, time.time())
