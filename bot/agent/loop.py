@@ -384,8 +384,8 @@ class Agent:
         await self._events.emit(RunEvent(kind, r.run_id, r.conversation, error or text, usage=run.trace.usage,
                                          trace=record))
         live = None if run.live is None else run.live + len(run.new)
-        return RunResult(r.run_id, status, text, run.trace.usage, run.trace.cost, run.iterations, error,
-                         run.prompt_tokens, turn if settle else None, live, run.route)
+        return RunResult(r.run_id, status, run.route, text, run.trace.usage, run.trace.cost, run.iterations, error,
+                         run.prompt_tokens, turn if settle else None, live)
 
     def _prompt(self, mode: PromptMode, conversation: Conversation, workspace: Path, route: Route,
                 tools: tuple[ToolSpec, ...], sections: tuple[str, ...] = ()) -> tuple[str, str]:
@@ -443,11 +443,7 @@ class Agent:
         if not c.enabled or result.status is RunStatus.CANCELLED:
             return False
         return result.live_messages is None or should_compact(result.live_messages, result.prompt_tokens,
-                                                               self._window(result), c)
-
-    def _window(self, result: RunResult) -> int:
-        """The context window of the model that answered."""
-        return (result.route or self._plain.route).spec.context_window
+                                                               result.route.spec.context_window, c)
 
     async def compact_after(self, request: RunRequest, result: RunResult) -> CompactionResult | None:
         """After a run: compact when the session passed ``trigger_messages`` live messages
@@ -455,7 +451,7 @@ class Agent:
         if not self.may_compact(result):
             return None
         if result.live_messages is None and not should_compact(
-                await self._store.live_count(request.session), result.prompt_tokens, self._window(result),
+                await self._store.live_count(request.session), result.prompt_tokens, result.route.spec.context_window,
                 self.settings.compaction):
             return None
         return await self.compact(request.session, request.conversation, run_id=f"{request.run_id}-compact",

@@ -83,6 +83,7 @@ def senders(msgs: Sequence[InboundMessage]) -> tuple[str, ...]:
 class RunResult:
     run_id: str
     status: RunStatus
+    route: Route  # the model that answered
     text: str = ""  # the final answer, Markdown; empty when silent
     usage: Usage = Usage()
     cost: float = 0.0
@@ -91,7 +92,6 @@ class RunResult:
     prompt_tokens: int = 0  # the last request's prompt (provider-reported where given), for compaction
     turn: Turn | None = None  # what the run adds to its session, not stored yet (None: stored, cancelled)
     live_messages: int | None = None  # the session's live messages with this turn's (None: not read)
-    route: Route | None = None  # the model that answered (None: the agent's default)
 
 
 @dataclass(frozen=True, slots=True)
