@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -63,7 +64,7 @@ class Harness:
     workspace_root: Path
     runs: int = 0
 
-    async def run(self, text: str = "hi", *, chat_type: ChatType = ChatType.DM, max_iterations: int | None = None,
+    async def run(self, text: str = "hi", *, chat_type: ChatType = ChatType.DM,
                   user: str = "u1"):  # type: ignore[no-untyped-def]
         self.runs += 1
         msg = InboundMessage("test", "bot", user if chat_type is ChatType.DM else "g1", chat_type,
@@ -72,7 +73,7 @@ class Harness:
         session = await self.store.session(key)
         inbound_id = await self.store.record_inbound(msg, key)
         assert inbound_id is not None
-        request = RunRequest(f"run{self.runs}", session, Conversation.of_key(key), (msg,), (inbound_id,), max_iterations)
+        request = RunRequest(f"run{self.runs}", session, Conversation.of_key(key), (msg,), (inbound_id,))
         return await self.agent.complete(request)
 
     def kinds(self, run_id: str) -> list[str]:
@@ -164,7 +165,8 @@ async def test_the_same_call_three_times_stops_the_loop(harness: Harness) -> Non
 
 async def test_max_iterations_tells_the_user(harness: Harness) -> None:
     harness.llm.script(*(Reply.tool_calls([Call("list_files", {"path": str(i)}, id=f"c{i}")]) for i in range(10)))
-    result = await harness.run("explore", max_iterations=2)
+    harness.agent.settings = dataclasses.replace(harness.agent.settings, max_iterations=2)
+    result = await harness.run("explore")
     assert result.iterations == 2 and "limit of 2 steps" in result.text
 
 

@@ -162,8 +162,7 @@ class Agent:
 
             history, run.live = await self._history(request.session, run.route.spec.context_window)
             # Think -> act -> observe
-            limit = request.max_iterations or s.max_iterations
-            text = await self._loop(run, tools, prompt, history, ctx, limit)
+            text = await self._loop(run, tools, prompt, history, ctx)
         except ProviderError as exc:
             log.warning("run failed session=%s run=%s: %s", request.session_key, request.run_id, exc)
             run.close_pending(CANCELLED_RESULT)
@@ -204,7 +203,7 @@ class Agent:
         return ([summary_message(recent.summary.text), *history] if recent.summary else history), recent.live
 
     async def _loop(self, run: RunState, tools: ToolRegistry, prompt: Callable[[Route], tuple[str, str]],
-                    history: list[Message], ctx: ToolContext, limit: int) -> str:
+                    history: list[Message], ctx: ToolContext) -> str:
         """Call the model until it answers without tools; the answer's raw text.
 
         A request is ``base`` then the turn's messages from ``covered`` on: the history and
@@ -218,7 +217,7 @@ class Agent:
         base, covered = list(history), 0
         reported: tuple[int, int] | None = None  # (prompt tokens the provider reported, messages sent)
         may_compact = s.compaction.enabled
-        while run.iterations < limit:
+        while run.iterations < s.max_iterations:
             run.iterations += 1
             await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.THINKING, iteration=run.iterations)
             specs = tools.specs()  # cached; it changes only when a tool enabled more (ToolContext.held)
@@ -261,7 +260,7 @@ class Agent:
             await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.TOOLS, iteration=run.iterations)
             await self._act(run, tools, calls, ctx)
         log.info("max iterations reached session=%s run=%s", run.request.session_key, run.request.run_id)
-        return (f"I reached the limit of {limit} steps for one request before finishing. "
+        return (f"I reached the limit of {s.max_iterations} steps for one request before finishing. "
                 "Ask me to continue if you want me to go on.")
 
     def _fallback(self, run: RunState, exc: ProviderError) -> Route | None:

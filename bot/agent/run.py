@@ -40,7 +40,6 @@ class RunRequest:
     conversation: Conversation
     inbound: tuple[InboundMessage, ...]  # one, or several collected while busy; () for a ``task``
     inbound_ids: tuple[int, ...] = ()
-    max_iterations: int | None = None  # overrides the agent's setting for this run
     task: str = ""  # a turn with no inbound message (a sub-agent's task, a scheduled job): its text
     user_id: str = ""  # whom the run acts for (the last sender; a task's owner), for the tools
     users: tuple[str, ...] = ()  # every person it acts for (a task's); () = the senders of ``inbound``
