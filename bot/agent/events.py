@@ -55,7 +55,6 @@ class RunEvent:
     usage: Usage | None = None
     tool: ToolCall | None = None  # tool.call and tool.result
     is_error: bool = False  # tool.result
-    iteration: int = 0  # activity: which LLM call of the run
     trace: TraceRecord | None = None  # run.completed, .failed, .cancelled: the run's trace as stored; calls: theirs
 
 

@@ -219,7 +219,7 @@ class Agent:
         may_compact = s.compaction.enabled
         while run.iterations < s.max_iterations:
             run.iterations += 1
-            await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.THINKING, iteration=run.iterations)
+            await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.THINKING)
             specs = tools.specs()  # cached; it changes only when a tool enabled more (ToolContext.held)
             messages = [*base, *run.new[covered:]]
             model, threshold = run.route.spec.model, s.compaction.trigger_ratio * run.route.spec.context_window
@@ -257,7 +257,7 @@ class Agent:
                 run.close_pending(REPEATED_RESULT)
                 return (f"I stopped because I was repeating the same step ({repeated.name}) "
                         "without making progress. Tell me how you would like me to go on.")
-            await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.TOOLS, iteration=run.iterations)
+            await self._emit(run.request, EventKind.ACTIVITY, phase=Phase.TOOLS)
             await self._act(run, tools, calls, ctx)
         log.info("max iterations reached session=%s run=%s", run.request.session_key, run.request.run_id)
         return (f"I reached the limit of {s.max_iterations} steps for one request before finishing. "
@@ -459,6 +459,6 @@ class Agent:
                                   users=request.people)
 
     async def _emit(self, request: RunRequest, kind: EventKind, text: str = "", *, phase: Phase | None = None,
-                    tool: ToolCall | None = None, is_error: bool = False, iteration: int = 0) -> None:
+                    tool: ToolCall | None = None, is_error: bool = False) -> None:
         await self._events.emit(RunEvent(kind, request.run_id, request.conversation, text, phase, tool=tool,
-                                         is_error=is_error, iteration=iteration))
+                                         is_error=is_error))
