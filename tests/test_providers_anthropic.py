@@ -81,15 +81,15 @@ def test_params_system_tools_temperature() -> None:
     assert "system" not in request_params(ChatRequest(model="m", system="", messages=()))
 
 
-@pytest.mark.parametrize(("budget", "max_tokens", "sent_budget", "sent_max"), [
-    (2048, 8192, 2048, 8192),
-    (4000, 4096, 4000, 4096),
-    (4096, 1000, 4096, 5096),  # room for the answer after thinking
-    (100, 4096, 1024, 4096),  # the API's minimum budget
+@pytest.mark.parametrize(("effort", "max_tokens", "sent_budget", "sent_max"), [
+    ("low", 8192, 1024, 8192),  # the API's minimum budget
+    ("medium", 8192, 4096, 8192),
+    ("medium", 4096, 4096, 8192),  # room for the answer after thinking
+    ("high", 1000, 16_384, 17_384),
 ])
-def test_thinking_budget(budget: int, max_tokens: int, sent_budget: int, sent_max: int) -> None:
+def test_thinking_budget(effort: str, max_tokens: int, sent_budget: int, sent_max: int) -> None:
     params = request_params(ChatRequest(model="m", system="", messages=(Message.user("hi"),), temperature=0.5,
-                                        max_tokens=max_tokens, thinking_budget=budget))
+                                        max_tokens=max_tokens, reasoning_effort=effort))
     assert params["thinking"] == {"type": "enabled", "budget_tokens": sent_budget}
     assert params["max_tokens"] == sent_max and "temperature" not in params
 
@@ -111,7 +111,7 @@ async def test_thinking_blocks_round_trip_verbatim(provider: AnthropicProvider, 
                        chunk_size=3),
         Reply.text("The answer is 4."),
     )
-    first = ChatRequest(model="claude-test", system="", messages=(Message.user("2+2?"),), thinking_budget=2048)
+    first = ChatRequest(model="claude-test", system="", messages=(Message.user("2+2?"),), reasoning_effort="low")
     events, done = await collect(provider, first)
     thought = "I should look this up.\nCarefully: ünïcode, \"quotes\"."
     assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == thought
@@ -121,9 +121,9 @@ async def test_thinking_blocks_round_trip_verbatim(provider: AnthropicProvider, 
         ToolCall("toolu_9", "lookup", '{"q": "x"}'),
     )
     assert done.stop_reason is StopReason.TOOL_USE
-    assert llm.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert llm.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
 
-    follow_up = ChatRequest(model="claude-test", system="", thinking_budget=2048, messages=(
+    follow_up = ChatRequest(model="claude-test", system="", reasoning_effort="low", messages=(
         *first.messages, done.message, Message(Role.TOOL, (ToolResult("toolu_9", "x = 4"),))))
     _, final = await collect(provider, follow_up)
     assert final.message.text == "The answer is 4."
@@ -161,7 +161,7 @@ async def test_overloaded_error_event_mid_stream_is_not_retried(provider: Anthro
 # ----------------------------------------------------------------------------- the raw request path
 
 RICH = ChatRequest(
-    model="claude-test", system="Be brief.", thinking_budget=2048, max_tokens=1000,
+    model="claude-test", system="Be brief.", reasoning_effort="low", max_tokens=1000,
     tools=(ToolSpec("lookup", "Look a thing up.",
                     {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),),
     messages=(

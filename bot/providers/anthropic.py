@@ -44,8 +44,8 @@ _ERROR_TYPE_STATUS = {
     "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
     "rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
 }
-_MIN_THINKING_BUDGET = 1024  # the API refuses less
-# a named model's reasoning_effort as an extended-thinking budget (tokens); none/minimal: off
+# a named model's reasoning_effort as an extended-thinking budget (tokens; the API refuses under 1024);
+# none/minimal: off
 _EFFORT_BUDGET = {"low": 1024, "medium": 4096, "high": 16_384, "xhigh": 32_768}
 ANTHROPIC_API = "https://api.anthropic.com"
 API_VERSION = "2026-10-21"  # the anthropic-version header every request carries (the official SDK's 2.x)
@@ -151,9 +151,8 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
     if request.tools:
         params["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                            for t in request.tools]
-    thinking = request.thinking_budget or _EFFORT_BUDGET.get(request.reasoning_effort or "")
-    if thinking:
-        budget = max(_MIN_THINKING_BUDGET, thinking)
+    budget = _EFFORT_BUDGET.get(request.reasoning_effort or "")
+    if budget:
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         if request.max_tokens <= budget:  # the API needs room for the answer after thinking
             params["max_tokens"] = budget + request.max_tokens

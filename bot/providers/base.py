@@ -37,7 +37,6 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int = 4096
     temperature: float | None = None
-    thinking_budget: int | None = None  # Anthropic extended thinking; None = off
     volatile: str = ""
     reasoning_effort: str | None = None  # none | minimal | low | medium | high | xhigh; None: the model's own
 
