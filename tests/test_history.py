@@ -3,7 +3,6 @@
 from bot.agent.history import (
     CLEARED_RESULT,
     MISSING_RESULT,
-    PruneSettings,
     build_history,
     estimate_tokens,
     limit_turns,
@@ -66,7 +65,7 @@ def test_small_history_is_not_pruned() -> None:
 def test_soft_trim_keeps_head_and_tail_outside_the_protected_zone() -> None:
     big = "H" * 1500 + "M" * 7000 + "T" * 1500
     h = [U("q"), call("c1"), results(("c1", big))] + [m for i in range(3) for m in (U(f"u{i}"), A(f"a{i}"))]
-    pruned = prune_tool_results(h, context_window=6_000, settings=PruneSettings(min_prunable_chars=10**9))
+    pruned = prune_tool_results(h, context_window=6_000)  # 10,000 characters of results: too few to clear
     trimmed = pruned[2].tool_results[0].content
     assert trimmed.startswith("H" * 1500) and trimmed.endswith("T" * 1500) and "M" * 10 not in trimmed
     assert "7,000 characters trimmed" in trimmed

@@ -11,23 +11,19 @@ Three pure stages, in order:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from bot.llm import Message, Role, ToolResult, text_size
 
 MISSING_RESULT = "[Tool result missing -- session was compacted]"
 CLEARED_RESULT = "[Old tool result content cleared]"
-
-
-@dataclass(frozen=True, slots=True)
-class PruneSettings:
-    soft_trim_ratio: float = 0.3
-    hard_clear_ratio: float = 0.5
-    soft_trim_over: int = 4_000  # chars: results longer than this are soft-trimmed
-    keep_head: int = 1_500
-    keep_tail: int = 1_500
-    min_prunable_chars: int = 50_000  # hard clear only when tool results hold at least this much
-    keep_last_assistants: int = 3
+SOFT_TRIM_RATIO = 0.3  # of the context window: from here on big tool results are trimmed
+HARD_CLEAR_RATIO = 0.5  # from here on old ones are cleared
+SOFT_TRIM_OVER = 4_000  # chars: results longer than this are soft-trimmed
+KEEP_HEAD = 1_500
+KEEP_TAIL = 1_500
+MIN_PRUNABLE_CHARS = 50_000  # hard clear only when tool results hold at least this much
+KEEP_LAST_ASSISTANTS = 3
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
@@ -44,27 +40,25 @@ def limit_turns(messages: Sequence[Message], max_turns: int) -> list[Message]:
     return list(messages[users[-max_turns]:] if len(users) >= max_turns else messages)
 
 
-def prune_tool_results(messages: Sequence[Message], context_window: int,
-                       settings: PruneSettings = PruneSettings()) -> list[Message]:
+def prune_tool_results(messages: Sequence[Message], context_window: int) -> list[Message]:
     """Two passes over tool results outside the protected zone (the first user message
-    and everything from the last ``keep_last_assistants`` assistant messages on)."""
+    and everything from the last ``KEEP_LAST_ASSISTANTS`` assistant messages on)."""
     out = list(messages)
     if not out or context_window <= 0:
         return out
-    if estimate_tokens(out) / context_window < settings.soft_trim_ratio:
+    if estimate_tokens(out) / context_window < SOFT_TRIM_RATIO:
         return out
-    prunable = _prunable_indexes(out, settings.keep_last_assistants)
+    prunable = _prunable_indexes(out)
     prunable_chars = sum(len(r.content) for i in prunable for r in out[i].tool_results)  # before trimming
 
     for i in prunable:  # pass 1: soft trim, head and tail kept
-        out[i] = _map_results(out[i], lambda r: _soft_trim(r, settings))
-    if (prunable_chars < settings.min_prunable_chars
-            or estimate_tokens(out) / context_window < settings.hard_clear_ratio):
+        out[i] = _map_results(out[i], _soft_trim)
+    if prunable_chars < MIN_PRUNABLE_CHARS or estimate_tokens(out) / context_window < HARD_CLEAR_RATIO:
         return out
 
     for i in prunable:  # pass 2: hard clear, oldest first, until under the threshold
         out[i] = _map_results(out[i], lambda r: replace(r, content=CLEARED_RESULT))
-        if estimate_tokens(out) / context_window < settings.hard_clear_ratio:
+        if estimate_tokens(out) / context_window < HARD_CLEAR_RATIO:
             break
     return out
 
@@ -97,9 +91,9 @@ def build_history(messages: Sequence[Message], *, max_turns: int, context_window
     return repair_pairing(prune_tool_results(limit_turns(messages, max_turns), context_window))
 
 
-def _prunable_indexes(messages: list[Message], keep_last_assistants: int) -> list[int]:
+def _prunable_indexes(messages: list[Message]) -> list[int]:
     assistants = [i for i, m in enumerate(messages) if m.role is Role.ASSISTANT]
-    protected_from = assistants[-keep_last_assistants] if len(assistants) >= keep_last_assistants > 0 else 0
+    protected_from = assistants[-KEEP_LAST_ASSISTANTS] if len(assistants) >= KEEP_LAST_ASSISTANTS else 0
     first_user = next((i for i, m in enumerate(messages) if m.role is Role.USER), -1)
     return [i for i, m in enumerate(messages[:protected_from]) if m.role is Role.TOOL and i != first_user]
 
@@ -108,10 +102,10 @@ def _map_results(message: Message, fn: Callable[[ToolResult], ToolResult]) -> Me
     return Message(message.role, tuple(fn(p) if isinstance(p, ToolResult) else p for p in message.parts))
 
 
-def _soft_trim(result: ToolResult, s: PruneSettings) -> ToolResult:
+def _soft_trim(result: ToolResult) -> ToolResult:
     content = result.content
-    if len(content) <= s.soft_trim_over or content == CLEARED_RESULT:
+    if len(content) <= SOFT_TRIM_OVER or content == CLEARED_RESULT:
         return result
-    cut = len(content) - s.keep_head - s.keep_tail
-    head, tail = content[:s.keep_head], content[-s.keep_tail:]
+    cut = len(content) - KEEP_HEAD - KEEP_TAIL
+    head, tail = content[:KEEP_HEAD], content[-KEEP_TAIL:]
     return replace(result, content=f"{head}\n...[{cut:,} characters trimmed]...\n{tail}")
