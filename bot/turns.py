@@ -171,9 +171,9 @@ class Turns:
         and queue end, and the chat is told what ``/stop`` would tell it ("Stopped."), which
         answers the stopped run's messages. False when the run had already ended."""
         run = self.dispatcher.registry.get(run_id)
-        conversation = run.batch[-1].conversation if run is not None else None
-        if run is None or conversation is None or self.dispatcher.active(conversation.session_key) is not run:
+        if run is None or self.dispatcher.active(run.session_key) is not run:
             return False  # ended meanwhile: never stop the session's next run instead
+        conversation = run.batch[-1].conversation
         stopped, dropped, ids = await self.stop(conversation)
         if not stopped:
             return False
@@ -211,7 +211,6 @@ class Turns:
             return
         last = batch[-1]
         conversation = last.conversation
-        assert conversation is not None, "the intake and start() give every input its conversation"
         msgs = tuple(p.msg for p in batch if p.msg is not None)
         ids = tuple(p.inbound_id for p in batch if p.inbound_id is not None)
         channel = self._channels[conversation.platform]
@@ -304,7 +303,7 @@ class Turns:
 
     async def _compact(self, batch: tuple[Pending, ...]) -> None:
         last = batch[-1]
-        assert last.msg is not None and last.conversation is not None and last.inbound_id is not None
+        assert last.msg is not None and last.inbound_id is not None
         msg, conversation = last.msg, last.conversation
         session = await self._store.session(conversation)
         msgs = tuple(p.msg for p in batch if p.msg is not None)
@@ -319,9 +318,8 @@ class Turns:
 
     async def _queued(self, run: ActiveRun) -> None:
         log.info("run waits for a slot session=%s run=%s", run.session_key, run.run_id)
-        conversation = run.batch[-1].conversation
-        if conversation is not None:
-            await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, conversation, phase=Phase.QUEUED))
+        await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, run.batch[-1].conversation,
+                                         phase=Phase.QUEUED))
 
     async def _discarded(self, batch: tuple[Pending, ...]) -> None:
         for pending in batch:
