@@ -69,10 +69,8 @@ class TurnStore(Store, AnswerStore, Protocol):
 
 class Turns:
     def __init__(self, agent: Agent, store: TurnStore, events: EventBus, channels: Mapping[str, Channel],
-                 delivery: Delivery, context: GroupContext, *, caps: RunCaps = RunCaps(),
-                 is_owner: Owner = lambda msg: False, keys: Keys | None = None,
-                 policy: PolicyFor | None = None, person_limits: PersonLimits | None = None,
-                 peers: Peers | None = None) -> None:
+                 delivery: Delivery, context: GroupContext, *, caps: RunCaps, is_owner: Owner, keys: Keys,
+                 policy: PolicyFor, person_limits: PersonLimits, peers: Peers | None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -81,9 +79,9 @@ class Turns:
         self.outbox = Outbox(store, delivery, channels)  # the one way to owe a chat a message
         self._context = context
         self._is_owner = is_owner
-        self._keys = keys or (lambda msg: (f"{msg.platform}:{msg.sender.id}",))
+        self._keys = keys
         self._policy = policy
-        self._limits = person_limits if person_limits is not None and person_limits.active else None
+        self._limits = person_limits if person_limits.active else None
         self._voices: list[Speaking] = []  # what speaks answers too (bot.stages), speak_with
         self._peers = peers  # other instances (PostgreSQL): a session's lane may run on one of them
         self.dispatcher = Dispatcher(self._execute, caps, on_queued=self._queued, on_discard=self._discarded,
@@ -227,7 +225,7 @@ class Turns:
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
             request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
                                  user_id=order.user_id, users=order.users, context=context, sender_is_owner=order.owner,
-                                 tool_policy=self._policy(conversation, order.owner) if self._policy else None,
+                                 tool_policy=self._policy(conversation, order.owner),
                                  payers=order.payers, prompt_mode=order.prompt_mode,
                                  notify=lambda note: self.outbox.say(channel.name, f"{run.run_id}-note", target, note))
             result = await self._agent.run(request)
@@ -310,7 +308,7 @@ class Turns:
         owner = all(self._is_owner(m) for m in msgs)  # the least rights of the batch's people
         result = await self._agent.compact(session, conversation, run_id=f"compact-{last.inbound_id}",
                                            user_id=msg.sender.id, users=senders(msgs),
-                                           tool_policy=self._policy(conversation, owner) if self._policy else None,
+                                           tool_policy=self._policy(conversation, owner),
                                            sender_is_owner=owner,
                                            payers=tuple(dict.fromkeys(self._keys(p.msg)[0] for p in batch if p.msg)))
         await self.outbox.notice(msg, compact_reply(result),
