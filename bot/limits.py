@@ -201,7 +201,7 @@ class PersonLimits:
         """May a new run start, as far as the whole bot's daily budget goes? A refusal's sentence
         is said to ``person`` once a day."""
         s, now = self.settings, self._clock()
-        tokens, cost = await self._bot_today(now)
+        tokens, cost = await self.bot_today()
         midnight = self._bot.day + 86400
         p = self._person(person, now)
         if s.bot_daily_tokens is not None and tokens >= s.bot_daily_tokens:
@@ -212,10 +212,7 @@ class PersonLimits:
 
     async def bot_today(self) -> tuple[int, float]:
         """(tokens, cost) the whole bot used today (UTC)."""
-        return await self._bot_today(self._clock())
-
-    async def _bot_today(self, now: float) -> tuple[int, float]:
-        b, day = self._bot, day_start(now)
+        b, day = self._bot, day_start(self._clock())
         if self._bot_usage is not None and (b.day != day or self._shared is not None):
             b.used_tokens, b.used_cost = await self._bot_usage.bot_usage_since(day)
             b.day = day
