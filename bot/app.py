@@ -195,16 +195,6 @@ class App:
             if isinstance(capability, Starts):
                 capability.start()
 
-    @property
-    def dashboard(self) -> Any:
-        """With ``dashboard.enabled``: its server (``dashboard.url``)."""
-        return self.capabilities.get("dashboard")
-
-    @property
-    def mcp(self) -> Any:
-        """The MCP servers, when ``mcp.servers`` names any."""
-        return self.capabilities.get("mcp")
-
     async def _join(self) -> Joined | None:
         """This instance joined to the others on its database by the capability that joins them
         (the cluster's, on PostgreSQL): not started yet; None alone."""
