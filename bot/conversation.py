@@ -1,16 +1,13 @@
 """The Conversation: who a turn is for and where it happens, decided once.
 
-A ``Conversation`` is built where a turn enters the core (an inbound message today; a
-scheduled job, an answered approval or the dashboard later) by ``conversation_for``, and
-carried as it is from there on: by the workspaces, the run request, the tool context, the
-run events and the prompt. It holds the typed session key, the workspace's folder name,
-the linked person (if any), the chat (platform, account, chat, thread, type) and what the
-channel shows of itself (``ChannelInfo``). The store turns it into text at its own edge.
+A ``Conversation`` is built where a turn enters the core (``conversation_for``, for an
+inbound message) and carried as it is from there on: by the workspaces, the run request,
+the tool context, the run events and the prompt. It holds the typed session key, the linked
+person (if any), the chat and what the channel shows of itself (``ChannelInfo``).
 
-The scope is decided once, by the session key (``bot.session_keys.key_for``); the
-workspace follows from the key (``workspace_name``), so a linked person's DMs on every
-platform share one workspace as they share one session, and a sub-agent (``sub``) works
-in its parent's workspace.
+The scope is decided by the session key (``bot.session_keys.key_for``); the workspace
+follows from the key (``workspace_name``), so a linked person's DMs on every platform share
+one workspace as they share one session, and a sub-agent (``sub``) works in its parent's.
 """
 
 from __future__ import annotations
