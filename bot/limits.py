@@ -40,7 +40,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from bot.messages import InboundMessage
 from bot.providers.base import Usage
@@ -75,9 +75,6 @@ class Refusal:
 class UsageStore(Protocol):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]: ...
 
-
-@runtime_checkable
-class BotUsage(Protocol):
     async def bot_usage_since(self, since: float) -> tuple[int, float]:
         """(tokens, cost) charged to everyone since ``since``."""
         ...
@@ -140,9 +137,6 @@ class PersonLimits:
         self._clock = clock
         self._shared = shared
         self._notes = store if isinstance(store, NoteStore) else None  # being told, in the database
-        if settings.bot_budget and not isinstance(store, BotUsage):
-            raise TypeError("the whole bot's budget needs a store that sums everyone's charges (BotUsage)")
-        self._bot_usage = store if isinstance(store, BotUsage) else None
         self._bot = _Person(0.0, 0.0)  # the whole bot's day (its budgets), not a person
         self._people: OrderedDict[str, _Person] = OrderedDict()
         self._watchers: list[Meter] = []
@@ -213,8 +207,8 @@ class PersonLimits:
     async def bot_today(self) -> tuple[int, float]:
         """(tokens, cost) the whole bot used today (UTC)."""
         b, day = self._bot, day_start(self._clock())
-        if self._bot_usage is not None and (b.day != day or self._shared is not None):
-            b.used_tokens, b.used_cost = await self._bot_usage.bot_usage_since(day)
+        if b.day != day or self._shared is not None:
+            b.used_tokens, b.used_cost = await self._store.bot_usage_since(day)
             b.day = day
         return b.used_tokens, b.used_cost
 
