@@ -92,11 +92,11 @@ class App:
         opened = store_for(cfg.storage.path, cfg.storage.database_url, pool_size=cfg.storage.pool_size,
                            backups=cfg.storage.backups)
         self.store: AppStore = await self._stack.enter_async_context(opened)
-        self.cluster = cluster = await self._join()
-        self.models = models = await open_models(cfg, self.store)  # the providers of every model in use
+        cluster = await self._join()
+        models = await open_models(cfg, self.store)  # the providers of every model in use
         self._stack.push_async_callback(models.aclose)
         default = models.default.route
-        self.provider, cost = default.provider, default.cost
+        provider, cost = default.provider, default.cost
         a, spec = cfg.agent, default.spec
         settings = AgentSettings(
             agent_id=a.id, provider=spec.provider, model=spec.model, max_tokens=spec.max_tokens,
@@ -119,10 +119,10 @@ class App:
         gate = ToolGate(pre_tool_hooks(cfg.hooks, cfg.exec_settings()), holds=cluster)  # capabilities add steps
         toolsets: list[Toolset] = []  # capabilities add theirs as they open (MCP), before any run
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
-        tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
+        tools.register(spawn_tool(SubAgents(settings, provider, self.store, tools, workspaces, cost, redactor,
                                             meter=meter, toolsets=toolsets, gate=gate, models=models)))
         post_run: list[PostRunHook] = []  # capabilities add theirs as they open (titles), before any run
-        agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
+        agent = Agent(settings, provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
                       toolsets=toolsets, gate=gate, models=models, post_run=post_run)
         r = cfg.runs
         caps = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
