@@ -1,11 +1,8 @@
 """The running application: store, provider, agent, intake, turns and channels, as one lifecycle.
 
-    async with App(config, channels) as app:
-        await app.wait()
-
-Entering opens everything in order and, if any step fails, closes what was opened;
-leaving stops the channels first (no new input), cancels runs, then closes the
-provider and the store.
+Entering (``async with App(config, channels) as app``) opens everything in order and, if any
+step fails, closes what was opened; leaving stops the channels first (no new input), cancels
+runs, then closes the provider and the store.
 """
 
 from __future__ import annotations
