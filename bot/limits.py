@@ -39,7 +39,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
 from bot.messages import InboundMessage
@@ -282,9 +281,8 @@ def limit_keys(msg: InboundMessage, person: str | None = None, channel: object =
 
 
 def day_start(now: float) -> float:
-    """The start of ``now``'s day, UTC."""
-    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return day.timestamp()
+    """The start of ``now``'s day, UTC (POSIX time counts no leap seconds: every day is 86,400 s)."""
+    return now - now % 86400
 
 
 def budget_line(settings: LimitSettings, tokens: int, cost: float) -> str:
