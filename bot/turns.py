@@ -1,12 +1,12 @@
 """The turn runner: a Conversation and its input -> progress, the run, one commit, delivery.
 
 A turn starts from any source: stored inbound messages the intake decided to run
-(``submit``), or a text with no inbound message (``start``: a scheduled job, an answered
-approval, the dashboard). Either way it waits in its session's lane (``bot.runs``: one run
-per session, queue modes, caps), then runs here: the chat's progress (status, a streamed
-draft) while the agent computes the turn, then the answer is rendered for the channel and
-committed with the turn in one transaction, and handed to delivery (``bot.delivery``),
-outside the run's slot. The agent never calls back: it returns an uncommitted turn.
+(``submit``), or a text with no inbound message (``run_task``: a scheduled job). Either way
+it waits in its session's lane (``bot.runs``: one run per session, queue modes, caps), then
+runs here: the chat's progress (status, a streamed draft) while the agent computes the turn,
+then the answer is rendered for the channel and committed with the turn in one transaction,
+and handed to delivery (``bot.delivery``), outside the run's slot. The agent never calls
+back: it returns an uncommitted turn.
 
 When another model answers for the conversation's own (a fallback), the run calls its
 ``notify`` (once per chat and model) before the first word of that answer: the note is
@@ -113,20 +113,16 @@ class Turns:
         group = (conversation.platform, conversation.chat_id) if conversation.is_group else None
         return self.dispatcher.decide(conversation.session_key, step, group)
 
-    def start(self, conversation: Conversation, task: str, *, order: TaskOrder | None = None) -> Admission:
-        """A turn with no inbound message: ``task`` is its input, answered in ``conversation``'s
-        chat and delivered like any answer (a scheduled job, an approval answered, the dashboard);
-        ``order`` says whom it acts for and more (see ``TaskOrder``)."""
-        return self.dispatcher.submit(conversation.session_key, Pending(None, None, task=task,
-                                                                        conversation=conversation, order=order))
-
     async def run_task(self, conversation: Conversation, task: str, order: TaskOrder) -> str:
-        """``start`` the task and wait until its turn is committed; how it ended: completed,
+        """A turn with no inbound message (a scheduled job): ``task`` is its input, answered in
+        ``conversation``'s chat and delivered like any answer; ``order`` says whom it acts for and
+        more (see ``TaskOrder``). Waits until its turn is committed; how it ended: completed,
         silent, failed, stopped (by /stop), or busy (the session's queue was full: not run)."""
         ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         if self._peers is not None:  # one run per session across instances: its lane comes here first
             await self._peers.own(conversation.session_key)
-        if self.start(conversation, task, order=replace(order, ended=ended)) is Admission.REJECTED:
+        pending = Pending(None, None, conversation, task=task, order=replace(order, ended=ended))
+        if self.dispatcher.submit(conversation.session_key, pending) is Admission.REJECTED:
             if self._peers is not None and not self.dispatcher.busy(conversation.session_key):
                 self._peers.idle(conversation.session_key)
             return "busy"
