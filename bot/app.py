@@ -20,11 +20,11 @@ from bot.agent.compaction import CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, PostRunHook
+from bot.agent.prompt import channel_info
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.capabilities import Channels, Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
-from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, ReportsUndelivered, UsesLeases, registry, spelling
-from bot.conversation import ChannelInfo
+from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, ReportsUndelivered, UsesLeases, spelling
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
@@ -53,15 +53,6 @@ log = logging.getLogger(__name__)
 
 # The templates that ship with chatgate: workspaces/templates/ beside the bot package.
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "workspaces" / "templates"
-
-
-def channel_info(name: str) -> ChannelInfo:
-    """What the prompt shows of a channel: its spec's name in prose and formatting hints."""
-    try:
-        spec = registry.spec(name)
-    except KeyError:  # a channel built by hand (tests, a plugin not registered)
-        return ChannelInfo(name)
-    return ChannelInfo(name, spec.display, spec.hints)
 
 
 class App:
