@@ -329,13 +329,12 @@ class Turns:
         person's message rate (``PermissionError`` when over)."""
         run, conversation = self._serving(run_id)
         msgs = [p.msg for p in run.batch if p.msg is not None]
-        last = msgs[-1] if msgs else None
         keys = tuple(dict.fromkeys(k for m in msgs if not self._is_owner(m) for k in self._keys(m)))
         if self._limits is not None and keys:  # counts like a message, for every person of the turn
             refusal = await self._limits.check_all(keys)
             if refusal is not None:
                 raise PermissionError(f"over the person's {refusal.reason} limit")
-        target = Target.of(last) if last is not None else conversation.target
+        target = Target.of(msgs[-1]) if msgs else conversation.target
         run.extra += 1
         await self.outbox.say(conversation.platform, f"{run_id}-message-{run.extra}", target, text)
 
