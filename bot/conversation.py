@@ -106,8 +106,6 @@ def conversation_for(msg: InboundMessage, agent: str, *, dm_scope: DmScope = "pe
                      identity_links: Mapping[str, Sequence[str]] | None = None,
                      group_scope: GroupScope = "per-group", channel: ChannelInfo | None = None) -> Conversation:
     """The conversation an inbound message belongs to."""
-    if group_scope not in ("per-group", "per-user"):
-        raise ValueError(f"group_scope must be 'per-group' or 'per-user', not {group_scope!r}")
     key = key_for(msg, agent, dm_scope=dm_scope, identity_links=identity_links, group_scope=group_scope)
     return Conversation(key, msg.platform, msg.account, msg.chat_id, msg.chat_type, msg.thread_id,
                         person_of(msg.platform, msg.sender.id, identity_links),
