@@ -100,8 +100,7 @@ class Delivery:
         self._queues.setdefault(key, deque()).append(answer)
         if key not in self._workers:
             self._idle.clear()
-            task = asyncio.create_task(self._work(key), name=f"delivery {key[0]}:{key[1]}")
-            self._workers[key] = task
+            self._workers[key] = asyncio.create_task(self._work(key), name=f"delivery {key[0]}:{key[1]}")
 
     async def undelivered(self, platform: str, report: Undelivered) -> bool:
         """A chunk ``platform`` took and then reported undelivered (``ReportsUndelivered``), back in the
