@@ -20,6 +20,9 @@ class _Usage:
     async def usage_since(self, person: str, since: float) -> tuple[int, float]:
         return 0, 0.0
 
+    async def bot_usage_since(self, since: float) -> tuple[int, float]:
+        return 0, 0.0
+
 
 async def _run(messages: int, people: int, settings: LimitSettings) -> float:
     now = [1_700_000_000.0]

@@ -42,7 +42,7 @@ from enum import StrEnum
 from bot.agent.transcript import MAX_CONTEXT_CHARS, MAX_NAME_CHARS
 from bot.channels import OfPeople
 from bot.config import AccessConfig, Section
-from bot.messages import ChatType, InboundMessage, Sender
+from bot.messages import ChatType, InboundMessage
 from bot.pairing import CODE_TTL, MAX_PENDING, origin_of, pairing_reply
 from bot.store.base import PairingStore
 
@@ -107,7 +107,7 @@ class Access:
         addressing the bot, without its side effects (no pairing code, no notice, no guard)."""
         policy = self._policies.get(platform, _LOCAL)
         if chat_type is ChatType.GROUP:
-            return _group(_probe(platform, chat_id, chat_type, user_id), policy).action is Action.RUN
+            return _group(chat_id, True, policy).action is Action.RUN
         if policy.dm_policy == "disabled":
             return False
         if policy.dm_policy == "open" or user_id in policy.allow_from or user_id in policy.owners:
@@ -124,7 +124,7 @@ class Access:
             if msg.chat_type is ChatType.DM:
                 decision = await self._dm(msg, policy, now)
             else:
-                decision = _group(msg, policy)
+                decision = _group(msg.chat_id, msg.addressed, policy)
             if msg.sender.is_bot and decision.action in (Action.RUN, Action.PAIR, Action.REFUSE):
                 decision = self._count_bot(sender, now, decision)
         log.debug("access %s:%s from %s: %s (%s)", msg.platform, msg.chat_id, msg.sender.id, decision.action,
@@ -203,18 +203,14 @@ class Access:
         return decision
 
 
-def _probe(platform: str, chat_id: str, chat_type: ChatType, user_id: str) -> InboundMessage:
-    """A message that addresses the bot, standing in for a person asked about without one."""
-    return InboundMessage(platform, "", chat_id, chat_type, Sender(user_id), "", "", addressed=True)
-
-
-def _group(msg: InboundMessage, policy: AccessConfig) -> Verdict:
+def _group(chat_id: str, addressed: bool, policy: AccessConfig) -> Verdict:
+    """A group message's verdict: the chat and whether the message addresses the bot decide, never its sender."""
     mode = policy.group_policy
     if mode == "disabled":
         return Verdict(Action.IGNORE, reason="groups disabled")
-    if mode == "allowlist" and policy.group(msg.chat_id) is None:
+    if mode == "allowlist" and policy.group(chat_id) is None:
         return Verdict(Action.IGNORE, reason="group not allowed")
-    if policy.require_mention and not msg.addressed:
+    if policy.require_mention and not addressed:
         return Verdict(Action.CONTEXT, reason=f"group {mode}: not addressed")
     return Verdict(Action.RUN, reason=f"group {mode}")
 

@@ -1,11 +1,8 @@
 """The running application: store, provider, agent, intake, turns and channels, as one lifecycle.
 
-    async with App(config, channels) as app:
-        await app.wait()
-
-Entering opens everything in order and, if any step fails, closes what was opened;
-leaving stops the channels first (no new input), cancels runs, then closes the
-provider and the store.
+Entering (``async with App(config, channels) as app``) opens everything in order and, if any
+step fails, closes what was opened; leaving stops the channels first (no new input), cancels
+runs, then closes the provider and the store.
 """
 
 from __future__ import annotations
@@ -23,11 +20,11 @@ from bot.agent.compaction import CompactionSettings
 from bot.agent.events import EventBus
 from bot.agent.guard import GuardMode
 from bot.agent.loop import Agent, AgentSettings, PostRunHook
+from bot.agent.prompt import channel_info
 from bot.agent.spawn import SubAgents, spawn_tool
 from bot.capabilities import Channels, Core, Recovers, Starts, Stops, Tools
 from bot.capabilities import registry as capability_registry
-from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, ReportsUndelivered, UsesLeases, registry, spelling
-from bot.conversation import ChannelInfo
+from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, ReportsUndelivered, UsesLeases, spelling
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
 from bot.hooks import pre_tool_hooks
@@ -58,15 +55,6 @@ log = logging.getLogger(__name__)
 BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "workspaces" / "templates"
 
 
-def channel_info(name: str) -> ChannelInfo:
-    """What the prompt shows of a channel: its spec's name in prose and formatting hints."""
-    try:
-        spec = registry.spec(name)
-    except KeyError:  # a channel built by hand (tests, a plugin not registered)
-        return ChannelInfo(name)
-    return ChannelInfo(name, spec.display, spec.hints)
-
-
 class App:
     def __init__(self, config: Config, channels: Mapping[str, Channel]) -> None:
         self.config = config
@@ -92,11 +80,11 @@ class App:
         opened = store_for(cfg.storage.path, cfg.storage.database_url, pool_size=cfg.storage.pool_size,
                            backups=cfg.storage.backups)
         self.store: AppStore = await self._stack.enter_async_context(opened)
-        self.cluster = cluster = await self._join()
-        self.models = models = await open_models(cfg, self.store)  # the providers of every model in use
+        cluster = await self._join()
+        models = await open_models(cfg, self.store)  # the providers of every model in use
         self._stack.push_async_callback(models.aclose)
         default = models.default.route
-        self.provider, cost = default.provider, default.cost
+        provider, cost = default.provider, default.cost
         a, spec = cfg.agent, default.spec
         settings = AgentSettings(
             agent_id=a.id, provider=spec.provider, model=spec.model, max_tokens=spec.max_tokens,
@@ -119,10 +107,10 @@ class App:
         gate = ToolGate(pre_tool_hooks(cfg.hooks, cfg.exec_settings()), holds=cluster)  # capabilities add steps
         toolsets: list[Toolset] = []  # capabilities add theirs as they open (MCP), before any run
         tools = registry_from_config(cfg.tools, cfg.exec_settings())
-        tools.register(spawn_tool(SubAgents(settings, self.provider, self.store, tools, workspaces, cost, redactor,
+        tools.register(spawn_tool(SubAgents(settings, provider, self.store, tools, workspaces, cost, redactor,
                                             meter=meter, toolsets=toolsets, gate=gate, models=models)))
         post_run: list[PostRunHook] = []  # capabilities add theirs as they open (titles), before any run
-        agent = Agent(settings, self.provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
+        agent = Agent(settings, provider, self.store, self.events, tools, workspaces, cost, redactor, meter=meter,
                       toolsets=toolsets, gate=gate, models=models, post_run=post_run)
         r = cfg.runs
         caps = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
@@ -194,16 +182,6 @@ class App:
                 self._stack.push_async_callback(capability.stop)  # the first to stop: nothing starts after
             if isinstance(capability, Starts):
                 capability.start()
-
-    @property
-    def dashboard(self) -> Any:
-        """With ``dashboard.enabled``: its server (``dashboard.url``)."""
-        return self.capabilities.get("dashboard")
-
-    @property
-    def mcp(self) -> Any:
-        """The MCP servers, when ``mcp.servers`` names any."""
-        return self.capabilities.get("mcp")
 
     async def _join(self) -> Joined | None:
         """This instance joined to the others on its database by the capability that joins them

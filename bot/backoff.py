@@ -19,11 +19,8 @@ class Backoff:
     cap: float = 30.0
     jitter: bool = True
 
-    def ceiling(self, retry: int) -> float:
-        return min(self.cap, self.base * self.factor ** max(0, retry - 1))
-
     def delay(self, retry: int, rand: Callable[[], float] = random.random) -> float:
-        ceiling = self.ceiling(retry)
+        ceiling = min(self.cap, self.base * self.factor ** max(0, retry - 1))
         return ceiling * rand() if self.jitter else ceiling
 
     def wait(self, retry: int, retry_after: float | None) -> float:

@@ -97,11 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "logs", False):
             _setup_logging(config.logging.level, secrets=config.secret_values(), format=config.logging.format,
                            instance=config.cluster.instance)
-        try:
-            return int(asyncio.run(args.run(config, args)))
-        except ChatgateError as exc:
-            print(f"chatgate: {exc}", file=sys.stderr)
-            return 2 if isinstance(exc, ConfigError) else 1
+        return _guarded(args.run(config, args), config_code=2)
     if args.command == "traces":
         return _guarded(_traces(config, args.session, args.last))
     if args.command == "sessions":
@@ -112,24 +108,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_file = None if args.command == "run" else config.storage.path.parent / "chatgate.log"
     _setup_logging(config.logging.level, log_file, secrets=config.secret_values(), format=config.logging.format,
                    instance=config.cluster.instance)
-    try:
-        return asyncio.run(_serve(config) if args.command == "run" else _chat(config))
-    except ChatgateError as exc:
-        print(f"chatgate: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, ConfigError) else 1
+    return _guarded(_serve(config) if args.command == "run" else _chat(config), config_code=2)
 
 
 async def _awaited(result: Awaitable[T]) -> T:
     return await result
 
 
-def _guarded(command: Coroutine[Any, Any, int]) -> int:
-    """A command that is not the bot: a store that cannot be opened is one line, exit 1."""
+def _guarded(command: Coroutine[Any, Any, int], *, config_code: int = 1) -> int:
+    """Run ``command``; a ``ChatgateError`` (a store that cannot be opened...) is one line and exit 1,
+    ``config_code`` for a ``ConfigError`` (the bot and capabilities' subcommands: 2, bad configuration)."""
     try:
-        return asyncio.run(command)
+        return int(asyncio.run(command))
     except ChatgateError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
-        return 1
+        return config_code if isinstance(exc, ConfigError) else 1
 
 
 def _setup_logging(level: str, file: Path | None = None, *, secrets: Iterable[str] = (), format: str = "text",

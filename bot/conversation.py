@@ -1,16 +1,13 @@
 """The Conversation: who a turn is for and where it happens, decided once.
 
-A ``Conversation`` is built where a turn enters the core (an inbound message today; a
-scheduled job, an answered approval or the dashboard later) by ``conversation_for``, and
-carried as it is from there on: by the workspaces, the run request, the tool context, the
-run events and the prompt. It holds the typed session key, the workspace's folder name,
-the linked person (if any), the chat (platform, account, chat, thread, type) and what the
-channel shows of itself (``ChannelInfo``). The store turns it into text at its own edge.
+A ``Conversation`` is built where a turn enters the core (``conversation_for``, for an
+inbound message) and carried as it is from there on: by the workspaces, the run request,
+the tool context, the run events and the prompt. It holds the typed session key, the linked
+person (if any), the chat and what the channel shows of itself (``ChannelInfo``).
 
-The scope is decided once, by the session key (``bot.session_keys.key_for``); the
-workspace follows from the key (``workspace_name``), so a linked person's DMs on every
-platform share one workspace as they share one session, and a sub-agent (``sub``) works
-in its parent's workspace.
+The scope is decided by the session key (``bot.session_keys.key_for``); the workspace
+follows from the key (``workspace_name``), so a linked person's DMs on every platform share
+one workspace as they share one session, and a sub-agent (``sub``) works in its parent's.
 """
 
 from __future__ import annotations
@@ -109,8 +106,6 @@ def conversation_for(msg: InboundMessage, agent: str, *, dm_scope: DmScope = "pe
                      identity_links: Mapping[str, Sequence[str]] | None = None,
                      group_scope: GroupScope = "per-group", channel: ChannelInfo | None = None) -> Conversation:
     """The conversation an inbound message belongs to."""
-    if group_scope not in ("per-group", "per-user"):
-        raise ValueError(f"group_scope must be 'per-group' or 'per-user', not {group_scope!r}")
     key = key_for(msg, agent, dm_scope=dm_scope, identity_links=identity_links, group_scope=group_scope)
     return Conversation(key, msg.platform, msg.account, msg.chat_id, msg.chat_type, msg.thread_id,
                         person_of(msg.platform, msg.sender.id, identity_links),

@@ -71,8 +71,6 @@ class Delivery:
         self._woken: dict[str, asyncio.Event] = {}  # platform -> set when a send goes through again
         self._idle = asyncio.Event()
         self._idle.set()
-        self._voices = {name: c for name, c in channels.items() if isinstance(c, SendsVoice)}
-        self._photos = {name: c for name, c in channels.items() if isinstance(c, SendsPhoto)}
         self._waiting: dict[str, list[asyncio.Future[str | None]]] = {}  # answer id -> told how it ended
         self._landing: dict[str, tuple[Answer, int]] = {}  # message id -> its chunk, until recorded as sent
 
@@ -102,8 +100,7 @@ class Delivery:
         self._queues.setdefault(key, deque()).append(answer)
         if key not in self._workers:
             self._idle.clear()
-            task = asyncio.create_task(self._work(key), name=f"delivery {key[0]}:{key[1]}")
-            self._workers[key] = task
+            self._workers[key] = asyncio.create_task(self._work(key), name=f"delivery {key[0]}:{key[1]}")
 
     async def undelivered(self, platform: str, report: Undelivered) -> bool:
         """A chunk ``platform`` took and then reported undelivered (``ReportsUndelivered``), back in the
@@ -231,12 +228,10 @@ class Delivery:
             data = chunk.file_data or b""
             if chunk.file_ref is not None:
                 data = await asyncio.to_thread(read_ref, chunk.file_ref)
-            voice = self._voices.get(answer.platform) if chunk.voice else None
-            if voice is not None:
-                return await voice.send_voice(answer.target, chunk.file_name, data, chunk.text)
-            photo = self._photos.get(answer.platform) if chunk.photo else None
-            if photo is not None:
-                return await photo.send_photo(answer.target, chunk.file_name, data, chunk.text)
+            if chunk.voice and isinstance(channel, SendsVoice):
+                return await channel.send_voice(answer.target, chunk.file_name, data, chunk.text)
+            if chunk.photo and isinstance(channel, SendsPhoto):
+                return await channel.send_photo(answer.target, chunk.file_name, data, chunk.text)
             return await channel.send_file(answer.target, chunk.file_name, data, chunk.text)
         if index == 0 and answer.draft_id is not None:  # the streaming draft becomes the first chunk
             try:

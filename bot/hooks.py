@@ -46,7 +46,7 @@ class PreToolHooks:
         self.hooks = tuple(hooks)
         self._settings = settings
 
-    async def __call__(self, ctx: ToolContext, tool: str, arguments: Mapping[str, Any], call_id: str = "") -> str | None:
+    async def __call__(self, ctx: ToolContext, tool: str, arguments: Mapping[str, Any], call_id: str) -> str | None:
         """None when every matching hook lets the call through; else the refusal."""
         matching = [hook for hook in self.hooks if any(fnmatchcase(tool, pattern) for pattern in hook.tools)]
         if not matching:

@@ -39,8 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from bot.messages import InboundMessage
 from bot.providers.base import Usage
@@ -75,9 +74,6 @@ class Refusal:
 class UsageStore(Protocol):
     async def usage_since(self, person: str, since: float) -> tuple[int, float]: ...
 
-
-@runtime_checkable
-class BotUsage(Protocol):
     async def bot_usage_since(self, since: float) -> tuple[int, float]:
         """(tokens, cost) charged to everyone since ``since``."""
         ...
@@ -140,9 +136,6 @@ class PersonLimits:
         self._clock = clock
         self._shared = shared
         self._notes = store if isinstance(store, NoteStore) else None  # being told, in the database
-        if settings.bot_budget and not isinstance(store, BotUsage):
-            raise TypeError("the whole bot's budget needs a store that sums everyone's charges (BotUsage)")
-        self._bot_usage = store if isinstance(store, BotUsage) else None
         self._bot = _Person(0.0, 0.0)  # the whole bot's day (its budgets), not a person
         self._people: OrderedDict[str, _Person] = OrderedDict()
         self._watchers: list[Meter] = []
@@ -201,7 +194,7 @@ class PersonLimits:
         """May a new run start, as far as the whole bot's daily budget goes? A refusal's sentence
         is said to ``person`` once a day."""
         s, now = self.settings, self._clock()
-        tokens, cost = await self._bot_today(now)
+        tokens, cost = await self.bot_today()
         midnight = self._bot.day + 86400
         p = self._person(person, now)
         if s.bot_daily_tokens is not None and tokens >= s.bot_daily_tokens:
@@ -212,12 +205,9 @@ class PersonLimits:
 
     async def bot_today(self) -> tuple[int, float]:
         """(tokens, cost) the whole bot used today (UTC)."""
-        return await self._bot_today(self._clock())
-
-    async def _bot_today(self, now: float) -> tuple[int, float]:
-        b, day = self._bot, day_start(now)
-        if self._bot_usage is not None and (b.day != day or self._shared is not None):
-            b.used_tokens, b.used_cost = await self._bot_usage.bot_usage_since(day)
+        b, day = self._bot, day_start(self._clock())
+        if b.day != day or self._shared is not None:
+            b.used_tokens, b.used_cost = await self._store.bot_usage_since(day)
             b.day = day
         return b.used_tokens, b.used_cost
 
@@ -291,9 +281,8 @@ def limit_keys(msg: InboundMessage, person: str | None = None, channel: object =
 
 
 def day_start(now: float) -> float:
-    """The start of ``now``'s day, UTC."""
-    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return day.timestamp()
+    """The start of ``now``'s day, UTC (POSIX time counts no leap seconds: every day is 86,400 s)."""
+    return now - now % 86400
 
 
 def budget_line(settings: LimitSettings, tokens: int, cost: float) -> str:

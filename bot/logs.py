@@ -57,8 +57,7 @@ class JsonFormatter(logging.Formatter):
         }
         if (run := _RUN.get()) is not None:
             line["run"], line["session"] = run
-        if self.instance:
-            line["instance"] = self.instance
+        line["instance"] = self.instance
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:

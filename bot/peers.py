@@ -9,14 +9,13 @@ another instance hands it work, or a stop, or when it takes over what a dead one
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
 
+from bot.channels.leases import Leases
+from bot.limits import SharedRates
 from bot.messages import Answer, InboundMessage
 from bot.store.base import InboundRecord
-
-if TYPE_CHECKING:
-    from bot.channels.leases import Held
 
 Stopped = tuple[bool, int, tuple[int, ...]]  # (a run was stopped, queued messages dropped, inbound ids it answers)
 Note = dict[str, Any]  # a small JSON object between instances (under PostgreSQL's 8,000 bytes of a NOTIFY)
@@ -82,7 +81,7 @@ class Peers(Protocol):
         ...
 
 
-class Joined(Peers, Protocol):
+class Joined(Peers, Leases, SharedRates, Protocol):
     """This instance joined to the others, as a capability's ``CapabilitySpec.join`` gives it
     (the cluster's, on PostgreSQL): ``Peers`` for the intake and the turn runner, and what the
     rest of the core asks of it: the channels' leases (``bot.channels.Leases``), the per-person
@@ -94,12 +93,6 @@ class Joined(Peers, Protocol):
 
     def add_sweep(self, sweep: Callable[[], Awaitable[None]]) -> None:
         """Run ``sweep`` after each heartbeat's own (take over what dead instances claimed)."""
-        ...
-
-    async def take_rate(self, person: str, capacity: float, per_second: float) -> float:
-        ...
-
-    def hold(self, name: str) -> AbstractAsyncContextManager[Held]:
         ...
 
 

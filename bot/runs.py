@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from bot.messages import ChatType, InboundMessage
+from bot.messages import InboundMessage
 from bot.tasks import cancel_all
 
 if TYPE_CHECKING:
@@ -85,29 +85,20 @@ class TaskOrder:
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """One input of a session's next run: a stored inbound message, or (``msg`` None) a
-    ``task`` with no inbound message (a scheduled job, the dashboard) for ``conversation``,
-    with its ``order`` when it brings one."""
+    """One input of a session's next run, in ``conversation``: a stored inbound message, or
+    (``msg`` None) a ``task`` with no inbound message (a scheduled job, the dashboard), with
+    its ``order`` when it brings one."""
 
     msg: InboundMessage | None
     inbound_id: int | None
+    conversation: Conversation
     arrived: float = field(default_factory=time.monotonic)
     task: str = ""
-    conversation: Conversation | None = None
     order: TaskOrder | None = None
 
     @property
     def chat(self) -> tuple[str, str]:
-        if self.msg is not None:
-            return self.msg.platform, self.msg.chat_id
-        assert self.conversation is not None, "a task has its conversation"
         return self.conversation.platform, self.conversation.chat_id
-
-    @property
-    def in_group(self) -> bool:
-        if self.msg is not None:
-            return self.msg.chat_type is ChatType.GROUP
-        return self.conversation is not None and self.conversation.is_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +225,7 @@ class Dispatcher:
 
     def submit(self, session_key: str, pending: Pending) -> Admission:
         """Take a stored message for its session: run it, queue it, or refuse (queue full)."""
-        lane = self._lane(session_key, pending.chat if pending.in_group else None)
+        lane = self._lane(session_key, pending.chat if pending.conversation.is_group else None)
         busy = lane.worker is not None and not lane.worker.done()
         if busy and len(lane.queue) >= self._limits.max_queued:
             return Admission.REJECTED

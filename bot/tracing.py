@@ -187,9 +187,8 @@ class TraceBuilder:
                                usage.output_tokens, cost, is_error, self.redact.preview(preview),
                                usage.cache_read_tokens, usage.cache_write_tokens))
 
-    def tool(self, name: str, started: float, *, is_error: bool, output: str, seconds: float | None = None) -> None:
-        duration = (time.time() - started) if seconds is None else seconds
-        self.spans.append(Span(SpanKind.TOOL, name, started, duration * 1000,
+    def tool(self, name: str, started: float, *, is_error: bool, output: str, seconds: float) -> None:
+        self.spans.append(Span(SpanKind.TOOL, name, started, seconds * 1000,
                                is_error=is_error, preview=self.redact.preview(output)))
 
     def approval(self, tool: str, started: float, outcome: str) -> None:

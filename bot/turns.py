@@ -1,12 +1,12 @@
 """The turn runner: a Conversation and its input -> progress, the run, one commit, delivery.
 
 A turn starts from any source: stored inbound messages the intake decided to run
-(``submit``), or a text with no inbound message (``start``: a scheduled job, an answered
-approval, the dashboard). Either way it waits in its session's lane (``bot.runs``: one run
-per session, queue modes, caps), then runs here: the chat's progress (status, a streamed
-draft) while the agent computes the turn, then the answer is rendered for the channel and
-committed with the turn in one transaction, and handed to delivery (``bot.delivery``),
-outside the run's slot. The agent never calls back: it returns an uncommitted turn.
+(``submit``), or a text with no inbound message (``run_task``: a scheduled job). Either way
+it waits in its session's lane (``bot.runs``: one run per session, queue modes, caps), then
+runs here: the chat's progress (status, a streamed draft) while the agent computes the turn,
+then the answer is rendered for the channel and committed with the turn in one transaction,
+and handed to delivery (``bot.delivery``), outside the run's slot. The agent never calls
+back: it returns an uncommitted turn.
 
 When another model answers for the conversation's own (a fallback), the run calls its
 ``notify`` (once per chat and model) before the first word of that answer: the note is
@@ -69,10 +69,8 @@ class TurnStore(Store, AnswerStore, Protocol):
 
 class Turns:
     def __init__(self, agent: Agent, store: TurnStore, events: EventBus, channels: Mapping[str, Channel],
-                 delivery: Delivery, context: GroupContext, *, caps: RunCaps = RunCaps(),
-                 is_owner: Owner = lambda msg: False, keys: Keys | None = None,
-                 policy: PolicyFor | None = None, person_limits: PersonLimits | None = None,
-                 peers: Peers | None = None) -> None:
+                 delivery: Delivery, context: GroupContext, *, caps: RunCaps, is_owner: Owner, keys: Keys,
+                 policy: PolicyFor, person_limits: PersonLimits, peers: Peers | None) -> None:
         self._agent = agent
         self._store = store
         self._events = events
@@ -81,9 +79,9 @@ class Turns:
         self.outbox = Outbox(store, delivery, channels)  # the one way to owe a chat a message
         self._context = context
         self._is_owner = is_owner
-        self._keys = keys or (lambda msg: (f"{msg.platform}:{msg.sender.id}",))
+        self._keys = keys
         self._policy = policy
-        self._limits = person_limits if person_limits is not None and person_limits.active else None
+        self._limits = person_limits if person_limits.active else None
         self._voices: list[Speaking] = []  # what speaks answers too (bot.stages), speak_with
         self._peers = peers  # other instances (PostgreSQL): a session's lane may run on one of them
         self.dispatcher = Dispatcher(self._execute, caps, on_queued=self._queued, on_discard=self._discarded,
@@ -115,20 +113,16 @@ class Turns:
         group = (conversation.platform, conversation.chat_id) if conversation.is_group else None
         return self.dispatcher.decide(conversation.session_key, step, group)
 
-    def start(self, conversation: Conversation, task: str, *, order: TaskOrder | None = None) -> Admission:
-        """A turn with no inbound message: ``task`` is its input, answered in ``conversation``'s
-        chat and delivered like any answer (a scheduled job, an approval answered, the dashboard);
-        ``order`` says whom it acts for and more (see ``TaskOrder``)."""
-        return self.dispatcher.submit(conversation.session_key, Pending(None, None, task=task,
-                                                                        conversation=conversation, order=order))
-
     async def run_task(self, conversation: Conversation, task: str, order: TaskOrder) -> str:
-        """``start`` the task and wait until its turn is committed; how it ended: completed,
+        """A turn with no inbound message (a scheduled job): ``task`` is its input, answered in
+        ``conversation``'s chat and delivered like any answer; ``order`` says whom it acts for and
+        more (see ``TaskOrder``). Waits until its turn is committed; how it ended: completed,
         silent, failed, stopped (by /stop), or busy (the session's queue was full: not run)."""
         ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         if self._peers is not None:  # one run per session across instances: its lane comes here first
             await self._peers.own(conversation.session_key)
-        if self.start(conversation, task, order=replace(order, ended=ended)) is Admission.REJECTED:
+        pending = Pending(None, None, conversation, task=task, order=replace(order, ended=ended))
+        if self.dispatcher.submit(conversation.session_key, pending) is Admission.REJECTED:
             if self._peers is not None and not self.dispatcher.busy(conversation.session_key):
                 self._peers.idle(conversation.session_key)
             return "busy"
@@ -171,9 +165,9 @@ class Turns:
         and queue end, and the chat is told what ``/stop`` would tell it ("Stopped."), which
         answers the stopped run's messages. False when the run had already ended."""
         run = self.dispatcher.registry.get(run_id)
-        conversation = run.batch[-1].conversation if run is not None else None
-        if run is None or conversation is None or self.dispatcher.active(conversation.session_key) is not run:
+        if run is None or self.dispatcher.active(run.session_key) is not run:
             return False  # ended meanwhile: never stop the session's next run instead
+        conversation = run.batch[-1].conversation
         stopped, dropped, ids = await self.stop(conversation)
         if not stopped:
             return False
@@ -211,7 +205,6 @@ class Turns:
             return
         last = batch[-1]
         conversation = last.conversation
-        assert conversation is not None, "the intake and start() give every input its conversation"
         msgs = tuple(p.msg for p in batch if p.msg is not None)
         ids = tuple(p.inbound_id for p in batch if p.inbound_id is not None)
         channel = self._channels[conversation.platform]
@@ -228,7 +221,7 @@ class Turns:
             context = self._context.take(msgs[-1]) if msgs and conversation.is_group else ()
             request = RunRequest(run.run_id, session, conversation, msgs, ids, task=last.task,
                                  user_id=order.user_id, users=order.users, context=context, sender_is_owner=order.owner,
-                                 tool_policy=self._policy(conversation, order.owner) if self._policy else None,
+                                 tool_policy=self._policy(conversation, order.owner),
                                  payers=order.payers, prompt_mode=order.prompt_mode,
                                  notify=lambda note: self.outbox.say(channel.name, f"{run.run_id}-note", target, note))
             result = await self._agent.run(request)
@@ -304,14 +297,14 @@ class Turns:
 
     async def _compact(self, batch: tuple[Pending, ...]) -> None:
         last = batch[-1]
-        assert last.msg is not None and last.conversation is not None and last.inbound_id is not None
+        assert last.msg is not None and last.inbound_id is not None
         msg, conversation = last.msg, last.conversation
         session = await self._store.session(conversation)
         msgs = tuple(p.msg for p in batch if p.msg is not None)
         owner = all(self._is_owner(m) for m in msgs)  # the least rights of the batch's people
         result = await self._agent.compact(session, conversation, run_id=f"compact-{last.inbound_id}",
                                            user_id=msg.sender.id, users=senders(msgs),
-                                           tool_policy=self._policy(conversation, owner) if self._policy else None,
+                                           tool_policy=self._policy(conversation, owner),
                                            sender_is_owner=owner,
                                            payers=tuple(dict.fromkeys(self._keys(p.msg)[0] for p in batch if p.msg)))
         await self.outbox.notice(msg, compact_reply(result),
@@ -319,9 +312,8 @@ class Turns:
 
     async def _queued(self, run: ActiveRun) -> None:
         log.info("run waits for a slot session=%s run=%s", run.session_key, run.run_id)
-        conversation = run.batch[-1].conversation
-        if conversation is not None:
-            await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, conversation, phase=Phase.QUEUED))
+        await self._events.emit(RunEvent(EventKind.ACTIVITY, run.run_id, run.batch[-1].conversation,
+                                         phase=Phase.QUEUED))
 
     async def _discarded(self, batch: tuple[Pending, ...]) -> None:
         for pending in batch:
@@ -337,13 +329,12 @@ class Turns:
         person's message rate (``PermissionError`` when over)."""
         run, conversation = self._serving(run_id)
         msgs = [p.msg for p in run.batch if p.msg is not None]
-        last = msgs[-1] if msgs else None
         keys = tuple(dict.fromkeys(k for m in msgs if not self._is_owner(m) for k in self._keys(m)))
         if self._limits is not None and keys:  # counts like a message, for every person of the turn
             refusal = await self._limits.check_all(keys)
             if refusal is not None:
                 raise PermissionError(f"over the person's {refusal.reason} limit")
-        target = Target.of(last) if last is not None else conversation.target
+        target = Target.of(msgs[-1]) if msgs else conversation.target
         run.extra += 1
         await self.outbox.say(conversation.platform, f"{run_id}-message-{run.extra}", target, text)
 

@@ -103,8 +103,8 @@ class Bed:
 
     @property
     def url(self) -> str:
-        assert self.app is not None and self.app.dashboard is not None
-        return self.app.dashboard.url.rstrip("/")
+        assert self.app is not None and self.app.capabilities.get("dashboard") is not None
+        return self.app.capabilities["dashboard"].url.rstrip("/")
 
     @property
     def origin(self) -> str:

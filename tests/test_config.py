@@ -65,6 +65,8 @@ MISTAKES = [
      'agent.provider: must be one of openai, anthropic, got "gpt"', True),
     ("invalid queue mode", "runs:\n  queue_mode: drop\n", KEY,
      'runs.queue_mode: must be one of collect, followup, interrupt, got "drop"', True),
+    ("invalid group scope", "workspace:\n  group_scope: per-thread\n", KEY,
+     'workspace.group_scope: must be one of per-group, per-user, got "per-thread"', True),
     ("invalid log level", "logging:\n  level: verbose\n", KEY,
      'logging.level: must be one of DEBUG, INFO, WARNING, ERROR, got "verbose"', True),
     ("above range", "agent:\n  max_iterations: 500\n", KEY, "agent.max_iterations: must be at most 200, got 500", True),

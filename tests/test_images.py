@@ -114,6 +114,9 @@ async def test_the_charge_counts_in_the_daily_budget() -> None:
         async def usage_since(self, person: str, since: float) -> tuple[int, float]:
             return 0, 0.0
 
+        async def bot_usage_since(self, since: float) -> tuple[int, float]:
+            return 0, 0.0
+
     limits = PersonLimits(LimitSettings(daily_cost_usd=0.05), Usage())
     assert await limits.check("telegram:1") is None
     limits.charge([Charge("telegram:1", 0, 0.06)])

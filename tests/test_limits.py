@@ -112,6 +112,9 @@ class NoUsage:
         self.reads += 1
         return 0, 0.0
 
+    async def bot_usage_since(self, since: float) -> tuple[int, float]:
+        return 0, 0.0
+
 
 async def test_the_bucket_refills_over_a_minute_and_tells_once_per_window() -> None:
     now = [1_700_000_000.0]

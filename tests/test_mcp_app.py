@@ -55,9 +55,10 @@ async def test_start_up_is_not_delayed_by_servers_that_are_down_or_hang(llm: Fak
         await channel.inject(dm("hello"))
         await channel.wait_for_replies(1)
         assert channel.texts() == ["echo: hello"]  # a run without the servers' tools is not held up
-        assert app.mcp is not None
-        await wait_for(lambda: app.mcp is not None and app.mcp.state("demo").usable)
-        assert app.mcp.state("hangs").value == "connecting" and app.mcp.state("missing").value == "down"
+        hub = app.capabilities.get("mcp")
+        assert hub is not None
+        await wait_for(lambda: hub.state("demo").usable)
+        assert hub.state("hangs").value == "connecting" and hub.state("missing").value == "down"
     assert time.monotonic() - started < 15
 
 
@@ -69,8 +70,9 @@ async def test_stop_cancels_the_call_on_the_server_and_mcp_and_status_show_the_s
     channel_app = App(load(write_config(tmp_path, llm, servers)), {"test": channel})
     channel.watch(channel_app.events)
     async with channel_app as app:
-        assert app.mcp is not None
-        await wait_for(lambda: app.mcp is not None and app.mcp.state("demo").usable)
+        hub = app.capabilities.get("mcp")
+        assert hub is not None
+        await wait_for(lambda: hub.state("demo").usable)
         llm.script(Reply.tool_calls([Call("mcp__demo__slow", {"seconds": 30}, id="c1")]))
         await channel.inject(dm("take your time"))
         await wait_for(lambda: marks.exists() and "started" in marks.read_text())
@@ -114,7 +116,7 @@ async def test_without_mcp_nothing_is_started_or_imported(llm: FakeLLM, tmp_path
     path = write_config(tmp_path, llm, {})
     channel = RecordingChannel()
     async with App(load(path), {"test": channel}) as app:
-        assert app.mcp is None
+        assert app.capabilities.get("mcp") is None
         await channel.inject(dm("/mcp"))
         await channel.wait_for_replies(1)
         assert channel.texts() == ["No MCP servers are configured."]

@@ -83,8 +83,8 @@ async def test_in_the_running_app_a_group_call_of_a_per_person_server_stays_in_t
     extra = ("channels: {telegram: {dm_policy: open, group_policy: open}}\nruns: {debounce_ms: 0}\n"
              f"mcp: {json.dumps({'servers': servers})}")
     async with App(app_config(tmp_path, llm, extra), {"telegram": channel}) as app:
-        assert app.mcp is not None
-        hub = app.mcp
+        hub = app.capabilities.get("mcp")
+        assert hub is not None
         await wait_for(lambda: bool(hub.available()), timeout=15)
         llm.script(Reply.tool_calls([Call("mcp__mine__cwd", {}, id="dm")]), Reply.text("noted"))
         await channel.inject(tg_dm("where am I?", "42"))
@@ -156,8 +156,9 @@ async def test_a_servers_last_error_is_scrubbed_of_its_own_and_the_bots_secrets(
     servers = {"leaky": {"command": sys.executable, "args": ["-c", LEAKY], "grant": "everyone",
                          "env": {"SRV_TOKEN": "srv-0123456789-secret"}}}
     async with Bed(tmp_path, llm, extra=f"mcp: {json.dumps({'servers': servers})}") as bed:
-        assert bed.app is not None and bed.app.mcp is not None
-        hub = bed.app.mcp
+        assert bed.app is not None
+        hub = bed.app.capabilities.get("mcp")
+        assert hub is not None
         await wait_for(lambda: "was refused" in (hub.statuses()[0].last_error or ""), timeout=15)
         stored = hub.statuses()[0].last_error or ""
         assert "srv-0123456789-secret" not in stored and "test-key" not in stored and "***" in stored

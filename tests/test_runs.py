@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from bot.conversation import conversation_for
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.runs import ActiveRun, Admission, Dispatcher, Pending, QueueMode, RunCaps
 
@@ -15,7 +16,7 @@ _ids = itertools.count(1)
 
 def pending(text: str, chat: str = "c1", chat_type: ChatType = ChatType.DM) -> Pending:
     msg = InboundMessage("test", "bot", chat, chat_type, Sender("u1", "Ann"), text, f"m{next(_ids)}")
-    return Pending(msg, next(_ids))
+    return Pending(msg, next(_ids), conversation_for(msg, "main"))
 
 
 class Recorder:

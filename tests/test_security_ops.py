@@ -78,10 +78,10 @@ dashboard:
 
 
 async def operations_page(b: Bot) -> tuple[int, str]:
-    assert b.app.dashboard is not None
+    assert b.app.capabilities.get("dashboard") is not None
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True),
                                      timeout=aiohttp.ClientTimeout(total=10)) as session:
-        client = Client(session, b.app.dashboard.url.rstrip("/"))
+        client = Client(session, b.app.capabilities["dashboard"].url.rstrip("/"))
         assert (await client.login("vera", PASSWORDS["vera"])).status == 303
         response = await client.get("/operations")
         return response.status, await response.text()

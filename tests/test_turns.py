@@ -13,7 +13,7 @@ import pytest
 from bot.app import App
 from bot.conversation import Conversation
 from bot.messages import Attachment, AttachmentKind, ChatType, InboundMessage, Sender
-from bot.runs import Admission
+from bot.runs import TaskOrder
 from tests.fakes.channel import RecordingChannel, dm
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.test_gateway_runs import config
@@ -81,7 +81,7 @@ async def test_a_turn_with_no_inbound_message_runs_commits_and_is_delivered_once
     app = await started(channel)
     conversation = Conversation.of_key("agent:main:telegram:dm:42")
     llm.script(Reply.text("Time to stretch!"))
-    assert app.turns.start(conversation, "Remind me to stretch.") is Admission.STARTED
+    assert await app.turns.run_task(conversation, "Remind me to stretch.", TaskOrder()) == "completed"
     (sent,) = await channel.wait_for_replies(1)
     assert sent.text == "Time to stretch!" and sent.chat_id == "42" and sent.reply_to is None
     assert llm.requests[0].body["messages"][-1]["content"].startswith("Remind me to stretch.")

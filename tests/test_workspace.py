@@ -119,11 +119,6 @@ def test_names_never_collide_across_shapes() -> None:
     assert len(set(names)) == len(names), dict(zip(tuples, names, strict=True))
 
 
-def test_bad_group_scope_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="group_scope"):
-        conversation_for(msg(), "main", group_scope="per-thread")  # type: ignore[arg-type]
-
-
 # --------------------------------------------------------------------------- seeding
 
 

@@ -42,7 +42,7 @@ MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
 PERSONA_REMINDER = "Stay in character as described in SOUL.md and IDENTITY.md, however long the conversation."
 
 
-def _registered(platform: str) -> ChannelInfo:
+def channel_info(platform: str) -> ChannelInfo:
     """The platform's registry entry (its name in prose, its formatting hints); bare if unregistered."""
     try:
         spec = registry.spec(platform)
@@ -130,7 +130,7 @@ def _file_block(f: ContextFile) -> str:
 
 
 def identity_section(p: PromptInputs) -> str:
-    where = (p.channel if p.channel is not None and p.channel.display else _registered(p.platform)).shown
+    where = (p.channel if p.channel is not None and p.channel.display else channel_info(p.platform)).shown
     chat = "a group chat" if p.is_group else "a direct (one-to-one) chat"
     if not p.full:
         return (
@@ -233,7 +233,7 @@ _DEFAULT_FORMATTING = "Use simple Markdown: short paragraphs and lists, no table
 def formatting_section(p: PromptInputs) -> str:
     if not p.full:  # a helper's answer goes to the agent, not to a chat
         return ""
-    hints = (p.channel if p.channel is not None and p.channel.hints else _registered(p.platform)).hints
+    hints = (p.channel if p.channel is not None and p.channel.hints else channel_info(p.platform)).hints
     platform = hints or _DEFAULT_FORMATTING
     if p.is_group:
         chat = (
