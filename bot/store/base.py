@@ -145,8 +145,8 @@ class Store(Protocol):
         """The current session of a conversation; ``fresh`` starts a new one (the old is kept)."""
         ...
 
-    async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        """The session's live (not compacted) messages in order; with ``limit``, the last ``limit``."""
+    async def history(self, session: Session) -> list[Message]:
+        """The session's live (not compacted) messages in order."""
         ...
 
     async def append_turn(self, turn: Turn) -> None:
@@ -202,7 +202,7 @@ class SummaryStore(Protocol):
     """Compaction's side of the store: the live messages with their ids, the current
     summary, and saving a summary together with its cut."""
 
-    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
+    async def live_messages(self, session: Session) -> list[StoredMessage]:
         """Like ``Store.history``, with each message's id."""
         ...
 
