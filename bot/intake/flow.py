@@ -71,10 +71,8 @@ PRUNE_EVERY = 3600.0  # seconds between two prunings of stored group context
 
 class Intake:
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
-                 workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
-                 limits: PersonLimits | None = None, agent: Agent | None = None,
-                 capabilities: Mapping[str, object] | None = None,
-                 peers: Peers | None = None) -> None:
+                 workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *, limits: PersonLimits,
+                 agent: Agent, capabilities: Mapping[str, object], peers: Peers | None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -82,9 +80,9 @@ class Intake:
         self._workspaces = workspaces
         self._context = context
         self._settings = settings
-        self.limits = limits if limits is not None and limits.active else None
+        self.limits = limits if limits.active else None
         self._agent = agent
-        self._capabilities = dict(capabilities or {})  # the running capabilities by name: their commands' hosts
+        self._capabilities = dict(capabilities)  # the running capabilities by name: their commands' hosts
         self._presses = [c for c in self._capabilities.values() if isinstance(c, Presses)]
         self._status_lines = [c for c in self._capabilities.values() if isinstance(c, StatusLines)]
         self._answers = [c for c in self._capabilities.values() if isinstance(c, Answers)]  # an approval's card
@@ -435,7 +433,6 @@ class Intake:
         await self._store.session(conversation, fresh=True)
 
     async def status(self, call: CommandCall) -> str:
-        assert self._agent is not None, "/status needs the agent"
         key = call.conversation.session_key
         session = await self._store.session(call.conversation)
         tokens = await self._agent.next_request_tokens(session, call.conversation)
