@@ -64,8 +64,6 @@ class SQLiteStore(Operations):
     def where(self) -> str:
         return self._path
 
-    path = where
-
     # -- lifecycle -------------------------------------------------------------------
 
     async def open(self) -> Self:

@@ -61,8 +61,6 @@ class PgBase(Driven):
         """Where the store is, without its password."""
         return self._where
 
-    url = where
-
     @property
     def pool(self) -> asyncpg.Pool:
         """The connection pool (the cluster shares it)."""
