@@ -53,7 +53,7 @@ from bot.store.sqlite import SQLiteStore
 from tests.pg import postgres_store
 
 if TYPE_CHECKING:
-    from bot.dashboard.sources import DashboardStore
+    from bot.dashboard.reads import Reads
     from bot.store.base import AppStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
@@ -813,7 +813,7 @@ async def test_a_persons_zone(sched: ScheduleStore) -> None:
     assert await sched.zone("telegram:42") is None
 
 
-# -- the dashboard's ports (BrowseStore, AuditStore) and denying a pairing code ---------------
+# -- the dashboard's reads and audit trail (Reads) and denying a pairing code ----------------
 
 
 async def test_deny_pairing_drops_the_code_and_the_sender_may_ask_again(store: PairingStore) -> None:
@@ -829,7 +829,7 @@ async def test_deny_pairing_drops_the_code_and_the_sender_may_ask_again(store: P
     assert await store.is_approved("telegram", "42")
 
 
-def _browse(store: Store) -> DashboardStore:
+def _browse(store: Store) -> Reads:
     """The dashboard's reads and audit trail, run on every implementation (``Reads``)."""
     from bot.dashboard.reads import Reads
 
