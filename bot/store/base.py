@@ -250,9 +250,8 @@ class ApprovedSender:
 
 
 class PairingStore(Protocol):
-    """Pairing codes and the senders they let in: one noun's life cycle (request, list, approve, deny,
-    revoke, check, list approved), so one protocol of seven methods. ``bot.access`` uses
-    ``pairing_request`` and ``is_approved``; the ``chatgate pairing`` commands and the dashboard the rest."""
+    """Pairing codes and the senders they let in. ``bot.access`` uses ``pairing_request`` and
+    ``is_approved``; the ``chatgate pairing`` commands and the dashboard the rest."""
 
     async def pairing_request(
         self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,
