@@ -133,6 +133,7 @@ class Driven:
     the tasks it holds, and the PostgreSQL driver's hooks for several instances (none on SQLite)."""
 
     engine: ClassVar[Engine]
+    where: str  # the database, in messages and logs (no password)
     claimant: Claimant | None = None  # who claims work in the database (PostgreSQL: ``claim_as``); None: SQLite
     _writes: set[asyncio.Task[Any]]  # in flight, held so none is orphaned; ``close`` waits for them
 
