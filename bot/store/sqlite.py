@@ -27,7 +27,7 @@ import aiosqlite
 from bot.errors import StoreCorruptError, StoreError
 from bot.store import migrations
 from bot.store.engine import SQLITE
-from bot.store.op import Count, Fetch, Insert, Many, Op
+from bot.store.op import Count, Fetch, Many, Op
 from bot.store.operations import Operations
 from bot.store.schema_steps import Migration
 from bot.store.steps import _applied, pending
@@ -144,9 +144,6 @@ def drive(db: sqlite3.Connection, operation: Op[T]) -> T:
                 result = db.execute(request.sql, request.args).fetchall()
             elif type(request) is Count:
                 result = db.execute(request.sql, request.args).rowcount
-            elif type(request) is Insert:
-                cursor = db.execute(request.sql, request.args)
-                result = cursor.lastrowid if cursor.rowcount == 1 else None
             else:
                 assert type(request) is Many
                 db.executemany(request.sql, request.rows)

@@ -19,7 +19,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
 from bot.store.engine import POSTGRES
-from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
+from bot.store.op import Count, Driven, Fetch, Many, Op
 from bot.store.pg import schema
 from bot.store.pg.sql import numbered
 from bot.store.schema_steps import Claimant
@@ -141,8 +141,6 @@ async def drive(conn: Connection, operation: Op[T]) -> T:
                 result = [tuple(r) for r in await conn.fetch(numbered(request.sql), *request.args)]
             elif type(request) is Count:
                 result = changed(await conn.execute(numbered(request.sql), *request.args))
-            elif type(request) is Insert:
-                result = await conn.fetchval(numbered(f"{request.sql} RETURNING id"), *request.args)
             else:
                 assert type(request) is Many
                 await conn.executemany(numbered(request.sql), request.rows)
