@@ -387,7 +387,7 @@ async def test_traces_keep_cache_tokens_and_why_the_model_was_used(store: Store)
     assert back == record
 
 
-# -- summaries (the SummaryStore port) --------------------------------------------------
+# -- summaries (the CompactingStore port) -----------------------------------------------
 
 
 async def _numbered(store: Store, session: Session, count: int) -> None:

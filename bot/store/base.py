@@ -2,8 +2,8 @@
 
 Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
 ``bot.access``, ``chatgate pairing`` and the dashboard), ``AnswerStore`` (what is owed to
-chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
-(compaction's summaries and cuts), ``ModelStore`` (a conversation's model, session titles),
+chats and which chunks were delivered, for ``bot.delivery``), ``CompactingStore`` (it with
+compaction's summaries and cuts), ``ModelStore`` (a conversation's model, session titles),
 ``NoteStore`` (what a chat or a person was told once, whichever instance told it), and
 ``StepStore`` (a capability's own operations and tables: the dashboard's reads are
 ``bot.dashboard.reads``, the approvals' ``bot.approvals.ledger``). ``AppStore`` is all of them
@@ -198,9 +198,9 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
 
-class SummaryStore(Protocol):
-    """Compaction's side of the store: the live messages with their ids, the current
-    summary, and saving a summary together with its cut."""
+class CompactingStore(Store, Protocol):
+    """The Store with compaction's side: the live messages with their ids, the current summary,
+    and saving a summary together with its cut. What the agent core is given."""
 
     async def live_messages(self, session: Session) -> list[StoredMessage]:
         """Like ``Store.history``, with each message's id."""
@@ -223,10 +223,6 @@ class SummaryStore(Protocol):
         ``summary.through_id`` compacted (kept, never deleted). False, and nothing
         changed, when a summary through that id or a later one exists already."""
         ...
-
-
-class CompactingStore(Store, SummaryStore, Protocol):
-    """The Store and the SummaryStore on one object: what the agent core is given."""
 
 
 @dataclass(frozen=True, slots=True)

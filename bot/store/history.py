@@ -1,5 +1,5 @@
 """Sessions, their messages and summaries, usage, charges and traces (the ``Store`` port's
-history half and the ``SummaryStore``), written once for both stores.
+history half and ``CompactingStore``'s summaries), written once for both stores.
 
 A turn is one transaction: its messages, usage, charges, answer, settled inbound rows and trace,
 then the writes of whoever started it (``Turn.also``); on PostgreSQL its own rows are one
