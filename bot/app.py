@@ -151,7 +151,8 @@ class App:
                          if isinstance(c, Speaks) and (s := c.speaking()) is not None):
             self.turns.speak_with(speaking)
         self.intake = Intake(self.store, self.channels, access, self.turns, workspaces, context, intake_settings,
-                             limits=person_limits, agent=agent, capabilities=self.capabilities, peers=cluster)
+                             limits=person_limits, keys=keys, agent=agent, capabilities=self.capabilities,
+                             peers=cluster)
         tools.register(message_tool(self.turns))  # after spawn: sub-agents never get these
         tools.register(send_file_tool(self.turns))
         for capability in self.capabilities.values():

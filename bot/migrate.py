@@ -113,8 +113,8 @@ async def _postgres(source: str | None, target: str) -> int:
         for owner, steps in _steps():  # every registered capability's tables, enabled or not
             done += await store.apply_steps(owner, steps)
     if done or clustered:
-        print(f"{store.url}: {done} store migration{'s' if done != 1 else ''} and {clustered} cluster "
+        print(f"{store.where}: {done} store migration{'s' if done != 1 else ''} and {clustered} cluster "
               f"migration{'s' if clustered != 1 else ''} applied")
     elif source is None:
-        print(f"{store.url}: up to date, nothing to apply")
+        print(f"{store.where}: up to date, nothing to apply")
     return 0

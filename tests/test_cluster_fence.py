@@ -42,7 +42,7 @@ async def member(url: str, name: str, lease: float) -> AsyncIterator[tuple[Clust
     """One instance: its own store (fenced by its own cluster member, as ``App`` wires it)."""
     async with PostgresStore(url) as store:
         core = Core()
-        cluster = Cluster(store.pool, store.url, ClusterSettings(name, lease_seconds=lease, sweep_grace=0.3))
+        cluster = Cluster(store.pool, store.where, ClusterSettings(name, lease_seconds=lease, sweep_grace=0.3))
         store.fence_with(cluster.fence)
         await cluster.start(core)
         try:

@@ -70,7 +70,7 @@ async def members(store: PostgresStore, *names: str, lease: float = 3.0) -> Asyn
     try:
         for name in names:
             core = Core()
-            cluster = Cluster(store.pool, store.url, ClusterSettings(name, lease_seconds=lease, sweep_grace=0.5))
+            cluster = Cluster(store.pool, store.where, ClusterSettings(name, lease_seconds=lease, sweep_grace=0.5))
             await cluster.start(core)
             joined.append((cluster, core))
         yield joined

@@ -387,7 +387,7 @@ async def seed(bed: Bed, llm: FakeLLM) -> None:
     stored = await store.live_messages(session)
     await store.save_summary(session, Summary("Ann asked what her workspace holds; it has AGENTS.md, SOUL.md and "
                                               "notes/.", stored[1].id, 2, 1800, 240, "compact-1", time.time()))
-    db = sqlite3.connect(store.path)
+    db = sqlite3.connect(store.where)
     now = time.time()
     rows = [(person, "seed", tokens * (1 + day % 4), cost * (1 + day % 3), now - day * 86400)
             for person, tokens, cost in (("telegram:42", 900, 0.012), ("telegram:43", 2300, 0.031),

@@ -15,7 +15,6 @@ import pytest
 from bot.dashboard.reads import Reads
 from bot.dashboard.server import Dashboard
 from bot.dashboard.settings import settings_of
-from bot.dashboard.sources import DashboardStore
 from bot.llm import Message
 from bot.messages import ChatType, InboundMessage, Sender
 from bot.providers.base import Usage
@@ -49,7 +48,7 @@ async def _talk(store: Store, user: str, name: str, text: str, message_id: str) 
 
 
 async def test_names_and_texts_no_sql_can_read_are_read_all_the_same(store: Store) -> None:
-    b: DashboardStore = Reads(store)
+    b = Reads(store)
     odd = await _talk(store, "1", "Ada \ud83d", "lone half", "m1")  # a lone surrogate, as a client may send
     rocket = await _talk(store, "2", "Bob \U0001f680", "fly", "m2")  # a pair: an emoji
     nul = await _talk(store, "3", "Cy", "a\x00b", "m3")
@@ -69,7 +68,7 @@ async def test_names_and_texts_no_sql_can_read_are_read_all_the_same(store: Stor
 
 
 async def test_the_search_ignores_ascii_case_and_sub_agents(store: Store) -> None:
-    b: DashboardStore = Reads(store)
+    b = Reads(store)
     ada = await _talk(store, "1", "Ada Lovelace", "Compute BERNOULLI numbers", "m1")
     await store.session("agent:main:telegram:dm:1:sub:1")
     for search in ("LOVELACE", "bernoulli", "TELEGRAM:DM:1", "Telegram"):
@@ -77,7 +76,7 @@ async def test_the_search_ignores_ascii_case_and_sub_agents(store: Store) -> Non
 
 
 async def test_a_day_is_counted_from_since_never_rounded_up(store: Store) -> None:
-    b: DashboardStore = Reads(store)
+    b = Reads(store)
     session = await store.session("agent:main:telegram:dm:1")
     await store.append_turn(Turn(session=session, run_id="r", messages=(Message.user("x"),),
                                  charges=(Charge("telegram:1", 5, 0.1),)))

@@ -53,7 +53,7 @@ from bot.store.sqlite import SQLiteStore
 from tests.pg import postgres_store
 
 if TYPE_CHECKING:
-    from bot.dashboard.sources import DashboardStore
+    from bot.dashboard.reads import Reads
     from bot.store.base import AppStore
 
 StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
@@ -146,16 +146,15 @@ async def test_fresh_twice_keeps_every_generation(store: Store) -> None:
 # -- history ----------------------------------------------------------------------------
 
 
-async def test_history_is_in_order_and_limit_takes_the_last(store: Store) -> None:
+async def test_history_is_in_order_and_recent_takes_the_last(store: CompactingStore) -> None:
     s = await store.session("k")
     for t in range(4):
         await store.append_turn(turn(s, f"r{t}", Message.user(f"q{t}"), Message.assistant(f"a{t}")))
 
     texts = [m.text for m in await store.history(s)]
     assert texts == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"]
-    assert [m.text for m in await store.history(s, limit=3)] == ["a2", "q3", "a3"]
-    assert [m.text for m in await store.history(s, limit=100)] == texts
-    assert await store.history(s, limit=0) == []
+    assert [m.text for m in (await store.recent(s, 3)).messages] == ["a2", "q3", "a3"]
+    assert [m.text for m in (await store.recent(s, 100)).messages] == texts
 
 
 async def test_every_part_type_round_trips(store: Store) -> None:
@@ -388,7 +387,7 @@ async def test_traces_keep_cache_tokens_and_why_the_model_was_used(store: Store)
     assert back == record
 
 
-# -- summaries (the SummaryStore port) --------------------------------------------------
+# -- summaries (the CompactingStore port) -----------------------------------------------
 
 
 async def _numbered(store: Store, session: Session, count: int) -> None:
@@ -406,10 +405,10 @@ async def test_a_summary_and_its_cut_hide_old_messages_but_keep_them(store: Comp
     assert await store.save_summary(session, summary) is True
     assert await store.summary(session) == summary
     assert [m.text for m in await store.history(session)] == ["u3", "a3", "u4", "a4"]
-    assert [m.message.text for m in await store.live_messages(session, limit=2)] == ["u4", "a4"]
+    assert [m.message.text for m in await store.live_messages(session)] == ["u3", "a3", "u4", "a4"]
     assert await store.live_count(session) == 4
     await _numbered(store, session, 1)
-    assert [m.text for m in await store.history(session, limit=3)] == ["a4", "u0", "a0"]
+    assert [m.text for m in (await store.recent(session, 3)).messages] == ["a4", "u0", "a0"]
     assert await store.usage(session) == UsageTotals(turns=6)  # compaction deletes nothing
 
 
@@ -814,7 +813,7 @@ async def test_a_persons_zone(sched: ScheduleStore) -> None:
     assert await sched.zone("telegram:42") is None
 
 
-# -- the dashboard's ports (BrowseStore, AuditStore) and denying a pairing code ---------------
+# -- the dashboard's reads and audit trail (Reads) and denying a pairing code ----------------
 
 
 async def test_deny_pairing_drops_the_code_and_the_sender_may_ask_again(store: PairingStore) -> None:
@@ -830,7 +829,7 @@ async def test_deny_pairing_drops_the_code_and_the_sender_may_ask_again(store: P
     assert await store.is_approved("telegram", "42")
 
 
-def _browse(store: Store) -> DashboardStore:
+def _browse(store: Store) -> Reads:
     """The dashboard's reads and audit trail, run on every implementation (``Reads``)."""
     from bot.dashboard.reads import Reads
 

@@ -49,7 +49,7 @@ def test_no_store_operation_is_written_twice() -> None:
 
 def test_the_two_drivers_share_only_the_drivers_methods() -> None:
     shared = own(SQLiteStore) & own(PostgresStore)
-    assert shared == {"__init__", "open", "close", "where", "_read", "_write"}
+    assert shared == {"__init__", "open", "close", "_read", "_write"}
 
 
 def test_an_operation_is_statements_yielded_and_results_received() -> None:

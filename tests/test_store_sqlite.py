@@ -217,8 +217,8 @@ async def test_last_n_messages_use_the_index(db_path: Path) -> None:
         big, small = await store.session("big"), await store.session("small")
         await store.append_turn(Turn(big, "r1", tuple(Message.user(str(i)) for i in range(10_000))))
         await store.append_turn(Turn(small, "r2", tuple(Message.user(str(i)) for i in range(10))))
-        assert [m.text for m in await store.history(big, limit=3)] == ["9997", "9998", "9999"]
-        assert [m.text for m in await store.history(small, limit=3)] == ["7", "8", "9"]
+        assert [m.text for m in (await store.recent(big, 3)).messages] == ["9997", "9998", "9999"]
+        assert [m.text for m in (await store.recent(small, 3)).messages] == ["7", "8", "9"]
 
     plan = " ".join(str(row[-1]) for row in raw(db_path, f"EXPLAIN QUERY PLAN {HISTORY_LAST.replace('?', '1')}"))
     assert "USING INDEX messages_live" in plan  # the partial index of messages not compacted

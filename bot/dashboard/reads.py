@@ -1,6 +1,6 @@
-"""The dashboard's reads and its audit trail (``BrowseStore`` and ``AuditStore`` of
-``bot.store.reports``), written once for both stores and run on the one store as a
-capability's operations (``bot.store.steps``): ``Reads`` is everything the dashboard asks of it.
+"""The dashboard's reads and its audit trail (of the rows in ``bot.store.reports``), written
+once for both stores and run on the one store as a capability's operations
+(``bot.store.steps``): ``Reads`` is everything the dashboard asks of it.
 
 A page is one read (``bot.store.op``), whose several statements see one moment (on PostgreSQL
 a read-only REPEATABLE READ transaction, so that a log and its count agree). What the two
@@ -232,24 +232,30 @@ class Reads:
         self._store = store
 
     async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
+        """Sessions by last activity, newest first (sub-agents' left out); ``search`` matches the
+        session key, the last sender's name or any message's text (case-insensitive for ASCII)."""
         return await self._store.read(read_sessions(self._store.engine, search, limit), snapshot=True)
 
     async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
+        """The session with its last ``limit`` messages and all its summaries; None when unknown."""
         return await self._store.read(read_session_log(self._store.engine, session_id, limit), snapshot=True)
 
     async def trace(self, run_id: str) -> TraceRecord | None:
         return await self._store.read(trace(self._store.engine, run_id))
 
     async def daily_usage(self, since: float) -> UsageReport:
+        """Tokens and cost charged per person and UTC day since ``since`` (epoch seconds)."""
         return await self._store.read(read_daily_usage(self._store.engine, since), snapshot=True)
 
     async def failures(self, limit: int = 20) -> list[Failure]:
+        """The newest failed runs and given-up answers, newest first."""
         return await self._store.read(read_failures(self._store.engine, limit), snapshot=True)
 
     async def record_action(self, entry: AuditEntry) -> None:
         await self._store.write(execute(INSERT_ACTION, *action_row(entry)))
 
     async def actions(self, limit: int = 50) -> list[AuditEntry]:
+        """The newest entries first."""
         return await self._store.read(read_actions(limit), snapshot=True)
 
     # the core's, as they are

@@ -34,7 +34,7 @@ from bot.dashboard.live import LiveBoard
 from bot.dashboard.pages.login import login_page
 from bot.dashboard.reads import Reads
 from bot.dashboard.settings import DashboardSettings, Role
-from bot.dashboard.sources import Bot, DashboardStore, Operations, PeoplePolicy
+from bot.dashboard.sources import Bot, Operations, PeoplePolicy
 from bot.dashboard.views import FORM, LOGIN, Views
 from bot.errors import ConfigError
 from bot.store.base import AppStore
@@ -78,7 +78,7 @@ class Dashboard:
                  operations: Operations = Operations(), people: PeoplePolicy = PeoplePolicy(),
                  redact: Callable[[str], str] = lambda text: text, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
-        self._store: DashboardStore = Reads(store)  # the bot's store: the dashboard's own reads run on it
+        self._store = Reads(store)  # the bot's store: the dashboard's own reads run on it
         self._clock = clock
         self.sessions: Sessions[Role] = Sessions(settings.session_hours * 3600, clock=clock)
         self.limiter = LoginLimiter()

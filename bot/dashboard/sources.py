@@ -1,6 +1,5 @@
 """What the dashboard reads and acts on, as small ports the composition root fills.
 
-- ``DashboardStore``: the store's ports it reads (and the pairing and audit writes).
 - ``Bot``: a running bot in this process (``chatgate run``): its run events, its active-run
   registry, the queue lengths, ``stop_run`` (``/stop`` from the page) and its channels.
   ``chatgate dashboard`` alone has none: the pages that need a live bot say so.
@@ -32,27 +31,7 @@ from bot.capabilities.panels import (  # noqa: F401 - where the pages found them
 )
 from bot.channels import Channel
 from bot.limits import LimitSettings
-from bot.messages import Answer
 from bot.runs import ActiveRun
-from bot.store.base import ApprovedSender, PairingCode
-from bot.store.reports import AuditStore, BrowseStore
-from bot.tracing import TraceRecord
-
-
-class DashboardStore(BrowseStore, AuditStore, Protocol):
-    """Everything the dashboard asks of the store (``bot.dashboard.reads.Reads``)."""
-
-    async def pending_pairings(self, now: float) -> list[PairingCode]: ...
-
-    async def approve_pairing(self, code: str, now: float) -> PairingCode | None: ...
-
-    async def deny_pairing(self, code: str, now: float) -> PairingCode | None: ...
-
-    async def approved_senders(self, platform: str | None = None) -> list[ApprovedSender]: ...
-
-    async def traces(self, session_key: str | None = None, last: int = 20) -> list[TraceRecord]: ...
-
-    async def undelivered(self) -> list[Answer]: ...
 
 
 class RunRegistry(Protocol):

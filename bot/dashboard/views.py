@@ -23,7 +23,8 @@ from bot.dashboard.pages.live import ChannelState, live_page, status_payload
 from bot.dashboard.pages.operations import OperationsView, operations_page
 from bot.dashboard.pages.people import DAYS, PersonUsage, people_page
 from bot.dashboard.pages.runs import run_page, runs_page
-from bot.dashboard.sources import Bot, DashboardStore, JobControl, Operations, PeoplePolicy
+from bot.dashboard.reads import Reads
+from bot.dashboard.sources import Bot, JobControl, Operations, PeoplePolicy
 from bot.messages import Answer
 from bot.tasks import OwnedTasks
 from bot.web.auth import Login, Sessions
@@ -70,7 +71,7 @@ class Server(Protocol):
 
 
 class Views:
-    def __init__(self, server: Server, store: DashboardStore, bot: Bot | None, operations: Operations,
+    def __init__(self, server: Server, store: Reads, bot: Bot | None, operations: Operations,
                  people: PeoplePolicy, redact: Callable[[str], str], tasks: OwnedTasks) -> None:
         self._server = server
         self._store = store

@@ -49,15 +49,14 @@ from bot.commands import CommandCall, Reply, by_name, parse_command, status_text
 from bot.conversation import Conversation, conversation_for
 from bot.intake.item import IntakeSettings, Item
 from bot.intake.stage import InboundStage, Prepares
-from bot.limits import PersonLimits, budget_line, limit_keys
+from bot.limits import PersonLimits, budget_line
 from bot.messages import Answer, ChatType, InboundMessage
 from bot.observe import Signal
 from bot.peers import Peers, Stopped
 from bot.routing.spec import model_line
-from bot.session_keys import person_of
 from bot.store.base import InboundRecord
 from bot.tasks import OwnedTasks
-from bot.turns import BUSY, Turns, TurnStore
+from bot.turns import BUSY, Keys, Turns, TurnStore
 from bot.workspace import OutsideWorkspaceError, Workspaces, save_upload
 
 log = logging.getLogger(__name__)
@@ -71,10 +70,8 @@ PRUNE_EVERY = 3600.0  # seconds between two prunings of stored group context
 
 class Intake:
     def __init__(self, store: TurnStore, channels: Mapping[str, Channel], access: Access, turns: Turns,
-                 workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *,
-                 limits: PersonLimits | None = None, agent: Agent | None = None,
-                 capabilities: Mapping[str, object] | None = None,
-                 peers: Peers | None = None) -> None:
+                 workspaces: Workspaces, context: GroupContext, settings: IntakeSettings, *, limits: PersonLimits,
+                 keys: Keys, agent: Agent, capabilities: Mapping[str, object], peers: Peers | None) -> None:
         self._store = store
         self._channels = channels
         self._access = access
@@ -82,9 +79,10 @@ class Intake:
         self._workspaces = workspaces
         self._context = context
         self._settings = settings
-        self.limits = limits if limits is not None and limits.active else None
+        self.limits = limits if limits.active else None
+        self.limit_keys = keys  # whom a message counts against (the linked person where there is one)
         self._agent = agent
-        self._capabilities = dict(capabilities or {})  # the running capabilities by name: their commands' hosts
+        self._capabilities = dict(capabilities)  # the running capabilities by name: their commands' hosts
         self._presses = [c for c in self._capabilities.values() if isinstance(c, Presses)]
         self._status_lines = [c for c in self._capabilities.values() if isinstance(c, StatusLines)]
         self._answers = [c for c in self._capabilities.values() if isinstance(c, Answers)]  # an approval's card
@@ -109,11 +107,6 @@ class Intake:
         s = self._settings
         return conversation_for(msg, s.agent_id, dm_scope=s.dm_scope, identity_links=s.identity_links,
                                 group_scope=s.group_scope, channel=(s.channel_info or {}).get(msg.platform))
-
-    def limit_keys(self, msg: InboundMessage) -> tuple[str, ...]:
-        """Whom ``msg`` counts against (the linked person where there is one)."""
-        return limit_keys(msg, person_of(msg.platform, msg.sender.id, self._settings.identity_links),
-                          self._channels.get(msg.platform))
 
     async def handle(self, msg: InboundMessage) -> None:
         """The channels' inbox: returns once ``msg`` is stored (raises if it could not be), and,
@@ -435,7 +428,6 @@ class Intake:
         await self._store.session(conversation, fresh=True)
 
     async def status(self, call: CommandCall) -> str:
-        assert self._agent is not None, "/status needs the agent"
         key = call.conversation.session_key
         session = await self._store.session(call.conversation)
         tokens = await self._agent.next_request_tokens(session, call.conversation)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from bot.store.base import AppStore, InboundRecord, Session, Store, Turn, UsageTotals
+from bot.store.base import AppStore
 from bot.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -30,4 +30,4 @@ def store_for(path: str | os.PathLike[str], url: str | None = None, *,
     return SQLiteStore(path, backups=backups)
 
 
-__all__ = ["AppStore", "InboundRecord", "SQLiteStore", "Session", "Store", "Turn", "UsageTotals", "store_for"]
+__all__ = ["AppStore", "SQLiteStore", "store_for"]

@@ -2,8 +2,8 @@
 
 Small ports sit beside it: ``PairingStore`` (pairing codes and approved senders, for
 ``bot.access``, ``chatgate pairing`` and the dashboard), ``AnswerStore`` (what is owed to
-chats and which chunks were delivered, for ``bot.delivery``), ``SummaryStore``
-(compaction's summaries and cuts), ``ModelStore`` (a conversation's model, session titles),
+chats and which chunks were delivered, for ``bot.delivery``), ``CompactingStore`` (it with
+compaction's summaries and cuts), ``ModelStore`` (a conversation's model, session titles),
 ``NoteStore`` (what a chat or a person was told once, whichever instance told it), and
 ``StepStore`` (a capability's own operations and tables: the dashboard's reads are
 ``bot.dashboard.reads``, the approvals' ``bot.approvals.ledger``). ``AppStore`` is all of them
@@ -145,8 +145,8 @@ class Store(Protocol):
         """The current session of a conversation; ``fresh`` starts a new one (the old is kept)."""
         ...
 
-    async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        """The session's live (not compacted) messages in order; with ``limit``, the last ``limit``."""
+    async def history(self, session: Session) -> list[Message]:
+        """The session's live (not compacted) messages in order."""
         ...
 
     async def append_turn(self, turn: Turn) -> None:
@@ -198,11 +198,11 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
 
-class SummaryStore(Protocol):
-    """Compaction's side of the store: the live messages with their ids, the current
-    summary, and saving a summary together with its cut."""
+class CompactingStore(Store, Protocol):
+    """The Store with compaction's side: the live messages with their ids, the current summary,
+    and saving a summary together with its cut. What the agent core is given."""
 
-    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
+    async def live_messages(self, session: Session) -> list[StoredMessage]:
         """Like ``Store.history``, with each message's id."""
         ...
 
@@ -223,10 +223,6 @@ class SummaryStore(Protocol):
         ``summary.through_id`` compacted (kept, never deleted). False, and nothing
         changed, when a summary through that id or a later one exists already."""
         ...
-
-
-class CompactingStore(Store, SummaryStore, Protocol):
-    """The Store and the SummaryStore on one object: what the agent core is given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,9 +246,8 @@ class ApprovedSender:
 
 
 class PairingStore(Protocol):
-    """Pairing codes and the senders they let in: one noun's life cycle (request, list, approve, deny,
-    revoke, check, list approved), so one protocol of seven methods. ``bot.access`` uses
-    ``pairing_request`` and ``is_approved``; the ``chatgate pairing`` commands and the dashboard the rest."""
+    """Pairing codes and the senders they let in. ``bot.access`` uses ``pairing_request`` and
+    ``is_approved``; the ``chatgate pairing`` commands and the dashboard the rest."""
 
     async def pairing_request(
         self, platform: str, user_id: str, name: str, *, now: float, ttl: float = 3600.0, max_pending: int = 3,

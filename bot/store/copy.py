@@ -62,7 +62,7 @@ async def copy_sqlite_to_postgres(source: str | os.PathLike[str], url: str, *,
                 order = await _parents_first(conn, tables)
                 for table in order:
                     if await conn.fetchval(f'SELECT EXISTS (SELECT 1 FROM "{table}")'):
-                        raise StoreError(f"{target.url} is not empty (table {table} has rows); "
+                        raise StoreError(f"{target.where} is not empty (table {table} has rows); "
                                          "migrate into a new, empty database")
                 copied = [await _copy_table(db, conn, table) for table in order]
                 await _move_sequences(conn)

@@ -1,5 +1,5 @@
 """Sessions, their messages and summaries, usage, charges and traces (the ``Store`` port's
-history half and the ``SummaryStore``), written once for both stores.
+history half and ``CompactingStore``'s summaries), written once for both stores.
 
 A turn is one transaction: its messages, usage, charges, answer, settled inbound rows and trace,
 then the writes of whoever started it (``Turn.also``); on PostgreSQL its own rows are one
@@ -31,7 +31,7 @@ NEW_SESSION = ("INSERT INTO sessions (key, created_at) VALUES (?, ?)"
                " ON CONFLICT (key) WHERE archived_at IS NULL DO NOTHING")
 _LIVE = "FROM messages WHERE session_id = ? AND compacted = 0"
 HISTORY = f"SELECT id, role, parts {_LIVE} ORDER BY id"
-HISTORY_LAST = f"SELECT id, role, parts {_LIVE} ORDER BY id DESC LIMIT ?"
+HISTORY_LAST = f"SELECT id, role, parts {_LIVE} ORDER BY id DESC LIMIT ?"  # by the partial index messages_live
 LIVE_COUNT = f"SELECT COUNT(*) {_LIVE}"
 _SUMMARY_COLUMNS = "text, through_id, messages, tokens_before, tokens_after, run_id, created_at"
 LAST_SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1"
@@ -41,7 +41,7 @@ LAST_SUMMARY = f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE session_id = ? O
 RECENT = (
     f"SELECT m.id, m.role, m.parts, (SELECT COUNT(*) {_LIVE}), s.text, s.through_id, s.messages, s.tokens_before,"
     f" s.tokens_after, s.run_id, s.created_at FROM (SELECT 1 AS one) o"
-    f" LEFT JOIN (SELECT id, role, parts {_LIVE} ORDER BY id DESC LIMIT ?) m ON 1 = 1"
+    f" LEFT JOIN ({HISTORY_LAST}) m ON 1 = 1"
     f" LEFT JOIN ({LAST_SUMMARY}) s ON m.id IS NULL OR m.id = (SELECT MAX(id) {_LIVE})"
     " ORDER BY m.id DESC"
 )
@@ -97,22 +97,7 @@ def new_session(key: str, fresh: bool, now: float) -> Op[tuple[Session, bool]]:
     return Session(made, key, now), True
 
 
-def live(session: Session, limit: int | None) -> Op[list[Row]]:
-    """The session's live (not compacted) message rows, oldest first: all, or the last ``limit``."""
-    if limit is not None and limit < 0:
-        raise ValueError(f"history limit must be >= 0, not {limit}")
-    if limit == 0:
-        return []
-    if limit is None:
-        return (yield from rows(HISTORY, session.id))
-    return (yield from rows(HISTORY_LAST, session.id, limit))[::-1]
-
-
 def recent(session: Session, limit: int) -> Op[Recent]:
-    if limit <= 0:
-        last = yield from one(LAST_SUMMARY, session.id)
-        live_count = yield from value(LIVE_COUNT, session.id)
-        return Recent(None if last is None else Summary(*last), [], int(live_count))
     sid = session.id
     found = yield from rows(RECENT, sid, sid, limit, sid, sid)
     first = found[0]
@@ -262,15 +247,15 @@ class HistoryOps(Driven):
             log.info("session %s: new session %d%s", key, session.id, " (fresh)" if fresh else "")
         return session
 
-    async def history(self, session: Session, limit: int | None = None) -> list[Message]:
-        return [stored.message for stored in await self.live_messages(session, limit)]
+    async def history(self, session: Session) -> list[Message]:
+        return [stored.message for stored in await self.live_messages(session)]
 
-    async def live_messages(self, session: Session, limit: int | None = None) -> list[StoredMessage]:
+    async def live_messages(self, session: Session) -> list[StoredMessage]:
         return [StoredMessage(id_, Message(Role(role), parts_from_json(parts)))
-                for id_, role, parts in await self._read(live(session, limit))]
+                for id_, role, parts in await self._read(rows(HISTORY, session.id))]
 
     async def recent(self, session: Session, limit: int) -> Recent:
-        return await self._read(recent(session, limit), snapshot=limit <= 0)  # else one statement: one snapshot
+        return await self._read(recent(session, limit))  # one statement: one snapshot
 
     async def live_count(self, session: Session) -> int:
         return int(await self._read(value(LIVE_COUNT, session.id)))

@@ -69,16 +69,6 @@ class Count:
 
 
 @dataclass(frozen=True, slots=True)
-class Insert:
-    """Run ``sql``, an INSERT of one row into a table keyed by ``id``; the new row's id, None when
-    it inserted nothing (``ON CONFLICT ... DO NOTHING``). SQLite's driver reads the cursor's
-    last row id, PostgreSQL's adds ``RETURNING id``."""
-
-    sql: str
-    args: Sequence[Any] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class Many:
     """Run ``sql`` once for each of ``rows``; nothing comes back."""
 
@@ -86,7 +76,7 @@ class Many:
     rows: Sequence[Sequence[Any]]
 
 
-Request = Fetch | Count | Insert | Many
+Request = Fetch | Count | Many
 Op = Generator[Request, Any, T]  # yields requests, is sent their results, returns its own
 
 
@@ -113,9 +103,9 @@ def count(sql: str, *args: Any) -> Op[int]:
 
 
 def inserted(sql: str, *args: Any) -> Op[int | None]:
-    """The id of the row ``sql`` inserted, or None (see ``Insert``)."""
-    new_id: int | None = yield Insert(sql, args)
-    return new_id
+    """The id of the row ``sql`` (an INSERT of one row into a table keyed by ``id``) inserted, or
+    None when it inserted nothing (``ON CONFLICT ... DO NOTHING``)."""
+    return (yield from value(f"{sql} RETURNING id", *args))
 
 
 def execute(sql: str, *args: Any) -> Op[None]:
@@ -133,6 +123,7 @@ class Driven:
     the tasks it holds, and the PostgreSQL driver's hooks for several instances (none on SQLite)."""
 
     engine: ClassVar[Engine]
+    where: str  # the database, in messages and logs (no password)
     claimant: Claimant | None = None  # who claims work in the database (PostgreSQL: ``claim_as``); None: SQLite
     _writes: set[asyncio.Task[Any]]  # in flight, held so none is orphaned; ``close`` waits for them
 

@@ -1,15 +1,13 @@
-"""What the dashboard reads (``BrowseStore``: sessions, their logs, usage by day, failures) and
-keeps (``AuditStore``: who did what from it), as its pages take them; the dashboard's own
-operations (``bot.dashboard.reads``) run on the one store and make them."""
+"""What the dashboard reads (sessions, their logs, usage by day, failures) and keeps (who did
+what from it), as its pages take them; the dashboard's own operations (``bot.dashboard.reads``)
+run on the one store and make them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from bot.llm import Message
 from bot.store.base import Summary
-from bot.tracing import TraceRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,31 +75,6 @@ class Failure:
     run_id: str = ""
 
 
-class BrowseStore(Protocol):
-    """What the dashboard's pages read, beside ``traces`` and ``undelivered``."""
-
-    async def sessions(self, search: str = "", limit: int = 100) -> list[SessionSummary]:
-        """Sessions by last activity, newest first (sub-agents' left out); ``search`` matches the
-        session key, the last sender's name or any message's text (case-insensitive for ASCII)."""
-        ...
-
-    async def session_log(self, session_id: int, limit: int = 500) -> SessionLog | None:
-        """The session with its last ``limit`` messages and all its summaries; None when unknown."""
-        ...
-
-    async def trace(self, run_id: str) -> TraceRecord | None:
-        """One run's trace with its spans."""
-        ...
-
-    async def daily_usage(self, since: float) -> UsageReport:
-        """Tokens and cost charged per person and UTC day since ``since`` (epoch seconds)."""
-        ...
-
-    async def failures(self, limit: int = 20) -> list[Failure]:
-        """The newest failed runs and given-up answers, newest first."""
-        ...
-
-
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One thing done from the dashboard (or tried and refused), and who did it."""
@@ -113,11 +86,3 @@ class AuditEntry:
     target: str  # what it was done to: a run id, a pairing code's sender, a job id
     outcome: str  # done | refused: ... | not found | failed
     address: str = ""  # where the request came from
-
-
-class AuditStore(Protocol):
-    async def record_action(self, entry: AuditEntry) -> None: ...
-
-    async def actions(self, limit: int = 50) -> list[AuditEntry]:
-        """The newest entries first."""
-        ...

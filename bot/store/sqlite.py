@@ -1,10 +1,6 @@
 """SQLiteStore: the SQLite driver of the store (every port's operations are
-``bot.store.operations``, written once), on aiosqlite, one file in WAL mode.
-
-    async with SQLiteStore(path) as store:     # opened and migrated on entry
-        ...
-    store = await SQLiteStore(path).open()      # where the lifetime is not one block
-    await store.close()                         # idempotent
+``bot.store.operations``, written once), on aiosqlite, one file in WAL mode; opened as
+``bot.store`` says.
 
 One connection serves everything, on aiosqlite's thread. Each operation (a read, or a
 write transaction as a whole) is driven whole on that thread (``drive``), so operations
@@ -31,7 +27,7 @@ import aiosqlite
 from bot.errors import StoreCorruptError, StoreError
 from bot.store import migrations
 from bot.store.engine import SQLITE
-from bot.store.op import Count, Fetch, Insert, Many, Op
+from bot.store.op import Count, Fetch, Many, Op
 from bot.store.operations import Operations
 from bot.store.schema_steps import Migration
 from bot.store.steps import _applied, pending
@@ -53,18 +49,12 @@ class SQLiteStore(Operations):
     engine = SQLITE
 
     def __init__(self, path: str | os.PathLike[str], *, backups: int = 0) -> None:
-        self._path = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
-        self._backups = backups if self._path != MEMORY else 0
+        self.where = str(path) if str(path) == MEMORY else str(Path(path).expanduser())
+        self._backups = backups if self.where != MEMORY else 0
         self._found = 0  # the schema version the database had when it opened
         self._backed_up = False
         self._db: aiosqlite.Connection | None = None
         self._writes = set()
-
-    @property
-    def where(self) -> str:
-        return self._path
-
-    path = where
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -74,28 +64,28 @@ class SQLiteStore(Operations):
             return self
         db: aiosqlite.Connection | None = None
         try:
-            if self._path != MEMORY:
-                _make_parent(Path(self._path))
-            db = await aiosqlite.connect(self._path, isolation_level=None)
+            if self.where != MEMORY:
+                _make_parent(Path(self.where))
+            db = await aiosqlite.connect(self.where, isolation_level=None)
             await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
             mode = list(await db.execute_fetchall("PRAGMA journal_mode = WAL"))[0][0]
-            if mode != "wal" and self._path != MEMORY:
+            if mode != "wal" and self.where != MEMORY:
                 log.warning("store %s: journal_mode is %s, not wal (no shared memory on this filesystem?)",
-                            self._path, mode)
+                            self.where, mode)
             await db.execute("PRAGMA synchronous = NORMAL")
             await db.execute("PRAGMA foreign_keys = ON")
             self._found = await migrations.user_version(db)
             if 0 < self._found < migrations.SCHEMA_VERSION:
                 await self._backup()
-            applied = await migrations.apply(db, self._path)
+            applied = await migrations.apply(db, self.where)
         except BaseException as exc:
             if db is not None:
                 await db.close()
             if isinstance(exc, (sqlite3.Error, OSError)):
-                raise _translate(exc, self._path) from exc
+                raise _translate(exc, self.where) from exc
             raise
         self._db = db
-        log.info("store %s open (schema %d, %d migrations applied now)", self._path, migrations.SCHEMA_VERSION, applied)
+        log.info("store %s open (schema %d, %d migrations applied now)", self.where, migrations.SCHEMA_VERSION, applied)
         return self
 
     async def close(self) -> None:
@@ -106,7 +96,7 @@ class SQLiteStore(Operations):
         db, self._db = self._db, None
         if db is not None:
             await db.close()
-            log.info("store %s closed", self._path)
+            log.info("store %s closed", self.where)
 
     async def apply_steps(self, owner: str, steps: Sequence[Migration]) -> int:
         """A capability's migrations (``StepOps``), after a copy of a database that had a schema."""
@@ -117,9 +107,9 @@ class SQLiteStore(Operations):
     async def _backup(self) -> None:
         """Keep a copy before the first migration this process applies (none when ``backups`` is 0)."""
         if self._backups and not self._backed_up:
-            kept = await asyncio.to_thread(backup, self._path, self._found, self._backups)
+            kept = await asyncio.to_thread(backup, self.where, self._found, self._backups)
             self._backed_up = True
-            log.info("store %s: a copy of schema version %d kept at %s before migrating", self._path, self._found,
+            log.info("store %s: a copy of schema version %d kept at %s before migrating", self.where, self._found,
                      kept)
 
     # -- internals -------------------------------------------------------------------
@@ -130,7 +120,7 @@ class SQLiteStore(Operations):
         aiosqlite's ``_execute`` is its one entry to that thread, the one its cursors use;
         ``tests/test_store_sqlite.py`` pins that it still behaves so."""
         if self._db is None:
-            raise StoreError(f"store is not open: {self._path}")
+            raise StoreError(f"store is not open: {self.where}")
         return await self._db._execute(operation, self._db._conn)  # noqa: SLF001
 
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
@@ -140,7 +130,7 @@ class SQLiteStore(Operations):
     async def _write(self, operation: Op[T], *, alone: bool = False) -> T:
         """``operation`` in one IMMEDIATE transaction, in one hop, shielded (``_shielded``); ``alone``
         changes nothing here: the transaction costs no round trip."""
-        return await self._shielded(self._run(partial(_transaction, operation, self._path)))
+        return await self._shielded(self._run(partial(_transaction, operation, self.where)))
 
 
 def drive(db: sqlite3.Connection, operation: Op[T]) -> T:
@@ -154,9 +144,6 @@ def drive(db: sqlite3.Connection, operation: Op[T]) -> T:
                 result = db.execute(request.sql, request.args).fetchall()
             elif type(request) is Count:
                 result = db.execute(request.sql, request.args).rowcount
-            elif type(request) is Insert:
-                cursor = db.execute(request.sql, request.args)
-                result = cursor.lastrowid if cursor.rowcount == 1 else None
             else:
                 assert type(request) is Many
                 db.executemany(request.sql, request.rows)

@@ -56,11 +56,6 @@ def _apply(owner: str, steps: Sequence[Migration], engine: Engine, where: str) -
 class StepOps(Driven):
     """``read``/``write`` for a capability's own operations, and its migrations."""
 
-    @property
-    def where(self) -> str:
-        """The database in messages (no password)."""
-        return "the database"
-
     async def read(self, operation: Op[T], *, snapshot: bool = False) -> T:
         """A capability's read, outside a transaction; ``snapshot``: its statements see one moment."""
         return await self._read(operation, snapshot=snapshot)

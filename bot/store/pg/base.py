@@ -19,7 +19,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.errors import StoreError
 from bot.store.engine import POSTGRES
-from bot.store.op import Count, Driven, Fetch, Insert, Many, Op
+from bot.store.op import Count, Driven, Fetch, Many, Op
 from bot.store.pg import schema
 from bot.store.pg.sql import numbered
 from bot.store.schema_steps import Claimant
@@ -50,24 +50,17 @@ class PgBase(Driven):
 
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self._url = url
-        self._where = safe_url(url)
+        self.where = safe_url(url)  # without its password
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self._writes = set()
         self.migrated = 0  # migrations applied when it opened
 
     @property
-    def where(self) -> str:
-        """Where the store is, without its password."""
-        return self._where
-
-    url = where
-
-    @property
     def pool(self) -> asyncpg.Pool:
         """The connection pool (the cluster shares it)."""
         if self._pool is None:
-            raise StoreError(f"store is not open: {self._where}")
+            raise StoreError(f"store is not open: {self.where}")
         return self._pool
 
     def claim_as(self, instance: str, lease_seconds: float) -> None:
@@ -83,17 +76,17 @@ class PgBase(Driven):
             pool = await asyncpg.create_pool(self._url, min_size=1, max_size=self._pool_size,
                                              timeout=CONNECT_TIMEOUT, command_timeout=60, reset=_keep_session)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-            raise StoreError(f"cannot open the PostgreSQL database {self._where}: {exc}") from exc
+            raise StoreError(f"cannot open the PostgreSQL database {self.where}: {exc}") from exc
         try:
             async with pool.acquire() as conn:
-                applied = await schema.apply(conn, self._where)
+                applied = await schema.apply(conn, self.where)
         except BaseException as exc:
             await pool.close()
             if isinstance(exc, asyncpg.PostgresError):
-                raise StoreError(f"cannot migrate the PostgreSQL database {self._where}: {exc}") from exc
+                raise StoreError(f"cannot migrate the PostgreSQL database {self.where}: {exc}") from exc
             raise
         self._pool, self.migrated = pool, applied
-        log.info("store %s open (schema %d, %d migrations applied now)", self._where, len(schema.names()), applied)
+        log.info("store %s open (schema %d, %d migrations applied now)", self.where, len(schema.names()), applied)
         return self
 
     async def close(self) -> None:
@@ -103,7 +96,7 @@ class PgBase(Driven):
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
-            log.info("store %s closed", self._where)
+            log.info("store %s closed", self.where)
 
     async def _read(self, operation: Op[T], *, snapshot: bool = False) -> T:
         """``operation`` on a pooled connection, each statement on its own; ``snapshot``: in one
@@ -148,8 +141,6 @@ async def drive(conn: Connection, operation: Op[T]) -> T:
                 result = [tuple(r) for r in await conn.fetch(numbered(request.sql), *request.args)]
             elif type(request) is Count:
                 result = changed(await conn.execute(numbered(request.sql), *request.args))
-            elif type(request) is Insert:
-                result = await conn.fetchval(numbered(f"{request.sql} RETURNING id"), *request.args)
             else:
                 assert type(request) is Many
                 await conn.executemany(numbered(request.sql), request.rows)
