@@ -146,7 +146,7 @@ def test_a_session_lives_its_hours_and_ends_on_close() -> None:
 
 def test_the_limiter_counts_failures_per_address_and_per_user_in_a_window() -> None:
     now = [0.0]
-    limiter = LoginLimiter(clock=lambda: now[0], window=900, per_address=5, per_user=10)
+    limiter = LoginLimiter(clock=lambda: now[0])
     for _ in range(5):
         assert limiter.attempt("1.2.3.4", "olive") is None  # counted at once: five in flight are five
     assert limiter.attempt("1.2.3.4", "olive") == 900

@@ -32,8 +32,7 @@ Clock = Callable[[], float]
 
 MAX_SESSIONS = 1000  # logins kept at once; the oldest goes first
 LOGIN_WINDOW = 900.0  # seconds a failed login counts
-MAX_FAILURES_PER_ADDRESS = 5
-MAX_FAILURES_PER_USER = 10  # from any address: then the name is under attack (``LoginLimiter``)
+MAX_FAILURES = {"address": 5, "user": 10}  # failures in the window, per client address and per user name
 STRANGER_EVERY = 60.0  # while a name is under attack: one try a minute from an address not known for it
 KNOWN_FOR = 30 * 86400.0  # an address that logged in as a name is known for it this long (in memory)
 MAX_TRACKED = 10_000
@@ -104,19 +103,16 @@ class LoginLimiter:
     A try is counted as failed when it starts (``attempt``) and taken back when it succeeds
     (``succeeded``): logins in flight count, so many sent at once are not all checked.
 
-    - An address with ``per_address`` failures waits, whatever name it tries.
-    - A name with ``per_user`` failures from anywhere is under attack: an address that failed
+    - An address with ``MAX_FAILURES["address"]`` failures waits, whatever name it tries.
+    - A name with ``MAX_FAILURES["user"]`` failures from anywhere is under attack: an address that failed
       lately waits; an address that logged in as that name before (``KNOWN_FOR``) does not;
       any other address gets one try for the name every ``STRANGER_EVERY`` seconds. So a
       stranger hammering a name cannot lock its owner out (the owner's address has not
       failed), and a guess spread over many addresses is still slowed down to one a minute.
     """
 
-    def __init__(self, *, clock: Clock = time.monotonic, window: float = LOGIN_WINDOW,
-                 per_address: int = MAX_FAILURES_PER_ADDRESS, per_user: int = MAX_FAILURES_PER_USER) -> None:
+    def __init__(self, *, clock: Clock = time.monotonic) -> None:
         self._clock = clock
-        self._window = window
-        self._limits = {"address": per_address, "user": per_user}
         self._failures: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
         self._strangers: OrderedDict[str, float] = OrderedDict()  # name -> when an unknown address last tried it
         self._known: OrderedDict[tuple[str, str], float] = OrderedDict()  # (name, address) -> known until
@@ -127,12 +123,12 @@ class LoginLimiter:
         now = self._clock()
         source, name = client_key(address), user.casefold()
         mine, theirs = self._recent(("address", source), now), self._recent(("user", name), now)
-        if len(mine) >= self._limits["address"]:
-            return mine[0] + self._window - now
-        if len(theirs) >= self._limits["user"] and self._known.get((name, source), 0.0) <= now:
-            name_free = theirs[0] + self._window - now
+        if len(mine) >= MAX_FAILURES["address"]:
+            return mine[0] + LOGIN_WINDOW - now
+        if len(theirs) >= MAX_FAILURES["user"] and self._known.get((name, source), 0.0) <= now:
+            name_free = theirs[0] + LOGIN_WINDOW - now
             if mine:  # this address failed lately: it waits while the name is under attack
-                return min(name_free, mine[-1] + self._window - now)
+                return min(name_free, mine[-1] + LOGIN_WINDOW - now)
             turn = self._strangers.get(name, -STRANGER_EVERY) + STRANGER_EVERY - now
             if turn > 0:
                 return min(name_free, turn)
@@ -158,9 +154,9 @@ class LoginLimiter:
         times = self._failures.get(key)
         if times is None:
             return deque()
-        while times and times[0] <= now - self._window:
+        while times and times[0] <= now - LOGIN_WINDOW:
             times.popleft()
-        while len(times) > self._limits[key[0]]:
+        while len(times) > MAX_FAILURES[key[0]]:
             times.popleft()
         if not times:
             del self._failures[key]
