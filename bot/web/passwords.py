@@ -34,13 +34,13 @@ SALT_BYTES = 16
 _SHAPE = re.compile(r"scrypt\$n=(\d{1,8}),r=(\d{1,3}),p=(\d{1,2})\$([A-Za-z0-9+/]+={0,2})\$([A-Za-z0-9+/]+={0,2})")
 
 
-def hash_password(password: str, *, n: int = N, r: int = R, p: int = P) -> str:
+def hash_password(password: str, *, n: int = N) -> str:
     """The stored form of ``password`` (a new random salt each time); ValueError when it is empty."""
     if not password:
         raise ValueError("an empty password is never stored")
     salt = secrets.token_bytes(SALT_BYTES)
-    key = _derive(password, salt, n, r, p)
-    return f"scrypt$n={n},r={r},p={p}${_b64(salt)}${_b64(key)}"
+    key = _derive(password, salt, n, R, P)
+    return f"scrypt$n={n},r={R},p={P}${_b64(salt)}${_b64(key)}"
 
 
 def verify(password: str, stored: str | None) -> bool:
