@@ -43,15 +43,6 @@ S = TypeVar("S", bound=Section)
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 
 
-def _flush_mode(value: Any) -> Any:
-    # `memory_flush: true` means the default places (DMs), `false` means never
-    if value is True:
-        return "dm"
-    if value is False:
-        return "off"
-    return value
-
-
 class CompactionConfig(Section):
     """When and how a long session is summarised (bot.agent.compaction)."""
 
@@ -63,7 +54,8 @@ class CompactionConfig(Section):
     keep_last: Annotated[Int, Field(ge=0, le=100)] = Field(default=4, description="newest messages never summarised")
     summary_max_tokens: Annotated[Int, Field(ge=64, le=32_768)] = Field(default=1024, description="length cap of a "
         "summary")
-    memory_flush: Annotated[Literal["off", "dm", "all"], BeforeValidator(_flush_mode)] = Field(
+    memory_flush: Annotated[Literal["off", "dm", "all"], OFF_IS_FALSE,
+                            BeforeValidator(lambda v: "dm" if v is True else v)] = Field(
         default="dm", description="before summarising, let the model save lasting facts to memory/YYYY-MM-DD.md: "
         "off | dm (DM workspaces) | all (groups too); true means dm, false off")
 
