@@ -138,7 +138,7 @@ class App:
                     lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets, channel_infos,
                     cluster.add_sweep if cluster is not None else lambda sweep: None,
                     exec_settings=cfg.exec_settings() if cfg.tools.exec.enabled else None, running=self.capabilities,
-                    is_owner=access.is_owner_of, peers=cluster, post_run=post_run)
+                    peers=cluster, post_run=post_run)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
             if capability_spec.enabled(cfg):
                 if capability_spec.migrations:  # its own tables, before it opens

@@ -88,7 +88,7 @@ async def open_approvals(core: Core) -> AsyncIterator[Approving]:
     from bot.tracing import Redactor
 
     approvals = Approvals(core.store, core.channels, approval_settings(core.config.tools),
-                          is_owner=core.is_owner, mask=Redactor(core.config.secret_values()),
+                          is_owner=core.access.is_owner_of, mask=Redactor(core.config.secret_values()),
                           elsewhere=core.peers, person_of=core.person_of)
     core.gate.add(approvals)
     core.on_sweep(approvals.recover)  # the cards of an instance that died: expired

@@ -71,7 +71,6 @@ class Core:
     channel_info: Mapping[str, ChannelInfo]  # platform -> what its channel shows the prompt
     on_sweep: Callable[[Callable[[], Awaitable[None]]], None]  # run on every cluster sweep (SQLite: never)
     exec_settings: ExecSettings | None = None  # how exec runs a command (its sandbox), None when exec is off
-    is_owner: Callable[[str, str], bool] = lambda platform, user_id: False  # one of the platform's owners
     peers: Peers | None = None  # the other instances (PostgreSQL with several), None alone
     running: Mapping[str, object] = field(default_factory=dict)  # the capabilities opened so far, by name
     post_run: list[PostRunHook] = field(default_factory=list)  # after each run's turn is stored: one may add its own
