@@ -115,7 +115,7 @@ class App:
         r = cfg.runs
         caps = RunCaps(r.max_concurrent, r.max_per_group, QueueMode(r.queue_mode), r.debounce_ms / 1000,
                            r.max_queued)
-        downloads = {name: cfg.max_download_bytes(name) for name in self.channels}
+        downloads = cfg.max_download_bytes()
         self.delivery = Delivery(self.store, self.channels, DeliverySettings(retry_for=cfg.delivery.retry_for),
                                  claim=cluster.claim_answer if cluster is not None else None)
         access = Access(policies, self.store, channels=self.channels)

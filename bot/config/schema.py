@@ -20,7 +20,6 @@ from bot.config.named import ModelPrice, ModelsConfig, NamedModelConfig
 from bot.config.storage import ClusterConfig, StorageConfig
 from bot.config.tools import HooksConfig, ToolsConfig
 from bot.config.types import (
-    DEFAULT_DOWNLOAD_MB,
     OFF_IS_FALSE,
     AccessConfig,
     CapabilitySection,
@@ -344,13 +343,11 @@ class CoreConfig(Section):
         return tuple(f"{name}:{uid}" for name, section in self.channel_sections().items()
                      if isinstance(section, AccessConfig) for uid in section.owners)
 
-    def max_download_bytes(self, channel: str) -> int:
-        """The largest file fetched from a message on ``channel`` (the default for a channel
-        without the key: the terminal, a test's)."""
-        section = self.channel_sections().get(channel)
-        if isinstance(section, ChannelConfig):
-            return section.max_download_bytes
-        return int(DEFAULT_DOWNLOAD_MB * 1024 * 1024)
+    def max_download_bytes(self) -> dict[str, int]:
+        """The largest file fetched from a message, by channel; one without the key (the terminal)
+        is left to the intake's default, the key's."""
+        return {name: section.max_download_bytes for name, section in self.channel_sections().items()
+                if isinstance(section, ChannelConfig)}
 
     def warnings(self) -> list[str]:
         """Choices that are allowed but unsafe, for ``chatgate check``."""

@@ -195,8 +195,9 @@ class AccessConfig(Section):
         return exact or next((g for g in self.groups if g.id == "*"), None)
 
 
-Streaming = Literal["off", "edit", "native"]  # how a run's text shows while it streams (bot.outbound.progress)
-DEFAULT_DOWNLOAD_MB = 20.0
+# How a run's text shows while it streams (bot.outbound.progress): off; edit, one draft message;
+# native, the platform's own stream.
+Streaming = Literal["off", "edit", "native"]
 
 
 class ChannelSection(Section):
@@ -215,16 +216,13 @@ class ChannelSection(Section):
 
 class ChannelConfig(AccessConfig, ChannelSection):
     """The base of every platform's ``channels.<name>`` model (the terminal, with its one
-    trusted user, has no access keys and is a plain ``ChannelSection``): the access keys
-    (``owners`` among them), and what the core reads of every platform besides ``enabled``:
-    ``streaming``, how a run's text shows while it streams (``off``; ``edit``, one draft
-    message; ``native``, the platform's own stream), and ``max_download_mb``, the largest
-    file fetched from a message. A platform narrows these to what it supports, with its own
-    defaults (Telegram streams ``off`` or ``edit``, Slack ``native`` by default; Discord takes
-    files up to 25 MB)."""
+    trusted user, is a plain ``ChannelSection``): the access keys, and what the core reads of
+    every platform besides ``enabled``. A platform narrows the two below to what it supports,
+    with its own defaults (Telegram streams ``off`` or ``edit``, Slack ``native`` by default;
+    Discord takes files up to 25 MB)."""
 
     streaming: Streaming = "off"
-    max_download_mb: Annotated[Float, Field(gt=0)] = DEFAULT_DOWNLOAD_MB
+    max_download_mb: Annotated[Float, Field(gt=0)] = 20.0  # the largest file fetched from a message
 
     @property
     def max_download_bytes(self) -> int:
