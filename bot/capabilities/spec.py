@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Core:
     """What the core gives every capability: small and typed. ``turns`` runs and answers turns
-    (``start`` one with no inbound message, ``render`` and ``push`` what a chat is owed)."""
+    (``start`` one with no inbound message; ``turns.outbox`` owes a chat a message)."""
 
     config: CoreConfig  # a capability's own section: config.section(name, Model)
     store: AppStore
