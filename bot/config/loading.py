@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -214,10 +215,7 @@ def _require_secrets(config: CoreConfig, used: Mapping[Loc, tuple[str, ...]], fr
                if section.enabled for field in section.required_secrets()]
     wanted += config.section_secrets()
     for loc in wanted:
-        node: Any = config
-        for part in loc:
-            node = getattr(node, part)
-        if node is not None:
+        if reduce(getattr, loc, config) is not None:
             continue
         var, names = known[loc], used.get(loc)
         if not from_file:
