@@ -34,10 +34,10 @@ def bars(values: Sequence[float], limit: float | None, label: str) -> Html:
     for i, value in enumerate(values):
         h = 0.0 if value <= 0 else max(1.0, value / top * height)
         kind = "over" if limit and value >= limit else "day"
+        shown = f"{value:,.0f}" if value >= 1 else f"{value:.4f}"
         shapes.append(render('<rect class="{}" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>', kind,
                              f"{i * (width + gap):.1f}", f"{height - h:.1f}", f"{width:.1f}", f"{h:.1f}",
-                             f"{len(values) - 1 - i} days ago: {value:,.0f}" if value >= 1 else
-                             f"{len(values) - 1 - i} days ago: {value:.4f}"))
+                             f"{len(values) - 1 - i} days ago: {shown}"))
     if limit:
         y = height - limit / top * height
         shapes.append(render('<line class="limit" x1="0" x2="{}" y1="{}" y2="{}"/>', f"{total:.1f}", f"{y:.1f}",
