@@ -1,15 +1,12 @@
-"""This installation's config: the core's sections and one section per registered channel.
+"""This installation's config: the core's sections, one per registered channel and one per
+capability that has one (``mcp:``, ``tools.browser:`` ...).
 
     config = load_config("config.yaml")     # a Config: validated, frozen, secrets checked
     config.channel_sections()["telegram"]   # each platform's own model (ChannelSpec.config)
 
-Part of the composition root, with ``cli`` and ``app``: the one place where the config
-package (``bot.config``: the machinery and the core's keys) meets the channel registry
-(``bot.channels.registry``: each platform's model), the tools (``exec_settings``) and the
-capability registry (``bot.capabilities.registry``: each capability's section, ``mcp:``,
-``schedules:`` ..., a ``CapabilitySection`` its package builds on the config's building
-blocks). The config package imports none of them, so that the port, the capability packages
-and the config never import each other.
+Part of the composition root, with ``cli`` and ``app``: where ``bot.config`` meets the channel
+and capability registries and the tools (``exec_settings``), none of which it imports, so that
+the port, the capability packages and the config never import each other.
 
 Importing this module imports every registered platform package (its config model, never
 its SDK: ``ChannelSpec.build`` imports that) and every capability's spec module (its section

@@ -1,8 +1,7 @@
-"""The dashboard's panels as capabilities offer them: what a running capability hands the
-dashboard's Operations page, read-only rows as Protocols (a source may hand over its own records
-as they are, the MCP hub's ``ServerStatus``, the approvals' ``ApprovalRecord``, when they
-have these attributes), found by ``McpSource``, ``JobsPanel`` and ``ApprovalSource``, never by name. The core's, so
-that the dashboard and the capabilities that feed it never import each other.
+"""What a running capability hands the dashboard's Operations page, found by ``McpSource``,
+``JobsPanel`` and ``ApprovalSource``, never by name: read-only rows as Protocols, so a source may
+hand over its own records as they are (the MCP hub's ``ServerStatus``, the approvals'
+``ApprovalRecord``). In the core, so that the dashboard and those capabilities never import each other.
 """
 
 from __future__ import annotations
