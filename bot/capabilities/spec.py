@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from bot.command_spec import CommandCall, CommandSpec
@@ -70,10 +70,10 @@ class Core:
     toolsets: list[Toolset]  # what every run is offered beside the built-in tools: a capability may add one
     channel_info: Mapping[str, ChannelInfo]  # platform -> what its channel shows the prompt
     on_sweep: Callable[[Callable[[], Awaitable[None]]], None]  # run on every cluster sweep (SQLite: never)
-    exec_settings: ExecSettings | None = None  # how exec runs a command (its sandbox), None when exec is off
-    peers: Peers | None = None  # the other instances (PostgreSQL with several), None alone
-    running: Mapping[str, object] = field(default_factory=dict)  # the capabilities opened so far, by name
-    post_run: list[PostRunHook] = field(default_factory=list)  # after each run's turn is stored: one may add its own
+    exec_settings: ExecSettings | None  # how exec runs a command (its sandbox), None when exec is off
+    peers: Peers | None  # the other instances (PostgreSQL with several), None alone
+    running: Mapping[str, object]  # the capabilities opened so far, by name
+    post_run: list[PostRunHook]  # after each run's turn is stored: one may add its own
 
 
 @dataclass(frozen=True, slots=True)
