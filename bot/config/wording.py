@@ -36,7 +36,6 @@ _PHRASES = {
     "float_parsing": "expected a number",
     "bool_type": "expected true or false", "bool_parsing": "expected true or false",
     "string_type": "expected a string", "model_type": "expected a mapping (indented key: value lines)",
-    "model_attributes_type": "expected a mapping (indented key: value lines)",
     "dict_type": "expected a mapping (indented key: value lines)", "list_type": "expected a list",
     "tuple_type": "expected a list", "path_type": "expected a path", "url": "expected an http:// or https:// URL",
 }
