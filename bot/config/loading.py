@@ -1,8 +1,5 @@
-"""Loading: one YAML file (or the environment alone) -> expanded -> validated config.
-
-``load(model, path)`` validates into ``model``, the file's whole model: the composition
-root's ``bot.settings.Config`` (whose ``load_config`` calls this), which knows the
-platforms' sections.
+"""Loading: one YAML file (or the environment alone) -> expanded -> validated config, into the
+file's whole model, which ``bot.settings.load_config`` passes (its ``Config`` knows the platforms).
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded in string values of the parsed tree
 (``$${`` is a literal ``${``); each secret the file leaves out is read from its
