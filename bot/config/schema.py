@@ -344,8 +344,8 @@ class CoreConfig(Section):
                      if isinstance(section, AccessConfig) for uid in section.owners)
 
     def max_download_bytes(self) -> dict[str, int]:
-        """The largest file fetched from a message, by channel; one without the key (the terminal)
-        is left to the intake's default, the key's."""
+        """The largest file fetched from a message, by channel; a channel without the key (the
+        terminal) gets the intake's default, which is the key's (20 MB)."""
         return {name: section.max_download_bytes for name, section in self.channel_sections().items()
                 if isinstance(section, ChannelConfig)}
 

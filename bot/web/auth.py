@@ -104,10 +104,10 @@ class LoginLimiter:
     (``succeeded``): logins in flight count, so many sent at once are not all checked.
 
     - An address with ``MAX_FAILURES["address"]`` failures waits, whatever name it tries.
-    - A name with ``MAX_FAILURES["user"]`` failures from anywhere is under attack: an address that failed
-      lately waits; an address that logged in as that name before (``KNOWN_FOR``) does not;
-      any other address gets one try for the name every ``STRANGER_EVERY`` seconds. So a
-      stranger hammering a name cannot lock its owner out (the owner's address has not
+    - A name with ``MAX_FAILURES["user"]`` failures from anywhere is under attack: an address
+      that failed lately waits; an address that logged in as that name before (``KNOWN_FOR``)
+      does not; any other address gets one try for the name every ``STRANGER_EVERY`` seconds.
+      So a stranger hammering a name cannot lock its owner out (the owner's address has not
       failed), and a guess spread over many addresses is still slowed down to one a minute.
     """
 
