@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from bot.access import Access
     from bot.agent.events import EventBus
     from bot.agent.run import PostRunHook
-    from bot.channels import Channel, Check
+    from bot.channels import Channel
     from bot.config import Section
     from bot.config.schema import CoreConfig
     from bot.conversation import ChannelInfo, Conversation
@@ -96,7 +96,6 @@ class CapabilitySpec:
     cli: Callable[[_SubParsersAction[Any]], None] | None = None  # adds its ``chatgate`` subcommands
     probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
     channels: tuple[str, ...] = ()  # the platforms it brings when enabled (its running object is a ``Channels``)
-    doctor: Callable[[CoreConfig], Awaitable[list[Check]]] | None = None  # ``chatgate doctor``'s checks, when enabled
     # This instance joined to the others sharing its database, before the core is built (the store's
     # fencing, delivery's claims, the shared rates and leases need it): at most one enabled spec has it.
     join: Callable[[CoreConfig, AppStore], AbstractAsyncContextManager[Joined]] | None = None

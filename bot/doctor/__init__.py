@@ -3,6 +3,6 @@ advice each (``capability``: the subcommand; ``checks``: the core's checks; ``ta
 
 The core checks the config, the models (a real, cheap call each), the database and its
 migrations, the sandbox, the workspace root, free disk and versions; each enabled platform
-brings its own checks (``ChannelSpec.doctor``: its token, live) and so may a capability
-(``CapabilitySpec.doctor``). The exit code is 1 when any check failed.
+brings its own checks (``ChannelSpec.doctor``: its token, live). The exit code is 1 when any
+check failed.
 """

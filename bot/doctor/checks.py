@@ -1,4 +1,4 @@
-"""The core's checks of ``chatgate doctor``, and the platforms' and capabilities' own, in order.
+"""The core's checks of ``chatgate doctor``, and the platforms' own, in order.
 
 Each check returns rows; one that breaks is a failed row naming what broke, never a traceback.
 Nothing here changes the bot's state: the database is read (a SQLite file read-only), the
@@ -35,7 +35,7 @@ DISK_WARN = 1024 * 1024 * 1024
 async def run_all(path: str | None, config: Config) -> list[Check]:
     """Every check, in the table's order."""
     found = _config(path, config)
-    for step in (_models, _channels, _capabilities, _database):
+    for step in (_models, _channels, _database):
         found += await _guarded(step.__name__.strip("_"), step, config)
     for sync in (_sandbox, _workspace, _disk, _versions):
         found += await _guarded(sync.__name__.strip("_"), _async(sync), config)
@@ -151,16 +151,6 @@ async def _probed(name: str, probe: Callable[[Any], Awaitable[str]], section: An
     except (ChannelError, OSError, TimeoutError) as exc:
         return Check.fail(f"{name} token", f"cannot reach it ({exc or type(exc).__name__})",
                           f"check the network, or channels.{name}.base_url")
-
-
-async def _capabilities(config: Config) -> list[Check]:
-    from bot.capabilities import registry
-
-    rows: list[Check] = []
-    for spec in registry.specs():
-        if spec.doctor is not None and spec.enabled(config):
-            rows += await _guarded(spec.name, spec.doctor, config)
-    return rows
 
 
 async def _database(config: Config) -> list[Check]:
