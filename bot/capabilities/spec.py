@@ -175,14 +175,6 @@ class Recovers(Protocol):
 
 
 @runtime_checkable
-class Readiness(Protocol):
-    async def not_ready(self) -> Sequence[str]:
-        """What keeps it from serving now, one short line each (none: ready): ``/readyz`` and
-        ``chatgate doctor`` ask."""
-        ...
-
-
-@runtime_checkable
 class Stops(Protocol):
     async def stop(self) -> None:
         """End what ``start`` began, first of all at shutdown (before the channels stop and the runs

@@ -62,7 +62,7 @@ async def open_ops(core: Core) -> AsyncIterator[Ops]:
         return None if (found or 0) >= SCHEMA_VERSION else f"migrations pending ({found or 0} of {SCHEMA_VERSION})"
 
     metrics = Metrics(lambda: core.turns.dispatcher.load(), lambda: connections(core.channels))
-    probes = Probes(core.channels, store_ready, core.running)
+    probes = Probes(core.channels, store_ready)
     token = section.token.get_secret_value() if section.token is not None else None
     async with AsyncExitStack() as stack:
         stack.callback(observe.listen(metrics.on_signal))

@@ -2,24 +2,20 @@
 
 Ready means: started (the channels listen and what was owed went out), the store answers and
 has every migration, each channel's platform answers (a channel offering ``Connects``), the
-cluster heartbeat renews this instance's leases (several instances), and every running
-capability offering ``Readiness`` has nothing to say. What is not ready is one short line
-each, with no secret (a channel's trouble is its own wording; a store error is its class).
+cluster heartbeat renews this instance's leases (several instances). What is not ready is one
+short line each, with no secret (a channel's trouble is its own wording; a store error is its
+class).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
-from bot.capabilities.spec import Readiness
 from bot.channels import Channel, Connects
 from bot.observe import Observed, Signal
-
-log = logging.getLogger(__name__)
 
 STORE_TIMEOUT = 3.0  # seconds the store has to answer a readiness look
 TICK = 0.5  # seconds between two looks at the event loop's lag
@@ -34,7 +30,6 @@ def connections(channels: Mapping[str, Channel]) -> dict[str, bool]:
 class Probes:
     channels: Mapping[str, Channel]
     store_ready: Callable[[], Awaitable[str | None]]  # None: reachable and migrated; else why not
-    capabilities: Mapping[str, object] = field(default_factory=dict)  # the running ones (filled as they open)
     started: bool = False
     heartbeat_ok: bool = True  # several instances: the last heartbeat renewed the leases
     lag: float = 0.0  # seconds the event loop was late at the last tick
@@ -61,7 +56,6 @@ class Probes:
                 problems.append(f"{name}: {trouble}")
         if not self.heartbeat_ok:
             problems.append("cluster: the heartbeat cannot renew this instance's leases")
-        problems += await _capabilities(self.capabilities.items())
         return problems
 
     async def ticks(self) -> None:
@@ -71,19 +65,6 @@ class Probes:
             due = loop.time() + TICK
             await asyncio.sleep(TICK)
             self.lag = max(0.0, loop.time() - due)
-
-
-async def _capabilities(running: Iterable[tuple[str, object]]) -> list[str]:
-    lines: list[str] = []
-    for name, capability in list(running):
-        if isinstance(capability, Readiness):
-            try:
-                said: Sequence[str] = await capability.not_ready()
-            except Exception:
-                log.exception("readiness of %s failed", name)
-                said = ["its readiness check failed"]
-            lines += [f"{name}: {line}" for line in said]
-    return lines
 
 
 def uptime(since: float) -> float:
