@@ -397,7 +397,8 @@ class Scheduler:
 
     async def _report(self, missed: list[_Missed]) -> None:
         """Record each missed occurrence; each person gets one message per chat listing theirs,
-        stored with the first record of the group (so it is owed once, whatever happens)."""
+        stored with the first record of the group (so it is owed once, whatever happens) and sent
+        once the whole group is recorded (what it lists is then what the jobs say)."""
         groups: dict[tuple[str, str, str | None, str], list[_Missed]] = {}
         for m in missed:
             c = m.job.conversation
@@ -407,10 +408,12 @@ class Scheduler:
             text = "While I was offline, these were due and did not run:\n" + "\n".join(f"- {m.line}" for m in entries)
             answer: Answer | None = self._outbox.to(first.conversation,
                                                         f"missed-{first.id}-{first.next_at}", text)
+            owed: Answer | None = None
             for m in entries:
                 if await m.step(answer) and answer is not None:
-                    self._outbox.push(answer)
-                    answer = None
+                    owed, answer = answer, None
+            if owed is not None:
+                self._outbox.push(owed)
             log.info("scheduler: %d missed occurrences reported session=%s", len(entries),
                      first.conversation.session_key)
 
