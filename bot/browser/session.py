@@ -43,6 +43,16 @@ PROFILE = ".browser/state.json"
 MAX_PROFILE = 5_000_000  # bytes of a kept profile
 DOWNLOAD_WAIT = 0.5  # seconds a click waits for a download it may have started
 SETTLE = 2.0  # seconds an action waits for the page it changed to load, within the action's time
+QUIET = 0.1  # seconds without a change to the document after it loaded: what scripts render late is read too
+# resolves once the document has not changed for ``quiet`` ms (at most ``most`` ms): runs in the page
+_QUIET_JS = """([quiet, most]) => new Promise(resolve => {
+  let timer = null, cap = null;
+  const watch = new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(finish, quiet); });
+  const finish = () => { watch.disconnect(); clearTimeout(timer); clearTimeout(cap); resolve(); };
+  watch.observe(document, {subtree: true, childList: true, characterData: true, attributes: true});
+  timer = setTimeout(finish, quiet);
+  cap = setTimeout(finish, most);
+})"""
 _UNSAFE_NAME = re.compile(r"[^\w.\- ()\[\]+,@]")
 
 
@@ -202,6 +212,8 @@ class BrowserSession:
         page = await self._page()
         with contextlib.suppress(Exception):
             await page.wait_for_load_state("load", timeout=SETTLE * 1000)
+        with contextlib.suppress(Exception):  # a page that navigates meanwhile, or whose scripts never yield
+            await asyncio.wait_for(page.evaluate(_QUIET_JS, [QUIET * 1000, SETTLE * 1000]), SETTLE + 0.5)
         await self._settle_downloads()
         if not _allowed_scheme(page.url):
             self.notes.append(f"the page went to {page.url[:100]}, which is not opened here (only http and https); "
