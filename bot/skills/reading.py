@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from bot.skills.catalog import Skill
 from bot.skills.format import SKILL_FILE, SkillFormatError, skill_body
 from bot.tools.base import ToolError
+from bot.tools.paths import short_path
 from bot.workspace import OutsideWorkspaceError, PathTooLongError, open_folder_inside, open_inside, truncation_marker
 
 MAX_BYTES = 1024 * 1024  # read of one file; the rest is counted, not read
@@ -41,7 +42,7 @@ def _inside(skill: Skill, relative: str) -> bool:
 
 
 def _refusal(skill: Skill, file: str, exc: OSError | ValueError) -> ToolError:
-    shown = file if len(file) <= 120 else f"{file[:80]}…{file[-30:]}"
+    shown = short_path(file)
     if isinstance(exc, OutsideWorkspaceError):
         return ToolError(f"{shown} is outside the folder of skill {skill.name}; give a path inside it, "
                          "as its instructions list them")
