@@ -54,15 +54,21 @@ END;
 INSERT INTO recall_fts (rowid, body) SELECT id, body FROM recall_text;
 """
 
+# PostgreSQL: a message's text from its parts (``parts``), and a message's words with its scope
+# (``scope_id``, ``words``): the bodies of recall_text and recall_words, quoted for a function's body
+_TEXT_OF_PARTS = f"""SELECT string_agg(p ->> ''text'', chr(10)) FROM json_array_elements(
+        CASE WHEN parts !~ ''\\\\u(0000|[dD][89a-fA-F])'' AND left(parts, 1) = ''['' THEN parts::json
+             ELSE ''[]''::json END) AS p
+    WHERE p ->> ''type'' = ''text'' AND left(p ->> ''text'', {_N}) <> ''{RECALLED_OPEN}''"""
+_SCOPED_WORDS = """SELECT CASE WHEN scope_id IS NULL THEN ''''::tsvector ELSE
+        array_to_tsvector(ARRAY(SELECT ''s'' || scope_id || '' '' || lexeme FROM unnest(words))) END"""
+
 # PostgreSQL: function bodies are quoted with '' (not $$), so that a statement's end is found
 # the same way for both databases (bot.store.schema_steps.split_statements), and its triggers are
 # made with CREATE OR REPLACE (a bare CREATE TRIGGER would make that reader wait for an END).
 HISTORY_POSTGRES = f"""
 CREATE FUNCTION recall_text(parts TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS '
-    SELECT string_agg(p ->> ''text'', chr(10)) FROM json_array_elements(
-        CASE WHEN parts !~ ''\\\\u(0000|[dD][89a-fA-F])'' AND left(parts, 1) = ''['' THEN parts::json
-             ELSE ''[]''::json END) AS p
-    WHERE p ->> ''type'' = ''text'' AND left(p ->> ''text'', {_N}) <> ''{RECALLED_OPEN}''';
+    {_TEXT_OF_PARTS}';
 
 CREATE TABLE recall_messages (
     message_id BIGINT PRIMARY KEY REFERENCES messages (id) ON DELETE CASCADE,
@@ -182,7 +188,7 @@ INSERT INTO recall_sessions (session_id, scope_id)
 INSERT INTO recall_fts (rowid, body, scope) SELECT id, body, scope FROM recall_text;
 """
 
-SCOPED_POSTGRES = """
+SCOPED_POSTGRES = f"""
 CREATE FUNCTION recall_scope_token(key TEXT) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS '
     SELECT CASE WHEN cardinality(p) <= n THEN key
                 WHEN cardinality(p) = n + 2 AND p[n + 1] = ''thread'' THEN array_to_string(p[1:n], '':'')
@@ -204,8 +210,7 @@ CREATE OR REPLACE TRIGGER recall_sessions_insert AFTER INSERT ON sessions FOR EA
 -- parser never holds a space), so that one posting list of the GIN is one scope's messages with a word
 CREATE FUNCTION recall_words(scope_id BIGINT, words TSVECTOR) RETURNS TSVECTOR LANGUAGE sql IMMUTABLE
     PARALLEL SAFE AS '
-    SELECT CASE WHEN scope_id IS NULL THEN ''''::tsvector ELSE
-        array_to_tsvector(ARRAY(SELECT ''s'' || scope_id || '' '' || lexeme FROM unnest(words))) END';
+    {_SCOPED_WORDS}';
 
 ALTER TABLE recall_messages ADD COLUMN scope_id BIGINT;
 CREATE OR REPLACE FUNCTION recall_index() RETURNS TRIGGER LANGUAGE plpgsql AS '
@@ -262,8 +267,25 @@ CREATE INDEX recall_passages_workspace ON recall_passages (workspace, path);
 CREATE INDEX recall_passages_hash ON recall_passages (workspace, hash);
 """
 
+# recall/0004: the index's two functions in PL/pgSQL, which keeps a function's plan for its session;
+# PostgreSQL before 18 parses and plans a LANGUAGE sql function that it cannot inline (these two
+# hold a subquery) at every call, and the trigger calls both for each message stored: they were a
+# sixth of the server's CPU per message (perf, the overhead benchmark on PostgreSQL 15)
+CACHED_POSTGRES = f"""
+CREATE OR REPLACE FUNCTION recall_text(parts TEXT) RETURNS TEXT LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS '
+BEGIN
+    RETURN ({_TEXT_OF_PARTS});
+END';
+CREATE OR REPLACE FUNCTION recall_words(scope_id BIGINT, words TSVECTOR) RETURNS TSVECTOR LANGUAGE plpgsql IMMUTABLE
+    PARALLEL SAFE AS '
+BEGIN
+    RETURN ({_SCOPED_WORDS});
+END';
+"""
+
 MIGRATIONS = (
     Migration("recall/0001_history_index", "", sqlite=HISTORY_SQLITE, postgres=HISTORY_POSTGRES),
     Migration("recall/0002_passages", PASSAGES),
     Migration("recall/0003_scoped_history", SCOPES, sqlite=SCOPED_SQLITE, postgres=SCOPED_POSTGRES),
+    Migration("recall/0004_cached_plans", "", postgres=CACHED_POSTGRES),
 )
