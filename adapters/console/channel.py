@@ -55,7 +55,8 @@ class ConsoleChannel:
         self._life.open()
         asyncio.get_running_loop().add_reader(self._fd, self._readable)
         self._reading = True
-        self._write(f"chatgate – chatting as {self.user}. /stop or Ctrl-C stops an answer, /new starts over, Ctrl-D exits.\n{YOU}")
+        self._write(f"chatgate – chatting as {self.user}. /stop or Ctrl-C stops an answer, /new starts over, "
+                    f"Ctrl-D exits.\n{YOU}")
 
     async def stop(self) -> None:
         self._stop_reading()

@@ -22,4 +22,5 @@ def build(config: DiscordConfig) -> Channel:
     return DiscordChannel(config)
 
 
-SPEC = ChannelSpec("discord", DiscordConfig, build, hints=HINTS, display="Discord", check=problems, doctor=doctor, setup=SETUP)
+SPEC = ChannelSpec("discord", DiscordConfig, build, hints=HINTS, display="Discord", check=problems, doctor=doctor,
+                   setup=SETUP)

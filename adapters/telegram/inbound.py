@@ -60,11 +60,13 @@ def attachments_of(message: Message) -> tuple[Attachment, ...]:
     if message.voice:
         v = message.voice
         found.append(Attachment(AttachmentKind.VOICE, f"voice-{message.message_id}.ogg", v.mime_type or "audio/ogg",
-                                v.file_size, platform_file_id=v.file_id, duration=_seconds(v.to_dict().get("duration"))))
+                                v.file_size, platform_file_id=v.file_id,
+                                duration=_seconds(v.to_dict().get("duration"))))
     if message.audio:
         a = message.audio
         found.append(Attachment(AttachmentKind.AUDIO, a.file_name or f"audio-{message.message_id}", a.mime_type,
-                                a.file_size, platform_file_id=a.file_id, duration=_seconds(a.to_dict().get("duration"))))
+                                a.file_size, platform_file_id=a.file_id,
+                                duration=_seconds(a.to_dict().get("duration"))))
     return tuple(found)
 
 
