@@ -1,5 +1,4 @@
 import asyncio
-import time
 
 from bot.agent.events import EventBus, EventKind, RunEvent
 from bot.conversation import Conversation
@@ -20,10 +19,9 @@ async def test_a_slow_subscriber_never_holds_up_the_emitter_or_the_others() -> N
 
     bus.subscribe(sluggish)
     bus.subscribe(lambda e: fast.append(e.text))
-    started = time.monotonic()
     for i in range(5):
         await bus.emit(event(i))
-    assert time.monotonic() - started < 0.05
+    assert slow == []  # emit did not wait for the sluggish subscriber (0.2 s an event)
     assert fast == ["0", "1", "2", "3", "4"]
     await asyncio.sleep(1.2)
     assert slow == ["0", "1", "2", "3", "4"]  # in order, all of them

@@ -165,7 +165,7 @@ async def test_retry_after_above_cap_is_busy_at_once(kind: str, llm: FakeLLM) ->
         started = time.monotonic()
         with pytest.raises(ProviderBusyError) as caught:
             await collect(p, request(), on_retry=calls.append)
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 5  # no wait at all (a wait would be the cap's 10 s)
     assert calls == [] and len(llm.requests) == 1
     assert "2 minutes" in caught.value.user_message
 
@@ -354,7 +354,7 @@ async def test_cancel_during_backoff_ends_at_once(provider: Provider, llm: FakeL
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.monotonic() - started < 0.2
+    assert time.monotonic() - started < 5  # not the 30 s the backoff would have waited
     assert len(llm.requests) == 1
 
 

@@ -203,4 +203,4 @@ async def test_cancelling_during_backoff_is_immediate() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < 5  # not the 30 s the backoff would have waited
