@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
+
+_FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
 class AiohttpRequest(BaseRequest):
@@ -50,6 +53,7 @@ class AiohttpRequest(BaseRequest):
         # aiohttp has no separate write timeout: a body must be sent within the read timeout.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
         body: Any = None
+        headers: dict[str, str] | None = None
         if request_data is not None:
             files = request_data.multipart_data
             fields = request_data.json_parameters
@@ -61,10 +65,10 @@ class AiohttpRequest(BaseRequest):
                     data = content if isinstance(content, bytes) else content.read()
                     form.add_field(name, data, filename=filename, content_type=mime)
                 body = form
-            else:
-                body = fields
+            else:  # encoded here: aiohttp's form of a dict makes a multipart writer (and a uuid4) for it first
+                body, headers = urlencode(fields).encode(), _FORM
         try:
-            async with self._session.request(method, url, data=body, timeout=timeout) as response:
+            async with self._session.request(method, url, data=body, headers=headers, timeout=timeout) as response:
                 return response.status, await response.read()
         except (TimeoutError, asyncio.TimeoutError) as err:
             raise TimedOut from err
