@@ -33,6 +33,9 @@ import aiohttp
 from tests.fakes.llm_server import Reply
 
 ROOT = Path(__file__).resolve().parent.parent
+# the chatgate whose bot is measured: this tree, or BENCH_BOT_TREE (another checkout: python -m bench.alternate);
+# the harness and the fakes are always this tree's
+BOT_TREE = Path(os.environ.get("BENCH_BOT_TREE") or ROOT).resolve()
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0  # SIGTERM, then SIGKILL after this long
 TELEGRAM_TOKEN = "123456:BENCH-TOKEN"
@@ -40,8 +43,10 @@ JSON = dict[str, Any]
 
 
 async def _spawn(module: str, *args: str, stdin: int | None = None, stdout: int | None = None,
-                 stderr: Any = None) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(sys.executable, "-m", module, *args, cwd=ROOT, stdin=stdin,
+                 stderr: Any = None, tree: Path = ROOT) -> asyncio.subprocess.Process:
+    """``python -m module`` with ``tree``'s code first (its folder is the child's ``sys.path[0]``)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH")) if p)}
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", module, *args, cwd=tree, env=env, stdin=stdin,
                                                 stdout=stdout, stderr=stderr, limit=1 << 22)
 
 
@@ -325,7 +330,7 @@ class BotProcess:
                 args = ("cProfile", "-o", profile, "-m", *args)
             if counts := os.environ.get("BENCH_PG_STATEMENTS"):  # PostgreSQL statements sent: bench/pgcount.py
                 args = ("bench.pgcount", counts, *args)
-            self._proc = await _spawn(*args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log)
+            self._proc = await _spawn(*args, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, tree=BOT_TREE)
         if spy := os.environ.get("BENCH_PYSPY"):  # sample the bot with py-spy: BENCH_PYSPY=/tmp/bot.txt
             self._spy = await asyncio.create_subprocess_exec(
                 "py-spy", "record", "--format", "raw", "--rate", "1000", "--threads", "-o",

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.common import ROOT, table
+from bench.common import BOT_TREE, table
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +88,9 @@ def machine() -> dict[str, Any]:
 
 def _git_commit() -> str:
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=BOT_TREE, capture_output=True, text=True,
                                 check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True,
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=BOT_TREE, capture_output=True, text=True,
                                check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -199,7 +199,7 @@ class Instances:
         starting = [instance] if instance is not None else self.items
         for one in starting:
             env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL", "_TOKEN"))}
-            env["PYTHONPATH"] = str(ROOT)
+            env["PYTHONPATH"] = os.environ.get("BENCH_BOT_TREE") or str(ROOT)  # the bench may measure another checkout
             with one.log.open("ab") as log:
                 one.proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "bot", "run", "-c", str(self.config(one)), cwd=self.tmp, env=env,

@@ -11,7 +11,7 @@ import time
 from contextlib import AsyncExitStack
 from typing import Any
 
-from bench.common import ROOT, BotProcess, Stack, running_stack
+from bench.common import BOT_TREE, BotProcess, Stack, running_stack
 from bench.discord_stack import FakeDiscordProcess
 from bench.report import Figure, Goal
 from bench.slack_stack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlackProcess
@@ -31,8 +31,8 @@ FIRST_CHAT = 20000
 async def run(quick: bool) -> list[Figure]:
     # chatgate's modules byte-compiled, as an installed package (and the Docker image) has them: with
     # PYTHONDONTWRITEBYTECODE set and none there, every start would compile them from source
-    compiled = await asyncio.create_subprocess_exec(sys.executable, "-m", "compileall", "-q", str(ROOT / "bot"),
-                                                    str(ROOT / "adapters"), stdout=asyncio.subprocess.DEVNULL)
+    compiled = await asyncio.create_subprocess_exec(sys.executable, "-m", "compileall", "-q", str(BOT_TREE / "bot"),
+                                                    str(BOT_TREE / "adapters"), stdout=asyncio.subprocess.DEVNULL)
     await compiled.wait()
     starts, sessions = (3, 200) if quick else (5, 1000)
     alone = os.environ.get("BENCH_FOOTPRINT", "").strip() == "telegram"
