@@ -1,9 +1,9 @@
-"""Before against after, alternated: ``python -m bench.alternate REV [--rounds N] -- BENCH ARGS``.
+"""Before against after, alternated: ``python -m bench.alternate REV [--after REV2] [--rounds N] -- BENCH ARGS``.
 
 Runs ``python -m bench BENCH ARGS`` (``--only overhead``, say) on the tree at git revision REV
-and on this working tree, one after the other, N times (3 by default), and prints each figure
-of each round side by side with the medians. REV is checked out in a temporary worktree,
-removed at the end. The harness and the fakes are this tree's for both; only the bot differs
+and on this working tree (or at REV2), one after the other, N times (3 by default), and prints each figure
+of each round side by side with the medians. REV (and REV2) is checked out in a temporary
+worktree, removed at the end. The harness and the fakes are this tree's for both; only the bot differs
 (``BENCH_BOT_TREE``). The environment (``BENCH_OVERHEAD``, ``BENCH_STORE``...) is passed as it
 is to both. Alternating is what makes two trees comparable on a shared machine, whose speed
 drifts between minutes more than a small change moves a figure; the rounds' spread says how
@@ -52,23 +52,27 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.alternate", description=__doc__.split("\n\n")[0])
     parser.add_argument("rev", help="the git revision to compare this working tree with")
+    parser.add_argument("--after", help="a git revision to measure instead of this working tree")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("bench", nargs=argparse.REMAINDER, help="after --: the arguments of python -m bench")
-    args = parser.parse_args()
-    bench_args = args.bench[1:] if args.bench[:1] == ["--"] else args.bench
+    argv = sys.argv[1:]
+    ours, bench_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    args = parser.parse_args(ours)
     with tempfile.TemporaryDirectory(prefix="chatgate-alternate-") as tmp:
-        old = Path(tmp) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(old), args.rev], cwd=HERE, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        trees = {"before": args.rev, **({"after": args.after} if args.after else {})}
+        for name, rev in trees.items():
+            subprocess.run(["git", "worktree", "add", "--detach", str(Path(tmp) / name), rev], cwd=HERE, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        old, new = Path(tmp) / "before", Path(tmp) / "after" if args.after else HERE
         try:
             before: list[dict[str, float]] = []
             after: list[dict[str, float]] = []
             for n in range(args.rounds):
                 print(f"round {n + 1} of {args.rounds}", file=sys.stderr, flush=True)
                 before.append(run_once(old, bench_args, Path(tmp) / f"before-{n}.json"))
-                after.append(run_once(HERE, bench_args, Path(tmp) / f"after-{n}.json"))
+                after.append(run_once(new, bench_args, Path(tmp) / f"after-{n}.json"))
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=HERE, check=False)
+            for name in trees:
+                subprocess.run(["git", "worktree", "remove", "--force", str(Path(tmp) / name)], cwd=HERE, check=False)
     print(table(before, after))
     return 0
 
