@@ -9,8 +9,8 @@ the join of their ``raw``; nothing ever reads it back.
 
 This is the port's side of the format, so that a platform package, which imports only the
 port, can write its dialect: the interface with the defaults most dialects share
-(``Dialect``, also named ``Dialect``), the atoms and the helpers that make them, and
-``PLAIN`` (the terminal's, and the fakes').
+(``Dialect``), the atoms and the helpers that make them, and ``PLAIN`` (the terminal's, and
+the fakes').
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from enum import IntEnum
 from typing import NamedTuple
 
-__all__ = ["HR", "PLAIN", "Atom", "Dialect", "Dialect", "Mark", "PlainDialect", "quote_lines", "text_atoms",
-           "wrap"]
+__all__ = ["HR", "PLAIN", "Atom", "Dialect", "Mark", "PlainDialect", "quote_lines", "text_atoms", "wrap"]
 
 HR = "———"  # a horizontal rule's line, where a dialect has no rule of its own
 
