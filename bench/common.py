@@ -44,7 +44,8 @@ JSON = dict[str, Any]
 
 async def _spawn(module: str, *args: str, stdin: int | None = None, stdout: int | None = None,
                  stderr: Any = None, tree: Path = ROOT) -> asyncio.subprocess.Process:
-    """``python -m module`` with ``tree``'s code first (its folder is the child's ``sys.path[0]``)."""
+    """``python -m module`` with ``tree``'s code first: its folder is the child's working directory
+    (``sys.path[0]``), and on ``PYTHONPATH`` for the Python processes the child starts."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH")) if p)}
     return await asyncio.create_subprocess_exec(sys.executable, "-m", module, *args, cwd=tree, env=env, stdin=stdin,
                                                 stdout=stdout, stderr=stderr, limit=1 << 22)
