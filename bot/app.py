@@ -27,7 +27,6 @@ from bot.capabilities import registry as capability_registry
 from bot.channels import SOLE, Channel, LastHeard, RecallsInbound, ReportsUndelivered, UsesLeases, spelling
 from bot.delivery import Delivery, DeliverySettings
 from bot.errors import ConfigError
-from bot.hooks import pre_tool_hooks
 from bot.intake import Intake, IntakeSettings
 from bot.limits import LimitSettings, PersonLimits, limit_keys
 from bot.routing.config import open_models
@@ -104,9 +103,10 @@ class App:
                                                    lim.bot_daily_cost_usd), self.store, shared=cluster)
         meter = person_limits.charge if person_limits.active else None
         policies = access_policies(cfg.channels)
-        gate = ToolGate(pre_tool_hooks(cfg.hooks, cfg.exec_settings()), holds=cluster)  # capabilities add steps
+        gate = ToolGate(holds=cluster)  # capabilities add their steps (hooks, approvals)
         toolsets: list[Toolset] = []  # capabilities add theirs as they open (MCP), before any run
-        tools = registry_from_config(cfg.tools, cfg.exec_settings())
+        sandbox = cfg.exec_settings()
+        tools = registry_from_config(cfg.tools, sandbox)
         tools.register(spawn_tool(SubAgents(settings, provider, self.store, tools, workspaces, cost, redactor,
                                             meter=meter, toolsets=toolsets, gate=gate, models=models)))
         post_run: list[PostRunHook] = []  # capabilities add theirs as they open (titles), before any run
@@ -137,7 +137,7 @@ class App:
                     lambda platform: spelling(self.channels.get(platform)),
                     lambda platform, user_id: person_of(platform, user_id, a.identity_links), toolsets, channel_infos,
                     cluster.add_sweep if cluster is not None else lambda sweep: None,
-                    exec_settings=cfg.exec_settings() if cfg.tools.exec.enabled else None, running=self.capabilities,
+                    sandbox=sandbox, running=self.capabilities,
                     peers=cluster, post_run=post_run)
         for capability_spec in capability_registry.specs():  # each enabled one, opened in order, closed in reverse
             if capability_spec.enabled(cfg):

@@ -18,7 +18,6 @@ from bot.command_spec import CommandCall
 
 if TYPE_CHECKING:
     from bot.browser.browsers import Browsers
-    from bot.config.schema import CoreConfig
     from bot.tools.base import Tool
     from bot.tools.sandbox import ExecSettings
 
@@ -42,16 +41,11 @@ class Browsing:
         await self.browsers.aclose()
 
 
-def sandbox_of(config: CoreConfig, given: ExecSettings | None) -> ExecSettings:
+def sandbox_of(given: ExecSettings) -> ExecSettings:
     """The exec sandbox's world and bounds, whether exec is on or not (always bubblewrap)."""
     from bot.tools.sandbox import ExecSettings
 
-    if given is not None:
-        return ExecSettings(sandbox="bwrap", network=False, private=given.private, bwrap=given.bwrap,
-                            limits=given.limits)
-    e = config.tools.exec
-    return ExecSettings(sandbox="bwrap", network=False, private=config.private_paths(),
-                        limits=e.limits)
+    return ExecSettings(sandbox="bwrap", network=False, private=given.private, bwrap=given.bwrap, limits=given.limits)
 
 
 @asynccontextmanager
@@ -65,7 +59,7 @@ async def open_browser(core: Core) -> AsyncIterator[Browsing]:
     from bot.tools.sandbox import require_sandbox
 
     section = core.config.section(KEY, BrowserConfig)
-    sandbox = sandbox_of(core.config, core.exec_settings)
+    sandbox = sandbox_of(core.sandbox)
     if not section.executable.is_file():
         raise ConfigError(f"{KEY}.executable", f"{section.executable} is not there",
                           "apt-get install chromium (never `playwright install`), or set the path of Chromium")

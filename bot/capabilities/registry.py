@@ -16,6 +16,7 @@ BUILTIN: dict[str, str] = {
     "ops": "bot.ops.capability:SPEC",  # first: it hears the others' signals from their start
     "cluster": "bot.cluster.capability:SPEC",  # joins before the core is built (PostgreSQL)
     "telemetry": "bot.telemetry.capability:SPEC",
+    "hooks": "bot.hooks.capability:SPEC",  # its step in the tool gate before the approvals'
     "approvals": "bot.approvals.capability:SPEC",
     "models": "bot.models.capability:SPEC",
     "skills": "bot.skills.capability:SPEC",  # its toolset before the MCP servers'

@@ -61,7 +61,7 @@ class Core:
     limits: PersonLimits
     turns: Turns
     models: Models  # the configured models and each conversation's (bot.routing)
-    gate: ToolGate  # the one gate of every tool call: hooks, then the steps capabilities add (approvals)
+    gate: ToolGate  # the one gate of every tool call: capabilities add their steps (hooks, approvals)
     rules: ApprovalRules  # which calls need a person
     policy: Callable[[Conversation, bool], ToolPolicy]  # a conversation's tool policy (every sender an owner)
     tool: Callable[[str], Tool | None]  # a registered tool by name (exec, for a task's check)
@@ -70,7 +70,7 @@ class Core:
     toolsets: list[Toolset]  # what every run is offered beside the built-in tools: a capability may add one
     channel_info: Mapping[str, ChannelInfo]  # platform -> what its channel shows the prompt
     on_sweep: Callable[[Callable[[], Awaitable[None]]], None]  # run on every cluster sweep (SQLite: never)
-    exec_settings: ExecSettings | None  # how exec runs a command (its sandbox), None when exec is off
+    sandbox: ExecSettings  # how exec runs a command (its sandbox and bounds), whether exec is on or not
     peers: Peers | None  # the other instances (PostgreSQL with several), None alone
     running: Mapping[str, object]  # the capabilities opened so far, by name
     post_run: list[PostRunHook]  # after each run's turn is stored: one may add its own

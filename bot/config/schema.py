@@ -18,7 +18,7 @@ from pydantic import (
 
 from bot.config.named import ModelPrice, ModelsConfig, NamedModelConfig
 from bot.config.storage import ClusterConfig, StorageConfig
-from bot.config.tools import HooksConfig, ToolsConfig
+from bot.config.tools import ToolsConfig
 from bot.config.types import (
     OFF_IS_FALSE,
     AccessConfig,
@@ -233,7 +233,6 @@ class CoreConfig(Section):
         "runs, compactions and sub-agents included; a batch of messages answered at once is split among its "
         "senders.")
     tools: ToolsConfig = ToolsConfig()
-    hooks: HooksConfig = HooksConfig()
     logging: LoggingConfig = LoggingConfig()
 
     _source: str = PrivateAttr("built-in defaults")

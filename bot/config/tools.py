@@ -1,5 +1,5 @@
-"""The core's ``tools:`` and ``hooks:`` sections: which tools are offered, who approves their
-calls, the exec sandbox's bounds, web_fetch, and the commands that may refuse a call."""
+"""The core's ``tools:`` section: which tools are offered, who approves their calls, the exec
+sandbox's bounds and web_fetch."""
 
 from __future__ import annotations
 
@@ -82,19 +82,3 @@ class ToolsConfig(ToolRulesConfig):
     exec: ExecToolConfig = ExecToolConfig()
     web_fetch: WebFetchConfig = WebFetchConfig()
 
-
-class PreToolHookConfig(Section):
-    run: Annotated[str, Field(min_length=1)] = Field(description="a shell command, run like exec, the call as JSON "
-        "on stdin")
-    tools: tuple[ToolPattern, ...] = Field(default=("*",), description="names or globs (default: every tool)")
-    timeout: Annotated[Float, Field(gt=0, le=600)] = Field(default=10.0, description="seconds; a hook that does not "
-        "answer refuses the call")
-
-
-class HooksConfig(Section):
-    pre_tool: tuple[PreToolHookConfig, ...] = Field(default=(), description="commands that may refuse a tool call "
-        "before it runs (and before approval). Each runs like exec (its sandbox and limits, no network) with the "
-        "call as JSON on stdin: exit 0 lets it through, any other exit refuses it and the model reads the first line "
-        "of output.", examples=[[{"tools": ["exec"], "run": (
-            "python3 -c \"import json,sys; c=json.load(sys.stdin); sys.exit('rm -rf' in c['arguments']['command'])\""),
-            "timeout": 10}]])

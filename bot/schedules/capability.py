@@ -92,7 +92,7 @@ async def open_schedules(core: Core) -> AsyncIterator[Scheduling]:
     may_check = check_allowed(core.policy, core.rules, exec_enabled=exec_on.enabled, owners_only=exec_on.owners_only)
     granting = [t for t in core.toolsets if isinstance(t, GrantedTools)]
     find_tool = check_tools(_Granted(granting), core.policy, core.rules) if granting else None
-    checks = checks_for(core.exec_settings, sc.check_timeout, find_tool,
+    checks = checks_for(core.sandbox if exec_on.enabled else None, sc.check_timeout, find_tool,
                         core.tool("exec"))
     store = StoredSchedules(core.store)
     scheduler = Scheduler(store, core.turns, core.turns.outbox, core.access, settings,

@@ -92,7 +92,8 @@ class ToolContext:
         return self.conversation.chat_type
 
 class Gate(Protocol):
-    """What stands between a checked call and its tool (``bot.approvals``: hooks, then approval)."""
+    """A step of the gate between a checked call and its tool (``bot.tools.gate``): a capability's
+    (``bot.hooks``, ``bot.approvals``)."""
 
     async def permit(self, ctx: ToolContext, tool: Tool, call_id: str, arguments: Mapping[str, Any]) -> str | None:
         """None to run the call; else the sentence the model reads instead of a result."""

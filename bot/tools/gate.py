@@ -1,23 +1,21 @@
 """The one gate of every tool call, whoever makes it (a run, a sub-agent, the memory flush, a
-task's check): the operator's pre-tool hooks (``bot.hooks``) may refuse it; with several
-instances, a call with side effects runs only while this instance still holds the session's
-lane (a process paused past its lease must not act for a conversation another instance took
-over); then each step a capability added (``add``: the approvals, which may ask a person).
-The first refusal is the model's result; None runs the call.
+task's check): with several instances, a call with side effects runs only while this instance
+still holds the session's lane (a process paused past its lease must not act for a conversation
+another instance took over); then each step a capability added, in the registry's order
+(``add``: the operator's pre-tool hooks, then the approvals, which may ask a person). The first
+refusal is the model's result; None runs the call.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from bot.tools.base import Gate, Tool, ToolContext
 from bot.tools.policy import READ_ONLY_TOOLS
 
 log = logging.getLogger(__name__)
-
-PreTool = Callable[[ToolContext, str, Mapping[str, Any], str], Awaitable[str | None]]  # bot.hooks.PreToolHooks
 
 
 class Holds(Protocol):
@@ -26,18 +24,15 @@ class Holds(Protocol):
 
 
 class ToolGate:
-    def __init__(self, hooks: PreTool | None = None, holds: Holds | None = None) -> None:
-        self._hooks = hooks
+    def __init__(self, holds: Holds | None = None) -> None:
         self._holds = holds
         self._steps: list[Gate] = []
 
     def add(self, step: Gate) -> None:
-        """A capability's check, after the hooks and those before it (the approvals')."""
+        """A capability's check, after those added before it."""
         self._steps.append(step)
 
     async def permit(self, ctx: ToolContext, tool: Tool, call_id: str, arguments: Mapping[str, Any]) -> str | None:
-        if self._hooks is not None and (refusal := await self._hooks(ctx, tool.name, arguments, call_id)) is not None:
-            return refusal
         if (self._holds is not None and not ctx.unattended and tool.name not in READ_ONLY_TOOLS
                 and not await self._holds.still_holds(ctx.session_key)):  # paused past the lease
             log.warning("%s not run: this instance no longer holds the session session=%s run=%s", tool.name,

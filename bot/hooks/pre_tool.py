@@ -29,12 +29,12 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.tools.base import ToolContext, ToolError
+from bot.tools.base import Tool, ToolContext, ToolError
 from bot.tools.exec import run_shell
 from bot.tools.sandbox import ExecSettings
 
 if TYPE_CHECKING:
-    from bot.config.tools import HooksConfig, PreToolHookConfig
+    from bot.hooks.config import PreToolHookConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,15 @@ REASON_CHARS = 300
 
 
 class PreToolHooks:
+    """The gate's step (``bot.tools.base.Gate``) that runs the hooks matching a call."""
+
     def __init__(self, hooks: Sequence[PreToolHookConfig], settings: ExecSettings) -> None:
         self.hooks = tuple(hooks)
         self._settings = settings
 
-    async def __call__(self, ctx: ToolContext, tool: str, arguments: Mapping[str, Any], call_id: str) -> str | None:
+    async def permit(self, ctx: ToolContext, called: Tool, call_id: str, arguments: Mapping[str, Any]) -> str | None:
         """None when every matching hook lets the call through; else the refusal."""
+        tool = called.name
         matching = [hook for hook in self.hooks if any(fnmatchcase(tool, pattern) for pattern in hook.tools)]
         if not matching:
             return None
@@ -77,10 +80,3 @@ class PreToolHooks:
                 return f"{tool} was refused by a pre-tool hook: {reason}"
         return None
 
-
-def pre_tool_hooks(config: HooksConfig, exec_settings: ExecSettings) -> PreToolHooks | None:
-    """``hooks.pre_tool`` run like ``exec`` (its sandbox and bounds, never its network, in an empty
-    read-only folder); None when empty."""
-    if not config.pre_tool:
-        return None
-    return PreToolHooks(config.pre_tool, replace(exec_settings, network=False, writable=False))

@@ -1,0 +1,29 @@
+"""``hooks:``: the commands that may refuse a tool call before it runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import ConfigDict, Field
+
+from bot.config.types import CapabilitySection, Float, Section, ToolPattern
+
+
+class PreToolHookConfig(Section):
+    run: Annotated[str, Field(min_length=1)] = Field(description="a shell command, run like exec, the call as JSON "
+        "on stdin")
+    tools: tuple[ToolPattern, ...] = Field(default=("*",), description="names or globs (default: every tool)")
+    timeout: Annotated[Float, Field(gt=0, le=600)] = Field(default=10.0, description="seconds; a hook that does not "
+        "answer refuses the call")
+
+
+class HooksConfig(CapabilitySection):
+    model_config = ConfigDict(json_schema_extra={"description": (
+        "the operator's own checks of tool calls, docs/guide/approvals.md")})
+
+    pre_tool: tuple[PreToolHookConfig, ...] = Field(default=(), description="commands that may refuse a tool call "
+        "before it runs (and before approval). Each runs like exec (its sandbox and limits, no network) with the "
+        "call as JSON on stdin: exit 0 lets it through, any other exit refuses it and the model reads the first line "
+        "of output.", examples=[[{"tools": ["exec"], "run": (
+            "python3 -c \"import json,sys; c=json.load(sys.stdin); sys.exit('rm -rf' in c['arguments']['command'])\""),
+            "timeout": 10}]])
