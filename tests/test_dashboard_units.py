@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from bot.agent.events import EventBus, EventKind, Phase, RunEvent
-from bot.config.dashboard import is_loopback, parse_bind
+from bot.config.binds import is_loopback, parse_bind
 from bot.conversation import Conversation
 from bot.dashboard.live import LiveBoard, session_label
 from bot.dashboard.pages.conversations import title_of

@@ -92,7 +92,7 @@ async def _open(core: Core) -> AsyncIterator[RunningApi]:
     from bot.api.door import Door
     from bot.api.people import Directory
     from bot.api.server import INFO, ApiServer
-    from bot.config.dashboard import parse_bind
+    from bot.config.binds import parse_bind
     from bot.web.serve import listen
 
     cfg = core.config.section("api", ApiConfig)

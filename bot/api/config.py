@@ -1,6 +1,6 @@
 """``api:``, the section of the OpenAI-compatible API: off unless ``enabled``; served on
 ``bind``, this machine only unless ``allow_remote`` (then with TLS or behind a TLS proxy: the
-dashboard's rule, ``bot.config.dashboard``)."""
+rule every server shares, ``bot.config.binds``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import ConfigDict, Field, model_validator
 
 from bot.config import CapabilitySection
-from bot.config.dashboard import is_loopback, parse_bind
+from bot.config.binds import is_loopback, parse_bind
 from bot.errors import ConfigError
 
 DEFAULT_API_BIND = "127.0.0.1:8700"

@@ -1,6 +1,6 @@
 """``dashboard:``, the config section of the operator dashboard (``bot.dashboard``): a web
 page served by ``chatgate run`` when ``enabled``, or alone by ``chatgate dashboard``; bound to
-this machine unless ``allow_remote`` with TLS (``bot.config.dashboard``: the bind rules every
+this machine unless ``allow_remote`` with TLS (``bot.config.binds``: the bind rules every
 server shares). Imports only the config's building blocks and the password check (stdlib)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, ConfigDict, Field, SecretStr, model_validator
 from pydantic_core import PydanticCustomError
 
-from bot.config.dashboard import is_loopback, parse_bind
+from bot.config.binds import is_loopback, parse_bind
 from bot.config.types import CapabilitySection, Secret, Section
 from bot.errors import ConfigError
 from bot.web.passwords import problem

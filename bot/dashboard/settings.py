@@ -68,7 +68,7 @@ def settings_of(config: CoreConfig) -> DashboardSettings:
     """``dashboard:`` as the dashboard takes it."""
     from ipaddress import ip_network
 
-    from bot.config.dashboard import parse_bind
+    from bot.config.binds import parse_bind
     from bot.dashboard.config import DashboardConfig
 
     d = config.section("dashboard", DashboardConfig)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field, model_validator
 
 from bot.config import CapabilitySection
-from bot.config.dashboard import is_loopback, parse_bind
+from bot.config.binds import is_loopback, parse_bind
 from bot.config.types import Secret, secret
 from bot.errors import ConfigError
 

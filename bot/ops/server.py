@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from bot.config.dashboard import parse_bind
+from bot.config.binds import parse_bind
 from bot.ops.metrics import Metrics
 from bot.ops.probes import Probes, uptime
 from bot.web.serve import listen

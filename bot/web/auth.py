@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
-from bot.config.dashboard import is_loopback
+from bot.config.binds import is_loopback
 
 Clock = Callable[[], float]
 

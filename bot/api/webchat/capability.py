@@ -43,7 +43,7 @@ async def _open(core: Core) -> AsyncIterator[RunningWebchat]:
     from bot.api.webchat import invites
     from bot.api.webchat.channel import WebChannel
     from bot.api.webchat.server import INFO, WebchatServer
-    from bot.config.dashboard import parse_bind
+    from bot.config.binds import parse_bind
     from bot.web.serve import listen
 
     cfg, agent = core.config.section("webchat", WebchatConfig), core.config.agent
