@@ -390,6 +390,16 @@ def test_describe_masks_every_secret(write) -> None:
     assert "discord" not in summary
 
 
+def test_check_shows_each_pre_tool_hook_without_its_command_line(write) -> None:
+    text = ("hooks:\n  pre_tool:\n    - {tools: [exec, 'mcp__*'], run: 'curl -H \"X-Token: s3cret\" http://policy/check'}\n"
+            "    - {run: ./audit.sh, timeout: 3}\n")
+    summary = load_config(write(text), env=KEY).describe()
+    assert "hooks      before exec, mcp__*: curl … (10 s)" in summary
+    assert "hooks      before *: ./audit.sh … (3 s)" in summary
+    assert "s3cret" not in summary
+    assert "hooks" not in load_config(write(""), env=KEY).describe()
+
+
 def test_config_is_frozen(write) -> None:
     config = load_config(write(""), env=KEY)
     with pytest.raises(ValidationError):

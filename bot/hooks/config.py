@@ -27,3 +27,9 @@ class HooksConfig(CapabilitySection):
         "of output.", examples=[[{"tools": ["exec"], "run": (
             "python3 -c \"import json,sys; c=json.load(sys.stdin); sys.exit('rm -rf' in c['arguments']['command'])\""),
             "timeout": 10}]])
+
+    def describe(self) -> list[str]:
+        """One line a hook: the tools it sees and its program (never the whole command line,
+        which may carry a token)."""
+        return [f"hooks      before {', '.join(hook.tools)}: {hook.run.split()[0]} … ({hook.timeout:g} s)"
+                for hook in self.pre_tool]
