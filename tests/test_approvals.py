@@ -22,6 +22,7 @@ from bot.app import App
 from bot.capabilities.panels import ApprovalSource
 from bot.channels import Choice
 from bot.conversation import Conversation
+from bot.errors import ConfigError
 from bot.llm import ToolCall, ToolResult
 from bot.messages import ChatType, InboundMessage, Sender, Target
 from bot.settings import Config, load_config
@@ -352,6 +353,18 @@ async def test_a_pre_tool_hook_refuses_with_its_first_line(tmp_path: Path, llm: 
         await channel.inject(dm("list"))
         await channel.wait_for_replies(2)
         assert "refused" not in tool_results(llm, 3)[-1]
+
+
+async def test_pre_tool_hooks_without_a_working_sandbox_stop_the_start(tmp_path: Path, llm: FakeLLM,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """exec is off, so nothing else checked bubblewrap: without it the start stops, naming the
+    key, instead of every tool call being refused later."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no bwrap on it
+    config = make_config(tmp_path, llm, "hooks:\n  pre_tool:\n    - {run: 'exit 0'}\n")
+    assert not config.tools.exec.enabled
+    with pytest.raises(ConfigError, match=r"^hooks\.pre_tool: bwrap \(bubblewrap\) is not installed"):
+        async with App(config, {"test": AskingChannel()}):
+            pass
 
 
 def test_rules_bind_owners_only_when_written() -> None:

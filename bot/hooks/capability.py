@@ -17,13 +17,17 @@ if TYPE_CHECKING:
 
 @asynccontextmanager
 async def _open(core: Core) -> AsyncIterator[PreToolHooks]:
+    import asyncio
     from dataclasses import replace
 
     from bot.hooks.pre_tool import PreToolHooks
+    from bot.tools.sandbox import require_sandbox
 
     # run like exec (its sandbox and bounds), never with its network, in an empty read-only folder
-    hooks = PreToolHooks(core.config.section("hooks", HooksConfig).pre_tool,
-                         replace(core.sandbox, network=False, writable=False))
+    sandbox = replace(core.sandbox, network=False, writable=False)
+    if not core.config.tools.exec.enabled:  # with exec on, `chatgate run` checked the sandbox already
+        await asyncio.to_thread(require_sandbox, sandbox, key="hooks.pre_tool")  # not every call refused later
+    hooks = PreToolHooks(core.config.section("hooks", HooksConfig).pre_tool, sandbox)
     core.gate.add(hooks)
     yield hooks
 
