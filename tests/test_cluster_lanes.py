@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ class Core:
         self.lanes: set[str] = set()
         self.abandoned: list[str] = []
         self.delivered: list[str] = []
+        self.decided: list[tuple[str, str, InboundMessage]] = []
 
     async def take(self, record: InboundRecord) -> None:
         self.taken.append(record.id)
@@ -54,6 +56,7 @@ class Core:
         self.delivered.append(answer.id)
 
     async def decide_here(self, approval_id: str, decision: str, msg: InboundMessage) -> str | None:
+        self.decided.append((approval_id, decision, msg))
         return None
 
 
@@ -127,6 +130,23 @@ async def test_a_message_handed_over_comes_in_the_notification_or_when_too_big_f
             assert await b.claim(replace(told, message=replace(told.message, text=text.upper()))) is False
             await eventually(lambda: len(a_core.texts) == 1)
             assert a_core.texts.pop() == (small.upper() if text == small else big)
+
+
+async def test_a_decision_for_an_approval_waiting_elsewhere_carries_who_decided_not_what_they_wrote(
+        store: PostgresStore) -> None:
+    """``/deny ID`` ignores what follows the id, so a person may write 4,096 characters after it: the
+    notification to the instance where the run waits carries the sender and the chat, never the
+    text, and so stays under PostgreSQL's 8,000 bytes."""
+    async with members(store, "a", "b") as [(a, a_core), (b, _)]:
+        first = lane_record(await stored(store, "m1"))
+        assert await a.claim(first) is True
+        a_core.lanes.add(KEY)
+        waiting = SimpleNamespace(id="ap1", session_key=KEY)
+        press = replace(first.message, text="/deny ap1 " + "я" * 4096)
+        assert await b.decide_elsewhere(waiting, "deny", press) is None
+        [(approval, decision, msg)] = a_core.decided
+        assert (approval, decision, msg.text) == ("ap1", "deny", "")
+        assert (msg.platform, msg.chat_id, msg.sender) == (press.platform, press.chat_id, press.sender)
 
 
 async def test_an_idle_lane_is_kept_a_while_and_given_to_another_member_that_asks(store: PostgresStore) -> None:

@@ -279,8 +279,9 @@ class Cluster(Asking):
         holder = await self._leases.holder_of(self._pool, _lane(record.session_key))
         if holder is None or holder == self.instance:
             raise LookupError(record.session_key)
+        who = replace(msg, text="", attachments=())  # who decides and where, never what they wrote: it fits a NOTIFY
         answers = await self._bus.request(self._pool, holder, {
-            "kind": "decide", "approval": record.id, "decision": decision, "msg": inbound_to_json(msg)},
+            "kind": "decide", "approval": record.id, "decision": decision, "msg": inbound_to_json(who)},
             timeout=self.settings.stop_timeout)
         if not answers:
             raise LookupError(record.session_key)
