@@ -398,6 +398,8 @@ def test_check_shows_each_pre_tool_hook_without_its_command_line(write) -> None:
     assert "hooks      before *: ./audit.sh … (3 s)" in summary
     assert "s3cret" not in summary
     assert "hooks" not in load_config(write(""), env=KEY).describe()
+    blank = load_config(write("hooks: {pre_tool: [{run: '   '}]}\n"), env=KEY).describe()  # valid, so shown
+    assert "hooks      before *: (blank) … (10 s)" in blank
 
 
 def test_config_is_frozen(write) -> None:

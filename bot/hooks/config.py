@@ -31,5 +31,5 @@ class HooksConfig(CapabilitySection):
     def describe(self) -> list[str]:
         """One line a hook: the tools it sees and its program (never the whole command line,
         which may carry a token)."""
-        return [f"hooks      before {', '.join(hook.tools)}: {hook.run.split()[0]} … ({hook.timeout:g} s)"
-                for hook in self.pre_tool]
+        return [f"hooks      before {', '.join(hook.tools)}: {(hook.run.split() or ['(blank)'])[0]} … "
+                f"({hook.timeout:g} s)" for hook in self.pre_tool]
