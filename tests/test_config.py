@@ -398,8 +398,13 @@ def test_check_shows_each_pre_tool_hook_without_its_command_line(write) -> None:
     assert "hooks      before *: ./audit.sh … (3 s)" in summary
     assert "s3cret" not in summary
     assert "hooks" not in load_config(write(""), env=KEY).describe()
-    blank = load_config(write("hooks: {pre_tool: [{run: '   '}]}\n"), env=KEY).describe()  # valid, so shown
-    assert "hooks      before *: (blank) … (10 s)" in blank
+
+
+def test_a_blank_pre_tool_hook_is_refused(write) -> None:
+    # ``sh -c "   "`` exits 0: such a hook would let every call through, so the config says so at start
+    with pytest.raises(ConfigError) as info:
+        load_config(write("hooks: {pre_tool: [{run: '  '}, {run: ./audit.sh}]}\n"), env=KEY)
+    assert str(info.value).startswith("hooks.pre_tool[0].run: is blank: give the command that judges the call")
 
 
 def test_config_is_frozen(write) -> None:

@@ -75,7 +75,8 @@ def _phrase(err: Mapping[str, Any], secret: bool, root: type[BaseModel]) -> tupl
         return str(err["msg"]), None  # the message names the value itself (never a secret's)
     if kind in _PHRASES:
         return _PHRASES[kind] + got, None
-    return str(err["msg"]).splitlines()[0] + got, None
+    text = str(ctx["error"]) if kind == "value_error" and "error" in ctx else str(err["msg"])  # no "Value error, "
+    return text.splitlines()[0] + got, None
 
 
 def from_validation(exc: ValidationError, env_sources: Mapping[Loc, tuple[str, ...]],

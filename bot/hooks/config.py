@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 from bot.config.types import CapabilitySection, Float, Section, ToolPattern
 
 
+def _command(value: str) -> str:
+    if not value.strip():  # ``sh -c " "`` exits 0: a blank hook would let every call through
+        raise ValueError("is blank: give the command that judges the call")
+    return value
+
+
 class PreToolHookConfig(Section):
-    run: Annotated[str, Field(min_length=1)] = Field(description="a shell command, run like exec, the call as JSON "
+    run: Annotated[str, AfterValidator(_command)] = Field(description="a shell command, run like exec, the call as JSON "
         "on stdin")
     tools: tuple[ToolPattern, ...] = Field(default=("*",), description="names or globs (default: every tool)")
     timeout: Annotated[Float, Field(gt=0, le=600)] = Field(default=10.0, description="seconds; a hook that does not "
@@ -31,5 +37,5 @@ class HooksConfig(CapabilitySection):
     def describe(self) -> list[str]:
         """One line a hook: the tools it sees and its program (never the whole command line,
         which may carry a token)."""
-        return [f"hooks      before {', '.join(hook.tools)}: {(hook.run.split() or ['(blank)'])[0]} … "
+        return [f"hooks      before {', '.join(hook.tools)}: {hook.run.split()[0]} … "
                 f"({hook.timeout:g} s)" for hook in self.pre_tool]
