@@ -88,7 +88,8 @@ MISTAKES = [
     ("bad agent id", "agent:\n  id: my agent\n", KEY, "agent.id: may contain only", False),
     ("base_url without scheme", "providers:\n  openai:\n    base_url: localhost:8000/v1\n", KEY,
      'providers.openai.base_url: expected an http:// or https:// URL, got "localhost:8000/v1"', True),
-    ("pricing entry incomplete", "pricing:\n  m:\n    input: 1\n", KEY, "pricing.m.output: missing (add this key)", True),
+    ("pricing entry incomplete", "pricing:\n  m:\n    input: 1\n", KEY, "pricing.m.output: missing (add this key)",
+     True),
     ("missing provider key", "agent:\n  provider: openai\n", {},
      "providers.openai.api_key: missing (set OPENAI_API_KEY)", True),
     ("missing anthropic key", "agent:\n  provider: anthropic\n", KEY,
@@ -257,7 +258,8 @@ def test_defaults(write) -> None:
         True, 0.75, 50, 4, 1024, "dm")
     assert (a.system_prompt, a.dm_scope, a.identity_links) == (None, "per-user", {})
     assert (o.base_url, o.timeout, o.max_retries, o.retry_after_cap) == ("https://api.openai.com/v1", 120.0, 3, 60.0)
-    assert (an.base_url, an.timeout, an.max_retries, an.retry_after_cap) == ("https://api.anthropic.com", 120.0, 3, 60.0)
+    assert (an.base_url, an.timeout, an.max_retries, an.retry_after_cap) == \
+        ("https://api.anthropic.com", 120.0, 3, 60.0)
     assert config.pricing == {}
     assert config.enabled_channels == ("console",)
     assert config.channels.telegram.base_url == "https://api.telegram.org"

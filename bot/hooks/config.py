@@ -16,8 +16,8 @@ def _command(value: str) -> str:
 
 
 class PreToolHookConfig(Section):
-    run: Annotated[str, AfterValidator(_command)] = Field(description="a shell command, run like exec, the call as JSON "
-        "on stdin")
+    run: Annotated[str, AfterValidator(_command)] = Field(description="a shell command, run like exec, the call as "
+        "JSON on stdin")
     tools: tuple[ToolPattern, ...] = Field(default=("*",), description="names or globs (default: every tool)")
     timeout: Annotated[Float, Field(gt=0, le=600)] = Field(default=10.0, description="seconds; a hook that does not "
         "answer refuses the call")
