@@ -362,3 +362,51 @@ def _points_to(fd: Path, target: Path) -> bool:
         return Path(os.readlink(fd)) == target
     except OSError:
         return False
+
+
+def test_run_starts_with_the_collector_off_and_serves_with_it_on(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # start-up's objects live as long as the process: no collector passes over them while it starts,
+    # then they are frozen out of its passes, and it runs again for everything that comes after
+    import gc
+
+    from bot import app, cli
+
+    seen: dict[str, object] = {}
+
+    class Started:
+        channels: dict[str, object] = {}
+
+        def __init__(self, config: object, channels: object) -> None:
+            seen["building"] = gc.isenabled()
+
+        async def __aenter__(self) -> Started:
+            seen["starting"] = gc.isenabled()
+            return self
+
+    async def served(channels: object) -> None:
+        seen["serving"], seen["frozen"] = gc.isenabled(), gc.get_freeze_count() > 0
+
+    async def closed(running: object) -> None:
+        seen["closed"] = True
+
+    monkeypatch.setattr(app, "App", Started)
+    monkeypatch.setattr(cli, "_channels", lambda config, interactive: {})
+    monkeypatch.setattr(cli, "_setup_logging", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cli, "_first_closed", served)
+    monkeypatch.setattr(cli, "_close", closed)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage: {{path: {tmp_path / 'bot.db'}}}\n")
+    try:
+        assert cli.main(["run", "-c", str(config)]) == 0
+    finally:
+        gc.unfreeze()
+    assert seen == {"building": False, "starting": False, "serving": True, "frozen": True, "closed": True}
+    assert gc.isenabled()
+    config.write_text("agent: {nonsense: 1}\n")  # a start that fails leaves it on too
+    assert cli.main(["run", "-c", str(config)]) == 2
+    assert gc.isenabled()
+    config.write_text("")
+    assert cli.main(["check", "-c", str(config)]) == 0
+    assert gc.isenabled()
