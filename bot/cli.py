@@ -13,9 +13,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Coroutine, Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from bot.capabilities.commandline import no_database, store_of
 from bot.errors import ChatgateError, ConfigError
@@ -27,16 +27,12 @@ if TYPE_CHECKING:
     from bot.settings import Config
 
 log = logging.getLogger("chatgate")
-T = TypeVar("T")
 
 SHUTDOWN_GRACE = 5.0  # seconds to stop channels, cancel runs and close the store
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # `chatgate run` makes some 190,000 objects as it starts (modules, the config's models, the
-    # SDKs) that nearly all live as long as the process: the garbage collector's ~270 passes over
-    # them found next to nothing and took an eighth of the start. Off until it serves (``_serve``).
-    gc.disable()
+    gc.disable()  # `run` starts with ~190,000 objects that live as long as it: passes over them took 1/8 of the start
     try:
         return _command(argv)
     finally:
@@ -104,7 +100,7 @@ def _command(argv: Sequence[str] | None) -> int:
             print(f"warning: {warning}", file=sys.stderr)
         for spec in capabilities.specs():
             if spec.probe is not None and spec.enabled(config):
-                print("\n".join(asyncio.run(_awaited(spec.probe(config)))))
+                print("\n".join(asyncio.run(spec.probe(config))))
         return 0
     if getattr(args, "run", None) is not None:  # a capability's subcommand
         if getattr(args, "logs", False):
@@ -122,10 +118,6 @@ def _command(argv: Sequence[str] | None) -> int:
     _setup_logging(config.logging.level, log_file, secrets=config.secret_values(), format=config.logging.format,
                    instance=config.cluster.instance)
     return _guarded(_serve(config) if args.command == "run" else _chat(config), config_code=2)
-
-
-async def _awaited(result: Awaitable[T]) -> T:
-    return await result
 
 
 def _guarded(command: Coroutine[Any, Any, int], *, config_code: int = 1) -> int:
@@ -169,12 +161,9 @@ def _channels(config: Config, *, interactive: bool) -> dict[str, Channel]:
     from bot.capabilities import registry as capabilities
     from bot.channels import registry
 
-    channels: dict[str, Channel] = {}
     sections = config.channel_sections()
-    for name in config.enabled_channels:
-        if name == "console" and not interactive:
-            continue
-        channels[name] = registry.spec(name).build(sections[name])
+    channels: dict[str, Channel] = {name: registry.spec(name).build(sections[name])
+                                    for name in config.enabled_channels if name != "console" or interactive}
     # none enabled, and no enabled capability brings one of its own (the API, the web chat)
     if not channels and not any(spec.channels and spec.enabled(config) for spec in capabilities.specs()):
         raise ConfigError("channels", "no channel to start", "enable a channel, or use `chatgate chat`")

@@ -5,7 +5,7 @@ its spec declares (``bot.capabilities``). Each entry names its handler, its ``/h
 its menu description (the platforms' command menus: Telegram's list, Discord's and Slack's
 slash commands; empty keeps it out of menus), whether it is ``urgent`` (never waits behind
 the session's earlier messages) and whether it is for ``owners_only``. ``NAMES``, ``MENU``,
-``BY_NAME`` and ``HELP`` are derived from it (made on first use, once the capabilities'
+``BY_NAME`` and ``help_text`` are derived from it (made on first use, once the capabilities'
 specs can be read), so adding a command is one entry and its handler.
 
 A core handler gets the ``CommandHost`` (what the core can do for a command: the intake
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from bot.command_spec import Command, CommandCall, CommandSpec, Handler, Reply
 from bot.messages import ChatType
@@ -118,8 +118,7 @@ def _table() -> dict[str, Any]:
     return {"COMMANDS": commands, "BY_NAME": by_name, "NAMES": tuple(by_name),
             # what a platform registers with its own menu (Telegram's command list, Slack's and
             # Discord's slash commands): (name, description); adapters read it through bot.channels
-            "MENU": tuple((c.name, c.menu) for c in commands if c.menu),
-            "HELP": "\n".join(f"/{c.name} – {c.help}" for c in commands if c.help)}
+            "MENU": tuple((c.name, c.menu) for c in commands if c.menu)}
 
 
 if TYPE_CHECKING:  # made on first use by __getattr__ below
@@ -127,12 +126,11 @@ if TYPE_CHECKING:  # made on first use by __getattr__ below
     BY_NAME: dict[str, CommandSpec]
     NAMES: tuple[str, ...]
     MENU: tuple[tuple[str, str], ...]
-    HELP: str
 
 
 def __getattr__(name: str) -> Any:
-    """``COMMANDS``, ``BY_NAME``, ``NAMES``, ``MENU`` and ``HELP``: the whole table, core and capabilities."""
-    if name in ("COMMANDS", "BY_NAME", "NAMES", "MENU", "HELP"):
+    """``COMMANDS``, ``BY_NAME``, ``NAMES`` and ``MENU``: the whole table, core and capabilities."""
+    if name in ("COMMANDS", "BY_NAME", "NAMES", "MENU"):
         return _table()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -144,14 +142,12 @@ def help_text(spell: Callable[[str], str] = lambda name: f"/{name}") -> str:
 
 def by_name(name: str) -> CommandSpec:
     """The table's entry of the command ``name``."""
-    spec: CommandSpec = _table()["BY_NAME"][name]
-    return spec
+    return cast(CommandSpec, _table()["BY_NAME"][name])
 
 
 def command_names() -> tuple[str, ...]:
     """Every command's name, the core's and the capabilities'."""
-    names: tuple[str, ...] = _table()["NAMES"]
-    return names
+    return cast(tuple[str, ...], _table()["NAMES"])
 
 
 def parse_command(text: str) -> Command | None:

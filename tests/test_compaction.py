@@ -415,14 +415,14 @@ async def test_next_request_tokens_counts_the_system_prompt_and_the_summary(h: H
 
 def test_status_and_compact_texts() -> None:
     from bot.agent.compaction import CompactionResult, compact_reply
-    from bot.commands import HELP, MENU, NAMES, parse_command, status_text
+    from bot.commands import MENU, NAMES, help_text, parse_command, status_text
 
     text = status_text(model="m", context_tokens=12_345, context_window=100_000, input_tokens=5, output_tokens=6,
                        cost=0.5, turns=3, running=False, queued=0, cache_read_tokens=4,
                        last_compaction=(40_000, 2_000))
     assert "Context: 12,345 of 100,000 tokens (12%)" in text
     assert "Last compaction: 40,000 -> 2,000 tokens" in text and "(4 from cache)" in text
-    assert "compact" in NAMES and "compact" in dict(MENU) and "/compact" in HELP
+    assert "compact" in NAMES and "compact" in dict(MENU) and "/compact" in help_text()
     assert parse_command("/compact") is not None
     assert "12 messages" in compact_reply(CompactionResult(Outcome.COMPACTED, 12, 900, 100))
     assert "unchanged" in compact_reply(CompactionResult(Outcome.FAILED))

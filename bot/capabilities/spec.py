@@ -13,7 +13,7 @@ site.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -94,7 +94,7 @@ class CapabilitySpec:
     migrations: tuple[Migration, ...] = ()  # its tables, each named ``<name>/NNNN_what``
     derived: tuple[str, ...] = ()  # globs of its tables rebuilt from others (by triggers): never copied
     cli: Callable[[_SubParsersAction[Any]], None] | None = None  # adds its ``chatgate`` subcommands
-    probe: Callable[[CoreConfig], Awaitable[list[str]]] | None = None  # ``chatgate check``'s live look, when enabled
+    probe: Callable[[CoreConfig], Coroutine[Any, Any, list[str]]] | None = None  # `chatgate check`'s live look, when on
     channels: tuple[str, ...] = ()  # the platforms it brings when enabled (its running object is a ``Channels``)
     # This instance joined to the others sharing its database, before the core is built (the store's
     # fencing, delivery's claims, the shared rates and leases need it): at most one enabled spec has it.
