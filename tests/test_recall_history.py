@@ -60,3 +60,23 @@ async def test_the_common_word_counts_beyond_its_window(store: SQLiteStore | Pos
     assert best.text.startswith("the venue is") and best.score > 0
     harbour_only = await store.read(search(store.engine, scope_of(Conversation.of_key(ME)), ["march"], 1))
     assert best.score > harbour_only[0].score  # venue's weight was added, though it is older than venue's window
+
+
+async def test_a_rare_word_is_found_whole_when_the_statistics_say_it_is_common(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL chooses how to read a word from the planner's estimate, which ANALYZE keeps and
+    a bulk delete (``chatgate people forget``) or a copy leaves stale until autovacuum comes: a
+    word the statistics still call common, but few messages hold, is read whole all the same."""
+    monkeypatch.setattr(history, "WINDOW", 5)
+    monkeypatch.setattr(history, "RECENT", 10)
+    async with opened("postgres", tmp_path) as s:
+        await s.apply_steps("recall", MIGRATIONS)
+        await said(s, ME, "the venue is the old harbour hall, said in March", answer="ok")
+        for n in range(40):
+            await said(s, ME, f"harbour gossip {n}", answer="fine")
+        async with s.pool.acquire() as conn:
+            await conn.execute("ANALYZE recall_messages")
+            await conn.execute("DELETE FROM messages WHERE parts LIKE '%harbour gossip%'")
+        for n in range(30):
+            await said(s, ME, f"more venue news {n}", answer="fine")
+        assert await found(s, "harbour") == ["the venue is the old harbour hall, said in March"]

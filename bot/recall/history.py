@@ -169,22 +169,30 @@ def _newest_pg(scope_ids: list[int], query: str) -> Op[Matches]:
     the ``RECENT`` newest messages of the scope (by the btree of scope and id, which holds the
     words: no table row is read). Which way is chosen from the planner's estimate of the
     messages holding it (its statistics of the commonest lexemes, kept by ANALYZE): a common
-    word never makes the GIN's rows be read one by one."""
+    word never makes the GIN's rows be read one by one. Statistics older than the table (after
+    a bulk delete or a copy, until autovacuum analyzes it) may call a rare word common: when the
+    newest messages hold fewer than ``WINDOW`` of it, the GIN is asked whether that is all."""
     if not query:
         return Matches([], 0)
     plan = yield from value(POSTGRES_ESTIMATE, query)
     estimate = float((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]["Plan Rows"])
-    if estimate <= WINDOW:
-        ids = [int(r[0]) for r in (yield from rows(POSTGRES_WORD, query, WINDOW + 1))]
-        if len(ids) <= WINDOW:
-            return Matches(sorted(ids, reverse=True), 0)
+    if estimate <= WINDOW and (every := (yield from _every_pg(query))) is not None:
+        return every
     found: list[int] = []
     known_from = 0  # each scope's walk read every message of it from its oldest on
     for scope_id in scope_ids:
         for oldest, ids_ in (yield from rows(POSTGRES_RECENT, query, scope_id, RECENT)):
             found += [int(i) for i in ids_ or ()]
             known_from = max(known_from, int(oldest or 0))
+    if estimate > WINDOW and len(found) < WINDOW and (every := (yield from _every_pg(query))) is not None:
+        return every
     return Matches(sorted(found, reverse=True), known_from)
+
+
+def _every_pg(query: str) -> Op[Matches | None]:
+    """Every message holding the word, by the GIN, when at most ``WINDOW`` do; else None."""
+    ids = [int(r[0]) for r in (yield from rows(POSTGRES_WORD, query, WINDOW + 1))]
+    return Matches(sorted(ids, reverse=True), 0) if len(ids) <= WINDOW else None
 
 
 def _holding(engine: Engine, scope_ids: list[int], ids: list[int], word: str,
