@@ -169,9 +169,9 @@ def _newest_pg(scope_ids: list[int], query: str) -> Op[Matches]:
     the ``RECENT`` newest messages of the scope (by the btree of scope and id, which holds the
     words: no table row is read). Which way is chosen from the planner's estimate of the
     messages holding it (its statistics of the commonest lexemes, kept by ANALYZE): a common
-    word never makes the GIN's rows be read one by one. Statistics older than the table (after
-    a bulk delete or a copy, until autovacuum analyzes it) may call a rare word common: when the
-    newest messages hold fewer than ``WINDOW`` of it, the GIN is asked whether that is all."""
+    word never makes the GIN's rows be read one by one. Statistics older than the table (a copy
+    or a restore not yet analyzed, rows deleted since) may call a rare word common: when none of
+    the newest messages holds it, the GIN is asked after all (bounded as above)."""
     if not query:
         return Matches([], 0)
     plan = yield from value(POSTGRES_ESTIMATE, query)
@@ -184,7 +184,7 @@ def _newest_pg(scope_ids: list[int], query: str) -> Op[Matches]:
         for oldest, ids_ in (yield from rows(POSTGRES_RECENT, query, scope_id, RECENT)):
             found += [int(i) for i in ids_ or ()]
             known_from = max(known_from, int(oldest or 0))
-    if estimate > WINDOW and len(found) < WINDOW and (every := (yield from _every_pg(query))) is not None:
+    if estimate > WINDOW and not found and (every := (yield from _every_pg(query))) is not None:
         return every
     return Matches(sorted(found, reverse=True), known_from)
 
