@@ -64,9 +64,6 @@ def _command(argv: Sequence[str] | None) -> int:
     approve.add_argument("code")
     revoke = pairing_sub.add_parser("revoke", help="take back an approval")
     revoke.add_argument("sender", help="PLATFORM:USER_ID, as `pairing list` shows it")
-    from bot.migrate import add_parser as add_migrate
-
-    add_migrate(sub)
     from bot.capabilities import registry as capabilities
 
     for spec in capabilities.specs():
@@ -75,12 +72,8 @@ def _command(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.command != "run":  # the others do their work at once, or serve (chat, the dashboard alone)
         gc.enable()
-    if args.command == "migrate":
-        from bot.migrate import migrate
-
-        return _guarded(migrate(args))
-    if getattr(args, "no_config", False):  # a capability's subcommand that edits the file itself
-        return int(asyncio.run(args.run(None, args)))
+    if getattr(args, "no_config", False):  # a capability's subcommand that reads its config itself, or none
+        return _guarded(args.run(None, args))
 
     from bot.settings import load_config
 

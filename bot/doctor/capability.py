@@ -1,4 +1,5 @@
-"""The doctor capability: the ``chatgate doctor`` subcommand (nothing of it runs in the bot)."""
+"""The doctor and upgrades: the ``chatgate doctor`` and ``chatgate migrate`` subcommands (nothing
+of it runs in the bot)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def _cli(sub: argparse._SubParsersAction[Any]) -> None:
                                            "and say what to fix; exit 1 when something failed")
     doctor.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     doctor.set_defaults(run=_doctor)
+    from bot.doctor.migrate import add_parser
+
+    add_parser(sub)
 
 
 @asynccontextmanager

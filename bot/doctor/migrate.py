@@ -30,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     migrate.add_argument("-c", "--config", help="path to config.yaml (default: ./config.yaml, else environment)")
     migrate.add_argument("--check", action="store_true", help="list the pending migrations (the core's and the "
                                                               "capabilities'), change nothing")
+    migrate.set_defaults(run=run, no_config=True)  # with --to, no config is read at all
 
 
 def _steps() -> list[tuple[str, tuple[Migration, ...]]]:
@@ -45,7 +46,7 @@ def _derived() -> tuple[str, ...]:
     return tuple(pattern for spec in registry.specs() for pattern in spec.derived)
 
 
-async def migrate(args: argparse.Namespace) -> int:
+async def run(_config: None, args: argparse.Namespace) -> int:
     from bot.store.upgrade import pending_postgres, pending_sqlite
 
     target: str | None = args.target
@@ -98,7 +99,7 @@ async def _sqlite(path: Path, backups: int) -> int:
 
 async def _postgres(source: str | None, target: str) -> int:
     from bot.capabilities import registry
-    from bot.store.copy import copy_sqlite_to_postgres
+    from bot.doctor.copy import copy_sqlite_to_postgres
     from bot.store.pg import PostgresStore
 
     if source is not None:  # the source is checked before anything is done to the target
