@@ -37,7 +37,7 @@ BEING_SPLIT: dict[str, str] = {}
 MAX_CAPABILITY_LINES = 2_500
 # The core: bot/ less the capability packages. Its budget is 19,000 lines (issue 33); it is over
 # that today, so this is a ratchet at what it is, lowered as parts move out (never raised).
-MAX_CORE_LINES = 21_714
+MAX_CORE_LINES = 21_599
 CORE_GOAL = 19_000
 # Import circles nobody may fix where they are found, by name, with who removes them. None today.
 KNOWN_CIRCLES: dict[tuple[str, ...], str] = {}

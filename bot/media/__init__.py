@@ -4,7 +4,6 @@
   sentence when it cannot be understood); ``naming``: whether a transcript names the bot or
   says a command; ``audio_length``: how long a file plays.
 - ``speaking``: ``/voice on|off|auto`` per chat, and an answer spoken as a voice note.
-
-The audio endpoints themselves are a provider's (``bot.providers.audio``); this package
-sees them through the small ``Transcriber`` and ``Speaker`` protocols.
+- ``audio``: the audio endpoints (OpenAI's, or a server that speaks them), which the rest of
+  this package sees through the small ``Transcriber`` and ``Speaker`` protocols.
 """

@@ -45,7 +45,6 @@ async def open_media(core: Core) -> AsyncIterator[Media]:
     from bot.media.minutes import AudioMinutes
     from bot.media.speaking import SpeechSettings, VoiceAnswers
     from bot.media.transcription import MediaTranscription, TranscriptionSettings
-    from bot.providers import make_audio
 
     media = core.config.section("media", MediaConfig)
     async with AsyncExitStack() as stack:
@@ -53,6 +52,8 @@ async def open_media(core: Core) -> AsyncIterator[Media]:
         for name in ("transcription", "speech"):
             endpoint = getattr(media, name)
             if endpoint.enabled:
+                from bot.media.audio import make_audio  # the SDK: only for an endpoint in use
+
                 client = make_audio(endpoint.provider, api_key=endpoint.api_key.get_secret_value()
                                     if endpoint.api_key is not None else "", base_url=endpoint.base_url,
                                     timeout=endpoint.timeout, key=f"media.{name}.provider")

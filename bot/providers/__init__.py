@@ -13,13 +13,10 @@ Built-ins register like extras would::
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.errors import ConfigError
 from bot.providers.base import Provider
-
-if TYPE_CHECKING:
-    from bot.providers.audio import OpenAIAudio
 
 _REGISTRY: dict[str, str] = {}
 
@@ -57,18 +54,8 @@ def make_provider(
     return provider
 
 
-def make_audio(name: str, *, api_key: str, base_url: str, timeout: float, key: str) -> OpenAIAudio:
-    """The audio client (transcriptions, speech) of provider ``name``, its SDK imported now; ``key``
-    is the config key named when the name is unknown. The caller closes it (``aclose``)."""
-    if name != "openai":
-        raise ConfigError(key, f"unknown audio provider {name!r}", "use one of: openai")
-    from bot.providers.audio import OpenAIAudio
-
-    return OpenAIAudio(api_key=api_key, base_url=base_url, timeout=timeout)
-
-
 register("openai", "bot.providers.openai:OpenAIProvider")
 register("openai-responses", "bot.providers.openai_responses:ResponsesProvider")  # a named model's api: responses
 register("anthropic", "bot.providers.anthropic:AnthropicProvider")
 
-__all__ = ["Provider", "available", "make_audio", "make_provider", "register"]
+__all__ = ["Provider", "available", "make_provider", "register"]

@@ -17,7 +17,7 @@ from typing import Final, TypeVar
 
 import openai
 
-from bot.errors import ProviderError
+from bot.errors import ConfigError, ProviderError
 from bot.providers.failures import TransientError, describe_cause, malformed, refused_connection, status_failure
 from bot.providers.retry import RetryPolicy
 
@@ -100,3 +100,11 @@ def sdk_failure(err: openai.OpenAIError, name: str, secret: str) -> TransientErr
     if isinstance(err, openai.APIConnectionError):
         return TransientError("connection error", provider=name, detail=describe_cause(err, secret))
     return ProviderError(f"{name}: {describe_cause(err, secret)}", provider=name)
+
+
+def make_audio(name: str, *, api_key: str, base_url: str, timeout: float, key: str) -> OpenAIAudio:
+    """The audio client (transcriptions, speech) of provider ``name``, its SDK imported now; ``key``
+    is the config key named when the name is unknown. The caller closes it (``aclose``)."""
+    if name != "openai":
+        raise ConfigError(key, f"unknown audio provider {name!r}", "use one of: openai")
+    return OpenAIAudio(api_key=api_key, base_url=base_url, timeout=timeout)
