@@ -1,6 +1,6 @@
-"""The type checker runs with the tests: mypy on ``bot/`` and ``adapters/`` as
+"""The type checker and the linter run with the tests: mypy on ``bot/`` and ``adapters/`` as
 ``pyproject.toml``'s ``[tool.mypy]`` says (strict on the channel port and ``Conversation``),
-and no new ``# type: ignore`` in them."""
+no new ``# type: ignore`` in them, and ruff on them as ``[tool.ruff]`` says."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ def test_mypy_finds_no_errors() -> None:
     pytest.importorskip("mypy", reason="mypy is not installed: pip install -e '.[test]'")
     proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, f"mypy (python -m mypy) failed:\n{proc.stdout}{proc.stderr}"
+
+
+@pytest.mark.timeout(120)
+def test_ruff_finds_nothing() -> None:
+    pytest.importorskip("ruff", reason="ruff is not installed: pip install -e '.[test]'")
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *CHECKED], cwd=ROOT,
+                          capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, f"ruff check {' '.join(CHECKED)} failed:\n{proc.stdout}{proc.stderr}"
 
 
 def test_no_new_type_ignores() -> None:
